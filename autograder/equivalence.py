@@ -1,0 +1,150 @@
+"""Formula equivalence on the symbols' domains, and the diagnosis of common slips.
+
+Two formulas are equivalent when they agree at random points of the domain: positive reals for
+sizes and rates, integers >= 2 for counts (so a factor N-1 never vanishes or flips sign). Values
+are computed with 50-digit mpmath at exact rational points, and "agree" means a relative difference
+below 1e-10: float coefficients from a student's numeric solve (1/1.97e14) still match, and no
+honest slip is that small. A bounded symbolic check can confirm the verdict afterwards.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import mpmath
+import sympy as sp
+
+from course.symbols import symbol
+
+DIGITS = 50
+RTOL = mpmath.mpf("1e-10")
+LEADING_RTOL = mpmath.mpf("1e-5")  # agreement at 1e8-times-larger points: same leading terms
+N_POINTS = 10
+
+# Factors a slip typically introduces: bf16 vs fp32 (2), one vs two directions (2), N vs N-1,
+# the 2 in 2*B*D*F, units (1000).
+NICE_FACTORS = tuple(
+    sorted({Fraction(p, q) for p in (1, 2, 3, 4, 8, 16) for q in (1, 2, 3, 4, 8, 16) if p != q}
+           | {Fraction(10) ** e for e in range(-12, 13) if e}
+           | {Fraction(-1)}))
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The symbols a question declares; ``counts`` are integers >= 2, the rest positive reals."""
+
+    names: tuple[str, ...]
+    counts: frozenset[str] = frozenset()
+
+    def large(self, points: list[dict[str, Fraction]]) -> list[dict[str, Fraction]]:
+        """The same points with every symbol 1e8 times larger: where only leading terms matter."""
+        return [{k: v * 10**8 for k, v in p.items()} for p in points[:3]]
+
+    def points(self, n: int, seed: int) -> list[dict[str, Fraction]]:
+        """``n`` points spread over many orders of magnitude, so both sides of a max() are seen."""
+        rng = random.Random(seed)
+        pts = []
+        for _ in range(n):
+            p = {}
+            for name in self.names:
+                if name in self.counts:
+                    p[name] = Fraction(max(2, round(2 ** rng.uniform(1, 12))))
+                else:
+                    p[name] = Fraction(max(1, round(2 ** rng.uniform(-4, 16) * 64)), 64)
+            pts.append(p)
+        return pts
+
+
+def evaluator(expr: sp.Expr, names: Sequence[str]) -> Callable[[dict[str, Fraction]], mpmath.mpf | None]:
+    """A function from a point to the 50-digit value of ``expr`` there (None where not real)."""
+    syms = [symbol(n) for n in names]
+    fn = sp.lambdify(syms, expr, modules=["mpmath"])
+
+    def at(point: dict[str, Fraction]) -> mpmath.mpf | None:
+        with mpmath.workdps(DIGITS):
+            args = [mpmath.mpf(point[n].numerator) / point[n].denominator for n in names]
+            try:
+                v = fn(*args)
+            except (ZeroDivisionError, ValueError, TypeError, OverflowError):
+                return None
+            if isinstance(v, mpmath.mpc):
+                if abs(v.imag) > abs(v.real) * RTOL:
+                    return None
+                v = v.real
+            v = mpmath.mpf(v)
+            return v if mpmath.isfinite(v) else None
+    return at
+
+
+def close(a: mpmath.mpf | None, b: mpmath.mpf | None, rtol: mpmath.mpf = RTOL) -> bool:
+    if a is None or b is None:
+        return False
+    with mpmath.workdps(DIGITS):
+        scale = max(abs(a), abs(b))
+        return bool(scale == 0 or abs(a - b) <= rtol * scale)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    equal: bool
+    diagnosis: str  # "" when equal; else ratio:k, extra_symbol:F, missing_symbol:D, partly, ...
+
+
+def nice_ratio(ratio: mpmath.mpf) -> Fraction | None:
+    for k in NICE_FACTORS:
+        if close(ratio, mpmath.mpf(k.numerator) / k.denominator):
+            return k
+    return None
+
+
+def compare(reference: sp.Expr, candidate: sp.Expr, domain: Domain, seed: int = 0) -> Comparison:
+    """Is ``candidate`` the same function as ``reference`` on the domain? If not, what slipped?"""
+    points = domain.points(N_POINTS, seed)
+    at_ref, at_cand = evaluator(reference, domain.names), evaluator(candidate, domain.names)
+    ref, cand = [at_ref(p) for p in points], [at_cand(p) for p in points]
+    big = domain.large(points)
+    leading = all(close(at_ref(p), at_cand(p), LEADING_RTOL) for p in big)
+    return diagnose(ref, cand, free_names(reference), free_names(candidate), leading)
+
+
+def free_names(expr: sp.Expr) -> frozenset[str]:
+    return frozenset(s.name for s in expr.free_symbols)
+
+
+def diagnose(ref: Sequence[mpmath.mpf | None], cand: Sequence[mpmath.mpf | None],
+             ref_names: frozenset[str], cand_names: frozenset[str], leading: bool) -> Comparison:
+    """Order matters: a constant ratio is the most specific finding, then symbols that should or
+    should not appear, then a right leading order with wrong lower terms, then partial agreement.
+    The self-check (fingerprint.py) follows the same order."""
+    matches = [close(r, c) for r, c in zip(ref, cand, strict=True)]
+    if all(matches):
+        return Comparison(True, "")
+    if all(c is None for c in cand):
+        return Comparison(False, "not_real")
+    ratios = [c / r for r, c in zip(ref, cand, strict=True) if r is not None and c is not None and r != 0]
+    if ratios and all(close(x, ratios[0]) for x in ratios):
+        k = nice_ratio(ratios[0])
+        return Comparison(False, f"ratio:{k}" if k is not None else "ratio:other")
+    extra, missing = cand_names - ref_names, ref_names - cand_names
+    if extra:
+        return Comparison(False, "extra_symbol:" + ",".join(sorted(extra)))
+    if missing:
+        return Comparison(False, "missing_symbol:" + ",".join(sorted(missing)))
+    if leading:
+        return Comparison(False, "lower_terms")
+    if any(matches):
+        return Comparison(False, "partly")
+    return Comparison(False, "not_equivalent")
+
+
+def confirm_symbolically(reference: sp.Expr, candidate: sp.Expr) -> bool | None:
+    """True if sympy proves the difference is zero, None if it cannot tell. Callers bound the time
+    (the sandbox sets an alarm): simplify can run for minutes on adversarial input."""
+    try:
+        diff = sp.simplify(reference - candidate)
+    except Exception:
+        return None
+    return True if diff == 0 else None

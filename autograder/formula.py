@@ -1,0 +1,244 @@
+"""Safe parsing of formula answers: student text or a sympy object, never ``eval``.
+
+``sympify``, ``parse_expr`` and ``S()`` execute arbitrary Python, and ``9**9**9`` hangs even with no
+names in it, so student text only ever goes through ``ast.parse`` and an allow-list of node types;
+the sympy expression is then built by hand from the tree. Sizes are capped before anything is
+computed. A declared name always maps to the course's positive symbol of that name, never to
+sympy's object of the same name (``N``, ``E``, ``I`` and ``S`` are all taken in sympy).
+
+``parse_formula`` never raises on student input: it returns ``Parsed`` or ``Invalid``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+import sympy as sp
+
+from course.symbols import symbol
+
+MAX_CHARS = 2000
+MAX_NODES = 400
+MAX_ABS_LITERAL = sp.Integer(10) ** 40
+MAX_ABS_EXPONENT = 64
+MAX_EXPONENT_DENOMINATOR = 64
+
+# Functions a formula may call. Both spellings of max/min are accepted because students write
+# Python's and sympy prints its own.
+FUNCTIONS = {
+    "sqrt": (sp.sqrt, 1, 1),
+    "log": (sp.log, 1, 2),
+    "log2": (lambda x: sp.log(x, 2), 1, 1),
+    "log10": (lambda x: sp.log(x, 10), 1, 1),
+    "exp": (sp.exp, 1, 1),
+    "Max": (sp.Max, 1, 16),
+    "max": (sp.Max, 1, 16),
+    "Min": (sp.Min, 1, 16),
+    "min": (sp.Min, 1, 16),
+    "Abs": (sp.Abs, 1, 1),
+    "abs": (sp.Abs, 1, 1),
+    "ceiling": (sp.ceiling, 1, 1),
+    "ceil": (sp.ceiling, 1, 1),
+    "floor": (sp.floor, 1, 1),
+}
+CONSTANTS = {"pi": sp.pi}
+
+# The allow-list. Attribute access (``x.__class__``), subscripts, comprehensions, lambdas,
+# strings and keyword arguments are absent on purpose: they are how sandbox escapes start.
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
+            ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow, ast.USub, ast.UAdd)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    expr: sp.Expr
+    text: str  # canonical text (sympy's printing), re-parsable by this module
+
+
+@dataclass(frozen=True)
+class Invalid:
+    code: str  # "empty", "syntax", "unknown_name", "forbidden", "too_long", "too_large", "wrong_type", ...
+    detail: str = ""  # the offending name, token or type
+    offset: int | None = None  # 0-based character offset in the text, where known
+    text: str = ""  # the text as the student gave it
+
+
+class _Reject(Exception):
+    def __init__(self, code: str, detail: str = "", node: ast.AST | None = None):
+        super().__init__(code)
+        self.code, self.detail = code, detail
+        self.offset = getattr(node, "col_offset", None)
+
+
+def answer_to_text(answer: object) -> str | Invalid:
+    """Turn what a student assigned into formula text, or say why it cannot be one."""
+    if answer is None or answer is Ellipsis or answer is NotImplemented:
+        return Invalid("empty")
+    if isinstance(answer, dict) and answer.keys() == {"invalid", "detail"}:  # see record.encode_scalar
+        return Invalid(str(answer["invalid"])[:40], str(answer["detail"])[:100])
+    if isinstance(answer, bool):
+        return Invalid("wrong_type", "bool")
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, int | float):
+        return repr(answer)
+    if isinstance(answer, sp.Basic):
+        if isinstance(answer, sp.Rel) or not isinstance(answer, sp.Expr):  # equations, logic, sets
+            return Invalid("relation")
+        try:
+            return sp.sstr(answer)
+        except Exception as e:  # a hostile subclass can make printing fail
+            return Invalid("wrong_type", f"unprintable sympy object ({type(e).__name__})")
+    item = getattr(answer, "item", None)  # numpy and jax scalars
+    if callable(item) and getattr(answer, "shape", None) == ():
+        try:
+            return repr(float(item()))
+        except Exception:
+            pass
+    return Invalid("wrong_type", type(answer).__name__)
+
+
+def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
+    """Parse a student's formula over the declared symbol ``names``."""
+    text = answer_to_text(answer)
+    if isinstance(text, Invalid):
+        return text
+    allowed = frozenset(names)
+    if len(text) > MAX_CHARS:
+        return Invalid("too_long", str(len(text)), text=text[:80])
+    stripped = text.strip()
+    if not stripped:
+        return Invalid("empty", text=text)
+    hint = _spelling_hint(stripped)
+    if hint:
+        return hint
+    try:
+        tree = ast.parse(stripped, mode="eval")
+    except SyntaxError as e:
+        offset = (e.offset - 1) if e.offset else None
+        implicit = re.search(r"(\d|\))\s*([A-Za-z_(])", stripped)
+        if implicit:
+            return Invalid("implicit_multiplication", implicit.group(0), implicit.start(), stripped)
+        return Invalid("syntax", e.msg, offset, stripped)
+    except (ValueError, RecursionError, MemoryError) as e:  # NUL bytes, absurd nesting
+        return Invalid("syntax", type(e).__name__, None, stripped)
+    try:
+        for count, node in enumerate(ast.walk(tree), 1):
+            if count > MAX_NODES:
+                raise _Reject("too_long", f"more than {MAX_NODES} terms")
+            if not isinstance(node, _ALLOWED):
+                raise _Reject("forbidden", _describe(node), node)
+        expr = _build(tree.body, allowed)
+        if expr.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
+            raise _Reject("not_finite")
+        if expr.has(sp.I):
+            raise _Reject("complex")
+        return Parsed(expr, sp.sstr(expr))
+    except _Reject as r:
+        return Invalid(r.code, r.detail, r.offset, stripped)
+    except (RecursionError, MemoryError, OverflowError, ZeroDivisionError, ValueError, TypeError) as e:
+        return Invalid("too_large", type(e).__name__, None, stripped)
+
+
+def _spelling_hint(text: str) -> Invalid | None:
+    for bad, code in (("^", "caret_power"), ("×", "unicode_operator"), ("·", "unicode_operator"),
+                      ("−", "unicode_operator"), ("÷", "unicode_operator"), ("=", "relation"),
+                      ("<", "relation"), (">", "relation")):
+        if bad in text:
+            return Invalid(code, bad, text.index(bad), text)
+    return None
+
+
+def _describe(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return "attribute access (a dot after a name)"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return "a string inside the formula"
+    if isinstance(node, ast.Compare):
+        return "a comparison"
+    if isinstance(node, ast.Subscript):
+        return "indexing with []"
+    if isinstance(node, ast.keyword):
+        return "a keyword argument"
+    if isinstance(node, ast.BinOp | ast.operator):
+        return f"the operator {type(node).__name__}"
+    return type(node).__name__
+
+
+def _literal(node: ast.Constant) -> sp.Expr:
+    v = node.value
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _Reject("forbidden", "a literal that is not a real number", node)
+    if isinstance(v, int):
+        if abs(v) > MAX_ABS_LITERAL:
+            raise _Reject("too_large", "a number above 1e40", node)
+        return sp.Integer(v)
+    try:
+        exact = Decimal(repr(v))  # repr is the shortest text that round-trips: 0.1 stays 1/10
+    except InvalidOperation as e:
+        raise _Reject("not_finite", "", node) from e
+    if not exact.is_finite():
+        raise _Reject("not_finite", "", node)
+    if abs(exact) > Decimal(10) ** 40:
+        raise _Reject("too_large", "a number above 1e40", node)
+    return sp.Rational(str(exact))
+
+
+def _build(node: ast.AST, allowed: frozenset[str]) -> sp.Expr:
+    if isinstance(node, ast.Constant):
+        return _literal(node)
+    if isinstance(node, ast.Name):
+        if node.id in allowed:
+            return symbol(node.id)
+        if node.id in CONSTANTS:
+            return CONSTANTS[node.id]
+        if node.id in FUNCTIONS:
+            raise _Reject("function_without_call", node.id, node)
+        raise _Reject("unknown_name", node.id, node)
+    if isinstance(node, ast.UnaryOp):
+        operand = _build(node.operand, allowed)
+        return -operand if isinstance(node.op, ast.USub) else operand
+    if isinstance(node, ast.BinOp):
+        left = _build(node.left, allowed)
+        right = _build(node.right, allowed)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.Div):
+            if right == 0:
+                raise _Reject("not_finite", "division by zero", node)
+            return left / right
+        return _power(left, right, node)
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            name = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
+            raise _Reject("unknown_function", name, node)
+        if node.keywords:
+            raise _Reject("forbidden", "a keyword argument", node)
+        fn, lo, hi = FUNCTIONS[node.func.id]
+        if not lo <= len(node.args) <= hi:
+            raise _Reject("arity", node.func.id, node)
+        return fn(*(_build(a, allowed) for a in node.args))
+    raise _Reject("forbidden", _describe(node), node)
+
+
+def _power(base: sp.Expr, exponent: sp.Expr, node: ast.AST) -> sp.Expr:
+    # Exponents must be small numeric constants: B**2, B**(1/2), 2**10. Checked before sympy
+    # computes anything, so 9**9**9 is rejected instead of hanging.
+    if not exponent.is_Number:
+        raise _Reject("symbolic_exponent", "", node)
+    if abs(exponent) > MAX_ABS_EXPONENT or (
+            exponent.is_Rational and exponent.q > MAX_EXPONENT_DENOMINATOR):
+        raise _Reject("too_large", "an exponent above 64", node)
+    if base.is_Number and abs(base) > MAX_ABS_LITERAL:
+        raise _Reject("too_large", "a power of a number above 1e40", node)
+    if base == 0 and exponent < 0:
+        raise _Reject("not_finite", "division by zero", node)
+    return base**exponent

@@ -1,0 +1,213 @@
+"""Question records: a question is defined once, as data plus a reference, in ``solutions/``.
+
+Everything else derives from the record: the nbgrader grade id and points of its test cell, the
+self-check fingerprints in the release, the grader's verdict. Authoring mistakes (a bad id, a
+reference that uses an undeclared symbol, a slip that is actually correct) fail at import and name
+the question.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import sympy as sp
+
+from .numbers import Tolerance, unit_dimension
+
+QID = re.compile(r"^ch(\d\d)-[a-z0-9]+-[a-z0-9][a-z0-9_-]*$")
+BOOK = "https://jax-ml.github.io/scaling-book/"
+
+
+class AuthoringError(ValueError):
+    """A question record is malformed: a course bug, never a student's."""
+
+
+@dataclass(frozen=True)
+class Slip:
+    """A typical wrong answer. Tests prove the engine rejects it with ``diagnosis``; a ``hint``,
+    if given, is shown to a student who gives exactly this answer (fingerprinted, so no leak)."""
+
+    answer: Any
+    diagnosis: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Accept:
+    """Another answer worth ``credit`` (a fraction), e.g. the leading order where the exact form is
+    asked. The ``message`` says what is missing for full credit."""
+
+    answer: Any
+    credit: float
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    qid: str
+    points: float
+    prompt: str  # one line: what is asked, shown in tables and feedback (no answer in it)
+    section: str = ""  # the book page and anchor, e.g. "roofline#..." (linked in feedback)
+    slips: tuple[Slip, ...] = ()
+    accept: tuple[Accept, ...] = ()
+    kind: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        if not QID.match(self.qid):
+            raise AuthoringError(f"{self.qid}: ids look like ch01-e3-critical-batch "
+                                 "(lower case letters, digits, - and _)")
+        if not self.points > 0:
+            raise AuthoringError(f"{self.qid}: points must be positive")
+        if not self.slips:
+            raise AuthoringError(f"{self.qid}: list at least one typical wrong answer (slips=...)")
+        for a in self.accept:
+            if not 0 < a.credit < 1:
+                raise AuthoringError(f"{self.qid}: partial credit must lie strictly between 0 and 1")
+
+    @property
+    def url(self) -> str:
+        return BOOK + self.section if self.section else BOOK
+
+    @property
+    def chapter(self) -> str:
+        return self.qid.split("-", 1)[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Formula(Question):
+    """A sympy expression over the book's symbols, checked for equivalence on their domains."""
+
+    reference: sp.Expr
+    symbols: str  # the names a student may use, space separated: "B D F"
+    counts: str = ""  # those of them that are integer counts >= 2 (device counts, ring sizes)
+    kind: ClassVar[str] = "formula"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        names = set(self.names)
+        if not set(self.counts.split()) <= names:
+            raise AuthoringError(f"{self.qid}: counts must be among the declared symbols")
+        used = {s.name for s in sp.sympify(self.reference).free_symbols}
+        if not used <= names:
+            raise AuthoringError(f"{self.qid}: reference uses undeclared symbols {sorted(used - names)}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.symbols.split())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Number(Question):
+    """A number in ``unit`` ("" for a plain number), within a relative tolerance or a range."""
+
+    reference: float
+    unit: str = ""
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    kind: ClassVar[str] = "number"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        try:
+            unit_dimension(self.unit)
+        except ValueError as e:
+            raise AuthoringError(f"{self.qid}: {e}") from None
+        if not self.tolerance.accepts(float(self.reference), float(self.reference)):
+            raise AuthoringError(f"{self.qid}: the reference lies outside its own tolerance")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Choice(Question):
+    """One option id out of ``options``; compared exactly (case and surrounding spaces ignored)."""
+
+    reference: str
+    options: tuple[str, ...]
+    kind: ClassVar[str] = "choice"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.reference not in self.options:
+            raise AuthoringError(f"{self.qid}: the reference is not one of the options")
+
+
+@dataclass(frozen=True)
+class Output:
+    """How one returned value of a student's function is judged: as a ``number`` (a list of
+    numbers is judged element by element) or as a ``formula`` over ``symbols``."""
+
+    kind: str  # "number" or "formula"
+    unit: str = ""
+    tolerance: Tolerance = field(default_factory=Tolerance)
+    symbols: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Function(Question):
+    """A Python function the student writes, called in their notebook on public ``probes`` (each a
+    dict of keyword arguments); each result is judged against ``reference(**probe)`` as ``output``
+    judges a single answer. Score: the fraction of probes passed."""
+
+    reference: Callable[..., Any]
+    probes: tuple[dict[str, Any], ...]
+    output: Output | tuple[Output, ...]  # how to judge each returned item
+    # Name of a function in ``course.probes`` that turns a probe into the call's arguments in the
+    # student's kernel (e.g. random arrays of the probe's shapes); "" calls ``f(**probe)``.
+    builder: str = ""
+    # A correct implementation with the student's signature (tests and the demo call it);
+    # defaults to ``reference`` where the signatures agree.
+    model: Callable[..., Any] | None = None
+    kind: ClassVar[str] = "function"
+
+    @property
+    def solution(self) -> Callable[..., Any]:
+        return self.model or self.reference
+
+    @property
+    def outputs(self) -> tuple[Output, ...]:
+        return self.output if isinstance(self.output, tuple) else (self.output,)
+
+
+@dataclass(frozen=True)
+class Chapter:
+    name: str  # the nbgrader assignment and notebook name, e.g. "ch01_rooflines"
+    title: str
+    questions: tuple[Question, ...]
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for q in self.questions:
+            if q.qid in seen:
+                raise AuthoringError(f"{q.qid}: defined twice in {self.name}")
+            if q.chapter != self.name[:4]:
+                raise AuthoringError(f"{q.qid}: belongs to {q.chapter}, not {self.name}")
+            seen.add(q.qid)
+
+    def __getitem__(self, qid: str) -> Question:
+        for q in self.questions:
+            if q.qid == qid:
+                return q
+        raise KeyError(qid)
+
+    @property
+    def total_points(self) -> float:
+        return sum(q.points for q in self.questions)
+
+
+def load_chapter(name: str) -> Chapter:
+    """The chapter record of ``solutions/<name>.py`` (its module-level ``CHAPTER``)."""
+    module = importlib.import_module(f"solutions.{name}")
+    chapter = getattr(module, "CHAPTER", None)
+    if not isinstance(chapter, Chapter):
+        raise AuthoringError(f"solutions/{name}.py must define CHAPTER = Chapter(...)")
+    return chapter
+
+
+def chapter_names() -> Sequence[str]:
+    import pkgutil
+
+    import solutions
+
+    return sorted(m.name for m in pkgutil.iter_modules(solutions.__path__) if re.match(r"ch\d\d_", m.name))

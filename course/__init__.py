@@ -1,0 +1,19 @@
+"""scaling-course: the library the chapter notebooks import.
+
+The locked first cell of every notebook runs ``course.setup()`` before anything touches JAX, then
+imports ``check`` (the self-check in each test cell) and ``grade`` (the hidden test's recorder).
+Attributes load lazily, so ``course.symbols`` can be imported by the grading engine without
+pulling in the notebook-side machinery.
+"""
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {"check": "answers", "grade": "answers", "AnswerError": "answers", "setup": "devices", "mesh": "devices"}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'course' has no attribute {name!r}")

@@ -1,0 +1,96 @@
+"""``check`` and ``grade``: the two one-liners of every test cell.
+
+``check(qid, answer)`` is the student's self-check: it compares the answer with the chapter's
+fingerprints (no reference in plain text) and says what is wrong. ``grade(qid, answer)`` runs in
+the hidden part of the test cell during grading: it records the answer as data for the grader and,
+for people who use plain ``nbgrader autograde``, raises on a wrong answer (a provisional score that
+the course's own grader does not trust; see docs/security.md).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from autograder import record
+from autograder.fingerprint import selfcheck
+from autograder.verdict import Status, Verdict
+
+
+class AnswerError(AssertionError):
+    """A wrong or unreadable answer. An AssertionError, so nbgrader's validate counts it."""
+
+
+@cache
+def _fingerprints(prefix: str) -> dict[str, Any]:
+    folder = resources.files("course") / "fingerprints"
+    for f in sorted(folder.iterdir(), key=lambda p: p.name):
+        if f.name.startswith(prefix + "_") and f.name.endswith(".json"):
+            return json.loads(f.read_text())["questions"]
+    raise LookupError(f"No self-check data for {prefix}: run 'scaling-course release' (instructors).")
+
+
+def _entry(qid: str) -> dict[str, Any]:
+    if not isinstance(qid, str):
+        raise TypeError("the first argument is the question id, e.g. 'ch01-e3-critical-batch'")
+    table = _fingerprints(qid.split("-", 1)[0])
+    if qid not in table:
+        raise LookupError(f"Unknown question id {qid!r}. Did a cell's text change? Re-download the notebook.")
+    return table[qid]
+
+
+def encode(qid: str, answer: Any) -> Any:
+    """The JSON form of ``answer`` for question ``qid``, as the grader will read it."""
+    entry = _entry(qid)
+    if entry["kind"] == "function":
+        from . import probes
+
+        calls = [probes.build(entry["builder"], p) for p in entry["probes"]]
+        return record.encode_outputs(answer, calls, [o["kind"] for o in entry["outputs"][0]])
+    return record.encode_scalar(entry["kind"], answer)
+
+
+def verdict(qid: str, answer: Any) -> Verdict:
+    """What the self-check thinks of ``answer`` (no printing, no raising)."""
+    return selfcheck(_entry(qid), qid, encode(qid, answer))
+
+
+def check(qid: str, answer: Any) -> None:
+    """Self-check one answer: prints a short confirmation, or raises AnswerError saying what to fix."""
+    v = verdict(qid, answer)
+    if v.ok:
+        print(f"✓ {qid}: correct.")
+        return
+    _fail(qid, v)
+
+
+def grade(qid: str, answer: Any) -> None:
+    """Record the answer for the grader (hidden tests only)."""
+    payload = encode(qid, answer)
+    _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload),
+              "text/plain": f"[answer to {qid} recorded]"})
+    v = selfcheck(_entry(qid), qid, payload)
+    if not v.ok:
+        _fail(qid, v)
+
+
+def _fail(qid: str, v: Verdict) -> None:
+    status = {Status.PARTIAL: f"partly right ({v.score:.0%})", Status.INVALID: "cannot read the answer"}
+    head = status.get(v.status, "not right yet")
+    url = _entry(qid).get("url", "")
+    more = f"\n(Book section: {url})" if url and v.status is not Status.INVALID else ""
+    raise AnswerError(f"{qid}: {head}. {v.message}{more}") from None
+
+
+def _display(bundle: dict[str, Any]) -> None:
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None  # noqa: N806
+    if get_ipython is not None and get_ipython() is not None:
+        display(bundle, raw=True)
+    else:
+        print(bundle["text/plain"])

@@ -1,0 +1,333 @@
+"""Chapter 1, Rooflines: every graded question of the chapter, as records with references.
+
+Book: Part 1 "All About Rooflines", https://jax-ml.github.io/scaling-book/roofline/
+Numbers are computed from ``course.hardware`` (never typed in); where the book prints a rounded or
+differently-based value, the tolerance admits it and ``BOOK`` records it for the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import sympy as sp
+
+import course.symbols as sym
+from autograder.numbers import Tolerance
+from autograder.questions import Accept, Chapter, Choice, Formula, Function, Number, Output, Slip
+from course import hardware as hw
+from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
+
+V5E, V6E, H100 = hw.TPU_V5E, hw.TPU_V6E, hw.H100
+SECTION = "roofline/"
+
+# --- the chapter's formulas, each once ------------------------------------------------------------
+T_1E12_H100 = 1e12 / H100.bf16_flops_per_s
+T_1E12_V6E = 1e12 / V6E.bf16_flops_per_s
+CRIT_V5E = V5E.bf16_flops_per_s / V5E.hbm_bytes_per_s  # 240.24 FLOPs/byte
+
+
+def matmul_bytes(act: float, weight: float, out: float) -> sp.Expr:
+    """HBM bytes of X[B,D] @ Y[D,F] -> Z[B,F] with the given bytes per element of each."""
+    return act * B * D + weight * D * F + out * B * F
+
+
+def critical_batch_exact(act_bytes: float, weight_bytes: float, out_bytes: float, peak: float,
+                         bw: float) -> sp.Expr:
+    """Solve 2BDF/peak = bytes/bw for B: the exact batch where the matmul turns compute-bound."""
+    (solution,) = sp.solve(2 * B * D * F / sp.nsimplify(peak)
+                           - matmul_bytes(act_bytes, weight_bytes, out_bytes) / sp.nsimplify(bw), B)
+    return sp.simplify(solution)
+
+
+def critical_batch_limit(act_bytes: float, weight_bytes: float, out_bytes: float, peak: float,
+                         bw: float) -> float:
+    """The B << D, F limit of the exact solution: only the weight bytes matter."""
+    return weight_bytes * peak / (2 * bw)
+
+
+def critical_batch(**probe: float) -> tuple[sp.Expr, float]:
+    return critical_batch_exact(**probe), critical_batch_limit(**probe)
+
+
+def crossover(D: float, F: float, peak: float, bw: float, act_bytes: float, weight_bytes: float,
+              out_bytes: float) -> float:
+    """Exact B* for concrete D and F (Q3)."""
+    return float(critical_batch_exact(act_bytes, weight_bytes, out_bytes, peak, bw).subs({sym.D: D, sym.F: F}))
+
+
+def attainable(B: list[float], D: float, F: float, peak: float, bw: float, act_bytes: float,
+               weight_bytes: float, out_bytes: float) -> list[float]:
+    """Roofline: FLOPs / max(T_math, T_comms) at each batch size."""
+    out = []
+    for b in B:
+        flops = 2 * b * D * F
+        moved = act_bytes * b * D + weight_bytes * D * F + out_bytes * b * F
+        out.append(flops / max(flops / peak, moved / bw))
+    return out
+
+
+WIDTH = {"float32": 4, "int32": 4, "int8": 1}
+
+
+def measured_intensity(einsum: str, shapes: list[list[int]], dtype: str, out_dtype: str | None = None,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """What XLA's CPU cost analysis reports for one contraction: 2 FLOPs per multiply-add over every
+    index, and the bytes of both operands and the result at their own widths. (bf16 is skewed on
+    CPU, so no probe uses it: see the chapter's traps.)"""
+    inputs, out = einsum.split("->")
+    sizes = {c: n for spec, shape in zip(inputs.split(","), shapes, strict=True) for c, n in zip(spec, shape,
+                                                                                                  strict=True)}
+    flops = 2 * math.prod(sizes.values())
+    moved = WIDTH[dtype] * sum(math.prod(s) for s in shapes) + WIDTH[out_dtype or dtype] * math.prod(
+        sizes[c] for c in out)
+    return float(flops), float(moved), flops / moved
+
+
+def random_batches(seed: int, n: int = 64) -> list[float]:
+    """``n`` distinct batch sizes in [1, 512), random so that no formula fits them by accident."""
+    return [float(b) for b in sorted(random.Random(seed).sample(range(1, 512), n))]
+
+
+def intensity(f, *args) -> tuple[float, float, float]:
+    """CX1's model solution: FLOPs and bytes as XLA's cost model counts them for the compiled f."""
+    import jax
+
+    cost = jax.jit(f).lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost  # a list of dicts on older jax releases
+    return cost["flops"], cost["bytes accessed"], cost["flops"] / cost["bytes accessed"]
+
+
+# Typical wrong implementations, for the tests (each must fail).
+def cx1_counts_multiply_adds_once(f, *args):
+    import jax
+    cost = jax.jit(f).lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return cost["flops"] / 2, cost["bytes accessed"], cost["flops"] / 2 / cost["bytes accessed"]
+
+
+def cx2_peak_everywhere(B, D, F, peak, bw, act_bytes, weight_bytes, out_bytes):
+    return [peak for _ in B]
+
+
+def cx2_leading_order(D, F, peak, bw, act_bytes, weight_bytes, out_bytes):
+    return weight_bytes * peak / (2 * bw)
+
+
+def cx3_without_output_bytes(act_bytes, weight_bytes, out_bytes, peak, bw):
+    return critical_batch(act_bytes=act_bytes, weight_bytes=weight_bytes, out_bytes=0, peak=peak, bw=bw)
+
+
+Q3_D_LARGE, Q3_D_SMALL = 4096, 1024
+E5_TILE = 512
+E6_SEQUENCES, E6_SEQ_LEN, E6_GPUS = 512, 4096, 2048
+
+# The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
+BOOK = {
+    "ch01-e1-h100-time": 1.01e-3, "ch01-e1-v6e-time": 1.1e-3, "ch01-e3-critical-batch": 240,
+    "ch01-e4-d-threshold": 8755, "ch01-e5-tile-intensity": 256, "ch01-e6-local-batch": 1024,
+    "ch01-e6-global-tokens": 2_097_152, "ch01-e7-vpu-intensity": 3, "ch01-q1-critical-batch": 240,
+    "ch01-q2-critical-batch": 120, "ch01-q4-limit": 2, "ch01-q5-critical-batch": 295,
+    "ch01-e2-intensity-limit": 0.5, "ch01-q3-crossover-large": 136.09, "ch01-q3-crossover-small": 226.32,
+}
+
+_bf16 = matmul_bytes(2, 2, 2)
+_int8 = matmul_bytes(1, 1, 1)
+_mixed = matmul_bytes(2, 1, 2)
+_row_weights = B * D + B * D * F + B * F
+
+CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
+    # E1: time for 1e12 FLOPs at peak.
+    Number(qid="ch01-e1-h100-time", points=1, section=SECTION + "#the-roofline-model",
+           prompt="Seconds for 1e12 bf16 FLOPs on an H100 at dense peak.",
+           reference=T_1E12_H100, unit="s", tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(1e12 / hw.H100_SPARSE_BF16_FLOPS_PER_S, "ratio:1/2",
+                       "the datasheet's 1.979e15 assumes 2:4 sparsity; use the dense peak."),
+                  Slip(T_1E12_H100 * 1e3, "unit:1000"))),
+    Number(qid="ch01-e1-v6e-time", points=1, section=SECTION + "#the-roofline-model",
+           prompt="Seconds for 1e12 bf16 FLOPs on a TPU v6e at peak.",
+           reference=T_1E12_V6E, unit="s", tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(T_1E12_V6E / 2, "ratio:1/2"), Slip(T_1E12_V6E * 1e6, "unit:1000000"))),
+    # E2: dot product of two bf16 vectors of length N.
+    Formula(qid="ch01-e2-dot-flops", points=1, section=SECTION + "#arithmetic-intensity",
+            prompt="FLOPs of a dot product of two length-N vectors.",
+            reference=2 * N - 1, symbols="N", counts="N",
+            slips=(Slip(2 * N, "lower_terms", "N products need only N-1 additions."),
+                   Slip(N, "not_equivalent"))),
+    Formula(qid="ch01-e2-dot-bytes", points=1, section=SECTION + "#arithmetic-intensity",
+            prompt="Bytes read and written by a bf16 dot product of length-N vectors (scalar bf16 output).",
+            reference=4 * N + 2, symbols="N", counts="N",
+            slips=(Slip(2 * N + 1, "ratio:1/2", "a bf16 element is 2 bytes."),
+                   Slip(4 * N, "lower_terms", "the scalar result is written too."))),
+    Number(qid="ch01-e2-intensity-limit", points=1, section=SECTION + "#arithmetic-intensity",
+           prompt="The dot product's FLOPs per byte as N grows large.",
+           reference=0.5, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(2.0, "ratio:4", "intensity is FLOPs divided by bytes, not bytes by FLOPs."),
+                  Slip(1.0, "ratio:2"))),
+    Choice(qid="ch01-e2-bound", points=1, section=SECTION + "#arithmetic-intensity",
+           prompt="Is a large bf16 dot product compute-bound or memory-bound on a TPU?",
+           reference="memory", options=("compute", "memory"),
+           slips=(Slip("compute", "wrong_option", "compare 1/2 FLOP/byte with the chip's ~240."),)),
+    # E3: bf16 matmul on TPU v5e.
+    Formula(qid="ch01-e3-intensity", points=2, section=SECTION + "#matrix-multiplication",
+            prompt="Exact arithmetic intensity of a bf16 matmul X[B,D] @ Y[D,F].",
+            reference=2 * B * D * F / _bf16, symbols="B D F",
+            accept=(Accept(B, 0.5, "That is the B << D, F limit; here the exact intensity is asked."),),
+            slips=(Slip(4 * B * D * F / _bf16, "ratio:2", "bf16 takes 2 bytes per element."),
+                   Slip(2 * B * D * F / (2 * B * D + 2 * D * F), "not_equivalent", "the output is written too."))),
+    Formula(qid="ch01-e3-intensity-limit", points=1, section=SECTION + "#matrix-multiplication",
+            prompt="The intensity of the bf16 matmul to leading order when B << D, F.",
+            reference=B, symbols="B D F",
+            slips=(Slip(2 * B, "ratio:2"), Slip(D, "extra_symbol:D"))),
+    Number(qid="ch01-e3-critical-batch", points=1, section=SECTION + "#matrix-multiplication",
+           prompt="The token batch above which a bf16 matmul is compute-bound on TPU v5e.",
+           reference=CRIT_V5E, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(CRIT_V5E / 2, "ratio:1/2"), Slip(CRIT_V5E * 2, "ratio:2"))),
+    # E4: contraction split over two chips, partial sums over one link.
+    Formula(qid="ch01-e4-t-math", points=1, section=SECTION + "#network-communication-rooflines",
+            prompt="Compute time per chip when D is split over 2 chips (peak C).",
+            reference=B * D * F / C, symbols="B D F C W_link",
+            slips=(Slip(2 * B * D * F / C, "ratio:2", "each chip does half of the 2*B*D*F FLOPs."),)),
+    Formula(qid="ch01-e4-t-comms", points=1, section=SECTION + "#network-communication-rooflines",
+            prompt="Time to send the bf16[B, F] partial sums over a link of W_link bytes/s.",
+            reference=2 * B * F / W_link, symbols="B D F C W_link",
+            slips=(Slip(B * F / W_link, "ratio:1/2", "bf16 takes 2 bytes per element."),
+                   Slip(2 * B * D / W_link, "extra_symbol:D"))),
+    Number(qid="ch01-e4-d-threshold", points=1, section=SECTION + "#network-communication-rooflines",
+           prompt="The D above which the two-chip matmul is compute-bound (TPU v5e, one link each way).",
+           reference=2 * V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, "ratio:1/2",
+                       "that is the condition on D/2, each chip's half."),)),
+    # E5: tiled matmul.
+    Formula(qid="ch01-e5-tiled-bytes", points=2, section=SECTION + "#matrix-multiplication",
+            prompt="HBM bytes of a bf16 tiled matmul with tiles bm x bk x bn and tile counts tm, tn, tk.",
+            reference=2 * tm * tn * (tk * (bm * bk + bk * bn) + bm * bn), symbols="bm bk bn tm tn tk",
+            slips=(Slip(tm * tn * (tk * (bm * bk + bk * bn) + bm * bn), "ratio:1/2"),
+                   Slip(2 * tm * tn * tk * (bm * bk + bk * bn), "lower_terms",
+                        "each output tile is written once as well."))),
+    Number(qid="ch01-e5-tile-intensity", points=1, section=SECTION + "#matrix-multiplication",
+           prompt="Approximate on-chip intensity with bm = bn = 512 (long contraction).",
+           reference=E5_TILE * E5_TILE / (E5_TILE + E5_TILE), tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E5_TILE, "ratio:2"),)),
+    # E6: tokens per GPU.
+    Number(qid="ch01-e6-global-tokens", points=1, section=SECTION + "#matrix-multiplication",
+           prompt="Tokens in a batch of 512 sequences of 4096 tokens.",
+           reference=E6_SEQUENCES * E6_SEQ_LEN, tolerance=Tolerance(rtol=1e-9),
+           slips=(Slip(E6_SEQUENCES, "magnitude:-4"),)),
+    Number(qid="ch01-e6-local-batch", points=1, section=SECTION + "#matrix-multiplication",
+           prompt="Tokens per GPU when that batch is split over 2048 GPUs (pure data parallelism).",
+           reference=E6_SEQUENCES * E6_SEQ_LEN / E6_GPUS, tolerance=Tolerance(rtol=1e-9),
+           slips=(Slip(E6_SEQUENCES / E6_GPUS, "magnitude:-4", "count tokens, not sequences."),)),
+    # E7: vector unit.
+    Number(qid="ch01-e7-vpu-intensity", points=1, section=SECTION + "#arithmetic-intensity",
+           prompt="Critical intensity of TPU v5p vector work (VPU FLOP/s over HBM bandwidth).",
+           reference=hw.TPU_V5P_VPU_FLOPS_PER_S / hw.TPU_V5P.hbm_bytes_per_s,
+           tolerance=Tolerance(low=2.5 * 0.99, high=3.0 * 1.01),  # the book says "about 3"; 2.5 computed
+           slips=(Slip(hw.TPU_V5P.hbm_bytes_per_s / hw.TPU_V5P_VPU_FLOPS_PER_S, "magnitude:-1",
+                       "divide FLOP/s by bytes/s, not the other way round."),)),
+    # Q1: all-int8 matmul.
+    Formula(qid="ch01-q1-bytes", points=1, section=SECTION + "#worked-problems",
+            prompt="Bytes read and written by an all-int8 matmul X[B,D] @ Y[D,F] -> Z[B,F].",
+            reference=_int8, symbols="B D F",
+            slips=(Slip(2 * _int8, "ratio:2", "int8 is 1 byte per element."),
+                   Slip(B * D + D * F, "not_equivalent", "the output is written too."))),
+    Formula(qid="ch01-q1-ops", points=1, section=SECTION + "#worked-problems",
+            prompt="Integer operations of that matmul.",
+            reference=2 * B * D * F, symbols="B D F",
+            slips=(Slip(B * D * F, "ratio:1/2", "each multiply comes with an add."),)),
+    Number(qid="ch01-q1-critical-batch", points=1, section=SECTION + "#worked-problems",
+           prompt="The batch above which the all-int8 matmul is compute-bound on TPU v5e (int8 peak).",
+           reference=V5E.int8_ops_per_s / V5E.hbm_bytes_per_s / 2, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(V5E.int8_ops_per_s / V5E.hbm_bytes_per_s, "ratio:2",
+                       "the int8 intensity is about 2B, not B."),)),
+    Formula(qid="ch01-q1-t-lower", points=1, section=SECTION + "#worked-problems",
+            prompt="Lower bound on the runtime (int8 peak C8, HBM bandwidth W).",
+            reference=sp.Max(2 * B * D * F / C8, _int8 / W), symbols="B D F C8 W",
+            slips=(Slip(2 * B * D * F / C8 + _int8 / W, "lower_terms",
+                        "that is the upper bound, with no overlap."),)),
+    Formula(qid="ch01-q1-t-upper", points=1, section=SECTION + "#worked-problems",
+            prompt="Upper bound on the runtime (no overlap of compute and memory traffic).",
+            reference=2 * B * D * F / C8 + _int8 / W, symbols="B D F C8 W",
+            slips=(Slip(sp.Max(2 * B * D * F / C8, _int8 / W), "lower_terms",
+                        "that is the lower bound, with perfect overlap."),)),
+    # Q2: int8 weights, bf16 activations and compute.
+    Formula(qid="ch01-q2-intensity", points=1, section=SECTION + "#worked-problems",
+            prompt="Exact intensity of bf16[B,D] @ int8[D,F] -> bf16[B,F].",
+            reference=2 * B * D * F / _mixed, symbols="B D F",
+            slips=(Slip(2 * B * D * F / _bf16, "not_equivalent", "the weights are int8: 1 byte each."),)),
+    Number(qid="ch01-q2-critical-batch", points=1, section=SECTION + "#worked-problems",
+           prompt="The batch above which that matmul is compute-bound on TPU v5e.",
+           reference=CRIT_V5E / 2, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(CRIT_V5E, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
+    # Q3: exact crossovers for D = F.
+    Number(qid="ch01-q3-crossover-large", points=1, section=SECTION + "#worked-problems",
+           prompt="Exact crossover batch of the Q2 matmul with D = F = 4096.",
+           reference=crossover(Q3_D_LARGE, Q3_D_LARGE, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
+           tolerance=Tolerance(rtol=0.005),
+           slips=(Slip(CRIT_V5E / 2, "close", "that is the B << D limit; use the exact byte count."),)),
+    Number(qid="ch01-q3-crossover-small", points=1, section=SECTION + "#worked-problems",
+           prompt="Exact crossover batch of the Q2 matmul with D = F = 1024.",
+           reference=crossover(Q3_D_SMALL, Q3_D_SMALL, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
+           tolerance=Tolerance(rtol=0.005),
+           slips=(Slip(CRIT_V5E / 2, "not_equal", "that is the B << D limit; use the exact byte count."),)),
+    Choice(qid="ch01-q3-sooner", points=1, section=SECTION + "#worked-problems",
+           prompt="Which matmul reaches peak throughput at the smaller batch?",
+           reference="D=F=4096", options=("D=F=4096", "D=F=1024"),
+           slips=(Slip("D=F=1024", "wrong_option"),)),
+    # Q4: a different weight matrix per batch row.
+    Formula(qid="ch01-q4-intensity", points=1, section=SECTION + "#worked-problems",
+            prompt="Intensity of int8[B,D] x int8[B,D,F] -> int8[B,F] (one D x F matrix per row).",
+            reference=2 * B * D * F / _row_weights, symbols="B D F",
+            slips=(Slip(2 * B * D * F / _int8, "not_equivalent",
+                        "each row has its own weights: B*D*F bytes of them."),)),
+    Number(qid="ch01-q4-limit", points=1, section=SECTION + "#worked-problems",
+           prompt="That intensity for large D and F.",
+           reference=2.0, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(1.0, "ratio:1/2"),)),
+    Choice(qid="ch01-q4-bound", points=1, section=SECTION + "#worked-problems",
+           prompt="Is it compute-bound for a large enough batch?",
+           reference="never", options=("yes", "never"),
+           slips=(Slip("yes", "wrong_option", "its intensity does not grow with B."),)),
+    # Q5: H100.
+    Number(qid="ch01-q5-critical-batch", points=1, section=SECTION + "#worked-problems",
+           prompt="The batch above which a bf16 matmul is compute-bound on an H100 (dense peak).",
+           reference=H100.critical_intensity, tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(hw.H100_SPARSE_BF16_FLOPS_PER_S / H100.hbm_bytes_per_s, "ratio:2",
+                       "the datasheet's 1.979e15 assumes 2:4 sparsity."),)),
+    # CX1-CX3: functions the student writes, run on public test cases.
+    Function(qid="ch01-cx1-intensity", points=3, section=SECTION + "#arithmetic-intensity",
+             prompt="intensity(f, *args): FLOPs, bytes and FLOPs/byte from XLA's cost analysis.",
+             reference=measured_intensity, builder="contraction", model=intensity,
+             probes=(dict(einsum="bd,df->bf", shapes=[[128, 1024], [1024, 2048]], dtype="float32"),
+                     dict(einsum="bd,df->bf", shapes=[[128, 1024], [1024, 2048]], dtype="int8"),
+                     dict(einsum="bd,df->bf", shapes=[[128, 1024], [1024, 2048]], dtype="int8",
+                          out_dtype="int32"),
+                     dict(einsum="bd,bdf->bf", shapes=[[16, 64], [16, 64, 128]], dtype="float32")),
+             output=(Output("number", tolerance=Tolerance(rtol=1e-9)),) * 3,
+             slips=(Slip(cx1_counts_multiply_adds_once, "ratio:1/2"),)),
+    Function(qid="ch01-cx2-attainable", points=2, section=SECTION + "#visualizing-rooflines",
+             prompt="attainable(B, D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the roofline curve.",
+             reference=attainable,
+             probes=tuple(dict(B=random_batches(seed), D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s,
+                               act_bytes=2, weight_bytes=1, out_bytes=2)
+                          for seed, d in ((1, Q3_D_LARGE), (2, Q3_D_SMALL))),
+             output=Output("number", tolerance=Tolerance(rtol=1e-6)),
+             slips=(Slip(cx2_peak_everywhere, "magnitude:+2"),)),
+    Function(qid="ch01-cx2-crossover", points=1, section=SECTION + "#visualizing-rooflines",
+             prompt="crossover(D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the exact B*.",
+             reference=crossover,
+             probes=tuple(dict(D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s,
+                               act_bytes=2, weight_bytes=1, out_bytes=2) for d in (Q3_D_LARGE, Q3_D_SMALL)),
+             output=Output("number", tolerance=Tolerance(rtol=0.005)),
+             slips=(Slip(cx2_leading_order, "close"),)),
+    Function(qid="ch01-cx3-critical-batch", points=2, section=SECTION + "#matrix-multiplication",
+             prompt="critical_batch(act_bytes, weight_bytes, out_bytes, peak, bw): exact B* in D, F and its limit.",
+             reference=critical_batch,
+             probes=tuple(dict(act_bytes=a, weight_bytes=w, out_bytes=o, peak=pk, bw=bw) for a, w, o, pk, bw in (
+                 (2, 2, 2, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s),
+                 (1, 1, 1, V5E.int8_ops_per_s, V5E.hbm_bytes_per_s),
+                 (2, 1, 2, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s),
+                 (2, 2, 2, H100.bf16_flops_per_s, H100.hbm_bytes_per_s))),
+             output=(Output("formula", symbols="D F"), Output("number", tolerance=Tolerance(rtol=0.001))),
+             slips=(Slip(cx3_without_output_bytes, "missing_symbol:D"),)),
+))

@@ -1,0 +1,55 @@
+"""Checks every chapter's records must pass; each tests/chapters/test_chNN.py parametrises these.
+
+For every question: the reference answer passes both the grader and the offline self-check; every
+listed slip fails both, with the diagnosis the record names; book answers lie within tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autograder import fingerprint, record
+from autograder.checks import judge
+from autograder.questions import Chapter, Function, Number, Question
+
+
+def recorded(q: Question, answer: Any) -> Any:
+    """What ``grade(qid, answer)`` would record for this answer in a student's notebook."""
+    if isinstance(q, Function):
+        from course import probes
+
+        calls = [probes.build(q.builder, p) for p in q.probes]
+        return record.encode_outputs(answer, calls, [o.kind for o in q.outputs])
+    return record.encode_scalar(q.kind, answer)
+
+
+def reference_answer(q: Question) -> Any:
+    return q.solution if isinstance(q, Function) else q.reference
+
+
+def assert_reference_passes(chapter: Chapter, q: Question) -> None:
+    answer = recorded(q, reference_answer(q))
+    v = judge(q, answer, symbolic=True)
+    assert v.ok, f"{q.qid}: grader rejects the reference: {v}"
+    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, answer)
+    assert s.ok, f"{q.qid}: self-check rejects the reference: {s}"
+
+
+def assert_slip_fails(chapter: Chapter, q: Question, index: int) -> None:
+    slip = q.slips[index]
+    answer = recorded(q, slip.answer)
+    v = judge(q, answer)
+    assert not v.ok and v.score < 1, f"{q.qid}: slip {slip.answer!r} passes the grader"
+    assert v.diagnosis == slip.diagnosis, f"{q.qid}: slip {slip.answer!r}: grader says {v.diagnosis}: {v.message}"
+    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, answer)
+    assert not s.ok, f"{q.qid}: slip {slip.answer!r} passes the self-check"
+    if slip.diagnosis not in ("close", "not_equal") and not slip.diagnosis.startswith("magnitude"):
+        assert s.diagnosis == v.diagnosis, f"{q.qid}: self-check says {s.diagnosis}, grader {v.diagnosis}"
+    if slip.hint:
+        assert slip.hint in v.message and slip.hint in s.message, f"{q.qid}: hint not shown"
+
+
+def assert_book_answer(q: Question, book: float) -> None:
+    assert isinstance(q, Number)
+    lo, hi = q.tolerance.bounds(float(q.reference))
+    assert lo <= book <= hi, f"{q.qid}: book's {book} is outside [{lo}, {hi}] around {q.reference}"
