@@ -15,10 +15,12 @@ from . import equivalence as eq
 from .formula import Invalid, Parsed, parse_formula
 from .messages import phrase, phrase_invalid
 from .numbers import DIMENSION_WORDS, UNITS, Tolerance, parse_number
-from .questions import Accept, Choice, Formula, Function, Number, Output, Question, Slip
+from .questions import Accept, Choice, Formula, Function, Number, Output, Program, Question, Slip
 from .verdict import Status, Verdict
 
 CLOSE = 0.25  # a number within 25% but outside tolerance is "close"
+# Program inputs at grading time come from a seed the notebook never sees (the self-check uses 0).
+GRADING_SEED = 20260101
 
 
 def judge(question: Question, answer: Any, symbolic: bool = False) -> Verdict:
@@ -231,9 +233,16 @@ def _short(v: Any) -> str:
     return repr(v)
 
 
+def judge_program(q: Program, answer: Any, symbolic: bool = False) -> Verdict:
+    from .programs import judge_program as run_and_judge  # imports jax only when a program is judged
+
+    return run_and_judge(q.spec, answer, seed=GRADING_SEED)
+
+
 KINDS: dict[str, Callable[[Any, Any, bool], Verdict]] = {
     Formula.kind: judge_formula,
     Number.kind: judge_number,
     Choice.kind: judge_choice,
     Function.kind: check_function,
+    Program.kind: judge_program,
 }

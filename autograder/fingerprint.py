@@ -37,7 +37,7 @@ from .checks import (
 )
 from .formula import Invalid, parse_formula
 from .numbers import Tolerance, parse_number
-from .questions import Chapter, Choice, Formula, Function, Number, Question
+from .questions import Chapter, Choice, Formula, Function, Number, Program, Question
 from .verdict import Status, Verdict
 
 SALT = "scaling-course/fingerprint/v1"
@@ -220,6 +220,8 @@ def make(q: Question) -> dict[str, Any]:
     if isinstance(q, Function):
         return base | {"probes": [dict(p) for p in q.probes], "builder": q.builder,
                        "outputs": [_output_print(q, i, probe) for i, probe in enumerate(q.probes)]}
+    if isinstance(q, Program):
+        return base | {"program": q.spec.to_json()}
     raise TypeError(f"{q.qid}: no fingerprint for kind {q.kind!r}")
 
 
@@ -252,6 +254,12 @@ def selfcheck(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
         return _choice_check(fp, qid, answer)
     if kind == "function":
         return _function_check(fp, qid, answer)
+    if kind == "program":  # ``answer`` is the live function here: the self-check runs it
+        from .programs import judge_report, run
+        from .questions import ProgramSpec
+
+        spec = ProgramSpec.from_json(fp["program"])
+        return judge_report(spec, run(spec, answer, seed=0), seed=0)
     return Verdict(Status.INVALID, 0.0, "unknown_kind", f"This course version cannot check {kind!r} answers.")
 
 

@@ -171,6 +171,58 @@ class Function(Question):
 
 
 @dataclass(frozen=True)
+class Operand:
+    """One input of a program question: global shape, sharding spec (mesh axis names or None per
+    dimension, the book's X[B, D_X] written ("B", "X") -> (None, "X")), and dtype."""
+
+    shape: tuple[int, ...]
+    spec: tuple[str | None, ...]
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class ProgramSpec:
+    """What a program question asks for; all of it is public (it is the problem statement), so the
+    release carries it and the self-check can run the student's function offline."""
+
+    mesh: tuple[tuple[str, int], ...]  # (("X", 8),)
+    operands: tuple[Operand, ...]
+    einsum: str  # what the program computes, e.g. "bd,df->bf"
+    out_spec: tuple[str | None, ...]  # expected sharding of the result; () is fully replicated
+    collectives: dict[str, int]  # exact count of each collective kind; kinds not named must be absent
+    rtol: float = 1e-4
+    atol: float = 1e-4
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mesh": [list(a) for a in self.mesh], "einsum": self.einsum, "out_spec": list(self.out_spec),
+                "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype} for o in self.operands],
+                "collectives": dict(self.collectives), "rtol": self.rtol, "atol": self.atol}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ProgramSpec:
+        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]),
+                   tuple(Operand(tuple(o["shape"]), tuple(o["spec"]), o["dtype"]) for o in d["operands"]),
+                   d["einsum"], tuple(d["out_spec"]), dict(d["collectives"]), d["rtol"], d["atol"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Program(Question):
+    """A JAX function the student writes for a mesh of simulated devices. Graded on the program
+    itself: exported (lowered) in the student's kernel, then run and inspected in a separate
+    process on fresh random inputs: numerics against ``einsum``, output sharding, collectives."""
+
+    spec: ProgramSpec
+    model: Callable[..., Any] | None = None  # a correct implementation (tests and the demo)
+    kind: ClassVar[str] = "program"
+
+    @property
+    def solution(self) -> Callable[..., Any]:
+        if self.model is None:
+            raise AuthoringError(f"{self.qid}: a program question needs a model solution")
+        return self.model
+
+
+@dataclass(frozen=True)
 class Chapter:
     name: str  # the nbgrader assignment and notebook name, e.g. "ch01_rooflines"
     title: str

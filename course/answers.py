@@ -44,6 +44,14 @@ def _entry(qid: str) -> dict[str, Any]:
 def encode(qid: str, answer: Any) -> Any:
     """The JSON form of ``answer`` for question ``qid``, as the grader will read it."""
     entry = _entry(qid)
+    if entry["kind"] == "program":
+        from autograder.programs import export
+        from autograder.questions import ProgramSpec
+
+        try:
+            return export(ProgramSpec.from_json(entry["program"]), answer)
+        except Exception as e:  # the student's function cannot be traced: record why
+            return {"error": f"{type(e).__name__}: {str(e)[:400]}"}
     if entry["kind"] == "function":
         from . import probes
 
@@ -53,8 +61,9 @@ def encode(qid: str, answer: Any) -> Any:
 
 
 def verdict(qid: str, answer: Any) -> Verdict:
-    """What the self-check thinks of ``answer`` (no printing, no raising)."""
-    return selfcheck(_entry(qid), qid, encode(qid, answer))
+    """What the self-check thinks of ``answer`` (no printing, no raising). A program is run live."""
+    entry = _entry(qid)
+    return selfcheck(entry, qid, answer if entry["kind"] == "program" else encode(qid, answer))
 
 
 def check(qid: str, answer: Any) -> None:
@@ -71,7 +80,7 @@ def grade(qid: str, answer: Any) -> None:
     payload = encode(qid, answer)
     _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload),
               "text/plain": f"[answer to {qid} recorded]"})
-    v = selfcheck(_entry(qid), qid, payload)
+    v = verdict(qid, answer) if _entry(qid)["kind"] == "program" else selfcheck(_entry(qid), qid, payload)
     if not v.ok:
         _fail(qid, v)
 

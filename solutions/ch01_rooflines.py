@@ -14,7 +14,19 @@ import sympy as sp
 
 import course.symbols as sym
 from autograder.numbers import Tolerance
-from autograder.questions import Accept, Chapter, Choice, Formula, Function, Number, Output, Slip
+from autograder.questions import (
+    Accept,
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Slip,
+)
 from course import hardware as hw
 from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
 
@@ -96,6 +108,41 @@ def intensity(f, *args) -> tuple[float, float, float]:
     cost = jax.jit(f).lower(*args).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost  # a list of dicts on older jax releases
     return cost["flops"], cost["bytes accessed"], cost["flops"] / cost["bytes accessed"]
+
+
+def split_matmul(x, y):
+    """CX4's model: each device multiplies its slice of the contraction, one psum adds them up."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    def block(x_block, y_block):  # x_block: f32[B, D/X], y_block: f32[D/X, F]
+        partial = x_block @ y_block  # f32[B, F], this device's share of the sum
+        return jax.lax.psum(partial, "X")
+    return jax.shard_map(block, mesh=mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P())(x, y)
+
+
+def cx4_forgets_the_sum(x, y):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    return jax.shard_map(lambda a, b: a @ b, mesh=mesh(X=8), in_specs=(P(None, "X"), P("X", None)),
+                         out_specs=P(), check_vma=False)(x, y)
+
+
+def cx4_gathers_everything(x, y):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    def block(a, b):
+        return jax.lax.all_gather(a, "X", axis=1, tiled=True) @ jax.lax.all_gather(b, "X", axis=0, tiled=True)
+    return jax.shard_map(block, mesh=mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P(),
+                         check_vma=False)(x, y)
 
 
 # Typical wrong implementations, for the tests (each must fail).
@@ -330,4 +377,13 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                  (2, 2, 2, H100.bf16_flops_per_s, H100.hbm_bytes_per_s))),
              output=(Output("formula", symbols="D F"), Output("number", tolerance=Tolerance(rtol=0.001))),
              slips=(Slip(cx3_without_output_bytes, "missing_symbol:D"),)),
+    # CX4: the E4 split, on 8 simulated devices.
+    Program(qid="ch01-cx4-split-matmul", points=3, section=SECTION + "#network-communication-rooflines",
+            prompt="x @ y with the contraction dimension split over 8 devices, partial sums combined once.",
+            spec=ProgramSpec(mesh=(("X", 8),), einsum="bd,df->bf",
+                             operands=(Operand((64, 256), (None, "X")), Operand((256, 128), ("X", None))),
+                             out_spec=(), collectives={"all-reduce": 1}),
+            model=split_matmul,
+            slips=(Slip(cx4_forgets_the_sum, "wrong_values"),
+                   Slip(cx4_gathers_everything, "collectives:all-gather"))),
 ))

@@ -10,7 +10,7 @@ from typing import Any
 
 from autograder import fingerprint, record
 from autograder.checks import judge
-from autograder.questions import Chapter, Function, Number, Question
+from autograder.questions import Chapter, Function, Number, Program, Question
 
 
 def recorded(q: Question, answer: Any) -> Any:
@@ -20,18 +20,27 @@ def recorded(q: Question, answer: Any) -> Any:
 
         calls = [probes.build(q.builder, p) for p in q.probes]
         return record.encode_outputs(answer, calls, [o.kind for o in q.outputs])
+    if isinstance(q, Program):
+        from autograder.programs import export
+
+        return export(q.spec, answer)
     return record.encode_scalar(q.kind, answer)
 
 
 def reference_answer(q: Question) -> Any:
-    return q.solution if isinstance(q, Function) else q.reference
+    return q.solution if isinstance(q, Function | Program) else q.reference
+
+
+def selfcheck_input(q: Question, answer: Any, encoded: Any) -> Any:
+    """The self-check runs a program live; every other kind sees the recorded form."""
+    return answer if isinstance(q, Program) else encoded
 
 
 def assert_reference_passes(chapter: Chapter, q: Question) -> None:
     answer = recorded(q, reference_answer(q))
     v = judge(q, answer, symbolic=True)
     assert v.ok, f"{q.qid}: grader rejects the reference: {v}"
-    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, answer)
+    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, selfcheck_input(q, reference_answer(q), answer))
     assert s.ok, f"{q.qid}: self-check rejects the reference: {s}"
 
 
@@ -41,7 +50,7 @@ def assert_slip_fails(chapter: Chapter, q: Question, index: int) -> None:
     v = judge(q, answer)
     assert not v.ok and v.score < 1, f"{q.qid}: slip {slip.answer!r} passes the grader"
     assert v.diagnosis == slip.diagnosis, f"{q.qid}: slip {slip.answer!r}: grader says {v.diagnosis}: {v.message}"
-    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, answer)
+    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, selfcheck_input(q, slip.answer, answer))
     assert not s.ok, f"{q.qid}: slip {slip.answer!r} passes the self-check"
     if slip.diagnosis not in ("close", "not_equal") and not slip.diagnosis.startswith("magnitude"):
         assert s.diagnosis == v.diagnosis, f"{q.qid}: self-check says {s.diagnosis}, grader {v.diagnosis}"

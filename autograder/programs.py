@@ -1,0 +1,179 @@
+"""Program answers: export a student's JAX function, run it on fresh random inputs, inspect it.
+
+The student's kernel only *lowers* the function (``jax.export``) and records the serialized
+program. The grader deserializes it in a separate process, runs it on inputs it draws itself and
+counts the collectives in the program it compiled itself, so the artefact that is checked for
+numerics is the same one checked for communication, and no student Python runs at grading time.
+A forged artefact is only another program, judged like any other.
+
+The same ``run`` serves the offline self-check, on the live function.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .questions import ProgramSpec
+from .verdict import Status, Verdict
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_OP = re.compile(r"=\s*(\S+)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+# Custom calls that sharding annotations lower to; anything else (host callbacks above all) would
+# run code outside the program, and is refused.
+ALLOWED_CUSTOM_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
+                                  "xla.sdy.FuncResultSharding", "xla.sdy.GlobalToLocalShape",
+                                  "xla.sdy.LocalToGlobalShape", "annotate_device_placement"})
+_CUSTOM = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What running one program showed; ``error`` set when it could not run at all."""
+
+    output: np.ndarray | None = None
+    out_spec: tuple | None = None
+    census: dict[str, int] | None = None
+    error: str = ""
+    error_code: str = "raised"
+
+
+def _mesh(q: ProgramSpec):
+    from course.devices import mesh
+
+    return mesh(**dict(q.mesh))
+
+
+def _sharding(q: ProgramSpec, spec: tuple):
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return NamedSharding(_mesh(q), PartitionSpec(*spec))
+
+
+def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
+    """Random normal inputs (never arange or zeros: regular data hides indexing bugs)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(op.shape).astype(op.dtype) for op in q.operands]
+
+
+def export(q: ProgramSpec, fn: Any) -> str:
+    """Lower ``fn`` for the question's operand shapes and shardings; base64 of the serialized
+    program. Raises what jax raises when the function cannot be traced."""
+    import jax
+
+    args = [jax.ShapeDtypeStruct(op.shape, op.dtype, sharding=_sharding(q, op.spec)) for op in q.operands]
+    exported = jax.export.export(jax.jit(fn))(*args)
+    return base64.b64encode(exported.serialize()).decode()
+
+
+def census(hlo: str) -> dict[str, int]:
+    """Collective ops in compiled HLO text, by kind (async ``-start`` halves counted once)."""
+    return dict(Counter(m.group(2) for m in _OP.finditer(hlo)))
+
+
+def run(q: ProgramSpec, fn: Any, seed: int) -> Report:
+    """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
+    import jax
+
+    try:
+        args = [jax.device_put(x, _sharding(q, op.spec)) for x, op in zip(inputs(q, seed), q.operands, strict=True)]
+        jitted = jax.jit(fn)
+        out = jitted(*args)
+        hlo = jitted.lower(*args).compile().as_text()
+    except Exception as e:  # the student's program failed to trace, compile or run
+        return Report(error=f"{type(e).__name__}: {str(e)[:400]}")
+    if not isinstance(out, jax.Array):
+        return Report(error=f"the function returned {type(out).__name__}, not an array", error_code="wrong_type")
+    spec = getattr(out.sharding, "spec", None)
+    return Report(np.asarray(out), tuple(spec) if spec is not None else None, census(hlo))
+
+
+def run_exported(q: ProgramSpec, blob: str, seed: int) -> Report:
+    """Deserialize a recorded program, refuse foreign code in it, check its signature, run it."""
+    import jax
+
+    try:
+        exported = jax.export.deserialize(bytearray(base64.b64decode(blob, validate=True)))
+    except Exception as e:
+        return Report(error=f"the recorded program cannot be read ({type(e).__name__})", error_code="bad_program")
+    text = exported.mlir_module()
+    for m in _CUSTOM.finditer(text):
+        target = m.group(1) or m.group(2)
+        if target not in ALLOWED_CUSTOM_CALLS:
+            return Report(error=f"the program calls {target!r}, which is not allowed here",
+                          error_code="bad_program")
+    want = [(tuple(op.shape), np.dtype(op.dtype)) for op in q.operands]
+    got = [(tuple(a.shape), np.dtype(a.dtype)) for a in exported.in_avals]
+    if got != want or exported.nr_devices != _device_count(q):
+        return Report(error=f"the program takes {got} on {exported.nr_devices} devices", error_code="bad_program")
+    return run(q, exported.call, seed)
+
+
+def _device_count(q: ProgramSpec) -> int:
+    return int(np.prod([n for _, n in q.mesh]))
+
+
+def expected(q: ProgramSpec, seed: int) -> np.ndarray:
+    """The mathematical result in float64, from the public einsum."""
+    return np.einsum(q.einsum, *(x.astype(np.float64) for x in inputs(q, seed)))
+
+
+def _spec_text(spec: tuple | None) -> str:
+    if spec is None:
+        return "unknown"
+    return "P(" + ", ".join("None" if s is None else repr(s) for s in spec) + ")"
+
+
+def _normal_spec(spec: tuple | None) -> tuple:
+    spec = tuple(spec or ())
+    while spec and spec[-1] is None:
+        spec = spec[:-1]
+    return spec
+
+
+def _describe(counts: dict[str, int]) -> str:
+    parts = [f"{n} {kind}" for kind, n in sorted(counts.items()) if n]
+    return ", ".join(parts) if parts else "no collectives"
+
+
+def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
+    """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
+    then the collectives: a right but wasteful program earns partial credit."""
+    if report.error:
+        return Verdict(Status.INCORRECT, 0.0, report.error_code, f"Your program could not be checked: {report.error}")
+    want = expected(q, seed)
+    out = report.output
+    if out is None or out.shape != want.shape:
+        got = "nothing" if out is None else f"shape {out.shape}"
+        return Verdict(Status.INCORRECT, 0.0, "wrong_shape", f"The result has {got}; expected shape {want.shape}.")
+    bad = ~np.isclose(out.astype(np.float64), want, rtol=q.rtol, atol=q.atol)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        return Verdict(Status.INCORRECT, 0.0, "wrong_values",
+                       f"The result differs from {q.einsum} on random inputs in {int(bad.sum())} of {bad.size} "
+                       f"entries; the first is at index {index}: got {out[index]:.6g}, expected {want[index]:.6g}.")
+    if _normal_spec(report.out_spec) != _normal_spec(q.out_spec):
+        return Verdict(Status.PARTIAL, 0.5, "wrong_sharding",
+                       f"Right numbers, but the result is sharded as {_spec_text(report.out_spec)}; "
+                       f"expected {_spec_text(q.out_spec)}.")
+    counts = report.census or {}
+    expected_counts = {k: v for k, v in q.collectives.items() if v}
+    if {k: v for k, v in counts.items() if v} != expected_counts:
+        return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),
+                       f"Right numbers, but the compiled program runs {_describe(counts)}; "
+                       f"expected {_describe(expected_counts)}.")
+    return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", {"collectives": counts})
+
+
+def judge_program(q: ProgramSpec, blob: Any, seed: int = 0) -> Verdict:
+    """Grader side: ``blob`` is what the student's kernel recorded."""
+    if isinstance(blob, dict) and "error" in blob:
+        return Verdict(Status.INCORRECT, 0.0, "raised", f"Your function could not be lowered: {blob['error']}")
+    if not isinstance(blob, str):
+        return Verdict(Status.INVALID, 0.0, "wrong_type", "Expected a function (the recorded program is missing).")
+    return judge_report(q, run_exported(q, blob, seed), seed)

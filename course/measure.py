@@ -1,0 +1,39 @@
+"""Measure the roofline of the machine the notebook runs on: matmul throughput against batch size.
+
+Timings are for the student's own exploration and are never graded: CPU timings vary from run to
+run and machine to machine. The same code runs on a laptop CPU and on a GPU.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def matmul_throughput(batches, D: int = 2048, F: int = 2048, dtype: str = "float32", repeats: int = 5):
+    """FLOP/s achieved by x[B, D] @ w[D, F] on the default device, for each B (best of ``repeats``)."""
+    import jax
+
+    f = jax.jit(lambda x, w: x @ w)
+    key = jax.random.key(0)
+    w = jax.random.normal(key, (D, F), dtype=dtype)
+    device = jax.devices()[0]
+    w = jax.device_put(w, device)
+    rates = []
+    for b in batches:
+        x = jax.device_put(jax.random.normal(jax.random.fold_in(key, int(b)), (int(b), D), dtype=dtype), device)
+        f(x, w).block_until_ready()  # compile and warm up outside the timing
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            f(x, w).block_until_ready()
+            best = min(best, time.perf_counter() - t0)
+        rates.append(2 * int(b) * D * F / best)
+    return np.asarray(rates)
+
+
+def matmul_intensity(batches, D: int, F: int, bytes_per_element: int) -> np.ndarray:
+    """FLOPs per byte of x[B, D] @ w[D, F] -> [B, F] with every array read or written once."""
+    b = np.asarray(batches, dtype=float)
+    return 2 * b * D * F / (bytes_per_element * (b * D + D * F + b * F))
