@@ -1,0 +1,80 @@
+"""``scaling-course release``: self-check fingerprints and nbgrader release notebooks from source/.
+
+Two outputs, both committed and both regenerated here: ``course/fingerprints/<chapter>.json`` (from
+the records in ``solutions/``) and ``release/<chapter>/`` (nbgrader's generate_assignment on
+``source/<chapter>/``). Regenerating on a clean checkout changes no file; a test proves it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .fingerprint import make_chapter
+from .questions import load_chapter
+
+CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
+
+
+def fingerprint_dir() -> Path:
+    import course
+
+    return Path(course.__file__).parent / "fingerprints"
+
+
+def source_chapters(course_dir: Path) -> list[str]:
+    source = course_dir / "source"
+    return sorted(d.name for d in source.iterdir() if d.is_dir() and CHAPTER_DIR.match(d.name))
+
+
+def write_fingerprints(chapter: str) -> Path:
+    path = fingerprint_dir() / f"{chapter}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(make_chapter(load_chapter(chapter)), indent=1, sort_keys=True) + "\n"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def generate(course_dir: Path, chapter: str, database: bool = False) -> Path:
+    """nbgrader generate_assignment for one chapter; with ``database`` it also registers the
+    assignment and its grade cells in the gradebook (the grader needs that, the release does not)."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(course_dir)
+    config.GenerateAssignment.no_database = not database
+    config.SaveCells.enabled = database
+    config.Exchange.root = str(course_dir / ".scaling-course" / "exchange")
+    _load_course_config(course_dir, config)
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    result = api.generate_assignment(chapter, force=True, create=True)
+    if not result["success"]:
+        raise RuntimeError(f"nbgrader could not generate {chapter}:\n{result['error']}\n{result['log']}")
+    return course_dir / "release" / chapter
+
+
+def _load_course_config(course_dir: Path, config) -> None:
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = course_dir / "nbgrader_config.py"
+    if path.exists():
+        config.merge(PyFileConfigLoader(path.name, str(course_dir)).load_config())
+        config.CourseDirectory.root = str(course_dir)
+
+
+def release(course_dir: Path, chapters: list[str] | None = None) -> list[Path]:
+    """Regenerate fingerprints and release notebooks for ``chapters`` (default: all in source/)."""
+    names = chapters or source_chapters(course_dir)
+    unknown = sorted(set(names) - set(source_chapters(course_dir)))
+    if unknown:
+        raise FileNotFoundError(f"no source/{unknown[0]}/ in {course_dir}; chapters there: "
+                                f"{', '.join(source_chapters(course_dir)) or 'none'}")
+    out = []
+    for name in names:
+        write_fingerprints(name)
+        out.append(generate(course_dir, name))
+    return out
