@@ -37,9 +37,10 @@ def write_fingerprints(chapter: str) -> Path:
     return path
 
 
-def generate(course_dir: Path, chapter: str, database: bool = False) -> Path:
+def generate(course_dir: Path, chapter: str, database: bool = False, release_dir: Path | None = None) -> Path:
     """nbgrader generate_assignment for one chapter; with ``database`` it also registers the
-    assignment and its grade cells in the gradebook (the grader needs that, the release does not)."""
+    assignment and its grade cells in the gradebook (the grader needs that, the release does not).
+    ``release_dir`` writes the student copy elsewhere than release/."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
@@ -50,11 +51,13 @@ def generate(course_dir: Path, chapter: str, database: bool = False) -> Path:
     config.SaveCells.enabled = database
     config.Exchange.root = str(course_dir / ".scaling-course" / "exchange")
     _load_course_config(course_dir, config)
+    if release_dir is not None:
+        config.CourseDirectory.release_directory = str(release_dir)
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     result = api.generate_assignment(chapter, force=True, create=True)
     if not result["success"]:
         raise RuntimeError(f"nbgrader could not generate {chapter}:\n{result['error']}\n{result['log']}")
-    return course_dir / "release" / chapter
+    return (release_dir or course_dir / "release") / chapter
 
 
 def _load_course_config(course_dir: Path, config) -> None:

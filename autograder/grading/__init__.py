@@ -1,0 +1,1 @@
+"""Batch grading: sanitize, execute in a jailed kernel, collect records, judge, write."""

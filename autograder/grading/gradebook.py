@@ -1,0 +1,42 @@
+"""Write: the one process that updates nbgrader's gradebook (its sqlite is not safe for concurrent
+writers), and the grades CSV. Writing is idempotent: the same result written twice leaves the same
+gradebook, so a grader killed between two writes loses nothing when it runs again."""
+
+from __future__ import annotations
+
+import csv
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .feedback import write_atomic
+
+
+def write_result(db_url: str, result: dict[str, Any]) -> None:
+    from nbgrader.api import Gradebook
+
+    with warnings.catch_warnings(), Gradebook(db_url) as gb:
+        warnings.simplefilter("ignore")  # SQLAlchemy autoflush notices from nbgrader's own queries
+        gb.update_or_create_student(result["student"])
+        if result.get("timestamp"):
+            gb.update_or_create_submission(result["assignment"], result["student"], timestamp=result["timestamp"])
+        else:
+            gb.update_or_create_submission(result["assignment"], result["student"])
+        for qid, q in result["questions"].items():
+            grade = gb.find_grade(qid, result["notebook"], result["assignment"], result["student"])
+            grade.auto_score = q["score"]
+            # A grader error is the course's fault, not the student's: flag it for a person.
+            grade.needs_manual_grade = q.get("diagnosis") == "grader_error"
+        gb.db.commit()
+
+
+def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["student", "assignment", *qids, "score", "max_score"])
+    for r in sorted(results, key=lambda r: (r["assignment"], r["student"])):
+        scores = [r["questions"].get(q, {}).get("score", 0) for q in qids]
+        w.writerow([r["student"], r["assignment"], *(f"{s:g}" for s in scores), f"{r['score']:g}",
+                    f"{r['max_score']:g}"])
+    write_atomic(path, buf.getvalue())

@@ -1,0 +1,162 @@
+"""Start a command (the grading kernel) with resource limits and, where Linux allows, Landlock.
+
+    python -m autograder.grading.jail --rw DIR --deny PATH ... [--allow PATH ...] [--ports P,P]
+        [--memory BYTES] [--cpu SECONDS] -- COMMAND ...
+
+Landlock (Linux >= 5.13, no root needed) restricts the process and everything it starts: it may
+read the whole file system *except* the ``--deny`` trees (the course directory with its solutions,
+source notebooks, gradebook and other students' submissions), read ``--allow`` paths inside them
+(the course package itself), and write only under ``--rw`` and ``/dev``. Where the kernel supports
+it (ABI >= 4) TCP is refused except binding the kernel's own ``--ports``, and (ABI >= 6) the process
+cannot signal processes outside its domain. Limits: address space, CPU seconds, file size, no core
+dumps. Where Landlock is missing, the limits still apply and the grader reports the weaker isolation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import platform
+import resource
+import struct
+import sys
+from pathlib import Path
+
+_SYS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
+_PR_SET_NO_NEW_PRIVS = 38
+_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_ALL_V1 = (1 << 13) - 1
+_FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+_READ = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 where unavailable."""
+    numbers = _SYS.get(platform.machine())
+    if not numbers or sys.platform != "linux":
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def readable_roots(deny: list[Path]) -> list[Path]:
+    """Paths whose trees together cover the file system minus the ``deny`` trees."""
+    deny = [p.resolve() for p in deny]
+    out: list[Path] = []
+
+    def visit(path: Path) -> None:
+        if any(path == d for d in deny):
+            return
+        if not any(path in d.parents for d in deny):
+            out.append(path)
+            return
+        try:
+            children = list(os.scandir(path))
+        except OSError:
+            return
+        for child in children:
+            p = Path(child.path)
+            if child.is_symlink():
+                target = p.resolve()
+                if not any(target == d or d in target.parents for d in deny):
+                    out.append(p)
+                continue
+            visit(p)
+    visit(Path("/"))
+    return out
+
+
+def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path], ports: list[int]) -> None:
+    create, add_rule, restrict = _SYS[platform.machine()]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    handled_fs = _FS_ALL_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0) | (
+        _FS_IOCTL_DEV if abi >= 5 else 0)
+    handled_net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
+    scoped = (_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = struct.pack("=QQQ", handled_fs, handled_net, scoped)
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    fd = libc.syscall(create, ctypes.c_char_p(attr[:size]), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+
+    def grant(path: Path, access: int) -> None:
+        try:
+            pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            if not os.path.isdir(path):
+                access &= _FILE_ONLY
+            rule = struct.pack("=Qi", access & handled_fs, pfd)
+            if libc.syscall(add_rule, ctypes.c_int(fd), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.c_char_p(rule),
+                            ctypes.c_uint32(0)) < 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+        finally:
+            os.close(pfd)
+
+    for root in readable_roots(deny):
+        grant(root, _READ)
+    for path in allow:
+        grant(path, _READ)
+    writable = _READ | _FS_WRITE_FILE | ((1 << 13) - 1) | (_FS_TRUNCATE if abi >= 3 else 0)
+    for path in [*rw, Path("/dev")]:
+        grant(path, writable | (_FS_IOCTL_DEV if abi >= 5 else 0))
+    if handled_net:
+        for port in ports:
+            rule = struct.pack("=QQ", _NET_BIND_TCP, port)
+            if libc.syscall(add_rule, ctypes.c_int(fd), ctypes.c_int(_RULE_NET_PORT), ctypes.c_char_p(rule),
+                            ctypes.c_uint32(0)) < 0:
+                raise OSError(ctypes.get_errno(), "landlock_add_rule port")
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
+    if libc.syscall(restrict, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    os.close(fd)
+
+
+def _limit(kind: int, value: int) -> None:
+    _, hard = resource.getrlimit(kind)
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
+
+
+def apply(deny: list[Path], allow: list[Path], rw: list[Path], ports: list[int], memory: int, cpu: int) -> int:
+    """Apply limits and Landlock to this process; returns the Landlock ABI used (0: none)."""
+    _limit(resource.RLIMIT_AS, memory)
+    _limit(resource.RLIMIT_CPU, cpu)
+    _limit(resource.RLIMIT_FSIZE, 256 * 2**20)
+    _limit(resource.RLIMIT_CORE, 0)
+    abi = landlock_abi()
+    if abi:
+        _apply_landlock(abi, deny, allow, rw, ports)
+    return abi
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m autograder.grading.jail")
+    parser.add_argument("--deny", action="append", default=[], type=Path)
+    parser.add_argument("--allow", action="append", default=[], type=Path)
+    parser.add_argument("--rw", action="append", default=[], type=Path)
+    parser.add_argument("--ports", default="")
+    parser.add_argument("--memory", type=int, default=8 * 2**30)
+    parser.add_argument("--cpu", type=int, default=900)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    ports = [int(p) for p in args.ports.split(",") if p]
+    apply(args.deny, args.allow, args.rw, ports, args.memory, args.cpu)
+    os.execvp(command[0], command)
+
+
+if __name__ == "__main__":
+    main()
