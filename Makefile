@@ -1,0 +1,30 @@
+# Everything runs in .venv, created on first use with the machine's python3 (3.11 or newer).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint release install clean
+
+demo: $(STAMP)  ## build the release, grade three sample students, print the grade table
+	$(BIN)/scaling-course demo
+
+test: $(STAMP)  ## the whole test suite
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+release: $(STAMP)  ## regenerate release/ and the self-check data from source/
+	$(BIN)/scaling-course release
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,146 @@
+"""The ``scaling-course`` command: a thin layer over the Python API the tests call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+EXAMPLES = """
+examples:
+  scaling-course demo                          # release, grade three sample students, print the table
+  scaling-course release                       # regenerate release/ and the self-check data from source/
+  scaling-course release ch01_rooflines
+  scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
+  scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
+  scaling-course equiv "N-1" "N" --symbols "N:count" --json
+"""
+
+
+def _repo_root() -> Path:
+    """The course directory this package was installed from (for the demo's source notebooks)."""
+    here = Path(__file__).resolve().parent.parent
+    return here if (here / "source").is_dir() else Path.cwd()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(_repo_root(), Path(args.keep) if args.keep else None, args.jobs)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from .release import release
+
+    course = Path(args.course_dir).resolve()
+    try:
+        for path in release(course, args.chapters or None):
+            print(f"released {path.relative_to(course)}")
+    except FileNotFoundError as e:
+        print(f"scaling-course release: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from .demo import print_table
+    from .grading.pipeline import CourseError, grade
+
+    course = Path(args.course_dir).resolve()
+    try:
+        summary = grade(course, args.assignment, jobs=args.jobs, force=args.force)
+    except CourseError as e:
+        print(f"scaling-course grade: {e}", file=sys.stderr)
+        return 2
+    if not summary.results:
+        print(f"No submissions found under {course / 'submitted'}/<student>/{args.assignment}/.")
+        return 0
+    print_table(args.assignment, summary.results)
+    if summary.problems:
+        print("\nSubmissions with problems (graded as far as possible):")
+        for student, problems in sorted(summary.problems.items()):
+            print(f"  {student}: {'; '.join(problems)}")
+    print(f"\nGraded {len(summary.results)} submission(s) in {summary.seconds:.0f} s "
+          f"({summary.skipped} unchanged). Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
+    return 0
+
+
+def cmd_equiv(args: argparse.Namespace) -> int:
+    from .checks import check_formula
+    from .formula import Invalid, parse_formula
+    from .verdict import Status
+
+    names, counts = [], []
+    for token in args.symbols.split():
+        name, _, domain = token.partition(":")
+        if domain not in ("", "count"):
+            print(f"scaling-course equiv: unknown domain {domain!r} for {name} (use NAME or NAME:count)",
+                  file=sys.stderr)
+            return 2
+        names.append(name)
+        if domain == "count":
+            counts.append(name)
+    ref = parse_formula(args.reference, names)
+    if isinstance(ref, Invalid):
+        print(f"scaling-course equiv: the reference is not a valid formula ({ref.code}: {ref.detail})",
+              file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(30)  # the grader's own bound on one answer
+    try:
+        v = check_formula(args.reference, names, counts, args.candidate, symbolic=True)
+    except TimeoutError:
+        from .verdict import Verdict
+        v = Verdict(Status.INVALID, 0.0, "too_expensive", "Checking took too long.")
+    finally:
+        signal.alarm(0)
+    verdict = {Status.CORRECT: "equivalent", Status.INVALID: "invalid"}.get(v.status, "not_equivalent")
+    if args.json:
+        message = "Equivalent." if verdict == "equivalent" else v.message
+        print(json.dumps({"verdict": verdict, "diagnosis": v.diagnosis, "message": message,
+                          "confirmed": v.data.get("confirmed")}))
+    else:
+        if verdict == "equivalent":
+            how = "symbolically" if v.data.get("confirmed") == "symbolic" else "numerically, at random points"
+            print(f"equivalent (confirmed {how})")
+        else:
+            print(f"{verdict}: {v.message} [{v.diagnosis}]")
+    return 0
+
+
+def _timeout(signum, frame):
+    raise TimeoutError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scaling-course", description="Autograded exercises for 'How To Scale "
+                                     "Your Model'.", epilog=EXAMPLES, formatter_class=argparse.RawTextHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="release, grade sample submissions, print the grade table")
+    p.add_argument("--keep", metavar="DIR", help="use DIR as the course directory instead of a temporary one")
+    p.add_argument("--jobs", type=int, default=None, help="parallel notebooks (default: CPU count)")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("release", help="regenerate release/ and self-check data from source/")
+    p.add_argument("chapters", nargs="*", metavar="CHAPTER", help="e.g. ch01_rooflines (default: all)")
+    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.set_defaults(func=cmd_release)
+    p = sub.add_parser("grade", help="grade every submitted/<student>/ASSIGNMENT/")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--jobs", type=int, default=None, help="parallel notebooks (default: CPU count)")
+    p.add_argument("--force", action="store_true", help="regrade submissions that did not change")
+    p.set_defaults(func=cmd_grade)
+    p = sub.add_parser("equiv", help="judge a candidate formula against a reference, as the grader would")
+    p.add_argument("reference")
+    p.add_argument("candidate")
+    p.add_argument("--symbols", required=True, help='e.g. "B D F N:count" (positive reals; :count = integer >= 2)')
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_equiv)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
