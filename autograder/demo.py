@@ -23,7 +23,7 @@ STUDENTS = ("reference", "partly-wrong", "untouched")
 _TEST_LINE = re.compile(r'^check\("(?P<qid>[^"]+)",\s*(?P<var>\w+)\)\s*$', re.M)
 
 
-def _filled(release_nb: nbformat.NotebookNode, source_nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+def filled_notebook(release_nb: nbformat.NotebookNode, source_nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The release notebook with every solution cell as the instructor wrote it (markers removed)."""
     answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in source_nb.cells
                if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
@@ -35,13 +35,13 @@ def _filled(release_nb: nbformat.NotebookNode, source_nb: nbformat.NotebookNode)
     return nb
 
 
-def _with_slips(nb: nbformat.NotebookNode, chapter: str) -> nbformat.NotebookNode:
-    """Every other question answered with its first listed slip, assigned at the end of the
-    solution cell that precedes its test cell."""
+def with_slips(nb: nbformat.NotebookNode, chapter: str, every: int = 2) -> nbformat.NotebookNode:
+    """Every ``every``-th formula, number or choice question answered with its first listed slip,
+    assigned at the end of the solution cell that precedes its test cell."""
     ch = load_chapter(chapter)
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
     scalar = [q for q in ch.questions if isinstance(q, Formula | Number | Choice)]
-    chosen = {q.qid: q.slips[0].answer for q in scalar[::2]}
+    chosen = {q.qid: q.slips[0].answer for q in scalar[::every]}
     solution = None
     for c in nb.cells:
         if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
@@ -58,8 +58,8 @@ def make_submissions(course: Path, chapter: str) -> None:
     name = f"{chapter}.ipynb"
     release_nb = nbformat.read(course / "release" / chapter / name, as_version=4)
     source_nb = nbformat.read(course / "source" / chapter / name, as_version=4)
-    reference = _filled(release_nb, source_nb)
-    notebooks = {"reference": reference, "partly-wrong": _with_slips(reference, chapter), "untouched": release_nb}
+    reference = filled_notebook(release_nb, source_nb)
+    notebooks = {"reference": reference, "partly-wrong": with_slips(reference, chapter), "untouched": release_nb}
     for student, nb in notebooks.items():
         folder = course / "submitted" / student / chapter
         folder.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 import sympy as sp
+from sympy.printing.str import StrPrinter
 
 from course.symbols import symbol
 
@@ -41,9 +42,9 @@ FUNCTIONS = {
     "min": (sp.Min, 1, 16),
     "Abs": (sp.Abs, 1, 1),
     "abs": (sp.Abs, 1, 1),
-    "ceiling": (sp.ceiling, 1, 1),
-    "ceil": (sp.ceiling, 1, 1),
-    "floor": (sp.floor, 1, 1),
+    "ceiling": (lambda x: _rounded(sp.ceiling, x), 1, 1),
+    "ceil": (lambda x: _rounded(sp.ceiling, x), 1, 1),
+    "floor": (lambda x: _rounded(sp.floor, x), 1, 1),
 }
 CONSTANTS = {"pi": sp.pi}
 
@@ -67,30 +68,69 @@ class Invalid:
     text: str = ""  # the text as the student gave it
 
 
+class _Printer(StrPrinter):
+    """sympy's text, except for the constants it prints as bare names: E and I may be declared
+    symbols, so exp(1) and the imaginary unit must not read back as them."""
+
+    def _print_Exp1(self, expr: sp.Expr) -> str:
+        return "exp(1)"
+
+    def _print_ImaginaryUnit(self, expr: sp.Expr) -> str:
+        return "sqrt(-1)"
+
+    def _print_Infinity(self, expr: sp.Expr) -> str:
+        return "(1/0)"
+
+    _print_ComplexInfinity = _print_NaN = _print_Infinity
+
+    def _print_NegativeInfinity(self, expr: sp.Expr) -> str:
+        return "(-1/0)"
+
+
+def to_text(expr: sp.Basic) -> str:
+    """Text for a sympy expression that this module parses back to the same expression."""
+    return _Printer().doprint(expr)
+
+
 class _Reject(Exception):
-    def __init__(self, code: str, detail: str = "", node: ast.AST | None = None):
+    def __init__(self, code: str, detail: str = "", node: ast.AST | None = None, end: bool = False):
         super().__init__(code)
         self.code, self.detail = code, detail
+        # ast offsets count UTF-8 bytes; parse_formula turns them into characters
         self.offset = getattr(node, "col_offset", None)
+        if end:
+            self.offset = getattr(node, "end_col_offset", None)  # just after it
 
 
 def answer_to_text(answer: object) -> str | Invalid:
     """Turn what a student assigned into formula text, or say why it cannot be one."""
+    try:
+        return _to_text(answer)
+    except Exception as e:  # a hostile subclass whose methods raise
+        return Invalid("wrong_type", f"{type(answer).__name__} ({type(e).__name__})")
+
+
+def _to_text(answer: object) -> str | Invalid:
     if answer is None or answer is Ellipsis or answer is NotImplemented:
         return Invalid("empty")
     if isinstance(answer, dict) and answer.keys() == {"invalid", "detail"}:  # see record.encode_scalar
-        return Invalid(str(answer["invalid"])[:40], str(answer["detail"])[:100])
+        code = str(answer["invalid"])[:40]  # only a plain code: a forged "ratio:0" is no diagnosis
+        return Invalid(code if re.fullmatch(r"[a-z_]+", code) else "wrong_type", str(answer["detail"])[:100])
     if isinstance(answer, bool):
         return Invalid("wrong_type", "bool")
     if isinstance(answer, str):
-        return answer
-    if isinstance(answer, int | float):
-        return repr(answer)
+        return str.__str__(answer)  # a plain str, whatever a subclass overrides
+    if isinstance(answer, float):
+        return float.__repr__(answer)  # not repr(): numpy 2 prints np.float64(2.5)
+    if isinstance(answer, int):
+        if answer.bit_length() > 1000:  # far above any literal the parser accepts; too long to print
+            return Invalid("too_large", "a number above 1e40")
+        return int.__repr__(answer)
     if isinstance(answer, sp.Basic):
         if isinstance(answer, sp.Rel) or not isinstance(answer, sp.Expr):  # equations, logic, sets
             return Invalid("relation")
         try:
-            return sp.sstr(answer)
+            return to_text(answer)
         except Exception as e:  # a hostile subclass can make printing fail
             return Invalid("wrong_type", f"unprintable sympy object ({type(e).__name__})")
     item = getattr(answer, "item", None)  # numpy and jax scalars
@@ -113,13 +153,16 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
     stripped = text.strip()
     if not stripped:
         return Invalid("empty", text=text)
-    hint = _spelling_hint(stripped)
+    hint = _spelling_hint(stripped, _TYPOS)
     if hint:
         return hint
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
         offset = (e.offset - 1) if e.offset else None
+        relation = _spelling_hint(stripped, _RELATIONS)  # B = 2*D; after parsing, so Max(B, key=1) is not one
+        if relation:
+            return relation
         implicit = re.search(r"(\d|\))\s*([A-Za-z_(])", stripped)
         if implicit:
             return Invalid("implicit_multiplication", implicit.group(0), implicit.start(), stripped)
@@ -130,6 +173,8 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
         for count, node in enumerate(ast.walk(tree), 1):
             if count > MAX_NODES:
                 raise _Reject("too_long", f"more than {MAX_NODES} terms")
+            if isinstance(node, ast.Compare):
+                return _spelling_hint(stripped, _RELATIONS) or Invalid("forbidden", _describe(node), None, stripped)
             if not isinstance(node, _ALLOWED):
                 raise _Reject("forbidden", _describe(node), node)
         expr = _build(tree.body, allowed)
@@ -137,20 +182,38 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
             raise _Reject("not_finite")
         if expr.has(sp.I):
             raise _Reject("complex")
-        return Parsed(expr, sp.sstr(expr))
+        _check_size(expr)
+        return Parsed(expr, to_text(expr))
     except _Reject as r:
-        return Invalid(r.code, r.detail, r.offset, stripped)
+        offset = None if r.offset is None else len(stripped.encode()[:r.offset].decode(errors="ignore"))
+        if r.code == "implicit_multiplication":
+            return _juncture(stripped, offset, r.detail)
+        return Invalid(r.code, r.detail, offset, stripped)
     except (RecursionError, MemoryError, OverflowError, ZeroDivisionError, ValueError, TypeError) as e:
         return Invalid("too_large", type(e).__name__, None, stripped)
 
 
-def _spelling_hint(text: str) -> Invalid | None:
-    for bad, code in (("^", "caret_power"), ("×", "unicode_operator"), ("·", "unicode_operator"),
-                      ("−", "unicode_operator"), ("÷", "unicode_operator"), ("=", "relation"),
-                      ("<", "relation"), (">", "relation")):
+_TYPOS = (("^", "caret_power"), ("×", "unicode_operator"), ("·", "unicode_operator"),
+          ("−", "unicode_operator"), ("÷", "unicode_operator"))
+_RELATIONS = (("=", "relation"), ("<", "relation"), (">", "relation"))
+
+
+def _spelling_hint(text: str, table: tuple[tuple[str, str], ...]) -> Invalid | None:
+    for bad, code in table:
         if bad in text:
             return Invalid(code, bad, text.index(bad), text)
     return None
+
+
+def _juncture(text: str, end: int | None, fallback: str) -> Invalid:
+    """Where a product was written as a call: the character before the call's "(" and the "("."""
+    start = text.find("(", end) if end is not None and "\n" not in text else -1  # ast offsets are per line
+    k = start - 1
+    while k > 0 and text[k].isspace():
+        k -= 1
+    if k < 0:
+        return Invalid("implicit_multiplication", fallback, None, text)
+    return Invalid("implicit_multiplication", text[k] + "(", k, text)
 
 
 def _describe(node: ast.AST) -> str:
@@ -217,7 +280,10 @@ def _build(node: ast.AST, allowed: frozenset[str]) -> sp.Expr:
             return left / right
         return _power(left, right, node)
     if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+        if not isinstance(node.func, ast.Name) or node.func.id in allowed or node.func.id in CONSTANTS:
+            # Python reads 2(B+D), (B)(D) and B(D+F) as calls; the student meant a product.
+            raise _Reject("implicit_multiplication", ast.unparse(node.func)[-1:] + "(", node.func, end=True)
+        if node.func.id not in FUNCTIONS:
             name = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
             raise _Reject("unknown_function", name, node)
         if node.keywords:
@@ -227,6 +293,23 @@ def _build(node: ast.AST, allowed: frozenset[str]) -> sp.Expr:
             raise _Reject("arity", node.func.id, node)
         return fn(*(_build(a, allowed) for a in node.args))
     raise _Reject("forbidden", _describe(node), node)
+
+
+def _rounded(fn: type[sp.Function], x: sp.Expr) -> sp.Expr:
+    # sympy computes every digit of floor(exp(exp(100))) and never returns: bound a number first.
+    if x.is_number and not abs(x.evalf(15)) < MAX_ABS_LITERAL:
+        raise _Reject("too_large", "a number above 1e40")
+    return fn(x)
+
+
+def _check_size(expr: sp.Expr) -> None:
+    # 99**64 and (B**64)**64 pass the checks on each literal and power; their results must not
+    # exceed them either, or the canonical text would not parse back.
+    for a in sp.preorder_traversal(expr):
+        if a.is_Rational and max(abs(a.p), a.q) > MAX_ABS_LITERAL:
+            raise _Reject("too_large", "a number above 1e40")
+        if a.is_Pow and a.exp.is_Rational and (abs(a.exp) > MAX_ABS_EXPONENT or a.exp.q > MAX_EXPONENT_DENOMINATOR):
+            raise _Reject("too_large", "an exponent above 64")
 
 
 def _power(base: sp.Expr, exponent: sp.Expr, node: ast.AST) -> sp.Expr:

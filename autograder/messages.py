@@ -27,7 +27,7 @@ _INVALID = {
     "symbolic_exponent": "Exponents must be numbers (B**2, B**0.5), not expressions in symbols.",
     "too_long": "The answer is too long to check ({detail}). Simplify it first.",
     "too_large": "The answer contains a number too large to check ({detail}).",
-    "not_finite": "The answer is infinite or undefined ({detail}); check for a division by zero.",
+    "not_finite": "The answer is infinite or undefined: check for a division by zero or an overflow.",
     "complex": "The answer is a complex number; a size or a time is real and positive.",
     "wrong_type": "Expected {expected}, got a value of type {detail}.",
     "not_a_number": "Expected a number such as 1.5e-3, or a number with a unit such as '1.5 ms'.",

@@ -26,7 +26,11 @@ def encode_scalar(kind: str, answer: Any) -> Any:
     if kind == "choice":
         return answer if isinstance(answer, str) else _invalid(answer_to_text(answer))
     if kind == "number" and isinstance(answer, int | float) and not isinstance(answer, bool):
-        return float(answer) if math.isfinite(answer) else repr(answer)
+        try:
+            value = float(answer)
+        except (OverflowError, TypeError, ValueError):  # an int beyond any float, a hostile subclass
+            return {"invalid": "not_finite", "detail": ""}
+        return value if math.isfinite(value) else float.__repr__(value)
     text = answer_to_text(answer)
     return _invalid(text) if isinstance(text, Invalid) else text
 

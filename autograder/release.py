@@ -28,10 +28,14 @@ def source_chapters(course_dir: Path) -> list[str]:
     return sorted(d.name for d in source.iterdir() if d.is_dir() and CHAPTER_DIR.match(d.name))
 
 
+def fingerprint_text(chapter: str) -> str:
+    return json.dumps(make_chapter(load_chapter(chapter)), indent=1, sort_keys=True) + "\n"
+
+
 def write_fingerprints(chapter: str) -> Path:
     path = fingerprint_dir() / f"{chapter}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(make_chapter(load_chapter(chapter)), indent=1, sort_keys=True) + "\n"
+    text = fingerprint_text(chapter)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
