@@ -117,8 +117,8 @@ def number_diagnosis(reference: float, tolerance: Tolerance, unit: str, value: f
             return factor_code(k, unit, unit_given)
     if abs(value / reference - 1) <= CLOSE:
         return "close"
-    decades = round(math.log10(abs(value / reference)))
-    return f"magnitude:{decades:+d}" if value / reference > 0 and decades else "not_equal"
+    decades = round(math.log10(abs(value)) - math.log10(abs(reference)))  # value / reference may overflow
+    return f"magnitude:{decades:+d}" if (value > 0) == (reference > 0) and decades else "not_equal"
 
 
 def check_number(reference: float, unit: str, tolerance: Tolerance, answer: Any,

@@ -149,6 +149,8 @@ def _grid(tol: Tolerance, reference: float) -> float:
 def _bucket(value: float, g: float) -> str:
     if value == 0:
         return "0"
+    if not math.isfinite(value):  # a huge answer divided by a small factor
+        return "inf"
     return ("-" if value < 0 else "+") + str(math.floor(math.log(abs(value)) / math.log1p(g)))
 
 

@@ -84,7 +84,8 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     got_dim, got_scale = UNITS[given]
     if got_dim != want_dim:
         return Invalid("unit_dimension", given, text=text)
-    return ParsedNumber(value * got_scale / want_scale, given)
+    value = value * got_scale / want_scale
+    return ParsedNumber(value, given) if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e308 TB
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ partly wrong one, an untouched release copy, two hostile ones and an unreadable 
 
 import csv
 import json
+import re
 import shutil
 from html import escape
 from pathlib import Path
@@ -100,28 +101,40 @@ def test_gradebook_and_csv(course):
         "ch01-e3-critical-batch"]["score"]
 
 
+def _grader_text(path: Path, student: str) -> str:
+    """What the grader wrote for a student: the feedback summary and the verdicts in test cells
+    (the rest of the report is the student's own notebook, release text included)."""
+    html = (path / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()
+    summary = re.search(r"<section id='scaling-course-summary'.*?</section>", html, re.S).group(0)
+    graded = nbformat.read(path / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    verdicts = [o.get("text", "") for c in graded.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+                for o in c.get("outputs", [])]
+    return summary + "\n".join(verdicts)
+
+
 def test_feedback_leaks_no_reference_or_hidden_test(course):
+    from autograder.formula import parse_formula
+
     path, results, _ = course
     chapter = load_chapter(CHAPTER)
-    for student in ("partly-wrong", "untouched"):
+    for student in ("partly-wrong", "untouched", "tamper-fake"):
         html = (path / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()
         assert "grade(" not in html and "HIDDEN" not in html
+        text = _grader_text(path, student)
         for q in results[student]["questions"].values():  # the student's own answers may repeat a reference
-            html = html.replace(escape(q["answer_text"], quote=False), "") if q["answer_text"] else html
+            if q["answer_text"]:
+                text = text.replace(escape(q["answer_text"], quote=False), "").replace(q["answer_text"], "")
+        for option in (o for q in chapter.questions for o in getattr(q, "options", ())):
+            text = text.replace(option, "")  # choice options are public
         for q in chapter.questions:
-            if results[student]["questions"][q.qid]["score"] == q.points:
-                continue  # a right answer of the student's own is allowed to appear
             if isinstance(q, Formula):
-                from autograder.formula import parse_formula
-
-                text = parse_formula(q.reference, q.names).text
-                assert len(text) < 6 or text not in html, f"{q.qid}: reference {text} in {student}'s feedback"
-            elif hasattr(q, "reference") and isinstance(q.reference, float | int):
-                for digits in (4, 6):
+                ref = parse_formula(q.reference, q.names).text
+                assert len(ref) < 6 or ref not in text, f"{q.qid}: reference {ref} in {student}'s feedback"
+            elif isinstance(getattr(q, "reference", None), float | int):
+                for digits in (3, 4, 6):
                     token = f"{float(q.reference):.{digits}g}"
-                    if len(token) > 3:
-                        assert token not in html, f"{q.qid}: reference {token} in {student}'s feedback"
-        assert "Your answer" in html or student == "untouched"
+                    found = re.search(rf"(?<![\d.]){re.escape(token)}(?!\d)", text)
+                    assert len(token) <= 2 or not found, f"{q.qid}: reference {token} in {student}'s feedback"
 
 
 def test_rerun_keeps_unchanged_submissions(course):
