@@ -68,6 +68,7 @@ def verdict(qid: str, answer: Any) -> Verdict:
 
 def check(qid: str, answer: Any) -> None:
     """Self-check one answer: prints a short confirmation, or raises AnswerError saying what to fix."""
+    __tracebackhide__ = True  # IPython then shows the message, not the course's internals
     v = verdict(qid, answer)
     if v.ok:
         print(f"✓ {qid}: correct.")
@@ -77,6 +78,7 @@ def check(qid: str, answer: Any) -> None:
 
 def grade(qid: str, answer: Any) -> None:
     """Record the answer for the grader (hidden tests only)."""
+    __tracebackhide__ = True
     payload = encode(qid, answer)
     _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload),
               "text/plain": f"[answer to {qid} recorded]"})
@@ -86,6 +88,7 @@ def grade(qid: str, answer: Any) -> None:
 
 
 def _fail(qid: str, v: Verdict) -> None:
+    __tracebackhide__ = True
     status = {Status.PARTIAL: f"partly right ({v.score:.0%})", Status.INVALID: "cannot read the answer"}
     head = status.get(v.status, "not right yet")
     url = _entry(qid).get("url", "")
