@@ -1,0 +1,250 @@
+"""The offline self-check agrees with the grader, and its data does not print the answer."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from autograder import equivalence as eq
+from autograder import fingerprint, record
+from autograder.checks import judge
+from autograder.formula import to_text
+from autograder.numbers import Tolerance
+from autograder.questions import Accept, Choice, Formula, Number, Question, Slip
+from autograder.verdict import Status
+from course.symbols import B, D, F, N
+from tests.strategies import formula_text, positive_expressions
+
+FORMULAS = [
+    Formula(qid="ch99-t1-flops", points=1, prompt="p", reference=2 * B * D * F, symbols="B D F N",
+            slips=(Slip(B * D * F, "ratio:1/2", "Count the multiply and the add."),
+                   Slip(2 * B * D, "missing_symbol:F"), Slip(2 * B * D * F * N, "extra_symbol:N"))),
+    Formula(qid="ch99-t2-ring", points=1, prompt="p", reference=B * D * (N - 1), symbols="B D N", counts="N",
+            slips=(Slip(B * D * N, "lower_terms", "A ring of N has N-1 hops."), Slip(B * (N - 1), "missing_symbol:D")),
+            accept=(Accept(B * D * N - B * D / 2, 0.5, "Close: count the hops exactly."),)),
+    Formula(qid="ch99-t3-max", points=1, prompt="p", reference=sp.Max(B * D, D**2) / F, symbols="B D F",
+            slips=(Slip(B * D / F, "partly"), Slip(sp.Max(B * D, D**2), "missing_symbol:F"))),
+]
+NUMBERS = [
+    Number(qid="ch99-t4-time", points=1, prompt="p", reference=1.01e-3, unit="s",
+           slips=(Slip(1.01, "unit:1000"), Slip(2.02e-3, "ratio:2", "Both directions share the link."))),
+    Number(qid="ch99-t5-bytes", points=1, prompt="p", reference=16.4e9, unit="B",
+           tolerance=Tolerance(low=15.9e9, high=17.3e9), slips=(Slip(8.2e9, "ratio:1/2"),)),
+    Number(qid="ch99-t6-intensity", points=1, prompt="p", reference=243.0, unit="",
+           slips=(Slip(486.0, "ratio:2", "bf16 is two bytes."),), accept=(Accept(121.5, 0.5, "Per direction only."),)),
+]
+CHOICES = [
+    Choice(qid="ch99-t7-bound", points=1, prompt="p", reference="memory", options=("compute", "memory", "comms"),
+           slips=(Slip("compute", "wrong_option", "Compare the intensity with the critical one."),)),
+]
+QUESTIONS = FORMULAS + NUMBERS + CHOICES
+PRINTS = {q.qid: fingerprint.make(q) for q in QUESTIONS}
+FACTORS = [Fraction(2), Fraction(1, 2), Fraction(8), Fraction(1, 4), Fraction(1000), Fraction(-1)]
+
+
+def both(q: Question, answer: object):
+    encoded = record.encode_scalar(q.kind, answer)
+    return judge(q, encoded), fingerprint.selfcheck(PRINTS[q.qid], q.qid, encoded)
+
+
+def assert_agree(q: Question, answer: object, diagnosis: bool) -> None:
+    graded, checked = both(q, answer)
+    assert checked.status == graded.status, f"{q.qid} {answer!r}: grader {graded}, self-check {checked}"
+    assert checked.score == graded.score
+    if diagnosis:
+        assert checked.diagnosis == graded.diagnosis, f"{q.qid} {answer!r}: {graded.message} / {checked.message}"
+        assert checked.message == graded.message
+
+
+def scaled(q: Question, k: Fraction) -> object:
+    if isinstance(q, Formula):
+        return sp.Rational(k.numerator, k.denominator) * q.reference
+    return float(q.reference) * float(k)
+
+
+@pytest.mark.parametrize("q", QUESTIONS, ids=lambda q: q.qid)
+def test_reference_is_correct_on_both(q):
+    graded, checked = both(q, q.reference)
+    assert graded.ok and checked.ok
+
+
+@pytest.mark.parametrize(("q", "i"), [(q, i) for q in QUESTIONS for i in range(len(q.slips))],
+                         ids=lambda x: x.qid if isinstance(x, Question) else str(x))
+def test_slips_agree(q, i):
+    slip = q.slips[i]
+    graded, checked = both(q, slip.answer)
+    assert graded.diagnosis == slip.diagnosis and checked.diagnosis == slip.diagnosis
+    assert graded.message == checked.message
+    if slip.hint:
+        assert graded.message.endswith("Hint: " + slip.hint)
+
+
+@pytest.mark.parametrize(("q", "a"), [(q, a) for q in QUESTIONS for a in q.accept],
+                         ids=lambda x: x.qid if isinstance(x, Question) else "accept")
+def test_accepted_alternatives_agree(q, a):
+    graded, checked = both(q, a.answer)
+    assert graded.status == checked.status == Status.PARTIAL
+    assert graded.score == checked.score == a.credit and graded.message == checked.message == a.message
+
+
+@pytest.mark.parametrize("k", FACTORS, ids=str)
+@pytest.mark.parametrize("q", FORMULAS + NUMBERS, ids=lambda q: q.qid)
+def test_nice_multiples_agree(q, k):
+    graded, _ = both(q, scaled(q, k))
+    assert graded.diagnosis.startswith(("ratio:", "unit:")) or graded.status is Status.PARTIAL, graded
+    assert_agree(q, scaled(q, k), diagnosis=True)
+
+
+@pytest.mark.parametrize("q", CHOICES, ids=lambda q: q.qid)
+@pytest.mark.parametrize("answer", ["compute", " Memory ", "comms", "other", None, 3, ["memory"]])
+def test_choices_agree(q, answer):
+    assert_agree(q, answer, diagnosis=True)
+
+
+@pytest.mark.parametrize("q", FORMULAS, ids=lambda q: q.qid)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_random_formulas_agree(q, data):
+    answer = data.draw(st.one_of(positive_expressions(q.names, max_leaves=4), formula_text()))
+    graded, checked = both(q, answer)
+    symbols_or_ratio = graded.diagnosis.startswith(("extra_symbol", "missing_symbol")) or (
+        graded.diagnosis.startswith("ratio:") and graded.diagnosis != "ratio:other")
+    assert_agree(q, answer, diagnosis=graded.status is Status.INVALID or symbols_or_ratio)
+
+
+def bands(q: Number) -> list[tuple[float, float]]:
+    """Where the self-check's buckets and the grader's tolerance may differ: one grid step outside
+    the edges of each accepted interval (the buckets do not start at the bounds, or they would
+    give the bounds away)."""
+    g = PRINTS[q.qid]["grid"]
+    intervals = [q.tolerance.bounds(q.reference)] + [q.tolerance.relative().bounds(a.answer) for a in q.accept]
+    intervals += [q.tolerance.relative().bounds(s.answer) for s in q.slips if s.hint]
+    return [(lo * (1 - 2 * g), lo) for lo, _ in intervals] + [(hi, hi * (1 + 2 * g)) for _, hi in intervals]
+
+
+@pytest.mark.parametrize("q", NUMBERS, ids=lambda q: q.qid)
+@settings(max_examples=60, deadline=None)
+@given(factor=st.one_of(st.floats(0.5, 2.0), st.floats(1e-6, 1e6), st.floats(-10, 10)))
+def test_random_numbers_agree_on_status(q, factor):
+    value = q.reference * factor
+    assume(not any(lo <= value <= hi for lo, hi in bands(q)))
+    assert_agree(q, value, diagnosis=False)
+
+
+@pytest.mark.parametrize("q", NUMBERS, ids=lambda q: q.qid)
+def test_self_check_leniency_is_at_most_one_grid_step(q):
+    g = PRINTS[q.qid]["grid"]
+    lo, hi = q.tolerance.bounds(q.reference)
+    for value in (lo * (1 - 2 * g), hi * (1 + 2 * g)):
+        assert not fingerprint.selfcheck(PRINTS[q.qid], q.qid, value).ok
+    for value in (lo, hi, q.reference):
+        assert fingerprint.selfcheck(PRINTS[q.qid], q.qid, value).ok
+
+
+@pytest.mark.parametrize("answer", ["1e308 TB/s", 1e308, 5e-324, -1e308, "nan", None, True, "2B"])
+@pytest.mark.parametrize("q", NUMBERS, ids=lambda q: q.qid)
+def test_hostile_numbers_agree(q, answer):
+    """1e308 divided by a small factor overflows; the self-check must not crash on it."""
+    assert_agree(q, answer, diagnosis=False)
+
+
+# --- leaks ----------------------------------------------------------------------------------------
+
+def public_text(q: Question) -> str:
+    """The fingerprint as JSON, hashes blanked out (their hex digits would match any short number)."""
+    return re.sub(r'"[0-9a-f]{16}"', '"#"', json.dumps(PRINTS[q.qid]))
+
+
+def contains_number(text: str, number: str) -> bool:
+    return re.search(r"(?<![\w.])" + re.escape(number) + r"(?![\w])", text) is not None
+
+
+def test_public_text_blanks_only_hashes():
+    assert contains_number('{"a": 0.00101}', "0.00101") and not contains_number('{"a": 10.001014}', "0.00101")
+    assert '"#"' in public_text(NUMBERS[0]) and "ch99-t4-time" not in public_text(NUMBERS[0])
+
+
+@pytest.mark.parametrize("q", FORMULAS, ids=lambda q: q.qid)
+def test_formula_print_does_not_contain_the_reference(q):
+    text = public_text(q)
+    for printed in {sp.sstr(q.reference), str(q.reference), to_text(q.reference), sp.srepr(q.reference)}:
+        assert printed not in text
+    fp = PRINTS[q.qid]
+    at = eq.evaluator(q.reference, q.names)
+    for point in fp["at"]:
+        value = at({k: Fraction(v) for k, v in point.items()})
+        for digits in (3, 4, 6, 9):
+            assert not contains_number(text, f"{float(value):.{digits}g}")
+
+
+@pytest.mark.parametrize("q", NUMBERS, ids=lambda q: q.qid)
+def test_number_print_does_not_contain_the_reference(q):
+    text = public_text(q)
+    ref = float(q.reference)
+    candidates = {repr(ref), str(ref), f"{ref:e}", f"{ref:g}"}
+    for digits in (3, 4):
+        candidates |= {f"{ref:.{digits}g}", f"{ref:.{digits - 1}e}", f"{ref:.{digits}e}"}
+    candidates |= {c.split("e")[0] for c in candidates if "e" in c}  # the mantissa alone
+    for number in candidates:
+        assert not contains_number(text, number), number
+    for slip in q.slips:
+        assert not contains_number(text, repr(float(slip.answer)))
+
+
+@pytest.mark.parametrize("q", CHOICES, ids=lambda q: q.qid)
+def test_choice_print_hashes_the_answer(q):
+    fp = PRINTS[q.qid]
+    assert fp["answer"] not in q.options and q.reference not in json.dumps(fp["answer"])
+    assert all(hint_key not in q.options for hint_key in fp["hints"])
+
+
+def test_fingerprints_are_salted_per_question():
+    """The same reference under two ids gives unrelated hashes: one cannot be looked up from another."""
+    a, b = NUMBERS[0], Number(qid="ch99-t8-time", points=1, prompt="p", reference=1.01e-3, unit="s",
+                              slips=(Slip(1.01, "unit:1000"),))
+    assert not set(fingerprint.make(a)["answers"][0]["buckets"]) & set(fingerprint.make(b)["answers"][0]["buckets"])
+    assert math.isfinite(PRINTS[a.qid]["grid"])
+
+
+# --- the answer record ----------------------------------------------------------------------------
+
+ENCODED = [
+    ("formula", 2 * B * D, "2*B*D"),
+    ("formula", sp.E * B, "exp(1)*B"),  # not "E*B": a declared E would read it back as a symbol
+    ("formula", np.float64(2.5), "2.5"),  # numpy 2 prints np.float64(2.5)
+    ("formula", 10**5000, {"invalid": "too_large", "detail": "a number above 1e40"}),
+    ("formula", None, {"invalid": "empty", "detail": ""}),
+    ("number", 3, 3.0),
+    ("number", np.float64(2.5), 2.5),
+    ("number", float("nan"), "nan"),
+    ("number", 10**5000, {"invalid": "not_finite", "detail": ""}),  # float() of it overflows
+    ("choice", "memory", "memory"),
+    ("choice", 3, {"invalid": "wrong_type", "detail": "str"}),
+]
+
+
+@pytest.mark.parametrize(("kind", "answer", "encoded"), ENCODED, ids=[f"{e[0]}-{i}" for i, e in enumerate(ENCODED)])
+def test_encode_scalar(kind, answer, encoded):
+    got = record.encode_scalar(kind, answer)
+    assert got == encoded and type(got) is type(encoded)
+    json.dumps(got)
+
+
+def test_read_takes_the_last_well_formed_record():
+    def out(rec: object) -> dict:
+        return {"output_type": "display_data", "data": {record.MIME: rec}}
+
+    first, last = record.make("ch99-t1-x", "number", 1.0), record.make("ch99-t1-x", "number", 2.0)
+    outputs = [out(first), out(json.dumps(last)), out(record.make("ch99-t2-y", "number", 3.0)),
+               out({**first, "format": 99}), out("{not json"), out("x" * (record.MAX_RECORD_BYTES + 1)),
+               {"data": "not a dict"}, "not a dict"]
+    assert record.read(outputs, "ch99-t1-x") == last
+    assert record.read(outputs[2:], "ch99-t1-x") is None
