@@ -8,7 +8,9 @@ the records in ``solutions/``) and ``release/<chapter>/`` (nbgrader's generate_a
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 from .fingerprint import make_chapter
@@ -49,6 +51,11 @@ def generate(course_dir: Path, chapter: str, database: bool = False, release_dir
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
+    # nbgrader runs the `alembic` command when it creates a gradebook: make this environment's
+    # scripts findable even when the environment is not activated (.venv/bin/scaling-course ...).
+    scripts = str(Path(sys.executable).parent)
+    if scripts not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
     config = Config()
     config.CourseDirectory.root = str(course_dir)
     config.GenerateAssignment.no_database = not database

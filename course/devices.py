@@ -19,13 +19,17 @@ DEFAULT_DEVICES = 8
 _COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 
 
-def accelerator_present() -> bool:
-    """A GPU or TPU that a JAX plugin can drive (without initialising JAX)."""
-    has_gpu = Path("/dev/nvidia0").exists() and any(
-        importlib.util.find_spec(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin"))
-    has_tpu = (Path("/dev/accel0").exists() or Path("/dev/vfio").exists()) and bool(
-        importlib.util.find_spec("libtpu"))
-    return has_gpu or has_tpu
+def accelerator_count() -> int:
+    """GPUs or TPU chips that an installed JAX plugin can drive, counted without starting JAX."""
+    dev = Path("/dev")
+    if any(importlib.util.find_spec(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin")):
+        gpus = [p for p in dev.glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)]
+        if gpus:
+            return len(gpus)
+    if importlib.util.find_spec("libtpu"):
+        return len([p for p in dev.glob("accel*") if re.fullmatch(r"accel\d+", p.name)]) or len(
+            list(dev.glob("vfio/[0-9]*")))
+    return 0
 
 
 def quiet() -> None:
@@ -38,12 +42,17 @@ def quiet() -> None:
 
 
 def setup(devices: str = "auto", count: int = DEFAULT_DEVICES) -> str:
-    """Configure JAX's devices; ``devices`` is "auto" (real accelerators if present, otherwise
-    ``count`` simulated CPU devices), "cpu", or "real". Returns a one-line description."""
+    """Configure JAX's devices and return a one-line description.
+
+    ``devices``: "cpu" (``count`` simulated CPU devices), "real" (the machine's accelerators), or "auto":
+    the environment variable SCALING_COURSE_DEVICES if set, else real accelerators when there are at least
+    ``count`` of them (the exercises' meshes need that many), else simulated CPU devices."""
+    if devices == "auto":
+        devices = os.environ.get("SCALING_COURSE_DEVICES", "auto")
     if devices not in ("auto", "cpu", "real"):
-        raise ValueError('devices must be "auto", "cpu" or "real"')
+        raise ValueError('devices must be "auto", "cpu" or "real" (also for SCALING_COURSE_DEVICES)')
     quiet()
-    use_real = devices == "real" or (devices == "auto" and accelerator_present())
+    use_real = devices == "real" or (devices == "auto" and accelerator_count() >= count)
     if not use_real:
         flags = _COUNT_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()

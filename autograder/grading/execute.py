@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,16 +46,14 @@ class Execution:
 
 
 class JailedKernelManager(KernelManager):
-    """Starts ipykernel through the jail, with the connection ports as the only TCP it may bind."""
+    """Starts ipykernel through the jail. The kernel talks to us over Unix sockets (``ipc``), so it
+    needs no TCP at all, and parallel kernels cannot race for the same port."""
 
     jail_args: list[str] = []
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
-        # Port 0 lets ipykernel bind its internal ephemeral pipe; the kernel can still connect nowhere.
-        ports = ",".join(str(p) for p in (self.shell_port, self.iopub_port, self.stdin_port, self.control_port,
-                                          self.hb_port, 0))
-        return [sys.executable, "-m", "autograder.grading.jail", *self.jail_args, "--ports", ports, "--", *cmd]
+        return [sys.executable, "-m", "autograder.grading.jail", *self.jail_args, "--", *cmd]
 
 
 class LimitedClient(NotebookClient):
@@ -94,8 +94,10 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
 
     workdir.mkdir(parents=True, exist_ok=True)
     env = _kernel_env(workdir)
-    manager = JailedKernelManager(kernel_name="python3")
-    manager.jail_args = jail_arguments(deny, allow, workdir, limits)
+    # Unix socket paths are limited to ~107 bytes, so the sockets live in a short private folder.
+    sockets = Path(tempfile.mkdtemp(prefix="sc-"))
+    manager = JailedKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
+    manager.jail_args = jail_arguments(deny, allow, workdir, limits) + ["--rw", str(sockets)]
     manager.connection_file = str(workdir / "kernel.json")
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,
@@ -115,6 +117,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         problems.append(f"execution stopped: {type(e).__name__}: {str(e)[:200]}")
     finally:
         _stop(manager)
+        shutil.rmtree(sockets, ignore_errors=True)
     if time.monotonic() - started >= limits.notebook_seconds:
         problems.append(f"the notebook time limit ({limits.notebook_seconds} s) was reached")
     if client.truncated:

@@ -1,14 +1,14 @@
 """Start a command (the grading kernel) with resource limits and, where Linux allows, Landlock.
 
-    python -m autograder.grading.jail --rw DIR --deny PATH ... [--allow PATH ...] [--ports P,P]
+    python -m autograder.grading.jail --rw DIR --deny PATH ... [--allow PATH ...]
         [--memory BYTES] [--cpu SECONDS] -- COMMAND ...
 
 Landlock (Linux >= 5.13, no root needed) restricts the process and everything it starts: it may
 read the whole file system *except* the ``--deny`` trees (the course directory with its solutions,
 source notebooks, gradebook and other students' submissions), read ``--allow`` paths inside them
 (the course package itself), and write only under ``--rw`` and ``/dev``. Where the kernel supports
-it (ABI >= 4) TCP is refused except binding the kernel's own ``--ports``, and (ABI >= 6) the process
-cannot signal processes outside its domain. Limits: address space, CPU seconds, file size, no core
+it (ABI >= 4) all TCP is refused (the grading kernel talks over Unix sockets), and (ABI >= 6) the
+process cannot signal processes outside its domain. Limits: address space, CPU seconds, file size, no core
 dumps. Where Landlock is missing, the limits still apply and the grader reports the weaker isolation.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 _SYS = {"x86_64": (444, 445, 446), "aarch64": (444, 445, 446)}
 _PR_SET_NO_NEW_PRIVS = 38
-_RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
+_RULE_PATH_BENEATH = 1
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_ALL_V1 = (1 << 13) - 1
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
@@ -64,8 +64,10 @@ def readable_roots(deny: list[Path]) -> list[Path]:
         for child in children:
             p = Path(child.path)
             if child.is_symlink():
+                # A rule on a link applies to its target: skip links into, or above, a denied tree
+                # (/tmp/x -> / would otherwise re-open everything). Real paths are visited anyway.
                 target = p.resolve()
-                if not any(target == d or d in target.parents for d in deny):
+                if not any(target == d or d in target.parents or target in d.parents for d in deny):
                     out.append(p)
                 continue
             visit(p)
@@ -73,7 +75,7 @@ def readable_roots(deny: list[Path]) -> list[Path]:
     return out
 
 
-def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path], ports: list[int]) -> None:
+def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path]) -> None:
     create, add_rule, restrict = _SYS[platform.machine()]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -109,12 +111,6 @@ def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path
     writable = _READ | _FS_WRITE_FILE | ((1 << 13) - 1) | (_FS_TRUNCATE if abi >= 3 else 0)
     for path in [*rw, Path("/dev")]:
         grant(path, writable | (_FS_IOCTL_DEV if abi >= 5 else 0))
-    if handled_net:
-        for port in ports:
-            rule = struct.pack("=QQ", _NET_BIND_TCP, port)
-            if libc.syscall(add_rule, ctypes.c_int(fd), ctypes.c_int(_RULE_NET_PORT), ctypes.c_char_p(rule),
-                            ctypes.c_uint32(0)) < 0:
-                raise OSError(ctypes.get_errno(), "landlock_add_rule port")
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
     if libc.syscall(restrict, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
@@ -128,7 +124,7 @@ def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
 
 
-def apply(deny: list[Path], allow: list[Path], rw: list[Path], ports: list[int], memory: int, cpu: int) -> int:
+def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int) -> int:
     """Apply limits and Landlock to this process; returns the Landlock ABI used (0: none)."""
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CPU, cpu)
@@ -136,7 +132,7 @@ def apply(deny: list[Path], allow: list[Path], rw: list[Path], ports: list[int],
     _limit(resource.RLIMIT_CORE, 0)
     abi = landlock_abi()
     if abi:
-        _apply_landlock(abi, deny, allow, rw, ports)
+        _apply_landlock(abi, deny, allow, rw)
     return abi
 
 
@@ -145,7 +141,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deny", action="append", default=[], type=Path)
     parser.add_argument("--allow", action="append", default=[], type=Path)
     parser.add_argument("--rw", action="append", default=[], type=Path)
-    parser.add_argument("--ports", default="")
     parser.add_argument("--memory", type=int, default=8 * 2**30)
     parser.add_argument("--cpu", type=int, default=900)
     parser.add_argument("command", nargs=argparse.REMAINDER)
@@ -153,8 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    ports = [int(p) for p in args.ports.split(",") if p]
-    apply(args.deny, args.allow, args.rw, ports, args.memory, args.cpu)
+    apply(args.deny, args.allow, args.rw, args.memory, args.cpu)
     os.execvp(command[0], command)
 
 

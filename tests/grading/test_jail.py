@@ -1,0 +1,65 @@
+"""The jail: what a grading kernel may read, write, connect to and signal."""
+
+import subprocess
+import sys
+
+import pytest
+
+from autograder.grading.jail import landlock_abi, readable_roots
+
+PROBE = """
+import os, socket, sys
+def attempt(label, fn):
+    try:
+        fn(); print(label, "allowed")
+    except OSError as e:
+        print(label, "denied")
+attempt("read-secret", lambda: open(sys.argv[1]).read())
+attempt("read-package", lambda: open(sys.argv[2]).read())
+attempt("write-work", lambda: open(sys.argv[3] + "/x", "w").write("x"))
+attempt("write-outside", lambda: open(sys.argv[4] + "/y", "w").write("y"))
+attempt("connect", lambda: socket.create_connection(("127.0.0.1", 9), timeout=2))
+attempt("signal-parent", lambda: os.kill(os.getppid(), 0))
+"""
+
+
+def test_readable_roots_skip_denied_trees(tmp_path):
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "public").mkdir()
+    (tmp_path / "public" / "up").symlink_to(tmp_path)  # a link above the secret must not re-open it
+    (tmp_path / "public" / "in").symlink_to(tmp_path / "secret")
+    roots = readable_roots([tmp_path / "secret"])
+    assert tmp_path / "public" / "up" not in roots and tmp_path / "public" / "in" not in roots
+    assert not any(r.is_symlink() and tmp_path in [r.resolve(), *r.resolve().parents] for r in roots)
+    assert not any(r == tmp_path / "secret" or tmp_path / "secret" in r.parents for r in roots)
+    assert not any(r in (tmp_path, tmp_path.parent) for r in roots)
+
+
+@pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock on this kernel")
+def test_kernel_reads_package_but_not_course_and_writes_only_its_folder(tmp_path):
+    course, work, other = tmp_path / "course", tmp_path / "work", tmp_path / "other"
+    for d in (course, work, other):
+        d.mkdir()
+    (course / "solutions.py").write_text("ANSWER = 42")
+    package = course / "course_pkg.py"
+    package.write_text("x = 1")
+    cmd = [sys.executable, "-m", "autograder.grading.jail", "--deny", str(course), "--deny", str(other),
+           "--allow", str(package), "--rw", str(work), "--",
+           sys.executable, "-c", PROBE, str(course / "solutions.py"), str(package), str(work), str(other)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    result = dict(line.split() for line in out.stdout.splitlines())
+    assert result["read-secret"] == "denied"
+    assert result["read-package"] == "allowed"
+    assert result["write-work"] == "allowed"
+    assert result["write-outside"] == "denied"
+    if landlock_abi() >= 4:
+        assert result["connect"] == "denied"
+    if landlock_abi() >= 6:
+        assert result["signal-parent"] == "denied"
+
+
+def test_memory_limit_applies_without_landlock_too():
+    cmd = [sys.executable, "-m", "autograder.grading.jail", "--memory", str(2 * 2**30), "--",
+           sys.executable, "-c", "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert int(out.stdout) == 2 * 2**30
