@@ -1,0 +1,81 @@
+"""Build an nbgrader source notebook from Python, with the course's cell conventions.
+
+The committed ``source/chNN_*/chNN_*.ipynb`` is the source of truth (edit it in JupyterLab with
+nbgrader's "Create Assignment" toolbar, or regenerate it with this builder from a script); this
+module only guarantees that generated cells carry exactly the metadata the course expects:
+
+    b = NotebookBuilder("ch13_example")
+    b.md("# Chapter 13 ...")
+    b.setup("import course\\nprint(course.setup())\\nfrom course import check, grade")
+    b.answer("ch13-q1-answer", "q1_intensity = 2*B*D*F / (2*B*D + 2*D*F + 2*B*F)")
+    b.test("ch13-q1-intensity", "q1_intensity")
+    b.write("source/ch13_example/ch13_example.ipynb")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from .questions import load_chapter
+
+
+def _meta(grade_id: str, *, grade: bool, solution: bool, locked: bool, points: float | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution,
+            "task": False}
+    if points is not None:
+        meta["points"] = points
+    return meta
+
+
+class NotebookBuilder:
+    def __init__(self, chapter: str):
+        self.chapter = load_chapter(chapter)
+        self.cells: list = []
+        self.tested: set[str] = set()
+
+    def md(self, text: str) -> None:
+        self.cells.append(new_markdown_cell(text.strip("\n")))
+
+    def code(self, source: str) -> None:
+        """An ordinary cell (plots, demonstrations): not graded, editable."""
+        self.cells.append(new_code_cell(source.strip("\n")))
+
+    def setup(self, source: str) -> None:
+        """The locked first code cell; it must call course.setup() before anything touches JAX."""
+        cell = new_code_cell(source.strip("\n"))
+        cell.metadata.update(nbgrader=_meta("setup", grade=False, solution=False, locked=True),
+                             deletable=False, editable=False)
+        self.cells.append(cell)
+
+    def answer(self, cell_id: str, solution: str, before: str = "") -> None:
+        """A solution cell: ``before`` stays visible to students, ``solution`` becomes the stub."""
+        head = before.strip("\n") + "\n" if before else ""
+        cell = new_code_cell(f"{head}### BEGIN SOLUTION\n{solution.strip(chr(10))}\n### END SOLUTION")
+        cell.metadata.update(nbgrader=_meta(cell_id, grade=False, solution=True, locked=False))
+        self.cells.append(cell)
+
+    def test(self, qid: str, variable: str) -> None:
+        """The test cell of one question: the hidden recorder, then the visible self-check."""
+        q = self.chapter[qid]
+        cell = new_code_cell(f'### BEGIN HIDDEN TESTS\ngrade("{qid}", {variable})\n### END HIDDEN TESTS\n'
+                             f'check("{qid}", {variable})')
+        cell.metadata.update(nbgrader=_meta(qid, grade=True, solution=False, locked=True, points=q.points),
+                             deletable=False, editable=False)
+        self.cells.append(cell)
+        self.tested.add(qid)
+
+    def write(self, path: str | Path) -> None:
+        missing = {q.qid for q in self.chapter.questions} - self.tested
+        if missing:
+            raise ValueError(f"questions without a test cell: {sorted(missing)}")
+        nb = new_notebook(cells=self.cells)
+        nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+        nb.metadata["language_info"] = {"name": "python"}
+        for i, cell in enumerate(nb.cells):
+            cell["id"] = f"cell-{i:03d}"  # stable ids keep diffs small
+        nbformat.validate(nb)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(path))
