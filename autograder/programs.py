@@ -12,18 +12,17 @@ The same ``run`` serves the offline self-check, on the live function.
 from __future__ import annotations
 
 import base64
+import io
 import re
-from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from .collectives import Collective, census, compiled_census, inspect_text
 from .questions import ProgramSpec
 from .verdict import Status, Verdict
 
-COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
-_OP = re.compile(r"=\s*(\S+)\s+(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
 # Custom calls that sharding annotations lower to; anything else (host callbacks above all) would
 # run code outside the program, and is refused.
 ALLOWED_CUSTOM_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
@@ -38,7 +37,8 @@ class Report:
 
     output: np.ndarray | None = None
     out_spec: tuple | None = None
-    census: dict[str, int] | None = None
+    census: dict[str, int] | None = None  # executions per collective kind
+    collectives: tuple[Collective, ...] = ()  # empty when counted in the compiled program
     error: str = ""
     error_code: str = "raised"
 
@@ -71,11 +71,6 @@ def export(q: ProgramSpec, fn: Any) -> str:
     return base64.b64encode(exported.serialize()).decode()
 
 
-def census(hlo: str) -> dict[str, int]:
-    """Collective ops in compiled HLO text, by kind (async ``-start`` halves counted once)."""
-    return dict(Counter(m.group(2) for m in _OP.finditer(hlo)))
-
-
 def run(q: ProgramSpec, fn: Any, seed: int) -> Report:
     """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
     import jax
@@ -84,13 +79,21 @@ def run(q: ProgramSpec, fn: Any, seed: int) -> Report:
         args = [jax.device_put(x, _sharding(q, op.spec)) for x, op in zip(inputs(q, seed), q.operands, strict=True)]
         jitted = jax.jit(fn)
         out = jitted(*args)
-        hlo = jitted.lower(*args).compile().as_text()
+        lowered = jitted.lower(*args)
+        found = tuple(inspect_text(lowered.as_text(), q.mesh))
+        counts = census(found) if found else compiled_census(lowered.compile().as_text())
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=f"{type(e).__name__}: {str(e)[:400]}")
     if not isinstance(out, jax.Array):
         return Report(error=f"the function returned {type(out).__name__}, not an array", error_code="wrong_type")
     spec = getattr(out.sharding, "spec", None)
-    return Report(np.asarray(out), tuple(spec) if spec is not None else None, census(hlo))
+    return Report(np.asarray(out), tuple(spec) if spec is not None else None, counts, found)
+
+
+def foreign_calls(mlir_text: str) -> list[str]:
+    """Custom-call targets other than sharding markers (host callbacks would run code)."""
+    targets = (m.group(1) or m.group(2) for m in _CUSTOM.finditer(mlir_text))
+    return [t for t in targets if t not in ALLOWED_CUSTOM_CALLS]
 
 
 def run_exported(q: ProgramSpec, blob: str, seed: int) -> Report:
@@ -101,17 +104,37 @@ def run_exported(q: ProgramSpec, blob: str, seed: int) -> Report:
         exported = jax.export.deserialize(bytearray(base64.b64decode(blob, validate=True)))
     except Exception as e:
         return Report(error=f"the recorded program cannot be read ({type(e).__name__})", error_code="bad_program")
-    text = exported.mlir_module()
-    for m in _CUSTOM.finditer(text):
-        target = m.group(1) or m.group(2)
-        if target not in ALLOWED_CUSTOM_CALLS:
-            return Report(error=f"the program calls {target!r}, which is not allowed here",
-                          error_code="bad_program")
+    foreign = foreign_calls(exported.mlir_module())
+    if foreign:
+        return Report(error=f"the program calls {foreign[0]!r}, which is not allowed here", error_code="bad_program")
     want = [(tuple(op.shape), np.dtype(op.dtype)) for op in q.operands]
     got = [(tuple(a.shape), np.dtype(a.dtype)) for a in exported.in_avals]
     if got != want or exported.nr_devices != _device_count(q):
         return Report(error=f"the program takes {got} on {exported.nr_devices} devices", error_code="bad_program")
     return run(q, exported.call, seed)
+
+
+def report_to_json(r: Report) -> dict[str, Any]:
+    out = None
+    if r.output is not None:
+        buf = io.BytesIO()
+        np.save(buf, r.output, allow_pickle=False)
+        out = base64.b64encode(buf.getvalue()).decode()
+    return {"output": out, "out_spec": None if r.out_spec is None else list(r.out_spec), "census": r.census,
+            "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code}
+
+
+def report_from_json(d: dict[str, Any]) -> Report:
+    """Read a runner's report; it came from a process that ran foreign code, so check its types."""
+    out = None
+    if d.get("output"):
+        out = np.load(io.BytesIO(base64.b64decode(d["output"])), allow_pickle=False)
+    collectives = tuple(Collective(c["kind"], tuple(c["axes"]), c["dtype"], tuple(c["operand_shape"]),
+                                   int(c["group_size"]), c["count"]) for c in d.get("collectives") or [])
+    spec = d.get("out_spec")
+    return Report(out, None if spec is None else tuple(spec), {str(k): int(v) for k, v in (d.get("census") or
+                                                                                            {}).items()},
+                  collectives, str(d.get("error") or ""), str(d.get("error_code") or "raised"))
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -161,13 +184,15 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
         return Verdict(Status.PARTIAL, 0.5, "wrong_sharding",
                        f"Right numbers, but the result is sharded as {_spec_text(report.out_spec)}; "
                        f"expected {_spec_text(q.out_spec)}.")
-    counts = report.census or {}
+    counts = {k: v for k, v in (report.census or {}).items() if v}
     expected_counts = {k: v for k, v in q.collectives.items() if v}
-    if {k: v for k, v in counts.items() if v} != expected_counts:
+    details = [c.describe() for c in report.collectives]
+    if counts != expected_counts:
+        found = "; ".join(details) if details else _describe(counts)
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),
-                       f"Right numbers, but the compiled program runs {_describe(counts)}; "
-                       f"expected {_describe(expected_counts)}.")
-    return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", {"collectives": counts})
+                       f"Right numbers, but your program runs {found}; expected {_describe(expected_counts)}.",
+                       {"collectives": details})
+    return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", {"collectives": details or counts})
 
 
 def judge_program(q: ProgramSpec, blob: Any, seed: int = 0) -> Verdict:

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -52,8 +51,7 @@ class JailedKernelManager(KernelManager):
     jail_args: list[str] = []
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        cmd = super().format_kernel_cmd(extra_arguments)
-        return [sys.executable, "-m", "autograder.grading.jail", *self.jail_args, "--", *cmd]
+        return [*self.jail_args, "--", *super().format_kernel_cmd(extra_arguments)]
 
 
 class LimitedClient(NotebookClient):
@@ -78,26 +76,17 @@ class LimitedClient(NotebookClient):
         return super().output(outs, msg, display_id, cell_index)
 
 
-def jail_arguments(deny: list[Path], allow: list[Path], workdir: Path, limits: Limits) -> list[str]:
-    args = ["--rw", str(workdir), "--memory", str(limits.memory_bytes), "--cpu", str(limits.notebook_seconds * 2)]
-    for p in deny:
-        args += ["--deny", str(p)]
-    for p in allow:
-        args += ["--allow", str(p)]
-    return args
-
-
 def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path], limits: Limits,
             log: Path) -> Execution:
     """Run ``nb`` in place (outputs are written into it); the kernel's own stderr goes to ``log``."""
-    from .jail import landlock_abi
+    from .jail import jail_command, landlock_abi
 
     workdir.mkdir(parents=True, exist_ok=True)
     env = _kernel_env(workdir)
     # Unix socket paths are limited to ~107 bytes, so the sockets live in a short private folder.
     sockets = Path(tempfile.mkdtemp(prefix="sc-"))
     manager = JailedKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
-    manager.jail_args = jail_arguments(deny, allow, workdir, limits) + ["--rw", str(sockets)]
+    manager.jail_args = jail_command(deny, allow, [workdir, sockets], limits.memory_bytes, limits.notebook_seconds * 2)
     manager.connection_file = str(workdir / "kernel.json")
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,

@@ -118,6 +118,32 @@ def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path
     os.close(fd)
 
 
+def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
+    """What grading processes that run foreign code may not read (deny), and the exceptions inside
+    those trees (allow): the course directory and the reference solutions are off limits; the
+    course's own package and the Python environment, wherever they live, stay readable."""
+    import autograder
+    import course
+    import solutions
+
+    solutions_dir = Path(solutions.__file__).parent.resolve()
+    repo = solutions_dir.parent
+    deny = [course_dir.resolve(), solutions_dir, repo / "source", repo / "gradebook.db", repo / "submitted",
+            repo / "autograded", repo / ".scaling-course"]
+    allow = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
+             Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
+    return [d for d in deny if d.exists()], allow
+
+
+def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int) -> list[str]:
+    """The argument list that starts a command through this jail (append "--" and the command)."""
+    args = [sys.executable, "-m", "autograder.grading.jail", "--memory", str(memory), "--cpu", str(cpu)]
+    for flag, paths in (("--deny", deny), ("--allow", allow), ("--rw", rw)):
+        for p in paths:
+            args += [flag, str(p)]
+    return args
+
+
 def _limit(kind: int, value: int) -> None:
     _, hard = resource.getrlimit(kind)
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -42,6 +41,7 @@ from .collect import NO_ANSWER, Collected, collect
 from .execute import Limits, execute
 from .feedback import annotate, render_html, write_atomic
 from .gradebook import write_csv, write_result
+from .jail import isolation_paths
 from .judge import judge_answers
 from .sanitize import release_stubs, sanitize
 
@@ -199,22 +199,6 @@ def _copy_supporting_files(a: Assignment, work: Path) -> None:
     for f in a.master.parent.iterdir():
         if f.is_file() and f.suffix != ".ipynb":
             shutil.copy(f, work / f.name)
-
-
-def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
-    """What a grading kernel may not read (deny) and the exceptions inside those trees (allow):
-    the course directory and the reference solutions are off limits; the course's own package
-    and the Python environment, wherever they live, stay readable."""
-    import autograder
-    import course
-    import solutions
-
-    solutions_dir = Path(solutions.__file__).parent.resolve()
-    deny = [course_dir, solutions_dir, solutions_dir.parent / "source", solutions_dir.parent / "gradebook.db",
-            solutions_dir.parent / "submitted", solutions_dir.parent / "autograded"]
-    allow = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
-             Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
-    return [d for d in deny if d.exists()], allow
 
 
 def _worker(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:

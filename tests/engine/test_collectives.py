@@ -1,0 +1,103 @@
+"""The collective inspector on programs whose collectives are known: kinds, axes, counts (loops
+included), dtypes and bytes per device; and the time model beside it."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import course
+from autograder.collectives import census, compiled_census
+from course import comms
+
+MESH = course.mesh(X=8)
+MESH2 = course.mesh(X=2, Y=4)
+
+
+def arg(shape, spec, mesh=MESH, dtype=jnp.float32):
+    return jax.device_put(jax.random.normal(jax.random.key(1), shape, dtype=dtype), NamedSharding(mesh, spec))
+
+
+def smap(fn, in_specs, out_specs, mesh=MESH):
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+
+
+def one(found):
+    assert len(found) == 1, [c.describe() for c in found]
+    return found[0]
+
+
+def test_all_gather_then_matmul():
+    f = smap(lambda x, y: jax.lax.all_gather(x, "X", axis=1, tiled=True, to="invarying") @ y, (P(None, "X"), P()), P())
+    c = one(comms.inspect(f, arg((64, 256), P(None, "X")), arg((256, 128), P())))
+    assert (c.kind, c.axes, c.dtype, c.operand_shape, c.group_size, c.count) == (
+        "all-gather", ("X",), "f32", (64, 32), 8, 1)
+    assert c.bytes_per_device == 7 * 64 * 32 * 4
+
+
+def test_psum_and_psum_scatter():
+    f = smap(lambda x, y: jax.lax.psum(x @ y, "X"), (P(None, "X"), P("X", None)), P())
+    c = one(comms.inspect(f, arg((64, 256), P(None, "X")), arg((256, 128), P("X", None))))
+    assert (c.kind, c.operand_shape, c.bytes_per_device) == ("all-reduce", (64, 128), 2 * 7 / 8 * 64 * 128 * 4)
+    g = smap(lambda x, y: jax.lax.psum_scatter(x @ y, "X", scatter_dimension=0, tiled=True),
+             (P(None, "X"), P("X", None)), P("X", None))
+    c = one(comms.inspect(g, arg((64, 256), P(None, "X")), arg((256, 128), P("X", None))))
+    assert (c.kind, c.operand_shape) == ("reduce-scatter", (64, 128))
+
+
+def test_bf16_is_counted_in_its_own_width():
+    f = smap(lambda x: jax.lax.all_gather(x, "X", tiled=True, to="invarying"), P("X"), P())
+    c = one(comms.inspect(f, arg((64, 32), P("X"), dtype=jnp.bfloat16)))
+    assert c.dtype == "bf16" and c.operand_bytes == 8 * 32 * 2
+
+
+def test_scan_multiplies_by_its_length():
+    ring = [(i, (i + 1) % 8) for i in range(8)]
+
+    def body(carry, _):
+        return jax.lax.ppermute(carry, "X", ring), None
+
+    f = smap(lambda x: jax.lax.scan(body, x, None, length=7)[0], P("X"), P("X"))
+    c = one(comms.inspect(f, arg((64, 32), P("X"))))
+    assert (c.kind, c.count, c.axes) == ("collective-permute", 7, ("X",))
+    assert census([c]) == {"collective-permute": 7}
+
+
+def test_axes_of_a_two_dimensional_mesh():
+    f = smap(lambda x: jax.lax.psum(jax.lax.all_gather(x, "Y", tiled=True, to="invarying"), "X"), P("X", "Y"),
+             P(None, None), mesh=MESH2)
+    found = comms.inspect(f, arg((16, 32), P("X", "Y"), mesh=MESH2))
+    assert {(c.kind, c.axes, c.group_size) for c in found} == {("all-gather", ("Y",), 4), ("all-reduce", ("X",), 2)}
+
+
+def test_gradient_turns_all_gather_into_reduce_scatter():
+    # Each device squares the gathered array (a varying value): the gradient must sum the devices'
+    # contributions to each shard, which is a reduce-scatter.
+    f = smap(lambda x: (jax.lax.all_gather(x, "X", tiled=True) ** 2).sum()[None], P("X"), P("X"))
+
+    def loss(x):
+        return f(x).sum()
+
+    found = comms.inspect(jax.grad(loss), arg((64, 32), P("X")))
+    assert census(found).get("reduce-scatter") == 1, [c.describe() for c in found]
+
+
+def test_compiler_chosen_collectives_are_counted_in_the_compiled_program():
+    f = jax.jit(lambda x, y: x @ y, out_shardings=NamedSharding(MESH, P()))
+    x, y = arg((64, 256), P(None, "X")), arg((256, 128), P("X", None))
+    assert comms.inspect(f, x, y) == []  # no collectives before partitioning
+    counts = compiled_census(f.lower(x, y).compile().as_text())
+    assert counts.get("all-reduce", 0) >= 1
+
+
+@pytest.mark.parametrize(("make", "seconds"), [
+    # Part 3, Q2-like: all-gather of 8 x bf16[1024, 1024] blocks = 16 MiB over a 4.5e10 B/s link pair.
+    (lambda: smap(lambda x: jax.lax.all_gather(x, "X", tiled=True, to="invarying"), P("X"), P()),
+     8 * 1024 * 1024 * 2 / 9e10),
+])
+def test_ring_time_matches_the_book_model(make, seconds):
+    c = one(comms.inspect(make(), arg((8 * 1024, 1024), P("X"), dtype=jnp.bfloat16)))
+    assert comms.ring_seconds(c, 4.5e10) == pytest.approx(seconds)
+    assert "your formula predicts" in comms.report(make(), arg((8 * 1024, 1024), P("X"), dtype=jnp.bfloat16),
+                                                   predicted_s=seconds)
