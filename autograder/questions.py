@@ -173,11 +173,13 @@ class Function(Question):
 @dataclass(frozen=True)
 class Operand:
     """One input of a program question: global shape, sharding spec (mesh axis names or None per
-    dimension, the book's X[B, D_X] written ("B", "X") -> (None, "X")), and dtype."""
+    dimension: the book's X[B, D_X] is (None, "X")), dtype, and optionally the shape the einsum sees
+    (``view``: e.g. (8, 8, 32) for a [64, 32] array of 8 stacked partial sums, einsum "kbd->bd")."""
 
     shape: tuple[int, ...]
     spec: tuple[str | None, ...]
     dtype: str = "float32"
+    view: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -189,20 +191,28 @@ class ProgramSpec:
     operands: tuple[Operand, ...]
     einsum: str  # what the program computes, e.g. "bd,df->bf"
     out_spec: tuple[str | None, ...]  # expected sharding of the result; () is fully replicated
-    collectives: dict[str, int]  # exact count of each collective kind; kinds not named must be absent
+    # Collectives by kind: an exact count, or an inclusive (low, high) range (high None: no limit).
+    # Kinds not named must be absent.
+    collectives: dict[str, int | tuple[int, int | None]]
     rtol: float = 1e-4
     atol: float = 1e-4
+    out_shape: tuple[int, ...] | None = None  # reshape of the einsum's result, when it differs
 
     def to_json(self) -> dict[str, Any]:
         return {"mesh": [list(a) for a in self.mesh], "einsum": self.einsum, "out_spec": list(self.out_spec),
-                "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype} for o in self.operands],
-                "collectives": dict(self.collectives), "rtol": self.rtol, "atol": self.atol}
+                "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype,
+                              "view": None if o.view is None else list(o.view)} for o in self.operands],
+                "collectives": {k: list(v) if isinstance(v, tuple) else v for k, v in self.collectives.items()},
+                "rtol": self.rtol, "atol": self.atol,
+                "out_shape": None if self.out_shape is None else list(self.out_shape)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProgramSpec:
-        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]),
-                   tuple(Operand(tuple(o["shape"]), tuple(o["spec"]), o["dtype"]) for o in d["operands"]),
-                   d["einsum"], tuple(d["out_spec"]), dict(d["collectives"]), d["rtol"], d["atol"])
+        operands = tuple(Operand(tuple(o["shape"]), tuple(o["spec"]), o["dtype"],
+                                 None if o.get("view") is None else tuple(o["view"])) for o in d["operands"])
+        counts = {k: tuple(v) if isinstance(v, list) else v for k, v in d["collectives"].items()}
+        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], tuple(d["out_spec"]),
+                   counts, d["rtol"], d["atol"], None if d.get("out_shape") is None else tuple(d["out_shape"]))
 
 
 @dataclass(frozen=True, kw_only=True)
