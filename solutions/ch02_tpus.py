@@ -1,0 +1,487 @@
+"""Chapter 2, TPUs: every graded question of the chapter, as records with references.
+
+Book: Part 2 "How to Think About TPUs", https://jax-ml.github.io/scaling-book/tpus/
+Numbers are computed from ``course.hardware`` and ``course.topology`` (never typed in); where the book
+prints a rounded or differently-based value, the tolerance admits it and ``BOOK`` records it for the
+tests. Labels follow the syllabus: E1-E4 worked examples, Q1-Q6 questions, PQ1 the appendix pop quiz,
+CX1-CX4 coding exercises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from autograder.numbers import Tolerance
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Slip,
+)
+from course import hardware as hw
+from course import topology as topo
+from course.symbols import C8, B, C, W, symbol
+
+V3, V4P, V5P, V5E, V6E, V7X = hw.TPU_V3, hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V5E, hw.TPU_V6E, hw.TPU7X
+W_pcie = symbol("W_pcie")
+SECTION = "tpus/"
+WHAT, NET, SPECS, PROBLEMS = (SECTION + s for s in ("#what-is-a-tpu", "#tpu-networking", "#tpu-specs",
+                                                    "#worked-problems"))
+APPENDIX_A = SECTION + "#appendix-a-more-on-tpu-internals"
+APPENDIX_B = SECTION + "#appendix-b-how-does-a-systolic-array-work"
+EXACT = Tolerance(rtol=1e-9)
+TWO_PERCENT = Tolerance(rtol=0.02)
+
+# --- E1: one MXU pass is bf16[8, 128] @ bf16[128, 128] every 8 cycles ------------------------------
+MXU_FLOPS_PER_CYCLE = 2 * hw.MXU_ROWS_PER_PASS * V5E.mxu_size * V5E.mxu_size / hw.MXU_CYCLES_PER_PASS  # 32768
+MXU_FLOPS_PER_S = MXU_FLOPS_PER_CYCLE * hw.TPU_V5E_MXU_CLOCK_HZ
+V5E_CHIP_FLOPS_PER_S = MXU_FLOPS_PER_S * V5E.mxus_per_tensorcore * V5E.tensorcores_per_chip
+
+# --- E2: weights in VMEM ---------------------------------------------------------------------------
+VMEM_INTENSITY = V5E.bf16_flops_per_s / (hw.VMEM_OVER_HBM_BANDWIDTH * V5E.hbm_bytes_per_s)
+
+# --- E3: critical intensities per channel ----------------------------------------------------------
+E3_PROBES = tuple([dict(chip=c.name, channel="hbm") for c in hw.TPUS]
+                  + [dict(chip=c.name, channel="ici") for c in hw.TPUS]
+                  + [dict(chip=V5E.name, channel="pcie"), dict(chip=V5P.name, channel="dcn")])
+
+
+def channel_bytes_per_s(chip: hw.TPU, channel: str) -> float:
+    """One chip's bandwidth on a channel; ICI is one link counted in both directions (the book's
+    "bidirectional" figure, which a ring with wraparound uses)."""
+    return {"hbm": chip.hbm_bytes_per_s, "ici": chip.ici_bidirectional_bytes_per_s,
+            "pcie": chip.pcie_bytes_per_s, "dcn": chip.dcn_bytes_per_s}[channel]
+
+
+def channel_intensity(chip: str, channel: str) -> float:
+    """C / W of one chip and channel: "hbm", "ici" (one link, both directions), "pcie", "dcn"."""
+    c = hw.by_name(chip)
+    return c.bf16_flops_per_s / channel_bytes_per_s(c, channel)
+
+
+def e3_one_way_ici(chip: str, channel: str) -> float:
+    c = hw.by_name(chip)
+    return c.bf16_flops_per_s / c.ici_bytes_per_s_per_link if channel == "ici" else channel_intensity(chip, channel)
+
+
+# --- E4 and CX1: hops on a torus -------------------------------------------------------------------
+E4_SLICE = topo.Torus.slice(V5E, (4, 4))
+E4_POD = topo.Torus.slice(V5E, (16, 16))
+E4_CUBE = topo.Torus.slice(V4P, (4, 4, 4))
+
+
+def _pairs(seed: int, shape: tuple[int, ...], n: int) -> tuple[list, list]:
+    rng = np.random.default_rng(seed)
+    src = np.stack([rng.integers(0, k, n) for k in shape], axis=1)
+    dst = np.stack([rng.integers(0, k, n) for k in shape], axis=1)
+    return src.tolist(), dst.tolist()
+
+
+def _probe(src, dst, shape, wrap) -> dict:
+    return dict(src=src, dst=dst, shape=list(shape), wrap=list(wrap))
+
+
+CX1_PROBES = (
+    _probe([[0, 0]], [[3, 3]], E4_SLICE.shape, E4_SLICE.wrap),
+    _probe([[0, 0]], [[15, 15]], E4_POD.shape, E4_POD.wrap),
+    _probe([[0, 0, 0]], [[3, 3, 3]], E4_CUBE.shape, E4_CUBE.wrap),
+    _probe(*_pairs(1, (8, 16), 200), (8, 16), topo.wraparound(V5E, (8, 16))),
+    _probe(*_pairs(2, (2, 2, 4), 100), (2, 2, 4), topo.wraparound(V5P, (2, 2, 4))),
+    _probe(*_pairs(3, (4, 4, 8), 100), (4, 4, 8), topo.wraparound(V5P, (4, 4, 8))),
+)
+
+
+def bfs_hops(src, dst, shape, wrap) -> list[int]:
+    """CX1's reference: breadth-first search over the links, independently of any formula."""
+    return [topo.bfs_hops(s, d, shape, [bool(w) for w in wrap]) for s, d in zip(src, dst, strict=True)]
+
+
+def hops(src, dst, shape, wrap):
+    """CX1's model: per axis |a - b|, or the shorter way round where the axis wraps; summed."""
+    import jax.numpy as jnp
+
+    d = jnp.abs(jnp.asarray(src) - jnp.asarray(dst))  # int[n_pairs, n_axes]
+    n = jnp.asarray(shape)
+    d = jnp.where(jnp.asarray(wrap), jnp.minimum(d, n - d), d)
+    return d.sum(axis=1).astype(jnp.int32)  # int[n_pairs]
+
+
+def cx1_ignores_wraparound(src, dst, shape, wrap):
+    return np.abs(np.asarray(src) - np.asarray(dst)).sum(axis=1)
+
+
+# --- Q1: streaming a 200B-parameter bf16 model from HBM on 32 v4p chips --------------------------------
+Q1_PARAMS, Q1_CHIPS = 200e9, 32
+Q1_SECONDS = Q1_PARAMS * hw.BYTES_PER_ELEMENT["bf16"] / Q1_CHIPS / V4P.hbm_bytes_per_s
+
+# --- Q2: pod inventory ---------------------------------------------------------------------------------
+
+
+def pod(chip: hw.TPU) -> dict[str, float]:
+    return {"hosts": chip.pod_chips / chip.chips_per_host, "cores": chip.pod_chips * chip.tensorcores_per_chip,
+            "flops": chip.pod_chips * chip.bf16_flops_per_s, "hbm": chip.pod_chips * chip.hbm_bytes}
+
+
+Q2 = {"v5e": pod(V5E), "v5p": pod(V5P)}
+
+# --- Q3: a matmul fed over PCIe (F = 4D, B << D): 8BD^2/C > 8D^2/W_pcie -------------------------------
+Q3_PCIE_BYTES_PER_S = V5E.pcie_bytes_per_s  # the 1.6e10 the question states (v6e's own link is 3.2e10)
+Q3_BATCH = V6E.bf16_flops_per_s / Q3_PCIE_BYTES_PER_S
+
+# --- Q4: int8 weights [16384, 4096] times int8 activations [B, 4096] on one v5e ------------------------
+Q4_F, Q4_D = 16384, 4096
+Q4_T = sp.Max(2 * Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / W)
+
+
+def q4_crossover(bandwidth: float) -> float:
+    """The batch where the int8 matmul's compute time equals its memory time at ``bandwidth``."""
+    eq = (2 * Q4_D * Q4_F * B / sp.nsimplify(V5E.int8_ops_per_s)
+          - (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / sp.nsimplify(bandwidth))
+    return float(sp.solve(eq, B)[0])
+
+
+Q4_HBM = q4_crossover(V5E.hbm_bytes_per_s)  # 259.3
+Q4_VMEM = q4_crossover(hw.VMEM_OVER_HBM_BANDWIDTH * V5E.hbm_bytes_per_s)  # 10.96
+# The book rounds 2*4096*16384 = 1.34e8 down to 1.3e8 and 20480 to 2e4 (its 267 and 11).
+Q4_HBM_ROUNDED = 6.7e7 / (1.3e8 * V5E.hbm_bytes_per_s / V5E.int8_ops_per_s - 2e4)
+
+# --- Q5: bf16[8, 128, 8192] from (0, 0) to (3, 3) of a v5e 4x4 slice -----------------------------------
+Q5_BYTES = 2 * 8 * 128 * 8192
+Q5_SRC, Q5_DST = (0, 0), (3, 3)
+Q5_FIRST_BYTE = E4_SLICE.hops(Q5_SRC, Q5_DST) * hw.ICI_HOP_LATENCY_S
+Q5_PORTS = min(E4_SLICE.links(Q5_SRC), E4_SLICE.links(Q5_DST))
+Q5_BANDWIDTH_TIME = Q5_BYTES / (Q5_PORTS * V5E.ici_bytes_per_s_per_link)
+Q5_TOTAL = E4_SLICE.transfer_s(Q5_BYTES, Q5_SRC, Q5_DST)
+
+# --- Q6: int8[128*1024, 128*1024] from the host DRAM of a v5e 4x4 to chip (0, 0), times bf16[8, 128*1024] -
+Q6_N = 128 * 1024
+Q6_BYTES = 16e9  # the book's rounding of the exact 2**34 bytes; all stage times scale with it
+Q6_CHIPS = E4_SLICE.chips
+Q6_STAGES = {
+    "pcie": Q6_BYTES / (Q6_CHIPS * V5E.pcie_bytes_per_s),  # every chip loads its 1/16 over its own link
+    "ici": Q6_BYTES * (Q6_CHIPS - 1) / Q6_CHIPS / (E4_SLICE.links((0, 0)) * V5E.ici_bytes_per_s_per_link),
+    "hbm": Q6_BYTES / V5E.hbm_bytes_per_s,
+    "flops": 2 * 8 * Q6_N * Q6_N / V5E.bf16_flops_per_s,
+}
+Q6_PIPELINED, Q6_SERIAL = max(Q6_STAGES.values()), sum(Q6_STAGES.values())
+
+# --- PQ1: the v5p VPU ----------------------------------------------------------------------------------
+VPU_FLOPS_PER_S = hw.VPU_SUBLANES * hw.VPU_LANES * hw.VPU_ALUS_PER_LANE_V5 * hw.TPU_V5P_CLOCK_HZ  # per core
+MXU_OVER_VPU = V5P.bf16_flops_per_s / V5P.tensorcores_per_chip / VPU_FLOPS_PER_S
+
+# --- CX2: a weight-stationary systolic array -----------------------------------------------------------
+SYSTOLIC_N = 8
+
+
+def _dyadic(rng: np.random.Generator, shape: tuple[int, ...]) -> list:
+    """Random floats with few mantissa bits (k/8): sums of their products are exact in float32 in any
+    order, so a correct simulation matches x @ w exactly, however it accumulates."""
+    return (rng.integers(-64, 65, shape) / 8).tolist()
+
+
+CX2_PROBES = tuple(dict(x=_dyadic(np.random.default_rng(10 + m), (m, SYSTOLIC_N)),
+                        w=_dyadic(np.random.default_rng(20 + m), (SYSTOLIC_N, SYSTOLIC_N))) for m in (1, 8, 37))
+
+
+def systolic_reference(x, w) -> tuple[list[float], int]:
+    """The product and the cycle count of an n x n weight-stationary array with skewed inputs:
+    the last output leaves the bottom row M - 1 + 2(n - 1) cycles after the first input enters."""
+    x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)
+    m, n = x.shape
+    return (x @ w).reshape(-1).tolist(), m + 2 * (n - 1)
+
+
+def systolic(x, w):
+    """CX2's model: PE (i, j) holds w[i, j]; x[m, i] enters row i at cycle m + i and moves one column
+    right per cycle; partial sums move one row down per cycle and leave the bottom row."""
+    import jax
+    import jax.numpy as jnp
+
+    x, w = jnp.asarray(x, jnp.float32), jnp.asarray(w, jnp.float32)
+    m, n = x.shape  # x: f32[M, n], w: f32[n, n]
+    cycles = m + 2 * (n - 1)
+    rows = jnp.arange(n)
+
+    def step(carry, t):
+        a, p = carry  # a: f32[n, n] inputs held by each PE; p: f32[n, n] partial sums leaving each PE
+        k = t - rows  # the batch row entering each array row this cycle
+        entering = jnp.where((k >= 0) & (k < m), x[jnp.clip(k, 0, m - 1), rows], 0.0)  # f32[n]
+        a = jnp.concatenate([entering[:, None], a[:, :-1]], axis=1)  # shift right by one column
+        above = jnp.concatenate([jnp.zeros((1, n), p.dtype), p[:-1]], axis=0)  # partial sums from above
+        p = above + a * w
+        return (a, p), p[-1]  # the bottom row's outputs this cycle: f32[n]
+
+    zeros = jnp.zeros((n, n), jnp.float32)
+    _, bottom = jax.lax.scan(step, (zeros, zeros), jnp.arange(cycles))  # f32[cycles, n]
+    t = jnp.arange(m)[:, None] + (n - 1) + jnp.arange(n)[None, :]  # when out[m, j] leaves
+    return bottom[t, jnp.arange(n)[None, :]], cycles
+
+
+def cx2_forgets_fill_and_drain(x, w):
+    return np.asarray(x) @ np.asarray(w), len(x)
+
+
+# --- CX3: a ring AllGather from hops on a 2 x 4 torus ----------------------------------------------------
+CX3_SHAPE = (8, 64)  # f32[8, 64] @ P('X', 'Y'): blocks of [4, 16]
+CX3_RING = topo.ring_schedule_hops(4, wrap=False)  # hops of each transfer of one ring step, no wraparound
+
+
+def ring_allgather(x):
+    """CX3's model: x: f32[8, 64] @ P('X', 'Y') -> f32[8, 64] replicated, moving blocks one hop at a
+    time: 3 ring steps along Y (length 4), then 1 along X (length 2)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    def block(x_block):  # x_block: f32[4, 16]
+        ny = jax.lax.axis_size("Y")
+        y = jax.lax.axis_index("Y")
+        received = [x_block]  # received[s] started s hops up the ring, at device y - s
+        for _ in range(ny - 1):
+            received.append(jax.lax.ppermute(received[-1], "Y", [(i, (i + 1) % ny) for i in range(ny)]))
+        order = jnp.argsort((y - jnp.arange(ny)) % ny)  # put the blocks back in device order
+        row = jnp.concatenate([jnp.stack(received)[order[i]] for i in range(ny)], axis=1)  # f32[4, 64]
+        other = jax.lax.ppermute(row, "X", [(0, 1), (1, 0)])  # the other X row: f32[4, 64]
+        first = jax.lax.axis_index("X") == 0
+        return jnp.where(first, jnp.concatenate([row, other]), jnp.concatenate([other, row]))  # f32[8, 64]
+
+    return jax.shard_map(block, mesh=mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P(), check_vma=False)(x)
+
+
+def cx3_all_gather(x):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    def block(x_block):
+        row = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
+        return jax.lax.all_gather(row, "X", axis=0, tiled=True)
+    return jax.shard_map(block, mesh=mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P(), check_vma=False)(x)
+
+
+def cx3_arrival_order(x):
+    """Concatenates the blocks in the order they arrive, not in device order."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    def block(x_block):
+        received = [x_block]
+        for _ in range(3):
+            received.append(jax.lax.ppermute(received[-1], "Y", [(i, (i + 1) % 4) for i in range(4)]))
+        row = jnp.concatenate(received, axis=1)
+        other = jax.lax.ppermute(row, "X", [(0, 1), (1, 0)])
+        return jnp.concatenate([row, other])
+    return jax.shard_map(block, mesh=mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P(), check_vma=False)(x)
+
+
+# --- CX4: bisection bandwidth ----------------------------------------------------------------------------
+BISECT_POD = E4_POD.bisection_bytes_per_s  # full v5e pod, 16 x 16 with wraparound
+BISECT_SLICE = topo.Torus.slice(V5E, (8, 16)).bisection_bytes_per_s  # wraps on the 16-long axis only
+
+# The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
+BOOK = {
+    "ch02-e1-mxu-flops": 5e13, "ch02-e1-chip-flops": 2e14, "ch02-e2-vmem-intensity": 10,
+    "ch02-q1-load-time": 10e-3,
+    "ch02-q2-v5e-hosts": 32, "ch02-q2-v5e-cores": 256, "ch02-q2-v5e-flops": 5.1e16, "ch02-q2-v5e-hbm": 4e12,
+    "ch02-q2-v5p-hosts": 2240, "ch02-q2-v5p-cores": 17920, "ch02-q2-v5p-flops": 4.1e18, "ch02-q2-v5p-hbm": 860e12,
+    "ch02-q3-min-batch": 57_500, "ch02-q4-crossover-hbm": 267, "ch02-q4-crossover-vmem": 11,
+    "ch02-q5-first-byte": 6e-6, "ch02-q5-bandwidth-time": 188e-6, "ch02-q5-total": 194e-6,
+    "ch02-q6-pcie": 63e-3, "ch02-q6-ici": 167e-3, "ch02-q6-hbm": 20e-3, "ch02-q6-flops": 1.4e-3,
+    "ch02-q6-total": 0.2, "ch02-pq1-vpu-flops": 7e12, "ch02-pq1-ratio": 30,
+}
+# Values the syllabus derives (the book prints none), checked by the tests the same way.
+DERIVED = {"ch02-e4-hops-slice": 6, "ch02-e4-hops-pod": 2, "ch02-e4-hops-cube": 3}
+# E3's syllabus table (DERIVED), by (chip, channel), for the Function question's reference.
+E3_SYLLABUS = {
+    ("TPU v3", "hbm"): 155.6, ("TPU v4p", "hbm"): 229.2, ("TPU v5p", "hbm"): 163.9, ("TPU v5e", "hbm"): 240.2,
+    ("TPU v6e", "hbm"): 575.0, ("TPU7x", "hbm"): 310.8, ("TPU v3", "ici"): 700, ("TPU v4p", "ici"): 3055.6,
+    ("TPU v5p", "ici"): 2550, ("TPU v5e", "ici"): 2188.9, ("TPU v6e", "ici"): 5111.1, ("TPU7x", "ici"): 12_777.8,
+    ("TPU v5e", "pcie"): 12_312.5, ("TPU v5p", "dcn"): 73_440,
+}
+
+
+def _number(qid: str, prompt: str, reference: float, section: str, slips: tuple[Slip, ...], unit: str = "",
+            tolerance: Tolerance = TWO_PERCENT, points: float = 1) -> Number:
+    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=reference, unit=unit,
+                  tolerance=tolerance, slips=slips)
+
+
+def _q2(chip: str, quantity: str, prompt: str, slips: tuple[Slip, ...]) -> Number:
+    exact = quantity in ("hosts", "cores")
+    return _number(f"ch02-q2-{chip}-{quantity}", prompt, Q2[chip][quantity], PROBLEMS, slips,
+                   unit={"flops": "FLOP/s", "hbm": "B"}.get(quantity, ""),
+                   tolerance=EXACT if exact else Tolerance(rtol=0.03))
+
+
+CHAPTER = Chapter("ch02_tpus", "TPUs", (
+    # E1: the MXU.
+    _number("ch02-e1-flops-per-cycle", "bf16 FLOPs per cycle of one MXU ([8,128] x [128,128] every 8 cycles).",
+            MXU_FLOPS_PER_CYCLE, WHAT, (Slip(MXU_FLOPS_PER_CYCLE / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."),
+                                       Slip(MXU_FLOPS_PER_CYCLE * 8, "ratio:8", "one pass takes 8 cycles.")),
+            tolerance=EXACT),
+    _number("ch02-e1-mxu-flops", "bf16 FLOP/s of one MXU at 1.5 GHz.", MXU_FLOPS_PER_S, WHAT,
+            (Slip(MXU_FLOPS_PER_S * 8, "ratio:8", "one pass takes 8 cycles."),), unit="FLOP/s"),
+    _number("ch02-e1-chip-flops", "bf16 FLOP/s of a TPU v5e chip from its MXUs.", V5E_CHIP_FLOPS_PER_S, WHAT,
+            (Slip(MXU_FLOPS_PER_S, "ratio:1/4", "a v5e TensorCore has 4 MXUs."),), unit="FLOP/s"),
+    # E2: VMEM.
+    _number("ch02-e2-vmem-intensity", "Critical intensity of a v5e matmul fed from VMEM (22x HBM bandwidth).",
+            VMEM_INTENSITY, WHAT,
+            (Slip(V5E.critical_intensity, "ratio:16", "that is the HBM intensity; VMEM is about 22 times faster."),
+             Slip(V5E.critical_intensity * hw.VMEM_OVER_HBM_BANDWIDTH, "magnitude:+3",
+                  "faster memory lowers the intensity needed.")),
+            tolerance=Tolerance(low=10, high=20)),  # the book says "10-20"; 10.9 computed
+    # E3: critical intensity per channel, every chip.
+    Function(qid="ch02-e3-critical-intensity", points=3, section=SPECS,
+             prompt="channel_intensity(chip, channel): C / W for channel 'hbm', 'ici' (bidirectional), 'pcie', 'dcn'.",
+             reference=channel_intensity, probes=E3_PROBES,
+             output=Output("number", tolerance=Tolerance(rtol=0.005)),
+             slips=(Slip(e3_one_way_ici, "ratio:2"),)),
+    # E4: hops with and without wraparound.
+    _number("ch02-e4-hops-slice", "Hops from (0,0) to (3,3) on a TPU v5e 4x4 slice.",
+            E4_SLICE.hops((0, 0), (3, 3)), NET,
+            (Slip(2, "ratio:1/3", "a v5e slice narrower than 16 has no wraparound links."),), tolerance=EXACT),
+    _number("ch02-e4-hops-pod", "Hops from (0,0) to (15,15) on a full TPU v5e 16x16 pod.",
+            E4_POD.hops((0, 0), (15, 15)), NET,
+            (Slip(30, "magnitude:+1", "a full 16-wide axis wraps around."),), tolerance=EXACT),
+    _number("ch02-e4-hops-cube", "Hops from (0,0,0) to (3,3,3) on a TPU v4p 4x4x4 cube.",
+            E4_CUBE.hops((0, 0, 0), (3, 3, 3)), NET,
+            (Slip(9, "ratio:3", "a full 4x4x4 cube has optical wraparound links."),), tolerance=EXACT),
+    Function(qid="ch02-cx1-hops", points=3, section=NET,
+             prompt="hops(src, dst, shape, wrap): hop counts for arrays of (src, dst) pairs on a torus.",
+             reference=bfs_hops, model=hops, probes=CX1_PROBES,
+             output=Output("number", tolerance=EXACT),
+             slips=(Slip(cx1_ignores_wraparound, "magnitude:+1"),)),
+    # Q1: weight streaming.
+    _number("ch02-q1-load-time", "Seconds to stream a 200B-parameter bf16 model from HBM on 32 TPU v4p.",
+            Q1_SECONDS, PROBLEMS,
+            (Slip(Q1_SECONDS / 2, "ratio:1/2", "bf16 is 2 bytes per parameter."),
+             Slip(Q1_SECONDS * 1e3, "unit:1000")),
+            unit="s", tolerance=Tolerance(rtol=0.05)),  # the book's 10 ms uses 1.23e12 B/s
+    # Q2: pod inventory.
+    _q2("v5e", "hosts", "CPU hosts in a full TPU v5e pod.",
+        (Slip(Q2["v5e"]["hosts"] * 2, "ratio:2", "a v5e host has 8 chips."),)),
+    _q2("v5e", "cores", "TensorCores in a full TPU v5e pod.",
+        (Slip(Q2["v5e"]["cores"] * 2, "ratio:2", "a v5e chip has one TensorCore."),)),
+    _q2("v5e", "flops", "bf16 FLOP/s of a full TPU v5e pod.",
+        (Slip(Q2["v5e"]["flops"] / 8, "ratio:1/8"),)),
+    _q2("v5e", "hbm", "Bytes of HBM in a full TPU v5e pod.",
+        (Slip(Q2["v5e"]["hbm"] * 2, "ratio:2"),)),
+    _q2("v5p", "hosts", "CPU hosts in a full TPU v5p pod (16x20x28).",
+        (Slip(V5P.pod_chips / 2 * 2, "ratio:4", "divide by the 4 chips of a host: 2*2 in parentheses."),)),
+    _q2("v5p", "cores", "TensorCores in a full TPU v5p pod.",
+        (Slip(V5P.pod_chips, "ratio:1/2", "a v5p chip is a megacore of two TensorCores."),)),
+    _q2("v5p", "flops", "bf16 FLOP/s of a full TPU v5p pod.",
+        (Slip(Q2["v5p"]["flops"] * 2, "ratio:2", "the table's FLOP/s are per chip, not per core."),)),
+    _q2("v5p", "hbm", "Bytes of HBM in a full TPU v5p pod.",
+        (Slip(Q2["v5p"]["hbm"] / 1e3, "unit:1/1000", "the table gives GB per chip."),)),
+    # Q3: PCIe.
+    Formula(qid="ch02-q3-batch-formula", points=1, section=PROBLEMS,
+            prompt="Smallest B keeping a host-fed matmul compute-bound (F = 4D, B << D), in C and W_pcie.",
+            reference=C / W_pcie, symbols="C W_pcie",
+            slips=(Slip(C / (4 * W_pcie), "ratio:1/4", "F = 4D multiplies both the FLOPs and the weight bytes."),
+                   Slip(W_pcie / C, "not_equivalent"))),
+    _number("ch02-q3-min-batch", "That batch for a TPU v6e over PCIe at 1.6e10 B/s.", Q3_BATCH, PROBLEMS,
+            (Slip(V6E.bf16_flops_per_s / 1.5e10, "close", "use the PCIe bandwidth the question states."),
+             Slip(V6E.bf16_flops_per_s / V6E.pcie_bytes_per_s, "ratio:1/2",
+                  "use the PCIe bandwidth the question states.")),
+            tolerance=Tolerance(rtol=0.01)),
+    # Q4: int8 matmul on one v5e.
+    Formula(qid="ch02-q4-time", points=2, section=PROBLEMS,
+            prompt="Runtime of int8[B,4096] x int8[4096,16384] with peak C8 and bandwidth W (perfect overlap).",
+            reference=Q4_T, symbols="B C8 W",
+            slips=(Slip(sp.Max(2 * Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B) / W), "lower_terms",
+                        "the int8[B, 16384] result is written back to memory too."),
+                   Slip(sp.Max(Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / W), "partly"))),
+    _number("ch02-q4-crossover-hbm", "Batch where that matmul turns compute-bound, operands in HBM.",
+            Q4_HBM, PROBLEMS,
+            (Slip(V5E.int8_ops_per_s / V5E.hbm_bytes_per_s / 2, "close",
+                  "that is the B << D limit; keep the activation and output bytes."),),
+            tolerance=Tolerance(rtol=0.035)),  # the book's 267 rounds the FLOP coefficient down
+    _number("ch02-q4-crossover-vmem", "The same crossover with operands served from VMEM (22x HBM).",
+            Q4_VMEM, PROBLEMS,
+            (Slip(Q4_HBM / hw.VMEM_OVER_HBM_BANDWIDTH, "close",
+                  "the crossover does not scale exactly with bandwidth: solve again."),
+             Slip(Q4_HBM, "magnitude:+1")),
+            tolerance=Tolerance(rtol=0.02)),
+    # Q5: point to point.
+    _number("ch02-q5-first-byte", "Seconds until the first byte from (0,0) reaches (3,3) on a v5e 4x4.",
+            Q5_FIRST_BYTE, PROBLEMS,
+            (Slip(2 * hw.ICI_HOP_LATENCY_S, "ratio:1/3", "a 4x4 slice has no wraparound."),
+             Slip(Q5_FIRST_BYTE * 1e6, "unit:1000000")), unit="s"),
+    _number("ch02-q5-bandwidth-time", "Seconds of the bandwidth term for bf16[8,128,8192] over the usable links.",
+            Q5_BANDWIDTH_TIME, PROBLEMS,
+            (Slip(Q5_BANDWIDTH_TIME * 2, "ratio:2", "both of the source's links can send at once."),
+             Slip(Q5_BANDWIDTH_TIME / 2, "ratio:1/2", "one direction of a link carries 4.5e10 B/s.")), unit="s"),
+    _number("ch02-q5-total", "Seconds until the whole array has arrived.", Q5_TOTAL, PROBLEMS,
+            (Slip(Q5_BANDWIDTH_TIME * 2 + Q5_FIRST_BYTE, "ratio:2", "both of the source's links can send at once."),),
+            unit="s"),
+    # Q6: host DRAM -> chip (0, 0) -> matmul.
+    Choice(qid="ch02-q6-plan", points=1, section=PROBLEMS,
+           prompt="Fastest way to bring A to chip (0,0): 'dcn' (to host 0, then PCIe) or 'pcie-ici' (every chip "
+                  "loads its shard over PCIe, then ICI gathers to (0,0)).",
+           reference="pcie-ici", options=("dcn", "pcie-ici"),
+           slips=(Slip("dcn", "wrong_option", "DCN is slower than ICI, and one host's PCIe links are fewer."),)),
+    _number("ch02-q6-pcie", "Seconds to load A from host DRAM onto the 16 chips.", Q6_STAGES["pcie"], PROBLEMS,
+            (Slip(Q6_STAGES["pcie"] * 2, "ratio:2", "every chip has its own PCIe link, 16 in all."),),
+            unit="s", tolerance=Tolerance(rtol=0.03)),
+    _number("ch02-q6-ici", "Seconds to gather the other chips' shards to (0,0) over ICI.", Q6_STAGES["ici"],
+            PROBLEMS, (Slip(Q6_STAGES["ici"] / 2, "ratio:1/2", "(0,0) has 2 usable links at 4.5e10 B/s each way."),),
+            unit="s", tolerance=Tolerance(rtol=0.03)),
+    _number("ch02-q6-hbm", "Seconds to stream A from HBM into the MXUs.", Q6_STAGES["hbm"], PROBLEMS,
+            (Slip(Q6_STAGES["hbm"] * 2, "ratio:2", "A is int8: one byte per element."),),
+            unit="s", tolerance=Tolerance(rtol=0.03)),
+    _number("ch02-q6-flops", "Seconds of MXU work for the bf16[8, 128*1024] product.", Q6_STAGES["flops"],
+            PROBLEMS, (Slip(Q6_STAGES["flops"] / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."),),
+            unit="s", tolerance=Tolerance(rtol=0.03)),
+    _number("ch02-q6-total", "Estimated total time, with the stages pipelined.", Q6_PIPELINED, PROBLEMS,
+            (Slip(Q6_STAGES["flops"], "magnitude:-2", "the matmul is the quickest stage; what limits a pipeline?"),),
+            unit="s", tolerance=Tolerance(low=Q6_PIPELINED, high=Q6_SERIAL)),  # book: "at least 167, closer to 200"
+    # PQ1: the VPU.
+    _number("ch02-pq1-vpu-flops", "Vector FLOP/s of one TPU v5p TensorCore.", VPU_FLOPS_PER_S, APPENDIX_A,
+            (Slip(VPU_FLOPS_PER_S * 2, "ratio:2", "per TensorCore, not per chip."),),
+            unit="FLOP/s", tolerance=Tolerance(rtol=0.03)),
+    _number("ch02-pq1-ratio", "MXU FLOP/s over VPU FLOP/s, per TensorCore, on a v5p.", MXU_OVER_VPU, APPENDIX_A,
+            (Slip(MXU_OVER_VPU / 2, "ratio:1/2", "compare one core's MXUs with one core's VPU."),),
+            tolerance=Tolerance(low=28, high=35)),  # the book says "roughly 30x"
+    # CX2: systolic array.
+    Function(qid="ch02-cx2-systolic", points=3, section=APPENDIX_B,
+             prompt="systolic(x, w): x @ w on an 8x8 weight-stationary array, and the cycles it takes.",
+             reference=systolic_reference, model=systolic, probes=CX2_PROBES,
+             output=(Output("number", tolerance=Tolerance(rtol=1e-6)), Output("number", tolerance=EXACT)),
+             slips=(Slip(cx2_forgets_fill_and_drain, "magnitude:-1"),)),
+    # CX3: ring AllGather from single hops.
+    _number("ch02-cx3-ring-hops", "Hops of the longest transfer of one ring step, 4-chip axis, no wraparound.",
+            max(CX3_RING), NET, (Slip(1, "ratio:1/3", "without wraparound the ring closes across the whole axis."),),
+            tolerance=EXACT),
+    Program(qid="ch02-cx3-ring-allgather", points=3, section=NET,
+            prompt="AllGather f32[8,64] @ P('X','Y') on a 2x4 mesh using only single-hop ppermutes.",
+            spec=ProgramSpec(mesh=(("X", 2), ("Y", 4)), einsum="ab->ab",
+                             operands=(Operand(CX3_SHAPE, ("X", "Y")),), out_spec=(),
+                             collectives={"collective-permute": 4}),
+            model=ring_allgather,
+            slips=(Slip(cx3_all_gather, "collectives:all-gather"), Slip(cx3_arrival_order, "wrong_values"))),
+    # CX4: bisection bandwidth.
+    _number("ch02-cx4-bisection-pod", "Bisection bandwidth (both directions) of a full TPU v5e 16x16 pod.",
+            BISECT_POD, NET, (Slip(BISECT_POD / 2, "ratio:1/2", "the wraparound links cross the cut too."),),
+            unit="B/s", tolerance=Tolerance(rtol=0.01)),
+    _number("ch02-cx4-bisection-slice", "Bisection bandwidth (both directions) of a TPU v5e 8x16 slice.",
+            BISECT_SLICE, NET, (Slip(BISECT_SLICE / 2, "ratio:1/2", "the 16-long axis of a v5e slice wraps around."),),
+            unit="B/s", tolerance=Tolerance(rtol=0.01)),
+))
+
+assert math.isclose(Q5_BYTES, 16_777_216)
