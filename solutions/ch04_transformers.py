@@ -1,0 +1,588 @@
+"""Chapter 4, Transformer math: every graded question of the chapter, as records with references.
+
+Book: Part 4 "All the Transformer Math You Need to Know", https://jax-ml.github.io/scaling-book/transformers/
+References are computed from ``course.models`` (configurations and the cost model) and
+``course.hardware``; where the book prints a rounded or differently-based value, the tolerance
+admits it and ``BOOK`` records it for the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import string
+
+import numpy as np
+import sympy as sp
+
+from autograder.numbers import Tolerance
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Output, Slip
+from course import hardware as hw
+from course import models as m
+from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
+
+V5E = hw.TPU_V5E
+SECTION = "transformers/"
+alpha, k = symbol("alpha"), symbol("k")
+M1, M2, L1, L2 = symbols("M1 M2 L1 L2")
+
+# --- the chapter's inputs, each with where it comes from ------------------------------------------
+Q1 = m.PART4_Q1  # question 1's model: one D-sized norm per layer, separate embeddings, int8 KV
+Q1_NORMS = 1
+E3_D = 8192  # "when does attention dominate", a D = 8192 model
+GEMMA_27B_D = 4608  # Gemma-27B's d_model, quoted in the same paragraph
+# Gradient checkpointing example: 4M tokens per batch, 64 layers of D = 8192, bf16; the "dots"
+# policy also needs F and the heads, which the book does not give: F = 4D, MHA with N*H = D.
+E4_TOKENS, E4_L, E4_D = 4e6, 64, 8192
+E4_F, E4_NH = 4 * E4_D, E4_D
+E5_S, E5_L, E5_KH = 8192, 64, 8192  # KV-cache example: 8k context, 64 layers, K*H = 8192, int8
+Q2_MESH = {"X": 4, "Y": 8, "Z": 4}  # A[B_X, D_Y] . W[D_Y, F] on a 4 x 8 x 4 mesh
+Q5_D = 4096
+# Question 7: DeepSeek-V3 trained in FP8 on H800s, whose datasheet's 3.026e15 FLOP/s assumes 2:4
+# sparsity; the dense rate is half. (A chip constant the question states; course.hardware has no H800.)
+H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
+H800_FP8_FLOPS_PER_S = H800_FP8_SPARSE_FLOPS_PER_S / 2
+DS = m.DEEPSEEK_V3
+
+# --- references ------------------------------------------------------------------------------------
+Q1_TOTAL = Q1.params(norms=Q1_NORMS)
+Q1_ATTN_FRACTION = Q1.L * m.attention_params(Q1.D, Q1.N, Q1.K, Q1.H) / Q1_TOTAL
+Q1_KV = Q1.kv_bytes_per_token(bpe=1)
+LAYER_PARAMS = m.layer_params(D, F, N, K, H, norms=1)
+TRAIN = m.TRAIN_OVER_FORWARD
+MLP_TRAIN = TRAIN * m.mlp_flops(B * T, D, F)
+QKVO_TRAIN = TRAIN * m.qkvo_flops(B * T, D, N, K, H)
+ATTN_TRAIN = TRAIN * m.attention_flops(B, T, T, N, H)
+# F = 4D, N*H = D, K = N: attention over all the matmuls of the layer.
+_dense = {F: 4 * D, K: N, H: D / N}
+E3_RATIO = sp.simplify((ATTN_TRAIN / (MLP_TRAIN + QKVO_TRAIN)).subs(_dense))
+E3_T = sp.solve(sp.Eq(E3_RATIO, 1), T)[0]  # attention equals the matmuls at T = 8D
+Q5_T = sp.solve(sp.Eq(ATTN_TRAIN, QKVO_TRAIN.subs(K, N)), T)[0]  # attention equals the projections
+
+
+def e4_bytes(policy: str) -> float:
+    saved = m.saved_per_token(policy, E4_D, E4_F, E4_NH, E4_NH, 1)  # N*H = K*H = D (MHA)
+    return m.activation_bytes(E4_TOKENS, E4_L, saved)
+
+
+# Block remat runs the forward pass twice: 2 + 2 + 4 FLOPs per parameter per token instead of 2 + 4.
+E4_REMAT_RATIO = (TRAIN + 1) / TRAIN
+KV_PER_SEQ = m.kv_bytes_per_token(L, K, H, bpe=1) * S  # int8
+Q4_FLOPS = m.attention_flops(B, T, S, N, H)
+Q4_BYTES = 2 * (2 * B * T * N * H) + 2 * (2 * B * S * K * H)  # bf16: read Q, write O; read K and V
+Q4_INTENSITY = sp.simplify((Q4_FLOPS / Q4_BYTES).subs(N, G * K))
+Q4_DECODE_LIMIT = sp.limit(Q4_INTENSITY.subs(T, 1), S, sp.oo)
+Q8_BATCH = m.moe_critical_batch(E, k, alpha)
+FLASH_DENOMINATOR = sp.exp(M1 - sp.Max(M1, M2)) * L1 + sp.exp(M2 - sp.Max(M1, M2)) * L2
+
+
+# --- coding exercises: references (pure Python), models and typical wrong versions ------------------
+
+def einsum_flops(spec: str, x_shape: list[int], y_shape: list[int]) -> float:
+    """CX1: 2 x the product of every distinct dimension of both operands."""
+    inputs = spec.split("->")[0].split(",")
+    sizes = {c: int(n) for s, shape in zip(inputs, (x_shape, y_shape), strict=True)
+             for c, n in zip(s, shape, strict=True)}
+    return float(m.contraction_flops(*sizes.values()))
+
+
+def random_spec(rng: random.Random) -> dict:
+    """A random two-operand contraction where every letter is in the output or in both operands
+    (a letter summed within one operand would be a reduction, which XLA counts differently)."""
+    letters = iter(rng.sample(string.ascii_lowercase, 12))
+
+    def draw(low: int, high: int) -> list[str]:
+        return [next(letters) for _ in range(rng.randint(low, high))]
+    batch, contracted, free_x, free_y = draw(0, 1), draw(1, 2), draw(1, 2), draw(1, 2)
+    x, y = batch + free_x + contracted, batch + contracted + free_y
+    rng.shuffle(x)
+    rng.shuffle(y)
+    size = {c: rng.randint(2, 24) for c in batch + contracted + free_x + free_y}
+    spec = f"{''.join(x)},{''.join(y)}->{''.join(batch + free_x + free_y)}"
+    return dict(spec=spec, x_shape=[size[c] for c in x], y_shape=[size[c] for c in y])
+
+
+def cx1_counts_each_operand(spec, x_shape, y_shape):
+    return 2.0 * math.prod(x_shape) * math.prod(y_shape)
+
+
+def cx1_no_factor_two(spec, x_shape, y_shape):
+    return einsum_flops(spec, list(x_shape), list(y_shape)) / 2
+
+
+def decoder_prediction(B, T, D, F, N, K, H):
+    """CX2: parameters (two norms), forward and training FLOPs predicted by the cost model."""
+    forward = m.layer_flops(B, T, D, F, N, K, H)
+    return m.layer_params(D, F, N, K, H, norms=2), float(forward), float(TRAIN * forward)
+
+
+def decoder_layer(D, F, N, K, H, seed=0):
+    """CX2's model: random float32 weights of a pre-norm GQA layer and its forward function."""
+    import jax
+    import jax.numpy as jnp
+
+    ks = jax.random.split(jax.random.key(seed), 7)
+    w = {"norm1": jnp.ones(D), "norm2": jnp.ones(D),
+         "wq": jax.random.normal(ks[0], (D, N, H)) / D**0.5, "wk": jax.random.normal(ks[1], (D, K, H)) / D**0.5,
+         "wv": jax.random.normal(ks[2], (D, K, H)) / D**0.5, "wo": jax.random.normal(ks[3], (N, H, D)) / D**0.5,
+         "w_in": jax.random.normal(ks[4], (D, F)) / D**0.5, "w_gate": jax.random.normal(ks[5], (D, F)) / D**0.5,
+         "w_out": jax.random.normal(ks[6], (F, D)) / F**0.5}
+
+    def rms(x, scale):
+        return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * scale
+
+    def layer(w, x):  # x: f32[B, T, D]
+        b, t, _ = x.shape
+        h = rms(x, w["norm1"])
+        q = jnp.einsum("btd,dnh->btnh", h, w["wq"]).reshape(b, t, K, N // K, H)  # [B, T, K, G, H]
+        kk = jnp.einsum("btd,dkh->btkh", h, w["wk"])  # [B, S, K, H]
+        v = jnp.einsum("btd,dkh->btkh", h, w["wv"])
+        logits = jnp.einsum("btkgh,bskh->bkgts", q, kk) / H**0.5  # [B, K, G, T, S]
+        mask = jnp.tril(jnp.ones((t, t), bool))
+        probs = jax.nn.softmax(jnp.where(mask, logits, -1e30), axis=-1)
+        o = jnp.einsum("bkgts,bskh->btkgh", probs, v).reshape(b, t, N, H)
+        x = x + jnp.einsum("btnh,nhd->btd", o, w["wo"])
+        h = rms(x, w["norm2"])
+        up = jax.nn.silu(jnp.einsum("btd,df->btf", h, w["w_gate"])) * jnp.einsum("btd,df->btf", h, w["w_in"])
+        return x + jnp.einsum("btf,fd->btd", up, w["w_out"])  # [B, T, D]
+    return w, layer
+
+
+def decoder_layer_costs(B, T, D, F, N, K, H):
+    """CX2's model solution: count the weights, ask XLA for the forward and training FLOPs."""
+    import jax
+
+    w, layer = decoder_layer(D, F, N, K, H)
+    x = jax.random.normal(jax.random.key(1), (B, T, D))
+    n_params = sum(a.size for a in jax.tree.leaves(w))
+
+    def flops(f):
+        cost = jax.jit(f).lower(w, x).compile().cost_analysis()
+        return (cost[0] if isinstance(cost, list) else cost)["flops"]
+
+    def loss(w, x):
+        return layer(w, x).sum()
+    return n_params, flops(layer), flops(jax.value_and_grad(loss))
+
+
+def cx2_ungated(B, T, D, F, N, K, H):
+    n_params, fwd, train = decoder_prediction(B, T, D, F, N, K, H)
+    return n_params - D * F, fwd - 2 * B * T * D * F, train - 6 * B * T * D * F
+
+
+def cx2_forward_as_training(B, T, D, F, N, K, H):
+    n_params, fwd, _ = decoder_prediction(B, T, D, F, N, K, H)
+    return n_params, fwd, fwd
+
+
+def naive_attention(q, k, v, chunk, causal):
+    """CX3's reference: softmax(Q.K^T / sqrt(H)).V in float64, GQA by grouping query heads."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    b, t, n, h = q.shape
+    kv = k.shape[2]
+    qg = q.reshape(b, t, kv, n // kv, h)  # [B, T, K, G, H]
+    logits = np.einsum("btkgh,bskh->bkgts", qg, k) / np.sqrt(h)  # [B, K, G, T, S]
+    if causal:
+        logits = np.where(np.tril(np.ones((t, k.shape[1]), bool)), logits, -np.inf)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("bkgts,bskh->btkgh", p, v).reshape(b, t, n, h).reshape(-1).tolist()
+
+
+def flash_numpy(q, k, v, chunk, causal, rescale=True, mask=True):
+    """CX3 in numpy, chunk by chunk over the keys with a running max, denominator and output;
+    ``rescale`` and ``mask`` switched off give the two typical slips."""
+    q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
+    b, t, n, h = q.shape
+    s, kv = k.shape[1], k.shape[2]
+    qg = q.reshape(b, t, kv, n // kv, h) / np.sqrt(h)
+    run_max = np.full((b, t, kv, n // kv), -np.inf)
+    denom = np.zeros_like(run_max)
+    out = np.zeros_like(qg)
+    for start in range(0, s, chunk):
+        kc, vc = k[:, start:start + chunk], v[:, start:start + chunk]  # [B, C, K, H]
+        logits = np.einsum("btkgh,bckh->btkgc", qg, kc)
+        if causal and mask:
+            keep = np.arange(start, start + kc.shape[1])[None, :] <= np.arange(t)[:, None]  # [T, C]
+            logits = np.where(keep[None, :, None, None, :], logits, -np.inf)
+        new_max = np.maximum(run_max, logits.max(-1))
+        scale = np.exp(run_max - new_max) if rescale else np.ones_like(run_max)
+        p = np.exp(logits - new_max[..., None])
+        denom = denom * scale + p.sum(-1)
+        out = out * scale[..., None] + np.einsum("btkgc,bckh->btkgh", p, vc)
+        run_max = new_max
+    return (out / denom[..., None]).reshape(b, t, n, h)
+
+
+def cx3_no_rescale(q, k, v, chunk, causal):
+    return flash_numpy(q, k, v, chunk, causal, rescale=False)
+
+
+def cx3_no_mask(q, k, v, chunk, causal):
+    return flash_numpy(q, k, v, chunk, causal, mask=False)
+
+
+def flash_probe(seed: int, causal: bool, b=1, t=32, n=4, kv=2, h=8, chunk=8) -> dict:
+    """Random inputs for CX3, rounded to 3 decimals to keep the release small. The values are
+    shifted to 3 +- 1 so that no output lies near zero, where a relative tolerance would be unfair."""
+    rng = np.random.default_rng(seed)
+    q, kk = rng.normal(size=(b, t, n, h)), rng.normal(size=(b, t, kv, h))
+    v = 3 + rng.normal(size=(b, t, kv, h))
+    return dict(q=np.round(q, 3).tolist(), k=np.round(kk, 3).tolist(), v=np.round(v, 3).tolist(),
+                chunk=chunk, causal=causal)
+
+
+def lowered_dots(blocks: int, remat: str) -> float:
+    """CX4's reference: dot_general ops in the lowered value_and_grad (w.r.t. the weights) of a
+    stack of two-matmul blocks. Forward: 2 per block. Backward: a weight gradient per matmul and an
+    input gradient for all but the first. Full remat redoes the forward; saving the dots does not."""
+    forward = 2 * blocks
+    backward = 2 * forward - 1
+    return float(forward + backward + (forward if remat == "full" else 0))
+
+
+def count_dots(blocks, remat):
+    """CX4's model solution: build the stack, lower value_and_grad, count the dots."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(w, x):
+        return jnp.tanh(jnp.tanh(x @ w[0]) @ w[1])
+    f = {"none": block, "full": jax.checkpoint(block),
+         "dots": jax.checkpoint(block, policy=jax.checkpoint_policies.checkpoint_dots)}[remat]
+    keys = jax.random.split(jax.random.key(0), 2 * blocks + 1)
+    ws = [(jax.random.normal(keys[2 * i], (16, 16)), jax.random.normal(keys[2 * i + 1], (16, 16)))
+          for i in range(blocks)]
+    x = jax.random.normal(keys[-1], (4, 16))
+
+    def loss(ws, x):
+        for w in ws:
+            x = f(w, x)
+        return x.sum()
+    return jax.jit(jax.value_and_grad(loss)).lower(ws, x).as_text().count("stablehlo.dot_general")
+
+
+def cx4_forward_only(blocks, remat):
+    return 2.0 * blocks * (2 if remat == "full" else 1)
+
+
+def cx4_every_input_gradient(blocks, remat):
+    return lowered_dots(blocks, remat) + 1
+
+
+def param_count(L, D, F, N, K, H, V, E, tied):
+    """CX5: parameters of a config (norms left out; either convention passes, see the tolerance)."""
+    return float(m.params(L, D, F, N, K, H, V, E, tied))
+
+
+def train_flops_per_token(L, D, F, N, K, H, V, k, T):
+    cfg = m.Config("probe", L, D, F, N, K, H, V, source="", k=k)
+    return float(cfg.train_flops_per_token(T))
+
+
+def kv_cache_bytes(L, K, H, S, bpe):
+    return float(m.kv_bytes_per_token(L, K, H, bpe) * S)
+
+
+def cx5_mha_params(L, D, F, N, K, H, V, E, tied):
+    return param_count(L, D, F, N, N, H, V, E, tied)
+
+
+def cx5_untied(L, D, F, N, K, H, V, E, tied):
+    return param_count(L, D, F, N, K, H, V, E, False)
+
+
+def cx5_six_times_params(L, D, F, N, K, H, V, k, T):
+    return 6.0 * m.params(L, D, F, N, K, H, V, k)
+
+
+def cx5_forward_only(L, D, F, N, K, H, V, k, T):
+    return train_flops_per_token(L, D, F, N, K, H, V, k, T) / TRAIN
+
+
+def cx5_keys_only(L, K, H, S, bpe):
+    return kv_cache_bytes(L, K, H, S, bpe) / 2
+
+
+def _cfg_probe(c: m.Config, *names: str, **extra) -> dict:
+    return {n: getattr(c, n) for n in names} | extra
+
+
+SHAPE = ("L", "D", "F", "N", "K", "H", "V")
+PARAM_PROBES = tuple(_cfg_probe(c, *SHAPE, "E", "tied")
+                     for c in (m.LLAMA3_8B, m.LLAMA3_70B, m.LLAMA31_405B, m.PART7_MOE))
+FLOP_PROBES = (_cfg_probe(m.LLAMA3_70B, *SHAPE, "k", T=4096), _cfg_probe(m.LLAMA3_8B, *SHAPE, "k", T=131_072),
+               _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=2048))
+KV_PROBES = (dict(L=E5_L, K=64, H=128, S=E5_S, bpe=1), _cfg_probe(Q1, "L", "K", "H", S=1, bpe=1),
+             _cfg_probe(m.LLAMA3_70B, "L", "K", "H", S=32_768, bpe=1))
+CX2_PROBE = dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32)
+
+# The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
+BOOK = {
+    "ch04-e3-t-d8192": 64_000,  # "~64K": 65,536 if K means 1024, so either reading passes
+    "ch04-e3-t-gemma": 32_000,  # "~32k" (erratum: 8 x 4608 is larger)
+    "ch04-e4-no-remat": 84e12, "ch04-e4-block-remat": 4.2e12, "ch04-e4-remat-flops-ratio": 8 / 6,
+    "ch04-e5-kv-bytes": 8 * 2**30,
+    "ch04-q1-total-params": 16e9,  # erratum: from D and F rounded to 4e3 and 16e3
+    "ch04-q1-attn-fraction": 0.25, "ch04-q1-kv-bytes": 512 * 2**10,
+    "ch04-q4-prefill-threshold": 240, "ch04-q5-t-d4096": 8192,
+    "ch04-q7-training-flops": 3.3e24, "ch04-q7-utilisation": 0.217, "ch04-q8-deepseek-batch": 3840,
+}
+
+_f = f"{SECTION}#counting-dots"
+_layer = f"{SECTION}#global-flops-and-params-calculation"
+_wp = f"{SECTION}#a-few-problems-to-work"
+_attn = f"{SECTION}#fractional-cost-of-attention-with-context-length"
+_mem = f"{SECTION}#gradient-checkpointing"
+
+CHAPTER = Chapter("ch04_transformers", "Transformer math", (
+    # E1: FLOPs and data of basic contractions (A[N, P] . B[P, M]).
+    Formula(qid="ch04-e1-matvec-flops", points=1, section=_f,
+            prompt="FLOPs of a matrix-vector product A[N, P] . x[P].",
+            reference=m.contraction_flops(N, P), symbols="N P M",
+            slips=(Slip(N * P, "ratio:1/2", "each product comes with an addition: 2 FLOPs."),)),
+    Formula(qid="ch04-e1-matvec-data", points=1, section=_f,
+            prompt="Elements of A[N, P] and x[P] a matrix-vector product reads.",
+            reference=N * P + P, symbols="N P M",
+            slips=(Slip(N * P, "lower_terms", "x is read too."),
+                   Slip(2 * N * P + 2 * P, "ratio:2", "count elements, not bf16 bytes."))),
+    Formula(qid="ch04-e1-matmul-flops", points=1, section=_f,
+            prompt="FLOPs of a matmul A[N, P] . B[P, M].",
+            reference=m.contraction_flops(N, P, M), symbols="N P M",
+            slips=(Slip(N * P * M, "ratio:1/2"), Slip(2 * N * P + 2 * P * M, "not_equivalent",
+                                                       "that counts the inputs, not the work."))),
+    Formula(qid="ch04-e1-matmul-data", points=1, section=_f,
+            prompt="Elements of A[N, P] and B[P, M] a matmul reads.",
+            reference=N * P + P * M, symbols="N P M",
+            slips=(Slip(N * P * M, "not_equivalent", "that is the number of products, not of inputs."),)),
+    # E2: training costs three matmuls per matmul.
+    Formula(qid="ch04-e2-grad-flops", points=1, section=f"{SECTION}#forward-and-reverse-flops",
+            prompt="FLOPs of the backward pass of C = A[N, P] . B[P, M]: both gradients, dL/dA and dL/dB.",
+            reference=2 * m.contraction_flops(N, P, M), symbols="N P M",
+            slips=(Slip(2 * N * P * M, "ratio:1/2", "each of the two gradients is itself a matmul."),)),
+    Formula(qid="ch04-e2-train-flops", points=1, section=f"{SECTION}#forward-and-reverse-flops",
+            prompt="FLOPs of forward plus backward for that matmul.",
+            reference=TRAIN * m.contraction_flops(N, P, M), symbols="N P M",
+            slips=(Slip(4 * N * P * M, "ratio:2/3", "add the forward pass."),
+                   Slip(2 * N * P * M, "ratio:1/3"))),
+    # Q1: parameters, attention share, KV per token.
+    Formula(qid="ch04-q1-layer-params", points=2, section=_layer,
+            prompt="Parameters of one decoder layer: gated MLP, GQA attention, one D-sized norm.",
+            reference=LAYER_PARAMS, symbols="D F N K H",
+            slips=(Slip(m.layer_params(D, F, N, N, H, norms=1), "missing_symbol:K",
+                        "W_K and W_V have K heads, not N."),
+                   Slip(2 * D * F + m.attention_params(D, N, K, H) + D, "lower_terms",
+                        "a gated MLP has three D x F matrices."),
+                   Slip(m.layer_params(D, F, N, K, H), "lower_terms", "count the norm's D scales too."))),
+    Number(qid="ch04-q1-total-params", points=1, section=_wp,
+           prompt="Total parameters of the question 1 model (one norm per layer, separate embeddings).",
+           reference=Q1_TOTAL, tolerance=Tolerance(low=1.6e10, high=1.75e10),
+           slips=(Slip(Q1_TOTAL / Q1.L, "magnitude:-2", "that is one layer; there are 64."),
+                  Slip(2 * Q1_TOTAL, "ratio:2", "count parameters, not bf16 bytes."))),
+    Number(qid="ch04-q1-attn-fraction", points=1, section=_wp,
+           prompt="Fraction of all the question 1 model's parameters in attention projections.",
+           reference=Q1_ATTN_FRACTION, tolerance=Tolerance(low=0.245, high=0.2505),
+           slips=(Slip(1 / 3, "ratio:4/3", "divide by all parameters, not by the MLP's."),
+                  Slip(0.75, "ratio:3", "that is the MLP's share."))),
+    Number(qid="ch04-q1-kv-bytes", points=1, unit="B", section=_wp,
+           prompt="Bytes of int8 KV cache per token for the question 1 model.",
+           reference=Q1_KV, tolerance=Tolerance(rtol=1e-6),
+           slips=(Slip(Q1_KV / 2, "ratio:1/2", "a key and a value per layer."),
+                  Slip(2 * Q1_KV, "ratio:2", "the cache is int8: 1 byte per element."))),
+    # E3: FLOPs per layer, and when attention dominates.
+    Formula(qid="ch04-e3-mlp-flops", points=1, section=_layer,
+            prompt="Training FLOPs of one layer's gated MLP for B sequences of T tokens.",
+            reference=MLP_TRAIN, symbols="B T D F N K H",
+            slips=(Slip(12 * B * T * D * F, "ratio:2/3", "a gated MLP has three matrices."),
+                   Slip(6 * B * T * D * F, "ratio:1/3", "training is forward plus backward."))),
+    Formula(qid="ch04-e3-qkvo-flops", points=1, section=_layer,
+            prompt="Training FLOPs of one layer's Q, K, V and O projections (GQA).",
+            reference=QKVO_TRAIN, symbols="B T D F N K H",
+            slips=(Slip(24 * B * T * D * N * H, "missing_symbol:K", "K and V have K heads."),
+                   Slip(QKVO_TRAIN / TRAIN, "ratio:1/3"))),
+    Formula(qid="ch04-e3-attn-flops", points=1, section=_layer,
+            prompt="Training FLOPs of one layer's dot-product self-attention (no causal savings).",
+            reference=ATTN_TRAIN, symbols="B T D F N K H",
+            slips=(Slip(ATTN_TRAIN / TRAIN, "ratio:1/3", "training is forward plus backward."),
+                   Slip(12 * B * T**2 * K * H, "extra_symbol:K", "every query head does its own dot products."))),
+    Formula(qid="ch04-e3-ratio", points=2, section=_attn,
+            prompt="Attention FLOPs over the layer's matmul FLOPs, with F = 4D, N*H = D and K = N.",
+            reference=E3_RATIO, symbols="T D",
+            slips=(Slip(T / (6 * D), "ratio:4/3", "the projections are matmuls too."),
+                   Slip(T / (2 * D), "ratio:4", "compare with the MLP as well as the projections."))),
+    Number(qid="ch04-e3-t-d8192", points=1, section=_attn,
+           prompt="Sequence length above which attention dominates for D = 8192.",
+           reference=float(E3_T.subs(D, E3_D)), tolerance=Tolerance(rtol=0.025),
+           slips=(Slip(E3_D, "ratio:1/8"),)),
+    Number(qid="ch04-e3-t-gemma", points=1, section=_attn,
+           prompt="The same for Gemma-27B (D = 4608).",
+           reference=float(E3_T.subs(D, GEMMA_27B_D)), tolerance=Tolerance(low=32_000, high=37_000),
+           slips=(Slip(GEMMA_27B_D, "ratio:1/8"),)),
+    # Q5: attention vs the projections alone.
+    Formula(qid="ch04-q5-crossover", points=1, section=_wp,
+            prompt="Sequence length at which self-attention FLOPs equal the QKVO projection FLOPs (MHA).",
+            reference=Q5_T, symbols="D",
+            slips=(Slip(8 * D, "ratio:4", "compare with the projections only, not the MLP."),)),
+    Number(qid="ch04-q5-t-d4096", points=1, section=_wp,
+           prompt="That length for D = 4096.",
+           reference=float(Q5_T.subs(D, Q5_D)), tolerance=Tolerance(rtol=1e-6),
+           slips=(Slip(4 * float(Q5_T.subs(D, Q5_D)), "ratio:4"),)),
+    # Q2 and Q3: FLOPs of sharded and general contractions.
+    Formula(qid="ch04-q2-total-flops", points=1, section=_wp,
+            prompt="FLOPs all chips perform for A[B_X, D_Y] . W[D_Y, F] on a mesh X: 4, Y: 8, Z: 4.",
+            reference=m.contraction_flops(B, D, F) * Q2_MESH["Z"], symbols="B D F",
+            slips=(Slip(2 * B * D * F, "ratio:1/4", "nothing is split over Z: every Z slice repeats the work."),)),
+    Formula(qid="ch04-q2-per-chip-flops", points=1, section=_wp,
+            prompt="FLOPs one chip performs for that matmul.",
+            reference=m.contraction_flops(B, D, F) / (Q2_MESH["X"] * Q2_MESH["Y"]), symbols="B D F",
+            slips=(Slip(2 * B * D * F / 128, "ratio:1/4", "the Z axis does not split the work."),
+                   Slip(B * D * F / 32, "ratio:1/2"))),
+    Formula(qid="ch04-q3-contraction-flops", points=1, section=_wp,
+            prompt="FLOPs of A[I, J, K, L] * B[I, J, M, N, O] -> C[K, L, M, N, O].",
+            reference=m.contraction_flops(I, J, K, L, M, N, O), symbols="I J K L M N O",
+            slips=(Slip(I * J * K * L * M * N * O, "ratio:1/2"),
+                   Slip(2 * K * L * M * N * O, "missing_symbol:I,J", "the contracted I and J multiply the work too."))),
+    # E4 and Q6: activation memory and gradient checkpointing.
+    Number(qid="ch04-e4-no-remat", points=1, unit="B", section=_mem,
+           prompt="Bytes of saved activations, 20 D-sized tensors per layer (4M tokens, L = 64, D = 8192, bf16).",
+           reference=e4_bytes("everything"), tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(e4_bytes("everything") / 2, "ratio:1/2", "bf16: 2 bytes per element."),
+                  Slip(e4_bytes("everything") / E4_L, "magnitude:-2", "every layer saves its own."))),
+    Number(qid="ch04-e4-block-remat", points=1, unit="B", section=_mem,
+           prompt="The same when each layer saves only its input.",
+           reference=e4_bytes("block"), tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(e4_bytes("block") / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
+    Number(qid="ch04-e4-dots-remat", points=1, unit="B", section=_mem,
+           prompt="The same when each layer saves the outputs of its seven big matmuls (F = 4D, MHA).",
+           reference=e4_bytes("dots"), tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(m.activation_bytes(E4_TOKENS, E4_L, 7 * E4_D), "not_equal",
+                       "the MLP's up and gate outputs have F elements per token, not D."),)),
+    Number(qid="ch04-e4-remat-flops-ratio", points=1, section=_mem,
+           prompt="Training FLOPs with block remat over training FLOPs without.",
+           reference=E4_REMAT_RATIO, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(2.0, "ratio:3/2", "only the forward pass (2 of the 6) is done again."),)),
+    Formula(qid="ch04-q6-recompute-flops", points=2, section=_wp,
+            prompt="FLOPs redone in the backward pass per layer when only the 7 big matmul outputs are saved.",
+            reference=m.recompute_flops("dots", B, T, D, F, N, K, H), symbols="B T D F N K H",
+            slips=(Slip(2 * B * T**2 * N * H, "ratio:1/2", "two attention matmuls: Q.K^T and softmax.V."),
+                   Slip(ATTN_TRAIN, "ratio:3", "only their forward pass is redone."))),
+    # E5: KV cache.
+    Formula(qid="ch04-e5-kv-formula", points=1, section=f"{SECTION}#key-value-kv-caching",
+            prompt="Bytes of int8 KV cache for one sequence of S tokens.",
+            reference=KV_PER_SEQ, symbols="S L N K H",
+            slips=(Slip(KV_PER_SEQ / 2, "ratio:1/2", "a key and a value per layer."),
+                   Slip(2 * S * L * N * H, "extra_symbol:N", "the cache holds the K key/value heads."))),
+    Number(qid="ch04-e5-kv-bytes", points=1, unit="B", section=f"{SECTION}#key-value-kv-caching",
+           prompt="That for S = 8192, L = 64, K*H = 8192.",
+           reference=m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S, tolerance=Tolerance(rtol=1e-6),
+           slips=(Slip(m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S / 2, "ratio:1/2"),
+                  Slip(m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=2) * E5_S, "ratio:2", "int8: 1 byte per element."))),
+    # Q4: attention intensity.
+    Formula(qid="ch04-q4-flops", points=1, section=_wp,
+            prompt="FLOPs of self-attention alone (Q.K^T and softmax.V), T queries and S keys.",
+            reference=Q4_FLOPS, symbols="B T S N K H",
+            slips=(Slip(Q4_FLOPS / 2, "ratio:1/2", "two matmuls."),)),
+    Formula(qid="ch04-q4-bytes", points=1, section=_wp,
+            prompt="bf16 bytes it reads and writes: Q, K, V in, O out.",
+            reference=Q4_BYTES, symbols="B T S N K H",
+            slips=(Slip(Q4_BYTES / 2, "ratio:1/2", "bf16: 2 bytes per element."),
+                   Slip(4 * B * T * N * H + 4 * B * S * N * H, "missing_symbol:K", "K and V have K heads."))),
+    Formula(qid="ch04-q4-intensity", points=2, section=_wp,
+            prompt="Its arithmetic intensity in T, S and G = N/K.",
+            reference=Q4_INTENSITY, symbols="T S G",
+            slips=(Slip(T * S / (T + S), "missing_symbol:G", "that is MHA (G = 1)."),)),
+    Number(qid="ch04-q4-prefill-threshold", points=1, section=_wp,
+           prompt="Prefill length above which attention is compute-bound on TPU v5e (large G).",
+           reference=V5E.critical_intensity, tolerance=Tolerance(low=237, high=485),
+           slips=(Slip(V5E.critical_intensity / 2, "ratio:1/4",
+                       "attention's intensity must exceed the chip's C/W, and for large G it is about T."),)),
+    Formula(qid="ch04-q4-decode-limit", points=1, section=_wp,
+            prompt="The intensity of generation (T = 1) as S grows large.",
+            reference=Q4_DECODE_LIMIT, symbols="S G",
+            slips=(Slip(sp.Integer(1), "missing_symbol:G", "that is MHA."),
+                   Slip(S, "extra_symbol:S"))),
+    # E6 and Q8: mixture of experts.
+    Choice(qid="ch04-e6-alltoall-count", points=1, section=f"{SECTION}#sparsity-and-mixture-of-experts",
+           prompt="How many AllToAlls does one MoE block add?",
+           reference="2", options=("1", "2", "3", "4"),
+           slips=(Slip("1", "wrong_option", "tokens go to their experts, and the results come back."),)),
+    Choice(qid="ch04-e6-alltoall-cost", points=1, section=f"{SECTION}#sparsity-and-mixture-of-experts",
+           prompt="An AllToAll's cost relative to an AllGather of the same array on a bidirectional ring.",
+           reference="1/4", options=("1/4", "1/2", "1", "2"),
+           slips=(Slip("1", "wrong_option"),)),
+    Formula(qid="ch04-q8-critical-batch", points=2, section=_wp,
+            prompt="Tokens above which an int8-weight MoE matmul is compute-bound, alpha = C/W_hbm.",
+            reference=Q8_BATCH, symbols="alpha E k",
+            slips=(Slip(alpha * E / k, "ratio:2", "int8 weights: 1 byte per parameter."),
+                   Slip(alpha / 2, "missing_symbol:E,k"))),
+    Number(qid="ch04-q8-deepseek-batch", points=1, section=_wp,
+           prompt="That batch for DeepSeek-V3 (E = 256, k = 8) on TPU v5e.",
+           reference=m.moe_critical_batch(m.DEEPSEEK_V3_EXPERTS, m.DEEPSEEK_V3_EXPERTS_PER_TOKEN,
+                                          V5E.critical_intensity), tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(V5E.critical_intensity * m.DEEPSEEK_V3_EXPERTS / m.DEEPSEEK_V3_EXPERTS_PER_TOKEN,
+                       "ratio:2"),)),
+    # Q7: a real run's utilisation.
+    Number(qid="ch04-q7-training-flops", points=1, unit="FLOP", section=_wp,
+           prompt="Training FLOPs of DeepSeek-V3 (activated parameters, tokens).",
+           reference=m.train_flops(DS.active_params, DS.tokens), tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(2 * DS.active_params * DS.tokens, "ratio:1/3", "training is forward plus backward."),)),
+    Number(qid="ch04-q7-utilisation", points=1, section=_wp,
+           prompt="Its hardware utilisation, as a fraction of the H800s' dense FP8 peak.",
+           reference=m.utilisation(DS.active_params, DS.tokens, DS.chip_hours, H800_FP8_FLOPS_PER_S),
+           tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(m.utilisation(DS.active_params, DS.tokens, DS.chip_hours, H800_FP8_SPARSE_FLOPS_PER_S),
+                       "ratio:1/2", "3.026e15 assumes 2:4 sparsity; use the dense rate."),
+                  Slip(100 * m.utilisation(DS.active_params, DS.tokens, DS.chip_hours, H800_FP8_FLOPS_PER_S),
+                       "ratio:100", "give a fraction, not a percentage."))),
+    # E7: flash attention.
+    Formula(qid="ch04-e7-flash-denominator", points=2, section=f"{SECTION}#appendix-a-how-does-flash-attention-work",
+            prompt="Softmax denominator of two key chunks combined from their maxima M1, M2 and sums L1, L2.",
+            reference=FLASH_DENOMINATOR, symbols="M1 M2 L1 L2",
+            slips=(Slip(L1 + L2, "missing_symbol:M1,M2", "each sum is relative to its own chunk's maximum."),
+                   Slip(sp.exp(M1 - M2) * L1 + L2, "partly", "either chunk may hold the larger maximum."))),
+    # Coding exercises: functions the student writes, run on public test cases.
+    Function(qid="ch04-cx1-einsum-flops", points=2, section=_f,
+             prompt="einsum_flops(spec, x_shape, y_shape): FLOPs of a two-operand einsum.",
+             reference=einsum_flops,
+             probes=(dict(spec="bd,df->bf", x_shape=[256, 512], y_shape=[512, 1024]),
+                     dict(spec="ghijkl,ghmnkl->ghijmn", x_shape=[2, 3, 4, 5, 6, 7], y_shape=[2, 3, 8, 9, 6, 7]),
+                     *(random_spec(random.Random(seed)) for seed in range(6))),
+             output=Output("number", tolerance=Tolerance(rtol=1e-9)),
+             slips=(Slip(cx1_no_factor_two, "ratio:1/2"), Slip(cx1_counts_each_operand, "magnitude:+3"))),
+    Function(qid="ch04-cx2-decoder-layer", points=3, section=_layer,
+             prompt="decoder_layer_costs(B, T, D, F, N, K, H): a GQA layer's parameters, forward and training "
+                    "FLOPs measured by XLA.",
+             reference=decoder_prediction, model=decoder_layer_costs, probes=(CX2_PROBE,),
+             output=(Output("number", tolerance=Tolerance(rtol=1e-9)), Output("number", tolerance=Tolerance(rtol=0.03)),
+                     Output("number", tolerance=Tolerance(rtol=0.03))),
+             slips=(Slip(cx2_ungated, "not_equal"), Slip(cx2_forward_as_training, "ratio:1/3"))),
+    Function(qid="ch04-cx3-flash-attention", points=3, section=f"{SECTION}#appendix-a-how-does-flash-attention-work",
+             prompt="flash_attention(q, k, v, chunk, causal): blockwise softmax attention with GQA.",
+             reference=naive_attention, model=flash_numpy,
+             # seed 6: row 0's maximum is not in the first chunk, so a missing rescale shows in the self-check
+             probes=(flash_probe(6, causal=False), flash_probe(1, causal=True)),
+             output=Output("number", tolerance=Tolerance(rtol=1e-4)),
+             slips=(Slip(cx3_no_rescale, "close"), Slip(cx3_no_mask, "close"))),
+    Function(qid="ch04-cx4-remat-dots", points=2, section=_mem,
+             prompt="count_dots(blocks, remat): dot_general ops in the lowered value_and_grad of a block stack.",
+             reference=lowered_dots, model=count_dots,
+             probes=tuple(dict(blocks=n, remat=r) for n, r in ((1, "none"), (4, "none"), (4, "full"), (2, "full"),
+                                                               (4, "dots"))),
+             output=Output("number", tolerance=Tolerance(rtol=1e-9)),
+             slips=(Slip(cx4_forward_only, "not_equal"), Slip(cx4_every_input_gradient, "close"))),
+    Function(qid="ch04-cx5-param-count", points=2, section=_layer,
+             prompt="param_count(L, D, F, N, K, H, V, E, tied): parameters of a (GQA, MoE) config.",
+             reference=param_count, probes=PARAM_PROBES,
+             output=Output("number", tolerance=Tolerance(rtol=1e-4)),
+             slips=(Slip(cx5_mha_params, "close"), Slip(cx5_untied, "close"))),
+    Function(qid="ch04-cx5-train-flops", points=2, section=_attn,
+             prompt="train_flops_per_token(L, D, F, N, K, H, V, k, T): training FLOPs per token, attention included.",
+             reference=train_flops_per_token, probes=FLOP_PROBES,
+             output=Output("number", tolerance=Tolerance(rtol=1e-4)),
+             slips=(Slip(cx5_six_times_params, "close"), Slip(cx5_forward_only, "ratio:1/3"))),
+    Function(qid="ch04-cx5-kv-cache", points=1, section=f"{SECTION}#key-value-kv-caching",
+             prompt="kv_cache_bytes(L, K, H, S, bpe): KV cache bytes of one sequence.",
+             reference=kv_cache_bytes, probes=KV_PROBES,
+             output=Output("number", tolerance=Tolerance(rtol=1e-6)),
+             slips=(Slip(cx5_keys_only, "ratio:1/2"),)),
+))
