@@ -1,0 +1,162 @@
+"""Chapter 3 (Sharded matrices): every record against the engine, the book's printed answers, and the
+program questions' models as the collective inspector sees them."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+
+import solutions.ch03_sharding as ch03
+from autograder.checks import judge
+from autograder.programs import export
+from autograder.questions import Program, load_chapter
+from autograder.verdict import Status
+from course import comms
+from course.devices import mesh
+from solutions.ch03_sharding import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch03
+CHAPTER = load_chapter("ch03_sharding")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
+
+# The syllabus's answers where the course computes its own (the first number of each entry; the book's
+# printed value, where it differs, is in BOOK). The reference must reproduce these to 0.2%.
+SYLLABUS = {
+    "ch03-pq0-time": 308.4e-9, "ch03-pq2-ideal": 372.8e-6, "ch03-pq2-nowrap": 559.2e-6,
+    "ch03-pq2-hop-time": 0.728e-6, "ch03-pq2-small": 3e-6, "ch03-q2-gather-x": 23.3e-6,
+    "ch03-q2-gather-xy": 46.6e-6, "ch03-q2-allreduce-z": 11.65e-6, "ch03-q2-reshard-x": 11.65e-6,
+    "ch03-q2-reshard-xy": 31.07e-6, "ch03-q3-latency": 2e-6, "ch03-e4-latency-bytes": 45_000,
+    "ch03-q6-a-threshold": 17_511, "ch03-q6-b-threshold": 8756, "ch03-q7-weight-bytes": 536_870_912,
+    "ch03-q7-bytes-per-chip": 268_435_456, "ch03-q7-flop-time": 174.4e-6, "ch03-q7-comm-time": 11.65e-6,
+    "ch03-q4-b-threshold": 2550, "ch03-q4-d-threshold": 5100, "ch03-pq1-total-bytes": 524_288,
+}
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+@pytest.mark.parametrize("qid", sorted(SYLLABUS))
+def test_reference_is_the_syllabus_answer(qid):
+    assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=0.002)
+
+
+def test_every_book_answer_names_a_question():
+    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 60
+    assert all(q.section for q in CHAPTER.questions)
+    assert 8 <= len(PROGRAMS) <= 12  # each costs one to two seconds to check
+
+
+# --- programs: a wrong program scores 0, a wasteful one 0.5, each with a message that says why -------
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_has_a_wrong_and_a_wasteful_slip(q):
+    codes = [s.diagnosis for s in q.slips]
+    assert any(c in ("wrong_values", "wrong_shape") for c in codes), f"{q.qid}: no wrong-numerics slip"
+    assert any(c.startswith("collectives:") for c in codes), f"{q.qid}: no wasteful slip"
+
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_scores_and_messages(q):
+    for slip in q.slips:
+        v = judge(q, export(q.spec, slip.answer))
+        if slip.diagnosis.startswith("collectives:"):
+            assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
+            assert v.message.startswith("Right numbers, but your program runs"), v.message
+            for kind in slip.diagnosis.split(":", 1)[1].split(","):
+                assert kind in v.message, v.message
+            assert "expected" in v.message and "bytes per device" in v.message, v.message
+        else:
+            assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
+            assert "expected" in v.message, v.message
+
+
+def _inputs(q):
+    rng = np.random.default_rng(7)
+    m = mesh(**dict(q.spec.mesh))
+    return [jax.device_put(rng.standard_normal(op.shape).astype(op.dtype),
+                           NamedSharding(m, jax.sharding.PartitionSpec(*op.spec))) for op in q.spec.operands]
+
+
+# What the inspector reports for each sharded-matmul case's model (the chapter's note quotes these).
+CASES = {
+    "ch03-cx2-case1-local": [],
+    "ch03-cx2-case2-allgather": ["1 x all-gather of f32[64,32] over X (57,344 bytes per device each)"],
+    "ch03-cx2-case3-allreduce": ["1 x all-reduce of f32[32,128] over Y (24,576 bytes per device each)"],
+    "ch03-cx2-case3-reducescatter": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes per device each)"],
+    "ch03-cx2-case4-gather-one": ["1 x all-gather of f32[256,16] over X (114,688 bytes per device each)"],
+    "ch03-q9-partial-sums": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes per device each)"],
+    "ch03-cx3-ring-allgather": ["7 x collective-permute of f32[8,32] over X (1,024 bytes per device each)"],
+    "ch03-cx3-bidi-allgather": ["14 x collective-permute of f32[4,32] over X (512 bytes per device each)"],
+}
+
+
+@pytest.mark.parametrize("qid", sorted(CASES))
+def test_inspector_reads_each_case(qid):
+    q = CHAPTER[qid]
+    assert [c.describe() for c in comms.inspect(q.model, *_inputs(q))] == CASES[qid]
+
+
+def test_case2_partial_sums_move_four_times_the_bytes():
+    """Why case 2's psum variant is the wasteful one: with K = 512 its AllReduce moves 4x the gather."""
+    q = CHAPTER["ch03-cx2-case2-allgather"]
+    args = _inputs(q)
+    (gather,), (reduce,) = comms.inspect(ch03.case2_allgather, *args), comms.inspect(ch03.case2_partial_sums, *args)
+    assert reduce.bytes_per_device == 4 * gather.bytes_per_device
+
+
+# --- the functions' references against JAX and the book -----------------------------------------------
+
+def _pspec(spec):
+    return jax.sharding.PartitionSpec(*[None if not a else a if len(a) == 1 else tuple(a) for a in spec])
+
+
+@pytest.mark.parametrize("probe", [p for p in ch03.BYTES_PROBES if math.prod(p["mesh"].values()) <= 8],
+                         ids=lambda p: f"{p['global_shape']}-{p['spec']}-{p['mesh']}")
+def test_bookkeeping_matches_jax(probe):
+    """local_shape and total_bytes agree with NamedSharding and with the bytes JAX allocates."""
+    m = mesh(**probe["mesh"])
+    sharding = NamedSharding(m, _pspec(probe["spec"]))
+    dtype = {1: np.int8, 2: np.float16, 4: np.float32}[probe["bytes_per_element"]]
+    arr = jax.device_put(np.zeros(probe["global_shape"], dtype), sharding)
+    shape = ch03.local_shape(probe["global_shape"], probe["spec"], probe["mesh"])
+    assert tuple(int(n) for n in shape) == sharding.shard_shape(tuple(probe["global_shape"]))
+    assert ch03.total_bytes(**probe) == sum(s.data.nbytes for s in arr.addressable_shards)
+
+
+@pytest.mark.parametrize(("n", "p"), [(n, p) for n in range(1, 5) for p in range(1, 5)])
+def test_allgather_matrix_transposes_to_reducescatter(n, p):
+    g, r = ch03.e5_model(n, p)
+    assert np.array_equal(g.T, r)
+    reference = ch03.gather_scatter_matrices(n, p)
+    assert g.reshape(-1).tolist() == reference[0] and r.reshape(-1).tolist() == reference[1]
+    shards = np.random.default_rng(n * 10 + p).standard_normal(n * p)
+    assert np.allclose(g @ shards, np.tile(shards, p))  # every device ends with all p shards
+
+
+def test_q10_alltoall_traffic_counts_hops():
+    """Q10's per-link AllToAll traffic, by adding the hops of every block on a one-way ring."""
+    for d in (2, 4, 8, 16):
+        n = 4 * d
+        hops = sum((dst - src) % d for src in range(d) for dst in range(d))
+        per_link = hops * (n // d) ** 2 / d
+        assert per_link == pytest.approx(float(ch03.Q10_ALLTOALL.subs({ch03.N: n, ch03.D: d})))
