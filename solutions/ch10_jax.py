@@ -1,0 +1,647 @@
+"""Chapter 10, Programming TPUs in JAX: every graded question of the chapter, as records with references.
+
+Book: Part 10 "Programming TPUs in JAX", https://jax-ml.github.io/scaling-book/jax-stuff/
+Numbers are computed from ``course.hardware`` and from the book's own example sizes and timings
+(never typed-in results); where the book prints a rounded value, the tolerance admits it and
+``BOOK`` records it for the tests.
+
+Program questions run on 8 simulated CPU devices. Meshes come from ``course.mesh`` (Auto axes, the
+behaviour the book's ``jit`` examples assume; the notebook shows Explicit axes separately). Every
+``shard_map`` program is graded on the collectives it states, read from its lowered StableHLO with
+loop trip counts multiplied; the one ``jit`` program (Q1.1) is graded on the compiled program, where
+the only expected count is zero, which no CPU quirk can change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from autograder.numbers import Tolerance
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from course import hardware as hw
+from course.symbols import B, C, D, F, W_ici, X, Y
+
+V5E = hw.TPU_V5E
+SECTION = "jax-stuff/"
+HOW = SECTION + "#how-does-parallelism-work-in-jax"
+PROBLEMS = SECTION + "#worked-problems"
+BF16 = hw.BYTES_PER_ELEMENT["bf16"]
+
+# --- E1: the book's jit example: In[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] on a 4 x 2 mesh ----------
+E1_MESH = {"X": 4, "Y": 2}
+E1_B, E1_D, E1_F = 8, 2048, 8192
+
+# --- E3: slice_and_average on arange(512) over a 2 x 4 mesh --------------------------------------
+E3_SIZE, E3_DEVICES, E3_KEEP = 512, 8, 4
+
+
+def slice_and_average(size: int = E3_SIZE, devices: int = E3_DEVICES, keep: int = E3_KEEP) -> np.ndarray:
+    """Each device keeps the first ``keep`` entries of its block; pmean over all devices."""
+    return np.arange(size, dtype=np.float64).reshape(devices, size // devices)[:, :keep].mean(axis=0)
+
+
+# --- E4: the collective matmul A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] (book sizes, 2 x 4 mesh) ----
+CM_B, CM_D, CM_F, CM_X, CM_Y = 1024, 2048, 8192, 2, 4
+# The book's measured times on TPU, in seconds: jit (a blocking all-gather), the collective matmul,
+# and the same matmul without a sharded contraction. Inputs here, not answers.
+T_JIT_S, T_COLLECTIVE_S, T_UNSHARDED_S = 311e-6, 244e-6, 224e-6
+
+# Per step of the ring (bf16, one ICI link in one direction of W_ici bytes/s, peak C):
+CHUNK_COMPUTE = 2 * (B / X) * (D / Y) * (F / Y) / C  # A chunk [B/X, D/Y] times W rows [D/Y, F/Y]
+CHUNK_COMM = BF16 * (B / X) * (D / Y) / W_ici  # one A chunk to the next device
+MIN_F = sp.solve(sp.Eq(CHUNK_COMPUTE, CHUNK_COMM), F)[0]  # compute hides the permute for F above this
+MIN_F_BIDI = sp.solve(sp.Eq(CHUNK_COMPUTE, CHUNK_COMM / 2), F)[0]  # half of each chunk goes each way
+CM_VALUES = {B: CM_B, D: CM_D, F: CM_F, X: CM_X, Y: CM_Y, C: V5E.bf16_flops_per_s,
+             W_ici: V5E.ici_bytes_per_s_per_link}
+PERMUTE_TIME = float(((CM_Y - 1) * CHUNK_COMM).subs(CM_VALUES))  # all Y-1 steps, one direction
+
+
+# --- program questions ---------------------------------------------------------------------------
+# Small shapes keep each check to about a second on 2 CPU cores; the algorithms do not care.
+S, DM, FM = 64, 128, 256  # tokens, model width, hidden width of the matmul programs
+MESH_1D = (("X", 8),)
+MESH_2D = (("X", 2), ("Y", 4))
+MOE_S, MOE_E, MOE_D, MOE_F = 64, 8, 32, 48  # tokens, experts, widths (Q2)
+A2A_G, A2A_C = 16, 4  # token groups and capacity per expert (CX5)
+
+RING_SPEC = ProgramSpec(mesh=MESH_1D, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),),
+                        out_spec=(), collectives={"collective-permute": 7})
+SUMS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="iajb->ij",
+                        operands=(Operand((64, 32), ("X", "Y"), view=(2, 32, 4, 8)),),
+                        out_spec=("X", "Y"), collectives={})
+AG_MATMUL_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
+                             operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), (None, "Y"))),
+                             out_spec=("X", "Y"), collectives={"collective-permute": 3})
+BIDI_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
+                        operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), (None, "Y"))),
+                        out_spec=("X", "Y"), collectives={"collective-permute": 6})
+RS_MATMUL_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bf,fd->bd",
+                             operands=(Operand((S, FM), ("X", "Y")), Operand((FM, DM), ("Y", None))),
+                             out_spec=("X", "Y"), collectives={"collective-permute": 3})
+BLOCK_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df,fe->be",
+                         operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), (None, "Y")),
+                                   Operand((FM, DM), ("Y", None))),
+                         out_spec=("X", "Y"), collectives={"collective-permute": 6})
+# Gathering the tokens and their gates may be one all-gather (concatenated) or two.
+MOE_GATHER_SPEC = ProgramSpec(mesh=MESH_1D, einsum="sd,se,edf->sf",
+                              operands=(Operand((MOE_S, MOE_D), ("X", None)), Operand((MOE_S, MOE_E), ("X", None)),
+                                        Operand((MOE_E, MOE_D, MOE_F), ("X", None, None))),
+                              out_spec=("X", None), collectives={"all-gather": (1, 2), "reduce-scatter": 1})
+MOE_A2A_SPEC = ProgramSpec(mesh=MESH_1D, einsum="gecd,edf->gecf",
+                           operands=(Operand((A2A_G, MOE_E, A2A_C, MOE_D), ("X", None, None, None)),
+                                     Operand((MOE_E, MOE_D, MOE_F), ("X", None, None))),
+                           out_spec=("X", None, None, None), collectives={"all-to-all": 2})
+
+
+def _mesh(spec: ProgramSpec):
+    from course.devices import mesh
+
+    return mesh(**dict(spec.mesh))
+
+
+def _smap(block, spec: ProgramSpec, in_specs, out_specs, **kw):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    return jax.shard_map(block, mesh=_mesh(spec), in_specs=tuple(P(*s) for s in in_specs), out_specs=P(*out_specs),
+                         **kw)
+
+
+# CX1: an all-gather from ppermute alone.
+def ring_all_gather(x):
+    """x[S_X, D] -> x[S, D] on every device: 7 steps, each passing one block to the right
+    neighbour. The type system cannot see that every device ends with the same array, so the
+    replication check is off (check_vma=False) and correctness is on us."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block):  # x_block: f32[S/8, D]
+        n, idx = jax.lax.axis_size("X"), jax.lax.axis_index("X")
+        rows = x_block.shape[0]
+        right = [(j, (j + 1) % n) for j in range(n)]
+        out = jnp.zeros((n * rows, x_block.shape[1]), x_block.dtype)  # f32[S, D]
+        out = jax.lax.dynamic_update_slice_in_dim(out, x_block, idx * rows, 0)
+
+        def step(i, carry):
+            out, travelling = carry
+            travelling = jax.lax.ppermute(travelling, "X", right)  # now holds block idx - i - 1
+            out = jax.lax.dynamic_update_slice_in_dim(out, travelling, (idx - i - 1) % n * rows, 0)
+            return out, travelling
+
+        return jax.lax.fori_loop(0, n - 1, step, (out, x_block))[0]
+
+    return _smap(block, RING_SPEC, [("X", None)], (), check_vma=False)(x)
+
+
+def cx1_wrong_slot(x):
+    """Writes the received block where the *sender* was last step: every block one slot off."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block):
+        n, idx = jax.lax.axis_size("X"), jax.lax.axis_index("X")
+        rows = x_block.shape[0]
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((n * rows, x_block.shape[1])), x_block, idx * rows, 0)
+
+        def step(i, carry):
+            out, travelling = carry
+            travelling = jax.lax.ppermute(travelling, "X", [(j, (j + 1) % n) for j in range(n)])
+            return jax.lax.dynamic_update_slice_in_dim(out, travelling, (idx - i) % n * rows, 0), travelling
+
+        return jax.lax.fori_loop(0, n - 1, step, (out, x_block))[0]
+
+    return _smap(block, RING_SPEC, [("X", None)], (), check_vma=False)(x)
+
+
+def cx1_builtin(x):
+    import jax
+
+    return _smap(lambda b: jax.lax.all_gather(b, "X", tiled=True, to="invarying"), RING_SPEC, [("X", None)], ())(x)
+
+
+# Q1.1: per-shard sums with jit, no communication.
+def shard_sums(x):
+    """x[S_X, D_Y] -> sums[X, Y]: entry (i, j) sums shard (i, j). Splitting each axis into
+    (mesh axis, within-shard) keeps every shard on its device, so no collective is needed."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _mesh(SUMS_SPEC)
+    nx, ny = mesh.shape["X"], mesh.shape["Y"]
+    s, d = x.shape
+    blocks = x.reshape(nx, s // nx, ny, d // ny)  # f32[X, S/X, Y, D/Y] @ P('X', None, 'Y', None)
+    blocks = jax.lax.with_sharding_constraint(blocks, NamedSharding(mesh, P("X", None, "Y", None)))
+    return jax.lax.with_sharding_constraint(blocks.sum(axis=(1, 3)), NamedSharding(mesh, P("X", "Y")))
+
+
+def q1_wrong_reshape(x):
+    """Splits the array as (X, Y, S/X, D/Y): the right shape, the wrong elements."""
+    nx, ny = 2, 4
+    return x.reshape(nx, ny, x.shape[0] // nx, x.shape[1] // ny).sum(axis=(2, 3))
+
+
+def q1_gathers_first(x):
+    """Replicates the whole array before reducing: right numbers, needless communication."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = _mesh(SUMS_SPEC)
+    full = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P()))
+    sums = full.reshape(2, x.shape[0] // 2, 4, x.shape[1] // 4).sum(axis=(1, 3))
+    return jax.lax.with_sharding_constraint(sums, NamedSharding(mesh, P("X", "Y")))
+
+
+# Q1.2: roll within each X shard (a function on public probes: a permutation is no einsum).
+Q1_MESH = {"X": 2, "Y": 4}
+
+
+def roll_in_shard_reference(x: list, shift: int) -> list[float]:
+    a = np.asarray(x, dtype=np.float64)
+    blocks = a.reshape(Q1_MESH["X"], -1, a.shape[1])
+    return (np.roll(blocks, shift, axis=1) - blocks).reshape(-1).tolist()
+
+
+def roll_in_shard(x, shift):
+    """shard_map version: each device rolls its own rows; no communication."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh as make_mesh
+
+    mesh = make_mesh(**Q1_MESH)
+    x = jax.device_put(jnp.asarray(x, jnp.float32), NamedSharding(mesh, P("X", "Y")))
+    fn = jax.shard_map(lambda b: jnp.roll(b, shift, axis=0) - b, mesh=mesh, in_specs=P("X", "Y"),
+                       out_specs=P("X", "Y"))
+    return np.asarray(jax.jit(fn)(x))
+
+
+def q1_global_roll(x, shift):
+    """Rolls the whole array: rows cross from one shard into the next."""
+    a = np.asarray(x, dtype=np.float32)
+    return np.roll(a, shift, axis=0) - a
+
+
+def _q1_probe(seed: int, rows: int, cols: int, shift: int) -> dict:
+    """Random multiples of 1/64 in [-4, 4): random floats whose differences are exact in float32."""
+    values = np.random.default_rng(seed).integers(-256, 256, size=(rows, cols)) / 64
+    return {"x": values.tolist(), "shift": shift}
+
+
+# CX2 / E4: the all-gather collective matmul.
+def collective_matmul(a, w):
+    """A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] without an all-gather: Y-1 steps, each multiplying
+    the A chunk this device holds by the matching rows of W while passing the chunk to the left
+    neighbour. After i steps device k holds chunk (k + i) mod Y."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D, F/Y]
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk = a_block.shape[1]
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+
+        def rows(i):  # the rows of W that meet the A chunk held after i steps: [D/Y, F/Y]
+            return jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % ny * chunk, chunk, 0)
+
+        def step(i, carry):
+            acc, a_chunk = carry
+            acc = acc + a_chunk @ rows(i)  # [B/X, F/Y]
+            return acc, jax.lax.ppermute(a_chunk, "Y", left)
+
+        acc = jax.lax.pcast(jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"),
+                            to="varying")
+        acc, a_chunk = jax.lax.fori_loop(0, ny - 1, step, (acc, a_block))
+        return acc + a_chunk @ rows(ny - 1)
+
+    return _smap(block, AG_MATMUL_SPEC, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+
+
+def cx2_first_public_text(a, w):
+    """The W slice at i * chunk regardless of the device: right only on the device of index 0.
+    The book's arange test cannot see this; random floats can."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(a_block, w_block):
+        ny = jax.lax.axis_size("Y")
+        chunk = a_block.shape[1]
+
+        def step(i, carry):
+            acc, a_chunk = carry
+            acc = acc + a_chunk @ jax.lax.dynamic_slice_in_dim(w_block, i * chunk, chunk, 0)
+            return acc, jax.lax.ppermute(a_chunk, "Y", [(j, (j - 1) % ny) for j in range(ny)])
+
+        acc = jax.lax.pcast(jnp.zeros((a_block.shape[0], w_block.shape[1])), ("X", "Y"), to="varying")
+        acc, a_chunk = jax.lax.fori_loop(0, ny - 1, step, (acc, a_block))
+        return acc + a_chunk @ jax.lax.dynamic_slice_in_dim(w_block, (ny - 1) * chunk, chunk, 0)
+
+    return _smap(block, AG_MATMUL_SPEC, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+
+
+def cx2_all_gather(a, w):
+    """Gather A over Y, then one local matmul: the blocking version the chapter starts from."""
+    import jax
+
+    def block(a_block, w_block):
+        return jax.lax.all_gather(a_block, "Y", axis=1, tiled=True) @ w_block
+
+    return _smap(block, AG_MATMUL_SPEC, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+
+
+# Q4: the same matmul, bidirectional.
+def bidirectional_matmul(a, w):
+    """Half of A's rows travel left, the other half right: each step sends two half-size messages,
+    one on each direction of the ring's links, so each step's communication takes half as long."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D, F/Y]
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, half = a_block.shape[1], a_block.shape[0] // 2
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+        right = [(j, (j + 1) % ny) for j in range(ny)]
+
+        def rows(j):
+            return jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 0)
+
+        def step(i, carry):
+            top_acc, bot_acc, top, bot = carry  # top holds chunk idx + i, bot holds chunk idx - i
+            top_acc = top_acc + top @ rows(idx + i)
+            bot_acc = bot_acc + bot @ rows(idx - i)
+            return top_acc, bot_acc, jax.lax.ppermute(top, "Y", left), jax.lax.ppermute(bot, "Y", right)
+
+        zeros = jax.lax.pcast(jnp.zeros((half, w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying")
+        top_acc, bot_acc, top, bot = jax.lax.fori_loop(0, ny - 1, step,
+                                                       (zeros, zeros, a_block[:half], a_block[half:]))
+        top_acc = top_acc + top @ rows(idx + ny - 1)
+        bot_acc = bot_acc + bot @ rows(idx - ny + 1)
+        return jnp.concatenate([top_acc, bot_acc], axis=0)
+
+    return _smap(block, BIDI_SPEC, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+
+
+def q4_same_direction(a, w):
+    """Both halves travel left, but the bottom half's chunk index assumes they go right."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(a_block, w_block):
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, half = a_block.shape[1], a_block.shape[0] // 2
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+
+        def rows(j):
+            return jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 0)
+
+        def step(i, carry):
+            top_acc, bot_acc, top, bot = carry
+            return (top_acc + top @ rows(idx + i), bot_acc + bot @ rows(idx - i),
+                    jax.lax.ppermute(top, "Y", left), jax.lax.ppermute(bot, "Y", left))
+
+        zeros = jax.lax.pcast(jnp.zeros((half, w_block.shape[1])), ("X", "Y"), to="varying")
+        top_acc, bot_acc, top, bot = jax.lax.fori_loop(0, ny - 1, step, (zeros, zeros, a_block[:half],
+                                                                         a_block[half:]))
+        return jnp.concatenate([top_acc + top @ rows(idx + ny - 1), bot_acc + bot @ rows(idx - ny + 1)], axis=0)
+
+    return _smap(block, BIDI_SPEC, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+
+
+def q4_unidirectional(a, w):
+    return collective_matmul(a, w)
+
+
+# Q3.2: the reduce-scatter collective matmul.
+def reduce_scatter_matmul(t, w2):
+    """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y]: the partial sums travel instead of the
+    inputs. Device k starts with its partial product for output chunk k + 1; Y-1 times it passes
+    the running sum to the left and adds its own partial product for the chunk it received."""
+    import jax
+
+    def block(t_block, w2_block):  # t_block: [B/X, F/Y], w2_block: [F/Y, D]
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk = w2_block.shape[1] // ny
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+
+        def partial(j):  # this device's share of output chunk j: [B/X, D/Y]
+            return t_block @ jax.lax.dynamic_slice_in_dim(w2_block, j % ny * chunk, chunk, 1)
+
+        def step(i, acc):  # acc: the running sum for chunk idx + i (before the permute)
+            return jax.lax.ppermute(acc, "Y", left) + partial(idx + i + 1)
+
+        return jax.lax.fori_loop(1, ny, step, partial(idx + 1))
+
+    return _smap(block, RS_MATMUL_SPEC, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+
+
+def q3_starts_at_own_chunk(t, w2):
+    """Starts with chunk k instead of k + 1: after Y-1 passes every sum lands one device off."""
+    import jax
+
+    def block(t_block, w2_block):
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk = w2_block.shape[1] // ny
+
+        def partial(j):
+            return t_block @ jax.lax.dynamic_slice_in_dim(w2_block, j % ny * chunk, chunk, 1)
+
+        def step(i, acc):
+            return jax.lax.ppermute(acc, "Y", [(j, (j - 1) % ny) for j in range(ny)]) + partial(idx + i)
+
+        return jax.lax.fori_loop(1, ny, step, partial(idx))
+
+    return _smap(block, RS_MATMUL_SPEC, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+
+
+def q3_psum_scatter(t, w2):
+    """The whole partial product, then one reduce-scatter: right, but nothing overlaps."""
+    import jax
+
+    def block(t_block, w2_block):
+        return jax.lax.psum_scatter(t_block @ w2_block, "Y", scatter_dimension=1, tiled=True)
+
+    return _smap(block, RS_MATMUL_SPEC, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+
+
+# Q3.3: both collective matmuls in one block.
+def mlp_block(x, w_in, w_out):
+    """In[B_X, D_Y] @ W_in[D, F_Y] @ W_out[F_Y, D] -> Out[B_X, D_Y], only collective-permutes."""
+    return reduce_scatter_matmul(collective_matmul(x, w_in), w_out)
+
+
+def q3_block_jit(x, w_in, w_out):
+    """Left to the compiler, the block gathers and reduces with its own collectives."""
+    return (x @ w_in) @ w_out
+
+
+def q3_block_off_by_one(x, w_in, w_out):
+    return q3_starts_at_own_chunk(collective_matmul(x, w_in), w_out)
+
+
+# Q2.3a: experts sharded over X, tokens gathered to the experts and the results scattered back.
+def moe_all_gather(x, gates, w):
+    """Out[s] = sum_e gates[s, e] * x[s] @ W[e]. Tokens and gates are gathered to every device, each
+    device applies its own experts to all tokens, and a reduce-scatter returns each token's sum to
+    the device that owns it. A one-hot gate row is the book's routing B[s]."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, g_block, w_block):  # [S/X, D], [S/X, E], [E/X, D, F]
+        n_local = w_block.shape[0]
+        xs = jax.lax.all_gather(x_block, "X", tiled=True)  # [S, D]
+        gs = jax.lax.all_gather(g_block, "X", tiled=True)  # [S, E]
+        mine = jax.lax.dynamic_slice_in_dim(gs, jax.lax.axis_index("X") * n_local, n_local, 1)  # [S, E/X]
+        partial = jnp.einsum("se,sd,edf->sf", mine, xs, w_block)  # [S, F], this device's experts only
+        return jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [S/X, F]
+
+    return _smap(block, MOE_GATHER_SPEC, [("X", None), ("X", None), ("X", None, None)], ("X", None))(x, gates, w)
+
+
+def q2_wrong_gate_columns(x, gates, w):
+    """Every device uses the first expert's gate column for its own expert."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, g_block, w_block):
+        xs = jax.lax.all_gather(x_block, "X", tiled=True)
+        gs = jax.lax.all_gather(g_block, "X", tiled=True)[:, :w_block.shape[0]]
+        return jax.lax.psum_scatter(jnp.einsum("se,sd,edf->sf", gs, xs, w_block), "X", scatter_dimension=0,
+                                    tiled=True)
+
+    return _smap(block, MOE_GATHER_SPEC, [("X", None), ("X", None), ("X", None, None)], ("X", None))(x, gates, w)
+
+
+def q2_gathers_the_experts(x, gates, w):
+    """Brings every expert's weights to every device: E*D*F floats each, instead of the tokens."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, g_block, w_block):
+        return jnp.einsum("se,sd,edf->sf", g_block, x_block, jax.lax.all_gather(w_block, "X", tiled=True))
+
+    return _smap(block, MOE_GATHER_SPEC, [("X", None), ("X", None), ("X", None, None)], ("X", None))(x, gates, w)
+
+
+def q2_psum_then_slice(x, gates, w):
+    """Sums every token's result on every device, then keeps its own rows: an all-reduce where a
+    reduce-scatter would do."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, g_block, w_block):
+        n_local, rows = w_block.shape[0], x_block.shape[0]
+        idx = jax.lax.axis_index("X")
+        xs = jax.lax.all_gather(x_block, "X", tiled=True)
+        gs = jax.lax.dynamic_slice_in_dim(jax.lax.all_gather(g_block, "X", tiled=True), idx * n_local, n_local, 1)
+        total = jax.lax.psum(jnp.einsum("se,sd,edf->sf", gs, xs, w_block), "X")
+        return jax.lax.dynamic_slice_in_dim(total, idx * rows, rows, 0)
+
+    return _smap(block, MOE_GATHER_SPEC, [("X", None), ("X", None), ("X", None, None)], ("X", None),
+                 check_vma=False)(x, gates, w)
+
+
+# CX5: expert dispatch with all_to_all.
+def moe_all_to_all(x, w):
+    """x[G_X, E, C, D]: each group's tokens already sit in per-expert slots of capacity C. One
+    all_to_all sends slot e to the device of expert e, the expert multiplies, a second all_to_all
+    sends the results home. No device ever holds more than its share of tokens."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, w_block):  # x_block: [G/X, E, C, D], w_block: [E/X, D, F]
+        here = jax.lax.all_to_all(x_block, "X", split_axis=1, concat_axis=0, tiled=True)  # [G, E/X, C, D]
+        y = jnp.einsum("gecd,edf->gecf", here, w_block)  # [G, E/X, C, F]
+        return jax.lax.all_to_all(y, "X", split_axis=0, concat_axis=1, tiled=True)  # [G/X, E, C, F]
+
+    return _smap(block, MOE_A2A_SPEC, [("X", None, None, None), ("X", None, None)], ("X", None, None, None))(x, w)
+
+
+def cx5_reshape_home(x, w):
+    """Replaces the return all_to_all with a reshape: the right shape, other devices' tokens."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, w_block):
+        here = jax.lax.all_to_all(x_block, "X", split_axis=1, concat_axis=0, tiled=True)
+        y = jnp.einsum("gecd,edf->gecf", here, w_block)
+        return y.reshape(x_block.shape[:3] + (w_block.shape[2],))
+
+    return _smap(block, MOE_A2A_SPEC, [("X", None, None, None), ("X", None, None)], ("X", None, None, None))(x, w)
+
+
+def cx5_gathers_the_experts(x, w):
+    import jax
+    import jax.numpy as jnp
+
+    def block(x_block, w_block):
+        return jnp.einsum("gecd,edf->gecf", x_block, jax.lax.all_gather(w_block, "X", tiled=True))
+
+    return _smap(block, MOE_A2A_SPEC, [("X", None, None, None), ("X", None, None)], ("X", None, None, None))(x, w)
+
+
+# The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
+BOOK = {"ch10-e4-speedup": 1.27, "ch10-e4-overhead": 1.09, "ch10-e1-local-rows": 2, "ch10-e1-local-cols": 1024}
+
+E3_OUT = slice_and_average()
+
+CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
+    # E1: the communication that out_shardings forces.
+    Number(qid="ch10-e1-local-rows", points=1, section=HOW,
+           prompt="Rows of In that each device holds in the jit example (4 x 2 mesh, In[B_X, D_Y]).",
+           reference=E1_B / E1_MESH["X"], tolerance=Tolerance(rtol=1e-9),
+           slips=(Slip(E1_B / 2, "ratio:2", "the mesh here is 4 x 2: X has 4 devices."),
+                  Slip(E1_B / 8, "ratio:1/2", "only the X axis splits the batch."))),
+    Number(qid="ch10-e1-local-cols", points=1, section=HOW,
+           prompt="Columns of In that each device holds (D split over Y).",
+           reference=E1_D / E1_MESH["Y"], tolerance=Tolerance(rtol=1e-9),
+           slips=(Slip(E1_D, "ratio:2", "D is sharded over Y."),)),
+    Choice(qid="ch10-e1-collective", points=1, section=HOW,
+           prompt="The collective XLA adds so that Out is P('X', None).",
+           reference="all-reduce over Y",
+           options=("none", "all-gather over X", "all-reduce over X", "all-reduce over Y", "reduce-scatter over Y"),
+           slips=(Slip("reduce-scatter over Y", "wrong_option",
+                       "a reduce-scatter leaves Out sharded over Y; P('X', None) wants it whole."),
+                  Slip("all-reduce over X", "wrong_option", "the partial sums differ along the contraction's axis."))),
+    Choice(qid="ch10-e1-explicit", points=1, section=HOW,
+           prompt="On a mesh with Explicit axes, what does the same einsum do without out_sharding?",
+           reference="raises", options=("raises", "all-reduce", "partial sums"),
+           slips=(Slip("all-reduce", "wrong_option", "Explicit axes leave no choice to the compiler."),)),
+    # E2: with_sharding_constraint.
+    Choice(qid="ch10-e2-constraint", points=1, section=HOW,
+           prompt="What does with_sharding_constraint on the hidden activation do?",
+           reference="pins", options=("pins", "hint", "copies"),
+           slips=(Slip("hint", "wrong_option", "the compiler must honour it, adding collectives if needed."),)),
+    # E3: slice and average.
+    Number(qid="ch10-e3-length", points=1, section=HOW,
+           prompt="Length of slice_and_average's output.",
+           reference=float(E3_OUT.size), tolerance=Tolerance(rtol=1e-9),
+           slips=(Slip(E3_OUT.size * E3_DEVICES, "ratio:8", "pmean averages; it does not concatenate."),)),
+    Number(qid="ch10-e3-first", points=1, section=HOW,
+           prompt="First entry of slice_and_average's output on arange(512).",
+           reference=float(E3_OUT[0]), tolerance=Tolerance(rtol=1e-9),
+           slips=(Slip(float(E3_OUT[0]) * E3_DEVICES, "ratio:8", "psum adds; pmean also divides by 8."),
+                  Slip(float(np.arange(E3_KEEP).mean()), "magnitude:-2",
+                       "inside shard_map, x[:4] slices the device's own block, not the global array."))),
+    # E4: the book's timings and the cost model of the collective matmul.
+    Number(qid="ch10-e4-speedup", points=1, section=HOW,
+           prompt="Speed-up of the collective matmul over the jit version (book timings).",
+           reference=T_JIT_S / T_COLLECTIVE_S, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(T_COLLECTIVE_S / T_JIT_S, "not_equal", "a speed-up is old time over new time."),)),
+    Number(qid="ch10-e4-overhead", points=1, section=HOW,
+           prompt="Collective matmul time over the time without a sharded contraction.",
+           reference=T_COLLECTIVE_S / T_UNSHARDED_S, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(T_JIT_S / T_UNSHARDED_S, "not_equal", "compare the collective version, not the jit one."),)),
+    Formula(qid="ch10-e4-chunk-compute", points=1, section=HOW,
+            prompt="Seconds of one ring step's matmul: A chunk [B/X, D/Y] times W rows [D/Y, F/Y], peak C.",
+            reference=CHUNK_COMPUTE, symbols="B D F X Y C W_ici", counts="X Y",
+            slips=(Slip(2 * (B / X) * D * (F / Y) / C, "not_equivalent", "one step multiplies one chunk of D."),
+                   Slip(CHUNK_COMPUTE / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."))),
+    Formula(qid="ch10-e4-chunk-comm", points=1, section=HOW,
+            prompt="Seconds to pass one bf16 A chunk [B/X, D/Y] over one link in one direction (W_ici).",
+            reference=CHUNK_COMM, symbols="B D F X Y C W_ici", counts="X Y",
+            slips=(Slip(CHUNK_COMM / 2, "ratio:1/2", "bf16 is 2 bytes per element."),
+                   Slip(CHUNK_COMM * Y, "missing_symbol:Y", "one step sends one chunk, not all of A's row block."))),
+    Formula(qid="ch10-e4-min-f", points=2, section=HOW,
+            prompt="The F above which each step's matmul hides its permute.",
+            reference=MIN_F, symbols="B D F X Y C W_ici", counts="X Y",
+            slips=(Slip(C / W_ici, "missing_symbol:Y", "both sides depend on Y differently: F/Y meets C/W_ici."),
+                   Slip(2 * MIN_F, "ratio:2"))),
+    Number(qid="ch10-e4-permute-time", points=1, section=HOW, unit="s",
+           prompt="Seconds all permutes of the book-size collective matmul take on TPU v5e links (bf16).",
+           reference=PERMUTE_TIME, tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(PERMUTE_TIME / 2, "ratio:1/2", "a permute uses one direction of one link."),
+                  Slip(PERMUTE_TIME / (CM_Y - 1), "ratio:1/3", "there are Y - 1 steps."))),
+    Formula(qid="ch10-q4-min-f", points=1, section=PROBLEMS,
+            prompt="The same threshold on F when each step sends half of the chunk each way.",
+            reference=MIN_F_BIDI, symbols="B D F X Y C W_ici", counts="X Y",
+            slips=(Slip(MIN_F, "ratio:2", "two directions halve each step's communication time."),)),
+    # Q1: per-shard sums (jit) and a roll within each shard.
+    Program(qid="ch10-q1-shard-sums", points=2, section=PROBLEMS,
+            prompt="sums[X, Y] of the shards of x[S_X, D_Y] with jit, without communication.",
+            spec=SUMS_SPEC, model=shard_sums,
+            slips=(Slip(q1_wrong_reshape, "wrong_values"), Slip(q1_gathers_first, "collectives:all-gather"))),
+    Function(qid="ch10-q1-roll-in-shard", points=2, section=PROBLEMS,
+             prompt="roll(x, shift) - x within each X shard, with shard_map on a 2 x 4 mesh.",
+             reference=roll_in_shard_reference, model=roll_in_shard,
+             probes=(_q1_probe(1, 16, 8, 5), _q1_probe(2, 32, 8, 3)),
+             output=Output("number", tolerance=Tolerance(rtol=1e-6)),
+             slips=(Slip(q1_global_roll, "not_equal"),)),
+    # CX1: an all-gather built from ppermute.
+    Program(qid="ch10-cx1-ring-all-gather", points=2, section=PROBLEMS,
+            prompt="all-gather x[S_X, D] over 8 devices with ppermute only.",
+            spec=RING_SPEC, model=ring_all_gather,
+            slips=(Slip(cx1_wrong_slot, "wrong_values"), Slip(cx1_builtin, "collectives:all-gather"))),
+    # CX2: the chapter's collective matmul.
+    Program(qid="ch10-cx2-collective-matmul", points=4, section=HOW,
+            prompt="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] with a ppermute ring, no all-gather.",
+            spec=AG_MATMUL_SPEC, model=collective_matmul,
+            slips=(Slip(cx2_first_public_text, "wrong_values"), Slip(cx2_all_gather, "collectives:all-gather"))),
+    Program(qid="ch10-q4-bidirectional-matmul", points=3, section=PROBLEMS,
+            prompt="The collective matmul with half of A's rows sent each way around the ring.",
+            spec=BIDI_SPEC, model=bidirectional_matmul,
+            slips=(Slip(q4_same_direction, "wrong_values"), Slip(q4_unidirectional, "collectives:collective-permute"))),
+    # Q3: the reduce-scatter collective matmul and the whole block.
+    Program(qid="ch10-q3-reduce-scatter-matmul", points=3, section=PROBLEMS,
+            prompt="Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], passing partial sums around the ring.",
+            spec=RS_MATMUL_SPEC, model=reduce_scatter_matmul,
+            slips=(Slip(q3_starts_at_own_chunk, "wrong_values"), Slip(q3_psum_scatter, "collectives:reduce-scatter"))),
+    Program(qid="ch10-q3-mlp-block", points=2, section=PROBLEMS,
+            prompt="In[B_X, D_Y] @ W_in[D, F_Y] @ W_out[F_Y, D] -> Out[B_X, D_Y] with only collective-permutes.",
+            spec=BLOCK_SPEC, model=mlp_block,
+            slips=(Slip(q3_block_off_by_one, "wrong_values"),)),
+    # Q2 and CX5: mixture of experts.
+    Program(qid="ch10-q2-moe-all-gather", points=3, section=PROBLEMS,
+            prompt="Out[S_X, F] = sum_e gates[s, e] x[s] @ W[e] with experts W[E_X, D, F]: gather, then scatter.",
+            spec=MOE_GATHER_SPEC, model=moe_all_gather,
+            slips=(Slip(q2_wrong_gate_columns, "wrong_values"),
+                   Slip(q2_gathers_the_experts, "collectives:all-gather"),
+                   Slip(q2_psum_then_slice, "collectives:all-gather,all-reduce"))),
+    Program(qid="ch10-cx5-moe-all-to-all", points=3, section=PROBLEMS,
+            prompt="Expert slots x[G_X, E, C, D] to their experts W[E_X, D, F] and back with all_to_all.",
+            spec=MOE_A2A_SPEC, model=moe_all_to_all,
+            slips=(Slip(cx5_reshape_home, "wrong_values"), Slip(cx5_gathers_the_experts, "collectives:all-gather"))),
+))

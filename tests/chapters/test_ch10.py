@@ -1,0 +1,125 @@
+"""Chapter 10 (Programming TPUs in JAX): every record against the engine, the book's printed answers,
+and what the collective inspector and the grader say about the chapter's programs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from autograder.checks import judge
+from autograder.collectives import compiled_census
+from autograder.programs import export
+from autograder.questions import Program, load_chapter
+from course import comms
+from solutions import ch10_jax as ch10
+from solutions.ch10_jax import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch10
+CHAPTER = load_chapter("ch10_jax")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 35
+    assert all(q.section for q in CHAPTER.questions)
+
+
+def test_every_program_has_a_wrong_slip_and_a_wasteful_one_where_meaningful():
+    """Wrong numbers score 0; right numbers with the wrong collectives score half, and the message
+    names what ran and what was expected. (The fused block's only collectives are the two
+    matmuls' own, so its wasteful versions are those of the matmuls.)"""
+    for q in PROGRAMS:
+        codes = [s.diagnosis for s in q.slips]
+        assert "wrong_values" in codes, q.qid
+        if q.qid != "ch10-q3-mlp-block":
+            assert any(c.startswith("collectives:") for c in codes), q.qid
+
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_slips_score_and_explain(q):
+    for slip in q.slips:
+        v = judge(q, export(q.spec, slip.answer))
+        if slip.diagnosis == "wrong_values":
+            assert v.score == 0 and "differs from" in v.message, v
+        else:
+            assert v.score == 0.5 and "Right numbers" in v.message and "expected" in v.message, v
+
+
+def _args(spec, dtype=jnp.float32, seed=0):
+    mesh = ch10._mesh(spec)
+    keys = jax.random.split(jax.random.key(seed), len(spec.operands))
+    return [jax.device_put(jax.random.normal(k, op.shape, dtype), NamedSharding(mesh, P(*op.spec)))
+            for k, op in zip(keys, spec.operands, strict=True)]
+
+
+def test_inspector_on_the_collective_matmul():
+    """Three permutes of one f32[B/X, D/Y] chunk over Y (the loop's trip count), nothing else."""
+    (c,) = comms.inspect(ch10.collective_matmul, *_args(ch10.AG_MATMUL_SPEC))
+    assert (c.kind, c.axes, c.dtype, c.operand_shape, c.count) == ("collective-permute", ("Y",), "f32", (32, 32), 3)
+    assert c.bytes_per_device == 32 * 32 * 4
+
+
+def test_bidirectional_sends_half_size_messages_both_ways():
+    found = comms.inspect(ch10.bidirectional_matmul, *_args(ch10.BIDI_SPEC))
+    assert sum(c.count for c in found) == 6
+    assert {c.operand_shape for c in found} == {(16, 32)} and {c.axes for c in found} == {("Y",)}
+
+
+def test_permute_time_matches_the_bridge_at_book_sizes():
+    """The cost-model bridge, on the lowered bf16 program at the book's sizes, agrees with the
+    question's reference (no compile, no run: lowering only)."""
+    mesh = ch10._mesh(ch10.AG_MATMUL_SPEC)
+    a = jax.ShapeDtypeStruct((ch10.CM_B, ch10.CM_D), jnp.bfloat16, sharding=NamedSharding(mesh, P("X", "Y")))
+    w = jax.ShapeDtypeStruct((ch10.CM_D, ch10.CM_F), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "Y")))
+    (c,) = comms.inspect(ch10.collective_matmul, a, w)
+    seconds = comms.ring_seconds(c, ch10.V5E.ici_bytes_per_s_per_link)
+    assert seconds == pytest.approx(ch10.PERMUTE_TIME)
+
+
+def test_explicit_axes_refuse_the_ambiguous_contraction():
+    """jax.make_mesh's default (Explicit) axes raise where the Auto mesh inserts an all-reduce."""
+    mesh = jax.make_mesh((4, 2), ("X", "Y"))
+    x = jax.device_put(jnp.ones((8, 64)), NamedSharding(mesh, P("X", "Y")))
+    w = jax.device_put(jnp.ones((64, 32)), NamedSharding(mesh, P("Y", None)))
+    with pytest.raises(Exception, match="ambiguous") as info:
+        jax.jit(lambda a, b: a @ b)(x, w)
+    assert type(info.value).__name__ == "ShardingTypeError"
+    fixed = jnp.einsum("bd,df->bf", x, w, out_sharding=NamedSharding(mesh, P("X", None)))
+    assert tuple(fixed.sharding.spec) == ("X", None)
+
+
+def test_e1_all_reduce_over_y_on_the_auto_mesh():
+    mesh = jax.make_mesh((4, 2), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+    x = jax.device_put(jnp.ones((8, 64)), NamedSharding(mesh, P("X", "Y")))
+    w = jax.device_put(jnp.ones((64, 32)), NamedSharding(mesh, P("Y", None)))
+    text = jax.jit(lambda a, b: a @ b, out_shardings=NamedSharding(mesh, P("X", None))).lower(x, w).compile().as_text()
+    assert compiled_census(text) == {"all-reduce": 1}
+    assert "replica_groups={{0,1},{2,3},{4,5},{6,7}}" in text  # pairs along Y
+
+
+def test_e3_slice_and_average_on_devices():
+    """The prediction questions' reference is what shard_map actually computes."""
+    mesh = jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
+    x = jax.device_put(jnp.arange(512, dtype=jnp.float32), NamedSharding(mesh, P(("X", "Y"))))
+    out = jax.shard_map(lambda b: jax.lax.pmean(b[:4], ("X", "Y")), mesh=mesh, in_specs=P(("X", "Y")),
+                        out_specs=P())(x)
+    np.testing.assert_array_equal(np.asarray(out), ch10.E3_OUT)
