@@ -42,7 +42,7 @@ from .verdict import Status, Verdict
 
 SALT = "scaling-course/fingerprint/v1"
 DIGITS = 9  # rounding of formula values before hashing; the grader's tolerance is 1e-10
-LEADING_DIGITS = 4  # rounding at 1e8-times-larger points, where only the leading terms count
+LEADING_DIGITS = eq.LEADING_DIGITS
 GRID = 8  # number buckets per tolerance width
 COARSE = 0.01  # bucket width of the "close" band
 ARRAY_ELEMENTS = 8  # elements of an array output that the self-check fingerprints
@@ -57,7 +57,7 @@ def _seed(tag: str) -> int:
 
 
 def _round(v: mpmath.mpf | None, digits: int = DIGITS) -> str:
-    return "none" if v is None else mpmath.nstr(v, digits, min_fixed=-1, max_fixed=-1)
+    return eq.round_token(v, digits)
 
 
 # --- formulas -------------------------------------------------------------------------------------
@@ -86,16 +86,11 @@ def formula_print(tag: str, names: Sequence[str], counts: Sequence[str], referen
 
 def _matches(tag: str, hashes: list[str], values: list[mpmath.mpf | None], k: Fraction = Fraction(1),
              sub: tuple = (), digits: int = DIGITS) -> bool:
-    shift = mpmath.mpf(10) ** (-digits - 1)  # neighbours, so a value on a rounding edge still matches
     with mpmath.workdps(eq.DIGITS):
         factor = mpmath.mpf(k.numerator) / k.denominator
         for i, v in enumerate(values):
-            if v is None:
-                tokens = {"none"}
-            else:
-                v = v / factor
-                tokens = {_round(v, digits), _round(v * (1 + shift), digits), _round(v * (1 - shift), digits)}
-            if not any(_h(tag, *sub, i, t) == hashes[i] for t in tokens):
+            candidates = eq.tokens(None if v is None else v / factor, digits)
+            if not any(_h(tag, *sub, i, t) == hashes[i] for t in candidates):
                 return False
     return True
 

@@ -103,8 +103,8 @@ def _ratio_sentence(arg: str) -> str:
     elif k > 1:
         comparison = f"yours is {_num(k)} times the expected value"
     else:
-        comparison = f"yours is 1/{_num(1 / k)} of the expected value"
-    return _WRONG["ratio"].format(factor=_num(k) if k > 1 else f"1/{_num(1 / k)}", comparison=comparison)
+        comparison = f"yours is {_num(k)} of the expected value"
+    return _WRONG["ratio"].format(factor=_num(k), comparison=comparison)
 
 
 def _num(k: Fraction) -> str:

@@ -20,10 +20,14 @@ def builder(fn: Callable[[dict[str, Any]], tuple[tuple, dict]]) -> Callable:
 
 
 def build(name: str, probe: dict[str, Any]) -> tuple[tuple, dict]:
-    """Positional and keyword arguments for one call; lists become numpy arrays."""
+    """Positional and keyword arguments for one call; lists of numbers become numpy arrays."""
     if not name:
-        return (), {k: np.asarray(v) if isinstance(v, list) else v for k, v in probe.items()}
+        return (), {k: np.asarray(v) if _numbers(v) else v for k, v in probe.items()}
     return _BUILDERS[name](probe)
+
+
+def _numbers(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
 
 
 @builder
