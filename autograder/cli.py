@@ -11,6 +11,7 @@ from pathlib import Path
 EXAMPLES = """
 examples:
   scaling-course demo                          # release, grade three sample students, print the table
+  scaling-course demo ch01_rooflines           # the same for one chapter
   scaling-course release                       # regenerate release/ and the self-check data from source/
   scaling-course release ch01_rooflines
   scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
@@ -28,7 +29,7 @@ def _repo_root() -> Path:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    return run_demo(_repo_root(), Path(args.keep) if args.keep else None, args.jobs)
+    return run_demo(_repo_root(), Path(args.keep) if args.keep else None, args.jobs, args.chapters or None)
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -47,10 +48,12 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_grade(args: argparse.Namespace) -> int:
     from .demo import print_table
     from .grading.pipeline import CourseError, grade
+    from .grading.progress import Progress
 
     course = Path(args.course_dir).resolve()
     try:
-        summary = grade(course, args.assignment, jobs=args.jobs, force=args.force)
+        summary = grade(course, args.assignment, jobs=args.jobs, force=args.force, progress=Progress(),
+                        scheduler=args.scheduler)
     except CourseError as e:
         print(f"scaling-course grade: {e}", file=sys.stderr)
         return 2
@@ -119,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "Your Model'.", epilog=EXAMPLES, formatter_class=argparse.RawTextHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="release, grade sample submissions, print the grade table")
+    p.add_argument("chapters", nargs="*", metavar="CHAPTER", help="e.g. ch01_rooflines (default: all)")
     p.add_argument("--keep", metavar="DIR", help="use DIR as the course directory instead of a temporary one")
     p.add_argument("--jobs", type=int, default=None, help="parallel notebooks (default: CPU count)")
     p.set_defaults(func=cmd_demo)
@@ -131,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course-dir", default=".", metavar="DIR")
     p.add_argument("--jobs", type=int, default=None, help="parallel notebooks (default: CPU count)")
     p.add_argument("--force", action="store_true", help="regrade submissions that did not change")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 "
+                   "(workers need this package and the course directory at the same path)")
     p.set_defaults(func=cmd_grade)
     p = sub.add_parser("equiv", help="judge a candidate formula against a reference, as the grader would")
     p.add_argument("reference")

@@ -66,12 +66,13 @@ def make_submissions(course: Path, chapter: str) -> None:
         nbformat.write(nb, folder / name)
 
 
-def run_demo(repo: Path, keep: Path | None = None, jobs: int | None = None) -> int:
+def run_demo(repo: Path, keep: Path | None = None, jobs: int | None = None,
+             chapters: list[str] | None = None) -> int:
     course = keep or Path(tempfile.mkdtemp(prefix="scaling-course-demo-"))
     course.mkdir(parents=True, exist_ok=True)
     shutil.copy(repo / "nbgrader_config.py", course / "nbgrader_config.py")
     shutil.copytree(repo / "source", course / "source", dirs_exist_ok=True)
-    chapters = source_chapters(course)
+    chapters = chapters or source_chapters(course)
     print(f"Course directory: {course}\nReleasing {', '.join(chapters)} ...")
     release(course, chapters)
     for chapter in chapters:

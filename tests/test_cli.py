@@ -56,7 +56,7 @@ def test_help_has_examples():
 
 @pytest.mark.slow
 def test_demo_prints_the_grade_table(tmp_path):
-    proc = run("demo", "--keep", str(tmp_path / "course"), timeout=900)
+    proc = run("demo", "ch01_rooflines", "--keep", str(tmp_path / "course"), timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     total = [line for line in proc.stdout.splitlines() if line.startswith("total")]
     assert total, proc.stdout

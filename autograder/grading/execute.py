@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
@@ -44,9 +44,10 @@ class Execution:
     isolation: str = ""
 
 
-class JailedKernelManager(KernelManager):
+class JailedKernelManager(AsyncKernelManager):
     """Starts ipykernel through the jail. The kernel talks to us over Unix sockets (``ipc``), so it
-    needs no TCP at all, and parallel kernels cannot race for the same port."""
+    needs no TCP at all, and parallel kernels cannot race for the same port. Asynchronous, because
+    nbclient's timeouts only work with an async client (a blocking one waits on output forever)."""
 
     jail_args: list[str] = []
 
@@ -63,7 +64,13 @@ class LimitedClient(NotebookClient):
         self.total_bytes = 0
         self.cell_bytes: dict[int, int] = {}
         self.truncated: set[int] = set()
+        self.timed_out: list[int] = []
         self.deadline = time.monotonic() + limits.notebook_seconds
+
+    async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | dict:
+        if cell is not None:
+            self.timed_out.append(self.nb.cells.index(cell) + 1)
+        return await super()._async_handle_timeout(timeout, cell)
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
         size = len(json.dumps(msg.get("content", {}), default=str))
@@ -109,6 +116,9 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         shutil.rmtree(sockets, ignore_errors=True)
     if time.monotonic() - started >= limits.notebook_seconds:
         problems.append(f"the notebook time limit ({limits.notebook_seconds} s) was reached")
+    if client.timed_out:
+        cells = ", ".join(map(str, client.timed_out))
+        problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
     if client.truncated:
         problems.append(f"output over the limit was dropped in {len(client.truncated)} cells")
     abi = landlock_abi()
@@ -128,12 +138,14 @@ def _last_run(nb: NotebookNode) -> int:
     return (ran[-1] + 1) if ran else 1
 
 
-def _stop(manager: KernelManager) -> None:
+def _stop(manager: AsyncKernelManager) -> None:
     """Shut the kernel down, then kill its whole session (children the student started)."""
+    from jupyter_core.utils import run_sync
+
     pgid = getattr(manager.provisioner, "pgid", None)
     try:
         if manager.has_kernel:
-            manager.shutdown_kernel(now=True)
+            run_sync(manager.shutdown_kernel)(now=True)
     except Exception:
         pass
     if pgid and pgid != os.getpgrp():

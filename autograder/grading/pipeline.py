@@ -27,10 +27,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +40,9 @@ from .feedback import annotate, render_html, write_atomic
 from .gradebook import write_csv, write_result
 from .jail import isolation_paths
 from .judge import judge_answers
-from .sanitize import release_stubs, sanitize
+from .progress import Progress
+from .runners import run_dask, run_local, run_serial
+from .sanitize import MAX_NOTEBOOK_BYTES, release_stubs, sanitize
 
 GRADER_VERSION = "1"
 STATE = ".scaling-course"
@@ -116,40 +115,69 @@ def submissions(a: Assignment) -> list[tuple[str, Path]]:
 
 
 def _fingerprint(folder: Path, notebook: str) -> str:
-    h = hashlib.sha256(GRADER_VERSION.encode())
-    path = folder / f"{notebook}.ipynb"
-    if path.is_file():
+    """Hash of everything submitted (a renamed notebook or a zip counts too) and the grader version."""
+    h = hashlib.sha256(f"{GRADER_VERSION}|{notebook}".encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        h.update(str(path.relative_to(folder)).encode() + b"\0")
         with path.open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
-    else:
-        h.update(b"missing")
     return h.hexdigest()
+
+
+def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path, list[str]]:
+    """The submitted notebook: by its name; else the only notebook in the folder (renamed or moved);
+    else the only notebook inside a zip (an LMS download), extracted safely into ``work``."""
+    path = folder / f"{notebook}.ipynb"
+    if path.is_file() and not path.is_symlink():
+        return path, []
+    found = [p for p in sorted(folder.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts and
+             p.is_file() and not p.is_symlink()]
+    if len(found) == 1:
+        return found[0], [f"graded {found[0].relative_to(folder)}, expected {notebook}.ipynb (renamed or moved?)"]
+    for archive in sorted(folder.glob("*.zip")):
+        extracted = _notebook_from_zip(archive, notebook, work)
+        if extracted:
+            return extracted, [f"graded the notebook inside {archive.name}"]
+    names = ", ".join(str(p.relative_to(folder)) for p in found)
+    return path, [f"no {notebook}.ipynb in the submission" + (f" (found {names}: which one?)" if found else "")]
+
+
+def _notebook_from_zip(archive: Path, notebook: str, work: Path) -> Path | None:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(archive) as z:
+            members = [m for m in z.infolist() if m.filename.endswith(".ipynb") and "__MACOSX" not in m.filename
+                       and ".ipynb_checkpoints" not in m.filename]
+            exact = [m for m in members if Path(m.filename).name == f"{notebook}.ipynb"]
+            chosen = exact[:1] or (members if len(members) == 1 else [])
+            if not chosen or chosen[0].file_size > MAX_NOTEBOOK_BYTES:
+                return None
+            target = work / "submitted-from-zip.ipynb"  # never the member's own path: no traversal
+            target.write_bytes(z.read(chosen[0]))
+            return target
+    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError):
+        return None
 
 
 def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) -> dict[str, Any]:
     """Sanitize, execute, collect, judge and annotate one submission (runs in a worker)."""
     started = time.monotonic()
-    path = folder / f"{a.notebook}.ipynb"
-    problems: list[str] = []
-    if not path.is_file():
-        found = sorted(p.name for p in folder.glob("*.ipynb"))
-        if len(found) == 1:
-            problems.append(f"graded {found[0]}, expected {a.notebook}.ipynb (renamed?)")
-            path = folder / found[0]
-        else:
-            problems.append(f"no {a.notebook}.ipynb in the submission" + (f" (found {', '.join(found)})" if found
-                                                                          else ""))
-    master = nbformat.read(a.master, as_version=4)
-    clean = sanitize(master, a.stubs, path)
-    problems += clean.problems
+    sha = _fingerprint(folder, a.notebook)  # before reading: a newer upload must not inherit this grade
     work = a.course_dir / STATE / "work" / f"{student}-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
     _copy_supporting_files(a, work)
+    path, problems = find_notebook(folder, a.notebook, work)
+    master = nbformat.read(a.master, as_version=4)
+    clean = sanitize(master, a.stubs, path)
+    problems += clean.problems
+    t_sanitized = time.monotonic()
     deny, allow = isolation_paths(a.course_dir)
     log = a.course_dir / STATE / "logs" / a.name / f"{student}.log"
     run = execute(clean.notebook, work, deny, allow, limits, log)
     problems += run.problems
+    t_executed = time.monotonic()
     recorded = collect(run.notebook, list(a.questions))
     answers = {q: c.answer for q, c in recorded.items() if c.answer is not NO_ANSWER}
     verdicts = judge_answers(a.name, a.course_dir, answers)
@@ -163,17 +191,37 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
             status, score, diagnosis, message = str(v.status), v.score * points, v.diagnosis, v.message
         questions[qid] = {"points": points, "score": round(score, 6), "status": status, "diagnosis": diagnosis,
                           "message": message, "answer_text": _answer_text(c)}
+    t_judged = time.monotonic()
     annotate(run.notebook, questions)
     graded_nb = a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb"
     write_atomic(graded_nb, nbformat.writes(run.notebook))
     html = render_html(run.notebook, f"{a.name} — {student}", questions, problems)
     write_atomic(a.course_dir / "feedback" / student / a.name / f"{a.notebook}.html", html)
     shutil.rmtree(work, ignore_errors=True)
-    return {"student": student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
-            "sha256": _fingerprint(folder, a.notebook), "timestamp": _timestamp(folder),
+    cells = cell_seconds(run.notebook)
+    timings = {"sanitize": t_sanitized - started, "kernel_start": max(run.seconds - cells, 0.0), "cells": cells,
+               "collect_judge": t_judged - t_executed, "feedback": time.monotonic() - t_judged,
+               "total": time.monotonic() - started}
+    return {"timings": {k: round(v, 3) for k, v in timings.items()},
+            "student": student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
+            "sha256": sha, "timestamp": _timestamp(folder),
             "questions": questions, "score": round(sum(q["score"] for q in questions.values()), 6),
             "max_score": sum(a.questions.values()), "problems": problems, "isolation": run.isolation,
             "seconds": round(time.monotonic() - started, 2)}
+
+
+def cell_seconds(nb: nbformat.NotebookNode) -> float:
+    """Time the kernel spent executing the notebook's cells (nbclient's per-cell timestamps)."""
+    from datetime import datetime
+
+    total = 0.0
+    for cell in nb.cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if start and end:
+            total += (datetime.fromisoformat(end.replace("Z", "+00:00")) -
+                      datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    return total
 
 
 def _answer_text(c: Collected) -> str:
@@ -206,14 +254,23 @@ def _worker(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
     try:
         return grade_submission(a, student, folder, limits)
     except Exception as e:  # one broken submission must never stop the class
-        zero = {q: {"points": p, "score": 0.0, "status": str(Status.INVALID), "diagnosis": "grader_error",
-                    "message": f"The grader failed on this submission ({type(e).__name__}: {e}); "
-                               "it is flagged for the course staff.", "answer_text": ""}
-                for q, p in a.questions.items()}
-        return {"student": student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
-                "sha256": "", "timestamp": None, "questions": zero, "score": 0.0,
-                "max_score": sum(a.questions.values()), "problems": [f"grader error: {type(e).__name__}: {e}"],
-                "isolation": "", "seconds": 0.0}
+        return _failed(a, student, f"{type(e).__name__}: {e}")
+
+
+def _crashed(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
+    a, student, _, _ = args
+    return _failed(a, student, "the grading process died twice on this submission")
+
+
+def _failed(a: Assignment, student: str, reason: str) -> dict[str, Any]:
+    """A result that gives nothing and asks a person to look (never stored as graded: no hash)."""
+    zero = {q: {"points": p, "score": 0.0, "status": str(Status.INVALID), "diagnosis": "grader_error",
+                "message": f"The grader failed on this submission ({reason}); it is flagged for the course staff.",
+                "answer_text": ""} for q, p in a.questions.items()}
+    return {"student": student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
+            "sha256": "", "timestamp": None, "questions": zero, "score": 0.0,
+            "max_score": sum(a.questions.values()), "problems": [f"grader error: {reason}"],
+            "isolation": "", "seconds": 0.0}
 
 
 def _results_dir(a: Assignment) -> Path:
@@ -231,9 +288,11 @@ DEFAULT_LIMITS = Limits()
 
 
 def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = False,
-          limits: Limits = DEFAULT_LIMITS, progress: Callable[[str], None] = print) -> Summary:
+          limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None,
+          scheduler: str | None = None) -> Summary:
     """Grade the assignment ``name`` for every submitted student; see the module docstring."""
     started = time.monotonic()
+    progress = progress or Progress(bar=False)
     a = prepare(course_dir, name)
     todo, summary = [], Summary()
     for student, folder in submissions(a):
@@ -247,7 +306,7 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     jobs = max(1, jobs or os.cpu_count() or 1)
     total = len(todo)
     if summary.skipped:
-        progress(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
+        progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
 
     def finish(result: dict[str, Any], done: int) -> None:
         write_result(a.db_url, result)
@@ -255,19 +314,17 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
         summary.results.append(result)
         if result["problems"]:
             summary.problems[result["student"]] = result["problems"]
-        elapsed = time.monotonic() - started
-        eta = elapsed / done * (total - done)
-        progress(f"[{done}/{total}] {result['student']}: {result['score']:g}/{result['max_score']:g} "
-                 f"({result['seconds']:.1f} s; about {eta:.0f} s left)")
+        progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
+                                     f"({result['seconds']:.1f} s)")
 
-    if jobs == 1 or total <= 1:
-        for i, job in enumerate(todo, 1):
-            finish(_worker(job), i)
+    if scheduler:
+        results = run_dask(_worker, todo, scheduler)
+    elif jobs == 1 or total <= 1:
+        results = run_serial(_worker, todo)
     else:
-        with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_worker, job) for job in todo]
-            for i, fut in enumerate(as_completed(futures), 1):
-                finish(fut.result(), i)
+        results = run_local(_worker, todo, jobs, _crashed)
+    for i, (_, result) in enumerate(results, 1):
+        finish(result, i)
     everything = [r for p in (a.course_dir / STATE / "results").glob("*/*.json")
                   if (r := _load(p)) is not None]
     qids = _ordered_qids(everything, a)

@@ -1,0 +1,121 @@
+"""Class grading throughput: plain sequential ``nbgrader autograde`` against ``scaling-course grade``,
+on the same synthetic submissions, on this machine, in one run.
+
+    python benchmarks/grade_class.py [--students 8] [--chapter ch01_rooflines] [--jobs N]
+
+Prints the throughput ratio, where our time goes per notebook (kernel start, the notebook's own
+cells, judging, feedback), the per-notebook overhead (everything but executing the notebook's
+cells), and the peak memory of each run. Run it on an otherwise idle machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autograder.demo import filled_notebook, with_slips  # noqa: E402
+
+
+def make_class(course: Path, chapter: str, n: int) -> None:
+    """n submissions cycling through: the reference, a partly wrong one, an untouched one, a broken file."""
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "source" / chapter, course / "source" / chapter)
+    name = f"{chapter}.ipynb"
+    release = nbformat.read(ROOT / "release" / chapter / name, as_version=4)
+    reference = filled_notebook(release, nbformat.read(ROOT / "source" / chapter / name, as_version=4))
+    kinds = [reference, with_slips(reference, chapter), release, None]
+    for i in range(n):
+        folder = course / "submitted" / f"student{i:03d}" / chapter
+        folder.mkdir(parents=True)
+        nb = kinds[i % len(kinds)]
+        if nb is None:
+            (folder / name).write_text('{"cells": [ broken')
+        else:
+            nbformat.write(nb, folder / name)
+
+
+class PeakMemory:
+    """Largest total resident memory of a process tree, sampled every 0.1 s."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.root, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+                self.peak = max(self.peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.1)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self.thread.join()
+        return self.peak / 2**30
+
+
+def timed(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    memory = PeakMemory(proc.pid)
+    out, _ = proc.communicate()
+    elapsed = time.perf_counter() - started
+    peak = memory.stop()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out[-3000:]}")
+    return elapsed, peak, out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--students", type=int, default=8)
+    parser.add_argument("--chapter", default="ch01_rooflines")
+    parser.add_argument("--jobs", type=int, default=None)
+    args = parser.parse_args()
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory(prefix="grade-bench-") as tmp:
+        course = Path(tmp)
+        make_class(course, args.chapter, args.students)
+        # Both tools need the assignment in the gradebook; nbgrader's own way, outside the timing.
+        subprocess.run([bin_dir / "nbgrader", "generate_assignment", args.chapter, "--force"], cwd=course,
+                       check=True, capture_output=True)
+        t_nb, mem_nb, _ = timed([str(bin_dir / "nbgrader"), "autograde", args.chapter, "--force"], course)
+        jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+        t_us, mem_us, _ = timed([str(bin_dir / "scaling-course"), "grade", args.chapter, "--force", *jobs], course)
+        results = [json.loads(p.read_text()) for p in (course / ".scaling-course" / "results" / args.chapter)
+                   .glob("*.json")]
+    n = args.students
+    stages = {k: statistics.median(r["timings"][k] for r in results if r.get("timings")) for k in
+              ("sanitize", "kernel_start", "cells", "collect_judge", "feedback", "total")}
+    overhead = stages["total"] - stages["cells"]
+    print(f"{n} submissions of {args.chapter}, {args.jobs or 'all'} jobs on {len(os.sched_getaffinity(0))} CPUs")
+    print(f"nbgrader autograde (sequential): {t_nb:7.1f} s  {n / t_nb * 60:6.1f} notebooks/min  peak {mem_nb:.2f} GiB")
+    print(f"scaling-course grade:            {t_us:7.1f} s  {n / t_us * 60:6.1f} notebooks/min  peak {mem_us:.2f} GiB")
+    print(f"throughput ratio: {t_nb / t_us:.2f}x")
+    print("median seconds per notebook, by stage: " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+    print(f"per-notebook overhead (everything but the notebook's own cells): {overhead:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
