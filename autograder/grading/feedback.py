@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,15 @@ def annotate(nb: NotebookNode, questions: dict[str, dict[str, Any]]) -> Notebook
     return nb
 
 
-def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any]], problems: list[str]) -> str:
+@cache
+def _exporter():
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab")
-    body, _ = exporter.from_notebook_node(nb)
+    return HTMLExporter(template_name="lab")  # built once per worker: loading templates is slow
+
+
+def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any]], problems: list[str]) -> str:
+    body, _ = _exporter().from_notebook_node(nb)
     total = sum(q["score"] for q in questions.values())
     maximum = sum(q["points"] for q in questions.values())
     rows = "".join(

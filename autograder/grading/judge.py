@@ -1,14 +1,17 @@
-"""Judge: compare a notebook's recorded answers with the references, in a bounded subprocess.
+"""Judge: compare a notebook's recorded answers with the references, in a bounded process.
 
 ``simplify`` can run for minutes on adversarial input and ``signal.alarm`` cannot bound memory, so
-all of a notebook's answers are judged in one fresh process that sets its own limits before
-importing anything heavy (one sympy import per notebook, not per answer). If that process dies,
-each answer is judged alone to find the culprit, which is reported invalid ("too expensive"); the
-others keep their verdicts. No student Python runs here: answers are data. Program answers are
-compiled artefacts; they run in a second, jailed process (run_programs.py) that cannot read the
-references, and only their reports come back here to be judged.
+answers are judged in a separate process that sets its own memory limit before importing anything
+heavy, with an alarm per answer. Each grading worker keeps that process alive across notebooks (a
+``Service``), since importing sympy costs more than judging a notebook. If it dies or overruns on a
+notebook, each answer of that notebook is judged alone in a fresh process to find the culprit, which
+is reported "too expensive to check"; the others keep their verdicts.
 
-    python -m autograder.grading.judge  < {"chapter": ..., "course_dir": ..., "items": [...]}
+No student Python runs here: answers are data. Program answers are compiled artefacts; they run in
+a second, jailed process (run_programs.py) that cannot read the references, and only their reports
+come back here to be judged.
+
+    python -m autograder.grading.judge        # serves JSON lines: {"chapter", "course_dir", "items"}
 """
 
 from __future__ import annotations
@@ -16,15 +19,14 @@ from __future__ import annotations
 import json
 import os
 import resource
-import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..verdict import Status, Verdict
+from .service import Service
 
 MEMORY_BYTES = 4 * 2**30
 ITEM_SECONDS = 60
@@ -32,52 +34,37 @@ BATCH_SECONDS = 600
 PROGRAM_MEMORY_BYTES = 12 * 2**30  # address space: XLA reserves much more than it touches
 PROGRAM_SECONDS = 300
 
+_judge: Service | None = None  # one per grading worker process
+_runners: dict[tuple, Service] = {}  # one per judging process and isolation
+
 
 def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any]) -> dict[str, Verdict]:
     """Verdicts for ``answers`` (qid -> recorded answer), computed out of process."""
+    global _judge
     if not answers:
         return {}
     items = [{"qid": q, "answer": a} for q, a in answers.items()]
-    try:
-        return _run(chapter, course_dir, items, BATCH_SECONDS)
-    except _Failed:
-        pass
+    if _judge is None:
+        _judge = Service([sys.executable, "-m", "autograder.grading.judge"])
+    raw = _judge.request({"chapter": chapter, "course_dir": str(course_dir), "items": items}, BATCH_SECONDS)
+    if isinstance(raw, dict) and set(raw) == set(answers):
+        return {qid: Verdict.from_json(v) for qid, v in raw.items()}
     out = {}
-    for item in items:  # find the answer that broke the batch
-        try:
-            out.update(_run(chapter, course_dir, [item], ITEM_SECONDS * 2))
-        except _Failed as e:
-            out[item["qid"]] = Verdict(Status.INVALID, 0.0, "too_expensive",
-                                       f"Checking this answer exceeded the grader's limits ({e}).")
+    for item in items:  # find the answer that broke the batch, each in a process of its own
+        alone = Service([sys.executable, "-m", "autograder.grading.judge"], max_requests=1)
+        one = alone.request({"chapter": chapter, "course_dir": str(course_dir), "items": [item]}, ITEM_SECONDS * 2)
+        alone.close()
+        out[item["qid"]] = Verdict.from_json(one[item["qid"]]) if isinstance(one, dict) and item["qid"] in one \
+            else Verdict(Status.INVALID, 0.0, "too_expensive",
+                         "Checking this answer exceeded the grader's limits (time or memory).")
     return out
-
-
-class _Failed(Exception):
-    pass
-
-
-def _run(chapter: str, course_dir: Path, items: list[dict[str, Any]], timeout: int) -> dict[str, Verdict]:
-    request = json.dumps({"chapter": chapter, "course_dir": str(course_dir), "items": items})
-    try:
-        proc = subprocess.run([sys.executable, "-m", "autograder.grading.judge"], input=request, text=True,
-                              capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        raise _Failed(f"over {timeout} s") from e
-    if proc.returncode != 0:
-        raise _Failed(f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
-    try:
-        raw = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as e:
-        raise _Failed("no verdicts") from e
-    return {qid: Verdict.from_json(v) for qid, v in raw.items()}
 
 
 def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path,
                    seconds: int = PROGRAM_SECONDS) -> dict[str, Verdict]:
-    """Run every program answer of a notebook in one jailed process, then judge the reports here."""
+    """Run every program answer of a notebook in the jailed runner, then judge the reports here."""
     from ..checks import GRADING_SEED
     from ..programs import judge_report, report_from_json
-    from .jail import isolation_paths, jail_command
 
     blobs = {i["qid"]: i["answer"] for i in items}
     verdicts = {qid: v for qid, blob in blobs.items() if (v := _not_a_program(blob)) is not None}
@@ -85,26 +72,29 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path,
             for q, b in blobs.items() if q not in verdicts]
     if not todo:
         return verdicts
-    deny, allow = isolation_paths(course_dir)
-    scratch = Path(tempfile.mkdtemp(prefix="sc-run-"))
-    cmd = jail_command(deny, allow, [scratch], PROGRAM_MEMORY_BYTES, seconds) + [
-        "--", sys.executable, "-m", "autograder.grading.run_programs"]
-    try:
-        proc = subprocess.run(cmd, input=json.dumps({"items": todo}), text=True, capture_output=True,
-                              timeout=seconds, cwd=scratch, env={**os.environ, "HOME": str(scratch)})
-        reports = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
-        reports = {}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    reports = _runner(course_dir, seconds).request({"items": todo}, seconds)
     for item in todo:
         qid = item["qid"]
-        if qid in reports:
+        if isinstance(reports, dict) and qid in reports:
             verdicts[qid] = judge_report(chapter[qid].spec, report_from_json(reports[qid]), GRADING_SEED)
         else:
             verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed",
                                     "Your program could not be run within the grader's limits (time or memory).")
     return verdicts
+
+
+def _runner(course_dir: Path, seconds: int) -> Service:
+    from .jail import isolation_paths, jail_command
+
+    deny, allow = isolation_paths(course_dir)
+    key = (tuple(deny), tuple(allow), seconds)
+    if key not in _runners:
+        scratch = Path(tempfile.mkdtemp(prefix="sc-run-"))
+        # CPU seconds accumulate over the runner's life: allow many notebooks' worth.
+        cmd = jail_command(deny, allow, [scratch], PROGRAM_MEMORY_BYTES, seconds * 50) + [
+            "--", sys.executable, "-m", "autograder.grading.run_programs"]
+        _runners[key] = Service(cmd, cwd=str(scratch), env={**os.environ, "HOME": str(scratch)}, max_requests=25)
+    return _runners[key]
 
 
 def _not_a_program(blob: Any) -> Verdict | None:
@@ -119,12 +109,10 @@ def _alarm(signum: int, frame: Any) -> None:
     raise TimeoutError
 
 
-def main() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_CPU, (BATCH_SECONDS, BATCH_SECONDS))
-    request = json.loads(sys.stdin.read())
+def handle(request: dict[str, Any]) -> dict[str, Any]:
+    """Verdicts (as JSON) for one notebook's answers."""
     course_dir = Path(request["course_dir"])
-    if (course_dir / "solutions" / "__init__.py").exists():
+    if (course_dir / "solutions" / "__init__.py").exists() and str(course_dir) not in sys.path:
         sys.path.insert(0, str(course_dir))  # the course's own (possibly private) reference solutions
     from ..checks import judge
     from ..questions import Program, load_chapter
@@ -132,7 +120,6 @@ def main() -> None:
     chapter = load_chapter(request["chapter"])
     programs = [i for i in request["items"] if isinstance(chapter[i["qid"]], Program)]
     out = {qid: v.to_json() for qid, v in judge_programs(chapter, programs, course_dir).items()}
-    signal.signal(signal.SIGALRM, _alarm)
     for item in request["items"]:
         if item["qid"] in out:
             continue
@@ -141,15 +128,28 @@ def main() -> None:
             v = judge(chapter[item["qid"]], item["answer"], symbolic=True)
         except TimeoutError:
             v = Verdict(Status.INVALID, 0.0, "too_expensive", "Checking this answer took too long.")
-        except Exception as e:  # a grader bug must not cost the student: report it plainly
+        except Exception as e:  # a grader bug must not cost the student: flag it for a person
             v = Verdict(Status.INVALID, 0.0, "grader_error", f"The grader could not check this answer "
                         f"({type(e).__name__}); please tell the course staff.")
         finally:
             signal.alarm(0)
         out[item["qid"]] = v.to_json()
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-    os._exit(0)  # skip interpreter teardown (JAX's can take seconds)
+    return out
+
+
+def main() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    signal.signal(signal.SIGALRM, _alarm)
+    import sympy  # noqa: F401  (paid once per process, before the first request)
+
+    for line in sys.stdin:
+        try:
+            reply = handle(json.loads(line))
+        except Exception as e:  # an unreadable request or a broken chapter: answer, don't die
+            reply = {"error": f"{type(e).__name__}: {e}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

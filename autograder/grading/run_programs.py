@@ -3,8 +3,8 @@
     python -m autograder.grading.jail --deny COURSE ... -- python -m autograder.grading.run_programs
 
 The judge starts this through the jail, so the XLA programs of a notebook run where the reference
-solutions, the source notebooks and the gradebook cannot be read, with memory and CPU limits. Input
-on stdin: {"items": [{"qid", "spec", "blob", "seed"}]}; output on stdout: one JSON line,
+solutions, the source notebooks and the gradebook cannot be read, with memory and CPU limits. It
+serves JSON lines: each request {"items": [{"qid", "spec", "blob", "seed"}]} gets one line,
 qid -> report. The judge compares the reports with the references itself.
 """
 
@@ -16,19 +16,19 @@ import sys
 
 
 def main() -> None:
-    request = json.loads(sys.stdin.read())
     from course.devices import setup
 
     setup("cpu")
     from ..programs import report_to_json, run_exported
     from ..questions import ProgramSpec
 
-    out = {}
-    for item in request["items"]:
-        report = run_exported(ProgramSpec.from_json(item["spec"]), item["blob"], int(item["seed"]))
-        out[item["qid"]] = report_to_json(report)
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
+    for line in sys.stdin:
+        out = {}
+        for item in json.loads(line)["items"]:
+            report = run_exported(ProgramSpec.from_json(item["spec"]), item["blob"], int(item["seed"]))
+            out[item["qid"]] = report_to_json(report)
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
     os._exit(0)  # skip JAX's teardown
 
 

@@ -3,9 +3,9 @@
 Trust is a stage. Whatever the submission contains, the executed notebook has the master's locked
 cells and test cells (hidden tests included), in the master's order, no outputs (a pre-filled
 output could pass for an answer record), the master's kernel, and the student's solution cells
-(matched by grade_id; a missing one becomes the release stub, never the reference). Cells the
-student added stay right after the graded cell they followed, so scratch work an answer depends
-on still runs. Every repair is reported.
+(matched by grade_id; a missing one becomes the release stub, never the reference). Ungraded cells
+are the student's own (as in nbgrader), each right after the graded cell it followed, so scratch
+work an answer depends on still runs. Every repair is reported.
 """
 
 from __future__ import annotations
@@ -81,15 +81,19 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path) -> S
                 continue
             taken[gid] = cell
             anchor = gid
-        elif cell.get("cell_type") == "code" and _source(cell).strip():
-            extra = nbformat.v4.new_code_cell(_source(cell))  # metadata dropped: it earns nothing
-            extra_after.setdefault(anchor, []).append(extra)
+        elif cell.get("cell_type") in ("code", "markdown") and _source(cell).strip():
+            # Ungraded cells are the student's, as in nbgrader: their own version runs, where they
+            # put it (after the graded cell it followed). Metadata is dropped: it earns nothing.
+            make = nbformat.v4.new_code_cell if cell["cell_type"] == "code" else nbformat.v4.new_markdown_cell
+            extra_after.setdefault(anchor, []).append(make(_source(cell)))
     if duplicates:
         problems.append(f"{duplicates} duplicated graded cells ignored (the first copy counts)")
     out = list(extra_after.get(None, []))
     missing, retyped = [], []
     for cell in master.cells:
         gid = _grade_id(cell)
+        if not gid:
+            continue  # the master's ungraded cells: the student's own copies (above) stand for them
         new = nbformat.from_dict(json.loads(json.dumps(cell)))
         new.pop("outputs", None)
         if new.cell_type == "code":
@@ -106,8 +110,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path) -> S
         elif gid and gid not in taken:
             missing.append(gid)
         out.append(new)
-        if gid:
-            out.extend(extra_after.get(gid, []))
+        out.extend(extra_after.get(gid, []))
     if missing:
         problems.append(f"cells restored from the assignment: {', '.join(missing)}")
     if retyped:
