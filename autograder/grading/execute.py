@@ -1,29 +1,45 @@
 """Execute: run a sanitized notebook in a fresh, jailed kernel with time and output limits.
 
-The kernel starts through ``jail`` (see there) in a private working directory, with no route to
-the course directory. Limits: seconds per cell and per notebook, bytes of output per cell and per
-notebook (more is dropped and reported, so 10 GB of prints cannot exhaust the grader's memory),
-address space and CPU time of the kernel. A kernel that dies or hangs ends the run; the cells that
-ran keep their outputs and the rest score what they recorded: nothing.
+The kernel is forked by this worker's zygote (zygote.py: modules imported once, each kernel a fresh
+process) and jailed (jail.py) in a private working directory with no route to the course directory.
+Limits: seconds per cell and per notebook, bytes of output per cell and per notebook (more is
+dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), address space and
+CPU time of the kernel. A kernel that dies or hangs ends the run; the cells that ran keep their
+outputs and the rest score what they recorded: nothing.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
+
+from .cgroup import PREFIX as FENCE_PREFIX
+from .cgroup import PidsFence
+from .service import Service
+
+ZYGOTE_START_SECONDS = 120  # the first request waits for the zygote's imports
+ZYGOTE_MEMORY_BYTES = 16 * 2**30
+KILL_GRACE_SECONDS = 10  # past the notebook's time limit, the kernel is killed whatever it is doing
+MAX_PIDS = 2048  # processes and threads of one worker's kernels (JAX alone starts dozens of threads)
 
 
 @dataclass(frozen=True)
@@ -44,15 +60,93 @@ class Execution:
     isolation: str = ""
 
 
-class JailedKernelManager(AsyncKernelManager):
-    """Starts ipykernel through the jail. The kernel talks to us over Unix sockets (``ipc``), so it
-    needs no TCP at all, and parallel kernels cannot race for the same port. Asynchronous, because
-    nbclient's timeouts only work with an async client (a blocking one waits on output forever)."""
+class ForeignProcess:
+    """The parts of ``subprocess.Popen`` jupyter_client uses, for a kernel forked by the zygote (not
+    our child: the zygote reaps it, so a finished kernel's pid disappears)."""
 
-    jail_args: list[str] = []
+    stdin = stdout = stderr = None
 
-    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        return [*self.jail_args, "--", *super().format_kernel_cmd(extra_arguments)]
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                self.returncode = -1
+            except PermissionError:
+                pass
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"kernel {self.pid} still running")
+            time.sleep(0.05)
+        return self.returncode or 0
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class ZygoteProvisioner(LocalProvisioner):
+    """Launches a kernel by asking this worker's zygote to fork one (see zygote.py)."""
+
+    request: dict[str, Any] = {}
+    zygote: Service | None = None
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict:
+        assert self.zygote is not None
+        reply = self.zygote.request({**self.request, "connection_file": self.parent.connection_file},
+                                    timeout=ZYGOTE_START_SECONDS)
+        if not isinstance(reply, dict) or "pid" not in reply:
+            raise RuntimeError("the kernel could not be started (the kernel factory failed)")
+        self.process = ForeignProcess(int(reply["pid"]))
+        self.pid = self.pgid = self.process.pid  # the kernel leads its own session
+        self.cwd = self.request["workdir"]
+        return self.connection_info
+
+
+class ZygoteKernelManager(AsyncKernelManager):
+    """An async manager (nbclient's timeouts need one) whose kernels come from the zygote and talk
+    over Unix sockets (``ipc``): no TCP at all, and parallel kernels cannot race for ports."""
+
+    provisioner_setup: tuple[Service, dict[str, Any]] | None = None
+
+    async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+        self.kernel_id = self.kernel_id or str(uuid.uuid4())
+        if self.provisioner is None and self.provisioner_setup is not None:
+            zygote, request = self.provisioner_setup
+            self.provisioner = ZygoteProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
+            self.provisioner.zygote, self.provisioner.request = zygote, request
+        return await super()._async_pre_start_kernel(**kw)
+
+
+_zygotes: dict[tuple, tuple[Service, PidsFence]] = {}  # one per worker process and isolation
+
+
+def zygote_for(deny: list[Path], allow: list[Path], roots: list[Path]) -> tuple[Service, PidsFence]:
+    """This worker's kernel factory, inside a pids fence (every kernel it forks is too)."""
+    from .jail import jail_command
+
+    key = (tuple(deny), tuple(allow), tuple(roots))
+    if key not in _zygotes:
+        fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-{len(_zygotes)}", MAX_PIDS)
+        cmd = jail_command(deny, allow, roots, ZYGOTE_MEMORY_BYTES, 10**6) + [
+            "--", sys.executable, "-m", "autograder.grading.zygote"]
+        service = Service(cmd, env={**os.environ, "HOME": str(roots[0])}, max_requests=500,
+                          log=str(roots[0] / f"zygote-{os.getpid()}.log"), on_start=fence.add)
+        atexit.register(lambda: (service.close(), fence.remove()))
+        _zygotes[key] = (service, fence)
+    return _zygotes[key]
 
 
 class LimitedClient(NotebookClient):
@@ -66,10 +160,16 @@ class LimitedClient(NotebookClient):
         self.truncated: set[int] = set()
         self.timed_out: list[int] = []
         self.deadline = time.monotonic() + limits.notebook_seconds
+        self.kill: Callable[[], None] = lambda: None  # set once the kernel exists
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | dict:
-        if cell is not None:
-            self.timed_out.append(self.nb.cells.index(cell) + 1)
+        """First timeout of a cell: interrupt the kernel (the cell gets a KeyboardInterrupt and the
+        notebook goes on). A cell that still does not finish ignores interrupts: kill the kernel."""
+        index = self.nb.cells.index(cell) + 1 if cell is not None else 0
+        if index in self.timed_out:
+            self.kill()
+            return None
+        self.timed_out.append(index)
         return await super()._async_handle_timeout(timeout, cell)
 
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
@@ -85,15 +185,21 @@ class LimitedClient(NotebookClient):
 
 def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path], limits: Limits,
             log: Path) -> Execution:
-    """Run ``nb`` in place (outputs are written into it); the kernel's own stderr goes to ``log``."""
-    from .jail import jail_command, landlock_abi
+    """Run ``nb`` in place (outputs are written into it); the kernel's own stderr ends up in ``log``.
+    ``workdir`` must lie inside the worker's work root (its parent), which the zygote may write."""
+    from .jail import landlock_abi, readable_roots
 
     workdir.mkdir(parents=True, exist_ok=True)
-    env = _kernel_env(workdir)
     # Unix socket paths are limited to ~107 bytes, so the sockets live in a short private folder.
-    sockets = Path(tempfile.mkdtemp(prefix="sc-"))
-    manager = JailedKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
-    manager.jail_args = jail_command(deny, allow, [workdir, sockets], limits.memory_bytes, limits.notebook_seconds * 2)
+    socket_root = _socket_root()
+    sockets = Path(tempfile.mkdtemp(dir=socket_root))
+    zygote, fence = zygote_for(deny, allow, [workdir.parent, socket_root])
+    kernel_log = workdir / "kernel.log"
+    manager = ZygoteKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
+    manager.provisioner_setup = (zygote, {
+        "workdir": str(workdir), "sockets": str(sockets), "log": str(kernel_log), "env": _kernel_env(workdir),
+        "memory": limits.memory_bytes, "cpu": limits.notebook_seconds * 2,
+        "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow]})
     manager.connection_file = str(workdir / "kernel.json")
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,
@@ -101,10 +207,20 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     client.timeout_func = lambda cell: max(1, min(limits.cell_seconds, int(client.deadline - time.monotonic())))
     problems: list[str] = []
     started = time.monotonic()
-    log.parent.mkdir(parents=True, exist_ok=True)
+
+    def kill() -> None:  # the kernel, and everything it started, even outside its session
+        process = getattr(manager.provisioner, "process", None)
+        if process is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(process.pid, signal.SIGKILL)
+        fence.kill_all(keep=zygote.proc.pid if zygote.proc else None)
+
+    client.kill = kill
+    watchdog = threading.Timer(limits.notebook_seconds + KILL_GRACE_SECONDS, kill)
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        with log.open("w") as stderr:
-            client.execute(cwd=str(workdir), env={**os.environ, **env}, stderr=stderr, stdout=stderr)
+        client.execute()
     except DeadKernelError:
         problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {_last_run(nb)}")
     except CellTimeoutError:
@@ -112,8 +228,15 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     except Exception as e:  # a kernel that will not start, a protocol error: grade what ran
         problems.append(f"execution stopped: {type(e).__name__}: {str(e)[:200]}")
     finally:
+        watchdog.cancel()
         _stop(manager)
+        # Whatever the notebook started and left behind, even outside its session, dies with it.
+        if fence.kill_all(keep=zygote.proc.pid if zygote.proc else None):
+            problems.append("processes the notebook left running were stopped")
         shutil.rmtree(sockets, ignore_errors=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            shutil.copy(kernel_log, log)
     if time.monotonic() - started >= limits.notebook_seconds:
         problems.append(f"the notebook time limit ({limits.notebook_seconds} s) was reached")
     if client.timed_out:
@@ -130,7 +253,16 @@ def _kernel_env(workdir: Path) -> dict[str, str]:
     home = str(workdir)
     return {"HOME": home, "TMPDIR": home, "IPYTHONDIR": str(workdir / ".ipython"),
             "MPLCONFIGDIR": str(workdir / ".matplotlib"), "JUPYTER_RUNTIME_DIR": home,
-            "NBGRADER_EXECUTION": "autograde", "MPLBACKEND": "agg", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+            "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+
+
+_sockets: list[Path] = []
+
+
+def _socket_root() -> Path:
+    if not _sockets:
+        _sockets.append(Path(tempfile.mkdtemp(prefix="sc-")))
+    return _sockets[0]
 
 
 def _last_run(nb: NotebookNode) -> int:
@@ -138,7 +270,7 @@ def _last_run(nb: NotebookNode) -> int:
     return (ran[-1] + 1) if ran else 1
 
 
-def _stop(manager: AsyncKernelManager) -> None:
+def _stop(manager: ZygoteKernelManager) -> None:
     """Shut the kernel down, then kill its whole session (children the student started)."""
     from jupyter_core.utils import run_sync
 

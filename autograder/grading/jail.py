@@ -75,7 +75,7 @@ def readable_roots(deny: list[Path]) -> list[Path]:
     return out
 
 
-def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path]) -> None:
+def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Path]) -> None:
     create, add_rule, restrict = _SYS[platform.machine()]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -104,7 +104,7 @@ def _apply_landlock(abi: int, deny: list[Path], allow: list[Path], rw: list[Path
         finally:
             os.close(pfd)
 
-    for root in readable_roots(deny):
+    for root in roots:
         grant(root, _READ)
     for path in allow:
         grant(path, _READ)
@@ -150,15 +150,18 @@ def _limit(kind: int, value: int) -> None:
     resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
 
 
-def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int) -> int:
-    """Apply limits and Landlock to this process; returns the Landlock ABI used (0: none)."""
+def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,
+          roots: list[Path] | None = None) -> int:
+    """Apply limits and Landlock to this process; returns the Landlock ABI used (0: none).
+    ``roots`` (readable_roots(deny)) must be given by a caller that is already jailed: inside a
+    Landlock domain that hides part of the tree, "/" itself can no longer be listed."""
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CPU, cpu)
     _limit(resource.RLIMIT_FSIZE, 256 * 2**20)
     _limit(resource.RLIMIT_CORE, 0)
     abi = landlock_abi()
     if abi:
-        _apply_landlock(abi, deny, allow, rw)
+        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), allow, rw)
     return abi
 
 

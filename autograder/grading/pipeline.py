@@ -125,7 +125,7 @@ def _fingerprint(folder: Path, notebook: str) -> str:
     return h.hexdigest()
 
 
-def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path, list[str]]:
+def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None, list[str]]:
     """The submitted notebook: by its name; else the only notebook in the folder (renamed or moved);
     else the only notebook inside a zip (an LMS download), extracted safely into ``work``."""
     path = folder / f"{notebook}.ipynb"
@@ -140,7 +140,9 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path, list[s
         if extracted:
             return extracted, [f"graded the notebook inside {archive.name}"]
     names = ", ".join(str(p.relative_to(folder)) for p in found)
-    return path, [f"no {notebook}.ipynb in the submission" + (f" (found {names}: which one?)" if found else "")]
+    linked = " (symbolic links are not followed)" if path.is_symlink() else ""
+    return None, [f"no {notebook}.ipynb in the submission{linked}" + (f" (found {names}: which one?)" if found
+                                                                         else "")]
 
 
 def _notebook_from_zip(archive: Path, notebook: str, work: Path) -> Path | None:
@@ -169,6 +171,8 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
     shutil.rmtree(work, ignore_errors=True)
     _copy_supporting_files(a, work)
     path, problems = find_notebook(folder, a.notebook, work)
+    if folder.resolve() != a.course_dir / "submitted" / student / a.name:
+        path, problems = None, ["the submission folder is a symbolic link, which the grader does not follow"]
     master = nbformat.read(a.master, as_version=4)
     clean = sanitize(master, a.stubs, path)
     problems += clean.problems

@@ -40,8 +40,10 @@ def _is_solution(cell: NotebookNode) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("solution"))
 
 
-def read_submission(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The student's cells as plain dicts, tolerating what JSON and nbformat would reject."""
+    if path is None:
+        return [], []
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             return [], [f"the notebook is {path.stat().st_size / 2**20:.0f} MiB, over the "
@@ -64,7 +66,7 @@ def _source(cell: dict[str, Any]) -> str:
     return src[:MAX_CELL_CHARS] if isinstance(src, str) else ""
 
 
-def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path) -> Sanitized:
+def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | None) -> Sanitized:
     """``master``: the source notebook (solutions, hidden tests); ``stubs``: the release text of
     each solution cell by grade_id; ``submission``: the student's file."""
     cells, problems = read_submission(submission)

@@ -15,13 +15,14 @@ import os
 import select
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 
 class Service:
     def __init__(self, command: list[str], cwd: str | None = None, env: dict[str, str] | None = None,
-                 max_requests: int = 50):
-        self.command, self.cwd, self.env = command, cwd, env
+                 max_requests: int = 50, log: str | None = None, on_start: Callable[[int], None] | None = None):
+        self.command, self.cwd, self.env, self.log, self.on_start = command, cwd, env, log, on_start
         self.max_requests = max_requests
         self.proc: subprocess.Popen | None = None
         self.served = 0
@@ -64,9 +65,13 @@ class Service:
 
     def _start(self) -> None:
         self.close()
+        stderr = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, cwd=self.cwd, env=self.env,
-                                     start_new_session=True)
+                                     stderr=stderr, text=True, cwd=self.cwd, env=self.env, start_new_session=True)
+        if self.log:
+            stderr.close()
+        if self.on_start is not None:
+            self.on_start(self.proc.pid)
         self.served = 0
 
     def close(self) -> None:

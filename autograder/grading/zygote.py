@@ -1,0 +1,106 @@
+"""A jailed process that imports the kernel's heavy modules once and forks a fresh kernel per notebook.
+
+Starting a kernel costs about two CPU-seconds of imports (ipykernel, JAX, sympy, numpy, the course)
+before the notebook's first cell runs: as much as grading a short notebook. Each grading worker keeps
+one zygote: it has imported those modules (JAX without starting a backend, so no threads exist and
+forking is safe) and, on request, forks a child that restricts itself further and becomes an
+IPython kernel for one notebook. Every notebook still gets a fresh process with no state from the
+previous one; only clean imports are shared.
+
+The zygote runs under the jail (no access to the course directory, the solutions or the gradebook;
+writes only under the work and socket roots). Each child adds a second Landlock layer allowing
+writes only to its own work and socket folders, sets its own memory and CPU limits and its own
+session, and points HOME, TMPDIR and friends at its work folder.
+
+    python -m autograder.grading.jail ... -- python -m autograder.grading.zygote
+    stdin:  {"connection_file", "workdir", "sockets", "log", "env", "memory", "cpu", "roots", "allow"}
+    stdout: {"pid": ...}
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _preload() -> None:
+    """Imports every notebook pays for, done once (no JAX backend: that would start threads)."""
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    import ipykernel.ipkernel  # noqa: F401
+    import ipykernel.kernelapp  # noqa: F401
+    import jax  # noqa: F401
+    import jax.numpy  # noqa: F401
+    import matplotlib  # noqa: F401
+    import numpy  # noqa: F401
+    import sympy  # noqa: F401
+
+    import course.answers  # noqa: F401
+    import course.devices  # noqa: F401
+
+
+def _reap(signum: int, frame: Any) -> None:
+    """Collect finished kernels so their pids disappear (the worker polls them by pid)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _become_kernel(request: dict[str, Any]) -> None:
+    """In the forked child: isolate further, then run an IPython kernel until it is shut down."""
+    from .jail import apply
+
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    workdir = Path(request["workdir"])
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    apply([], [Path(p) for p in request["allow"]], [workdir, Path(request["sockets"])], int(request["memory"]),
+          int(request["cpu"]), roots=[Path(p) for p in request["roots"]])
+    os.chdir(workdir)
+    os.environ.update(request["env"])
+    sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--HistoryManager.hist_file=:memory:"]
+    from ipykernel.kernelapp import IPKernelApp
+
+    IPKernelApp.launch_instance(argv=sys.argv[1:])
+
+
+def main() -> None:
+    _preload()
+    # Become the reaper of every process a kernel leaves behind: killed orphans are collected here
+    # instead of lingering as zombies under an init that may not reap them.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGCHLD, _reap)
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _become_kernel(request)
+            except BaseException:
+                traceback.print_exc()  # into the kernel's log, where the grader's notes point
+            finally:
+                os._exit(0)
+        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+        sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
