@@ -1,0 +1,393 @@
+"""Chapter 6, Training LLaMA 3 on TPUs: every graded question of the chapter, as records with references.
+
+Book: Part 6 "Training LLaMA 3 on TPUs", https://jax-ml.github.io/scaling-book/applied-training/
+Numbers are computed from ``course.models`` (the LLaMA 3 configurations) and ``course.hardware``
+(never typed in); where the book prints a rounded or differently-based value, the tolerance admits it
+and ``BOOK`` records it for the tests. Labels follow the syllabus: A1-A9 the chapter's inline
+questions, W1-W2 its two worked problems (no book answers: the course derives them), CX1, CX2 and CX4
+coding exercises. (CX3, a scaled-down LLaMA training step, and CX5, checkpoint policies, are not
+graded here: see the chapter's report.)
+
+The book multiplies with the models' nominal sizes (70e9, 405e9) once it has counted the parameters,
+and evaluates memory with a 4e6-token batch although the run used 4 * 2**20 tokens; the references
+follow it where the prompts say so, and the tolerances admit the exact counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+from autograder.numbers import Tolerance
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Slip,
+)
+from course import hardware as hw
+from course import models as m
+from course.symbols import D, F, H, K, L, N, V
+
+V5P = hw.TPU_V5P
+PEAK = V5P.bf16_flops_per_s
+ALPHA = PEAK / V5P.ici_bidirectional_bytes_per_s  # C / W_ici = 2550
+ALPHA_DCN = PEAK / V5P.dcn_bytes_per_s  # C / W_dcn = 73,440 tokens per pod
+POD = V5P.pod_chips  # 8960
+TORUS_AXES = V5P.torus_axes  # 3
+BF16 = hw.BYTES_PER_ELEMENT["bf16"]
+STATE_BYTES = m.TRAIN_STATE_BYTES  # bf16 weights + fp32 Adam moments: 10 bytes per parameter
+DAY, YEAR = 86_400.0, 365.25 * 86_400.0
+
+SECTION = "applied-training/"
+CONFIG = SECTION + "#what-does-llama-3-look-like"
+COUNTING = SECTION + "#counting-parameters-and-flops"
+SHARDING = SECTION + "#how-to-shard-llama-3-70b-for-training"
+WORKED = SECTION + "#worked-problems"
+PART5_MIX = "training/#mixed-fsdp-and-tensor-parallelism"
+PART5_PODS = "training/#scaling-between-pods"
+
+# --- inputs the chapter states -------------------------------------------------------------------------
+M70, M405 = m.LLAMA3_70B, m.LLAMA31_405B
+NOMINAL_70B, NOMINAL_405B = 70e9, 405e9  # the sizes in the models' names, which the book multiplies with
+TOKENS = 15e12  # LLaMA 3's pre-training tokens
+BATCH = 4 * 2**20  # tokens per batch: 1024 sequences of 4096
+SEQ_LEN = 4096
+MEMORY_BATCH = 4e6  # the book's memory estimate rounds the batch to 4e6 tokens
+N_CKPT = 4  # checkpoints per layer, each a [tokens, D] bf16 tensor
+MFU = 0.4
+M_X, M_Y = 2, 1  # a 3D torus: FSDP over two axes, tensor parallelism over one
+W1_PODS, W2_PODS = 4, 8
+W1_MESH, W1_MESH_ALT = (896, 10), (1120, 8)  # factorisations of 8960 near W1's optimum
+W2_BATCH = 16 * 2**20
+
+# --- references ------------------------------------------------------------------------------------------
+PARAMS_FORMULA = m.params(L, D, F, N, K, H, V)
+A1_MLP = M70.L * m.mlp_params(M70.D, M70.F)
+A1_ATTN = M70.L * m.attention_params(M70.D, M70.N, M70.K, M70.H)
+A1_VOCAB = m.embedding_params(M70.D, M70.V)
+A1_PARAMS = M70.params()
+A2_FLOPS = m.train_flops(NOMINAL_70B, 1)
+A2_SECONDS = A2_FLOPS / PEAK
+A3_FLOPS = m.train_flops(NOMINAL_70B, TOKENS)
+A3_YEARS = A3_FLOPS / PEAK / YEAR
+A4_SECONDS = A3_FLOPS / (POD * PEAK * MFU)
+
+
+def ckpt_bytes(D: float, tokens: float, n_ckpt: float, L: float) -> float:
+    """Checkpoints: n_ckpt tensors of [tokens, D] in bf16 per layer."""
+    return BF16 * D * tokens * n_ckpt * L
+
+
+A5_CKPT = ckpt_bytes(M70.D, MEMORY_BATCH, N_CKPT, M70.L)
+A5_TOTAL = STATE_BYTES * NOMINAL_70B + A5_CKPT
+A5_CHIPS = A5_TOTAL / V5P.hbm_bytes
+A5_DAYS = A3_FLOPS / (A5_CHIPS * PEAK * MFU) / DAY
+A6_PER_CHIP = A5_TOTAL / POD
+A6_PER_CHIP_12 = (STATE_BYTES * NOMINAL_70B + ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD
+A7_WAYS = BATCH / SEQ_LEN
+A8_PER_CHIP = BATCH / POD
+A9_BOUND = ALPHA**2 / (M_X * M_Y * M70.F)
+A9_X = math.sqrt(BATCH * POD * M_X / (M70.F * M_Y))
+
+
+def comm_ratio(B, X, Y, F, alpha, M_X, M_Y):
+    """CX2: communication over compute time of FSDP (X ways, M_X axes) + tensor parallelism (Y ways, M_Y
+    axes) for a global batch of B tokens on X * Y chips; the collectives overlap, so the larger counts."""
+    return max(X * alpha / (M_X * B), Y * alpha / (M_Y * F))
+
+
+def comm_ratio_summed(B, X, Y, F, alpha, M_X, M_Y):
+    return X * alpha / (M_X * B) + Y * alpha / (M_Y * F)
+
+
+W1_CHIPS = W1_PODS * POD
+W1_POD_BATCH = BATCH / W1_PODS
+W1_PER_CHIP = W1_POD_BATCH / POD
+W1_X = math.sqrt(W1_POD_BATCH * POD * M_X / (M70.F * M_Y))
+W1_RATIO = comm_ratio(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y)
+W1_COMPUTE_DAYS = A3_FLOPS / (W1_CHIPS * PEAK * MFU) / DAY
+W1_DAYS = W1_COMPUTE_DAYS * max(1.0, W1_RATIO)
+
+W2_PARAMS = M405.params()
+W2_FLOPS_PER_TOKEN = m.train_flops(W2_PARAMS, 1)
+W2_FLOPS = m.train_flops(NOMINAL_405B, TOKENS)
+W2_CHIPS = W2_PODS * POD
+W2_TP_LIMIT = M405.F / ALPHA
+W2_BOUND = ALPHA**2 / (M_X * M_Y * M405.F)
+W2_MIN_BATCH = W2_BOUND * W2_CHIPS
+W2_DAYS = W2_FLOPS / (W2_CHIPS * PEAK * MFU) / DAY
+# Weights and optimizer state are sharded within a pod and copied across pods; the checkpoints of the
+# batch are spread over every chip.
+W2_PER_CHIP = STATE_BYTES * NOMINAL_405B / POD + ckpt_bytes(M405.D, W2_BATCH, N_CKPT, M405.L) / W2_CHIPS
+
+# The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
+BOOK = {
+    "ch06-a1-mlp-params": 56.3e9, "ch06-a1-attn-params": 12e9, "ch06-a1-vocab-params": 2.1e9,
+    "ch06-a1-params": 70.4e9, "ch06-a2-flops-per-token": 4.2e11, "ch06-a2-seconds-per-token": 1e-3,
+    "ch06-a3-total-flops": 6.3e24, "ch06-a3-years": 435, "ch06-a4-pod-days": 44, "ch06-a5-ckpt-bytes": 20.9e12,
+    "ch06-a5-total-bytes": 21.6e12, "ch06-a5-min-chips": 225, "ch06-a5-days": 1752,
+    "ch06-a6-bytes-per-chip": 2.4e9, "ch06-a6-bytes-per-chip-12": 8e9, "ch06-a7-max-ways": 1024,
+    "ch06-a8-tokens-per-chip": 468, "ch06-a9-mix-bound": 113, "ch06-a9-x-opt": 1618,
+}
+
+
+# --- CX1: the budget calculator ------------------------------------------------------------------------
+
+def llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak):
+    """(parameters, training FLOPs, days on ``chips`` at ``mfu``, training memory in bytes, the fewest
+    chips that hold it, bytes per chip on ``chips``). Norms left out; bf16 weights, fp32 Adam moments,
+    ``n_ckpt`` bf16 [batch, D] checkpoints per layer."""
+    L, D, F, N, K, H, V = (cfg[k] for k in "LDFNKHV")
+    params = m.params(L, D, F, N, K, H, V)
+    flops = m.train_flops(params, tokens)
+    memory = STATE_BYTES * params + ckpt_bytes(D, batch, n_ckpt, L)
+    return (float(params), float(flops), flops / (chips * peak * mfu) / DAY, float(memory), memory / hbm,
+            memory / chips)
+
+
+def llama_budget_mha(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak):
+    """Counts every head's keys and values (multi-head attention), ignoring K."""
+    return llama_budget({**cfg, "K": cfg["N"]}, tokens, batch, chips, mfu, n_ckpt, hbm, peak)
+
+
+def llama_budget_no_optimizer(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak):
+    """Forgets the optimizer state: 2 bytes per parameter."""
+    params, flops, days, memory, _, _ = llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak)
+    memory -= (STATE_BYTES - BF16) * params
+    return params, flops, days, memory, memory / hbm, memory / chips
+
+
+def _cfg(c: m.Config) -> dict:
+    return {k: c.dims()[k] for k in "LDFNKHV"}
+
+
+def _budget(c, tokens, batch, chips, mfu=MFU, n_ckpt=N_CKPT, hbm=V5P.hbm_bytes, peak=PEAK):
+    return dict(cfg=_cfg(c), tokens=tokens, batch=float(batch), chips=chips, mfu=mfu, n_ckpt=n_ckpt, hbm=hbm,
+                peak=peak)
+
+
+BUDGET_PROBES = (
+    _budget(M70, TOKENS, MEMORY_BATCH, POD),  # A1-A6
+    _budget(M70, TOKENS, BATCH, W1_CHIPS, n_ckpt=12),
+    _budget(m.LLAMA3_8B, TOKENS, BATCH, 256, mfu=0.5, n_ckpt=1, hbm=hw.TPU_V5E.hbm_bytes,
+            peak=hw.TPU_V5E.bf16_flops_per_s),
+    _budget(M405, TOKENS, W2_BATCH, W2_CHIPS),  # W2
+)
+COMM_PROBES = (
+    dict(B=float(BATCH), X=2048, Y=4, F=float(M70.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # A9's choice
+    dict(B=W1_POD_BATCH, X=W1_MESH[0], Y=W1_MESH[1], F=float(M70.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # W1
+    dict(B=W1_POD_BATCH, X=W1_MESH_ALT[0], Y=W1_MESH_ALT[1], F=float(M70.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),
+    dict(B=float(BATCH), X=POD, Y=1, F=float(M70.F), alpha=ALPHA, M_X=TORUS_AXES, M_Y=1),  # A8: pure FSDP
+    dict(B=3e6, X=1024, Y=4, F=13_824.0, alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # Part 5's Q3
+    dict(B=float(W2_BATCH) / W2_PODS, X=1024, Y=8, F=float(M405.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # W2
+    dict(B=2e6, X=64, Y=64, F=float(M70.F), alpha=ALPHA, M_X=1, M_Y=1),  # too much tensor parallelism
+)
+
+
+# --- CX4: data parallelism across pods, FSDP and tensor parallelism inside ------------------------------
+# Mesh Z = 2 pods (the DCN axis, outermost) x X = 2 (FSDP) x Y = 2 (tensor parallelism). The backward pass
+# of W_in: In[B_ZX, D_Y] and dOut[B_ZX, D_Y], W_out[F_Y, D_X]; the result dW_in[D_X, F_Y], the same in both
+# pods. B = 64 tokens, D = 64, F = 256.
+PB, PD, PF = 64, 64, 256
+ZXY = (("Z", 2), ("X", 2), ("Y", 2))
+
+
+def _smap(block, in_specs, out_specs, check_vma=True):
+    import jax
+
+    from course.devices import mesh
+
+    return jax.shard_map(block, mesh=mesh(**dict(ZXY)), in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
+
+
+def _specs():
+    from jax.sharding import PartitionSpec as P
+
+    return P
+
+
+def _pieces(x_block, g_block, w_out_block):
+    """This device's dW_in[D, F_Y] summed over its own tokens: In and dOut gathered over Y, W_out over X."""
+    import jax
+
+    x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_ZX, D]
+    g_rows = jax.lax.all_gather(g_block, "Y", axis=1, tiled=True)  # dOut[B_ZX, D]
+    w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]
+    return x_rows.T @ (g_rows @ w_out_rows.T)  # dW_in[D, F_Y]{U_ZX}
+
+
+def multipod_grad(x, g, w_out):
+    """Reduce-scatter inside the pod first (ICI), then all-reduce the smaller shard across pods (DCN)."""
+    import jax
+
+    P = _specs()
+
+    def block(x_block, g_block, w_out_block):  # [B/4, D/2], [B/4, D/2], [F/2, D/2]
+        partial = _pieces(x_block, g_block, w_out_block)
+        shard = jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [D/2, F/2]{U_Z}
+        return jax.lax.psum(shard, "Z")  # over the DCN
+    return _smap(block, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
+
+
+def multipod_grad_one_pod(x, g, w_out):
+    """Forgets the other pod's tokens: no sum over Z (check_vma=False hides the mistake)."""
+    import jax
+
+    P = _specs()
+
+    def block(x_block, g_block, w_out_block):
+        return jax.lax.psum_scatter(_pieces(x_block, g_block, w_out_block), "X", scatter_dimension=0, tiled=True)
+    return _smap(block, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"),
+                 check_vma=False)(x, g, w_out)
+
+
+def multipod_grad_allreduce(x, g, w_out):
+    """All-reduces the full-size partial over both pods and both FSDP chips, then keeps its rows."""
+    import jax
+
+    P = _specs()
+
+    def block(x_block, g_block, w_out_block):
+        total = jax.lax.psum(_pieces(x_block, g_block, w_out_block), ("Z", "X"))
+        rows = total.shape[0] // jax.lax.axis_size("X")
+        return jax.lax.dynamic_slice_in_dim(total, jax.lax.axis_index("X") * rows, rows, axis=0)
+    return _smap(block, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
+
+
+MULTIPOD_SPEC = ProgramSpec(
+    mesh=ZXY, einsum="bd,be,fe->df",
+    operands=(Operand((PB, PD), (("Z", "X"), "Y")), Operand((PB, PD), (("Z", "X"), "Y")),
+              Operand((PF, PD), ("Y", "X"))),
+    out_spec=("X", "Y"), collectives={"all-gather": 3, "reduce-scatter": 1, "all-reduce": 1},
+    rtol=1e-3, atol=1e-3 * math.sqrt(PB * PD))
+
+
+def _n(qid, prompt, reference, section, slips, tolerance=None, unit="", points=1):
+    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=reference, unit=unit,
+                  tolerance=tolerance or Tolerance(rtol=0.01), slips=slips)
+
+
+EXACT = Tolerance(rtol=1e-9)
+
+CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
+    # 1. Parameters.
+    Formula(qid="ch06-a1-params-formula", points=2, section=COUNTING,
+            prompt="Parameters of a LLaMA-style model: gated MLP, grouped-query attention, separate input and "
+                   "output embeddings, norms left out.",
+            reference=PARAMS_FORMULA, symbols="L D F N K H V",
+            slips=(Slip(m.params(L, D, F, N, N, H, V), "missing_symbol:K", "K heads of keys and values, not N."),
+                   Slip(PARAMS_FORMULA - L * D * F, "lower_terms", "a gated MLP has three D x F matrices."))),
+    _n("ch06-a1-mlp-params", "A1: LLaMA 3-70B's MLP parameters.", A1_MLP, COUNTING,
+       (Slip(A1_MLP * 2 / 3, "ratio:2/3", "a gated MLP has three D x F matrices."),)),
+    _n("ch06-a1-attn-params", "A1: its attention parameters.", A1_ATTN, COUNTING,
+       (Slip(M70.L * m.attention_params(M70.D, M70.N, M70.N, M70.H), "not_equal",
+             "only K = 8 heads of keys and values."),)),
+    _n("ch06-a1-vocab-params", "A1: its embedding parameters (input and output).", A1_VOCAB, COUNTING,
+       (Slip(A1_VOCAB / 2, "ratio:1/2", "the input embedding and the output projection are separate."),)),
+    _n("ch06-a1-params", "A1: its total parameter count.", A1_PARAMS, COUNTING,
+       (Slip(A1_PARAMS - A1_VOCAB / 2, "close"),)),
+    # 2. FLOPs and time.
+    _n("ch06-a2-flops-per-token", "A2: training FLOPs per token (use the nominal 70e9 parameters).",
+       A2_FLOPS, COUNTING, (Slip(A2_FLOPS / 3, "ratio:1/3", "the backward pass costs twice the forward."),)),
+    _n("ch06-a2-seconds-per-token", "A2: seconds per token on one TPU v5p at peak.", A2_SECONDS, COUNTING,
+       (Slip(A2_SECONDS / 3, "ratio:1/3"), Slip(A2_SECONDS * 1e3, "unit:1000")),
+       tolerance=Tolerance(low=0.9e-3, high=1.0e-3), unit="s"),
+    _n("ch06-a3-total-flops", "A3: training FLOPs for 15e12 tokens.", A3_FLOPS, COUNTING,
+       (Slip(A3_FLOPS / 3, "ratio:1/3"),)),
+    _n("ch06-a3-years", "A3: years that takes on one TPU v5p at peak (a number of years).", A3_YEARS, COUNTING,
+       (Slip(A3_YEARS * 365.25, "magnitude:+3", "in years, not days."),)),
+    _n("ch06-a4-pod-days", "A4: days on a full 8960-chip v5p pod at 40% utilisation.", A4_SECONDS / DAY, COUNTING,
+       (Slip(A4_SECONDS / DAY * MFU, "not_equal", "divide by the utilisation."), Slip(A4_SECONDS, "magnitude:+5")),
+       tolerance=Tolerance(rtol=0.02), unit="days"),
+    # 3. Memory.
+    _n("ch06-a5-ckpt-bytes", "A5: bytes of checkpoints: 4 bf16 [tokens, D] tensors per layer, the book's 4e6 tokens.",
+       A5_CKPT, COUNTING, (Slip(A5_CKPT / 2, "ratio:1/2", "bf16 is 2 bytes."),), unit="B"),
+    _n("ch06-a5-total-bytes", "A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
+       A5_TOTAL, COUNTING,
+       (Slip(BF16 * NOMINAL_70B + A5_CKPT, "close", "the optimizer state: 8 bytes per parameter."),),
+       unit="B"),
+    _n("ch06-a5-min-chips", "A5: the fewest 96 GB v5p chips that hold it.", A5_CHIPS, COUNTING,
+       (Slip(A5_CHIPS * 2, "ratio:2"),), tolerance=Tolerance(low=225, high=226)),
+    _n("ch06-a5-days", "A5: days to train on that many chips at 40% utilisation.", A5_DAYS, COUNTING,
+       (Slip(A5_DAYS / 365.25, "magnitude:-3", "in days."),), unit="days"),
+    _n("ch06-a6-bytes-per-chip", "A6: bytes per chip of that memory on 8960 chips.", A6_PER_CHIP, COUNTING,
+       (Slip(A5_CKPT / POD, "close", "weights and optimizer state take memory too."),),
+       tolerance=Tolerance(rtol=0.02), unit="B"),
+    _n("ch06-a6-bytes-per-chip-12", "A6: bytes per chip with 12 checkpoints per layer instead of 4.", A6_PER_CHIP_12,
+       COUNTING, (Slip((STATE_BYTES * NOMINAL_70B + 2 * ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD, "ratio:2",
+             "bf16 checkpoints: 2 bytes per element."),),
+       tolerance=Tolerance(low=A6_PER_CHIP_12 * 0.98, high=8e9 * 1.01), unit="B"),
+    # 4. Sharding.
+    _n("ch06-a7-max-ways", "A7: the most ways pure FSDP can split the 4 * 2**20-token batch without splitting "
+       "sequences.", A7_WAYS, SHARDING, (Slip(A7_WAYS / 2, "ratio:1/2", "the sequences are 4096 tokens long."),
+                                         Slip(float(POD), "magnitude:+1")), tolerance=EXACT),
+    _n("ch06-a8-tokens-per-chip", "A8: tokens per chip with FSDP over batch and sequence on 8960 chips.",
+       A8_PER_CHIP, SHARDING, (Slip(MEMORY_BATCH / POD, "close", "the batch is 4 * 2**20 tokens."),)),
+    Choice(qid="ch06-a8-fsdp-bound", points=1, section=SHARDING,
+           prompt="A8: is that FSDP (three axes) compute-bound or comms-bound?",
+           reference="comms-bound", options=("compute-bound", "comms-bound"),
+           slips=(Slip("compute-bound", "wrong_option", "compare with FSDP's three-axis bound."),)),
+    _n("ch06-a9-mix-bound", "A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B (M_X = 2, M_Y = 1).",
+       A9_BOUND, SHARDING, (Slip(4 * A9_BOUND, "ratio:4", "the two collectives overlap."),)),
+    _n("ch06-a9-x-opt", "A9: X_opt for the 4 * 2**20-token batch on 8960 chips.", A9_X, SHARDING,
+       (Slip(A9_X / math.sqrt(2), "not_equal", "FSDP has two axes: M_X / M_Y = 2."),)),
+    Choice(qid="ch06-a9-mesh", points=1, section=SHARDING,
+           prompt="A9: FSDP ways x tensor-parallel ways, powers of two.",
+           reference="2048x4", options=("1024x8", "2048x4", "4096x2", "8192x1"),
+           slips=(Slip("1024x8", "wrong_option", "round X_opt to the nearest power of two."),)),
+    Function(qid="ch06-cx2-comm-ratio", points=2, section=PART5_MIX,
+             prompt="comm_ratio(B, X, Y, F, alpha, M_X, M_Y): communication over compute time of FSDP + TP.",
+             reference=comm_ratio, probes=COMM_PROBES, output=Output("number", tolerance=Tolerance(rtol=1e-6)),
+             slips=(Slip(comm_ratio_summed, "not_equal"),)),
+    # 5. Worked problem 1: four pods.
+    _n("ch06-w1-tokens-per-chip", "W1: tokens per chip on 4 v5p pods with the 4 * 2**20-token batch.",
+       W1_PER_CHIP, WORKED, (Slip(A8_PER_CHIP, "ratio:4"),), tolerance=Tolerance(rtol=0.02)),
+    _n("ch06-w1-x-opt", "W1: X_opt inside one pod (DP across pods, M_X = 2, M_Y = 1).", W1_X, WORKED,
+       (Slip(A9_X, "ratio:2", "each pod has a quarter of the batch."),), tolerance=Tolerance(rtol=0.02)),
+    _n("ch06-w1-ratio", "W1: communication over compute time at 896-way FSDP x 10-way tensor parallelism.",
+       W1_RATIO, WORKED, (Slip(comm_ratio_summed(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y), "not_equal",
+                               "the collectives overlap: take the larger."),), tolerance=Tolerance(rtol=0.02)),
+    _n("ch06-w1-compute-days", "W1: days on 4 pods at 40% utilisation if compute-bound.", W1_COMPUTE_DAYS, WORKED,
+       (Slip(W1_COMPUTE_DAYS * 4, "ratio:4"),), tolerance=Tolerance(rtol=0.02), unit="days"),
+    _n("ch06-w1-days", "W1: days at 896 x 10, with the step as long as the slower of compute and communication.",
+       W1_DAYS, WORKED, (Slip(W1_COMPUTE_DAYS * (1 + W1_RATIO), "not_equal", "they overlap: take the larger."),),
+       tolerance=Tolerance(rtol=0.02), unit="days"),
+    # 6. Worked problem 2: LLaMA 3.1-405B.
+    _n("ch06-w2-params", "W2: LLaMA 3.1-405B's parameter count (public config).", W2_PARAMS, WORKED,
+       (Slip(m.params(M405.L, M405.D, M405.F, M405.N, M405.N, M405.H, M405.V), "close"),)),
+    _n("ch06-w2-flops-per-token", "W2: its training FLOPs per token.", W2_FLOPS_PER_TOKEN, WORKED,
+       (Slip(W2_FLOPS_PER_TOKEN / 3, "ratio:1/3"),)),
+    _n("ch06-w2-total-flops", "W2: training FLOPs for 15e12 tokens (nominal 405e9 parameters).", W2_FLOPS, WORKED,
+       (Slip(W2_FLOPS / 3, "ratio:1/3"),)),
+    _n("ch06-w2-tp-limit", "W2: the largest tensor-parallel degree on one v5p axis.", W2_TP_LIMIT, WORKED,
+       (Slip(W2_TP_LIMIT / 2, "ratio:1/2"),), tolerance=Tolerance(rtol=0.02)),
+    _n("ch06-w2-mix-bound", "W2: the FSDP + tensor-parallel per-chip bound (M_X = 2, M_Y = 1).", W2_BOUND, WORKED,
+       (Slip(4 * W2_BOUND, "ratio:4"),), tolerance=Tolerance(rtol=0.02)),
+    _n("ch06-w2-min-batch", "W2: the smallest global batch (tokens) that keeps 8 pods compute-bound.", W2_MIN_BATCH,
+       WORKED, (Slip(W2_BOUND * POD, "ratio:1/8", "all 8 pods' chips share the batch."),),
+       tolerance=Tolerance(rtol=0.02)),
+    _n("ch06-w2-days", "W2: days on 8 pods at 40% utilisation.", W2_DAYS, WORKED,
+       (Slip(W2_DAYS * 8, "ratio:8"),), tolerance=Tolerance(rtol=0.02), unit="days"),
+    _n("ch06-w2-bytes-per-chip", "W2: bytes per chip with a 16 * 2**20-token batch and 4 checkpoints per layer.",
+       W2_PER_CHIP, WORKED, (Slip(STATE_BYTES * NOMINAL_405B / W2_CHIPS + ckpt_bytes(M405.D, W2_BATCH, N_CKPT, M405.L)
+                                  / W2_CHIPS, "close", "weights and optimizer state are copied in every pod."),),
+       tolerance=Tolerance(rtol=0.02), unit="B"),
+    # Coding exercises.
+    Function(qid="ch06-cx1-llama-budget", points=3, section=COUNTING,
+             prompt="llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak): parameters, FLOPs, days, "
+                    "memory, fewest chips, bytes per chip.",
+             reference=llama_budget, probes=BUDGET_PROBES,
+             output=tuple(Output("number", tolerance=Tolerance(rtol=1e-4)) for _ in range(6)),
+             slips=(Slip(llama_budget_mha, "close"), Slip(llama_budget_no_optimizer, "close"))),
+    Program(qid="ch06-cx4-multipod-grad", points=3, section=PART5_PODS,
+            prompt="dW_in[D_X, F_Y] on a (Z=2 pods, X=2, Y=2) mesh: DP across pods, FSDP over X, TP over Y.",
+            spec=MULTIPOD_SPEC, model=multipod_grad,
+            slips=(Slip(multipod_grad_one_pod, "wrong_values"),
+                   Slip(multipod_grad_allreduce, "collectives:all-gather,all-reduce"))),
+))

@@ -1,0 +1,163 @@
+"""Chapter 5 (Parallel training): every record against the engine, the book's printed answers, the
+syllabus's answers, and the program questions' models as the collective inspector sees them."""
+
+import jax
+import numpy as np
+import pytest
+import sympy as sp
+from jax.sharding import NamedSharding, PartitionSpec
+
+import solutions.ch05_training as ch05
+from autograder.checks import judge
+from autograder.programs import export
+from autograder.questions import Program, load_chapter
+from autograder.verdict import Status
+from course import comms
+from course.devices import mesh
+from solutions.ch05_training import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch05
+CHAPTER = load_chapter("ch05_training")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
+
+# The syllabus's answers (the first number of each entry); the reference must reproduce them to 0.2%.
+SYLLABUS = {
+    "ch05-e1-dp-max-params": 9.6e9, "ch05-e2-dp-batch": 2550, "ch05-e2-dp-batch-3axes": 850,
+    "ch05-e2-pod-batch": 7.616e6, "ch05-e4-fsdp-chips": 47_059, "ch05-e5-chips": 18_824, "ch05-e5-days": 16.9,
+    "ch05-e7-tp-limit": 11.76, "ch05-e7-min-f": 20_400, "ch05-e8-gemma-tp": 19.6, "ch05-e9-x-opt-value": 13.86,
+    "ch05-e10-mix-batch": 99.2, "ch05-e11-slice-batch": 406_406, "ch05-e13-dcn-batch": 73_440,
+    "ch05-e14-fsdp-chips": 2353, "ch05-e14-mix-bound": 108.4, "ch05-e14-mix-chips": 18_454,
+    "ch05-e14-two-pods": 111.6, "ch05-q1-params": 13_015_449_600, "ch05-q2-state-bytes": 130e9,
+    "ch05-q2-ckpt-bytes": 4.194e13, "ch05-q3-fsdp-bytes-per-chip": 1.95e9, "ch05-q3-mix-bound": 235.2,
+    "ch05-q3-x-opt": 1333, "ch05-q3-step-time": 0.311, "ch05-cx5-bubble-value": 3 / 11,
+}
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+@pytest.mark.parametrize("qid", sorted(SYLLABUS))
+def test_reference_is_the_syllabus_answer(qid):
+    assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=0.002)
+
+
+def test_every_book_answer_names_a_question():
+    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 50
+    assert all(q.section for q in CHAPTER.questions)
+    assert 4 <= len(PROGRAMS) <= 8  # each costs one to two seconds to check
+
+
+# --- the formulas are the syllabus's ---------------------------------------------------------------
+
+def test_formulas_are_the_syllabus_formulas():
+    C, W, F, B, N = (sp.Symbol(n, positive=True) for n in "CWFBN")
+    assert sp.simplify(ch05.DP_BOUND - C / W) == 0
+    assert sp.simplify(ch05.FSDP_BOUND - C / (ch05.M_X * W)) == 0
+    assert sp.simplify(ch05.TP_MAX_Y - ch05.M_Y * F * W / C) == 0
+    assert sp.simplify(ch05.X_OPT - sp.sqrt(B * N * ch05.M_X / (F * ch05.M_Y))) == 0
+    assert sp.simplify(ch05.MIX_BOUND - (C / W) ** 2 / (ch05.M_X * ch05.M_Y * F)) == 0
+
+
+@pytest.mark.parametrize("probe", ch05.MESH_PROBES[:3], ids=["e9", "q3", "part6"])
+def test_choose_mesh_reproduces_the_book(probe):
+    assert ch05.choose_mesh(**probe) == {0: (16, 4), 1: (1024, 4), 2: (2048, 4)}[ch05.MESH_PROBES.index(probe)]
+
+
+def test_forward_time_thresholds():
+    """At the per-chip bound of each scheme, compute and communication take equally long."""
+    f, D, F = ch05.forward_time, 8192.0, 32_768.0
+    args = dict(D=D, F=F, C=ch05.PEAK, W=ch05.ICI)
+    b = ch05.value(ch05.FSDP_BOUND, M_X=3)
+    assert f(b, X=4096, Y=1, M_X=3, M_Y=1, **args) == pytest.approx(4 * b * D * F / ch05.PEAK)
+    assert f(0.9 * b, X=4096, Y=1, M_X=3, M_Y=1, **args) > 4 * 0.9 * b * D * F / ch05.PEAK
+    b = ch05.value(ch05.MIX_BOUND, F=F, M_X=2, M_Y=1)
+    x = ch05.value(ch05.X_OPT, B=b * 4096, N=4096, F=F, M_X=2, M_Y=1)
+    t = f(b, X=x, Y=4096 / x, M_X=2, M_Y=1, **args)
+    assert t == pytest.approx(4 * b * D * F / ch05.PEAK)
+
+
+# --- programs: a wrong program scores 0, a wasteful one 0.5, each with a message that says why -------
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_has_a_wrong_and_a_wasteful_slip(q):
+    codes = [s.diagnosis for s in q.slips]
+    assert any(c in ("wrong_values", "wrong_shape") for c in codes), f"{q.qid}: no wrong-numerics slip"
+    assert any(c.startswith("collectives:") for c in codes), f"{q.qid}: no wasteful slip"
+
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_scores_and_messages(q):
+    for slip in q.slips:
+        v = judge(q, export(q.spec, slip.answer))
+        if slip.diagnosis.startswith("collectives:"):
+            assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
+            assert v.message.startswith("Right numbers, but your program runs"), v.message
+            for kind in slip.diagnosis.split(":", 1)[1].split(","):
+                assert kind in v.message, v.message
+            assert "expected" in v.message and "bytes per device" in v.message, v.message
+        else:
+            assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
+
+
+def _inputs(q, seed=7):
+    rng = np.random.default_rng(seed)
+    m = mesh(**dict(q.spec.mesh))
+    return [jax.device_put(rng.standard_normal(op.shape).astype(op.dtype), NamedSharding(m, PartitionSpec(*op.spec)))
+            for op in q.spec.operands]
+
+
+# What the inspector reports for each program's model (the notebook's notes quote these).
+INSPECTED = {
+    "ch05-cx1-dp-grad": ["1 x all-reduce of f32[32,64] over X (14,336 bytes per device each)"],
+    "ch05-cx2-fsdp-forward": ["1 x all-gather of f32[8,256] over X (57,344 bytes per device each)",
+                              "1 x all-gather of f32[256,8] over X (57,344 bytes per device each)"],
+    "ch05-cx2-fsdp-backward": ["1 x all-gather of f32[256,8] over X (57,344 bytes per device each)",
+                               "1 x reduce-scatter of f32[64,256] over X (57,344 bytes per device each)"],
+    "ch05-cx3-tp-forward": ["1 x all-gather of f32[64,8] over Y (14,336 bytes per device each)",
+                            "1 x reduce-scatter of f32[64,64] over Y (14,336 bytes per device each)"],
+    "ch05-cx4-fsdp-tp-forward": ["1 x all-gather of f32[16,128] over X (24,576 bytes per device each)",
+                                 "1 x all-gather of f32[128,16] over X (24,576 bytes per device each)",
+                                 "1 x all-gather of f32[16,32] over Y (2,048 bytes per device each)",
+                                 "1 x reduce-scatter of f32[16,64] over Y (2,048 bytes per device each)"],
+}
+
+
+@pytest.mark.parametrize("qid", sorted(INSPECTED))
+def test_inspector_reads_each_model(qid):
+    q = CHAPTER[qid]
+    assert [c.describe() for c in comms.inspect(q.model, *_inputs(q))] == INSPECTED[qid]
+
+
+def test_extra_psum_is_exactly_the_axis_size():
+    """The trap, measured: a psum after autodiff multiplies the replicated gradient by 8."""
+    q = CHAPTER["ch05-cx1-dp-grad"]
+    args = _inputs(q)
+    right, doubled = np.asarray(ch05.dp_grad(*args)), np.asarray(ch05.dp_grad_extra_psum(*args))
+    assert np.allclose(doubled, 8 * right, rtol=1e-5, atol=1e-3)
+
+
+def test_gathering_the_batch_moves_more_bytes_than_the_allreduce():
+    """Why the batch-gathering data-parallel program is the wasteful one at these shapes."""
+    q = CHAPTER["ch05-cx1-dp-grad"]
+    args = _inputs(q)
+    (reduce,) = comms.inspect(ch05.dp_grad, *args)
+    gathers = comms.inspect(ch05.dp_grad_gathers_batch, *args)
+    assert sum(c.bytes_per_device * c.count for c in gathers) >= 4 * reduce.bytes_per_device

@@ -1,0 +1,133 @@
+"""Chapter 6 (Training LLaMA 3): every record against the engine, the book's printed answers, the
+syllabus's answers (book and derived), and the multi-pod program as the collective inspector sees it."""
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding, PartitionSpec
+
+import solutions.ch06_applied_training as ch06
+from autograder.checks import judge
+from autograder.programs import export
+from autograder.questions import Program, load_chapter
+from autograder.verdict import Status
+from course import comms
+from course import models as m
+from course.devices import mesh
+from solutions.ch06_applied_training import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch06
+CHAPTER = load_chapter("ch06_applied_training")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
+
+# The syllabus's answers (the first number of each entry; W1 and W2 are DERIVED); the reference must
+# reproduce them to 0.3%, or to the tolerance in LOOSER where the syllabus multiplies rounded numbers.
+SYLLABUS = {
+    "ch06-a1-mlp-params": 56_371_445_760, "ch06-a1-attn-params": 12_079_595_520,
+    "ch06-a1-vocab-params": 2_101_346_304, "ch06-a1-params": 70_552_387_584, "ch06-a2-flops-per-token": 4.2e11,
+    "ch06-a2-seconds-per-token": 0.915e-3, "ch06-a3-total-flops": 6.3e24, "ch06-a3-years": 434.9,
+    "ch06-a4-pod-days": 44.3, "ch06-a5-ckpt-bytes": 2.097e13, "ch06-a5-total-bytes": 2.167e13,
+    "ch06-a5-min-chips": 225.7, "ch06-a5-days": 1752, "ch06-a6-bytes-per-chip": 2.42e9,
+    "ch06-a6-bytes-per-chip-12": 7.10e9, "ch06-a7-max-ways": 1024, "ch06-a8-tokens-per-chip": 468.1,
+    "ch06-a9-mix-bound": 113.4, "ch06-a9-x-opt": 1619, "ch06-w1-tokens-per-chip": 117.0, "ch06-w1-x-opt": 809.5,
+    "ch06-w1-ratio": 1.089, "ch06-w1-compute-days": 11.08, "ch06-w1-days": 12.07, "ch06-w2-params": 405_849_243_648,
+    "ch06-w2-flops-per-token": 2.435e12, "ch06-w2-total-flops": 3.645e25, "ch06-w2-tp-limit": 20.88,
+    "ch06-w2-mix-bound": 61.1, "ch06-w2-min-batch": 4.38e6, "ch06-w2-days": 32.1, "ch06-w2-bytes-per-chip": 4.32e9,
+}
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+LOOSER = {"ch06-a5-days": 0.005}  # the syllabus's 1752 days is 44 days x 8960 / 225, both rounded
+
+
+@pytest.mark.parametrize("qid", sorted(SYLLABUS))
+def test_reference_is_the_syllabus_answer(qid):
+    assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=LOOSER.get(qid, 0.003))
+
+
+def test_every_book_answer_names_a_question():
+    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 35
+    assert all(q.section for q in CHAPTER.questions)
+
+
+@pytest.mark.parametrize("qid", ["ch06-a2-flops-per-token", "ch06-a3-total-flops", "ch06-a5-total-bytes",
+                                 "ch06-w2-total-flops"])
+def test_exact_parameter_counts_pass_where_the_book_uses_nominal_sizes(qid):
+    """A student who multiplies with the exact count rather than the model's nominal size is not failed."""
+    q = CHAPTER[qid]
+    exact = {"ch06-a2-flops-per-token": m.train_flops(m.LLAMA3_70B.params(), 1),
+             "ch06-a3-total-flops": m.train_flops(m.LLAMA3_70B.params(), ch06.TOKENS),
+             "ch06-a5-total-bytes": 10 * m.LLAMA3_70B.params() + ch06.A5_CKPT,
+             "ch06-w2-total-flops": m.train_flops(m.LLAMA31_405B.params(), ch06.TOKENS)}[qid]
+    assert q.tolerance.accepts(q.reference, exact)
+
+
+def test_budget_counts_norms_either_way():
+    """The syllabus's errata: a count with one D-sized norm per layer passes the budget calculator too."""
+    q = CHAPTER["ch06-cx1-llama-budget"]
+    cfg = ch06._cfg(m.LLAMA3_70B)
+    with_norms = m.LLAMA3_70B.params(norms=2)
+    assert q.outputs[0].tolerance.accepts(ch06.llama_budget(cfg, **{k: v for k, v in q.probes[0].items()
+                                                                     if k != "cfg"})[0], with_norms)
+
+
+def test_budget_reproduces_the_chapter():
+    p = ch06.BUDGET_PROBES[3]
+    params, flops, days, memory, _, _ = ch06.llama_budget(**p)
+    assert params == ch06.W2_PARAMS == m.LLAMA31_405B.params()
+    assert m.LLAMA3_8B.params() == 8_029_995_008
+
+
+# --- the program -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_scores_and_messages(q):
+    codes = [s.diagnosis for s in q.slips]
+    assert any(c in ("wrong_values", "wrong_shape") for c in codes)
+    assert any(c.startswith("collectives:") for c in codes)
+    for slip in q.slips:
+        v = judge(q, export(q.spec, slip.answer))
+        if slip.diagnosis.startswith("collectives:"):
+            assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
+            assert "bytes per device" in v.message, v.message
+        else:
+            assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
+
+
+def _inputs(q, seed=7):
+    rng = np.random.default_rng(seed)
+    mm = mesh(**dict(q.spec.mesh))
+    return [jax.device_put(rng.standard_normal(op.shape).astype(op.dtype), NamedSharding(mm, PartitionSpec(*op.spec)))
+            for op in q.spec.operands]
+
+
+def test_inspector_reads_the_multipod_program():
+    """Gathers over Y (activations) and X (weights), the ReduceScatter inside the pod, then one AllReduce
+    over Z (the DCN) of the already scattered quarter of the gradient."""
+    q = CHAPTER["ch06-cx4-multipod-grad"]
+    assert [c.describe() for c in comms.inspect(q.model, *_inputs(q))] == [
+        "1 x all-gather of f32[128,32] over X (16,384 bytes per device each)",
+        "2 x all-gather of f32[16,32] over Y (2,048 bytes per device each)",
+        "1 x all-reduce of f32[32,128] over Z (16,384 bytes per device each)",
+        "1 x reduce-scatter of f32[64,128] over X (16,384 bytes per device each)",
+    ]
