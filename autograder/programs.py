@@ -145,7 +145,7 @@ def expected(q: ProgramSpec, seed: int) -> np.ndarray:
     """The mathematical result in float64, from the public einsum (on each operand's view)."""
     views = [x.astype(np.float64).reshape(op.view or op.shape) for x, op in zip(inputs(q, seed), q.operands,
                                                                                 strict=True)]
-    out = np.einsum(q.einsum, *views)
+    out = np.einsum(q.einsum, *views, optimize=True)
     return out.reshape(q.out_shape) if q.out_shape else out
 
 

@@ -208,10 +208,13 @@ class ProgramSpec:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProgramSpec:
-        operands = tuple(Operand(tuple(o["shape"]), tuple(o["spec"]), o["dtype"],
+        def spec(entries: list) -> tuple:  # JSON turns a dimension split over two axes, ("X", "Y"), into a list
+            return tuple(tuple(e) if isinstance(e, list) else e for e in entries)
+
+        operands = tuple(Operand(tuple(o["shape"]), spec(o["spec"]), o["dtype"],
                                  None if o.get("view") is None else tuple(o["view"])) for o in d["operands"])
         counts = {k: tuple(v) if isinstance(v, list) else v for k, v in d["collectives"].items()}
-        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], tuple(d["out_spec"]),
+        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], spec(d["out_spec"]),
                    counts, d["rtol"], d["atol"], None if d.get("out_shape") is None else tuple(d["out_shape"]))
 
 
