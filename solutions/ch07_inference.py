@@ -1,0 +1,697 @@
+"""Chapter 7, Transformer inference: every graded question of the chapter, as records with references.
+
+Book: Part 7 "All About Transformer Inference", https://jax-ml.github.io/scaling-book/inference/
+References are computed from ``course.inference`` (the inference cost model), ``course.models`` and
+``course.hardware``; where the book prints a rounded or differently-based value, the tolerance admits
+it and ``BOOK`` records it for the tests. Labels follow the syllabus: E1-E14 worked examples, PQ1 the
+pop quiz, Q1-Q7 the worked problems, CX1-CX4 coding exercises (CX2 is the E8 tables' calculator).
+
+Program questions run on 8 simulated devices and are compared with an einsum on random inputs, so the
+sharded decode steps grade attention without its softmax and 1/sqrt(H) scale (scores times values):
+under head and batch sharding the softmax is local to each device and adds no communication, which is
+what the programs are graded on. The softmax and the cache update are graded separately, on the
+unsharded step (CX1, a function on public test cases).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import sympy as sp
+
+from autograder.numbers import Tolerance
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Slip,
+)
+from course import hardware as hw
+from course import inference as inf
+from course import models as m
+from course.symbols import B, C, D, F, H, K, L, N, S, T, V, W, W_hbm, W_ici, X, Y, Z, symbol
+
+V5E = hw.TPU_V5E
+SECTION = "inference/"
+EXACT = Tolerance(rtol=1e-9)
+b_w = symbol("b_w")
+BF16, INT8 = hw.BYTES_PER_ELEMENT["bf16"], hw.BYTES_PER_ELEMENT["int8"]
+C_BF16, C_INT8, W_V5E = V5E.bf16_flops_per_s, V5E.int8_ops_per_s, V5E.hbm_bytes_per_s
+
+_roof = SECTION + "#what-about-attention"
+_lin = SECTION + "#linear-operations-what-bottlenecks-us"
+_kv = SECTION + "#what-about-memory"
+_mem = SECTION + "#theoretical-estimates-for-llm-latency-and-throughput"
+_shard = SECTION + "#distributing-inference-over-multiple-accelerators"
+_kv_shard = SECTION + "#sharding-the-kv-cache"
+_serve = SECTION + "#prefix-caching"
+_wp = SECTION + "#worked-problems"
+_app = SECTION + "#appendix"
+_app_2d = SECTION + "#appendix-b-2d-weight-stationary-sharding"
+_app_latency = SECTION + "#appendix-c-latency-bound-communications"
+
+# --- E1-E4: rooflines of prefill and decode ---------------------------------------------------------
+E1 = inf.critical_batch(C_BF16, W_V5E)  # 240.24
+E2_INT8_WEIGHTS = inf.critical_batch(C_BF16, W_V5E, INT8)  # int8 weights, bf16 math
+E2_INT8_MATH = inf.critical_batch(C_INT8, W_V5E, INT8)  # int8 weights, int8 math (twice the OP/s)
+B_CRIT = inf.critical_batch(C, W_hbm, b_w)
+E3 = float(sp.solve(sp.Eq(inf.attention_intensity(T, T), E1), T)[0])  # prefill: T/2 > C/W
+E4_INTENSITY = inf.attention_intensity(T, S)
+E4_LIMIT = float(sp.limit(E4_INTENSITY.subs(T, 1), S, sp.oo))
+
+# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e ------------------------------------------------------------
+L13 = m.LLAMA2_13B
+E5_VOCAB = m.embedding_params(L13.D, L13.V)
+E5_TOTAL = L13.params()
+E5_BYTES = BF16 * E5_TOTAL
+E6_TOKENS = 8192
+E6_BYTES = BF16 * E6_TOKENS * L13.D  # one bf16[8192, 5120] activation
+E7_CONTEXT = 8192
+E7_KV = inf.kv_bytes_per_sequence(L13, E7_CONTEXT, BF16)
+E7_SEQUENCES = math.ceil(E5_BYTES / E7_KV)  # sequences whose caches outweigh the weights
+E8_CHIPS = 8
+E8_BATCHES = (1, 8, 16, 32, 64, 240)
+E8_KV = {"MHA": E7_KV, "GQA": inf.kv_bytes_per_sequence(L13.with_(K=8), E7_CONTEXT, BF16)}
+
+# --- E9-E14: sharding, prefix caching, the appendix -------------------------------------------------
+E9_F, E9_B = 16_384, 32
+E9_FORMULA = inf.tp_limit_memory(F, B, W_hbm / W_ici)
+E9 = inf.tp_limit_memory(E9_F, E9_B, inf.BETA_BOOK)
+E9_PINNED = inf.tp_limit_memory(E9_F, E9_B, inf.hbm_over_ici())  # the pinned beta: an erratum
+E10 = sp.Rational(1, 3)  # "I like cats" after "I like dogs": only 1 of 3 tokens needs prefill
+E11_PARAMS, E11_WAYS = 600e6, 4
+E11 = BF16 * E11_PARAMS / E11_WAYS / W_V5E
+E12_WAYS = 8
+E12 = inf.latency_bound_bytes(E12_WAYS, V5E.ici_bytes_per_s_per_link)
+E13_B, E13_D = 16, 8192
+E13_BYTES = INT8 * E13_B * E13_D
+# Megatron over Y chips moves int8 shards of B*D/Y bytes: latency-bound when a shard crosses a link
+# faster than one hop's latency, i.e. for Y above B*D / (W_link * hop). A byte count is whole.
+E14_SHARD = sp.Integer(round(inf.latency_bound_bytes(1, V5E.ici_bytes_per_s_per_link)))
+E14 = B * D / E14_SHARD
+
+# --- PQ1: a 30e9-parameter dense model, int8 weights, bf16 FLOPs, v5e 4x4 -------------------------
+PQ1_PARAMS, PQ1_CHIPS, PQ1_CONTEXT, PQ1_KV_PER_TOKEN = 30e9, 16, 8192, 1e5
+PQ1_KV = PQ1_KV_PER_TOKEN * PQ1_CONTEXT
+
+
+def pq1(batch: int, flops: bool = True) -> float:
+    if not flops:
+        return inf.decode_step_memory_s(batch, PQ1_KV, INT8 * PQ1_PARAMS, PQ1_CHIPS, W_V5E)
+    return inf.decode_step_s(batch, PQ1_KV, INT8 * PQ1_PARAMS, PQ1_PARAMS, PQ1_CHIPS, C_BF16, W_V5E)
+
+
+# --- Q1-Q6: the worked-problem model (tied embedding, GQA) and its MoE ----------------------------
+Q = m.PART7_MODEL
+Q1_FORMULA = m.params(L, D, F, N, K, H, V, tied=True)
+Q1_PARAMS = Q.params()
+Q1_KV = Q.kv_bytes_per_token(INT8)
+Q2_CHIPS, Q2_CONTEXT = 16, 128_000
+Q2_HBM = Q2_CHIPS * V5E.hbm_bytes
+
+
+def q2(cfg: m.Config, context: int = Q2_CONTEXT) -> int:
+    return inf.max_batch(V5E.hbm_bytes, Q2_CHIPS, INT8 * cfg.params(), inf.kv_bytes_per_sequence(cfg, context, INT8))
+
+
+Q2 = q2(Q)
+Q2_MQA = q2(Q.with_(K=1))
+Q3 = INT8 * Q1_PARAMS / (Q2_CHIPS * W_V5E)
+ALPHA = inf.ici_intensity()
+Q4_ONE_AXIS = inf.tp_limit_compute(Q.F, ALPHA)
+Q4_TWO_AXES = inf.tp_limit_compute(Q.F, ALPHA, n_axes=2)
+MOE = m.PART7_MOE
+Q5_TOTAL, Q5_ACTIVE = MOE.params(), MOE.active_params()
+Q5_CRIT = m.moe_critical_batch(MOE.E, MOE.k, E1, weight_bpe=BF16)
+Q5_FLOPS = MOE.forward_flops_per_token() * T  # 2 x activated parameters per token (attention left out)
+Q6_CHIPS = 8 * 16  # v5e 8x16, the experts split E_Z over Z = 16 and F_Y over Y = 8
+Q6_PER_CHIP = INT8 * Q5_TOTAL / Q6_CHIPS
+Q6_TIME = Q6_PER_CHIP / W_V5E
+Q6_FREE = V5E.hbm_bytes - Q6_PER_CHIP
+Q6_SLICE = inf.smallest_slice(INT8 * Q5_TOTAL)
+SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8")
+
+# --- Q7: 2D weight-stationary sharding (appendix), derived with sympy -----------------------------
+Q7_T_MATH = m.contraction_flops(B, D, F) * 2 / (X * Y * Z * C)  # two D x F matmuls over X*Y*Z chips
+Q7_T_COMMS = inf.weight_stationary_2d_comms_s(B, D, F, X, Y * Z, W)
+_t_of_x = inf.weight_stationary_2d_comms_s(B, D, F, X, N / X, W)
+Q7_X_OPT = next(r for r in sp.solve(sp.diff(_t_of_x, X), X) if r.is_positive)
+Q7_T_OPT = sp.simplify(_t_of_x.subs(X, Q7_X_OPT))
+Q7_CROSSOVER = sp.solve(sp.Eq(Q7_T_OPT, inf.model_parallel_1d_comms_s(B, D, W)), N)[0]
+Q7_CROSSOVER_F4D = float(Q7_CROSSOVER.subs(F, 4 * D))
+
+# The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
+BOOK = {
+    "ch07-e1-critical-batch": 240, "ch07-e2-int8-weights": 120, "ch07-e2-int8-math": 240,
+    "ch07-e3-prefill-length": 480, "ch07-e5-vocab-params": 0.3e9, "ch07-e5-total-params": 13e9,
+    "ch07-e5-weight-bytes": 26e9, "ch07-e6-activation-bytes": 80e6, "ch07-e7-kv-bytes": 6.7e9,
+    "ch07-e9-tp-limit": 64, "ch07-e11-layer-time": 365e-6, "ch07-e12-latency-bytes": 360e3,
+    "ch07-pq1-batch4": 2.5e-3, "ch07-pq1-batch256": 21e-3, "ch07-q1-params": 18.4e9,
+    "ch07-q2-max-batch": 7, "ch07-q2-max-batch-mqa": 56, "ch07-q3-weight-load": 1.4e-3,
+    "ch07-q5-total-params": 212e9, "ch07-q5-active-params": 31.2e9, "ch07-q5-critical-batch": 1920,
+    "ch07-q7-crossover-f4d": 72,
+}
+
+
+# --- CX2: the step-time calculator and the batch that fits -------------------------------------------
+
+def step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
+    """CX2: (seconds per decode step, tokens per second)."""
+    t = inf.decode_step_s(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s)
+    return t, inf.tokens_per_s(B, t)
+
+
+def cx2_memory_only(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
+    t = inf.decode_step_memory_s(B, kv_bytes_per_seq, weight_bytes, n_chips, hbm_bytes_per_s)
+    return t, B / t
+
+
+def cx2_no_overlap(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
+    t = inf.decode_parts_s(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s)
+    step = t["kv"] + t["weights"] + t["flops"]
+    return step, B / step
+
+
+STEP_PROBES = (
+    *(dict(B=b, kv_bytes_per_seq=kv, weight_bytes=E5_BYTES, param_count=E5_TOTAL, n_chips=E8_CHIPS,
+           flops_per_s=C_BF16, hbm_bytes_per_s=W_V5E) for kv in E8_KV.values() for b in E8_BATCHES),
+    *(dict(B=b, kv_bytes_per_seq=PQ1_KV, weight_bytes=INT8 * PQ1_PARAMS, param_count=PQ1_PARAMS,
+           n_chips=PQ1_CHIPS, flops_per_s=C_BF16, hbm_bytes_per_s=W_V5E) for b in (4, 256)),
+)
+
+
+def max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+    """CX2: the largest batch whose caches fit beside the weights."""
+    return float(inf.max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq))
+
+
+def cx2_not_rounded(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+    return (n_chips * hbm_per_chip - weight_bytes) / kv_bytes_per_seq
+
+
+def cx2_forgets_weights(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+    return float(math.floor(n_chips * hbm_per_chip / kv_bytes_per_seq))
+
+
+def _fit(cfg: m.Config, chips: int, context: int, w_bpe: int, kv_bpe: int, params: float | None = None) -> dict:
+    return dict(hbm_per_chip=V5E.hbm_bytes, n_chips=chips, weight_bytes=w_bpe * (params or cfg.params()),
+                kv_bytes_per_seq=inf.kv_bytes_per_sequence(cfg, context, kv_bpe))
+
+
+BATCH_PROBES = (_fit(Q, Q2_CHIPS, Q2_CONTEXT, INT8, INT8), _fit(Q.with_(K=1), Q2_CHIPS, Q2_CONTEXT, INT8, INT8),
+                _fit(L13, E8_CHIPS, E7_CONTEXT, BF16, BF16),
+                _fit(m.LLAMA3_70B, 16, 8192, INT8, INT8, inf.LLAMA3_70B_PARAMS_BOOK),
+                _fit(m.LLAMA3_70B, 16, 8192, BF16, BF16, inf.LLAMA3_70B_PARAMS_BOOK))
+
+
+# --- CX1: one decode step against a preallocated KV cache (unsharded, with the softmax) -------------
+# q[B, N, H] is the new token's query; k_new, v_new[B, K, H] its key and value; the caches are
+# [B, S, K, H], preallocated to S positions, of which the first lengths[b] hold sequence b's past
+# tokens (the rest hold stale values from earlier requests). The step writes the new key and value at
+# position lengths[b], attends to positions 0..lengths[b] with GQA (query head n uses KV head n // G)
+# and returns (attention output [B, N, H], updated k_cache, updated v_cache).
+
+def decode_step(q, k_new, v_new, k_cache, v_cache, lengths, mask=True, include_new=True, grouped=True):
+    """CX1's reference in numpy float64; the keyword switches give the typical slips."""
+    q, k_new, v_new, k_cache, v_cache = (np.array(a, dtype=np.float64) for a in (q, k_new, v_new, k_cache, v_cache))
+    lengths = np.asarray(lengths, dtype=int)
+    b, n, h = q.shape
+    s, kv = k_cache.shape[1], k_cache.shape[2]
+    rows = np.arange(b)
+    k_cache[rows, lengths], v_cache[rows, lengths] = k_new, v_new  # [B, K, H] each into position lengths[b]
+    # [B, K, G, H]: head n uses KV head n // G (the slip: n % K)
+    qg = q.reshape(b, kv, n // kv, h) if grouped else q.reshape(b, n // kv, kv, h).swapaxes(1, 2)
+    scores = np.einsum("bkgh,bskh->bkgs", qg, k_cache) / np.sqrt(h)  # [B, K, G, S]
+    last = lengths if include_new else lengths - 1
+    visible = np.arange(s)[None, :] <= last[:, None] if mask else np.ones((b, s), bool)  # [B, S]
+    scores = np.where(visible[:, None, None, :], scores, -np.inf)
+    with np.errstate(invalid="ignore"):  # the include_new slip leaves a row with nothing visible: NaN
+        p = np.exp(scores - scores.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+    out = np.einsum("bkgs,bskh->bkgh", p, v_cache)
+    if not grouped:
+        out = out.swapaxes(1, 2)
+    return out.reshape(b, n, h), k_cache, v_cache
+
+
+def decode_step_reference(**probe):
+    return tuple(a.reshape(-1).tolist() for a in decode_step(**probe))
+
+
+def cx1_no_mask(q, k_new, v_new, k_cache, v_cache, lengths):
+    return decode_step(q, k_new, v_new, k_cache, v_cache, lengths, mask=False)
+
+
+def cx1_misses_new_token(q, k_new, v_new, k_cache, v_cache, lengths):
+    return decode_step(q, k_new, v_new, k_cache, v_cache, lengths, include_new=False)
+
+
+def cx1_mha_grouping(q, k_new, v_new, k_cache, v_cache, lengths):
+    return decode_step(q, k_new, v_new, k_cache, v_cache, lengths, grouped=False)
+
+
+def decode_probe(seed: int, lengths: list[int], b=2, s=8, n=4, kv=2, h=4) -> dict:
+    """Random inputs, rounded to 3 decimals to keep the release small. Values are 3 +- 1 so that no
+    output lies near zero, where a relative tolerance would be unfair; the unused cache positions
+    hold stale random values, as a reused cache does, so that forgetting the mask shows."""
+    rng = np.random.default_rng(seed)
+
+    def r(*shape, shift=0.0):
+        return np.round(shift + rng.normal(size=shape), 3).tolist()
+    return dict(q=r(b, n, h), k_new=r(b, kv, h), v_new=r(b, kv, h, shift=3), k_cache=r(b, s, kv, h),
+                v_cache=r(b, s, kv, h, shift=3), lengths=lengths)
+
+
+DECODE_PROBES = (decode_probe(0, [2, 5]), decode_probe(1, [0, 7]), decode_probe(2, [6, 3]))
+
+
+# --- CX3 and CX4: sharded decode steps (shard_map), models and typical wrong versions ----------------
+# Shapes. CX3a, heads over X = 8: B 4, S 16, D 32, N 16, K 8 (G 2), H 8. CX3b, heads over Y = 2 and
+# batch over Z = 4: B 8, S 16, D 32, N 8, K 4 (G 2), H 8. CX4: B 16, D 64, F 256 on X = 2, YZ = 4.
+# The einsum is attention without softmax or scale: out = sum over s of (q . k_s) v_s, projected by
+# W_O; W_Q [D, N, H] is seen as [D, K, G, H] and W_O [N, H, D] as [K, G, H, D] (head n = k*G + g).
+ATTN = "bd,dkgh,bskh,bskv,kgve->be"
+MESH_X8 = (("X", 8),)
+MESH_YZ = (("Y", 2), ("Z", 4))
+MESH_2D = (("X", 2), ("YZ", 4))
+H8 = dict(B=4, S=16, D=32, N=16, K=8, H=8)
+HB = dict(B=8, S=16, D=32, N=8, K=4, H=8)
+W2D = dict(B=16, D=64, F=256)
+
+
+def _attention_operands(B, S, D, N, K, H, q_heads, cache) -> tuple[Operand, ...]:
+    G = N // K
+    return (Operand((B, D), (None, None)), Operand((D, N, H), (None, q_heads, None), view=(D, K, G, H)),
+            Operand((B, S, K, H), cache), Operand((B, S, K, H), cache),
+            Operand((N, H, D), (q_heads, None, None), view=(K, G, H, D)))
+
+
+HEADS_SPEC = ProgramSpec(mesh=MESH_X8, einsum=ATTN,
+                         operands=_attention_operands(**H8, q_heads="X", cache=(None, None, "X", None)),
+                         out_spec=(), collectives={"all-reduce": 1}, atol=0.05)
+HEADS_BATCH_SPEC = ProgramSpec(mesh=MESH_YZ, einsum=ATTN,
+                               operands=_attention_operands(**HB, q_heads=("Y", "Z"), cache=("Z", None, "Y", None)),
+                               out_spec=(), collectives={"all-to-all": 2, "all-reduce": 1}, atol=0.05)
+# The layer's input and output keep D split over X and YZ together. Written [B, X, D/X] (X cutting
+# the middle dimension, YZ the last), each mesh axis cuts one dimension: the book's In[B, D_XYZ].
+WS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df,fe->be",
+                      operands=(Operand((W2D["B"], 2, W2D["D"] // 2), (None, "X", "YZ"), view=(W2D["B"], W2D["D"])),
+                                Operand((W2D["D"], W2D["F"]), ("X", "YZ")), Operand((W2D["F"], W2D["D"]), ("YZ", "X"))),
+                      out_spec=(None, "X", "YZ"), out_shape=(W2D["B"], 2, W2D["D"] // 2),
+                      collectives={"all-gather": 1, "all-reduce": 1, "reduce-scatter": 1})
+
+
+def _smap(block, in_specs, out_specs, mesh_axes, check_vma=True):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    from course.devices import mesh
+
+    as_p = tuple(P(*s) for s in in_specs)
+    return jax.shard_map(block, mesh=mesh(**dict(mesh_axes)), in_specs=as_p, out_specs=P(*out_specs),
+                         check_vma=check_vma)
+
+
+def _attend(q, k_cache, v_cache, grouped=True):
+    """Scores times values for one device's heads: q[b, n, H] with n = k*G + g over cache[b, S, k, H]."""
+    import jax.numpy as jnp
+
+    b, n, h = q.shape
+    k = k_cache.shape[2]
+    # [b, k, G, H]: head n uses KV head n // G (the slip: n % k)
+    qg = q.reshape(b, k, n // k, h) if grouped else q.reshape(b, n // k, k, h).swapaxes(1, 2)
+    scores = jnp.einsum("bkgh,bskh->bkgs", qg, k_cache)  # [b, k, G, S]
+    out = jnp.einsum("bkgs,bskv->bkgv", scores, v_cache)  # [b, k, G, H]
+    if not grouped:
+        out = out.swapaxes(1, 2)
+    return out.reshape(b, n, h)
+
+
+_HEADS_IN = ((), (None, "X", None), (None, None, "X", None), (None, None, "X", None), ("X", None, None))
+
+
+def decode_heads(x, w_q, k_cache, v_cache, w_o):
+    """CX3a: the KV cache split over its 8 heads, one per device. Every device projects its own query
+    heads, attends to its own cache heads and applies its rows of W_O; one AllReduce adds the heads."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x, wq, kc, vc, wo):  # x: f32[B, D]; wq: f32[D, N/8, H]; kc, vc: f32[B, S, K/8, H]; wo: f32[N/8, H, D]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B, N/8, H]: this device's query heads
+        o = _attend(q, kc, vc)  # f32[B, N/8, H]
+        out_partial = jnp.einsum("bnh,nhd->bd", o, wo)  # f32[B, D], this device's heads only
+        return jax.lax.psum(out_partial, "X")
+    return _smap(block, _HEADS_IN, (), MESH_X8)(x, w_q, k_cache, v_cache, w_o)
+
+
+def cx3a_forgets_sum(x, w_q, k_cache, v_cache, w_o):
+    """Returns one device's heads' share as if it were the whole output."""
+    import jax.numpy as jnp
+
+    def block(x, wq, kc, vc, wo):
+        o = _attend(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc)
+        return jnp.einsum("bnh,nhd->bd", o, wo)
+    return _smap(block, _HEADS_IN, (), MESH_X8, check_vma=False)(x, w_q, k_cache, v_cache, w_o)
+
+
+def cx3a_gathers_cache(x, w_q, k_cache, v_cache, w_o):
+    """Gathers the whole cache (and the weights) onto every device: right numbers, 8x the HBM reads."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x, wq, kc, vc, wo):
+        def gather(a, axis):
+            return jax.lax.all_gather(a, "X", axis=axis, tiled=True, to="invarying")
+        o = _attend(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
+        return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
+    return _smap(block, _HEADS_IN, (), MESH_X8)(x, w_q, k_cache, v_cache, w_o)
+
+
+_HB_IN = ((), (None, ("Y", "Z"), None), ("Z", None, "Y", None), ("Z", None, "Y", None), (("Y", "Z"), None, None))
+
+
+def decode_heads_batch(x, w_q, k_cache, v_cache, w_o):
+    """CX3b: only K = 4 cache heads for 8 devices, so the cache is split over heads along Y and over
+    batch along Z: K[B_Z, S, K_Y, H]. The projections stay split over all 8 devices by query head. An
+    AllToAll over Z trades query heads for batch before attention, another trades them back after."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x, wq, kc, vc, wo):  # x: f32[B, D]; wq: f32[D, N/8, H]; kc, vc: f32[B/4, S, K/2, H]; wo: f32[N/8, H, D]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B, N/8, H]: all sequences, one query head
+        q = jax.lax.all_to_all(q, "Z", split_axis=0, concat_axis=1, tiled=True)  # f32[B/4, N/2, H]
+        o = _attend(q, kc, vc)  # f32[B/4, N/2, H]: this device's sequences, its Y group's heads
+        o = jax.lax.all_to_all(o, "Z", split_axis=1, concat_axis=0, tiled=True)  # f32[B, N/8, H]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))  # f32[B, D]
+    return _smap(block, _HB_IN, (), MESH_YZ)(x, w_q, k_cache, v_cache, w_o)
+
+
+def cx3b_mha_grouping(x, w_q, k_cache, v_cache, w_o):
+    import jax
+    import jax.numpy as jnp
+
+    def block(x, wq, kc, vc, wo):
+        q = jax.lax.all_to_all(jnp.einsum("bd,dnh->bnh", x, wq), "Z", split_axis=0, concat_axis=1, tiled=True)
+        o = jax.lax.all_to_all(_attend(q, kc, vc, grouped=False), "Z", split_axis=1, concat_axis=0, tiled=True)
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))
+    return _smap(block, _HB_IN, (), MESH_YZ)(x, w_q, k_cache, v_cache, w_o)
+
+
+def cx3b_gathers(x, w_q, k_cache, v_cache, w_o):
+    """AllGathers the query heads (and later the outputs) over Z and keeps its own block: right
+    numbers, with each gather moving four times what the AllToAll moves."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x, wq, kc, vc, wo):
+        z, nz = jax.lax.axis_index("Z"), jax.lax.axis_size("Z")
+        q = jax.lax.all_gather(jnp.einsum("bd,dnh->bnh", x, wq), "Z", axis=1, tiled=True)  # [B, N/2, H]
+        rows = q.shape[0] // nz
+        q = jax.lax.dynamic_slice_in_dim(q, z * rows, rows, axis=0)  # [B/4, N/2, H]
+        o = jax.lax.all_gather(_attend(q, kc, vc), "Z", axis=0, tiled=True)  # [B, N/2, H]
+        heads = o.shape[1] // nz
+        o = jax.lax.dynamic_slice_in_dim(o, z * heads, heads, axis=1)  # [B, N/8, H]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))
+    return _smap(block, _HB_IN, (), MESH_YZ)(x, w_q, k_cache, v_cache, w_o)
+
+
+_WS_IN = ((None, "X", "YZ"), ("X", "YZ"), ("YZ", "X"))
+
+
+def weight_stationary_2d(x, w_in, w_out):
+    """CX4: In[B, D_XYZ] . W_in[D_X, F_YZ] . W_out[F_YZ, D_X], weights never move: AllGather_YZ the
+    input, multiply, AllReduce_X the hidden, multiply, ReduceScatter_YZ the output."""
+    import jax
+
+    def block(xb, wi, wo):  # xb: f32[B, 1, D/8]; wi: f32[D/2, F/4]; wo: f32[F/4, D/2]
+        b = xb.shape[0]
+        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)  # f32[B, D/2]: D_X
+        hidden = jax.lax.psum(x_dx @ wi, "X")  # f32[B, F/4]: F_YZ, summed over the D_X halves
+        out_partial = hidden @ wo  # f32[B, D/2]: D_X, a partial sum over YZ
+        out = jax.lax.psum_scatter(out_partial, "YZ", scatter_dimension=1, tiled=True)  # f32[B, D/8]
+        return out.reshape(b, 1, -1)
+    return _smap(block, _WS_IN, (None, "X", "YZ"), MESH_2D)(x, w_in, w_out)
+
+
+def cx4_forgets_allreduce(x, w_in, w_out):
+    import jax
+
+    def block(xb, wi, wo):
+        b = xb.shape[0]
+        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)
+        out = jax.lax.psum_scatter((x_dx @ wi) @ wo, "YZ", scatter_dimension=1, tiled=True)
+        return out.reshape(b, 1, -1)
+    return _smap(block, _WS_IN, (None, "X", "YZ"), MESH_2D, check_vma=False)(x, w_in, w_out)
+
+
+def cx4_allreduce_then_slice(x, w_in, w_out):
+    import jax
+
+    def block(xb, wi, wo):
+        b = xb.shape[0]
+        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)
+        out = jax.lax.psum(jax.lax.psum(x_dx @ wi, "X") @ wo, "YZ")  # f32[B, D/2] on every YZ device
+        cols = out.shape[1] // jax.lax.axis_size("YZ")
+        out = jax.lax.dynamic_slice_in_dim(out, jax.lax.axis_index("YZ") * cols, cols, axis=1)
+        return out.reshape(b, 1, -1)
+    return _smap(block, _WS_IN, (None, "X", "YZ"), MESH_2D)(x, w_in, w_out)
+
+
+# --- the records -------------------------------------------------------------------------------------
+
+def _s(qid, prompt, ref, section, slips, tolerance=None, unit="s", points=1):
+    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=ref, unit=unit,
+                  tolerance=tolerance or Tolerance(rtol=0.02), slips=slips)
+
+
+CHAPTER = Chapter("ch07_inference", "Transformer inference", (
+    # 1. Rooflines of prefill and decode.
+    Number(qid="ch07-e1-critical-batch", points=1, section=_lin,
+           prompt="Tokens per step above which a bf16 weight matmul is compute-bound on TPU v5e.",
+           reference=E1, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E1 / 2, "ratio:1/2", "bf16 weights are 2 bytes each: 2BDF FLOPs over 2DF bytes."),
+                  Slip(W_V5E / C_BF16, "magnitude:-5", "divide FLOP/s by bytes/s."))),
+    Formula(qid="ch07-e2-critical-batch-formula", points=1, section=_lin,
+            prompt="The critical batch for weights of b_w bytes each, matmuls at C FLOP/s, HBM W_hbm bytes/s.",
+            reference=B_CRIT, symbols="C W_hbm b_w",
+            slips=(Slip(C / W_hbm, "missing_symbol:b_w", "the bytes per weight set the bytes per FLOP."),
+                   Slip(C * b_w / W_hbm, "ratio:2", "each weight is used in a multiply and an add."))),
+    Number(qid="ch07-e2-int8-weights", points=1, section=_lin,
+           prompt="Critical batch on v5e with int8 weights and bf16 math.",
+           reference=E2_INT8_WEIGHTS, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E1, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
+    Number(qid="ch07-e2-int8-math", points=1, section=_lin,
+           prompt="Critical batch on v5e with int8 weights and int8 math.",
+           reference=E2_INT8_MATH, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E2_INT8_WEIGHTS, "ratio:1/2", "int8 math runs at twice the bf16 rate."),)),
+    Number(qid="ch07-e3-prefill-length", points=1, section=_roof,
+           prompt="Prompt length above which prefill self-attention (MHA, bf16) is compute-bound on v5e.",
+           reference=E3, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E1, "ratio:1/2", "prefill attention's intensity is T/2, not T."),)),
+    Formula(qid="ch07-e4-attention-intensity", points=1, section=_roof,
+            prompt="Intensity of bf16 MHA attention, T queries over S keys (read Q, K, V; write O).",
+            reference=E4_INTENSITY, symbols="T S",
+            slips=(Slip(2 * S * T / (S + T), "ratio:2", "bf16: 2 bytes per element."),
+                   Slip(T, "missing_symbol:S"))),
+    Number(qid="ch07-e4-decode-limit", points=1, section=_roof,
+           prompt="That intensity in decode (T = 1) as the context S grows.",
+           reference=E4_LIMIT, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(0.5, "ratio:1/2", "with T = 1 the S terms dominate."),)),
+    # 2. Memory: LLaMA 2-13B.
+    Number(qid="ch07-e5-vocab-params", points=1, section=_kv,
+           prompt="LLaMA 2-13B: parameters in its input and output embeddings (separate).",
+           reference=E5_VOCAB, tolerance=Tolerance(low=0.3e9, high=0.33e9),
+           slips=(Slip(E5_VOCAB / 2, "ratio:1/2", "the input and output embeddings are separate matrices."),)),
+    Number(qid="ch07-e5-total-params", points=1, section=_kv,
+           prompt="LLaMA 2-13B: all parameters (norms left out).",
+           reference=E5_TOTAL, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E5_TOTAL - L13.L * L13.D * L13.F, "close", "a gated MLP has three D x F matrices."),)),
+    Number(qid="ch07-e5-weight-bytes", points=1, unit="B", section=_kv,
+           prompt="LLaMA 2-13B: bytes of its bf16 weights.",
+           reference=E5_BYTES, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E5_TOTAL, "ratio:1/2", "bf16: 2 bytes per parameter."),)),
+    Number(qid="ch07-e6-activation-bytes", points=1, unit="B", section=_kv,
+           prompt="Bytes of one bf16 activation [8192, 5120] of an 8k-token prefill.",
+           reference=E6_BYTES, tolerance=Tolerance(low=80e6, high=84e6),
+           slips=(Slip(E6_BYTES / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
+    Number(qid="ch07-e7-kv-bytes", points=1, unit="B", section=_kv,
+           prompt="LLaMA 2-13B: bytes of the bf16 KV cache of one 8192-token sequence.",
+           reference=E7_KV, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(E7_KV / 2, "ratio:1/2", "a key and a value per layer."),
+                  Slip(E7_KV / L13.L, "magnitude:-2", "every layer keeps its own keys and values."))),
+    Number(qid="ch07-e7-sequences", points=1, section=_kv,
+           prompt="The fewest 8k sequences whose bf16 caches outweigh LLaMA 2-13B's bf16 weights.",
+           reference=E7_SEQUENCES, tolerance=EXACT,
+           slips=(Slip(E7_SEQUENCES - 1, "ratio:3/4", "round up: the caches must exceed the weights."),)),
+    Function(qid="ch07-cx2-step-time", points=3, section=_mem,
+             prompt="step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, "
+                    "hbm_bytes_per_s): seconds per decode step and tokens per second.",
+             reference=step_time, probes=STEP_PROBES,
+             output=(Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
+                     Output("number", tolerance=Tolerance(rtol=1e-6))),
+             slips=(Slip(cx2_memory_only, "close"), Slip(cx2_no_overlap, "close"))),
+    Function(qid="ch07-cx2-max-batch", points=2, section=_mem,
+             prompt="max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq): sequences that fit.",
+             reference=max_batch, probes=BATCH_PROBES, output=Output("number", tolerance=EXACT),
+             slips=(Slip(cx2_not_rounded, "close"), Slip(cx2_forgets_weights, "close"))),
+    # 3. Sharding and serving.
+    Formula(qid="ch07-e9-tp-limit-formula", points=1, section=_shard,
+            prompt="Largest model-parallel Y of a memory-bound decode matmul (B tokens, width F).",
+            reference=E9_FORMULA, symbols="F B W_hbm W_ici",
+            slips=(Slip(F / B, "missing_symbol:W_hbm,W_ici", "the collective hides behind the weight reads."),)),
+    Number(qid="ch07-e9-tp-limit", points=1, section=_shard,
+           prompt="That Y for F = 16,384 and B = 32, taking W_hbm / W_ici = 8 as the book does.",
+           reference=E9, tolerance=EXACT,
+           slips=(Slip(E9_F / E9_B, "ratio:8"), Slip(E9_PINNED, "close", "the question takes the ratio as 8."))),
+    Number(qid="ch07-e10-prefix-fraction", points=1, section=_serve,
+           prompt="Fraction of prefill FLOPs 'I like cats' needs once 'I like dogs' is cached (3 tokens each).",
+           reference=float(E10), tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(2 / 3, "ratio:2", "the cached tokens need no prefill."),)),
+    _s("ch07-e11-layer-time", "Seconds to stream a 600e6-parameter bf16 layer sharded 4 ways on v5e.",
+       E11, _app, (Slip(4 * E11, "ratio:4", "each chip reads only its quarter."),
+                   Slip(E11 / 2, "ratio:1/2", "bf16: 2 bytes per parameter.")), Tolerance(rtol=0.01)),
+    Number(qid="ch07-e12-latency-bytes", points=1, unit="B", section=_app_latency,
+           prompt="Buffer below which an 8-way v5e collective is latency-bound (1 us per hop).",
+           reference=E12, tolerance=Tolerance(rtol=1e-6),
+           slips=(Slip(2 * E12, "ratio:2", "a shard crosses one link in one direction."),
+                  Slip(E12 / E12_WAYS, "ratio:1/8", "that is one shard; the buffer holds eight."))),
+    Number(qid="ch07-e13-activation-bytes", points=1, unit="B", section=_app_latency,
+           prompt="Bytes of an int8 activation of batch 16, D = 8192.",
+           reference=E13_BYTES, tolerance=Tolerance(rtol=1e-6),
+           slips=(Slip(2 * E13_BYTES, "ratio:2", "int8: 1 byte per element."),)),
+    Choice(qid="ch07-e13-bound", points=1, section=_app_latency,
+           prompt="Is an 8-way collective over that activation latency- or bandwidth-bound?",
+           reference="latency", options=("latency", "bandwidth"),
+           slips=(Slip("bandwidth", "wrong_option", "compare it with the 360 kB threshold."),)),
+    Formula(qid="ch07-e14-y-threshold", points=1, section=_app_latency,
+            prompt="Y above which a Y-way int8 Megatron collective of B x D activations is latency-bound (v5e).",
+            reference=E14, symbols="B D",
+            slips=(Slip(B * D / (E12_WAYS * E14_SHARD), "ratio:1/8", "compare one shard, B*D/Y, with 45 kB."),
+                   Slip(2 * E14, "ratio:2", "int8: 1 byte per element."))),
+    # 4. The pop quiz and the worked problems.
+    _s("ch07-pq1-batch4", "PQ1: lower bound on a decode step at batch 4 (30e9 params int8, 16 v5e, 8k context).",
+       pq1(4), _mem, (Slip(pq1(4) - PQ1_KV * 4 / (PQ1_CHIPS * W_V5E), "close", "the KV caches are read too."),)),
+    _s("ch07-pq1-batch256", "PQ1: the same at batch 256.", pq1(256), _mem,
+       (Slip(pq1(256, flops=False), "close", "batch 256 is above the critical batch: the MLP is FLOP-bound."),)),
+    Formula(qid="ch07-q1-params-formula", points=2, section=_wp,
+            prompt="Q1: parameters of the worked-problem model (GQA, gated MLP, one tied V x D embedding).",
+            reference=Q1_FORMULA, symbols="L D F N K H V",
+            slips=(Slip(m.params(L, D, F, N, K, H, V), "lower_terms", "the embedding is tied: one V x D matrix."),
+                   Slip(m.params(L, D, F, N, N, H, V, tied=True), "missing_symbol:K", "W_K and W_V have K heads."))),
+    Number(qid="ch07-q1-params", points=1, section=_wp, prompt="Q1: its parameter count.",
+           reference=Q1_PARAMS, tolerance=Tolerance(rtol=0.005),
+           slips=(Slip(m.PART7_MODEL.with_(tied=False).params(), "close", "the embedding is tied."),)),
+    Number(qid="ch07-q1-kv-bytes", points=1, unit="B", section=_wp,
+           prompt="Q1: int8 KV cache bytes per token.",
+           reference=Q1_KV, tolerance=Tolerance(rtol=0.005),
+           slips=(Slip(2 * Q1_KV, "ratio:2", "int8: 1 byte per element."),
+                  Slip(Q.N / Q.K * Q1_KV, "ratio:4", "the cache holds the K key/value heads, not the N query heads."))),
+    Number(qid="ch07-q2-max-batch", points=1, section=_wp,
+           prompt="Q2: largest batch of 128,000-token sequences on a v5e 4x4, int8 weights and cache.",
+           reference=Q2, tolerance=EXACT,
+           slips=(Slip(q2(Q, 131_072), "close", "128k here means 128,000 tokens."),
+                  Slip(inf.max_batch(V5E.hbm_bytes, Q2_CHIPS, INT8 * Q1_PARAMS, 2 * Q1_KV * Q2_CONTEXT), "not_equal",
+                       "the cache is int8."))),
+    Number(qid="ch07-q2-max-batch-mqa", points=1, section=_wp,
+           prompt="Q2: the same with one key/value head (K = 1).",
+           reference=Q2_MQA, tolerance=Tolerance(low=Q2_MQA, high=Q2_MQA + 1),
+           slips=(Slip(math.floor(Q2_HBM / inf.kv_bytes_per_sequence(Q.with_(K=1), Q2_CONTEXT, INT8)), "close",
+                       "the weights take their share of HBM first."),)),
+    _s("ch07-q3-weight-load", "Q3: lower bound on a decode step from loading the int8 weights on a v5e 4x4.",
+       Q3, _wp, (Slip(2 * Q3, "ratio:2", "int8: 1 byte per parameter."),
+                 Slip(Q2_CHIPS * Q3, "ratio:16", "all 16 chips read their shares at once.")), Tolerance(rtol=0.01)),
+    Number(qid="ch07-q4-tp-one-axis", points=1, section=_wp,
+           prompt="Q4: largest compute-bound model parallelism over one v5e axis (F = 16,384, alpha = C / W_ici).",
+           reference=Q4_ONE_AXIS, tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(Q4_ONE_AXIS / 2, "ratio:1/2", "W_ici is the bidirectional bandwidth of a link."),
+                  Slip(Q.F / E1, "magnitude:+1", "that uses the HBM intensity; the collectives run over ICI."))),
+    Number(qid="ch07-q4-tp-two-axes", points=1, section=_wp,
+           prompt="Q4: the same over both axes of the 4x4.",
+           reference=Q4_TWO_AXES, tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(Q4_ONE_AXIS, "ratio:1/2", "two axes carry the collectives together."),)),
+    Choice(qid="ch07-q4-kv-sharding", points=1, section=_kv_shard,
+           prompt="Q4: how to shard its KV cache (K = 8) for decode on 16 chips.",
+           reference="heads-then-batch", options=("heads-then-batch", "sequence", "replicated", "fsdp"),
+           slips=(Slip("sequence", "wrong_option", "decode reads the whole context for one new token."),
+                  Slip("replicated", "wrong_option"))),
+    Number(qid="ch07-q5-total-params", points=1, section=_wp,
+           prompt="Q5: total parameters of the model as an MoE with E = 16 experts.",
+           reference=Q5_TOTAL, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(MOE.E * Q1_PARAMS, "not_equal", "only the MLPs are replicated per expert."),)),
+    Number(qid="ch07-q5-active-params", points=1, section=_wp,
+           prompt="Q5: parameters each token uses (k = 2 experts).",
+           reference=Q5_ACTIVE, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(Q1_PARAMS, "not_equal", "each token passes through k = 2 expert MLPs."),)),
+    Number(qid="ch07-q5-critical-batch", points=1, section=_wp,
+           prompt="Q5: tokens per step for the MoE's expert matmuls to be compute-bound on v5e (bf16).",
+           reference=Q5_CRIT, tolerance=Tolerance(rtol=0.01),
+           slips=(Slip(m.moe_critical_batch(MOE.E, MOE.k, E1, weight_bpe=INT8), "ratio:1/2",
+                       "bf16 weights: 2 bytes each."),)),
+    Formula(qid="ch07-q5-flops", points=1, section=_wp,
+            prompt="Q5: forward FLOPs of the MoE for T tokens (attention left out).",
+            reference=Q5_FLOPS, symbols="T",
+            slips=(Slip(3 * Q5_FLOPS, "ratio:3", "the forward pass only."),
+                   Slip(Q5_FLOPS / 2, "ratio:1/2", "2 FLOPs per parameter per token: a multiply and an add."))),
+    _s("ch07-q6-weight-time", "Q6: seconds to read each chip's int8 expert weights on a v5e 8x16.",
+       Q6_TIME, _wp, (Slip(2 * Q6_TIME, "ratio:2", "int8: 1 byte per parameter."),)),
+    Number(qid="ch07-q6-free-hbm", points=1, unit="B", section=_wp,
+           prompt="Q6: HBM left per chip after those weights.",
+           reference=Q6_FREE, tolerance=Tolerance(rtol=0.02),
+           slips=(Slip(V5E.hbm_bytes - 2 * Q6_PER_CHIP, "close", "int8: 1 byte per parameter."),)),
+    Choice(qid="ch07-q6-smallest-slice", points=1, section=_wp,
+           prompt="Q6: the smallest v5e slice that holds the int8 MoE's weights.",
+           reference=Q6_SLICE, options=SLICE_OPTIONS,
+           slips=(Slip(inf.smallest_slice(BF16 * Q5_TOTAL), "wrong_option", "the weights are int8."),)),
+    Formula(qid="ch07-q7-t-math", points=1, section=_app_2d,
+            prompt="Q7: FLOP time of the 2D weight-stationary MLP (two D x F matmuls) on X*Y*Z chips.",
+            reference=Q7_T_MATH, symbols="B D F X Y Z C W", counts="X Y Z",
+            slips=(Slip(Q7_T_MATH / 2, "ratio:1/2", "there are two matmuls."),)),
+    Formula(qid="ch07-q7-t-comms", points=2, section=_app_2d,
+            prompt="Q7: its communication time (bf16, W bidirectional per link).",
+            reference=Q7_T_COMMS, symbols="B D F X Y Z C W", counts="X Y Z",
+            slips=(Slip(2 * B * D / (X * W), "missing_symbol:F,Y,Z", "the hidden [B, F_YZ] is all-reduced over X."),
+                   Slip(2 * Q7_T_COMMS, "ratio:2"))),
+    Formula(qid="ch07-q7-x-opt", points=2, section=_app_2d,
+            prompt="Q7: the X that minimises it on N = X*Y*Z chips.",
+            reference=Q7_X_OPT, symbols="D F N", counts="N",
+            slips=(Slip(sp.sqrt(N / 8), "missing_symbol:D,F", "keep D and F general."),
+                   Slip(sp.sqrt(2 * D * N / F), "ratio:2"))),
+    Formula(qid="ch07-q7-crossover", points=2, section=_app_2d,
+            prompt="Q7: the chip count N above which 2D beats 1D weight-stationary (T_1D = 4BD/(3W)).",
+            reference=Q7_CROSSOVER, symbols="D F",
+            slips=(Slip(Q7_CROSSOVER / 2, "ratio:1/2", "the AllReduce of the hidden moves twice a gather's bytes."),)),
+    Number(qid="ch07-q7-crossover-f4d", points=1, section=_app,
+           prompt="Q7: that N for F = 4D.",
+           reference=Q7_CROSSOVER_F4D, tolerance=Tolerance(rtol=1e-6),
+           slips=(Slip(81, "close", "(3/4)^2 is 9/16."),)),
+    # 5. Programs: a decode step, with a cache.
+    Function(qid="ch07-cx1-decode-step", points=3, section=_kv,
+             prompt="decode_step(q, k_new, v_new, k_cache, v_cache, lengths): write the new key and value "
+                    "into the cache and attend (GQA, softmax) to the valid positions.",
+             reference=decode_step_reference, model=decode_step, probes=DECODE_PROBES,
+             output=(Output("number", tolerance=Tolerance(rtol=1e-4)), Output("number", tolerance=Tolerance(rtol=1e-6)),
+                     Output("number", tolerance=Tolerance(rtol=1e-6))),
+             slips=(Slip(cx1_no_mask, "close"), Slip(cx1_misses_new_token, "close"),
+                    Slip(cx1_mha_grouping, "close"))),
+    Program(qid="ch07-cx3-heads", points=3, section=_kv_shard,
+            prompt="A decode step's attention with the KV cache split over its 8 heads, one per device.",
+            spec=HEADS_SPEC, model=decode_heads,
+            slips=(Slip(cx3a_forgets_sum, "wrong_values"), Slip(cx3a_gathers_cache, "collectives:all-gather"))),
+    Program(qid="ch07-cx3-heads-batch", points=4, section=_kv_shard,
+            prompt="The same with K = 4: cache split over heads (Y) and batch (Z), two AllToAlls.",
+            spec=HEADS_BATCH_SPEC, model=decode_heads_batch,
+            slips=(Slip(cx3b_mha_grouping, "wrong_values"),
+                   Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
+    Program(qid="ch07-cx4-weight-stationary", points=3, section=_app_2d,
+            prompt="Q7's 2D weight-stationary MLP on a 2 x 4 mesh: the weights never move.",
+            spec=WS_SPEC, model=weight_stationary_2d,
+            slips=(Slip(cx4_forgets_allreduce, "wrong_values"),
+                   Slip(cx4_allreduce_then_slice, "collectives:all-gather,all-reduce"))),
+))

@@ -1,0 +1,172 @@
+"""Chapter 7 (Transformer inference): every record against the engine, the book's printed answers, the
+syllabus's answers, and the program questions' models as the collective inspector sees them."""
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+
+import solutions.ch07_inference as ch07
+from autograder.checks import judge
+from autograder.programs import export
+from autograder.questions import Function, Program, load_chapter
+from autograder.verdict import Status
+from course import comms
+from course.devices import mesh
+from solutions.ch07_inference import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch07
+CHAPTER = load_chapter("ch07_inference")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
+
+# The syllabus's answers (the first number of each entry; the book's, where it differs, is in BOOK).
+# The reference must reproduce these to 0.2%.
+SYLLABUS = {
+    "ch07-e1-critical-batch": 240.24, "ch07-e2-int8-weights": 120.12, "ch07-e2-int8-math": 240.24,
+    "ch07-e3-prefill-length": 480.49, "ch07-e4-decode-limit": 1, "ch07-e5-vocab-params": 327_680_000,
+    "ch07-e5-total-params": 13_015_449_600, "ch07-e5-weight-bytes": 2.603e10,
+    "ch07-e6-activation-bytes": 83_886_080, "ch07-e7-kv-bytes": 6_710_886_400, "ch07-e9-tp-limit": 64,
+    "ch07-e10-prefix-fraction": 1 / 3, "ch07-e11-layer-time": 365.9e-6, "ch07-e12-latency-bytes": 360_000,
+    "ch07-e13-activation-bytes": 131_072, "ch07-pq1-batch4": 2.536e-3, "ch07-pq1-batch256": 20.86e-3,
+    "ch07-q1-params": 18_385_207_296, "ch07-q1-kv-bytes": 262_144, "ch07-q2-max-batch": 7,
+    "ch07-q2-max-batch-mqa": 56, "ch07-q3-weight-load": 1.401e-3, "ch07-q4-tp-one-axis": 7.49,
+    "ch07-q4-tp-two-axes": 14.97, "ch07-q5-total-params": 211_658_735_616,
+    "ch07-q5-active-params": 31_270_109_184, "ch07-q5-critical-batch": 1922, "ch07-q6-weight-time": 2.017e-3,
+    "ch07-q6-free-hbm": 14.35e9, "ch07-q7-crossover-f4d": 72,
+}
+
+# E8's tables (LLaMA 2-13B on 8 v5e; step ms and tokens/s for B = 1, 8, 16, 32, 64, 240), pinned by the
+# syllabus from the book's rounded 6.7e9 / 1.34e9 B caches and 26e9 B of weights: within 0.5%.
+E8_MS = {"MHA": (4.98, 12.13, 20.30, 36.65, 69.33, 249.09), "GQA": (4.17, 5.60, 7.23, 10.50, 17.04, 52.99)}
+E8_TOKENS = {"MHA": (200.61, 659.30, 787.99, 873.21, 923.13, 963.53),
+             "GQA": (239.94, 1429.19, 2212.48, 3047.62, 3756.62, 4529.34)}
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+@pytest.mark.parametrize("qid", sorted(SYLLABUS))
+def test_reference_is_the_syllabus_answer(qid):
+    assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=0.002)
+
+
+def test_every_book_answer_names_a_question():
+    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 60
+    assert all(q.section for q in CHAPTER.questions)
+    assert 2 <= len(PROGRAMS) <= 6  # each costs one to two seconds to check
+
+
+@pytest.mark.parametrize("kind", sorted(E8_MS))
+def test_e8_tables(kind):
+    """The step-time calculator reproduces both of the book's LLaMA 2-13B tables, cell by cell."""
+    for b, ms, tokens in zip(ch07.E8_BATCHES, E8_MS[kind], E8_TOKENS[kind], strict=True):
+        step, rate = ch07.step_time(b, ch07.E8_KV[kind], ch07.E5_BYTES, ch07.E5_TOTAL, ch07.E8_CHIPS,
+                                    ch07.C_BF16, ch07.W_V5E)
+        assert step * 1e3 == pytest.approx(ms, rel=0.005) and rate == pytest.approx(tokens, rel=0.005)
+
+
+def test_q7_derivation():
+    """X_opt = sqrt(N/8) and T = sqrt(128) BD / (sqrt(N) W) when F = 4D (the book's forms)."""
+    import sympy as sp
+
+    from course.symbols import B, D, N, W
+
+    assert sp.simplify(ch07.Q7_X_OPT.subs(ch07.F, 4 * D) - sp.sqrt(N / 8)) == 0
+    assert sp.simplify(ch07.Q7_T_OPT.subs(ch07.F, 4 * D) - sp.sqrt(128) * B * D / (sp.sqrt(N) * W)) == 0
+
+
+def test_decode_step_model_is_jax_consistent():
+    """CX1's numpy reference agrees with a JAX version written the way the notebook does."""
+    import jax.numpy as jnp
+
+    probe = ch07.DECODE_PROBES[0]
+    out, kc, vc = ch07.decode_step(**probe)
+    q = jnp.asarray(probe["q"])
+    b, n, h = q.shape
+    lengths = np.asarray(probe["lengths"])
+    k_cache = jnp.asarray(probe["k_cache"]).at[jnp.arange(b), lengths].set(jnp.asarray(probe["k_new"]))
+    v_cache = jnp.asarray(probe["v_cache"]).at[jnp.arange(b), lengths].set(jnp.asarray(probe["v_new"]))
+    kv = k_cache.shape[2]
+    scores = jnp.einsum("bkgh,bskh->bkgs", q.reshape(b, kv, n // kv, h), k_cache) / jnp.sqrt(h)
+    visible = jnp.arange(k_cache.shape[1])[None, :] <= lengths[:, None]
+    p = jax.nn.softmax(jnp.where(visible[:, None, None, :], scores, -jnp.inf), axis=-1)
+    mine = jnp.einsum("bkgs,bskh->bkgh", p, v_cache).reshape(b, n, h)
+    assert np.allclose(mine, out, rtol=1e-5) and np.allclose(k_cache, kc) and np.allclose(v_cache, vc)
+
+
+def test_functions_have_probes_that_tell_slips_apart():
+    for q in CHAPTER.questions:
+        if isinstance(q, Function):
+            assert len(q.probes) >= 2, q.qid
+
+
+# --- programs: a wrong program scores 0, a wasteful one 0.5, each with a message that says why -------
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_has_a_wrong_and_a_wasteful_slip(q):
+    codes = [s.diagnosis for s in q.slips]
+    assert any(c in ("wrong_values", "wrong_shape") for c in codes), f"{q.qid}: no wrong-numerics slip"
+    assert any(c.startswith("collectives:") for c in codes), f"{q.qid}: no wasteful slip"
+
+
+@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
+def test_program_scores_and_messages(q):
+    for slip in q.slips:
+        v = judge(q, export(q.spec, slip.answer))
+        if slip.diagnosis.startswith("collectives:"):
+            assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
+            assert v.message.startswith("Right numbers, but your program runs"), v.message
+        else:
+            assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
+
+
+def _inputs(q):
+    rng = np.random.default_rng(7)
+    m = mesh(**dict(q.spec.mesh))
+    return [jax.device_put(rng.standard_normal(op.shape).astype(op.dtype),
+                           NamedSharding(m, jax.sharding.PartitionSpec(*op.spec))) for op in q.spec.operands]
+
+
+# What the inspector reports for each model solution (the report and the notebook quote these).
+INSPECTED = {
+    "ch07-cx3-heads": ["1 x all-reduce of f32[4,32] over X (896 bytes per device each)"],
+    "ch07-cx3-heads-batch": ["1 x all-reduce of f32[8,32] over Y+Z (1,792 bytes per device each)",
+                             "1 x all-to-all of f32[2,4,8] over Z (192 bytes per device each)",
+                             "1 x all-to-all of f32[8,1,8] over Z (192 bytes per device each)"],
+    "ch07-cx4-weight-stationary": ["1 x all-gather of f32[16,1,8] over YZ (1,536 bytes per device each)",
+                                   "1 x all-reduce of f32[16,64] over X (4,096 bytes per device each)",
+                                   "1 x reduce-scatter of f32[16,32] over YZ (1,536 bytes per device each)"],
+}
+
+
+@pytest.mark.parametrize("qid", sorted(INSPECTED))
+def test_inspector_reads_each_model(qid):
+    q = CHAPTER[qid]
+    assert [c.describe() for c in comms.inspect(q.model, *_inputs(q))] == INSPECTED[qid]
+
+
+def test_heads_batch_alltoall_moves_less_than_gathering():
+    """Why the AllGather variant of CX3b is the wasteful one: each gather moves 4x the AllToAll's bytes."""
+    q = CHAPTER["ch07-cx3-heads-batch"]
+    args = _inputs(q)
+    a2a = [c for c in comms.inspect(ch07.decode_heads_batch, *args) if c.kind == "all-to-all"]
+    gathers = [c for c in comms.inspect(ch07.cx3b_gathers, *args) if c.kind == "all-gather"]
+    assert sum(c.bytes_per_device for c in gathers) == 4 * sum(c.bytes_per_device for c in a2a)
