@@ -66,10 +66,16 @@ def verdict(qid: str, answer: Any) -> Verdict:
     return selfcheck(entry, qid, answer if entry["kind"] == "program" else encode(qid, answer))
 
 
+# The verdict of the last grade() per question: in a graded test cell check() follows grade() on the
+# same answer, and running a student's program or function twice would double the grading time.
+_graded: dict[str, tuple[int, Verdict]] = {}
+
+
 def check(qid: str, answer: Any) -> None:
     """Self-check one answer: prints a short confirmation, or raises AnswerError saying what to fix."""
     __tracebackhide__ = True  # IPython then shows the message, not the course's internals
-    v = verdict(qid, answer)
+    recent = _graded.pop(qid, None)
+    v = recent[1] if recent and recent[0] == id(answer) else verdict(qid, answer)
     if v.ok:
         print(f"✓ {qid}: correct.")
         return
@@ -83,6 +89,7 @@ def grade(qid: str, answer: Any) -> None:
     _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload),
               "text/plain": f"[answer to {qid} recorded]"})
     v = verdict(qid, answer) if _entry(qid)["kind"] == "program" else selfcheck(_entry(qid), qid, payload)
+    _graded[qid] = (id(answer), v)
     if not v.ok:
         _fail(qid, v)
 
