@@ -1,0 +1,810 @@
+"""Chapter 9, Profiling: every graded question of the chapter, as records with references.
+
+Book: Part 9 "How to Profile TPU Programs", https://jax-ml.github.io/scaling-book/profiling/
+Labels follow the syllabus: E1-E7 the chapter's worked examples, Q1 and Q2 its problems (Q2 in its
+CPU variant: a mock transformer layer compiled on the simulated mesh), CX1-CX5 coding exercises.
+The book's E8 is a reading of a TPU memory-profile figure; the course cannot reproduce that figure
+and grades ``memory_analysis()`` of a program on the simulated mesh instead (CX5).
+
+Where the answer is a fact of a compiled program (a shape, a collective, its bytes), the reference is
+computed from the program's definition with the course's formulas, never read back from XLA's output,
+so it does not depend on the machine; ``tests/chapters/test_ch09.py`` compiles every program and
+checks that XLA (jax 0.10.2, CPU) prints what the formulas say. The HLO texts the parsing exercises
+run on are public inputs: lines written in the grammar of the book's TPU profiles (tiling and memory
+spaces exist only there), and programs compiled once on 8 simulated CPU devices with jax 0.10.2,
+kept below with their metadata (which names source files) removed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from autograder.numbers import Tolerance
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Slip,
+)
+from course import hardware as hw
+from course.symbols import B, C, D, F, N, T
+
+V5E = hw.TPU_V5E
+SECTION = "profiling/"
+STACK = SECTION + "#a-thousand-foot-view-of-the-tpu-software-stack"
+READ_OP = SECTION + "#how-to-read-an-xla-op"
+EXAMPLE = SECTION + "#looking-at-a-realish-example-profile"
+MEMORY = SECTION + "#memory-profile"
+PROBLEMS = SECTION + "#worked-problems"
+EXACT = Tolerance(rtol=1e-9)
+COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+
+# --- reading HLO text: the reference parser (pure Python; the exercises' model answers) -------------
+# HLO dtypes and their bytes per element (sub-byte types such as s4 do not occur in the probes).
+DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2, "f16": 2,
+               "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+_ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\](\{[^{}]*\})?")
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _balanced_end(text: str, start: int) -> int:
+    """Index just past the bracket group that opens at ``text[start]``."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in _OPEN:
+            depth += 1
+        elif text[i] in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise ValueError(f"unbalanced brackets in {text[start:start + 60]!r}")
+
+
+def split_instruction(line: str) -> tuple[str, str, str, str, str]:
+    """``[ROOT] %name = TYPE opcode(OPERANDS), ATTRIBUTES`` -> (name, type, opcode, operands, attributes).
+    TYPE is an array type such as ``bf16[8,128]{1,0:T(8,128)(2,1)S(1)}`` or a tuple of them in parentheses."""
+    m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*", line)
+    if not m:
+        raise ValueError(f"not an HLO instruction: {line[:60]!r}")
+    i = m.end()
+    if line[i] == "(":
+        end = _balanced_end(line, i)
+    else:
+        end = i
+        while end < len(line) and not line[end].isspace():
+            end = _balanced_end(line, end) if line[end] in _OPEN else end + 1
+    type_text = line[i:end]
+    op = re.match(r"\s*([\w\-]+)\(", line[end:])
+    if not op:
+        raise ValueError(f"no opcode after the type in {line[:60]!r}")
+    open_at = end + op.end() - 1
+    close = _balanced_end(line, open_at)
+    return m.group(1), type_text, op.group(1), line[open_at + 1:close - 1], line[close:].lstrip(", ")
+
+
+def arrays(type_text: str) -> list[tuple[str, tuple[int, ...], str]]:
+    """(dtype, shape, layout text) of every array in a type (one, or several for a tuple)."""
+    return [(d, tuple(int(n) for n in s.split(",") if n), lay or "") for d, s, lay in _ARRAY.findall(type_text)]
+
+
+def layout(text: str) -> tuple[tuple[int, ...], list[tuple[int, ...]], int]:
+    """``{2,1,0:T(8,128)(2,1)S(1)}`` -> minor-to-major order (2, 1, 0), tiles [(8, 128), (2, 1)], memory
+    space 1. No layout, no tiles, or no S(n) (HBM on a TPU; the only space a CPU has) give (), [], 0."""
+    body = text.strip("{}")
+    order, _, rest = body.partition(":")
+    minor_to_major = tuple(int(n) for n in order.split(",") if n.strip())
+    tiles = [tuple(int(n) for n in t.split(",")) for t in re.findall(r"T\(([0-9,]+)\)", rest)]
+    space = re.search(r"S\((\d+)\)", rest)
+    return minor_to_major, tiles, int(space.group(1)) if space else 0
+
+
+def padded_elements(shape: tuple[int, ...], minor_to_major: tuple[int, ...], tile: tuple[int, ...]) -> int:
+    """Elements an array occupies once tiled: the dimensions in memory order (most major first) have
+    their minor-most len(tile) dimensions rounded up to multiples of the tile. Inner tiles such as
+    bf16's (2, 1) subdivide the outer tile and add no padding where they divide it."""
+    order = list(reversed(minor_to_major)) or list(range(len(shape)))
+    physical = [shape[d] for d in order]
+    k = min(len(tile), len(physical))
+    for j in range(k):
+        n, t = physical[len(physical) - k + j], tile[len(tile) - k + j]
+        physical[len(physical) - k + j] = -(-n // t) * t
+    return math.prod(physical)
+
+
+def read_instruction(line: str) -> tuple[float, float, float, float]:
+    """CX1: (result bytes, result bytes once padded to its tiles, memory space of the result, number of
+    operands) of one HLO instruction. A tuple result counts all its arrays; operands are the
+    instructions it reads (``%name`` references), so parameter(0) and constant(...) have none."""
+    _, type_text, _, operands, _ = split_instruction(line)
+    found = arrays(type_text)
+    plain = padded = 0
+    for dtype, shape, lay in found:
+        order, tiles, _ = layout(lay)
+        size = DTYPE_BYTES[dtype]
+        plain += size * math.prod(shape)
+        padded += size * (padded_elements(shape, order, tiles[0]) if tiles else math.prod(shape))
+    space = layout(found[0][2])[2] if found else 0
+    return float(plain), float(padded), float(space), float(operands.count("%"))
+
+
+def _iota_groups(text: str) -> list[list[int]]:
+    """``[G,S]<=[d0,d1,...]T(p...)``: iota over prod(d), reshaped to d, transposed by p, cut into G rows."""
+    m = re.match(r"\[(\d+),(\d+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", text)
+    if not m:
+        raise ValueError(f"not an iota replica-group list: {text[:40]!r}")
+    g, s = int(m.group(1)), int(m.group(2))
+    dims = [int(n) for n in m.group(3).split(",")]
+    perm = [int(n) for n in m.group(4).split(",")] if m.group(4) else list(range(len(dims)))
+    ids = list(range(math.prod(dims)))
+
+    def at(index: list[int]) -> int:  # element of the transposed array at ``index``
+        source = [0] * len(dims)
+        for axis, p in enumerate(perm):
+            source[p] = index[axis]
+        flat = 0
+        for n, i in zip(dims, source, strict=True):
+            flat = flat * n + i
+        return ids[flat]
+    shape = [dims[p] for p in perm]
+    flat = [at(_unravel(k, shape)) for k in range(math.prod(shape))]
+    return [flat[r * s:(r + 1) * s] for r in range(g)]
+
+
+def _unravel(k: int, shape: list[int]) -> list[int]:
+    out = []
+    for n in reversed(shape):
+        out.append(k % n)
+        k //= n
+    return out[::-1]
+
+
+def _mesh_groups(text: str) -> list[list[int]]:
+    """``mesh['a'=2,'b'=4] {'b'}``: devices numbered row-major over the mesh; one group per setting of
+    the axes not listed, each holding the devices that differ along the listed axes."""
+    m = re.match(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", text)
+    if not m:
+        raise ValueError(f"not a mesh replica-group list: {text[:40]!r}")
+    axes = [(a, int(n)) for a, n in re.findall(r"'([^']+)'=(\d+)", m.group(1))]
+    chosen = set(re.findall(r"'([^']+)'", m.group(2)))
+    shape = [n for _, n in axes]
+    groups: dict[tuple, list[int]] = {}
+    for device in range(math.prod(shape)):
+        coords = _unravel(device, shape)
+        key = tuple(c for (a, _), c in zip(axes, coords, strict=True) if a not in chosen)
+        groups.setdefault(key, []).append(device)
+    return list(groups.values())
+
+
+def replica_groups(line: str) -> tuple[float, float, list[float]]:
+    """CX2: (devices per group, number of groups, the ids of the group holding device 0 in increasing
+    order) from a collective's replica groups, in any of the forms this JAX version prints: explicit
+    lists ``{{0,1},{2,3}}``, iota ``[2,2]<=[4]`` (optionally transposed), mesh ``mesh['x'=2,'y'=2] {'y'}``,
+    or StableHLO's ``dense<[[0, 1], [2, 3]]>``."""
+    m = re.search(r"replica_groups\s*=\s*", line)
+    if not m:
+        raise ValueError("no replica_groups in the line")
+    rest = line[m.end():]
+    if rest.startswith("{"):
+        groups = [[int(n) for n in g.split(",") if n.strip()] for g in re.findall(r"\{([0-9,\s]*)\}",
+                                                                                   rest[:_balanced_end(rest, 0)])]
+    elif rest.startswith("["):
+        groups = _iota_groups(rest)
+    elif rest.startswith("mesh"):
+        groups = _mesh_groups(rest)
+    elif rest.startswith("dense<"):
+        body = rest[len("dense<"):]
+        groups = [[int(n) for n in g.split(",")] for g in re.findall(r"\[([0-9,\s]+)\]", body[:_balanced_end(body, 0)])]
+    else:
+        raise ValueError(f"unknown replica-group syntax: {rest[:40]!r}")
+    first = sorted(next(g for g in groups if 0 in g))
+    return float(len(groups[0])), float(len(groups)), [float(i) for i in first]
+
+
+def census(text: str, kind: str) -> tuple[float, float]:
+    """CX3: how many collectives of ``kind`` a compiled program runs, and the bytes of their results
+    (summed over the arrays of tuple results). An asynchronous pair (``kind-start`` ... ``kind-done``)
+    counts once, at its start; names and operands that merely contain the word do not count."""
+    count = nbytes = 0
+    for line in text.splitlines():
+        try:
+            _, type_text, opcode, _, _ = split_instruction(line)
+        except (ValueError, IndexError):
+            continue  # headers, braces, blank lines
+        if opcode in (kind, kind + "-start"):
+            count += 1
+            nbytes += sum(DTYPE_BYTES[d] * math.prod(s) for d, s, _ in arrays(type_text))
+    return float(count), float(nbytes)
+
+
+# --- typical wrong parsers (each must fail) -----------------------------------------------------------
+def cx1_bf16_as_four_bytes(line: str):
+    plain, padded, space, operands = read_instruction(line)
+    widen = 2.0 if " bf16[" in " " + split_instruction(line)[1] else 1.0
+    return plain * widen, padded * widen, space, operands
+
+
+def cx1_tiles_logical_order(line: str):
+    """Pads the last dimensions as written, ignoring the layout's minor-to-major order."""
+    _, type_text, _, operands, _ = split_instruction(line)
+    plain = padded = 0.0
+    for dtype, shape, lay in arrays(type_text):
+        _, tiles, _ = layout(lay)
+        plain += DTYPE_BYTES[dtype] * math.prod(shape)
+        padded += DTYPE_BYTES[dtype] * (padded_elements(shape, (), tiles[0]) if tiles else math.prod(shape))
+    return plain, padded, float(layout(arrays(type_text)[0][2])[2]), float(operands.count("%"))
+
+
+def cx2_ignores_transpose(line: str):
+    """Reads an iota list as if it had no T(...) part."""
+    return replica_groups(re.sub(r"(<=\[[0-9,]+\])T\([0-9,]+\)", r"\1", line))
+
+
+def cx3_counts_every_mention(text: str, kind: str):
+    """Counts the word anywhere: operand names such as %all-reduce.1 and -done halves too."""
+    count = text.count(" " + kind + "(") + text.count("%" + kind)
+    return float(count), 0.0
+
+
+def cx3_counts_done_too(text: str, kind: str):
+    count, nbytes = census(text, kind)
+    done = sum(1 for line in text.splitlines() if f" {kind}-done(" in line)
+    return count + done, nbytes
+
+
+# --- the programs the chapter reads (compiled once: jax 0.10.2, 8 simulated CPU devices) ------------------
+# x f32[8, 2048] @ P('X', 'Y') times W f32[2048, 8192] @ P('Y', None) on an Auto (X=2, Y=4) mesh, jitted
+# with out_shardings P('X', None) (ROWS) and P('X', 'Y') (BLOCKS): the syllabus's CX3 program.
+CX3_X, CX3_W, CX3_MESH = (8, 2048), (2048, 8192), (("X", 2), ("Y", 4))
+# The syllabus's CX4 program: a data-parallel two-layer MLP whose hidden activation is replicated.
+CX4_X, CX4_W1, CX4_W2 = (64, 128), (128, 256), (256, 128)
+# Q1 on the simulated mesh: the book's two matmuls, 8-way model parallel, shrunk to D = 512, F = 4 D.
+Q1_CPU = dict(B=8, D=512, F=2048)
+# Q2's mock layer: B sequences of T tokens, width D, MLP width F, N heads of H; (X=4 data) x (Y=2 model).
+MOCK = dict(B=16, T=128, D=256, F=1024, N=8, H=32)
+MOCK_MESH = (("X", 4), ("Y", 2))
+MATMUL_ROWS_HLO = """\
+HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,8192]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
+
+%add.clone (x.1: f32[], y.1: f32[]) -> f32[] {
+  %x.1 = f32[] parameter(0)
+  %y.1 = f32[] parameter(1)
+  ROOT %add.1 = f32[] add(%x.1, %y.1)
+}
+
+%fused_computation (param_0: f32[4,512], param_1: f32[512,8192]) -> f32[4,8192] {
+  %param_0 = f32[4,512]{1,0} parameter(0)
+  %param_1 = f32[512,8192]{1,0} parameter(1)
+  ROOT %dot.1 = f32[4,8192]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main.0_spmd (param: f32[4,512], param.1: f32[512,8192]) -> f32[4,8192] {
+  %param = f32[4,512]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}
+  %param.1 = f32[512,8192]{1,0} parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
+  %ynn_fusion = f32[4,8192]{1,0} fusion(%param, %param.1), kind=kCustom, calls=%fused_computation
+  ROOT %all-reduce = f32[4,8192]{1,0} all-reduce(%ynn_fusion), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, use_global_device_ids=true, to_apply=%add.clone
+}
+"""  # noqa: E501
+
+MATMUL_BLOCKS_HLO = """\
+HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,2048]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
+
+%add.clone (x.1: f32[], y.1: f32[]) -> f32[] {
+  %x.1 = f32[] parameter(0)
+  %y.1 = f32[] parameter(1)
+  ROOT %add.1 = f32[] add(%x.1, %y.1)
+}
+
+%fused_computation (param_0: f32[4,512], param_1: f32[512,8192]) -> f32[4,8192] {
+  %param_0 = f32[4,512]{1,0} parameter(0)
+  %param_1 = f32[512,8192]{1,0} parameter(1)
+  ROOT %dot.1 = f32[4,8192]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%fused_computation.1 (param_0.1: f32[4,8192], param_1.2: u32[8], param_2.6: u32[]) -> f32[4,2048] {
+  %param_0.1 = f32[4,8192]{1,0} parameter(0)
+  %constant.16 = s32[] constant(0)
+  %constant.15 = u32[1]{0} constant({0})
+  %param_1.2 = u32[8]{0} parameter(1)
+  %param_2.6 = u32[] parameter(2)
+  %dynamic-slice.6 = u32[1]{0} dynamic-slice(%param_1.2, %param_2.6), dynamic_slice_sizes={1}
+  %constant.14 = u32[1]{0} constant({3})
+  %clamp.2 = u32[1]{0} clamp(%constant.15, %dynamic-slice.6, %constant.14)
+  %convert.2 = s32[1]{0} convert(%clamp.2)
+  %constant.13 = s32[1]{0} constant({2048})
+  %multiply.3 = s32[1]{0} multiply(%convert.2, %constant.13)
+  %bitcast.1 = s32[] bitcast(%multiply.3)
+  ROOT %dynamic-slice.5 = f32[4,2048]{1,0} dynamic-slice(%param_0.1, %constant.16, %bitcast.1), dynamic_slice_sizes={4,2048}
+}
+
+ENTRY %main.0_spmd (param: f32[4,512], param.1: f32[512,8192]) -> f32[4,2048] {
+  %param = f32[4,512]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}
+  %param.1 = f32[512,8192]{1,0} parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
+  %partition-id.1 = u32[] partition-id()
+  %constant.4 = u32[8]{0} constant({0, 1, 2, 3, 0, 1, 2, 3})
+  %ynn_fusion = f32[4,8192]{1,0} fusion(%param, %param.1), kind=kCustom, calls=%fused_computation
+  %all-reduce = f32[4,8192]{1,0} all-reduce(%ynn_fusion), channel_id=1, replica_groups=[2,4]<=[8], use_global_device_ids=true, to_apply=%add.clone
+  ROOT %bitcast_dynamic-slice_fusion = f32[4,2048]{1,0} fusion(%all-reduce, %constant.4, %partition-id.1), kind=kLoop, calls=%fused_computation.1
+}
+"""  # noqa: E501
+
+NAIVE_MLP_HLO = """\
+HloModule jit_naive, is_scheduled=true, entry_computation_layout={(f32[8,128]{1,0}, f32[128,256]{1,0}, f32[256,128]{1,0})->f32[8,128]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false,false}, allow_spmd_sharding_propagation_to_output={true}, num_partitions=8
+
+%fused_computation (param_0: f32[8,256], param_1: f32[256,128]) -> f32[8,128] {
+  %param_0 = f32[8,256]{1,0} parameter(0)
+  %param_1 = f32[256,128]{1,0} parameter(1)
+  ROOT %dot.2 = f32[8,128]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%fused_computation.1 (param_0.1: f32[64,128], param_1.1: f32[128,256]) -> f32[64,256] {
+  %param_0.1 = f32[64,128]{1,0} parameter(0)
+  %param_1.1 = f32[128,256]{1,0} parameter(1)
+  ROOT %dot.3 = f32[64,256]{1,0} dot(%param_0.1, %param_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+%fused_computation.2 (param_0.2: f32[64,256], param_1.5: u32[]) -> f32[8,256] {
+  %param_0.2 = f32[64,256]{1,0} parameter(0)
+  %param_1.5 = u32[] parameter(1)
+  %convert.1 = s32[] convert(%param_1.5)
+  %constant.6 = s32[] constant(8)
+  %multiply.2 = s32[] multiply(%convert.1, %constant.6)
+  %constant.5 = s32[] constant(0)
+  ROOT %dynamic-slice.2 = f32[8,256]{1,0} dynamic-slice(%param_0.2, %multiply.2, %constant.5), dynamic_slice_sizes={8,256}
+}
+
+ENTRY %main.0_spmd (param: f32[8,128], param.1: f32[128,256], param.2: f32[256,128]) -> f32[8,128] {
+  %partition-id = u32[] partition-id()
+  %param = f32[8,128]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}
+  %param.1 = f32[128,256]{1,0} parameter(1), sharding={replicated}
+  %param.2 = f32[256,128]{1,0} parameter(2), sharding={replicated}
+  %all-gather = f32[64,128]{1,0} all-gather(%param), channel_id=1, replica_groups=mesh['axis_0'=8,'axis_1'=1] {'axis_0'}, dimensions={0}, use_global_device_ids=true
+  %ynn_fusion.1 = f32[64,256]{1,0} fusion(%all-gather, %param.1), kind=kCustom, calls=%fused_computation.1
+  %multiply_dynamic-slice_fusion = f32[8,256]{1,0} fusion(%ynn_fusion.1, %partition-id), kind=kLoop, calls=%fused_computation.2
+  ROOT %ynn_fusion = f32[8,128]{1,0} fusion(%multiply_dynamic-slice_fusion, %param.2), kind=kCustom, calls=%fused_computation
+}
+"""  # noqa: E501
+
+Q1_HLO = """\
+HloModule jit_q1, is_scheduled=true, entry_computation_layout={(f32[256,512]{1,0}, f32[512,256]{1,0}, f32[8,512]{1,0})->f32[8,512]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false,false}, allow_spmd_sharding_propagation_to_output={true}, num_partitions=8
+
+%add.clone (x.3: f32[], y.1: f32[]) -> f32[] {
+  %x.3 = f32[] parameter(0)
+  %y.1 = f32[] parameter(1)
+  ROOT %add.1 = f32[] add(%x.3, %y.1)
+}
+
+%fused_computation (param_0: f32[8,256], param_1: f32[512,256]) -> f32[8,512] {
+  %param_0 = f32[8,256]{1,0} parameter(0)
+  %param_1 = f32[512,256]{1,0} parameter(1)
+  ROOT %dot.2 = f32[8,512]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+
+%fused_computation.1 (param_0.1: f32[8,512], param_1.1: f32[256,512]) -> f32[8,256] {
+  %param_0.1 = f32[8,512]{1,0} parameter(0)
+  %param_1.1 = f32[256,512]{1,0} parameter(1)
+  ROOT %dot.3 = f32[8,256]{1,0} dot(%param_0.1, %param_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+
+ENTRY %main.0_spmd (param.1: f32[256,512], param.2: f32[512,256], param: f32[8,512]) -> f32[8,512] {
+  %param = f32[8,512]{1,0} parameter(2), sharding={replicated}
+  %param.1 = f32[256,512]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}
+  %param.2 = f32[512,256]{1,0} parameter(1), sharding={devices=[1,8]<=[8]}
+  %ynn_fusion.1 = f32[8,256]{1,0} fusion(%param, %param.1), kind=kCustom, calls=%fused_computation.1
+  %ynn_fusion = f32[8,512]{1,0} fusion(%ynn_fusion.1, %param.2), kind=kCustom, calls=%fused_computation
+  ROOT %all-reduce = f32[8,512]{1,0} all-reduce(%ynn_fusion), channel_id=1, replica_groups=mesh['axis_0'=1,'axis_1'=8] {'axis_1'}, use_global_device_ids=true, to_apply=%add.clone
+}
+"""  # noqa: E501
+
+MOCK_LAYER_ENTRY_HLO = """\
+ENTRY %main.3_spmd (param: f32[4,128,256], param.2: f32[256,4,32], param.3: f32[256,4,32], param.1: f32[256,4,32], param.4: f32[4,32,256], param.5: f32[256,512], param.6: f32[512,256]) -> f32[4,128,256] {
+  %param = f32[4,128,256]{2,1,0} parameter(0), sharding={devices=[4,1,1,2]<=[8] last_tile_dim_replicate}
+  %param.1 = f32[256,4,32]{2,1,0} parameter(3), sharding={devices=[1,2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  %param.2 = f32[256,4,32]{2,1,0} parameter(1), sharding={devices=[1,2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  %param.3 = f32[256,4,32]{2,1,0} parameter(2), sharding={devices=[1,2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  %constant.1.clone = f32[] constant(0)
+  %param.4 = f32[4,32,256]{2,1,0} parameter(4), sharding={devices=[2,1,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  %param.5 = f32[256,512]{1,0} parameter(5), sharding={devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  %param.6 = f32[512,256]{1,0} parameter(6), sharding={devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+  %bitcast = f32[512,256]{1,0} bitcast(%param)
+  %bitcast.1 = f32[256,128]{1,0} bitcast(%param.1)
+  %bitcast.3 = f32[256,128]{1,0} bitcast(%param.2)
+  %bitcast.5 = f32[256,128]{1,0} bitcast(%param.3)
+  %copy_bitcast_fusion = f32[128,256]{1,0} fusion(%param.4), kind=kLoop, calls=%fused_computation.10
+  %ynn_fusion.8 = f32[512,128]{1,0} fusion(%bitcast, %bitcast.1), kind=kCustom, calls=%fused_computation.8
+  %ynn_fusion.7 = f32[512,128]{1,0} fusion(%bitcast, %bitcast.3), kind=kCustom, calls=%fused_computation.7
+  %ynn_fusion.6 = f32[512,128]{1,0} fusion(%bitcast, %bitcast.5), kind=kCustom, calls=%fused_computation.6
+  %transpose_copy_fusion.2 = f32[4,4,32,128]{3,2,1,0} fusion(%ynn_fusion.8), kind=kLoop, calls=%fused_computation.16
+  %transpose_copy_fusion.1 = f32[4,4,128,32]{3,2,1,0} fusion(%ynn_fusion.7), kind=kLoop, calls=%fused_computation.15
+  %transpose_copy_fusion = f32[4,4,32,128]{3,2,1,0} fusion(%ynn_fusion.6), kind=kLoop, calls=%fused_computation.14
+  %ynn_fusion.5 = f32[4,4,128,128]{3,2,1,0} fusion(%transpose_copy_fusion.1, %transpose_copy_fusion), kind=kCustom, calls=%fused_computation.5
+  %ynn_fusion.4 = f32[4,4,128]{2,1,0} fusion(%ynn_fusion.5, %constant.1.clone), kind=kCustom, calls=%fused_computation.4
+  %broadcast_divide_fusion = f32[4,4,128]{2,1,0} fusion(%ynn_fusion.4), kind=kLoop, calls=%fused_computation.13
+  %broadcast_multiply_fusion = f32[4,4,128,128]{3,2,1,0} fusion(%ynn_fusion.5, %broadcast_divide_fusion), kind=kLoop, calls=%fused_computation.12
+  %ynn_fusion.3 = f32[4,4,32,128]{3,2,1,0} fusion(%transpose_copy_fusion.2, %broadcast_multiply_fusion), kind=kCustom, calls=%fused_computation.3
+  %copy_bitcast_fusion.1 = f32[512,128]{1,0} fusion(%ynn_fusion.3), kind=kLoop, calls=%fused_computation.11
+  %ynn_fusion.2 = f32[512,256]{1,0} fusion(%copy_bitcast_fusion.1, %copy_bitcast_fusion), kind=kCustom, calls=%fused_computation.2
+  %bitcast.9 = f32[4,128,256]{2,1,0} bitcast(%ynn_fusion.2)
+  %all-reduce = f32[4,128,256]{2,1,0} all-reduce(%bitcast.9), channel_id=1, replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply=%add.clone
+  %wrapped_add = f32[4,128,256]{2,1,0} fusion(%param, %all-reduce), kind=kLoop, calls=%wrapped_add_computation
+  %bitcast.10 = f32[512,256]{1,0} bitcast(%wrapped_add)
+  %ynn_fusion.1 = f32[512,512]{1,0} fusion(%bitcast.10, %param.5), kind=kCustom, calls=%fused_computation.1
+  %broadcast_maximum_fusion = f32[512,512]{1,0} fusion(%ynn_fusion.1), kind=kLoop, calls=%fused_computation.9
+  %ynn_fusion = f32[512,256]{1,0} fusion(%broadcast_maximum_fusion, %param.6), kind=kCustom, calls=%fused_computation
+  %bitcast.11 = f32[4,128,256]{2,1,0} bitcast(%ynn_fusion)
+  %all-reduce.1 = f32[4,128,256]{2,1,0} all-reduce(%bitcast.11), channel_id=2, replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply=%add.1.clone
+  ROOT %wrapped_add.1 = f32[4,128,256]{2,1,0} fusion(%wrapped_add, %all-reduce.1), kind=kLoop, calls=%wrapped_add_computation.1
+}
+"""  # noqa: E501
+
+# Lines of HLO in the grammar of the book's TPU profiles (tiles T(...), memory spaces S(n), typed
+# operands), written by the course from the chapter's shapes; and an excerpt in the style of a GPU
+# program (asynchronous -start/-done pairs, a combined tuple all-reduce).
+E2_LINE = ("%fusion.7 = bf16[32,32,4096]{2,1,0:T(8,128)(2,1)S(1)} fusion(bf16[32,32,8192]{2,1,0:T(8,128)(2,1)S(1)} "
+           "%fusion.41), kind=kCustom, calls=%all-reduce-scatter.7")
+E3_LINE = "%param.5 = f32[3,5]{1,0:T(2,2)} parameter(0)"
+E4_LINE = "%param.6 = bf16[4,8]{1,0:T(2,4)(2,1)} parameter(1)"
+E6_LINE = ("%fusion.2 = bf16[8,1024,4096]{2,1,0:T(8,128)(2,1)} fusion(bf16[8,1024,8192]{2,1,0:T(8,128)(2,1)} "
+           "%fusion.30), kind=kCustom, calls=%all-reduce-scatter.2")
+Q1_LINE = ("%fusion.1 = bf16[8,4096]{1,0:T(8,128)(2,1)S(1)} fusion(bf16[8,8192]{1,0:T(8,128)(2,1)} %param.3, "
+           "bf16[4096,8192]{1,0:T(8,128)(2,1)} %param.4), kind=kOutput, calls=%fused_computation.2")
+Q1_ALLREDUCE = ("%all-reduce.4 = bf16[8,8192]{1,0:T(8,128)(2,1)} all-reduce(bf16[8,8192]{1,0:T(8,128)(2,1)} "
+                "%fusion.9), channel_id=5, replica_groups=[16,8]<=[8,16]T(1,0), use_global_device_ids=true, "
+                "to_apply=%add.6")
+Q1_GROUPS_LISTED = "replica_groups={" + ",".join(
+    "{" + ",".join(str(g + 16 * k) for k in range(8)) + "}" for g in range(16)) + "}"
+PADDED_BF16 = ("%convert.8 = bf16[3,200]{1,0:T(8,128)(2,1)} convert(f32[3,200]{1,0:T(8,128)} %param.7)")
+COLUMN_MAJOR = ("%transpose.5 = f32[100,3]{0,1:T(8,128)} transpose(f32[3,100]{1,0:T(8,128)} %param.9), "
+                "dimensions={1,0}")
+ASYNC_COPY = ("%copy-start.3 = (bf16[4096,8192]{1,0:T(8,128)(2,1)S(1)}, bf16[4096,8192]{1,0:T(8,128)(2,1)}, "
+              "u32[]{:S(2)}) copy-start(bf16[4096,8192]{1,0:T(8,128)(2,1)} %param.4)")
+# The E1 program compiled on CPU: x f32[128, 256], y bf16[256, 16], einsum 'bf,fd->db'.
+E1_X, E1_Y = (128, 256), (256, 16)
+E1_DOT = ("ROOT %dot_general.3 = f32[16,128]{1,0} dot(%wrapped_convert, %x.1), lhs_contracting_dims={0}, "
+          "rhs_contracting_dims={1}")
+E1_CONVERT = "%wrapped_convert = f32[256,16]{1,0} fusion(%y.1), kind=kLoop, calls=%wrapped_convert_computation"
+E1_PARAM = "%y.1 = bf16[256,16]{1,0} parameter(1)"
+GPU_STYLE_HLO = """\
+ENTRY %main (p0: f32[4,8192], p1: f32[256,512], p2: f32[512], p3: f32[16,1024]) -> f32[2,8192] {
+  %p0 = f32[4,8192]{1,0} parameter(0)
+  %p1 = f32[256,512]{1,0} parameter(1)
+  %p2 = f32[512]{0} parameter(2)
+  %p3 = f32[16,1024]{1,0} parameter(3)
+  %all-reduce-start = f32[4,8192]{1,0} all-reduce-start(%p0), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=%add
+  %fusion.3 = f32[16,1024]{1,0} fusion(%p3), kind=kLoop, calls=%fused_computation.3
+  %all-reduce-done = f32[4,8192]{1,0} all-reduce-done(%all-reduce-start)
+  %all-reduce.7 = (f32[256,512]{1,0}, f32[512]{0}) all-reduce(%p1, %p2), channel_id=2, replica_groups=[1,8]<=[8], to_apply=%add
+  %collective-permute = f32[16,1024]{1,0} collective-permute(%fusion.3), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
+  ROOT %reduce-scatter = f32[2,8192]{1,0} reduce-scatter(%all-reduce-done), channel_id=4, replica_groups=[4,2]<=[8], dimensions={0}, to_apply=%add
+}
+"""  # noqa: E501
+
+
+def program_line(text: str, opcode: str, needle: str = "") -> str:
+    """The first instruction of ``text`` whose opcode is ``opcode`` (and which contains ``needle``)."""
+    for line in text.splitlines():
+        try:
+            if split_instruction(line)[2] == opcode and needle in line:
+                return line
+        except (ValueError, IndexError):
+            continue
+    raise LookupError(opcode)
+
+
+CX1_PROBES = tuple(dict(line=x) for x in (
+    E1_DOT, E2_LINE, E1_CONVERT, E1_PARAM, E3_LINE, E4_LINE, E6_LINE, Q1_LINE, PADDED_BF16, COLUMN_MAJOR,
+    ASYNC_COPY, program_line(MATMUL_ROWS_HLO, "all-reduce"), program_line(MATMUL_BLOCKS_HLO, "constant", "u32[8]"),
+    program_line(MATMUL_BLOCKS_HLO, "partition-id"), program_line(MATMUL_BLOCKS_HLO, "dynamic-slice", "ROOT"),
+    program_line(NAIVE_MLP_HLO, "all-gather"), program_line(MOCK_LAYER_ENTRY_HLO, "parameter"),
+    program_line(GPU_STYLE_HLO, "all-reduce")))
+CX2_PROBES = tuple(dict(line=x) for x in (
+    program_line(MATMUL_ROWS_HLO, "all-reduce"), program_line(MATMUL_BLOCKS_HLO, "all-reduce"),
+    program_line(MOCK_LAYER_ENTRY_HLO, "all-reduce"), program_line(NAIVE_MLP_HLO, "all-gather"),
+    program_line(Q1_HLO, "all-reduce"), Q1_ALLREDUCE, Q1_GROUPS_LISTED,
+    "replica_groups=mesh['X'=2,'Y'=4] {'X'}", "replica_groups=mesh['a'=2,'b'=2,'c'=2] {'a','c'}",
+    "replica_groups=[2,4]<=[2,2,2]T(2,1,0)",
+    "replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>"))
+CX3_PROBES = tuple(dict(text=t, kind=k) for t, k in (
+    (MATMUL_ROWS_HLO, "all-reduce"), (MATMUL_BLOCKS_HLO, "all-reduce"), (MATMUL_BLOCKS_HLO, "reduce-scatter"),
+    (NAIVE_MLP_HLO, "all-gather"), (Q1_HLO, "all-reduce"), (MOCK_LAYER_ENTRY_HLO, "all-reduce"),
+    (MOCK_LAYER_ENTRY_HLO, "all-gather"), (GPU_STYLE_HLO, "all-reduce"), (GPU_STYLE_HLO, "collective-permute"),
+    (GPU_STYLE_HLO, "reduce-scatter")))
+
+# --- E1: a dot on CPU ----------------------------------------------------------------------------------
+E1_DOT_FLOPS = 2 * E1_X[0] * E1_X[1] * E1_Y[1]  # 2 * b * f * d
+E1_CONVERT_FLOPS = math.prod(E1_Y)  # one operation per converted element
+E1_ARGUMENT_BYTES = 4 * math.prod(E1_X) + 2 * math.prod(E1_Y)
+
+# --- E2-E4: reading a TPU instruction --------------------------------------------------------------------
+E2_OUT_BYTES, _, E2_SPACE, _ = read_instruction(E2_LINE)
+E2_WAYS = arrays(E2_LINE.split("fusion(", 1)[1])[0][1][-1] / arrays(split_instruction(E2_LINE)[1])[0][1][-1]
+E3_SHAPE, E3_TILE = (3, 5), (2, 2)
+E3_PADDED = padded_elements(E3_SHAPE, (1, 0), E3_TILE)
+E3_BLOWUP = E3_PADDED / math.prod(E3_SHAPE)
+
+# --- E5-E7: the book's mock transformer on 8 TPU v2 cores (4-way data x 2-way model) ---------------------
+V2_CORE = hw.TPU_V2_BF16_FLOPS_PER_S_PER_CORE
+V2_CORES, V2_DATA, V2_MODEL = 8, 4, 2
+MOCK_TPU = dict(B=32, T=1024, D=8192, F=32768, heads=32, head_dim=256)
+E5_TOKENS = MOCK_TPU["B"] // V2_DATA * MOCK_TPU["T"]
+T_MATMUL = 2 * B * T * D * F / (N * C)
+E5_TIME = float(T_MATMUL.subs({B: MOCK_TPU["B"], T: MOCK_TPU["T"], D: MOCK_TPU["D"], F: MOCK_TPU["F"],
+                               N: V2_CORES, C: V2_CORE}))
+E6_BYTES = 2 * MOCK_TPU["B"] // V2_DATA * MOCK_TPU["T"] * MOCK_TPU["D"]  # bf16[8, 1024, 8192] per data shard
+E6_TIME = E6_BYTES / hw.TPU_V2_ICI_BIDIRECTIONAL_BYTES_PER_S  # one hop
+E7_TIME = 2 * MOCK_TPU["B"] * MOCK_TPU["T"] * MOCK_TPU["D"] * MOCK_TPU["heads"] * MOCK_TPU["head_dim"] / (
+    V2_CORES * V2_CORE)
+
+# --- Q1: the book's profile ----------------------------------------------------------------------------------
+Q1_WAYS = int(replica_groups(Q1_ALLREDUCE)[0])
+Q1_LOCAL = arrays(Q1_LINE.split("fusion(", 1)[1])  # x bf16[8, 8192] and w1's block bf16[4096, 8192]
+Q1_BATCH = Q1_LOCAL[0][1][0]
+Q1_D_FF = Q1_LOCAL[1][1][0] * Q1_WAYS
+
+# --- Q2 (CPU variant): the mock layer on (X=4 data) x (Y=2 model) -------------------------------------------
+MB, MT, MD, MF, MN, MH = (MOCK[k] for k in ("B", "T", "D", "F", "N", "H"))
+MX, MY = (n for _, n in MOCK_MESH)
+MOCK_DEVICES = MX * MY
+MOCK_FLOPS = {  # forward FLOPs of the whole layer (all devices), per part
+    "projections": 4 * 2 * MB * MT * MD * MN * MH,  # Q, K, V and the output projection
+    "attention": 2 * 2 * MB * MT * MT * MN * MH,  # scores and the weighted sum of values
+    "mlp": 2 * 2 * MB * MT * MD * MF,  # up and down projections
+}
+Q2_FLOPS_PER_DEVICE = sum(MOCK_FLOPS.values()) / MOCK_DEVICES
+Q2_MLP_SHARE = MOCK_FLOPS["mlp"] / sum(MOCK_FLOPS.values())
+Q2_ALLREDUCES = 2  # after the attention output projection and after the MLP down-projection
+Q2_ALLREDUCE_BYTES = 4 * (MB // MX) * MT * MD  # f32 partial sums [B/X, T, D] on each device
+# On a TPU v5e the same program runs in bf16: matmuls at the bf16 peak, collectives half the CPU's bytes.
+Q2_T_MATH = Q2_FLOPS_PER_DEVICE / V5E.bf16_flops_per_s
+Q2_T_ALLREDUCE = 2 * (Q2_ALLREDUCE_BYTES / 2) / V5E.ici_bidirectional_bytes_per_s  # Part 3: 2 V / W
+Q2_T_COMMS = Q2_ALLREDUCES * Q2_T_ALLREDUCE
+MOCK_ARGUMENT_BYTES = 4 * (MB // MX * MT * MD + 4 * MD * MN * MH // MY + 2 * MD * MF // MY)
+MOCK_OUTPUT_BYTES = 4 * MB // MX * MT * MD
+
+
+def mock_timeline(t_proj: float, t_attn: float, t_mlp: float, t_allreduce: float):
+    """The mock layer as a profile would lay it out: each all-reduce waits for the matmul that made its
+    partial sums, and the next matmul waits for it (nothing to overlap with)."""
+    from course.timeline import Op
+
+    return [Op("Q, K, V", "compute", 3 * t_proj / 4), Op("attention", "compute", t_attn, after=("Q, K, V",)),
+            Op("out-proj", "compute", t_proj / 4, after=("attention",)),
+            Op("all-reduce 1", "comms", t_allreduce, after=("out-proj",)),
+            Op("MLP up", "compute", t_mlp / 2, after=("all-reduce 1",)),
+            Op("MLP down", "compute", t_mlp / 2, after=("MLP up",)),
+            Op("all-reduce 2", "comms", t_allreduce, after=("MLP down",))]
+
+
+# --- CX4: fix a sharding constraint ---------------------------------------------------------------------------
+def _mesh8():
+    from course.devices import mesh
+
+    return mesh(X=8)
+
+
+def _constrain(x, *spec):
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return jax.lax.with_sharding_constraint(x, NamedSharding(_mesh8(), PartitionSpec(*spec)))
+
+
+def mlp_fixed(x, w1, w2):
+    """Keep the hidden activation sharded like the batch: each device's rows never leave it."""
+    h = _constrain(x @ w1, "X", None)  # h: f32[64, 256] @ P('X', None)
+    return _constrain(h @ w2, "X", None)  # f32[64, 128] @ P('X', None)
+
+
+def mlp_replicated_hidden(x, w1, w2):
+    """The syllabus's naive version: the hidden activation is replicated, so XLA all-gathers it."""
+    h = _constrain(x @ w1, None, None)
+    return _constrain(h @ w2, "X", None)
+
+
+def mlp_hidden_split_on_f(x, w1, w2):
+    """Shards the hidden activation on its feature dimension: more communication, not less."""
+    h = _constrain(x @ w1, None, "X")
+    return _constrain(h @ w2, "X", None)
+
+
+def mlp_no_output_constraint(x, w1, w2):
+    """Replicates the hidden activation and leaves the result replicated too."""
+    return _constrain(x @ w1, None, None) @ w2
+
+
+# --- CX5: XLA's cost model against the roofline ----------------------------------------------------------------
+def matmul_cost(B: int, D: int, F: int, batch_ways: int, f_ways: int, peak: float, bw: float):
+    """Per device: FLOPs, HBM bytes and roofline seconds of f32 x[B, D] @ P('X', None) times
+    w[D, F] @ P(None, 'Y') on a (X=batch_ways, Y=f_ways) mesh. Each device multiplies its own rows of x
+    with its own columns of w: no communication."""
+    b, f = B // batch_ways, F // f_ways
+    flops = 2 * b * D * f
+    nbytes = 4 * (b * D + D * f + b * f)
+    return float(flops), float(nbytes), max(flops / peak, nbytes / bw)
+
+
+def cx5_model(B, D, F, batch_ways, f_ways, peak, bw):
+    """What a student writes: compile the sharded matmul and read XLA's cost analysis."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from course.devices import mesh
+
+    m = mesh(X=batch_ways, Y=f_ways)
+    x = jax.ShapeDtypeStruct((B, D), jnp.float32, sharding=NamedSharding(m, PartitionSpec("X", None)))
+    w = jax.ShapeDtypeStruct((D, F), jnp.float32, sharding=NamedSharding(m, PartitionSpec(None, "Y")))
+    cost = jax.jit(lambda a, b: a @ b).lower(x, w).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    flops, nbytes = cost["flops"], cost["bytes accessed"]
+    return flops, nbytes, max(flops / peak, nbytes / bw)
+
+
+def cx5_global_shapes(B, D, F, batch_ways, f_ways, peak, bw):
+    """Forgets the sharding: the whole matmul's FLOPs and bytes."""
+    return matmul_cost(B, D, F, 1, 1, peak, bw)
+
+
+def cx5_sums_the_times(B, D, F, batch_ways, f_ways, peak, bw):
+    flops, nbytes, _ = matmul_cost(B, D, F, batch_ways, f_ways, peak, bw)
+    return flops, nbytes, flops / peak + nbytes / bw
+
+
+CX5_PROBES = tuple(dict(B=b, D=d, F=f, batch_ways=x, f_ways=y, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s)
+                   for b, d, f, x, y in ((512, 256, 1024, 4, 2), (64, 512, 2048, 8, 1), (1024, 128, 512, 2, 4),
+                                         (8, 1024, 4096, 1, 8), (4096, 256, 256, 8, 1)))
+
+# The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
+BOOK = {
+    "ch09-e3-padded-elements": 24, "ch09-e3-blowup": 1.6, "ch09-e5-tokens-per-shard": 8192,
+    "ch09-e5-time": 95.6e-3, "ch09-e6-shard-bytes": 134_217_728, "ch09-e6-time": 1.1e-3,
+    "ch09-q1-model-ways": 8, "ch09-q1-d-ff": 32768, "ch09-q1-batch": 8,
+}
+
+
+def _n(qid: str, points: float, section: str, prompt: str, reference: float, slips: tuple, unit: str = "",
+       tolerance: Tolerance = EXACT) -> Number:
+    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=float(reference), unit=unit,
+                  tolerance=tolerance, slips=slips)
+
+
+CHAPTER = Chapter("ch09_profiling", "Profiling", (
+    # E1: the stack; a dot as XLA:CPU compiles it.
+    Choice(qid="ch09-e1-computes", points=1, section=STACK,
+           prompt="What does dot(convert(y), x) with lhs_contracting_dims={0}, rhs_contracting_dims={1} compute?",
+           reference="(x@y).T", options=("x@y", "(x@y).T", "elementwise"),
+           slips=(Slip("x@y", "wrong_option", "the result is f32[16,128]: d comes before b."),)),
+    Choice(qid="ch09-e1-convert", points=1, section=STACK,
+           prompt="Why does the compiled program convert y before the dot?",
+           reference="promote", options=("promote", "cpu-has-no-bf16", "layout"),
+           slips=(Slip("cpu-has-no-bf16", "wrong_option", "the convert is already in the lowered StableHLO, "
+                       "before any CPU-specific compilation."),)),
+    _n("ch09-e1-dot-flops", 1, STACK, "FLOPs of the dot of E1.", E1_DOT_FLOPS,
+       (Slip(E1_DOT_FLOPS / 2, "ratio:1/2", "count the multiply and the add."),), "FLOP"),
+    _n("ch09-e1-convert-flops", 1, STACK, "FLOPs cost_analysis() counts beyond the dot.", E1_CONVERT_FLOPS,
+       (Slip(2 * E1_CONVERT_FLOPS, "ratio:2", "one operation per converted element."),), "FLOP"),
+    _n("ch09-e1-argument-bytes", 1, MEMORY, "memory_analysis() argument bytes of the E1 program.", E1_ARGUMENT_BYTES,
+       (Slip(4 * (math.prod(E1_X) + math.prod(E1_Y)), "close", "y is passed in bf16."),), "B"),
+    # E2-E4: one TPU instruction.
+    Choice(qid="ch09-e2-memory", points=1, section=READ_OP, prompt="Where does the result of fusion.7 live?",
+           reference="VMEM", options=("HBM", "VMEM", "host"),
+           slips=(Slip("HBM", "wrong_option", "S(1) is not the default space."),)),
+    Choice(qid="ch09-e2-collective", points=1, section=READ_OP, prompt="Which collective does fusion.7 perform?",
+           reference="reduce-scatter", options=COLLECTIVES,
+           slips=(Slip("all-reduce", "wrong_option", "its output has half the last dimension of its input."),)),
+    _n("ch09-e2-output-bytes", 1, READ_OP, "Bytes of fusion.7's result (no padding: the tiles divide it).",
+       E2_OUT_BYTES, (Slip(2 * E2_OUT_BYTES, "ratio:2", "bf16 is 2 bytes."),), "B"),
+    _n("ch09-e2-ways", 1, READ_OP, "Over how many devices does fusion.7 scatter?", E2_WAYS,
+       (Slip(4096, "magnitude:+3", "compare the input's and the output's last dimension."),)),
+    _n("ch09-e3-padded-elements", 1, READ_OP, "Elements f32[3,5]{1,0:T(2,2)} occupies in memory.", E3_PADDED,
+       (Slip(15, "not_equal", "tiles are whole: each dimension rounds up to a multiple of 2."),)),
+    _n("ch09-e3-blowup", 1, READ_OP, "Its memory blow-up over the unpadded array.", E3_BLOWUP,
+       (Slip(1 / E3_BLOWUP, "not_equal", "padded over unpadded, not the other way round."),),
+       tolerance=Tolerance(rtol=0.01)),
+    Choice(qid="ch09-e4-inner-tile", points=1, section=READ_OP, prompt="Why do bf16 arrays carry an inner (2,1) tile?",
+           reference="4-byte-words", options=("4-byte-words", "padding", "two-cores", "transpose"),
+           slips=(Slip("two-cores", "wrong_option", "the tile is about bytes, not cores."),)),
+    # E5-E7: the book's mock transformer on 8 TPU v2 cores.
+    _n("ch09-e5-tokens-per-shard", 1, EXAMPLE, "Tokens per data-parallel shard of X bf16[32, 1024, 8192].",
+       E5_TOKENS, (Slip(MOCK_TPU["B"] * MOCK_TPU["T"] // V2_CORES, "ratio:1/2",
+                        "only the batch is split four ways."),)),
+    Formula(qid="ch09-e5-time-formula", points=1, section=EXAMPLE,
+            prompt="Time of X[B, T, D] @ W_in[D, F] on N devices of C FLOP/s each, compute-bound.",
+            reference=T_MATMUL, symbols="B T D F N C", counts="N",
+            slips=(Slip(2 * B * T * D * F / C, "missing_symbol:N", "N devices share the work."),
+                   Slip(B * T * D * F / (N * C), "ratio:1/2"))),
+    _n("ch09-e5-time", 1, EXAMPLE, "Expected time of the up-projection on 8 TPU v2 cores.", E5_TIME,
+       (Slip(E5_TIME * 2, "ratio:2"), Slip(E5_TIME * 1e3, "unit:1000")), "s", Tolerance(rtol=0.01)),
+    _n("ch09-e6-shard-bytes", 1, EXAMPLE, "Bytes of one data shard bf16[8, 1024, 8192] entering the ReduceScatter.",
+       E6_BYTES, (Slip(E6_BYTES * 4, "ratio:4", "the batch is split four ways."),), "B"),
+    _n("ch09-e6-time", 1, EXAMPLE, "Expected time of that ReduceScatter over one TPU v2 hop.", E6_TIME,
+       (Slip(E6_TIME * 2, "ratio:2", "1.2e11 B/s is the bidirectional bandwidth."),), "s",
+       Tolerance(low=1.1e-3 * 0.99, high=E6_TIME * 1.02)),  # the book rounds to "roughly 1.1 ms"
+    _n("ch09-e7-time", 1, EXAMPLE, "Expected time of the Q projection (W_Q[8192, 32, 256]) on 8 TPU v2 cores.",
+       E7_TIME, (Slip(E7_TIME * 4, "ratio:4", "W_Q has 32 x 256 = 8192 columns, a quarter of W_in's."),), "s",
+       Tolerance(rtol=0.02)),
+    # Q1: the book's profile.
+    Choice(qid="ch09-q1-program", points=1, section=PROBLEMS,
+           prompt="What does the profile of Q1 compute?", reference="two-matmuls",
+           options=("one-matmul", "two-matmuls", "matmul-and-softmax"),
+           slips=(Slip("one-matmul", "wrong_option", "the all-reduce sums the second matmul's partial results."),)),
+    _n("ch09-q1-model-ways", 1, PROBLEMS, "Q1: the degree of model parallelism.", Q1_WAYS,
+       (Slip(16, "ratio:2", "a group lists the devices that sum together."),)),
+    _n("ch09-q1-d-ff", 1, PROBLEMS, "Q1: the global hidden width (d_ff).", Q1_D_FF,
+       (Slip(Q1_D_FF // Q1_WAYS, "ratio:1/8", "4096 is one device's block."),)),
+    _n("ch09-q1-batch", 1, PROBLEMS, "Q1: the batch size.", Q1_BATCH,
+       (Slip(Q1_BATCH * Q1_WAYS, "ratio:8", "x is replicated, not sharded."),)),
+    # CX1-CX3: read HLO text.
+    Function(qid="ch09-cx1-read-instruction", points=3, section=READ_OP,
+             prompt="read_instruction(line): result bytes, padded bytes, memory space, operand count.",
+             reference=read_instruction, probes=CX1_PROBES, output=(Output("number", tolerance=EXACT),) * 4,
+             slips=(Slip(cx1_bf16_as_four_bytes, "ratio:2"), Slip(cx1_tiles_logical_order, "magnitude:+1"))),
+    Function(qid="ch09-cx2-replica-groups", points=3, section=PROBLEMS,
+             prompt="replica_groups(line): group size, number of groups, device 0's group, in every printed form.",
+             reference=replica_groups, probes=CX2_PROBES, output=(Output("number", tolerance=EXACT),) * 3,
+             slips=(Slip(cx2_ignores_transpose, "ratio:1/16"),)),
+    Function(qid="ch09-cx3-census", points=3, section=EXAMPLE,
+             prompt="census(text, kind): how many collectives of a kind a compiled program runs, and their bytes.",
+             reference=census, probes=CX3_PROBES, output=(Output("number", tolerance=EXACT),) * 2,
+             slips=(Slip(cx3_counts_every_mention, "ratio:2"), Slip(cx3_counts_done_too, "ratio:3/2"))),
+    # CX4: fix a sharding constraint.
+    Program(qid="ch09-cx4-fix-constraint", points=3, section=PROBLEMS,
+            prompt="The data-parallel MLP with its constraints changed so the compiled program has no collectives.",
+            spec=ProgramSpec(mesh=(("X", 8),), einsum="bd,df,fe->be",
+                             operands=(Operand(CX4_X, ("X", None)), Operand(CX4_W1, (None, None)),
+                                       Operand(CX4_W2, (None, None))),
+                             # two f32 matmuls of random normals: entries reach ~200, so an absolute
+                             # tolerance of 1e-2 is float32 rounding, not a wrong value
+                             out_spec=("X", None), collectives={}, atol=1e-2),
+            model=mlp_fixed,
+            slips=(Slip(mlp_replicated_hidden, "collectives:all-gather"),
+                   Slip(mlp_no_output_constraint, "wrong_sharding"))),
+    # CX5: cost and memory analysis against the roofline.
+    Function(qid="ch09-cx5-matmul-cost", points=3, section=EXAMPLE,
+             prompt="matmul_cost(B, D, F, batch_ways, f_ways, peak, bw): per-device FLOPs, bytes, roofline time.",
+             reference=matmul_cost, model=cx5_model, probes=CX5_PROBES,
+             output=(Output("number", tolerance=Tolerance(rtol=0.01)), Output("number", tolerance=Tolerance(rtol=0.01)),
+                     Output("number", unit="s", tolerance=Tolerance(rtol=0.01))),
+             slips=(Slip(cx5_global_shapes, "ratio:8"), Slip(cx5_sums_the_times, "close"))),
+    _n("ch09-cx5-argument-bytes", 1, MEMORY, "memory_analysis() argument bytes per device of the mock layer.",
+       MOCK_ARGUMENT_BYTES, (Slip(MOCK_ARGUMENT_BYTES * 2, "ratio:2", "the weights are split over Y."),), "B"),
+    # Q2, CPU variant: read the mock layer's compiled program.
+    Choice(qid="ch09-q2-strategy", points=1, section=PROBLEMS, prompt="The mock layer's sharding strategy.",
+           reference="dp4-mp2", options=("dp8", "mp8", "dp4-mp2", "dp2-mp4"),
+           slips=(Slip("dp2-mp4", "wrong_option", "each all-reduce group has two devices."),)),
+    _n("ch09-q2-batch", 1, PROBLEMS, "The mock layer's global batch (sequences).", MB,
+       (Slip(MB // MX, "ratio:1/4", "the parameter's shape is one device's block."),)),
+    _n("ch09-q2-d-ff", 1, PROBLEMS, "The mock layer's global MLP width.", MF,
+       (Slip(MF // MY, "ratio:1/2", "W_in's columns are split over the model axis."),)),
+    Choice(qid="ch09-q2-collective", points=1, section=PROBLEMS, prompt="The collective the mock layer runs.",
+           reference="all-reduce", options=COLLECTIVES,
+           slips=(Slip("all-gather", "wrong_option"),)),
+    _n("ch09-q2-allreduce-count", 1, PROBLEMS, "How many times it runs per layer.", Q2_ALLREDUCES,
+       (Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),)),
+    _n("ch09-q2-allreduce-bytes", 1, PROBLEMS, "Bytes of each all-reduce's operand per device (as compiled, f32).",
+       Q2_ALLREDUCE_BYTES, (Slip(Q2_ALLREDUCE_BYTES * MX, "ratio:4", "each device reduces its own batch rows."),
+                            Slip(Q2_ALLREDUCE_BYTES / 2, "ratio:1/2", "the CPU program is f32.")), "B"),
+    Choice(qid="ch09-q2-dominant", points=1, section=PROBLEMS, prompt="Which part of the layer has the most FLOPs?",
+           reference="mlp", options=tuple(MOCK_FLOPS),
+           slips=(Slip("attention", "wrong_option", "T = 128 is short next to D = 256."),)),
+    _n("ch09-q2-mlp-share", 1, PROBLEMS, "The MLP's share of the layer's matmul FLOPs.", Q2_MLP_SHARE,
+       (Slip(0.5, "close", "count the projections and attention too."),), tolerance=Tolerance(rtol=0.01)),
+    _n("ch09-q2-flops-per-device", 1, PROBLEMS, "The layer's matmul FLOPs per device.", Q2_FLOPS_PER_DEVICE,
+       (Slip(Q2_FLOPS_PER_DEVICE * MOCK_DEVICES, "ratio:8", "per device: divide by all 8."),), "FLOP",
+       Tolerance(rtol=0.01)),  # cost_analysis() adds softmax and elementwise work: 0.5% more
+    _n("ch09-q2-t-math", 1, PROBLEMS, "Time of those FLOPs per chip on a TPU v5e (bf16 peak).", Q2_T_MATH,
+       (Slip(Q2_T_MATH * MOCK_DEVICES, "ratio:8"),), "s", Tolerance(rtol=0.02)),
+    _n("ch09-q2-t-comms", 1, PROBLEMS, "Time of the layer's all-reduces on TPU v5e links, in bf16.", Q2_T_COMMS,
+       (Slip(Q2_T_COMMS * 2, "ratio:2", "on a TPU the partial sums are bf16: half the CPU's bytes."),
+        Slip(Q2_T_COMMS / 2, "ratio:1/2", "an all-reduce costs twice an all-gather.")), "s", Tolerance(rtol=0.02)),
+    Choice(qid="ch09-q2-bound", points=1, section=PROBLEMS,
+           prompt="At these sizes on TPU v5e, is the layer compute- or communication-bound?",
+           reference="communication", options=("compute", "communication"),
+           slips=(Slip("compute", "wrong_option", "compare your two times."),)),
+))

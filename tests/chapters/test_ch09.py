@@ -1,0 +1,184 @@
+"""Chapter 9 (Profiling): every record against the engine, the book's printed answers, and the programs
+the chapter reads, compiled again: XLA (jax 0.10.2, CPU) prints what the course's formulas say."""
+
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import solutions.ch09_profiling as ch09
+from autograder.questions import Function, Program, load_chapter
+from course.devices import mesh
+from solutions.ch09_profiling import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch09
+CHAPTER = load_chapter("ch09_profiling")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+
+# The syllabus's answers where the course computes its own (first number of each entry; the book's
+# printed value, where it differs, is in BOOK). The reference must reproduce these to 0.2%.
+SYLLABUS = {
+    "ch09-e3-padded-elements": 24, "ch09-e3-blowup": 1.6, "ch09-e5-tokens-per-shard": 8192,
+    "ch09-e5-time": 95.61e-3, "ch09-e6-shard-bytes": 134_217_728, "ch09-e6-time": 1.118e-3,
+    "ch09-e7-time": 23.9e-3, "ch09-q1-model-ways": 8, "ch09-q1-d-ff": 32768, "ch09-q1-batch": 8,
+}
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+@pytest.mark.parametrize("qid", sorted(SYLLABUS))
+def test_reference_is_the_syllabus_answer(qid):
+    assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=0.002)
+
+
+def test_every_book_answer_names_a_question():
+    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 45
+    assert all(q.section for q in CHAPTER.questions)
+
+
+def test_parsers_agree_with_the_syllabus():
+    """E3's padding, the book's Q1 groups in both printed forms, and the syllabus's CX3 program."""
+    assert ch09.read_instruction(ch09.E3_LINE)[:2] == (60.0, 96.0)
+    assert ch09.replica_groups(ch09.Q1_ALLREDUCE) == ch09.replica_groups(ch09.Q1_GROUPS_LISTED)
+    assert ch09.census(ch09.MATMUL_ROWS_HLO, "all-reduce") == (1.0, 131_072.0)
+
+
+# --- the programs, compiled again -------------------------------------------------------------------
+
+def _clean(text):
+    """The cleaning the notebook does: no metadata, which names source files on this machine."""
+    text = re.sub(r"\n(FileNames|FunctionNames|FileLocations|StackFrames)\n(?:.+\n)*", "", text)
+    return re.sub(r", metadata=\{[^{}]*\}", "", text)
+
+
+def _sds(m, shape, spec, dtype=jnp.float32):
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(m, P(*spec)))
+
+
+def _instructions(text):
+    for line in text.splitlines():
+        try:
+            ch09.split_instruction(line)
+        except (ValueError, IndexError):
+            continue
+        yield line
+
+
+@pytest.fixture(scope="module")
+def programs():
+    """The chapter's programs compiled on this machine (cleaned), with the mock layer's analyses."""
+    m24, m8 = mesh(X=2, Y=4), mesh(**dict(ch09.MOCK_MESH))
+    x, w = _sds(m24, ch09.CX3_X, ("X", "Y")), _sds(m24, ch09.CX3_W, ("Y", None))
+    out = {}
+    for name, spec in (("rows", P("X", None)), ("blocks", P("X", "Y"))):
+        out[name] = jax.jit(lambda a, b: a @ b, out_shardings=NamedSharding(m24, spec)).lower(x, w).compile()
+    mk = ch09.MOCK
+    shapes = [((mk["B"], mk["T"], mk["D"]), ("X", None, None))] + [((mk["D"], mk["N"], mk["H"]), (None, "Y", None))] * 3
+    shapes += [((mk["N"], mk["H"], mk["D"]), ("Y", None, None)), ((mk["D"], mk["F"]), (None, "Y")),
+               ((mk["F"], mk["D"]), ("Y", None))]
+    out["mock"] = jax.jit(mock_layer, out_shardings=NamedSharding(m8, P("X", None, None))).lower(
+        *[_sds(m8, s, p) for s, p in shapes]).compile()
+    e1 = jax.jit(lambda a, b: jnp.einsum("bf,fd->db", a, b))
+    out["e1"] = e1.lower(jax.ShapeDtypeStruct(ch09.E1_X, jnp.float32),
+                         jax.ShapeDtypeStruct(ch09.E1_Y, jnp.bfloat16)).compile()
+    return out
+
+
+def mock_layer(x, wq, wk, wv, wo, win, wout):
+    """The notebook's Q2 layer (the same code)."""
+    q, k, v = (jnp.einsum("btd,dnh->btnh", x, w) for w in (wq, wk, wv))
+    s = jnp.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(ch09.MOCK["H"])
+    o = jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(s, axis=-1), v)
+    x = x + jnp.einsum("btnh,nhd->btd", o, wo)
+    h = jax.nn.relu(jnp.einsum("btd,df->btf", x, win))
+    return x + jnp.einsum("btf,fd->btd", h, wout)
+
+
+def test_compiled_collectives_match_the_stored_programs(programs):
+    """What the notebook shows the student equals what the parsing probes were taken from."""
+    for name, stored in (("rows", ch09.MATMUL_ROWS_HLO), ("blocks", ch09.MATMUL_BLOCKS_HLO),
+                         ("mock", ch09.MOCK_LAYER_ENTRY_HLO)):
+        text = _clean(programs[name].as_text())
+        for kind in ch09.COLLECTIVES:
+            assert ch09.census(text, kind) == ch09.census(stored, kind), (name, kind)
+
+
+def test_mock_layer_is_what_the_formulas_say(programs):
+    text = _clean(programs["mock"].as_text())
+    count, nbytes = ch09.census(text, "all-reduce")
+    assert (count, nbytes) == (ch09.Q2_ALLREDUCES, ch09.Q2_ALLREDUCES * ch09.Q2_ALLREDUCE_BYTES)
+    size, groups, _ = ch09.replica_groups(ch09.program_line(text, "all-reduce"))
+    assert (size, groups) == (dict(ch09.MOCK_MESH)["Y"], dict(ch09.MOCK_MESH)["X"])  # over the model axis
+    params = [ch09.arrays(ch09.split_instruction(line)[1])[0][1] for line in _instructions(text)
+              if ch09.split_instruction(line)[2] == "parameter" and "sharding" in line]
+    assert (ch09.MOCK["B"] // 4, ch09.MOCK["T"], ch09.MOCK["D"]) in params
+    assert (ch09.MOCK["D"], ch09.MOCK["F"] // 2) in params
+    cost = programs["mock"].cost_analysis()
+    assert cost["flops"] == pytest.approx(ch09.Q2_FLOPS_PER_DEVICE, rel=0.01)
+    memory = programs["mock"].memory_analysis()
+    assert memory.argument_size_in_bytes == ch09.MOCK_ARGUMENT_BYTES
+    assert memory.output_size_in_bytes == ch09.MOCK_OUTPUT_BYTES
+
+
+def test_e1_cost_and_memory(programs):
+    c = programs["e1"]
+    assert c.cost_analysis()["flops"] == ch09.E1_DOT_FLOPS + ch09.E1_CONVERT_FLOPS
+    assert c.memory_analysis().argument_size_in_bytes == ch09.E1_ARGUMENT_BYTES
+    assert ch09.E1_DOT.split(" dot(")[0].split("= ")[1] in _clean(c.as_text())  # f32[16,128]{1,0}
+
+
+def test_reader_parses_every_compiled_instruction(programs):
+    """At least 20 instructions printed by the CPU compiler parse, and their bytes are JAX's."""
+    lines = [line for c in programs.values() for line in _instructions(_clean(c.as_text()))]
+    assert len(lines) >= 20
+    for line in lines:
+        plain, padded, space, operands = ch09.read_instruction(line)
+        assert plain == padded and space == 0 and operands >= 0, line  # no tiles or memory spaces on CPU
+    e1 = _clean(programs["e1"].as_text())
+    e1_params = [ch09.read_instruction(line)[0] for line in _instructions(e1[e1.index("ENTRY"):])
+                 if " parameter(" in line]
+    assert sorted(e1_params) == sorted([4 * math.prod(ch09.E1_X), 2 * math.prod(ch09.E1_Y)])
+
+
+def test_cx4_programs_compile_as_the_syllabus_says():
+    """Naive: exactly one all-gather (of x: f32[64, 128]); fixed: no collective of any kind."""
+    q = CHAPTER["ch09-cx4-fix-constraint"]
+    assert isinstance(q, Program) and q.spec.collectives == {}
+    m = mesh(X=8)
+    args = [_sds(m, op.shape, op.spec) for op in q.spec.operands]
+    naive = _clean(jax.jit(ch09.mlp_replicated_hidden).lower(*args).compile().as_text())
+    fixed = _clean(jax.jit(ch09.mlp_fixed).lower(*args).compile().as_text())
+    assert ch09.census(naive, "all-gather") == (1.0, 4.0 * 64 * 128)
+    assert naive.count("all-gather(") == 1
+    assert all(ch09.census(fixed, kind)[0] == 0 for kind in ch09.COLLECTIVES)
+
+
+def test_function_models_match_references():
+    """CX5's model (XLA's cost analysis) equals the formula on every probe."""
+    q = CHAPTER["ch09-cx5-matmul-cost"]
+    assert isinstance(q, Function)
+    for probe in q.probes:
+        assert q.model(**probe) == pytest.approx(q.reference(**probe), rel=1e-9)

@@ -1,0 +1,141 @@
+"""Chapter 11 (Capstone): every record against the engine, the chapters' pinned answers the planners
+must reproduce, and the compiled program the capstone reads, compiled again."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import solutions.ch11_capstone as ch11
+from autograder.questions import load_chapter
+from course.devices import mesh
+from solutions.ch09_profiling import arrays, census, program_line, replica_groups, split_instruction
+from solutions.ch11_capstone import BOOK
+from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+
+pytestmark = pytest.mark.ch11
+CHAPTER = load_chapter("ch11_capstone")
+SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
+
+
+@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
+def test_reference_passes(q):
+    assert_reference_passes(CHAPTER, q)
+
+
+@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
+def test_slip_fails(q, i):
+    assert_slip_fails(CHAPTER, q, i)
+
+
+@pytest.mark.parametrize("qid", sorted(BOOK))
+def test_book_answer_within_tolerance(qid):
+    assert_book_answer(CHAPTER[qid], BOOK[qid])
+
+
+def test_every_question_has_points_and_a_section():
+    assert CHAPTER.total_points >= 45
+    assert all(q.section for q in CHAPTER.questions)
+
+
+# The syllabus's pinned answers (C1): (probe, expected outputs, relative tolerance on the times).
+TRAINING = [
+    (0, (1024, 4, 0.311, None)),  # Part 5 Q3 (step at 40% MFU)
+    (1, (2048, 4, None, 44.3)),  # Part 6 A9, A4 (the book rounds the model to 70e9 parameters)
+    (2, (4096, 1, 1.037, None)),  # Part 5 X1, 10M-token batch: pure FSDP
+    (3, (1024, 4, 0.109, None)),  # Part 5 X1, 1M-token batch
+]
+
+
+@pytest.mark.parametrize(("index", "expected"), TRAINING)
+def test_plan_training_reproduces_the_chapters(index, expected):
+    x, y, step, days = ch11.plan_training(**ch11.TRAIN_PROBES[index])
+    assert (x, y) == expected[:2]
+    if expected[2] is not None:
+        assert step == pytest.approx(expected[2], rel=0.01)
+    if expected[3] is not None:
+        assert days == pytest.approx(expected[3], rel=0.01)
+
+
+@pytest.mark.parametrize("qid", sorted(ch11.BOOK_PLANS))
+def test_book_values_pass_the_planners_tolerances(qid):
+    """The book's printed plans (rounded) lie within each output's tolerance around the reference."""
+    q = CHAPTER[qid]
+    for index, book in ch11.BOOK_PLANS[qid].items():
+        reference = q.reference(**q.probes[index])
+        for spec, ours, theirs in zip(q.outputs, reference, book, strict=True):
+            if theirs is not None:
+                lo, hi = spec.tolerance.bounds(float(ours))
+                assert lo <= theirs <= hi, (qid, index, theirs, ours)
+
+
+def test_plan_serving_reproduces_part_8():
+    """IQ2/IQ3: LLaMA 3-70B int8, batch 32 at 8k context: a 4x2 slice, 17.22 ms; 4x4: 8.61 ms."""
+    chips, step = ch11.plan_serving(**ch11.SERVE_PROBES[0])
+    assert chips == 8 and step == pytest.approx(17.22e-3, rel=0.01)
+    chips, step = ch11.plan_serving(**ch11.SERVE_PROBES[1])
+    assert chips == 16 and step == pytest.approx(8.61e-3, rel=0.01)
+
+
+SYLLABUS_H100 = [("H100_MIN_GPUS", 9, 0), ("H100_DAYS", 39.96, 0.01), ("H100_TP_LIMIT", 13.0, 0.01),
+                 ("H100_PER_GPU_BATCH", 976.6, 0.001), ("H100_DP_THRESHOLD", 2475, 1e-3),
+                 ("H100_PP_THRESHOLD", 309.4, 1e-3)]
+
+
+@pytest.mark.parametrize(("name", "expected", "rel"), SYLLABUS_H100)
+def test_h100_answers_are_part_12s(name, expected, rel):
+    """Part 12 Q5.2 as the syllabus pins it (the book's 70e9 parameters: days within 1%)."""
+    value = getattr(ch11, name)
+    assert abs(value - expected) <= rel * expected
+
+
+def test_capstone_plan_is_self_consistent():
+    """The new model's plan: FSDP + TP (memory and latency pull the serving slice apart)."""
+    assert (ch11.CAP_X, ch11.CAP_Y) == (1024, 4)
+    assert ch11.CAP_MEMORY_CHIPS == 8 and ch11.CAP_SERVE_CHIPS == 16
+    assert ch11.CAP_TRAIN_COST < ch11.CAP_H100_COST
+    assert ch11.CAP_BOUND == "compute"
+    ratio = max(ch11.CAP_T_FSDP, ch11.CAP_T_TP) / ch11.CAP_T_MATH  # Part 6's comm/compute ratio at (X, Y)
+    alpha = ch11.V5P.bf16_flops_per_s / ch11.W_V5P
+    expected = max(ch11.CAP_X * alpha / (2 * ch11.BUDGET["batch"]), ch11.CAP_Y * alpha / ch11.COURSE_31B.F)
+    assert abs(ratio / expected - 1) < 1e-9
+
+
+# --- C3: the program the notebook compiles ----------------------------------------------------------
+
+def _mlp(x, w_in, w_out):
+    return jax.nn.relu(x @ w_in) @ w_out
+
+
+@pytest.fixture(scope="module")
+def c3_text():
+    c = ch11.C3
+    m = mesh(X=c["X"], Y=c["Y"])
+
+    def sds(shape, *spec):
+        return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(m, P(*spec)))
+    f = jax.jit(_mlp, out_shardings=NamedSharding(m, P("X", "Y")))
+    text = f.lower(sds((c["B"], c["D"]), "X", "Y"), sds((c["D"], c["F"]), "X", "Y"),
+                   sds((c["F"], c["D"]), "Y", "X")).compile().as_text()
+    return re.sub(r", metadata=\{[^{}]*\}", "", text)
+
+
+def test_c3_program_is_what_the_references_say(c3_text):
+    entry = c3_text[c3_text.index("ENTRY"):]
+    assert census(entry, "all-gather") == (3.0, float(ch11.C3_GATHERED_BYTES))
+    assert census(entry, "all-reduce")[0] == 1 and census(entry, "reduce-scatter")[0] == 0
+    sizes = sorted(replica_groups(line)[0] for line in entry.splitlines() if " all-gather(" in line)
+    assert sizes == [ch11.C3["Y"], ch11.C3["X"], ch11.C3["X"]]  # x over Y; both weights over X
+    assert replica_groups(program_line(entry, "all-reduce"))[0] == ch11.C3["Y"]
+    params = [arrays(split_instruction(line)[1])[0][1] for line in entry.splitlines() if " parameter(" in line]
+    assert sorted(params) == sorted(ch11.C3_LOCAL.values())
+
+
+def test_fsdp_tp_times_are_part_5s_formulas():
+    t_math, t_fsdp, t_tp = ch11.fsdp_tp_times(2**20, 8192, 32768, 256, 16, 4.59e14, 1.8e11, MX=2, MY=1)
+    assert t_math == pytest.approx(4 * 2**20 * 8192 * 32768 / (4096 * 4.59e14))
+    assert t_fsdp == pytest.approx(4 * 8192 * 32768 / (16 * 1.8e11 * 2))
+    assert t_tp == pytest.approx(4 * 2**20 * 8192 / (256 * 1.8e11))
