@@ -39,6 +39,9 @@ def _preload() -> None:
     import jax  # noqa: F401
     import jax.numpy  # noqa: F401
     import matplotlib  # noqa: F401
+    import matplotlib.axes  # noqa: F401  (not pyplot: the kernel picks its inline backend itself)
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
     import numpy  # noqa: F401
     import sympy  # noqa: F401
 
