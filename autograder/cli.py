@@ -17,6 +17,8 @@ examples:
   scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
   scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
   scaling-course equiv "N-1" "N" --symbols "N:count" --json
+  scaling-course selfcheck my-work/ch01_rooflines.ipynb  # self-study: run and check your own notebook
+  scaling-course progress                      # what you have solved so far, per chapter
 """
 
 
@@ -113,6 +115,18 @@ def cmd_equiv(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_selfcheck(args: argparse.Namespace) -> int:
+    from .selfcheck import selfcheck
+
+    return max(selfcheck(Path(nb), timeout=args.timeout) for nb in args.notebooks)
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    from .selfcheck import show_progress
+
+    return show_progress()
+
+
 def _timeout(signum, frame):
     raise TimeoutError
 
@@ -144,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--symbols", required=True, help='e.g. "B D F N:count" (positive reals; :count = integer >= 2)')
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_equiv)
+    p = sub.add_parser("selfcheck", help="run your own filled notebook and print what each check says")
+    p.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
+    p.add_argument("--timeout", type=int, default=600, help="seconds one cell may run (default 600)")
+    p.set_defaults(func=cmd_selfcheck)
+    p = sub.add_parser("progress", help="questions solved so far, per chapter, over all sessions")
+    p.set_defaults(func=cmd_progress)
     args = parser.parse_args(argv)
     return args.func(args)
 

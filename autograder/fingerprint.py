@@ -202,7 +202,9 @@ def make_chapter(chapter: Chapter) -> dict[str, Any]:
 
 
 def make(q: Question) -> dict[str, Any]:
-    base = {"kind": q.kind, "points": q.points, "prompt": q.prompt, "url": q.url}
+    from .hints import hint_for
+
+    base = {"kind": q.kind, "points": q.points, "prompt": q.prompt, "url": q.url, "hint": hint_for(q)}
     if isinstance(q, Formula):
         known = [(a.answer, a.credit, a.message, "") for a in q.accept]
         known += [(s.answer, 0.0, "", s.hint) for s in q.slips if s.hint]

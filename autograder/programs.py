@@ -172,7 +172,7 @@ def _normal_spec(spec: tuple | None) -> tuple:
     return spec
 
 
-def _describe(counts: dict[str, Any]) -> str:
+def describe_counts(counts: dict[str, Any]) -> str:
     def amount(n: Any) -> str:
         if isinstance(n, int):
             return str(n)
@@ -206,9 +206,9 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     expected_counts = {k: v for k, v in q.collectives.items() if v}
     details = [c.describe() for c in report.collectives]
     if not counts_match(counts, expected_counts):
-        found = "; ".join(details) if details else _describe(counts)
+        found = "; ".join(details) if details else describe_counts(counts)
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),
-                       f"Right numbers, but your program runs {found}; expected {_describe(expected_counts)}.",
+                       f"Right numbers, but your program runs {found}; expected {describe_counts(expected_counts)}.",
                        {"collectives": details})
     return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", {"collectives": details or counts})
 

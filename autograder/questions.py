@@ -52,6 +52,7 @@ class Question:
     points: float
     prompt: str  # one line: what is asked, shown in tables and feedback (no answer in it)
     section: str = ""  # the book page and anchor, e.g. "roofline#..." (linked in feedback)
+    hint: str = ""  # unlocked after a first wrong attempt; derived from the record when empty (hints.py)
     slips: tuple[Slip, ...] = ()
     accept: tuple[Accept, ...] = ()
     kind: ClassVar[str] = ""

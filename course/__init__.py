@@ -9,7 +9,8 @@ pulling in the notebook-side machinery.
 from importlib import import_module
 from typing import Any
 
-_LAZY = {"check": "answers", "grade": "answers", "AnswerError": "answers", "setup": "devices", "mesh": "devices"}
+_LAZY = {"check": "answers", "grade": "answers", "hint": "answers", "AnswerError": "answers",
+         "setup": "devices", "mesh": "devices"}
 __all__ = sorted(_LAZY)
 
 

@@ -18,24 +18,40 @@ from autograder import record
 from autograder.fingerprint import selfcheck
 from autograder.verdict import Status, Verdict
 
+from . import progress
+
 
 class AnswerError(AssertionError):
     """A wrong or unreadable answer. An AssertionError, so nbgrader's validate counts it."""
 
 
-@cache
-def _fingerprints(prefix: str) -> dict[str, Any]:
+def _files() -> list[Any]:
     folder = resources.files("course") / "fingerprints"
-    for f in sorted(folder.iterdir(), key=lambda p: p.name):
-        if f.name.startswith(prefix + "_") and f.name.endswith(".json"):
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".json")), key=lambda p: p.name)
+
+
+@cache
+def fingerprints(prefix: str) -> dict[str, Any]:
+    """The self-check data of chapter ``prefix`` (e.g. "ch01"), by question id."""
+    for f in _files():
+        if f.name.startswith(prefix + "_"):
             return json.loads(f.read_text())["questions"]
     raise LookupError(f"No self-check data for {prefix}: run 'scaling-course release' (instructors).")
+
+
+def chapter_table() -> dict[str, tuple[str, list[str]]]:
+    """Chapter name -> (title, question ids), for every chapter this package can check."""
+    table = {}
+    for f in _files():
+        data = json.loads(f.read_text())
+        table[data["chapter"]] = (data["title"], list(data["questions"]))
+    return table
 
 
 def _entry(qid: str) -> dict[str, Any]:
     if not isinstance(qid, str):
         raise TypeError("the first argument is the question id, e.g. 'ch01-e3-critical-batch'")
-    table = _fingerprints(qid.split("-", 1)[0])
+    table = fingerprints(qid.split("-", 1)[0])
     if qid not in table:
         raise LookupError(f"Unknown question id {qid!r}. Did a cell's text change? Re-download the notebook.")
     return table[qid]
@@ -76,10 +92,20 @@ def check(qid: str, answer: Any) -> None:
     __tracebackhide__ = True  # IPython then shows the message, not the course's internals
     recent = _graded.pop(qid, None)
     v = recent[1] if recent and recent[0] == id(answer) else verdict(qid, answer)
+    entry = progress.record(qid, str(v.status), v.score, v.message)
     if v.ok:
         print(f"✓ {qid}: correct.")
         return
-    _fail(qid, v)
+    unlocked = entry.get("wrong", 0) > 0 and progress.enabled() and _entry(qid).get("hint")
+    _fail(qid, v, f'\nA hint is unlocked: run course.hint("{qid}")' if unlocked else "")
+
+
+def hint(qid: str) -> None:
+    """Print the question's hint, once a wrong attempt has unlocked it."""
+    text = _entry(qid).get("hint") or "This question has no hint."
+    if not progress.get(qid).get("wrong") and not progress.get(qid).get("solved"):
+        text = "Hints unlock after a first wrong attempt: run the check cell on your answer first."
+    print(f"{qid}: {text}")
 
 
 def grade(qid: str, answer: Any) -> None:
@@ -94,13 +120,13 @@ def grade(qid: str, answer: Any) -> None:
         _fail(qid, v)
 
 
-def _fail(qid: str, v: Verdict) -> None:
+def _fail(qid: str, v: Verdict, notice: str = "") -> None:
     __tracebackhide__ = True
     status = {Status.PARTIAL: f"partly right ({v.score:.0%})", Status.INVALID: "cannot read the answer"}
     head = status.get(v.status, "not right yet")
     url = _entry(qid).get("url", "")
     more = f"\n(Book section: {url})" if url and v.status is not Status.INVALID else ""
-    raise AnswerError(f"{qid}: {head}. {v.message}{more}") from None
+    raise AnswerError(f"{qid}: {head}. {v.message}{more}{notice}") from None
 
 
 def _display(bundle: dict[str, Any]) -> None:

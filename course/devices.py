@@ -41,12 +41,14 @@ def quiet() -> None:
         warnings.filterwarnings("ignore", module=module)
 
 
-def setup(devices: str = "auto", count: int = DEFAULT_DEVICES) -> str:
+def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | None = None) -> str:
     """Configure JAX's devices and return a one-line description.
 
     ``devices``: "cpu" (``count`` simulated CPU devices), "real" (the machine's accelerators), or "auto":
     the environment variable SCALING_COURSE_DEVICES if set, else real accelerators when there are at least
-    ``count`` of them (the exercises' meshes need that many), else simulated CPU devices."""
+    ``count`` of them (the exercises' meshes need that many), else simulated CPU devices. ``version``: the
+    course version the notebook was released with; another installed version adds a note, since its
+    self-check data may not know the notebook's questions."""
     if devices == "auto":
         devices = os.environ.get("SCALING_COURSE_DEVICES", "auto")
     if devices not in ("auto", "cpu", "real"):
@@ -70,7 +72,21 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES) -> str:
         raise RuntimeError(f"JAX already started with {len(found)} device(s), before course.setup() could ask "
                            f"for {count}. Restart the kernel and run the first cell before any other.")
     kind = found[0].platform.upper()
-    return f"{len(found)} {'simulated ' if not use_real else ''}{kind} device(s): {found[0].device_kind}"
+    line = f"{len(found)} {'simulated ' if not use_real else ''}{kind} device(s): {found[0].device_kind}"
+    return line + _version_note(version)
+
+
+def _version_note(wanted: str | None) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        have = version("scaling-course")
+    except PackageNotFoundError:
+        return ""
+    if wanted is None or have == wanted:
+        return ""
+    return (f"\nNote: this notebook was released with scaling-course {wanted}, but {have} is installed; "
+            f"if a check does not know a question, install {wanted} or download the notebook of {have}.")
 
 
 def mesh(**axes: int):

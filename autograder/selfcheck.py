@@ -1,0 +1,131 @@
+"""``scaling-course selfcheck`` and ``scaling-course progress``: grading for self-study learners.
+
+A learner has no gradebook and no hidden tests, only the release notebook and the self-check data
+shipped with the package. ``selfcheck`` runs their own filled notebook top to bottom in a fresh
+kernel (their copy is not modified), lets every check cell record its verdict in the progress
+file, and prints the verdicts of this run as a table. ``progress`` reads the same file: what is
+solved, per chapter, across every session in JupyterLab or on the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import nbformat
+
+from course import progress
+
+from .questions import QID
+
+_CHECK = re.compile(r'^check\("(?P<qid>[^"]+)"', re.M)
+
+
+def questions_in(nb: nbformat.NotebookNode) -> list[str]:
+    """The question ids of a notebook's test cells, in order (from their check lines, which stay
+    visible in a release notebook whatever happened to the metadata)."""
+    found: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            found += [m["qid"] for m in _CHECK.finditer(cell.source) if QID.match(m["qid"])]
+    return list(dict.fromkeys(found))
+
+
+def execute(path: Path, timeout: int) -> str:
+    """Run the notebook in a fresh kernel, errors and all; returns the run's id in the progress file."""
+    from nbclient import NotebookClient
+    from traitlets.config import Config
+
+    nb = nbformat.read(path, as_version=4)
+    run = uuid.uuid4().hex
+    saved = {k: os.environ.get(k) for k in (progress.ENV_RUN, progress.ENV_PATH)}
+    os.environ[progress.ENV_RUN] = run
+    os.environ[progress.ENV_PATH] = str(progress.path())  # the kernel writes where we read
+    sockets = tempfile.mkdtemp(prefix="scaling-course-")
+    try:
+        # Unix sockets where there are some: no TCP port, and no warning about plain-text TCP.
+        ipc = {"transport": "ipc", "ip": os.path.join(sockets, "k")} if os.name == "posix" else {}
+        NotebookClient(nb, config=Config(KernelManager=ipc), kernel_name="python3", timeout=timeout,
+                       allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return run
+
+
+def selfcheck(path: Path, timeout: int = 600) -> int:
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError) as e:
+        print(f"scaling-course selfcheck: cannot read {path}: {e}")
+        return 2
+    qids = questions_in(nb)
+    if not qids:
+        print(f"scaling-course selfcheck: {path} has no check cells; is it a course notebook?")
+        return 2
+    chapter = qids[0].split("-", 1)[0]
+    print(f"Running {path.name} in a fresh kernel (your file is not changed) ...")
+    run = execute(path, timeout)
+    records = progress.load()
+    points = _points(chapter)
+    rows, earned, total = [], 0.0, 0.0
+    for qid in qids:
+        pts = points.get(qid, 1.0)
+        entry = records.get(qid) or {}
+        total += pts
+        if entry.get("run") != run:
+            rows.append((qid, f"0/{pts:g}", "not checked: the check cell did not run to its end (see the notebook)"))
+            continue
+        earned += pts * entry["score"]
+        mark = {"correct": "✓ correct", "partial": "~ partly right:", "invalid": "? unreadable:"}.get(
+            entry["status"], "✗")
+        text = mark if entry["status"] == "correct" else f"{mark} {entry.get('message', '')}".strip()
+        rows.append((qid, f"{pts * entry['score']:g}/{pts:g}", text))
+    width = max(len(q) for q in qids)
+    print(f"\n{'question':<{width}}  {'points':>7}  result")
+    for qid, pts, text in rows:
+        print(f"{qid:<{width}}  {pts:>7}  {_one_line(text)}")
+    solved = sum(progress.solved(records, q) for q in qids)
+    print(f"\nThis run: {earned:g} of {total:g} points. Solved so far, over all sessions: {solved} of "
+          f"{len(qids)} questions. Progress file: {progress.path()}")
+    if not any((records.get(q) or {}).get("run") == run for q in qids):
+        print("No check recorded its verdict: does the first cell run? Is the progress file writable?")
+    return 0
+
+
+def show_progress() -> int:
+    """Solved questions per chapter, from the progress file and the shipped self-check data."""
+    from course.answers import chapter_table
+
+    records = progress.load()
+    table = chapter_table()
+    width = max(len(c) for c in table)
+    print(f"{'chapter':<{width}}  {'solved':>10}  {'tried':>5}  title")
+    for chapter, (title, qids) in table.items():
+        done = sum(progress.solved(records, q) for q in qids)
+        tried = sum(q in records for q in qids)
+        print(f"{chapter:<{width}}  {done:>3} of {len(qids):<4}  {tried:>5}  {title}")
+    print(f"\nProgress file: {progress.path()}")
+    return 0
+
+
+def _points(prefix: str) -> dict[str, float]:
+    from course.answers import fingerprints
+
+    try:
+        return {q: float(e["points"]) for q, e in fingerprints(prefix).items()}
+    except LookupError:
+        return {}
+
+
+def _one_line(text: str, limit: int = 110) -> str:
+    text = " ".join(line for line in text.splitlines() if not line.startswith("A hint is unlocked"))
+    return text if len(text) <= limit else text[:limit - 1] + "…"

@@ -1,0 +1,129 @@
+"""Self-study: hints that unlock after a wrong attempt, progress kept across sessions, and
+``scaling-course selfcheck`` on a learner's own notebook."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.demo import filled_notebook, with_slips
+from autograder.hints import hint_for
+from autograder.questions import Choice, Formula, Number, Program, load_chapter
+from course import progress
+from course.answers import AnswerError, check, fingerprints, hint
+
+ROOT = Path(__file__).resolve().parent.parent
+QID = "ch01-e1-h100-time"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv(progress.ENV_PATH, str(tmp_path / "progress.json"))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(progress, "_memory", {})
+    return tmp_path / "progress.json"
+
+
+def wrong_answer() -> float:
+    return 2 * load_chapter("ch01_rooflines")[QID].reference
+
+
+def test_hint_is_locked_until_a_wrong_attempt(store, capsys):
+    hint(QID)
+    assert "unlock after a first wrong attempt" in capsys.readouterr().out
+    with pytest.raises(AnswerError) as e:
+        check(QID, wrong_answer())
+    assert f'course.hint("{QID}")' in str(e.value)
+    hint(QID)
+    assert capsys.readouterr().out.strip() == f"{QID}: {fingerprints('ch01')[QID]['hint']}"
+
+
+def test_unreadable_answers_cost_no_attempt_but_wrong_ones_do(store):
+    with pytest.raises(AnswerError):
+        check(QID, "3 parsecs")
+    assert progress.get(QID)["attempts"] == 0
+    with pytest.raises(AnswerError):
+        check(QID, wrong_answer())
+    check(QID, load_chapter("ch01_rooflines")[QID].reference)
+    entry = json.loads(store.read_text())["questions"][QID]
+    assert (entry["attempts"], entry["wrong"], entry["status"]) == (2, 1, "correct")
+    assert entry["solved"]
+
+
+def test_grading_kernels_write_no_progress(store, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    with pytest.raises(AnswerError) as e:
+        check(QID, wrong_answer())
+    assert not store.exists()
+    assert "hint" not in str(e.value)  # grading output stays as it was
+
+
+def test_a_corrupt_progress_file_is_ignored(store):
+    store.write_text("{not json")
+    check(QID, load_chapter("ch01_rooflines")[QID].reference)
+    assert progress.solved(progress.load(), QID)
+
+
+@pytest.mark.parametrize("chapter", ["ch01_rooflines", "ch03_sharding", "ch05_training", "ch12_gpus"])
+def test_derived_hints_never_print_the_answer(chapter):
+    for q in load_chapter(chapter).questions:
+        text = hint_for(q)
+        assert text and len(text) < 400, q.qid
+        if isinstance(q, Number):
+            assert f"{float(q.reference):g}" not in text, q.qid
+        if isinstance(q, Formula):
+            assert str(q.reference) not in text or len(str(q.reference)) == 1, q.qid
+        if isinstance(q, Choice):
+            assert q.reference not in text.split(), q.qid
+        if isinstance(q, Program):
+            needed = [k for k, v in q.spec.collectives.items() if v]
+            assert all(k in text for k in needed) and (needed or "no collective" in text), q.qid
+
+
+@pytest.mark.slow
+def test_selfcheck_runs_a_learners_notebook_and_keeps_progress(tmp_path):
+    chapter = "ch01_rooflines"
+    release = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    source = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    mine = with_slips(filled_notebook(release, source), chapter, every=5)
+    mine.cells[-2].source += "\n"  # the learner's file must come back unchanged
+    path = tmp_path / "work" / f"{chapter}.ipynb"
+    path.parent.mkdir()
+    nbformat.write(mine, path)
+    before = path.read_bytes()
+    env = {**os.environ, "SCALING_COURSE_PROGRESS": str(tmp_path / "progress.json")}
+    run = subprocess.run([sys.executable, "-m", "autograder.cli", "selfcheck", str(path)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert path.read_bytes() == before
+
+    ch = load_chapter(chapter)
+    slipped = {q.qid for q in [q for q in ch.questions if isinstance(q, Formula | Number | Choice)][::5]}
+    rows = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("ch01-")}
+    assert set(rows) == {q.qid for q in ch.questions}
+    for qid, line in rows.items():
+        assert ("✓ correct" in line) == (qid not in slipped), line
+    assert "Off by a factor of 2" in rows["ch01-q5-critical-batch"]
+    earned = ch.total_points - sum(ch[q].points for q in slipped)
+    assert f"This run: {earned:g} of {ch.total_points:g} points" in run.stdout
+    assert f"{len(ch.questions) - len(slipped)} of {len(ch.questions)} questions" in run.stdout
+
+    later = subprocess.run([sys.executable, "-m", "autograder.cli", "progress"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    line = next(x for x in later.stdout.splitlines() if x.startswith(chapter))
+    assert line.split()[1:4] == [str(len(ch.questions) - len(slipped)), "of", str(len(ch.questions))]
+
+
+def test_selfcheck_refuses_what_is_not_a_course_notebook(tmp_path, capsys):
+    from autograder.selfcheck import selfcheck
+
+    (tmp_path / "x.ipynb").write_text("{broken")
+    assert selfcheck(tmp_path / "x.ipynb") == 2
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "y.ipynb")
+    assert selfcheck(tmp_path / "y.ipynb") == 2
+    out = capsys.readouterr().out
+    assert "cannot read" in out and "no check cells" in out
