@@ -47,13 +47,15 @@ _WRONG = {
     "lower_terms": "The leading term is right, but the lower-order terms differ: count exactly.",
     "partly": "Your answer agrees with the expected one in only part of the range of {names}: "
               "check which term dominates where (a max or min?).",
-    "not_equivalent": "Not equivalent to the expected formula.",
+    "not_equivalent": "Not equivalent to the expected formula, and not off by a simple factor: recheck each "
+                      "term (which quantities enter it, and whether they multiply or add).",
     "unit": "This looks like the answer in {guess}; the question asks for {unit}. Give the number in "
             "{unit}, or write the unit, e.g. '{example}'.",
     "close": "Close, but outside the tolerance of {tolerance}.",
     "magnitude": "Off by about a factor of {factor}: check the units and the powers of ten.",
-    "not_equal": "Not the expected value.",
-    "wrong_option": "Not the right choice.",
+    "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you "
+                 "combined (bytes or FLOPs, per chip or in total).",
+    "wrong_option": "Not the right choice: compare the numbers you computed with what each option implies.",
 }
 
 

@@ -9,10 +9,7 @@ solved, per chapter, across every session in JupyterLab or on the command line.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -20,6 +17,7 @@ import nbformat
 
 from course import progress
 
+from .kernel import run_notebook
 from .questions import QID
 
 _CHECK = re.compile(r'^check\("(?P<qid>[^"]+)"', re.M)
@@ -37,27 +35,10 @@ def questions_in(nb: nbformat.NotebookNode) -> list[str]:
 
 def execute(path: Path, timeout: int) -> str:
     """Run the notebook in a fresh kernel, errors and all; returns the run's id in the progress file."""
-    from nbclient import NotebookClient
-    from traitlets.config import Config
-
-    nb = nbformat.read(path, as_version=4)
     run = uuid.uuid4().hex
-    saved = {k: os.environ.get(k) for k in (progress.ENV_RUN, progress.ENV_PATH)}
-    os.environ[progress.ENV_RUN] = run
-    os.environ[progress.ENV_PATH] = str(progress.path())  # the kernel writes where we read
-    sockets = tempfile.mkdtemp(prefix="scaling-course-")
-    try:
-        # Unix sockets where there are some: no TCP port, and no warning about plain-text TCP.
-        ipc = {"transport": "ipc", "ip": os.path.join(sockets, "k")} if os.name == "posix" else {}
-        NotebookClient(nb, config=Config(KernelManager=ipc), kernel_name="python3", timeout=timeout,
-                       allow_errors=True, resources={"metadata": {"path": str(path.parent)}}).execute()
-    finally:
-        shutil.rmtree(sockets, ignore_errors=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    # The kernel writes where we read, tagged with this run.
+    env = {progress.ENV_RUN: run, progress.ENV_PATH: str(progress.path())}
+    run_notebook(nbformat.read(path, as_version=4), path.parent, env, timeout)
     return run
 
 

@@ -67,6 +67,7 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
             jax.config.update("jax_num_cpu_devices", count)
         except RuntimeError:
             pass  # backends already initialised; checked just below
+    _compilation_cache()
     found = jax.devices()
     if not use_real and len(found) != count:
         raise RuntimeError(f"JAX already started with {len(found)} device(s), before course.setup() could ask "
@@ -74,6 +75,17 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
     kind = found[0].platform.upper()
     line = f"{len(found)} {'simulated ' if not use_real else ''}{kind} device(s): {found[0].device_kind}"
     return line + _version_note(version)
+
+
+def _compilation_cache() -> None:
+    """Use the grader's compilation cache when it offers one (read-only: see autograder/grading/warmup.py)."""
+    folder = os.environ.get("SCALING_COURSE_JAX_CACHE")
+    if folder:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", folder)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 def _version_note(wanted: str | None) -> str:

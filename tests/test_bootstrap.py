@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 import venv
 from importlib.metadata import version

@@ -184,7 +184,7 @@ class LimitedClient(NotebookClient):
 
 
 def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path], limits: Limits,
-            log: Path) -> Execution:
+            log: Path, env: dict[str, str] | None = None) -> Execution:
     """Run ``nb`` in place (outputs are written into it); the kernel's own stderr ends up in ``log``.
     ``workdir`` must lie inside the worker's work root (its parent), which the zygote may write."""
     from .jail import landlock_abi, readable_roots
@@ -197,7 +197,8 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     kernel_log = workdir / "kernel.log"
     manager = ZygoteKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
     manager.provisioner_setup = (zygote, {
-        "workdir": str(workdir), "sockets": str(sockets), "log": str(kernel_log), "env": _kernel_env(workdir),
+        "workdir": str(workdir), "sockets": str(sockets), "log": str(kernel_log),
+        "env": _kernel_env(workdir) | (env or {}),
         "memory": limits.memory_bytes, "cpu": limits.notebook_seconds * 2,
         "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow]})
     manager.connection_file = str(workdir / "kernel.json")

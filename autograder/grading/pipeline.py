@@ -2,6 +2,7 @@
 
 Stages, in order (each a module of this package):
 
+    warm      -> the reference fills a read-only compilation cache, once         (warmup.py)
     sanitize  -> rebuild the notebook from the master and the student's cells   (sanitize.py)
     execute   -> run it in a fresh jailed kernel with limits                     (execute.py)
     collect   -> read each test cell's answer record                              (collect.py)
@@ -10,8 +11,8 @@ Stages, in order (each a module of this package):
     write     -> gradebook and grades.csv, by the parent process alone            (gradebook.py)
 
 Ordering: sanitize must come before execute (pre-filled outputs would pass for records); judge
-only ever sees collect's data, never the kernel. Workers run the first five stages; the parent
-alone writes the gradebook, so sqlite never sees two writers.
+only ever sees collect's data, never the kernel. The parent warms the cache; workers run the next
+five stages; the parent alone writes the gradebook, so sqlite never sees two writers.
 
 Crash safety: a worker's files are written atomically; the parent records each result under
 ``.scaling-course/results/`` only after the gradebook has it. On a rerun, a submission whose file
@@ -43,6 +44,7 @@ from .judge import judge_answers
 from .progress import Progress
 from .runners import run_dask, run_local, run_serial
 from .sanitize import MAX_NOTEBOOK_BYTES, release_stubs, sanitize
+from .warmup import ENV, warm
 
 GRADER_VERSION = "1"
 STATE = ".scaling-course"
@@ -60,6 +62,7 @@ class Assignment:
     master: Path  # source notebook
     stubs: dict[str, str]
     questions: dict[str, float]  # qid -> points, in notebook order
+    jax_cache: Path | None = None  # compiled programs of the reference run, read-only to kernels (warmup.py)
 
     @property
     def db_url(self) -> str:
@@ -178,8 +181,11 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
     problems += clean.problems
     t_sanitized = time.monotonic()
     deny, allow = isolation_paths(a.course_dir)
+    env = {}
+    if a.jax_cache is not None:
+        allow, env = [*allow, a.jax_cache], {ENV: str(a.jax_cache)}
     log = a.course_dir / STATE / "logs" / a.name / f"{student}.log"
-    run = execute(clean.notebook, work, deny, allow, limits, log)
+    run = execute(clean.notebook, work, deny, allow, limits, log, env)
     problems += run.problems
     t_executed = time.monotonic()
     recorded = collect(run.notebook, list(a.questions))
@@ -311,6 +317,10 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     total = len(todo)
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
+    if todo:
+        a, note = warm(a, a.course_dir / STATE / "release" / a.name / f"{a.notebook}.ipynb")
+        progress.note(note)
+        todo = [(a, *rest) for _, *rest in todo]
 
     def finish(result: dict[str, Any], done: int) -> None:
         write_result(a.db_url, result)

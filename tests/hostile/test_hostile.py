@@ -111,6 +111,20 @@ for t in targets:
             print("HOSTILE", how, t.name, "blocked")
 """
 
+POISON_CACHE = """
+import os, pathlib
+cache = pathlib.Path(os.environ.get("SCALING_COURSE_JAX_CACHE", "/nonexistent"))
+attempts = {"create": lambda: (cache / "jit_f-poison-cache").write_bytes(b"x"),
+            "overwrite": lambda: sorted(cache.glob("jit_*"))[0].open("ab").write(b"x"),
+            "delete": lambda: (cache / "READY").unlink()}
+for how, attempt in attempts.items():
+    try:
+        attempt()
+        print("HOSTILE cache", how, "ALLOWED")
+    except (OSError, IndexError):
+        print("HOSTILE cache", how, "blocked")
+"""
+
 SIGNALS = """
 import os, signal
 for target in (os.getppid(), 1):
@@ -190,6 +204,7 @@ def students() -> dict:
         "fake-recorder": (after("setup", FAKE_RECORDER), 0),
         "fake-records-thread": (after("ch01-e1-v6e-time", FAKE_RECORDS_FROM_A_THREAD), 2),
         "read-write-course": (after("ch01-e1-v6e-time", READ_AND_WRITE), 2),
+        "poison-compilation-cache": (after("ch01-e1-v6e-time", POISON_CACHE), 2),
         "os-exit": (after("ch01-e1-v6e-time", "import os\nos._exit(3)"), 2),
         "system-exit": (after("ch01-e1-v6e-time", "raise SystemExit(1)"), 2),
         "keyboard-interrupt": (after("ch01-e1-v6e-time", "raise KeyboardInterrupt"), 2),
@@ -265,12 +280,21 @@ def test_course_files_are_unchanged(graded):
 @pytest.mark.skipif(LANDLOCK == 0, reason="no Landlock: reads are not blocked on this system")
 def test_reads_writes_and_signals_were_refused(graded):
     course, cases, _, _, _ = graded
-    for student in ("read-write-course", "signals"):
+    for student in ("read-write-course", "poison-compilation-cache", "signals"):
         if student not in cases:
             continue
         nb = nbformat.read(course / "autograded" / student / CHAPTER / NAME, as_version=4)
         text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
         assert "HOSTILE" in text and "ALLOWED" not in text, text[-2000:]
+
+
+@pytest.mark.skipif(LANDLOCK == 0, reason="no Landlock: the grader uses no compilation cache here")
+def test_the_compilation_cache_was_used_and_left_as_the_reference_filled_it(graded):
+    course, _, results, _, _ = graded
+    cache = course / ".scaling-course" / "jax-cache" / CHAPTER
+    assert (cache / "READY").is_file() and any(cache.glob("jit_*"))
+    assert not (cache / "jit_f-poison-cache").exists()
+    assert results["bystander"]["score"] == 2
 
 
 @pytest.mark.parametrize(("student", "note"), [

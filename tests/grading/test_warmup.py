@@ -1,0 +1,56 @@
+"""The compilation cache the reference notebook fills for a class (autograder/grading/warmup.py)."""
+
+from pathlib import Path
+
+import pytest
+
+from autograder.grading import warmup
+from autograder.grading.pipeline import Assignment
+
+
+@pytest.fixture
+def assignment(tmp_path) -> Assignment:
+    master = tmp_path / "source" / "ch01_rooflines" / "ch01_rooflines.ipynb"
+    master.parent.mkdir(parents=True)
+    master.write_text("{}")
+    return Assignment(tmp_path, "ch01_rooflines", "ch01_rooflines", master, {}, {})
+
+
+@pytest.fixture
+def runs(monkeypatch) -> list[Path]:
+    calls: list[Path] = []
+
+    def fake_reference(a, release_nb, cache, timeout):
+        calls.append(cache)
+        (cache / "jit_f-0-cache").write_bytes(b"compiled")
+
+    monkeypatch.setattr(warmup, "_run_reference", fake_reference)
+    monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
+    return calls
+
+
+def test_filled_once_then_reused_until_the_source_changes(assignment, runs):
+    a, note = warmup.warm(assignment, Path("release.ipynb"))
+    assert a.jax_cache is not None and (a.jax_cache / "jit_f-0-cache").exists() and "filled" in note
+    again, note = warmup.warm(assignment, Path("release.ipynb"))
+    assert again.jax_cache == a.jax_cache and note.endswith("reused") and len(runs) == 1
+    assignment.master.write_text('{"changed": 1}')
+    warmup.warm(assignment, Path("release.ipynb"))
+    assert len(runs) == 2
+
+
+def test_no_cache_without_landlock(assignment, runs, monkeypatch):
+    monkeypatch.setattr(warmup, "landlock_abi", lambda: 0)
+    a, note = warmup.warm(assignment, Path("release.ipynb"))
+    assert a.jax_cache is None and "could not be kept from writing" in note and not runs
+
+
+def test_a_failing_reference_means_no_cache_not_a_failed_class(assignment, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("kernel died")
+
+    monkeypatch.setattr(warmup, "_run_reference", broken)
+    monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
+    a, note = warmup.warm(assignment, Path("release.ipynb"))
+    assert a.jax_cache is None and "did not run" in note
+    assert not (assignment.course_dir / ".scaling-course" / "jax-cache" / "ch01_rooflines").exists()
