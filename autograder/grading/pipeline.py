@@ -318,7 +318,7 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
     if todo:
-        a, note = warm(a, a.course_dir / STATE / "release" / a.name / f"{a.notebook}.ipynb")
+        a, note = warm(a, a.course_dir / STATE / "release" / a.name / f"{a.notebook}.ipynb", len(todo))
         progress.note(note)
         todo = [(a, *rest) for _, *rest in todo]
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     from .pipeline import Assignment
 
 ENV = "SCALING_COURSE_JAX_CACHE"  # read by course.setup() in the kernel
+# Filling the cache costs one reference run (about what two submissions cost); below this many
+# notebooks to grade it does not pay for itself, unless a cache from an earlier run is ready.
+MIN_NOTEBOOKS = 8
 
 
 def _key(a: Assignment) -> str:
@@ -39,7 +42,7 @@ def _key(a: Assignment) -> str:
     return h.hexdigest()
 
 
-def warm(a: Assignment, release_nb: Path, timeout: int = 600) -> tuple[Assignment, str]:
+def warm(a: Assignment, release_nb: Path, notebooks: int, timeout: int = 600) -> tuple[Assignment, str]:
     """The assignment with ``jax_cache`` set when a filled cache is ready, and a line saying what was
     done. Reuses a cache filled earlier from the same source notebook and JAX version."""
     if not landlock_abi():
@@ -49,6 +52,8 @@ def warm(a: Assignment, release_nb: Path, timeout: int = 600) -> tuple[Assignmen
     key = _key(a)
     if stamp.is_file() and stamp.read_text() == key:
         return replace(a, jax_cache=folder), "compilation cache: reused"
+    if notebooks < MIN_NOTEBOOKS:
+        return a, f"no compilation cache: not worth a reference run for {notebooks} notebook(s)"
     started = time.monotonic()
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
