@@ -24,6 +24,10 @@ from . import progress
 class AnswerError(AssertionError):
     """A wrong or unreadable answer. An AssertionError, so nbgrader's validate counts it."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows in the notebook: the diagnosis alone, not the course's internals."""
+        return [f"AnswerError: {self}"]
+
 
 def _files() -> list[Any]:
     folder = resources.files("course") / "fingerprints"
