@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
+from traitlets import Type
 
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
@@ -115,10 +117,39 @@ class ZygoteProvisioner(LocalProvisioner):
         return self.connection_info
 
 
+class ReadyClient(AsyncKernelClient):
+    """Ready as soon as the kernel answers and its IOPub stream is live. The stock client then waits
+    for 0.2 s of silence on IOPub, once per notebook; nbclient ignores messages that answer other
+    requests, so the wait buys nothing here."""
+
+    async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
+        from queue import Empty
+
+        deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
+        while time.monotonic() < deadline:
+            msg_id = self.kernel_info()
+            try:
+                reply = await self._async_recv_reply(msg_id, timeout=1.0)
+            except TimeoutError:
+                if not await self._async_is_alive():
+                    raise RuntimeError("Kernel died before replying to kernel_info") from None
+                continue
+            try:  # a message on IOPub: subscribed, so no output of the first cell can be missed
+                await self._async_get_iopub_msg(timeout=0.2)
+            except Empty:
+                continue
+            self._handle_kernel_info_reply(reply)
+            return
+        raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+
+    wait_for_ready = _async_wait_for_ready  # the public name is bound to the base class's function
+
+
 class ZygoteKernelManager(AsyncKernelManager):
     """An async manager (nbclient's timeouts need one) whose kernels come from the zygote and talk
     over Unix sockets (``ipc``): no TCP at all, and parallel kernels cannot race for ports."""
 
+    client_factory = Type(ReadyClient, klass=AsyncKernelClient)
     provisioner_setup: tuple[Service, dict[str, Any]] | None = None
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
