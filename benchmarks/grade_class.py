@@ -75,8 +75,19 @@ class PeakMemory:
         return self.peak / 2**30
 
 
-def timed(cmd: list[str], cwd: Path, must_succeed: bool = True) -> tuple[float, float, str]:
-    started = time.perf_counter()
+def busy_seconds() -> float:
+    """CPU-seconds the whole machine has spent busy (Linux): a run's share of the cores, since XLA's
+    threads let even a 'sequential' tool use several."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return float("nan")
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(cmd: list[str], cwd: Path, must_succeed: bool = True) -> tuple[float, float, str, float]:
+    """Wall seconds, peak memory (GiB), output, and the mean number of busy cores during the run."""
+    started, busy = time.perf_counter(), busy_seconds()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = PeakMemory(proc.pid)
     out, _ = proc.communicate()
@@ -84,7 +95,7 @@ def timed(cmd: list[str], cwd: Path, must_succeed: bool = True) -> tuple[float, 
     peak = memory.stop()
     if proc.returncode != 0 and must_succeed:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out[-3000:]}")
-    return elapsed, peak, out
+    return elapsed, peak, out, (busy_seconds() - busy) / elapsed
 
 
 def main() -> None:
@@ -101,13 +112,14 @@ def main() -> None:
         subprocess.run([bin_dir / "nbgrader", "generate_assignment", args.chapter, "--force"], cwd=course,
                        check=True, capture_output=True)
         # nbgrader exits non-zero when a submission is unreadable, after grading the others.
-        t_nb, mem_nb, _ = timed([str(bin_dir / "nbgrader"), "autograde", args.chapter, "--force"], course,
+        t_nb, mem_nb, _, cores_nb = timed([str(bin_dir / "nbgrader"), "autograde", args.chapter, "--force"], course,
                                 must_succeed=False)
         # nbgrader writes feedback in a second command; ours comes with grading. Time both ways.
-        t_fb, _, _ = timed([str(bin_dir / "nbgrader"), "generate_feedback", args.chapter, "--force"], course,
+        t_fb, _, _, _ = timed([str(bin_dir / "nbgrader"), "generate_feedback", args.chapter, "--force"], course,
                            must_succeed=False)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-        t_us, mem_us, _ = timed([str(bin_dir / "scaling-course"), "grade", args.chapter, "--force", *jobs], course)
+        t_us, mem_us, out, cores_us = timed([str(bin_dir / "scaling-course"), "grade", args.chapter, "--force",
+                                             *jobs], course)
         results = [json.loads(p.read_text()) for p in (course / ".scaling-course" / "results" / args.chapter)
                    .glob("*.json")]
     n = args.students
@@ -115,8 +127,13 @@ def main() -> None:
               ("sanitize", "kernel_start", "cells", "collect_judge", "feedback", "total")}
     overhead = stages["total"] - stages["cells"]
     print(f"{n} submissions of {args.chapter}, {args.jobs or 'all'} jobs on {len(os.sched_getaffinity(0))} CPUs")
-    print(f"nbgrader autograde (sequential): {t_nb:7.1f} s  {n / t_nb * 60:6.1f} notebooks/min  peak {mem_nb:.2f} GiB")
-    print(f"scaling-course grade:            {t_us:7.1f} s  {n / t_us * 60:6.1f} notebooks/min  peak {mem_us:.2f} GiB")
+    print(f"nbgrader autograde (sequential): {t_nb:7.1f} s  {n / t_nb * 60:6.1f} notebooks/min  peak {mem_nb:.2f} GiB"
+          f"  {cores_nb:.2f} cores busy")
+    print(f"scaling-course grade:            {t_us:7.1f} s  {n / t_us * 60:6.1f} notebooks/min  peak {mem_us:.2f} GiB"
+          f"  {cores_us:.2f} cores busy")
+    print("  " + next((line.strip() for line in out.splitlines() if "compilation cache" in line),
+                      "compilation cache: not mentioned"))
+    print(f"CPU-seconds per notebook: nbgrader {t_nb * cores_nb / n:.1f}, scaling-course {t_us * cores_us / n:.1f}")
     print(f"nbgrader generate_feedback (sequential): {t_fb:7.1f} s")
     print(f"throughput ratio: {t_nb / t_us:.2f}x against autograde alone, "
           f"{(t_nb + t_fb) / t_us:.2f}x against autograde + generate_feedback (both then have feedback)")
