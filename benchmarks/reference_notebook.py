@@ -11,16 +11,18 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autograder.kernel import run_notebook  # noqa: E402
 
 
 def run(chapter: str) -> float:
     path = ROOT / "source" / chapter / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    run_notebook(nb, path.parent, {}, timeout=600)
     elapsed = time.perf_counter() - t0
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     if errors:
