@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import equivalence as eq
-from .formula import Invalid, Parsed, parse_formula
+from .formula import Invalid, Parsed, answer_to_text, parse_formula
 from .messages import phrase, phrase_invalid
 from .numbers import DIMENSION_WORDS, UNITS, Tolerance, parse_number
 from .questions import Accept, Choice, Formula, Function, Number, Output, Program, Question, Slip
@@ -149,12 +149,17 @@ def choice_context(options: Sequence[str]) -> dict[str, Any]:
 
 
 def parse_choice(options: Sequence[str], answer: Any) -> str | Invalid:
-    if answer is None or answer is Ellipsis:
-        return Invalid("empty")
+    if answer is None or answer is Ellipsis or isinstance(answer, dict):
+        # "empty", or the reason a record's marker carries: a recorded None is {"invalid": "empty", ...}
+        reason = answer_to_text(answer)
+        return reason if isinstance(reason, Invalid) else Invalid("wrong_type", "dict")
     if not isinstance(answer, str):
         return Invalid("wrong_type", type(answer).__name__)
+    text = answer_to_text(answer)  # a plain str, whatever a subclass overrides
+    if isinstance(text, Invalid):
+        return text
     by_lower = {o.lower(): o for o in options}
-    return by_lower.get(answer.strip().lower()) or Invalid("unknown_option", answer[:40])
+    return by_lower.get(text.strip().lower()) or Invalid("unknown_option", text[:40])
 
 
 def judge_choice(q: Choice, answer: Any, symbolic: bool = False) -> Verdict:

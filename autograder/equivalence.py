@@ -61,17 +61,29 @@ class Domain:
         return pts
 
 
+# mpmath keeps the exponent of a value exactly, so exp(x) of a huge x needs log(2) to as many digits
+# as x has (exp(exp(B)) runs for minutes, exp(exp(exp(40))) runs out of memory). No quantity the course
+# asks for comes near e**(2**40); above that a value counts as not computable, like an overflow.
+MAX_EXP_ARGUMENT = mpmath.mpf(2) ** 40
+
+
+def _exp(x: mpmath.mpf) -> mpmath.mpf:
+    if abs(x) > MAX_EXP_ARGUMENT:
+        raise OverflowError("exp of a number above 2**40")
+    return mpmath.exp(x)
+
+
 def evaluator(expr: sp.Expr, names: Sequence[str]) -> Callable[[dict[str, Fraction]], mpmath.mpf | None]:
     """A function from a point to the 50-digit value of ``expr`` there (None where not real)."""
     syms = [symbol(n) for n in names]
-    fn = sp.lambdify(syms, expr, modules=["mpmath"])
+    fn = sp.lambdify(syms, expr, modules=[{"exp": _exp}, "mpmath"])
 
     def at(point: dict[str, Fraction]) -> mpmath.mpf | None:
         with mpmath.workdps(DIGITS):
             args = [mpmath.mpf(point[n].numerator) / point[n].denominator for n in names]
             try:
                 v = fn(*args)
-            except (ZeroDivisionError, ValueError, TypeError, OverflowError):
+            except (ZeroDivisionError, ValueError, TypeError, OverflowError, MemoryError, RecursionError):
                 return None
             if isinstance(v, mpmath.mpc):
                 if abs(v.imag) > abs(v.real) * RTOL:

@@ -48,6 +48,12 @@ FUNCTIONS = {
 }
 CONSTANTS = {"pi": sp.pi}
 
+# The caps above bound what is built, not sympy's work while it builds: at every power and product
+# it asks whether a sum is positive or finite, and the cost of those questions grows exponentially
+# with nesting ("(B+" * 8 + "B" + ")**-2" * 8 takes minutes; 7 levels, under a second). Operations
+# nested deeper than this are refused before anything is built; the course's answers need at most 8.
+MAX_DEPTH = 12
+
 # The allow-list. Attribute access (``x.__class__``), subscripts, comprehensions, lambdas,
 # strings and keyword arguments are absent on purpose: they are how sandbox escapes start.
 _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.Call,
@@ -66,6 +72,10 @@ class Invalid:
     detail: str = ""  # the offending name, token or type
     offset: int | None = None  # 0-based character offset in the text, where known
     text: str = ""  # the text as the student gave it
+
+
+# The reasons record.encode_scalar writes into an answer record when it cannot record an answer.
+RECORD_CODES = frozenset({"empty", "wrong_type", "too_large", "relation", "not_finite"})
 
 
 class _Printer(StrPrinter):
@@ -114,8 +124,10 @@ def _to_text(answer: object) -> str | Invalid:
     if answer is None or answer is Ellipsis or answer is NotImplemented:
         return Invalid("empty")
     if isinstance(answer, dict) and answer.keys() == {"invalid", "detail"}:  # see record.encode_scalar
-        code = str(answer["invalid"])[:40]  # only a plain code: a forged "ratio:0" is no diagnosis
-        return Invalid(code if re.fullmatch(r"[a-z_]+", code) else "wrong_type", str(answer["detail"])[:100])
+        code = answer["invalid"]
+        if not (type(code) is str and code in RECORD_CODES):  # a forged "ratio:2" or "partly" is no diagnosis
+            return Invalid("wrong_type", "dict")
+        return Invalid(code, str(answer["detail"])[:100])
     if isinstance(answer, bool):
         return Invalid("wrong_type", "bool")
     if isinstance(answer, str):
@@ -170,6 +182,8 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
     except (ValueError, RecursionError, MemoryError) as e:  # NUL bytes, absurd nesting
         return Invalid("syntax", type(e).__name__, None, stripped)
     try:
+        if _depth(tree.body) > MAX_DEPTH:
+            raise _Reject("too_long", f"operations nested more than {MAX_DEPTH} deep")
         for count, node in enumerate(ast.walk(tree), 1):
             if count > MAX_NODES:
                 raise _Reject("too_long", f"more than {MAX_NODES} terms")
@@ -214,6 +228,17 @@ def _juncture(text: str, end: int | None, fallback: str) -> Invalid:
     if k < 0:
         return Invalid("implicit_multiplication", fallback, None, text)
     return Invalid("implicit_multiplication", text[k] + "(", k, text)
+
+
+def _depth(node: ast.AST) -> int:
+    """Operations (arithmetic and calls) nested inside each other, without recursion."""
+    deepest, stack = 0, [(node, 0)]
+    while stack:
+        n, above = stack.pop()
+        here = above + isinstance(n, ast.BinOp | ast.UnaryOp | ast.Call)
+        deepest = max(deepest, here)
+        stack.extend((child, here) for child in ast.iter_child_nodes(n))
+    return deepest
 
 
 def _describe(node: ast.AST) -> str:

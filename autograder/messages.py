@@ -13,7 +13,8 @@ from .formula import Invalid
 
 _INVALID = {
     "empty": "No answer yet: replace the placeholder with your answer.",
-    "syntax": "This is not a formula I can read ({detail}).",
+    "syntax": "This is not a formula I can read ({detail}). Write it as in Python: * between factors, ** for "
+              "powers, and close every (.",
     "implicit_multiplication": "Write the multiplication out: '{fix}', not '{detail}'.",
     "caret_power": "Use ** for powers (B**2), not ^.",
     "unicode_operator": "Use the keyboard operators + - * / instead of '{detail}'.",
@@ -22,13 +23,16 @@ _INVALID = {
     "unknown_function": "'{detail}' is not a function a formula may use. Allowed: sqrt, log, exp, "
                         "max, min, abs, floor, ceiling.",
     "function_without_call": "'{detail}' is a function: call it with parentheses, e.g. {detail}(B).",
-    "arity": "'{detail}' got the wrong number of arguments.",
-    "forbidden": "A formula may not contain {detail}.",
+    "arity": "'{detail}' got the wrong number of arguments: check the commas, as in sqrt(B), log(B, 2), max(B, D).",
+    "forbidden": "A formula may not contain {detail}. Use only numbers, symbols, + - * / ** and calls such as "
+                 "sqrt(B).",
     "symbolic_exponent": "Exponents must be numbers (B**2, B**0.5), not expressions in symbols.",
     "too_long": "The answer is too long to check ({detail}). Simplify it first.",
-    "too_large": "The answer contains a number too large to check ({detail}).",
+    "too_large": "The answer contains a number too large to check ({detail}). Simplify it, or write it with "
+                 "smaller numbers and exponents.",
     "not_finite": "The answer is infinite or undefined: check for a division by zero or an overflow.",
-    "complex": "The answer is a complex number; a size or a time is real and positive.",
+    "complex": "The answer is a complex number; a size or a time is real and positive: check the signs under "
+               "square roots and logarithms.",
     "wrong_type": "Expected {expected}, got a value of type {detail}.",
     "not_a_number": "Expected a number such as 1.5e-3, or a number with a unit such as '1.5 ms'.",
     "unknown_unit": "Unknown unit '{detail}'. For this question use {unit_examples}.",

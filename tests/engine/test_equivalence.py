@@ -6,8 +6,6 @@ from fractions import Fraction
 
 import pytest
 import sympy as sp
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from autograder import equivalence as eq
 from autograder.checks import check_formula
@@ -15,7 +13,7 @@ from autograder.formula import parse_formula
 from autograder.questions import Accept, Slip
 from autograder.verdict import Status
 from course.symbols import B, D, N
-from tests.strategies import COURSE_NAMES, positive_expressions, symbol_names
+from tests.strategies import COURSE_NAMES
 
 DOMAIN = eq.Domain(COURSE_NAMES)
 COUNTS = eq.Domain(COURSE_NAMES, frozenset({"N"}))
@@ -51,20 +49,6 @@ def test_rewrites_are_equal(reference, candidate):
     assert compare(reference, candidate) == eq.Comparison(True, "")
 
 
-REWRITERS = {"expand": sp.expand, "factor": sp.factor, "cancel": sp.cancel, "together": sp.together,
-             "powsimp": sp.powsimp, "scaled": lambda e: sp.Mul(3, e, evaluate=False) / 3}
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.data(), st.sampled_from(sorted(REWRITERS)))
-def test_generated_rewrites_are_equal(data, how):
-    names = data.draw(symbol_names())
-    expr = data.draw(positive_expressions(names, max_leaves=5))
-    rewritten = REWRITERS[how](expr)
-    got = eq.compare(expr, rewritten, eq.Domain(names))
-    assert got.equal, (expr, rewritten, got)
-
-
 FACTORS = [Fraction(2), Fraction(1, 2), Fraction(8), Fraction(1, 4), Fraction(1000), Fraction(3, 2), Fraction(-1)]
 
 
@@ -72,15 +56,6 @@ FACTORS = [Fraction(2), Fraction(1, 2), Fraction(8), Fraction(1, 4), Fraction(10
 @pytest.mark.parametrize("reference", ["2*B*D*F", "B*D/(N-1)", "max(B*D, F)", "sqrt(B)*D + 1"])
 def test_constant_factor_is_a_ratio(reference, k):
     assert compare(reference, f"({k})*({reference})") == eq.Comparison(False, f"ratio:{k}")
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.data(), st.sampled_from(FACTORS[:5]))
-def test_generated_constant_factor_is_a_ratio(data, k):
-    names = data.draw(symbol_names())
-    expr = data.draw(positive_expressions(names, max_leaves=5))
-    got = eq.compare(expr, sp.Rational(k.numerator, k.denominator) * expr, eq.Domain(names))
-    assert got == eq.Comparison(False, f"ratio:{k}"), expr
 
 
 def test_a_factor_that_is_not_nice_is_ratio_other():
@@ -118,14 +93,18 @@ def test_candidate_that_is_never_real():
     assert eq.compare(B, sp.sqrt(-B), DOMAIN) == eq.Comparison(False, "not_real")
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32))
-def test_counts_are_integers_from_two(seed):
-    points = COUNTS.points(20, seed)
-    assert all(p["N"].denominator == 1 and p["N"] >= 2 for p in points)
-    assert all(p["B"] > 0 for p in points)
-    at = eq.evaluator(B / (N - 1) + 1 / (N - 1) ** 2, COUNTS.names)
-    assert all(at(p) is not None and at(p) > 0 for p in points)
+@pytest.mark.parametrize("candidate", ["exp(exp(exp(40)))*B", "exp(exp(exp(exp(B))))", "exp(-exp(exp(B**2)))"])
+def test_exponentials_too_large_to_compute_are_not_computed(candidate):
+    """mpmath would need log(2) to millions of digits for these (minutes) or run out of memory; the
+    value counts as not computable, like an overflow."""
+    assert compare("B", candidate) == eq.Comparison(False, "not_real")
+
+
+def test_exp_is_computed_up_to_its_limit():
+    at = eq.evaluator(sp.exp(sp.exp(B)), ("B",))
+    assert eq.close(at({"B": Fraction(3)}), sp.exp(sp.exp(3)).evalf(30))
+    assert at({"B": Fraction(28)}) is None  # e**28 is above 2**40
+    assert eq.evaluator(sp.exp(B), ("B",))({"B": Fraction(2**16)}) is not None  # a big value, not too big
 
 
 def test_points_cover_both_sides_of_a_max():

@@ -10,8 +10,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
 
 from autograder import equivalence as eq
 from autograder import fingerprint, record
@@ -21,7 +19,7 @@ from autograder.numbers import Tolerance
 from autograder.questions import Accept, Choice, Formula, Number, Question, Slip
 from autograder.verdict import Status
 from course.symbols import B, D, F, N
-from tests.strategies import formula_text, positive_expressions
+from tests.strategies import HostileStr, PosingAsStr
 
 FORMULAS = [
     Formula(qid="ch99-t1-flops", points=1, prompt="p", reference=2 * B * D * F, symbols="B D F N",
@@ -109,34 +107,18 @@ def test_choices_agree(q, answer):
     assert_agree(q, answer, diagnosis=True)
 
 
-@pytest.mark.parametrize("q", FORMULAS, ids=lambda q: q.qid)
-@settings(max_examples=40, deadline=None)
-@given(data=st.data())
-def test_random_formulas_agree(q, data):
-    answer = data.draw(st.one_of(positive_expressions(q.names, max_leaves=4), formula_text()))
-    graded, checked = both(q, answer)
-    symbols_or_ratio = graded.diagnosis.startswith(("extra_symbol", "missing_symbol")) or (
-        graded.diagnosis.startswith("ratio:") and graded.diagnosis != "ratio:other")
-    assert_agree(q, answer, diagnosis=graded.status is Status.INVALID or symbols_or_ratio)
+@pytest.mark.parametrize(("answer", "code"), [(None, "empty"), (Ellipsis, "empty"), (["memory"], "wrong_type"),
+                                              (PosingAsStr(), "wrong_type")], ids=["None", "...", "list", "posing"])
+def test_unrecorded_choices_keep_their_reason(answer, code):
+    """A recorded None is the marker {"invalid": "empty", ...}: "No answer yet", not "a dict"."""
+    graded, checked = both(CHOICES[0], answer)
+    assert (graded.status, graded.diagnosis) == (checked.status, checked.diagnosis) == (Status.INVALID, code)
+    assert "dict" not in graded.message
 
 
-def bands(q: Number) -> list[tuple[float, float]]:
-    """Where the self-check's buckets and the grader's tolerance may differ: one grid step outside
-    the edges of each accepted interval (the buckets do not start at the bounds, or they would
-    give the bounds away)."""
-    g = PRINTS[q.qid]["grid"]
-    intervals = [q.tolerance.bounds(q.reference)] + [q.tolerance.relative().bounds(a.answer) for a in q.accept]
-    intervals += [q.tolerance.relative().bounds(s.answer) for s in q.slips if s.hint]
-    return [(lo * (1 - 2 * g), lo) for lo, _ in intervals] + [(hi, hi * (1 + 2 * g)) for _, hi in intervals]
-
-
-@pytest.mark.parametrize("q", NUMBERS, ids=lambda q: q.qid)
-@settings(max_examples=60, deadline=None)
-@given(factor=st.one_of(st.floats(0.5, 2.0), st.floats(1e-6, 1e6), st.floats(-10, 10)))
-def test_random_numbers_agree_on_status(q, factor):
-    value = q.reference * factor
-    assume(not any(lo <= value <= hi for lo, hi in bands(q)))
-    assert_agree(q, value, diagnosis=False)
+def test_choice_text_is_read_by_value():
+    graded, checked = both(CHOICES[0], HostileStr(" Memory "))  # its strip() and lower() raise
+    assert graded.ok and checked.ok
 
 
 @pytest.mark.parametrize("q", NUMBERS, ids=lambda q: q.qid)

@@ -45,6 +45,7 @@ EMITTED = [
     ("symbolic_exponent", lambda: formula("B**D")),
     ("too_long", lambda: formula("B+" * 1001 + "B")),
     ("too_large", lambda: formula("9**9**9")),
+    ("too_long", lambda: formula("(B+" * 12 + "B" + ")**-2" * 12)),
     ("not_finite", lambda: formula("1/0")),
     ("not_finite", lambda: number("1e999")),
     ("complex", lambda: formula("sqrt(-B)")),
@@ -89,6 +90,19 @@ def test_emitted_code_has_a_sentence(code, make):
     assert v.diagnosis == code, v
     assert v.status in (Status.INVALID, Status.INCORRECT)
     assert_worded(v.message)
+
+
+# The words with which a sentence tells the student what to do ("too large to check" is no instruction).
+INSTRUCTION = re.compile(r"\b(use|write|give|choose|expected|replace|simplify|call|check (for|the|which)|drop|"
+                         r"must be|asks for|allowed)\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize(("code", "make"), EMITTED, ids=[f"{c}-{i}" for i, (c, _) in enumerate(EMITTED)])
+def test_unreadable_answers_are_told_what_to_type(code, make):
+    """An INVALID verdict costs no attempt; its sentence says what to type instead, not only what is wrong."""
+    v = make()
+    if v.status is Status.INVALID:
+        assert INSTRUCTION.search(v.message.split("\n")[0]), v.message
 
 
 @pytest.mark.parametrize("k", eq.NICE_FACTORS, ids=str)

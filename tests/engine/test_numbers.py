@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from autograder.checks import check_number
 from autograder.formula import Invalid
-from autograder.numbers import UNITS, ParsedNumber, Tolerance, parse_number, unit_dimension
+from autograder.numbers import ParsedNumber, Tolerance, parse_number, unit_dimension
 from autograder.questions import Accept, Slip
 from autograder.verdict import Status
 
@@ -97,15 +94,6 @@ def test_range_tolerance_ignores_the_reference():
     assert t.relative() == Tolerance(rtol=t.rtol)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.floats(1e-30, 1e30), st.floats(1e-6, 0.5), st.floats(0.0, 0.98))
-def test_inside_accepted_outside_rejected(reference, rtol, fraction):
-    t = Tolerance(rtol=rtol)
-    assert t.accepts(reference, reference * (1 + fraction * rtol))
-    assert t.accepts(reference, reference * (1 - fraction * rtol))
-    assert not t.accepts(reference, reference * (1 + (1.02 + fraction) * rtol))
-
-
 @pytest.mark.parametrize(("answer", "ok"), [(245.0, True), ("0.25 kB", True), (251, False)])
 def test_check_number_with_a_range(answer, ok):
     v = check_number(245.0, "B", Tolerance(low=240, high=250), answer)
@@ -144,39 +132,9 @@ def test_wrong_number_diagnosis(reference, unit, answer, diagnosis):
     assert (v.status, v.score, v.diagnosis) == (Status.INCORRECT, 0.0, diagnosis)
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.floats(1e-20, 1e20), st.sampled_from(["2", "1/2", "8", "1/4", "3/2", "16"]))
-def test_nice_factor_is_a_ratio(reference, k):
-    value = reference * float(Fraction(k))
-    assert check_number(reference, "", Tolerance(), value).diagnosis == f"ratio:{k}"
-
-
 def test_accept_and_hinted_slip():
     accept, slip = Accept(2.0, 0.5, "Right for one direction only."), Slip(4.0, "ratio:4", "Count bytes, not bits.")
     assert check_number(1.0, "", Tolerance(), 2.01, (accept,), (slip,)).score == 0.5
     v = check_number(1.0, "", Tolerance(), 4.0, (accept,), (slip,))
     assert v.diagnosis == "ratio:4" and v.message.endswith(" Hint: Count bytes, not bits.")
     assert "Hint" not in check_number(1.0, "", Tolerance(), 8.0, (accept,), (slip,)).message
-
-
-HOSTILE = st.one_of(
-    st.text(max_size=300),
-    st.sampled_from(["nan", "inf", "-inf", "1e999", "1e-999", "9" * 10**5, "1" * 199, "0.0", "-0", "1e308 TB/s",
-                     "\x00", "1 ms ms", "1.2.3", "--1", "1e+", "١٢٣", "1\u00a0ms"]),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(-(10**400), 10**400),
-    st.booleans(),
-    st.none(),
-    st.lists(st.floats(), max_size=3),
-)
-
-
-@settings(max_examples=150, deadline=None)
-@given(HOSTILE, st.sampled_from(sorted(UNITS)))
-def test_hostile_input_never_raises(answer, unit):
-    got = parse_number(answer, unit)
-    assert isinstance(got, ParsedNumber | Invalid)
-    if isinstance(got, ParsedNumber):
-        assert math.isfinite(got.value)
-    v = check_number(1.5, unit, Tolerance(), answer)
-    assert v.status in set(Status) and 0.0 <= v.score <= 1.0 and v.message

@@ -1,0 +1,90 @@
+"""Properties of the formula parser and the formula check on arbitrary input: nothing escapes,
+nothing runs long, and an answer is unreadable (INVALID) exactly when the parser rejects it."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autograder import equivalence as eq
+from autograder.checks import check_formula, formula_context
+from autograder.formula import Invalid, Parsed, parse_formula
+from autograder.messages import phrase_invalid
+from course.symbols import symbol
+from tests.badinput.common import TIMER_IN_GC_CALLBACK, assert_as_parsed, stray_placeholders, timed
+from tests.strategies import (
+    COURSE_NAMES,
+    answer_text,
+    formula_text,
+    hostile_objects,
+    near_limit_text,
+    positive_expressions,
+    symbol_names,
+)
+
+NAMES = ("B", "D", "F", "N")
+REFERENCE = "2*B*D*(N-1)/N"
+
+pytestmark = TIMER_IN_GC_CALLBACK
+
+
+@settings(max_examples=150, deadline=None)
+@given(formula_text(), symbol_names())
+def test_arbitrary_text_never_raises_and_is_quick(text, names):
+    start = time.perf_counter()
+    got = parse_formula(text, names)
+    assert time.perf_counter() - start < 1.0, text
+    assert isinstance(got, Parsed | Invalid)
+    if isinstance(got, Invalid):
+        assert got.code and ":" not in got.code
+        assert got.offset is None or 0 <= got.offset <= len(got.text)
+        # No template field is left unfilled; the sentence may quote the student's own braces ("'{' was never closed").
+        message = phrase_invalid(got, names=", ".join(names), expected="a formula")
+        assert not stray_placeholders(message, got), (text, message)
+    else:
+        again = parse_formula(got.text, names)
+        assert isinstance(again, Parsed) and again.expr == got.expr, (text, got.text, again)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_generated_expressions_round_trip(data):
+    names = data.draw(symbol_names())
+    expr = data.draw(positive_expressions(names))
+    got = parse_formula(expr, names)
+    assert isinstance(got, Parsed), (expr, got)
+    # sympy may nest a product it builds itself, (3*sqrt(2))*3**(3/4)/9: equal, not identical
+    assert got.expr == expr or eq.compare(expr, got.expr, eq.Domain(names)).equal, (expr, got.expr)
+    again = parse_formula(got.text, names)
+    assert isinstance(again, Parsed) and again.expr == got.expr, (expr, got.text)
+    assert got.expr.free_symbols <= {symbol(n) for n in names}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.from_type(object) | st.floats() | st.integers() | st.binary() | st.lists(st.integers()))
+def test_arbitrary_objects_never_raise(answer):
+    assert isinstance(parse_formula(answer, NAMES), Parsed | Invalid)
+
+
+@settings(max_examples=80, deadline=None)
+@given(near_limit_text())
+def test_text_at_the_parser_caps_is_judged_quickly(text):
+    """Up to MAX_CHARS characters and MAX_NODES nodes, powers up to 64, literals up to 1e40, nesting as
+    deep as Python reads: parsing and the whole formula check each return within the time bound."""
+    got = timed(parse_formula, text, COURSE_NAMES)
+    assert isinstance(got, Parsed | Invalid)
+    v = timed(check_formula, REFERENCE, COURSE_NAMES, ("N",), text)
+    assert_as_parsed(v, got, **formula_context(COURSE_NAMES))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(answer_text(), hostile_objects()), symbol_names())
+def test_invalid_exactly_when_the_parser_rejects(answer, names):
+    """check_formula says INVALID (no credit, a sentence saying what to type) for what the parser
+    rejects, and judges everything the parser reads as right, partly right or wrong."""
+    got = timed(parse_formula, answer, names)
+    v = timed(check_formula, "+".join(names), names, (), answer)
+    assert isinstance(got, Parsed | Invalid)
+    assert_as_parsed(v, got, **formula_context(names))
