@@ -41,15 +41,19 @@ def with_slips(nb: nbformat.NotebookNode, chapter: str, every: int = 2) -> nbfor
     ch = load_chapter(chapter)
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
     scalar = [q for q in ch.questions if isinstance(q, Formula | Number | Choice)]
-    chosen = {q.qid: q.slips[0].answer for q in scalar[::every]}
+    chosen = {q.qid: q for q in scalar[::every]}
     solution = None
     for c in nb.cells:
         if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
             solution = c
         m = _TEST_LINE.search(c.source) if c.cell_type == "code" else None
         if m and m["qid"] in chosen and solution is not None:
-            slip = chosen[m["qid"]]
-            value = repr(slip) if isinstance(slip, str | float | int) else repr(str(slip))
+            q = chosen[m["qid"]]
+            slip = q.slips[0].answer
+            if isinstance(q, Formula):  # an expression, as a student would have it: later cells compute with it
+                value = f"__import__('sympy').sympify({str(slip)!r})"
+            else:
+                value = repr(slip) if isinstance(slip, str | float | int) else repr(str(slip))
             solution.source += f"\n{m['var']} = {value}  # a typical slip"
     return nb
 
