@@ -15,7 +15,7 @@ from autograder.checks import check_formula
 from autograder.formula import Invalid, parse_formula, to_text
 from autograder.verdict import Status
 from course.symbols import B, N, symbol
-from tests.badinput.common import TIMER_IN_GC_CALLBACK, timed
+from tests.badinput.common import timed
 from tests.strategies import COURSE_NAMES, positive_expressions, symbol_names
 
 COUNTS = eq.Domain(COURSE_NAMES, frozenset({"N"}))
@@ -23,7 +23,6 @@ FACTORS = [Fraction(2), Fraction(1, 2), Fraction(8), Fraction(1, 4), Fraction(10
 REWRITERS = {"expand": sp.expand, "factor": sp.factor, "cancel": sp.cancel, "together": sp.together,
              "powsimp": sp.powsimp, "scaled": lambda e: sp.Mul(3, e, evaluate=False) / 3}
 
-pytestmark = TIMER_IN_GC_CALLBACK
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,7 +13,7 @@ from autograder.checks import check_formula, formula_context
 from autograder.formula import Invalid, Parsed, parse_formula
 from autograder.messages import phrase_invalid
 from course.symbols import symbol
-from tests.badinput.common import TIMER_IN_GC_CALLBACK, assert_as_parsed, stray_placeholders, timed
+from tests.badinput.common import assert_as_parsed, stray_placeholders, timed
 from tests.strategies import (
     COURSE_NAMES,
     answer_text,
@@ -27,7 +27,6 @@ from tests.strategies import (
 NAMES = ("B", "D", "F", "N")
 REFERENCE = "2*B*D*(N-1)/N"
 
-pytestmark = TIMER_IN_GC_CALLBACK
 
 
 @settings(max_examples=150, deadline=None)

@@ -14,10 +14,8 @@ from autograder.checks import check_number, number_context
 from autograder.formula import Invalid
 from autograder.numbers import UNITS, ParsedNumber, Tolerance, parse_number
 from autograder.verdict import Status
-from tests.badinput.common import TIMER_IN_GC_CALLBACK, assert_invalid, assert_judged, timed
+from tests.badinput.common import assert_invalid, assert_judged, timed
 from tests.strategies import answer_text, hostile_objects
-
-pytestmark = TIMER_IN_GC_CALLBACK
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,11 +12,9 @@ from autograder.formula import Invalid
 from autograder.numbers import parse_number
 from autograder.questions import Number
 from autograder.verdict import Status
-from tests.badinput.common import TIMER_IN_GC_CALLBACK, assert_sound, timed
+from tests.badinput.common import assert_sound, timed
 from tests.engine.test_fingerprint import FORMULAS, NUMBERS, PRINTS, QUESTIONS, assert_agree, both
 from tests.strategies import answer_text, formula_text, hostile_objects, positive_expressions
-
-pytestmark = TIMER_IN_GC_CALLBACK
 
 
 @pytest.mark.parametrize("q", FORMULAS, ids=lambda q: q.qid)

@@ -11,13 +11,12 @@ from autograder import fingerprint, record
 from autograder.checks import choice_context, judge, parse_choice
 from autograder.formula import Invalid
 from autograder.verdict import Status
-from tests.badinput.common import TIMER_IN_GC_CALLBACK, assert_invalid, assert_judged, assert_sound, timed
+from tests.badinput.common import assert_invalid, assert_judged, assert_sound, timed
 from tests.engine.test_fingerprint import CHOICES, PRINTS, QUESTIONS
 from tests.strategies import answer_text, hostile_objects, near_limit_text
 
 ANSWERS = st.one_of(answer_text(), hostile_objects(), near_limit_text())
 
-pytestmark = TIMER_IN_GC_CALLBACK
 
 
 @settings(max_examples=200, deadline=None)
