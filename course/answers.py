@@ -107,7 +107,8 @@ def check(qid: str, answer: Any) -> None:
 def hint(qid: str) -> None:
     """Print the question's hint, once a wrong attempt has unlocked it."""
     text = _entry(qid).get("hint") or "This question has no hint."
-    if not progress.get(qid).get("wrong") and not progress.get(qid).get("solved"):
+    entry = progress.get(qid)
+    if not entry.get("wrong") and not entry.get("solved"):
         text = "Hints unlock after a first wrong attempt: run the check cell on your answer first."
     print(f"{qid}: {text}")
 
