@@ -18,18 +18,14 @@ def run_notebook(nb: NotebookNode, cwd: Path, env: dict[str, str], timeout: int)
     from nbclient import NotebookClient
     from traitlets.config import Config
 
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)  # the kernel inherits this process's environment
     sockets = tempfile.mkdtemp(prefix="scaling-course-")
     try:
         # Unix sockets where there are some: no TCP port, and no warning about plain-text TCP.
         ipc = {"transport": "ipc", "ip": os.path.join(sockets, "k")} if os.name == "posix" else {}
-        NotebookClient(nb, config=Config(KernelManager=ipc), kernel_name="python3", timeout=timeout,
-                       allow_errors=True, resources={"metadata": {"path": str(cwd)}}).execute()
+        client = NotebookClient(nb, config=Config(KernelManager=ipc), kernel_name="python3", timeout=timeout,
+                                allow_errors=True, resources={"metadata": {"path": str(cwd)}})
+        # The kernel's environment goes to the kernel alone: the grader fills its compilation cache
+        # in a thread while it starts workers, which must not inherit it.
+        client.execute(env={**os.environ, **env})
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

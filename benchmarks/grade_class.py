@@ -131,8 +131,10 @@ def main() -> None:
           f"  {cores_nb:.2f} cores busy")
     print(f"scaling-course grade:            {t_us:7.1f} s  {n / t_us * 60:6.1f} notebooks/min  peak {mem_us:.2f} GiB"
           f"  {cores_us:.2f} cores busy")
-    print("  " + next((line.strip() for line in out.splitlines() if "compilation cache" in line),
-                      "compilation cache: not mentioned"))
+    for line in [line.strip() for line in out.splitlines() if "compilation cache" in line] or ["no word of it"]:
+        print("  " + line)
+    print(f"  notebooks that ran with the compilation cache: {sum(bool(r.get('compilation_cache')) for r in results)}"
+          f" of {len(results)}")
     print(f"CPU-seconds per notebook: nbgrader {t_nb * cores_nb / n:.1f}, scaling-course {t_us * cores_us / n:.1f}")
     print(f"nbgrader generate_feedback (sequential): {t_fb:7.1f} s")
     print(f"throughput ratio: {t_nb / t_us:.2f}x against autograde alone, "

@@ -2,7 +2,7 @@
 
 Stages, in order (each a module of this package):
 
-    warm      -> the reference fills a read-only compilation cache, once         (warmup.py)
+    warm      -> the reference fills a read-only compilation cache, once, alongside (warmup.py)
     sanitize  -> rebuild the notebook from the master and the student's cells   (sanitize.py)
     execute   -> run it in a fresh jailed kernel with limits                     (execute.py)
     collect   -> read each test cell's answer record                              (collect.py)
@@ -11,8 +11,8 @@ Stages, in order (each a module of this package):
     write     -> gradebook and grades.csv, by the parent process alone            (gradebook.py)
 
 Ordering: sanitize must come before execute (pre-filled outputs would pass for records); judge
-only ever sees collect's data, never the kernel. The parent warms the cache; workers run the next
-five stages; the parent alone writes the gradebook, so sqlite never sees two writers.
+only ever sees collect's data, never the kernel. A thread of the parent warms the cache while
+workers run the next five stages; the parent alone writes the gradebook, so sqlite never sees two writers.
 
 Crash safety: a worker's files are written atomically; the parent records each result under
 ``.scaling-course/results/`` only after the gradebook has it. On a rerun, a submission whose file
@@ -44,7 +44,7 @@ from .judge import judge_answers
 from .progress import Progress
 from .runners import run_dask, run_local, run_serial
 from .sanitize import MAX_NOTEBOOK_BYTES, release_stubs, sanitize
-from .warmup import ENV, warm
+from .warmup import ENV, Warming, ready_cache, warm
 
 GRADER_VERSION = "1"
 STATE = ".scaling-course"
@@ -182,8 +182,13 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
     t_sanitized = time.monotonic()
     deny, allow = isolation_paths(a.course_dir)
     env = {}
+    # The cache folder is readable from the start (so a worker's kernel factory, jailed once, serves
+    # the whole run); kernels are pointed at it once the reference run has filled it.
+    cache = ready_cache(a)
     if a.jax_cache is not None:
-        allow, env = [*allow, a.jax_cache], {ENV: str(a.jax_cache)}
+        allow = [*allow, a.jax_cache]
+    if cache is not None:
+        env = {ENV: str(cache)}
     log = a.course_dir / STATE / "logs" / a.name / f"{student}.log"
     run = execute(clean.notebook, work, deny, allow, limits, log, env)
     problems += run.problems
@@ -217,7 +222,7 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
             "sha256": sha, "timestamp": _timestamp(folder),
             "questions": questions, "score": round(sum(q["score"] for q in questions.values()), 6),
             "max_score": sum(a.questions.values()), "problems": problems, "isolation": run.isolation,
-            "seconds": round(time.monotonic() - started, 2)}
+            "compilation_cache": cache is not None, "seconds": round(time.monotonic() - started, 2)}
 
 
 def cell_seconds(nb: nbformat.NotebookNode) -> float:
@@ -317,9 +322,10 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     total = len(todo)
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
+    warming = Warming("")
     if todo:
-        a, note = warm(a, a.course_dir / STATE / "release" / a.name / f"{a.notebook}.ipynb", len(todo))
-        progress.note(note)
+        a, warming = warm(a, a.course_dir / STATE / "release" / a.name / f"{a.notebook}.ipynb", len(todo))
+        progress.note(warming.note)
         todo = [(a, *rest) for _, *rest in todo]
 
     def finish(result: dict[str, Any], done: int) -> None:
@@ -339,6 +345,8 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
         results = run_local(_worker, todo, jobs, _crashed)
     for i, (_, result) in enumerate(results, 1):
         finish(result, i)
+    if warming.thread is not None:
+        progress.note(warming.finish())
     everything = [r for p in (a.course_dir / STATE / "results").glob("*/*.json")
                   if (r := _load(p)) is not None]
     qids = _ordered_qids(everything, a)

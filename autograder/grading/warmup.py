@@ -4,8 +4,9 @@ Much of a grading kernel's time goes to XLA compiling the same small programs fo
 the probes of a function question, the course's own jitted helpers, the programs most students
 write the same way. JAX can keep compiled programs in a persistent cache. Before a class is graded,
 the reference notebook (the instructor's source with its solutions) runs once, in a trusted
-kernel that may write the cache; each student's kernel then gets the cache read-only, so a hit
-skips compilation and a miss compiles as before.
+kernel that may write the cache, alongside the first students' notebooks; each student's kernel
+started after it finished gets the cache read-only, so a hit skips compilation and a miss compiles
+as before.
 
 Read-only matters: a cache entry is executable code, and a student who could write one could run
 code inside other students' kernels. The jail makes the folder read-only to kernels, so the cache
@@ -17,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,9 +33,10 @@ if TYPE_CHECKING:
     from .pipeline import Assignment
 
 ENV = "SCALING_COURSE_JAX_CACHE"  # read by course.setup() in the kernel
-# Filling the cache costs one reference run (about what two submissions cost); below this many
-# notebooks to grade it does not pay for itself, unless a cache from an earlier run is ready.
+# Filling the cache costs one reference run, which grading overlaps with its first notebooks; for a
+# handful of notebooks that run is not paid back (unless a cache from an earlier run is ready).
 MIN_NOTEBOOKS = 8
+READY = "READY"
 
 
 def _key(a: Assignment) -> str:
@@ -42,31 +45,64 @@ def _key(a: Assignment) -> str:
     return h.hexdigest()
 
 
-def warm(a: Assignment, release_nb: Path, notebooks: int, timeout: int = 600) -> tuple[Assignment, str]:
-    """The assignment with ``jax_cache`` set when a filled cache is ready, and a line saying what was
-    done. Reuses a cache filled earlier from the same source notebook and JAX version."""
+def ready_cache(a: Assignment) -> Path | None:
+    """The cache a kernel may use now: one whose reference run has finished (workers ask per notebook,
+    so the notebooks graded while it fills simply compile for themselves)."""
+    if a.jax_cache is not None and (a.jax_cache / READY).is_file():
+        return a.jax_cache
+    return None
+
+
+@dataclass
+class Warming:
+    """A reference run filling the cache in a thread of the grading process, and what to say of it."""
+
+    note: str
+    thread: threading.Thread | None = None
+    outcome: list[str] = field(default_factory=list)
+
+    def finish(self) -> str:
+        """Wait for the reference run (grading a class outlasts it) and say how it went."""
+        if self.thread is not None:
+            self.thread.join()
+            return self.outcome[0] if self.outcome else "no compilation cache: the reference run stopped"
+        return self.note
+
+
+def warm(a: Assignment, release_nb: Path, notebooks: int, timeout: int = 600) -> tuple[Assignment, Warming]:
+    """The assignment with ``jax_cache`` set where a cache is ready or being filled, and the filling.
+    Reuses a cache filled earlier from the same source notebook and JAX version."""
     if not landlock_abi():
-        return a, "no compilation cache: kernels could not be kept from writing to it on this system"
+        return a, Warming("no compilation cache: kernels could not be kept from writing to it on this system")
     folder = a.course_dir / ".scaling-course" / "jax-cache" / a.name
-    stamp = folder / "READY"
+    stamp = folder / READY
     key = _key(a)
     if stamp.is_file() and stamp.read_text() == key:
-        return replace(a, jax_cache=folder), "compilation cache: reused"
+        return replace(a, jax_cache=folder), Warming("compilation cache: reused")
     if notebooks < MIN_NOTEBOOKS:
-        return a, f"no compilation cache: not worth a reference run for {notebooks} notebook(s)"
-    started = time.monotonic()
-    shutil.rmtree(folder, ignore_errors=True)
+        return a, Warming(f"no compilation cache: not worth a reference run for {notebooks} notebook(s)")
+    shutil.rmtree(folder, ignore_errors=True)  # stale or half-filled: no kernel may see it from now on
     folder.mkdir(parents=True)
-    try:
-        _run_reference(a, release_nb, folder, timeout)
-    except Exception as e:  # grading goes on without the cache, only slower
-        shutil.rmtree(folder, ignore_errors=True)
-        return a, f"no compilation cache: the reference notebook did not run ({type(e).__name__}: {str(e)[:200]})"
-    tmp = stamp.with_suffix(".tmp")
-    tmp.write_text(key)
-    os.replace(tmp, stamp)
-    return (replace(a, jax_cache=folder),
-            f"compilation cache: filled by the reference notebook in {time.monotonic() - started:.0f} s")
+    warming = Warming("compilation cache: the reference notebook fills it while the first notebooks are graded")
+
+    def fill() -> None:
+        started = time.monotonic()
+        try:
+            _run_reference(a, release_nb, folder, timeout)
+        except Exception as e:  # grading goes on without the cache, only slower
+            shutil.rmtree(folder, ignore_errors=True)
+            warming.outcome.append(f"no compilation cache: the reference notebook did not run "
+                                   f"({type(e).__name__}: {str(e)[:200]})")
+            return
+        tmp = stamp.with_suffix(".tmp")
+        tmp.write_text(key)
+        os.replace(tmp, stamp)
+        warming.outcome.append(f"compilation cache: filled by the reference notebook in "
+                               f"{time.monotonic() - started:.0f} s")
+
+    warming.thread = threading.Thread(target=fill, name="scaling-course-warmup", daemon=True)
+    warming.thread.start()
+    return replace(a, jax_cache=folder), warming
 
 
 def _run_reference(a: Assignment, release_nb: Path, cache: Path, timeout: int) -> None:

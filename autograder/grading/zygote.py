@@ -34,6 +34,11 @@ PR_SET_CHILD_SUBREAPER = 36
 def _preload() -> None:
     """Imports every notebook pays for, done once (no JAX backend: that would start threads)."""
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    # What IPKernelApp's start imports (about 0.1 s), then what every notebook imports.
+    import pdb  # noqa: F401
+    import sqlite3  # noqa: F401
+
+    import ipykernel.debugger  # noqa: F401  (debugpy: it starts no thread until a debugger attaches)
     import ipykernel.ipkernel  # noqa: F401
     import ipykernel.kernelapp  # noqa: F401
     import jax  # noqa: F401
@@ -42,7 +47,9 @@ def _preload() -> None:
     import matplotlib.axes  # noqa: F401  (not pyplot: the kernel picks its inline backend itself)
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
+    import matplotlib_inline.backend_inline  # noqa: F401
     import numpy  # noqa: F401
+    import psutil  # noqa: F401
     import sympy  # noqa: F401
 
     import course.answers  # noqa: F401

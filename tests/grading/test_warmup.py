@@ -29,27 +29,50 @@ def runs(monkeypatch) -> list[Path]:
     return calls
 
 
+def _warm(a: Assignment, notebooks: int) -> tuple[Assignment, str]:
+    """warm() and its closing line, once the reference run (if any) has finished."""
+    a, warming = warmup.warm(a, Path("release.ipynb"), notebooks)
+    return a, warming.finish()
+
+
 def test_filled_once_then_reused_until_the_source_changes(assignment, runs):
-    a, note = warmup.warm(assignment, Path("release.ipynb"), 30)
-    assert a.jax_cache is not None and (a.jax_cache / "jit_f-0-cache").exists() and "filled" in note
-    again, note = warmup.warm(assignment, Path("release.ipynb"), 30)
+    a, note = _warm(assignment, 30)
+    assert warmup.ready_cache(a) is not None and (a.jax_cache / "jit_f-0-cache").exists() and "filled" in note
+    again, note = _warm(assignment, 30)
     assert again.jax_cache == a.jax_cache and note.endswith("reused") and len(runs) == 1
     assignment.master.write_text('{"changed": 1}')
-    warmup.warm(assignment, Path("release.ipynb"), 30)
+    _warm(assignment, 30)
     assert len(runs) == 2
 
 
+def test_kernels_get_the_cache_only_once_the_reference_run_finished(assignment, monkeypatch):
+    import threading
+
+    release = threading.Event()
+
+    def slow_reference(a, release_nb, cache, timeout):
+        (cache / "jit_f-0-cache").write_bytes(b"half written")
+        release.wait(10)
+
+    monkeypatch.setattr(warmup, "_run_reference", slow_reference)
+    monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
+    a, warming = warmup.warm(assignment, Path("release.ipynb"), 30)
+    assert a.jax_cache is not None and warmup.ready_cache(a) is None  # grading starts meanwhile
+    release.set()
+    assert "filled" in warming.finish() and warmup.ready_cache(a) == a.jax_cache
+
+
 def test_small_classes_skip_the_reference_run_but_reuse_a_ready_cache(assignment, runs):
-    a, note = warmup.warm(assignment, Path("release.ipynb"), 3)
+    a, note = _warm(assignment, 3)
     assert a.jax_cache is None and "not worth" in note and not runs
-    warmup.warm(assignment, Path("release.ipynb"), 30)
-    a, note = warmup.warm(assignment, Path("release.ipynb"), 1)
-    assert a.jax_cache is not None and note.endswith("reused")
+    _warm(assignment, 30)
+    a, note = _warm(assignment, 1)
+    assert warmup.ready_cache(a) is not None and note.endswith("reused")
 
 
 def test_no_cache_without_landlock(assignment, runs, monkeypatch):
     monkeypatch.setattr(warmup, "landlock_abi", lambda: 0)
-    a, note = warmup.warm(assignment, Path("release.ipynb"), 30)
+    a, note = _warm(assignment, 30)
     assert a.jax_cache is None and "could not be kept from writing" in note and not runs
 
 
@@ -59,6 +82,6 @@ def test_a_failing_reference_means_no_cache_not_a_failed_class(assignment, monke
 
     monkeypatch.setattr(warmup, "_run_reference", broken)
     monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
-    a, note = warmup.warm(assignment, Path("release.ipynb"), 30)
-    assert a.jax_cache is None and "did not run" in note
+    a, note = _warm(assignment, 30)
+    assert warmup.ready_cache(a) is None and "did not run" in note
     assert not (assignment.course_dir / ".scaling-course" / "jax-cache" / "ch01_rooflines").exists()

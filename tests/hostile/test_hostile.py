@@ -7,6 +7,7 @@ the bystander's grade must be untouched, and the course files must be unchanged.
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,8 @@ import pytest
 from autograder.grading.cgroup import PidsFence
 from autograder.grading.execute import Limits
 from autograder.grading.jail import landlock_abi
-from autograder.grading.pipeline import grade
+from autograder.grading.pipeline import grade, prepare
+from autograder.grading.warmup import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
@@ -114,6 +116,7 @@ for t in targets:
 POISON_CACHE = """
 import os, pathlib
 cache = pathlib.Path(os.environ.get("SCALING_COURSE_JAX_CACHE", "/nonexistent"))
+print("HOSTILE cache entries", len(list(cache.glob("jit_*"))))
 attempts = {"create": lambda: (cache / "jit_f-poison-cache").write_bytes(b"x"),
             "overwrite": lambda: sorted(cache.glob("jit_*"))[0].open("ab").write(b"x"),
             "delete": lambda: (cache / "READY").unlink()}
@@ -249,6 +252,9 @@ def graded(tmp_path_factory):
         folder = course / "submitted" / student / CHAPTER
         folder.mkdir(parents=True)
         nb(folder) if callable(nb) else nbformat.write(nb, folder / NAME)
+    # The cache filled before grading (as a second run finds it), so every kernel is given it to attack.
+    a = prepare(course, CHAPTER)
+    warm(a, course / ".scaling-course" / "release" / CHAPTER / NAME, len(cases))[1].finish()
     summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
     return course, cases, {r["student"]: r for r in summary.results}, before, _digest(protected)
 
@@ -294,6 +300,9 @@ def test_the_compilation_cache_was_used_and_left_as_the_reference_filled_it(grad
     cache = course / ".scaling-course" / "jax-cache" / CHAPTER
     assert (cache / "READY").is_file() and any(cache.glob("jit_*"))
     assert not (cache / "jit_f-poison-cache").exists()
+    nb = nbformat.read(course / "autograded" / "poison-compilation-cache" / CHAPTER / NAME, as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert re.search(r"HOSTILE cache entries [1-9]", text), text[-2000:]  # the attack had a cache to attack
     assert results["bystander"]["score"] == 2
 
 
