@@ -66,6 +66,15 @@ def test_scores(course):
     assert any("cannot be read" in p for p in results["broken-json"]["problems"])
 
 
+def test_feedback_shows_the_students_plots(course):
+    path, _, _ = course
+    source = nbformat.read(ROOT / "source" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    plotting = sum("plots." in c.source for c in source.cells if c.cell_type == "code")
+    assert plotting >= 2
+    html = (path / "feedback" / "reference" / CHAPTER / f"{CHAPTER}.html").read_text()
+    assert html.count("src='data:image/png;base64,") >= plotting - 1  # the measured roofline is NaN here
+
+
 def test_monkeypatching_cannot_raise_a_score(course):
     _, results, _ = course
     assert results["tamper-fake"]["score"] == 0
