@@ -52,8 +52,14 @@ def batch_curves(batches: np.ndarray, curves: Mapping[str, np.ndarray], peak: fl
 
 
 def measured(batches: np.ndarray, flops_per_s: np.ndarray, peak: float, bw: float, intensity: np.ndarray, ax=None):
-    """A measured throughput curve beside the roofline model fitted to it."""
+    """A measured throughput curve beside the roofline model fitted to it. Without measurements (the
+    grader skips timing) the axes say so: a log scale of nothing would fail to draw."""
     ax = _axes(ax)
+    if not np.isfinite(np.asarray(flops_per_s, dtype=float)).any():
+        ax.text(0.5, 0.5, "No timings: they are not measured while a notebook is graded.", ha="center",
+                va="center", transform=ax.transAxes)
+        ax.set(xticks=[], yticks=[], title="This machine's matmul roofline")
+        return ax
     ax.plot(batches, flops_per_s, "o-", label="measured")
     ax.plot(batches, np.minimum(peak, intensity * bw), "--", label="roofline model")
     ax.set(xscale="log", yscale="log", xlabel="batch B", ylabel="FLOP/s", title="This machine's matmul roofline")
