@@ -64,6 +64,19 @@ def _preload() -> None:
     import autograder.collectives  # noqa: F401
     import autograder.programs  # noqa: F401
 
+    _format_a_traceback()
+
+
+def _format_a_traceback() -> None:
+    """The first traceback a kernel formats loads lexers and source caches (0.1 s); most notebooks
+    have at least one error cell, so pay that here once."""
+    from IPython.core.ultratb import AutoFormattedTB
+
+    try:
+        raise NotImplementedError("warm-up")
+    except NotImplementedError:
+        AutoFormattedTB(mode="Context").structured_traceback(*sys.exc_info())
+
 
 def _reap(signum: int, frame: Any) -> None:
     """Collect finished kernels so their pids disappear (the worker polls them by pid)."""
