@@ -19,6 +19,8 @@ from .formula import Invalid, answer_to_text
 MIME = "application/vnd.scaling-course.answer+json"
 FORMAT = 1
 MAX_RECORD_BYTES = 2_000_000  # a record larger than this is ignored, never parsed
+# Set by ``scaling-course grade`` in its kernels: it judges records itself, so grade() only records.
+GRADER_ENV = "SCALING_COURSE_GRADER"
 
 
 def encode_scalar(kind: str, answer: Any) -> Any:

@@ -10,6 +10,7 @@ the course's own grader does not trust; see docs/security.md).
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -88,14 +89,24 @@ def verdict(qid: str, answer: Any) -> Verdict:
 
 # The verdict of the last grade() per question: in a graded test cell check() follows grade() on the
 # same answer, and running a student's program or function twice would double the grading time.
-_graded: dict[str, tuple[int, Verdict]] = {}
+# None: the answer was only recorded, for a grader that judges it outside this kernel.
+_graded: dict[str, tuple[int, Verdict | None]] = {}
+
+
+def _judged_elsewhere() -> bool:
+    """In a kernel of ``scaling-course grade`` the recorded answer is judged by the grader, which
+    replaces the test cell's output with its verdict: judging here too (running a program answer on
+    eight devices, say) would only slow grading. Setting this yourself changes no score."""
+    return os.environ.get(record.GRADER_ENV) == "1"
 
 
 def check(qid: str, answer: Any) -> None:
     """Self-check one answer: prints a short confirmation, or raises AnswerError saying what to fix."""
     __tracebackhide__ = True  # IPython then shows the message, not the course's internals
     recent = _graded.pop(qid, None)
-    v = recent[1] if recent and recent[0] == id(answer) else verdict(qid, answer)
+    if recent and recent[0] == id(answer) and recent[1] is None:
+        return  # recorded for the grader, which judges it
+    v = recent[1] if recent and recent[0] == id(answer) and recent[1] is not None else verdict(qid, answer)
     entry = progress.record(qid, str(v.status), v.score, v.message)
     if v.ok:
         print(f"✓ {qid}: correct.")
@@ -119,6 +130,9 @@ def grade(qid: str, answer: Any) -> None:
     payload = encode(qid, answer)
     _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload),
               "text/plain": f"[answer to {qid} recorded]"})
+    if _judged_elsewhere():
+        _graded[qid] = (id(answer), None)
+        return
     v = verdict(qid, answer) if _entry(qid)["kind"] == "program" else selfcheck(_entry(qid), qid, payload)
     _graded[qid] = (id(answer), v)
     if not v.ok:

@@ -62,6 +62,25 @@ def test_grading_kernels_write_no_progress(store, monkeypatch):
     assert "hint" not in str(e.value)  # grading output stays as it was
 
 
+def test_grade_fails_a_wrong_answer_for_plain_nbgrader_but_only_records_it_for_ours(store, monkeypatch, capsys):
+    from autograder.record import GRADER_ENV
+    from course.answers import grade
+
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.delenv(GRADER_ENV, raising=False)
+    answer = wrong_answer()
+    with pytest.raises(AnswerError, match="factor of 2"):  # nbgrader scores the cell by this
+        grade(QID, answer)
+    with pytest.raises(AnswerError, match="factor of 2"):  # and the visible check agrees
+        check(QID, answer)
+    monkeypatch.setenv(GRADER_ENV, "1")
+    grade(QID, answer)  # records it; scaling-course grade judges the record outside the kernel
+    check(QID, answer)
+    assert f"[answer to {QID} recorded]" in capsys.readouterr().out
+    with pytest.raises(AnswerError):  # a check of another answer still runs
+        check(QID, answer * 3)
+
+
 def test_a_corrupt_progress_file_is_ignored(store):
     store.write_text("{not json")
     check(QID, load_chapter("ch01_rooflines")[QID].reference)

@@ -34,6 +34,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from traitlets import Type
 
+from ..record import GRADER_ENV
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
 from .service import Service
@@ -285,7 +286,7 @@ def _kernel_env(workdir: Path) -> dict[str, str]:
     home = str(workdir)
     return {"HOME": home, "TMPDIR": home, "IPYTHONDIR": str(workdir / ".ipython"),
             "MPLCONFIGDIR": str(workdir / ".matplotlib"), "JUPYTER_RUNTIME_DIR": home,
-            "NBGRADER_EXECUTION": "autograde", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+            "NBGRADER_EXECUTION": "autograde", GRADER_ENV: "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
 
 
 _sockets: list[Path] = []

@@ -324,7 +324,7 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
     warming = Warming("")
     if todo:
-        a, warming = warm(a, a.course_dir / STATE / "release" / a.name / f"{a.notebook}.ipynb", len(todo))
+        a, warming = warm(a, len(todo))
         progress.note(warming.note)
         todo = [(a, *rest) for _, *rest in todo]
 

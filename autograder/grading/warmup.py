@@ -69,7 +69,7 @@ class Warming:
         return self.note
 
 
-def warm(a: Assignment, release_nb: Path, notebooks: int, timeout: int = 600) -> tuple[Assignment, Warming]:
+def warm(a: Assignment, notebooks: int, timeout: int = 600) -> tuple[Assignment, Warming]:
     """The assignment with ``jax_cache`` set where a cache is ready or being filled, and the filling.
     Reuses a cache filled earlier from the same source notebook and JAX version."""
     if not landlock_abi():
@@ -88,7 +88,7 @@ def warm(a: Assignment, release_nb: Path, notebooks: int, timeout: int = 600) ->
     def fill() -> None:
         started = time.monotonic()
         try:
-            _run_reference(a, release_nb, folder, timeout)
+            _run_reference(a, folder, timeout)
         except Exception as e:  # grading goes on without the cache, only slower
             shutil.rmtree(folder, ignore_errors=True)
             warming.outcome.append(f"no compilation cache: the reference notebook did not run "
@@ -105,15 +105,16 @@ def warm(a: Assignment, release_nb: Path, notebooks: int, timeout: int = 600) ->
     return replace(a, jax_cache=folder), warming
 
 
-def _run_reference(a: Assignment, release_nb: Path, cache: Path, timeout: int) -> None:
-    from ..demo import filled_notebook
+def _run_reference(a: Assignment, cache: Path, timeout: int) -> None:
+    """Run the source notebook itself: its solutions, and the hidden tests a graded notebook runs."""
     from ..kernel import run_notebook
+    from ..record import GRADER_ENV
 
-    nb = filled_notebook(nbformat.read(release_nb, as_version=4), nbformat.read(a.master, as_version=4))
+    nb = nbformat.read(a.master, as_version=4)
     work = a.course_dir / ".scaling-course" / "work" / f"warmup-{a.name}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(a.master.parent, work, ignore=shutil.ignore_patterns("*.ipynb"))
     try:  # the environment of a grading kernel, and the cache writable
-        run_notebook(nb, work, {ENV: str(cache), "NBGRADER_EXECUTION": "autograde"}, timeout)
+        run_notebook(nb, work, {ENV: str(cache), "NBGRADER_EXECUTION": "autograde", GRADER_ENV: "1"}, timeout)
     finally:
         shutil.rmtree(work, ignore_errors=True)

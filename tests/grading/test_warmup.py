@@ -20,7 +20,7 @@ def assignment(tmp_path) -> Assignment:
 def runs(monkeypatch) -> list[Path]:
     calls: list[Path] = []
 
-    def fake_reference(a, release_nb, cache, timeout):
+    def fake_reference(a, cache, timeout):
         calls.append(cache)
         (cache / "jit_f-0-cache").write_bytes(b"compiled")
 
@@ -31,7 +31,7 @@ def runs(monkeypatch) -> list[Path]:
 
 def _warm(a: Assignment, notebooks: int) -> tuple[Assignment, str]:
     """warm() and its closing line, once the reference run (if any) has finished."""
-    a, warming = warmup.warm(a, Path("release.ipynb"), notebooks)
+    a, warming = warmup.warm(a, notebooks)
     return a, warming.finish()
 
 
@@ -50,13 +50,13 @@ def test_kernels_get_the_cache_only_once_the_reference_run_finished(assignment, 
 
     release = threading.Event()
 
-    def slow_reference(a, release_nb, cache, timeout):
+    def slow_reference(a, cache, timeout):
         (cache / "jit_f-0-cache").write_bytes(b"half written")
         release.wait(10)
 
     monkeypatch.setattr(warmup, "_run_reference", slow_reference)
     monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
-    a, warming = warmup.warm(assignment, Path("release.ipynb"), 30)
+    a, warming = warmup.warm(assignment, 30)
     assert a.jax_cache is not None and warmup.ready_cache(a) is None  # grading starts meanwhile
     release.set()
     assert "filled" in warming.finish() and warmup.ready_cache(a) == a.jax_cache

@@ -254,7 +254,7 @@ def graded(tmp_path_factory):
         nb(folder) if callable(nb) else nbformat.write(nb, folder / NAME)
     # The cache filled before grading (as a second run finds it), so every kernel is given it to attack.
     a = prepare(course, CHAPTER)
-    warm(a, course / ".scaling-course" / "release" / CHAPTER / NAME, len(cases))[1].finish()
+    warm(a, len(cases))[1].finish()
     summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
     return course, cases, {r["student"]: r for r in summary.results}, before, _digest(protected)
 
