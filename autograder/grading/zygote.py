@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 
 
 def _preload() -> None:
@@ -94,6 +95,11 @@ def _become_kernel(request: dict[str, Any]) -> None:
     from .jail import apply
 
     os.setsid()
+    # A kernel outlives no factory: when its worker dies, the factory reads EOF and exits, and a
+    # kernel still running a notebook nobody will read is killed with it.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != request["zygote"]:
+        os._exit(1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -120,7 +126,7 @@ def main() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGCHLD, _reap)
     for line in sys.stdin:
-        request = json.loads(line)
+        request = json.loads(line) | {"zygote": os.getpid()}
         pid = os.fork()
         if pid == 0:
             try:

@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
 from autograder.grading.execute import Limits
@@ -157,15 +158,18 @@ def test_kill_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
 
     students = {f"s{i}": (answered(), 2) for i in range(3)}
     course = make_course(tmp_path, students)
-    cmd = [sys.executable, "-m", "autograder.cli", "grade", CHAPTER, "--course-dir", str(course), "--jobs", "1"]
+    cmd = [sys.executable, "-m", "autograder.cli", "grade", CHAPTER, "--course-dir", str(course), "--jobs", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     results = course / ".scaling-course" / "results" / CHAPTER
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not any(results.glob("*.json")):
         time.sleep(0.2)
     assert any(results.glob("*.json")), "the first submission never finished"
-    os.killpg(proc.pid, signal.SIGKILL)  # the grader, its workers and their kernels
+    helpers = psutil.Process(proc.pid).children(recursive=True)  # workers, kernel factories, kernels, judges
+    os.kill(proc.pid, signal.SIGKILL)  # kill -9 of the grader alone: nothing it started may linger
     proc.wait()
+    _, alive = psutil.wait_procs(helpers, timeout=20)
+    assert not alive, [" ".join(p.cmdline()[-3:]) for p in alive]
     done_before = {p.stem for p in results.glob("*.json")}
     assert 1 <= len(done_before) < 3
     summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
