@@ -53,8 +53,8 @@ img { max-width: 100% } table { border-collapse: collapse } td, th { border: 1px
 tr.correct td:nth-child(2) { background: #e6f4e6 } tr.incorrect td:nth-child(2), tr.invalid td:nth-child(2)
 { background: #fbe9e9 } tr.partial td:nth-child(2) { background: #fff6dd }
 """
-_MATHJAX = ("<script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js' async></script>"
-            "<script>window.MathJax = {tex: {inlineMath: [['$', '$']]}};</script>")
+_MATHJAX = ("<script>window.MathJax = {tex: {inlineMath: [['$', '$']]}};</script>"  # read when MathJax loads
+            "<script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js' async></script>")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
