@@ -5,6 +5,7 @@ Submissions start from the release notebook with Exercise E1 answered (2 points)
 run is short; the damage is then applied on top.
 """
 
+import io
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import psutil
 import pytest
 
 from autograder.grading.execute import Limits
+from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import grade
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,3 +192,21 @@ def test_nbgrader_export_reads_our_gradebook(broken):
     assert out.returncode == 0, out.stderr[-2000:]
     text = (course / "export.csv").read_text()
     assert "intact" in text and CHAPTER in text
+
+
+@pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock: the grader uses no compilation cache here")
+def test_the_compilation_cache_fills_while_the_class_is_graded(tmp_path, monkeypatch):
+    from autograder.grading import warmup
+    from autograder.grading.progress import Progress
+
+    monkeypatch.setattr(warmup, "MIN_NOTEBOOKS", 2)  # a real reference run, for a class small enough to test
+    students = {f"s{i}": (answered(), 2) for i in range(4)}
+    course = make_course(tmp_path, students)
+    log = io.StringIO()
+    first = grade(course, CHAPTER, jobs=2, limits=LIMITS, progress=Progress(stream=log, bar=False))
+    assert {r["student"]: r["score"] for r in first.results} == {s: 2 for s in students}
+    assert "fills it while" in log.getvalue() and "filled by the reference notebook" in log.getvalue()
+    assert (course / ".scaling-course" / "jax-cache" / CHAPTER / "READY").is_file()
+    again = grade(course, CHAPTER, jobs=2, limits=LIMITS, force=True)
+    assert all(r["compilation_cache"] for r in again.results)
+    assert {r["student"]: r["score"] for r in again.results} == {s: 2 for s in students}
