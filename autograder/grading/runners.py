@@ -9,14 +9,14 @@ again, one at a time in a fresh pool, and a job that kills a worker twice is rep
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any
+
+from .jail import die_with_parent
 
 Job = Any
 Result = dict[str, Any]
@@ -27,21 +27,6 @@ def run_serial(work: Callable[[Job], Result], jobs: Sequence[Job]) -> Iterator[t
         yield job, work(job)
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with(parent: int) -> None:
-    """Pool initializer: a worker whose grading process is killed (even with kill -9) is killed too,
-    and its kernel factory and judge, reading EOF on their stdin, exit after it. Otherwise each
-    kill would leave idle workers holding a JAX-sized kernel factory."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still applies
-        return
-    if os.getppid() != parent:  # it died before the signal was armed
-        os._exit(1)
-
-
 def run_local(work: Callable[[Job], Result], jobs: Sequence[Job], workers: int,
               on_crash: Callable[[Job], Result]) -> Iterator[tuple[Job, Result]]:
     pending = list(jobs)
@@ -49,8 +34,8 @@ def run_local(work: Callable[[Job], Result], jobs: Sequence[Job], workers: int,
     while pending:
         width = min(workers, len(pending))
         retry: list[Job] = []
-        with ProcessPoolExecutor(max_workers=width, mp_context=get_context("spawn"), initializer=_die_with,
-                                 initargs=(os.getpid(),)) as pool:
+        with ProcessPoolExecutor(max_workers=width, mp_context=get_context("spawn"), initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as pool:  # a kill -9 of the grader takes its workers
             futures = {pool.submit(work, job): job for job in pending}
             while futures:
                 done, _ = wait(futures, return_when=FIRST_COMPLETED)

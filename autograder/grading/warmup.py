@@ -20,7 +20,7 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,13 +59,13 @@ class Warming:
 
     note: str
     thread: threading.Thread | None = None
-    outcome: list[str] = field(default_factory=list)
+    outcome: str = "no compilation cache: the reference run stopped"
 
     def finish(self) -> str:
         """Wait for the reference run (grading a class outlasts it) and say how it went."""
         if self.thread is not None:
             self.thread.join()
-            return self.outcome[0] if self.outcome else "no compilation cache: the reference run stopped"
+            return self.outcome
         return self.note
 
 
@@ -91,14 +91,13 @@ def warm(a: Assignment, notebooks: int, timeout: int = 600) -> tuple[Assignment,
             _run_reference(a, folder, timeout)
         except Exception as e:  # grading goes on without the cache, only slower
             shutil.rmtree(folder, ignore_errors=True)
-            warming.outcome.append(f"no compilation cache: the reference notebook did not run "
-                                   f"({type(e).__name__}: {str(e)[:200]})")
+            warming.outcome = (f"no compilation cache: the reference notebook did not run "
+                               f"({type(e).__name__}: {str(e)[:200]})")
             return
         tmp = stamp.with_suffix(".tmp")
         tmp.write_text(key)
         os.replace(tmp, stamp)
-        warming.outcome.append(f"compilation cache: filled by the reference notebook in "
-                               f"{time.monotonic() - started:.0f} s")
+        warming.outcome = f"compilation cache: filled by the reference notebook in {time.monotonic() - started:.0f} s"
 
     warming.thread = threading.Thread(target=fill, name="scaling-course-warmup", daemon=True)
     warming.thread.start()

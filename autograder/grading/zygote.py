@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
-PR_SET_PDEATHSIG = 1
 
 
 def _preload() -> None:
@@ -92,14 +91,12 @@ def _reap(signum: int, frame: Any) -> None:
 
 def _become_kernel(request: dict[str, Any]) -> None:
     """In the forked child: isolate further, then run an IPython kernel until it is shut down."""
-    from .jail import apply
+    from .jail import apply, die_with_parent
 
     os.setsid()
     # A kernel outlives no factory: when its worker dies, the factory reads EOF and exits, and a
     # kernel still running a notebook nobody will read is killed with it.
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != request["zygote"]:
-        os._exit(1)
+    die_with_parent(request["zygote"])
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
