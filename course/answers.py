@@ -104,9 +104,12 @@ def check(qid: str, answer: Any) -> None:
     """Self-check one answer: prints a short confirmation, or raises AnswerError saying what to fix."""
     __tracebackhide__ = True  # IPython then shows the message, not the course's internals
     recent = _graded.pop(qid, None)
-    if recent and recent[0] == id(answer) and recent[1] is None:
-        return  # recorded for the grader, which judges it
-    v = recent[1] if recent and recent[0] == id(answer) and recent[1] is not None else verdict(qid, answer)
+    if recent and recent[0] == id(answer):
+        if recent[1] is None:
+            return  # recorded for the grader, which judges it
+        v = recent[1]
+    else:
+        v = verdict(qid, answer)
     entry = progress.record(qid, str(v.status), v.score, v.message)
     if v.ok:
         print(f"✓ {qid}: correct.")

@@ -89,14 +89,14 @@ def _reap(signum: int, frame: Any) -> None:
             return
 
 
-def _become_kernel(request: dict[str, Any]) -> None:
+def _become_kernel(request: dict[str, Any], factory: int) -> None:
     """In the forked child: isolate further, then run an IPython kernel until it is shut down."""
     from .jail import apply, die_with_parent
 
     os.setsid()
     # A kernel outlives no factory: when its worker dies, the factory reads EOF and exits, and a
     # kernel still running a notebook nobody will read is killed with it.
-    die_with_parent(request["zygote"])
+    die_with_parent(factory)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -122,12 +122,13 @@ def main() -> None:
     # instead of lingering as zombies under an init that may not reap them.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGCHLD, _reap)
+    factory = os.getpid()
     for line in sys.stdin:
-        request = json.loads(line) | {"zygote": os.getpid()}
+        request = json.loads(line)
         pid = os.fork()
         if pid == 0:
             try:
-                _become_kernel(request)
+                _become_kernel(request, factory)
             except BaseException:
                 traceback.print_exc()  # into the kernel's log, where the grader's notes point
             finally:
