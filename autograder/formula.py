@@ -64,6 +64,9 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.
 class Parsed:
     expr: sp.Expr
     text: str  # canonical text (sympy's printing), re-parsable by this module
+    # The text has a decimal number in it (1.97e14, 0.5): its coefficients are somebody's rounding,
+    # so it is compared to 3 significant figures; a formula in whole numbers and fractions is exact.
+    approximate: bool = False
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,8 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
         if expr.has(sp.I):
             raise _Reject("complex")
         _check_size(expr)
-        return Parsed(expr, to_text(expr))
+        approximate = any(isinstance(n, ast.Constant) and isinstance(n.value, float) for n in ast.walk(tree))
+        return Parsed(expr, to_text(expr), approximate)
     except _Reject as r:
         offset = None if r.offset is None else len(stripped.encode()[:r.offset].decode(errors="ignore"))
         if r.code == "implicit_multiplication":
@@ -338,10 +342,14 @@ def _check_size(expr: sp.Expr) -> None:
 
 
 def _power(base: sp.Expr, exponent: sp.Expr, node: ast.AST) -> sp.Expr:
-    # Exponents must be small numeric constants: B**2, B**(1/2), 2**10. Checked before sympy
-    # computes anything, so 9**9**9 is rejected instead of hanging.
+    # A numeric exponent must be small: B**2, B**(1/2), 2**10. Checked before sympy computes anything,
+    # so 9**9**9 is rejected instead of hanging. An exponent with symbols in it (((Z-1)/Z)**K) is kept
+    # as a power: nothing is computed until evaluation, which bounds it (equivalence._pow).
     if not exponent.is_Number:
-        raise _Reject("symbolic_exponent", "", node)
+        # One level only: sympy's cost of building a tower B**B**B**2 grows steeply with its height.
+        if exponent.has(sp.Pow) and any(not e.exp.is_Number for e in exponent.atoms(sp.Pow)):
+            raise _Reject("too_long", "a power in the exponent of a power with symbols in its exponent", node)
+        return sp.Pow(base, exponent)
     if abs(exponent) > MAX_ABS_EXPONENT or (
             exponent.is_Rational and exponent.q > MAX_EXPONENT_DENOMINATOR):
         raise _Reject("too_large", "an exponent above 64", node)

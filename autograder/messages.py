@@ -26,7 +26,6 @@ _INVALID = {
     "arity": "'{detail}' got the wrong number of arguments: check the commas, as in sqrt(B), log(B, 2), max(B, D).",
     "forbidden": "A formula may not contain {detail}. Use only numbers, symbols, + - * / ** and calls such as "
                  "sqrt(B).",
-    "symbolic_exponent": "Exponents must be numbers (B**2, B**0.5), not expressions in symbols.",
     "too_long": "The answer is too long to check ({detail}). Simplify it first.",
     "too_large": "The answer contains a number too large to check ({detail}). Simplify it, or write it with "
                  "smaller numbers and exponents.",
@@ -35,6 +34,8 @@ _INVALID = {
                "square roots and logarithms.",
     "wrong_type": "Expected {expected}, got a value of type {detail}.",
     "not_a_number": "Expected a number such as 1.5e-3, or a number with a unit such as '1.5 ms'.",
+    "separator": "Write the number without separators between its digits: 1,024 is 1024 in some countries and "
+                 "1.024 in others. Type 1024 or 1.024.",
     "unknown_unit": "Unknown unit '{detail}'. For this question use {unit_examples}.",
     "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.",
     "unknown_option": "Choose one of: {options}.",
@@ -55,10 +56,14 @@ _WRONG = {
                       "term (which quantities enter it, and whether they multiply or add).",
     "unit": "This looks like the answer in {guess}; the question asks for {unit}. Give the number in "
             "{unit}, or write the unit, e.g. '{example}'.",
-    "close": "Close, but outside the tolerance of {tolerance}.",
+    "close": "Close, but the question accepts {tolerance}.",
+    "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. "
+            "Give the value with one more significant figure.",
     "magnitude": "Off by about a factor of {factor}: check the units and the powers of ten.",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you "
                  "combined (bytes or FLOPs, per chip or in total).",
+    "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
+                      "({finding}). Check the rule that computes each element from the inputs.",
     "wrong_option": "Not the right choice: compare the numbers you computed with what each option implies.",
 }
 

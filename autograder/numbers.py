@@ -3,6 +3,17 @@
 A student may answer with a bare number (read in the unit the question states) or with text that
 carries a unit (``"1.01 ms"``), which is converted. A unit of the wrong dimension is invalid, not
 wrong: the student typed something the question cannot read.
+
+Fair reading: what a student would honestly write on paper is read, not refused. That includes
+arithmetic of numbers (``"1/4"``, ``"2*31.27e9 B/s"``, ``"(8192*3584*2)/1024"``), which goes through
+the formula parser's allow-list (never ``eval``) with no names declared, and percentages (``"25%"``
+is 0.25 of a plain number). Two forms stay refused because they cannot be read one way only: digit
+separators (``"1,024"`` is 1024 in one country and 1.024 in another) and anything with a name in it.
+
+And fair rounding: an answer rounded to 3 significant figures passes, unless the question asks for
+an exact count (``Tolerance.exact_count()``; ``questions.Number`` enforces both).
+
+``parse_number`` never raises on student input: it returns ``ParsedNumber`` or ``Invalid``.
 """
 
 from __future__ import annotations
@@ -11,7 +22,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from .formula import Invalid, answer_to_text
+import sympy as sp
+
+from .formula import Invalid, answer_to_text, parse_formula
 
 # Scale factors to the SI base of each dimension. FLOPs count operations; "B" is bytes.
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -24,7 +37,8 @@ def _unit_table() -> dict[str, tuple[str, float]]:
         "µs": ("time", 1e-6), "μs": ("time", 1e-6), "ns": ("time", 1e-9), "ps": ("time", 1e-12),
         "min": ("time", 60.0), "h": ("time", 3600.0), "hours": ("time", 3600.0),
         "days": ("time", 86400.0),
-        "": ("number", 1.0),
+        # A percentage is a plain number in hundredths: "25%" answers a fraction question with 0.25.
+        "": ("number", 1.0), "%": ("number", 0.01),
     }
     for p, f in {**_PREFIX, **_BINARY}.items():
         for b in ("B", "bytes") if p == "" else ("B",):
@@ -43,7 +57,24 @@ UNITS = _unit_table()
 DIMENSION_WORDS = {"time": "a time", "bytes": "a size in bytes", "bytes/s": "a bandwidth",
                    "flops": "a FLOP count", "flops/s": "a FLOP rate", "flops/byte": "an intensity",
                    "number": "a plain number"}
-_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+MAX_CHARS = 200  # a number, even as a short product with a unit, fits in far fewer
+
+# ASCII digits only: Python's \d and float() also read Arabic-Indic and other digits, which a
+# student does not type by accident and which the formula parser would not read.
+_NUM = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+_PLAIN = re.compile(rf"[-+]?{_NUM}")
+# Arithmetic of numbers: number literals, + - * / ** and parentheses. The typed operators the
+# formula parser has a sentence for (^, ×, ·, −, ÷) are let through so that it can say so.
+# Possessive (*+): a run of digits is one literal, never retried as "1", "1", ... (which is
+# exponential in the length of the run).
+_ARITHMETIC = re.compile(rf"(?:{_NUM}|[-+*/()^×·−÷ \t])*+")
+_HAS_DIGIT = re.compile(r"[0-9]")
+# The longest arithmetic prefix of an answer; what follows it is the unit the student meant.
+_ARITHMETIC_PREFIX = re.compile(rf"(?:{_NUM}|[-+*/() \t])*+")
+# A comma, underscore, apostrophe or space between digits: a thousands separator or a decimal comma.
+_SEPARATOR = re.compile(r"[0-9](?:,\s?|[_'\u00a0\u2009\u202f ])(?=[0-9])")
+# Units that may end an answer, longest first, so that "GB/s" wins over "B/s" and "ms" over "s".
+_SUFFIXES = sorted((u for u in UNITS if u), key=len, reverse=True)
 
 
 @dataclass(frozen=True)
@@ -59,27 +90,38 @@ def unit_dimension(unit: str) -> str:
     return UNITS[unit][0]
 
 
+def unit_examples(unit: str) -> str:
+    """Units a student may write for a question in ``unit``: for the sentence on an unknown unit.
+    A plain number names the percent sign as an option, not as the one unit to use."""
+    dim = unit_dimension(unit)
+    if dim == "number":
+        return "a plain number (or a percentage such as 25%)"
+    return ", ".join([u for u, (d, _) in UNITS.items() if d == dim and u][:6])
+
+
 def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
-    """Read a numeric answer; ``unit`` is the question's unit ("" for a plain number)."""
+    """Read a numeric answer; ``unit`` is the question's unit ("" for a plain number).
+
+    Forms read: a number (``1.5e-3``), arithmetic of numbers (``1/4``, ``2*31.27e9``), either one
+    followed by a unit (``1.5 ms``, ``8192*3584*2 B``, ``25%``). A bare number is in the question's
+    unit, also when that unit is "%" (0.25 then means 0.25 %, as 0.25 means 0.25 ms for a question
+    in ms).
+    """
     text = answer_to_text(answer)
     if isinstance(text, Invalid):
         return text
-    if len(text) > 200:
+    if len(text) > MAX_CHARS:
         return Invalid("too_long", str(len(text)), text=text[:80])
-    m = _NUMBER.match(text)
-    if not m:
-        return Invalid("not_a_number", text=text)
-    try:
-        value = float(m.group(1))
-    except (ValueError, OverflowError):
-        return Invalid("not_a_number", text=text)
-    if not math.isfinite(value):
-        return Invalid("not_finite", text=text)
-    given = m.group(2) or None
+    text = text.strip()
+    separator = _SEPARATOR.search(text)
+    if separator:
+        return Invalid("separator", separator.group()[1:], separator.start() + 1, text)
+    numeric, given = _split_unit(text)
+    value = _value(numeric, text)
+    if isinstance(value, Invalid):
+        return value
     if given is None:
         return ParsedNumber(value, None)
-    if given not in UNITS:
-        return Invalid("unknown_unit", given, text=text)
     want_dim, want_scale = UNITS[unit]
     got_dim, got_scale = UNITS[given]
     if got_dim != want_dim:
@@ -88,24 +130,134 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     return ParsedNumber(value, given) if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e308 TB
 
 
+def _split_unit(text: str) -> tuple[str, str | None]:
+    """The number part and the known unit that ends ``text``, if one does. The unit must follow a
+    space, a digit, a decimal point or a ")", so that "1 xB/s" is not read as "1 x" in B/s."""
+    for u in _SUFFIXES:
+        head = text[: len(text) - len(u)]
+        if text.endswith(u) and head and (head[-1].isspace() or head[-1] in "0123456789.)"):
+            return head.rstrip(), u
+    return text, None
+
+
+def _value(numeric: str, text: str) -> float | Invalid:
+    """The value of the number part, or why it cannot be read (``text`` is the whole answer)."""
+    if _PLAIN.fullmatch(numeric):
+        value = float(numeric)
+        return value if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e999
+    if _HAS_DIGIT.search(numeric) and _ARITHMETIC.fullmatch(numeric):
+        return _arithmetic(numeric, text)
+    prefix = _ARITHMETIC_PREFIX.match(text).group().rstrip("-+*/( \t")  # type: ignore[union-attr]
+    rest = text[len(prefix):].strip()
+    if _HAS_DIGIT.search(prefix) and rest:  # "3 parsecs", "1.2 MS", "2*31.27e9 GB/ss"
+        return Invalid("unknown_unit", rest, text=text)
+    return Invalid("not_a_number", text=text)
+
+
+def _arithmetic(numeric: str, text: str) -> float | Invalid:
+    """Arithmetic of numbers through the formula parser, which caps sizes, nesting and exponents
+    before computing anything; a power can still leave the real line ((-8)**(1/3))."""
+    parsed = parse_formula(numeric, names=())
+    if isinstance(parsed, Invalid):  # offsets count from the start of the answer, as numeric does
+        return Invalid(parsed.code, parsed.detail, parsed.offset, text)
+    expr = parsed.expr
+    try:
+        if expr.is_Rational:  # the usual case: rounded once, correctly (Python's int / int is)
+            value = int(expr.p) / int(expr.q)
+        else:  # a fractional power: 2**0.5, or (-8)**(1/3), which is complex
+            re_part, im_part = expr.evalf(20).as_real_imag()
+            if im_part != 0:
+                return Invalid("complex", text=text)
+            value = float(re_part)
+    except (TypeError, ValueError, OverflowError, ArithmeticError, sp.SympifyError):
+        return Invalid("not_finite", text=text)
+    return value if math.isfinite(value) else Invalid("not_finite", text=text)
+
+
+# --- tolerance ------------------------------------------------------------------------------------
+
+# A question accepts an answer rounded to this many significant figures, unless it asks for an
+# exact count. Rounding to n figures moves a number by at most half a unit in its n-th digit: at
+# worst (a mantissa of 1.00...) 0.5 * 10**(1 - n) of it, so n figures need that relative tolerance.
+FIGURES = 3
+# How far from a whole number an exact count may lie: float noise only (4096 * 512 / 2048 is exact
+# in floating point; 0.1 * 30 is 3.0000000000000004), never a rounding a student chose.
+WHOLE_NOISE = 1e-9
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """Accept ``reference * (1 +- rtol)``, or a closed range [low, high] where the book is vague."""
+    """Accept ``reference * (1 +- rtol)``, or a closed range [low, high] where the book is vague.
+
+    ``whole``: the question asks for an exact count, so only that whole number passes (``rtol``
+    then only absorbs float noise). Build it with ``Tolerance.exact_count()``.
+    """
 
     rtol: float = 0.02
     low: float | None = None
     high: float | None = None
+    whole: bool = False
+
+    def __post_init__(self) -> None:
+        if self.whole and self.is_range:
+            raise ValueError("an exact count has no range")
+
+    @classmethod
+    def figures(cls, n: int = FIGURES) -> Tolerance:
+        """What an answer rounded to ``n`` significant figures needs: 3 figures is ±0.5%."""
+        return cls(rtol=0.5 * 10.0 ** (1 - n))
+
+    @classmethod
+    def exact_count(cls) -> Tolerance:
+        """The exact whole number (up to float noise): for counts such as hops or devices."""
+        return cls(rtol=WHOLE_NOISE, whole=True)
+
+    @property
+    def is_range(self) -> bool:
+        return self.low is not None and self.high is not None
 
     def bounds(self, reference: float) -> tuple[float, float]:
-        if self.low is not None and self.high is not None:
-            return self.low, self.high
+        if self.is_range:
+            return self.low, self.high  # type: ignore[return-value]
         a, b = reference * (1 - self.rtol), reference * (1 + self.rtol)
         return min(a, b), max(a, b)
 
     def relative(self) -> Tolerance:
         """The same relative tolerance without the range: for matching slips and alternatives."""
-        return Tolerance(rtol=self.rtol)
+        return Tolerance(rtol=self.rtol, whole=self.whole)
 
     def accepts(self, reference: float, value: float) -> bool:
         lo, hi = self.bounds(reference)
         return lo <= value <= hi
+
+    def honours_rounding(self, reference: float, figures: int = FIGURES) -> bool:
+        """Whether an honest answer rounded to ``figures`` significant figures passes. A relative
+        tolerance must be at least as wide as that rounding for any reference; a range (the book's
+        own words) must hold the rounded reference."""
+        if self.whole:
+            return False
+        if self.is_range:
+            return self.accepts(reference, round_figures(reference, figures))
+        return self.rtol >= Tolerance.figures(figures).rtol * (1 - 1e-12)
+
+    def describe(self) -> str:
+        """What the tolerance accepts, in a student's words and without the reference, to follow
+        "the question accepts": "3 significant figures (±0.5%)", "±2%", "the exact whole number",
+        "the accepted range" (a range is the book's wording, which the question's text states)."""
+        if self.whole:
+            return "the exact whole number"
+        if self.is_range:
+            return "the accepted range"
+        percent = f"±{self.rtol * 100:.3g}%"
+        figures = 1 - math.log10(2 * self.rtol) if self.rtol > 0 else 0.0
+        n = round(figures)
+        if n >= 1 and abs(figures - n) < 1e-9:
+            return f"{n} significant figure{'s' if n > 1 else ''} ({percent})"
+        return percent
+
+
+def round_figures(x: float, figures: int = FIGURES) -> float:
+    """``x`` rounded to ``figures`` significant figures, in decimal, as a student would write it."""
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.{figures - 1}e}")

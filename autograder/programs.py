@@ -6,15 +6,23 @@ counts the collectives in the program it compiled itself, so the artefact that i
 numerics is the same one checked for communication, and no student Python runs at grading time.
 A forged artefact is only another program, judged like any other.
 
-The same ``run`` serves the offline self-check, on the live function.
+The same ``run`` serves the offline self-check, on the live function, and both judge the report with
+``judge_report``: a wrong result is diagnosed once, by what it most likely means (a constant factor
+that is a device count, a partial sum missing a psum over a named axis, blocks in the wrong place, a
+transposition), so the self-check and the grader name the same slip.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
+import itertools
+import math
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -56,9 +64,18 @@ def _sharding(q: ProgramSpec, spec: tuple):
 
 
 def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
-    """Random normal inputs (never arange or zeros: regular data hides indexing bugs)."""
+    """Random inputs (never arange or zeros: regular data hides indexing bugs). Floats are normal;
+    integers are nonzero and small (|v| <= 9), so sums of them stay exact in float64 and int32."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(op.shape).astype(op.dtype) for op in q.operands]
+    out = []
+    for op in q.operands:
+        if np.issubdtype(np.dtype(op.dtype), np.integer):
+            v = rng.integers(1, 10, op.shape)
+            signed = np.issubdtype(np.dtype(op.dtype), np.signedinteger)
+            out.append((v * rng.choice([-1, 1], op.shape) if signed else v).astype(op.dtype))
+        else:
+            out.append(rng.standard_normal(op.shape).astype(op.dtype))
+    return out
 
 
 def export(q: ProgramSpec, fn: Any) -> str:
@@ -141,11 +158,14 @@ def _device_count(q: ProgramSpec) -> int:
     return int(np.prod([n for _, n in q.mesh]))
 
 
+def _views(q: ProgramSpec, seed: int) -> list[np.ndarray]:
+    return [x.astype(np.float64).reshape(op.view or op.shape) for x, op in zip(inputs(q, seed), q.operands,
+                                                                             strict=True)]
+
+
 def expected(q: ProgramSpec, seed: int) -> np.ndarray:
     """The mathematical result in float64, from the public einsum (on each operand's view)."""
-    views = [x.astype(np.float64).reshape(op.view or op.shape) for x, op in zip(inputs(q, seed), q.operands,
-                                                                                strict=True)]
-    out = np.einsum(q.einsum, *views, optimize=True)
+    out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
     return out.reshape(q.out_shape) if q.out_shape else out
 
 
@@ -182,22 +202,440 @@ def describe_counts(counts: dict[str, Any]) -> str:
     return ", ".join(parts) if parts else "no collectives"
 
 
+# --- diagnoses: what a wrong result most likely means ---------------------------------------------
+# One code per finding. The self-check and the grader both call ``judge_report``, so both say the
+# same. The sentences sit here, beside their codes, until ``messages.py`` takes them over. A sentence
+# may quote values: the inputs are drawn when the program is checked, so values give nothing away.
+
+SENTENCES: dict[str, str] = {
+    "wrong_shape": "The result has shape {got}; expected shape {want}.",
+    "wrong_shape:nothing": "The program returned nothing; expected an array of shape {want}.",
+    # added to "wrong_shape" when the result is exactly one block of the expected one
+    "wrong_shape+block": " It is exactly one device's block of the expected result: block {block} of {n} along "
+                         "dimension {dim}, as {axes} splits it. Does out_specs name every axis the result is "
+                         "split over?",
+    "wrong_type": "The result has dtype {dtype}; expected real numbers.",
+    "not_finite": "{bad} of {size} entries of the result are NaN or infinite (the first at index {index}): look "
+                  "for a division by zero, an overflow, or an entry read before it is written.",
+    "zeros": "Every entry of the result is 0, and the expected one is not: is the result ever filled in (a buffer "
+             "a loop never updates, or a mask that is never true)?",
+    "scaled:mesh": "Every value is {k}x the expected one, and {k} is the number of devices along {axes}: is "
+                   "something summed over {axes} twice, e.g. a psum too many (a gradient psummed after autodiff "
+                   "already summed it)?",
+    "scaled:1/mesh": "Every value is 1/{n} of the expected one, and {n} is the number of devices along {axes}: is "
+                     "a psum (an AllReduce) over {axes} missing, or a pmean used where a sum belongs?",
+    "scaled:2": "Every value is twice the expected one: is something counted twice, e.g. a block added by both "
+                "directions of a ring, or a sum taken twice?",
+    "scaled:1/2": "Every value is half the expected one: is half of the terms missing, e.g. one direction of a "
+                  "bidirectional ring?",
+    "scaled:-1": "Every value has the wrong sign: the result is exactly the negative of the expected one. Is a "
+                 "difference taken the wrong way round?",
+    "scaled": "Every value is {k} times the expected one: look for a factor of {k} (a count of devices, steps or "
+              "copies) in how your program sums or scales.",
+    "scaled:negative": "Every value is {k} times the expected one: the sign is flipped, and the size is off by a "
+                       "factor of {size}.",
+    "transposed": "The result is the expected one transposed ({how}): check the order of a matmul's operands, a "
+                  ".T, or the output axes of an einsum.",
+    "partial_sum": "Each entry of the result is a partial sum where the expected one is the total: of the sum over "
+                   "{letters} in {einsum} it adds up only one share along {axes} ({n} shares in all). Is a psum "
+                   "(or psum_scatter) over {axes} missing?",
+    "misplaced_blocks": "Every block of the result is a block of the expected one, in the wrong place (dimension "
+                        "{dim} in {n} blocks, as {axes} splits it): block {i} holds what belongs at block {j}. "
+                        "Check the order in which blocks arrive, and the index you compute from axis_index.",
+    "same_block": "Every block of the result (dimension {dim} in {n} blocks, as {axes} splits it) holds block {j} "
+                  "of the expected one: does every device compute the same block? Use axis_index to pick each "
+                  "device's own.",
+    "wrong_values": "The result differs from {einsum} on random inputs in {bad} of {size} entries; the first is "
+                    "at index {index}: got {got}, expected {want}.",
+    "wrong_values:exact": "The result differs from {einsum} in {bad} of {size} counts (integers, compared "
+                          "exactly); the first is at index {index}: got {got}, expected {want}.",
+    # added to a wrong result when some blocks are right: where to look
+    "wrong_values+blocks": " Along dimension {dim} ({n} blocks, as {axes} splits it) only block{s} {right} "
+                           "{are} right.",
+    "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is {kind}.",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis of a wrong result: its code, its sentence, and the facts the sentence cites."""
+
+    code: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Tolerance:
+    """How two arrays are compared: ``exact`` for integer results (counts are right or wrong)."""
+
+    rtol: float
+    atol: float
+    exact: bool = False
+
+    def close(self, got: np.ndarray, want: np.ndarray, factor: Fraction = Fraction(1)) -> np.ndarray:
+        """Elementwise: got == factor * want. Absolute errors grow with the factor, so atol does too."""
+        if self.exact:
+            return got * factor.denominator == want * factor.numerator
+        k = float(factor)
+        return np.isclose(got, k * want, rtol=self.rtol, atol=self.atol * max(1.0, abs(k)))
+
+    def same(self, got: np.ndarray, want: np.ndarray, factor: Fraction = Fraction(1)) -> bool:
+        return got.shape == want.shape and bool(self.close(got, want, factor).all())
+
+
+def _axes_text(axes: Sequence[str]) -> str:
+    return " and ".join(axes) if len(axes) <= 2 else ", ".join(axes[:-1]) + " and " + axes[-1]
+
+
+def _axis_groups(mesh: Sequence[tuple[str, int]]) -> dict[int, list[tuple[str, ...]]]:
+    """Device counts of every nonempty group of mesh axes, e.g. {2: [("X",)], 4: [("Y",)], 8: [("X", "Y")]}."""
+    groups: dict[int, list[tuple[str, ...]]] = {}
+    for r in range(1, len(mesh) + 1):
+        for combo in itertools.combinations(mesh, r):
+            groups.setdefault(math.prod(n for _, n in combo), []).append(tuple(a for a, _ in combo))
+    return groups
+
+
+def _factor_text(k: Fraction) -> str:
+    return str(k.numerator) if k.denominator == 1 else f"{k.numerator}/{k.denominator}"
+
+
+def _number(v: Any, exact: bool) -> str:
+    return str(int(v)) if exact else f"{float(v):.6g}"
+
+
+def _scale_factor(got: np.ndarray, want: np.ndarray, tol: _Tolerance) -> Fraction | None:
+    """k when ``got`` is k times ``want`` everywhere (k a simple fraction other than 0 and 1): the
+    least-squares ratio, rounded to a fraction with a small denominator, then confirmed on every entry,
+    so that one wrong entry (or noise in a near miss) never reads as a factor."""
+    ww = float(np.vdot(want, want))
+    if not ww > 0:
+        return None
+    k = float(np.vdot(got, want)) / ww
+    if not np.isfinite(k) or not 1 / 4096 <= abs(k) <= 4096:
+        return None
+    f = Fraction(k).limit_denominator(64)
+    if f in (0, 1) or abs(f.numerator) > 4096:
+        return None
+    return f if tol.same(got, want, f) else None
+
+
+def _scaled(k: Fraction, mesh: Sequence[tuple[str, int]]) -> Finding:
+    """Name the factor, and the mesh axes whose device count it is (a psum too many, or one missing)."""
+    groups, text = _axis_groups(mesh), _factor_text(k)
+    if k > 1 and k.denominator == 1 and k.numerator in groups:
+        message = SENTENCES["scaled:mesh"].format(k=text, axes=_axes_names(groups[k.numerator]))
+    elif 0 < k < 1 and k.numerator == 1 and k.denominator in groups:
+        message = SENTENCES["scaled:1/mesh"].format(n=k.denominator, axes=_axes_names(groups[k.denominator]))
+    elif f"scaled:{text}" in SENTENCES:
+        message = SENTENCES[f"scaled:{text}"]
+    else:
+        message = SENTENCES["scaled:negative" if k < 0 else "scaled"].format(k=text, size=_factor_text(-k))
+    return Finding(f"scaled:{text}", message, {"factor": text})
+
+
+def _axes_names(options: list[tuple[str, ...]]) -> str:
+    """The axis groups of one device count: 'X', 'X and Y', or 'X or Y' when two have that count."""
+    return " or ".join(_axes_text(axes) for axes in options)
+
+
+def _transposition(got: np.ndarray, want: np.ndarray, tol: _Tolerance) -> tuple[int, ...] | None:
+    """The order of axes (other than the identity) that turns ``want`` into ``got``, if any."""
+    if not 2 <= want.ndim <= 4:
+        return None
+    for perm in itertools.permutations(range(want.ndim)):
+        if perm != tuple(range(want.ndim)) and tol.same(got, want.transpose(perm)):
+            return perm
+    return None
+
+
+def _transposed(perm: tuple[int, ...]) -> Finding:
+    how = "rows and columns swapped" if perm == (1, 0) else f"its axes in the order {perm}"
+    return Finding("transposed", SENTENCES["transposed"].format(how=how), {"axes": list(perm)})
+
+
+def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
+                   mesh: Sequence[tuple[str, int]] = (), what: str = "the expected result") -> Finding | None:
+    """What is wrong with an array result, from the two arrays alone (no knowledge of a program):
+    None when they agree. Integer results are compared exactly. Shared by program questions and any
+    checker of array answers, so a factor of 8 reads the same wherever it is found."""
+    if got.dtype.kind not in "biuf":  # complex, text, records: not a real-valued result
+        return Finding("wrong_type", SENTENCES["wrong_type"].format(dtype=got.dtype))
+    exact = got.dtype.kind in "biu"
+    tol = _Tolerance(rtol, atol, exact)
+    g = got.astype(np.float64)
+    if got.shape != want.shape:
+        perm = _transposition(g, want, tol)
+        if perm is not None:
+            return _transposed(perm)
+        return Finding("wrong_shape", SENTENCES["wrong_shape"].format(got=got.shape, want=want.shape))
+    bad = ~tol.close(g, want)
+    if not bad.any():
+        return None
+    specific = _array_finding(g, want, tol, mesh)
+    return specific or _wrong_values(got, want, bad, what, exact)
+
+
+def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
+                   mesh: Sequence[tuple[str, int]]) -> Finding | None:
+    """The diagnoses that need no program: not finite, all zeros, a constant factor, a transposition."""
+    finite = np.isfinite(g)
+    if not finite.all():
+        index = tuple(int(i) for i in np.argwhere(~finite)[0])
+        return Finding("not_finite", SENTENCES["not_finite"].format(bad=int((~finite).sum()), size=g.size,
+                                                                    index=index), {"index": list(index)})
+    if not g.any():
+        return Finding("zeros", SENTENCES["zeros"])
+    k = _scale_factor(g, want, tol)
+    if k is not None:
+        return _scaled(k, mesh)
+    perm = _transposition(g, want, tol)
+    return _transposed(perm) if perm is not None else None
+
+
+def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str, exact: bool) -> Finding:
+    index = tuple(int(i) for i in np.argwhere(bad)[0])
+    key = "wrong_values:exact" if exact and np.all(want == np.round(want)) else "wrong_values"
+    message = SENTENCES[key].format(einsum=what, bad=int(bad.sum()), size=bad.size, index=index,
+                                    got=_number(got[index], exact), want=_number(want[index], key != "wrong_values"))
+    if exact and key == "wrong_values":
+        message += SENTENCES["wrong_values+dtype"].format(dtype=got.dtype, kind="not whole numbers")
+    return Finding("wrong_values", message, {"index": list(index), "bad": int(bad.sum())})
+
+
+# Which devices hold which part of each einsum index. A device's share of an index is the set of its
+# positions the device holds in every operand that splits it; an index no operand splits has none.
+
+def _terms(q: ProgramSpec) -> tuple[list[str], str] | None:
+    """The einsum's input terms and output term; None for forms this analysis does not read."""
+    text = q.einsum.replace(" ", "")
+    if "->" not in text or "." in text:
+        return None
+    ins, out = text.split("->")
+    terms = ins.split(",")
+    return (terms, out) if len(terms) == len(q.operands) else None
+
+
+def _entry_axes(entry: Any) -> tuple[str, ...]:
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+def _coordinates(mesh: Sequence[tuple[str, int]]) -> list[dict[str, int]]:
+    names = [a for a, _ in mesh]
+    return [dict(zip(names, c, strict=True)) for c in np.ndindex(*(n for _, n in mesh))]
+
+
+def _held(shape: Sequence[int], spec: Sequence[Any], at: dict[str, int], sizes: dict[str, int]) -> list[np.ndarray]:
+    """Per dimension, which positions the device at ``at`` holds (a dimension split over axes
+    (A, B) is cut into |A|*|B| blocks, A the major one)."""
+    held = []
+    for j, n in enumerate(shape):
+        axes = _entry_axes(spec[j]) if j < len(spec) else ()
+        s = math.prod(sizes.get(a, 1) for a in axes)
+        mask = np.ones(n, bool)
+        if s > 1 and n % s == 0:
+            b = 0
+            for a in axes:
+                b = b * sizes.get(a, 1) + at.get(a, 0)
+            mask[:] = False
+            mask[b * n // s:(b + 1) * n // s] = True
+        held.append(mask)
+    return held
+
+
+def _shares(q: ProgramSpec) -> dict[str, list[np.ndarray]]:
+    """For each einsum index some operand splits: per device (in mesh order), the positions it holds."""
+    parsed = _terms(q)
+    if parsed is None:
+        return {}
+    sizes, devices = dict(q.mesh), _coordinates(q.mesh)
+    shares: dict[str, list[np.ndarray]] = {}
+    for term, op in zip(parsed[0], q.operands, strict=True):
+        view = tuple(op.view or op.shape)
+        if len(term) != len(view) or math.prod(view) != math.prod(op.shape):
+            continue
+        for d, at in enumerate(devices):
+            dims = _held(op.shape, op.spec, at, sizes)
+            mask = functools.reduce(np.multiply.outer, dims).reshape(view) if dims else np.ones((), bool)
+            if mask.all():
+                continue
+            projections = [mask.any(axis=tuple(k for k in range(len(view)) if k != j)) for j in range(len(view))]
+            if not np.array_equal(mask, functools.reduce(np.multiply.outer, projections)):
+                continue  # not a block in the einsum's view: no share to name
+            for letter, p in zip(term, projections, strict=True):
+                if not p.all():
+                    mine = shares.setdefault(letter, [np.ones(p.size, bool) for _ in devices])
+                    mine[d] = mine[d] & p
+    return shares
+
+
+def _varying_axes(q: ProgramSpec, share: list[np.ndarray]) -> tuple[str, ...]:
+    """The mesh axes along which a device's share changes."""
+    devices = _coordinates(q.mesh)
+    where = {tuple(at.values()): d for d, at in enumerate(devices)}
+    names, sizes = [a for a, _ in q.mesh], dict(q.mesh)
+    varying = []
+    for k, a in enumerate(names):
+        for d, at in enumerate(devices):
+            other = list(at.values())
+            other[k] = (other[k] + 1) % sizes[a]
+            if not np.array_equal(share[d], share[where[tuple(other)]]):
+                varying.append(a)
+                break
+    return tuple(varying)
+
+
+def _partial_sum(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance,
+                 shares: dict[str, list[np.ndarray]]) -> Finding | None:
+    """Whether every entry is a partial sum: the einsum with a contracted index cut down to the share
+    of one position along some mesh axes (a psum over those axes left out). Tried for each contracted
+    index that an operand splits, and for all of them at once (nothing summed at all)."""
+    parsed = _terms(q)
+    if parsed is None:
+        return None
+    terms, out = parsed
+    contracted = [c for c in dict.fromkeys("".join(terms)) if c not in out and c in shares]
+    if not contracted:
+        return None
+    views = _views(q, seed)
+    devices = _coordinates(q.mesh)
+    groups = [(c,) for c in contracted] + ([tuple(contracted)] if len(contracted) > 1 else [])
+    for letters in groups:
+        varying = {a for c in letters for a in _varying_axes(q, shares[c])}
+        axes_all = tuple(a for a, _ in q.mesh if a in varying)
+        for r in range(len(axes_all), 0, -1):
+            for missing in itertools.combinations(axes_all, r):
+                hit = np.zeros(g.shape, bool)
+                positions = sorted({tuple(at[a] for a in missing) for at in devices})
+                for pos in positions:
+                    cut = {c: functools.reduce(np.logical_or, [shares[c][d] for d, at in enumerate(devices)
+                                                               if tuple(at[a] for a in missing) == pos])
+                           for c in letters}
+                    part = _einsum_cut(q, terms, out, views, cut)
+                    if part.shape != g.shape:
+                        return None
+                    hit |= tol.close(g, part)
+                if hit.all():
+                    return Finding(f"partial_sum:{','.join(missing)}", SENTENCES["partial_sum"].format(
+                        letters=" and ".join(repr(c) for c in letters), einsum=q.einsum,
+                        axes=_axes_text(missing), n=len(positions)),
+                        {"indices": list(letters), "axes": list(missing)})
+    return None
+
+
+def _einsum_cut(q: ProgramSpec, terms: list[str], out: str, views: list[np.ndarray],
+                cut: dict[str, np.ndarray]) -> np.ndarray:
+    """The einsum with each index in ``cut`` restricted to the positions it marks."""
+    cut_views = []
+    for term, v in zip(terms, views, strict=True):
+        for k, letter in enumerate(term):
+            if letter in cut:
+                v = np.compress(cut[letter], v, axis=k)
+        cut_views.append(v)
+    result = np.einsum(f"{','.join(terms)}->{out}", *cut_views, optimize=True)
+    return result.reshape(q.out_shape) if q.out_shape else result
+
+
+def _partitions(q: ProgramSpec, shape: tuple[int, ...],
+                shares: dict[str, list[np.ndarray]]) -> list[tuple[int, tuple[str, ...], list[np.ndarray]]]:
+    """Ways the result's dimensions are cut into devices' blocks: by the expected out_spec, and (where
+    the result is the einsum's own output) by the operands that split an output index."""
+    sizes = dict(q.mesh)
+    found: list[tuple[int, tuple[str, ...], list[np.ndarray]]] = []
+    for j, n in enumerate(shape):
+        axes = _entry_axes(q.out_spec[j]) if j < len(q.out_spec) else ()
+        s = math.prod(sizes.get(a, 1) for a in axes)
+        if s > 1 and n % s == 0:
+            found.append((j, axes, [np.arange(n) // (n // s) == b for b in range(s)]))
+    parsed = _terms(q)
+    if parsed is not None and not q.out_shape and len(parsed[1]) == len(shape):
+        for j, letter in enumerate(parsed[1]):
+            if letter not in shares:
+                continue
+            blocks = list({m.tobytes(): m for m in shares[letter]}.values())
+            disjoint = np.array_equal(np.sum(blocks, axis=0), np.ones(shape[j]))
+            if len(blocks) > 1 and disjoint and not any(j == f[0] and len(f[2]) == len(blocks) for f in found):
+                found.append((j, _varying_axes(q, shares[letter]), blocks))
+    return found
+
+
+def _blocks(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
+            partitions: list[tuple[int, tuple[str, ...], list[np.ndarray]]]) -> tuple[Finding | None, str]:
+    """Right blocks in wrong places, or one block everywhere; else a note naming the right blocks."""
+    note = ""
+    for dim, axes, blocks in partitions:
+        mine = [np.compress(m, g, axis=dim) for m in blocks]
+        theirs = [np.compress(m, want, axis=dim) for m in blocks]
+        source = [next((j for j, w in enumerate(theirs) if tol.same(t, w)), None) for t in mine]
+        ctx = {"dim": dim, "n": len(blocks), "axes": _axes_text(axes) or "the mesh"}
+        if all(j is not None for j in source):
+            if len(set(source)) == 1:
+                return Finding(f"same_block:{','.join(axes)}", SENTENCES["same_block"].format(j=source[0], **ctx),
+                               {"dim": dim, "block": source[0]}), ""
+            i = next(i for i, j in enumerate(source) if j != i)
+            return Finding(f"misplaced_blocks:{','.join(axes)}",
+                           SENTENCES["misplaced_blocks"].format(i=i, j=source[i], **ctx),
+                           {"dim": dim, "sources": source}), ""
+        right = [i for i, j in enumerate(source) if j == i]
+        if right and not note:
+            note = SENTENCES["wrong_values+blocks"].format(s="s" if len(right) > 1 else "",
+                                                           right=", ".join(map(str, right)),
+                                                           are="are" if len(right) > 1 else "is", **ctx)
+    return None, note
+
+
+def _block_of_wrong_shape(q: ProgramSpec, got: np.ndarray, want: np.ndarray, tol: _Tolerance,
+                          shares: dict[str, list[np.ndarray]]) -> str:
+    """When a wrongly shaped result is one device's block of the right one, say so."""
+    for dim, axes, blocks in _partitions(q, want.shape, shares):
+        for b, m in enumerate(blocks):
+            if tol.same(got, np.compress(m, want, axis=dim)):
+                return SENTENCES["wrong_shape+block"].format(block=b, dim=dim, n=len(blocks),
+                                                             axes=_axes_text(axes) or "the mesh")
+    return ""
+
+
+def diagnose(q: ProgramSpec, got: np.ndarray, seed: int) -> Finding | None:
+    """What is wrong with a program's result (None when it is right): first what the arrays alone
+    show (NaN, zeros, a constant factor, a transposition), then what the problem's shardings explain
+    (partial sums, blocks in the wrong place), else where the first wrong entry is."""
+    want = expected(q, seed)
+    first = diagnose_array(got, want, q.rtol, q.atol, q.mesh, q.einsum)
+    if first is None or first.code not in ("wrong_shape", "wrong_values"):
+        return first
+    tol = _Tolerance(q.rtol, q.atol, got.dtype.kind in "biu")
+    shares = _shares(q)
+    g = got.astype(np.float64)
+    if first.code == "wrong_shape":
+        extra = _block_of_wrong_shape(q, g, want, tol, shares)
+        return Finding(first.code, first.message + extra, first.data)
+    partial = _partial_sum(q, g, seed, tol, shares)
+    if partial is not None:
+        return partial
+    found, note = _blocks(g, want, tol, _partitions(q, want.shape, shares))
+    return found or Finding(first.code, first.message + note, first.data)
+
+
+def wrong_numbers(code: str) -> bool:
+    """Whether a diagnosis code says the numbers are wrong (the answer scores 0), as opposed to right
+    numbers with the wrong sharding or collectives."""
+    head = code.partition(":")[0]
+    return head in {"wrong_shape", "wrong_type", "wrong_values", "not_finite", "zeros", "scaled", "transposed",
+                    "partial_sum", "misplaced_blocks", "same_block"}
+
+
 def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
     then the collectives: a right but wasteful program earns partial credit."""
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, f"Your program could not be checked: {report.error}")
-    want = expected(q, seed)
-    out = report.output
-    if out is None or out.shape != want.shape:
-        got = "nothing" if out is None else f"shape {out.shape}"
-        return Verdict(Status.INCORRECT, 0.0, "wrong_shape", f"The result has {got}; expected shape {want.shape}.")
-    bad = ~np.isclose(out.astype(np.float64), want, rtol=q.rtol, atol=q.atol)
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        return Verdict(Status.INCORRECT, 0.0, "wrong_values",
-                       f"The result differs from {q.einsum} on random inputs in {int(bad.sum())} of {bad.size} "
-                       f"entries; the first is at index {index}: got {out[index]:.6g}, expected {want[index]:.6g}.")
+    if report.output is None:
+        return Verdict(Status.INCORRECT, 0.0, "wrong_shape",
+                       SENTENCES["wrong_shape:nothing"].format(want=expected(q, seed).shape))
+    finding = diagnose(q, report.output, seed)
+    if finding is not None:
+        return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)
     if _normal_spec(report.out_spec) != _normal_spec(q.out_spec):
         return Verdict(Status.PARTIAL, 0.5, "wrong_sharding",
                        f"Right numbers, but the result is sharded as {_spec_text(report.out_spec)}; "

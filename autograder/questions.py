@@ -85,6 +85,9 @@ class Formula(Question):
     reference: sp.Expr
     symbols: str  # the names a student may use, space separated: "B D F"
     counts: str = ""  # those of them that are integer counts >= 2 (device counts, ring sizes)
+    # Symbols whose large limit the reference is (the book's "for large N" form): an answer that
+    # agrees where these symbols are huge, such as the exact (N-1)/N form, is right too.
+    limit: str = ""
     kind: ClassVar[str] = "formula"
 
     def __post_init__(self) -> None:
@@ -92,6 +95,8 @@ class Formula(Question):
         names = set(self.names)
         if not set(self.counts.split()) <= names:
             raise AuthoringError(f"{self.qid}: counts must be among the declared symbols")
+        if not set(self.limit.split()) <= names:
+            raise AuthoringError(f"{self.qid}: limit symbols must be among the declared symbols")
         used = {s.name for s in sp.sympify(self.reference).free_symbols}
         if not used <= names:
             raise AuthoringError(f"{self.qid}: reference uses undeclared symbols {sorted(used - names)}")
@@ -103,12 +108,21 @@ class Formula(Question):
 
 @dataclass(frozen=True, kw_only=True)
 class Number(Question):
-    """A number in ``unit`` ("" for a plain number), within a relative tolerance or a range."""
+    """A number in ``unit`` ("" for a plain number), within a relative tolerance or a range.
+
+    Fair rounding: a student who rounds to 3 significant figures must pass, so a relative tolerance
+    is at least ±0.5% and a range holds the reference so rounded. The one exception is a count that
+    must be exact (hops, devices, steps): ``exact=True`` asks for the whole number itself, and the
+    prompt must say so ("how many", "exact"), since the student cannot guess it.
+    """
 
     reference: float
     unit: str = ""
     tolerance: Tolerance = field(default_factory=Tolerance)
+    exact: bool = False  # an exact count: only the whole number passes (the tolerance is set from it)
     kind: ClassVar[str] = "number"
+    # How the prompt of an exact count tells the student that rounding will not do.
+    exact_words: ClassVar[re.Pattern[str]] = re.compile(r"\b(exact|exactly|how many)\b", re.IGNORECASE)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -116,7 +130,23 @@ class Number(Question):
             unit_dimension(self.unit)
         except ValueError as e:
             raise AuthoringError(f"{self.qid}: {e}") from None
-        if not self.tolerance.accepts(float(self.reference), float(self.reference)):
+        reference = float(self.reference)
+        if self.exact:
+            if not reference.is_integer():
+                raise AuthoringError(f"{self.qid}: exact=True is for counts; {self.reference!r} is not a whole number")
+            if not self.exact_words.search(self.prompt):
+                raise AuthoringError(f"{self.qid}: an exact count must say so in its prompt "
+                                     "(\"how many ...\", or \"(exact)\")")
+            if self.tolerance not in (Tolerance(), Tolerance.exact_count()):
+                raise AuthoringError(f"{self.qid}: exact=True sets the tolerance; give no other")
+            object.__setattr__(self, "tolerance", Tolerance.exact_count())  # frozen: set once, here
+        elif self.tolerance.whole:
+            raise AuthoringError(f"{self.qid}: an exact-count tolerance needs exact=True (and a prompt that says so)")
+        elif not self.tolerance.honours_rounding(reference):
+            fair = Tolerance.figures()
+            raise AuthoringError(f"{self.qid}: {self.tolerance} rejects an answer rounded to {fair.describe()}; "
+                                 "widen it to Tolerance.figures(), or, for a count, declare exact=True")
+        if not self.tolerance.accepts(reference, reference):
             raise AuthoringError(f"{self.qid}: the reference lies outside its own tolerance")
 
 

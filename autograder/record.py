@@ -25,22 +25,22 @@ GRADER_ENV = "SCALING_COURSE_GRADER"
 
 def encode_scalar(kind: str, answer: Any) -> Any:
     """JSON for one answer of kind formula / number / choice (text, or an invalid marker)."""
-    if kind == "choice":
-        return answer if isinstance(answer, str) else _invalid(answer_to_text(answer))
-    if kind == "number" and isinstance(answer, int | float) and not isinstance(answer, bool):
+    if kind == "choice" and isinstance(answer, str):
+        return answer
+    if kind in ("number", "choice") and isinstance(answer, int | float) and not isinstance(answer, bool):
         try:
             value = float(answer)
         except (OverflowError, TypeError, ValueError):  # an int beyond any float, a hostile subclass
             return {"invalid": "not_finite", "detail": ""}
         return value if math.isfinite(value) else float.__repr__(value)
     text = answer_to_text(answer)
+    if kind == "choice":  # an option is a string or a number; anything else is recorded as why not
+        return _invalid(text if isinstance(text, Invalid) else Invalid("wrong_type", type(answer).__name__))
     return _invalid(text) if isinstance(text, Invalid) else text
 
 
-def _invalid(x: str | Invalid) -> dict[str, str]:
-    if isinstance(x, Invalid):
-        return {"invalid": x.code, "detail": x.detail}
-    return {"invalid": "wrong_type", "detail": "str"}
+def _invalid(x: Invalid) -> dict[str, str]:
+    return {"invalid": x.code, "detail": x.detail}
 
 
 def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], kinds: list[str]) -> Any:

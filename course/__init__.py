@@ -2,6 +2,8 @@
 
 The locked first cell of every notebook runs ``course.setup()`` before anything touches JAX, then
 imports ``check`` (the self-check in each test cell) and ``grade`` (the hidden test's recorder).
+Demo and plot cells read a student's answer through ``as_expr`` and ``as_number``, which accept every
+form the grader accepts (sympy or text formulas, numbers with or without a unit).
 Attributes load lazily, so ``course.symbols`` can be imported by the grading engine without
 pulling in the notebook-side machinery.
 """
@@ -10,7 +12,8 @@ from importlib import import_module
 from typing import Any
 
 _LAZY = {"check": "answers", "grade": "answers", "hint": "answers", "AnswerError": "answers",
-         "setup": "devices", "mesh": "devices"}
+         "setup": "devices", "mesh": "devices",
+         "as_expr": "answerforms", "as_number": "answerforms", "UnreadableAnswer": "answerforms"}
 __all__ = sorted(_LAZY)
 
 

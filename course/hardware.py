@@ -6,6 +6,10 @@ erratum the chapter's notebook explains. Units are in the names; bytes and bytes
 (1 GB = 1e9 B) unless a name says ``mib``/``kib``; FLOP/s are dense, without structured sparsity.
 Link bandwidths are one direction unless the name says ``bidirectional``.
 
+Inputs only: the chapters ask students to derive critical intensities, pod and host sizes, link
+counts and core counts from these records, so the records do not compute them (docs/architecture.md,
+``tests/test_library_rule.py``); ``solutions/_derived/hardware.py`` does, for the references.
+
 Sources (``source_of(record, field)`` names the section each value comes from):
 - TPUs: Part 2 "How to Think About TPUs" (jax-ml.github.io/scaling-book/tpus): the spec tables,
   the prose below them (PCIe, DCN), "What Is a TPU?" (MXU, VMEM, cores) and Appendix A (VPU).
@@ -15,7 +19,6 @@ Sources (``source_of(record, field)`` names the section each value comes from):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
@@ -44,11 +47,6 @@ class Chip:
 
     SOURCES: ClassVar[dict[str, str]] = {}  # field -> section, where it differs from ``source``
 
-    @property
-    def critical_intensity(self) -> float:
-        """C / W_hbm: FLOPs per HBM byte above which a bf16 kernel is compute-bound (Part 1)."""
-        return self.bf16_flops_per_s / self.hbm_bytes_per_s
-
 
 @dataclass(frozen=True)
 class TPU(Chip):
@@ -75,25 +73,8 @@ class TPU(Chip):
 
     @property
     def ici_bidirectional_bytes_per_s(self) -> float:
+        """The book's W_ici: one link counted in both directions, as its tables state it."""
         return 2 * self.ici_bytes_per_s_per_link
-
-    @property
-    def torus_axes(self) -> int:
-        """2 for a 2D torus (v3, v5e, v6e), 3 for a 3D torus (v4p, v5p, TPU7x)."""
-        return len(self.full_pod)
-
-    @property
-    def ici_links_per_chip(self) -> int:
-        """Neighbours of a chip inside a torus with wraparound: two per axis."""
-        return 2 * self.torus_axes
-
-    @property
-    def pod_chips(self) -> int:
-        return math.prod(self.full_pod)
-
-    @property
-    def chips_per_host(self) -> int:
-        return math.prod(self.host)
 
 
 @dataclass(frozen=True)
@@ -117,11 +98,8 @@ class GPU(Chip):
 
     @property
     def fp8_flops_per_s(self) -> float | None:
+        """The table's fp8 column, which ``int8_ops_per_s`` holds for GPUs."""
         return self.int8_ops_per_s
-
-    @property
-    def cuda_cores(self) -> int:
-        return self.sms * self.fp32_lanes_per_sm
 
 
 # Values of one chip that come from elsewhere than its field's usual section.
@@ -239,10 +217,6 @@ class GPUNode:
     nvswitch_bytes_per_s: float | None = None  # all ports of one switch, each direction
 
     SOURCES: ClassVar[dict[str, str]] = {}
-
-    @property
-    def egress_bytes_per_s_per_gpu(self) -> float:
-        return self.egress_bytes_per_s / self.gpus
 
 
 DGX_H100 = GPUNode("8 x H100 node", H100, 8, H100.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_NET,

@@ -1,43 +1,35 @@
-"""Inference cost model: Parts 7 and 8 of the book, built on the Part 4 model in ``course.models``.
+"""Inference: the constants Parts 7 and 8 state, and pictures of the step-time model.
 
 Book: Part 7 "All About Transformer Inference", https://jax-ml.github.io/scaling-book/inference/ and
 Part 8 "Serving LLaMA 3-70B on TPUs", https://jax-ml.github.io/scaling-book/applied-inference/
 
-Notation (the book's): B sequences in a decode batch, T tokens each sequence processes in this step (its
-prompt in prefill, 1 in decode), S cached context, P parameters, C the chip's FLOP/s in the dtype the
-matmuls run in, W_hbm HBM bytes/s per chip, W_ici ICI bytes/s, n chips. ``bpe`` is bytes per element.
+Inputs only, plus plots: the chapters ask students to derive the step-time model (critical batches,
+KV-cache sizes, step times, memory and sharding limits), so no function here returns one of those
+quantities (docs/architecture.md; ``tests/test_library_rule.py``). The plots draw the model for numbers the
+student has already found, and return the Axes. The references' own cost model lives in
+``solutions/_derived/inference.py``.
 
-The model, stated once (Part 7, "A rough model of latency"):
-- A decode step reads every weight once and each sequence's KV cache once. The weight matmuls see B
-  tokens: max(2BP / (nC), weight bytes / (nW_hbm)), compute-bound only above the critical batch.
-  Attention has no weights and each sequence reads its own cache: always bandwidth-bound,
-  B x KV bytes / (nW_hbm). The step is their sum (the two do not overlap; each overlaps internally).
-- Prefill processes B x T tokens at once: 2PBT / (nC), divided by the MFU actually reached.
-- Left out: attention FLOPs in decode, activations, collectives inside the step (the sharding helpers
-  below price those separately), and collective latency except where a function says so.
-
-Every function is plain arithmetic on its arguments, so it gives a number for numbers and a sympy
-expression for ``course.symbols``; the integer roundings (``max_batch``, ``smallest_slice``) are the
-exceptions and say so.
+The model the plots draw (Part 7, "A rough model of latency"): a decode step reads every weight once
+and each sequence's KV cache once; the weight matmuls take the larger of their FLOP time and the weight
+read, attention is bandwidth-bound, and the step is their sum. Prefill is the larger of its FLOP time
+(at an MFU) and one read of the weights.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from . import hardware as hw
-from . import models as m
+from .models import BOOK
 
-PART7 = m.BOOK + "inference/"
-PART8 = m.BOOK + "applied-inference/"
+PART7 = BOOK + "inference/"
+PART8 = BOOK + "applied-inference/"
 
-# --- constants the two chapters use beyond course.hardware and course.models -----------------------
+# --- constants the two chapters state beyond course.hardware and course.models ---------------------
 # The book's round W_hbm / W_ici ("beta ~ 8", Part 7, "Sharding for generation"); the pinned v5e
-# constants give 8.2e11 / 9e10 = 9.1. Questions that reproduce the book's numbers pass it explicitly.
+# constants give 8.2e11 / 9e10 = 9.1. Questions that reproduce the book's numbers state 8.
 BETA_BOOK = 8
 # Legal TPU v5e slices, named as the book names them ("4x2" for Cloud's 2x4) with their chip counts;
 # Cloud TPU v5e offers 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16 and 16x16
@@ -46,179 +38,13 @@ V5E_SLICES: dict[str, int] = {"1x1": 1, "2x2": 4, "4x2": 8, "4x4": 16, "4x8": 32
                               "16x16": 256}
 PREFILL_MFU = 0.4  # Part 8, "What about prefill?": the utilisation assumed for an 8k prefill
 MEDIAN_DECODE_TOKENS = 512  # Part 8: the decode length assumed when turning steps into queries
-# Part 8 rounds LLaMA 3-70B to 70e9 parameters (course.models.LLAMA3_70B counts 70.55e9) and names
+# Part 8 rounds LLaMA 3-70B to 70e9 parameters (its exact count is Chapter 6's question) and names
 # LLaMA 3.1-405B by its 405e9; the chapter's questions state the round figures, as the book does.
 LLAMA3_70B_PARAMS_BOOK = 70e9
 LLAMA31_405B_PARAMS_BOOK = 405e9
 
 
-# --- rooflines of the two workloads ----------------------------------------------------------------
-
-def critical_batch(flops_per_s: Any, hbm_bytes_per_s: Any, weight_bpe: Any = 2) -> Any:
-    """Tokens per step above which a weight matmul is compute-bound: C * bpe / (2 W_hbm).
-    2BDF FLOPs over bpe*D*F weight bytes (activations left out, B << D, F)."""
-    return flops_per_s * weight_bpe / (2 * hbm_bytes_per_s)
-
-
-def attention_intensity(T: Any, S: Any) -> Any:
-    """FLOPs per byte of bf16 multi-head attention with T queries over S keys: S*T / (S + T).
-    Prefill (S = T): T/2. Decode (T = 1): S/(S+1), about 1 whatever the batch."""
-    return m.attention_intensity(T, S, 1)
-
-
-def kv_bytes_per_sequence(cfg: m.Config, S: Any, bpe: Any = 2) -> Any:
-    """KV cache of one sequence of S tokens: 2 * L * K * H * bpe * S."""
-    return cfg.kv_bytes_per_token(bpe) * S
-
-
-def decode_parts_s(B: Any, kv_bytes_per_seq: Any, weight_bytes: Any, param_count: Any, n_chips: Any,
-                   flops_per_s: Any, hbm_bytes_per_s: Any) -> dict[str, Any]:
-    """The three times of one decode step, in seconds: reading the KV caches, reading the weights,
-    and the weight matmuls' FLOPs (2 per parameter per sequence)."""
-    return {"kv": B * kv_bytes_per_seq / (n_chips * hbm_bytes_per_s),
-            "weights": weight_bytes / (n_chips * hbm_bytes_per_s),
-            "flops": 2 * B * param_count / (n_chips * flops_per_s)}
-
-
-def decode_step_s(B: Any, kv_bytes_per_seq: Any, weight_bytes: Any, param_count: Any, n_chips: Any,
-                  flops_per_s: Any, hbm_bytes_per_s: Any) -> Any:
-    """Lower bound on one decode step: attention (bandwidth) + max(matmul FLOPs, weight loading)."""
-    t = decode_parts_s(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s)
-    return t["kv"] + _max(t["flops"], t["weights"])
-
-
-def decode_step_memory_s(B: Any, kv_bytes_per_seq: Any, weight_bytes: Any, n_chips: Any,
-                         hbm_bytes_per_s: Any) -> Any:
-    """The memory-bound step (B below the critical batch): every byte in HBM that the step needs,
-    read once, (B * KV + weights) / (n W_hbm)."""
-    return (B * kv_bytes_per_seq + weight_bytes) / (n_chips * hbm_bytes_per_s)
-
-
-def prefill_s(param_count: Any, tokens: Any, n_chips: Any, flops_per_s: Any, mfu: Any = 1) -> Any:
-    """Prefill of ``tokens`` tokens (all sequences together): 2 * P * tokens / (n C mfu)."""
-    return 2 * param_count * tokens / (n_chips * flops_per_s * mfu)
-
-
-def tokens_per_s(B: Any, step_s: Any) -> Any:
-    """Decode throughput: B new tokens every step."""
-    return B / step_s
-
-
-def hbm_full_step_s(chip: hw.Chip = hw.TPU_V5E) -> float:
-    """A step that reads all of every chip's HBM: capacity / bandwidth, whatever the slice (Part 8)."""
-    return chip.hbm_bytes / chip.hbm_bytes_per_s
-
-
-def queries_per_s_per_chip(B: Any, step_s: Any, decode_tokens: Any, n_chips: Any) -> Any:
-    """Finished requests per second per chip: B sequences every ``decode_tokens`` steps, over n chips."""
-    return B / (step_s * decode_tokens * n_chips)
-
-
-def flops_per_dollar(flops_per_s: Any, usd_per_hour: Any) -> Any:
-    """FLOPs one dollar buys at peak: C * 3600 / price per chip-hour (Part 8)."""
-    return flops_per_s * 3600 / usd_per_hour
-
-
-# --- memory: what fits ------------------------------------------------------------------------------
-
-def min_chips(total_bytes: float, hbm_per_chip: float = hw.TPU_V5E.hbm_bytes) -> float:
-    """Chips whose HBM together holds ``total_bytes``, before rounding up (a fraction)."""
-    return total_bytes / hbm_per_chip
-
-
-def smallest_slice(total_bytes: float, hbm_per_chip: float = hw.TPU_V5E.hbm_bytes,
-                   slices: Mapping[str, int] = V5E_SLICES) -> str:
-    """The name of the smallest legal slice whose HBM holds ``total_bytes`` (an integer rounding)."""
-    for name, chips in sorted(slices.items(), key=lambda kv: kv[1]):
-        if chips * hbm_per_chip >= total_bytes:
-            return name
-    raise ValueError(f"{total_bytes:.3g} B does not fit in the largest slice")
-
-
-def max_batch(hbm_per_chip: float, n_chips: int, weight_bytes: float, kv_bytes_per_seq: float) -> int:
-    """Sequences whose caches fit beside one copy of the weights: floor(free HBM / KV per sequence);
-    0 when the weights alone do not fit."""
-    free = n_chips * hbm_per_chip - weight_bytes
-    return max(0, math.floor(free / kv_bytes_per_seq))
-
-
-# --- sharding for generation ------------------------------------------------------------------------
-
-def ici_intensity(chip: hw.TPU = hw.TPU_V5E) -> float:
-    """alpha = C / W_ici, bf16 FLOPs per byte over one bidirectional link (2188.9 on v5e; book 2200)."""
-    return chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
-
-
-def hbm_over_ici(chip: hw.TPU = hw.TPU_V5E) -> float:
-    """beta = W_hbm / W_ici (bidirectional link): 9.1 on v5e; the book rounds it to 8."""
-    return chip.hbm_bytes_per_s / chip.ici_bidirectional_bytes_per_s
-
-
-def tp_limit_compute(F: Any, alpha: Any, n_axes: Any = 1) -> Any:
-    """Model parallelism stays compute-bound up to Y = n_axes * F / alpha (Part 5's rule; Part 7
-    reuses it): with Y > that, the activations' AllGather/ReduceScatter outlast the matmul."""
-    return n_axes * F / alpha
-
-
-def tp_limit_memory(F: Any, B: Any, beta: Any) -> Any:
-    """A memory-bound decode step tolerates more model parallelism, up to Y = F / (B beta): the
-    collectives must only hide behind the time to read each chip's share of the weights."""
-    return F / (B * beta)
-
-
-def megatron_times_s(B: Any, D: Any, F: Any, Y: Any, flops_per_s: Any, hbm_bytes_per_s: Any,
-                     ici_bidirectional_bytes_per_s: Any, weight_bpe: Any = 2, act_bpe: Any = 2) -> dict[str, Any]:
-    """One D x F weight matmul of a decode step, its weight split Y ways (Part 8): the activations'
-    collective (act_bpe * B * D bytes over one bidirectional link), reading this chip's weight share,
-    and its FLOPs."""
-    return {"ici": act_bpe * B * D / ici_bidirectional_bytes_per_s,
-            "hbm": weight_bpe * D * F / (Y * hbm_bytes_per_s),
-            "flops": 2 * B * D * F / (Y * flops_per_s)}
-
-
-def weight_stationary_2d_comms_s(B: Any, D: Any, F: Any, X: Any, YZ: Any, W: Any) -> Any:
-    """Part 7's appendix: AllGather_YZ of bf16 In[B, D_X], then ReduceScatter_YZ of the output,
-    2BD/(X W), plus the AllReduce_X of the bf16 hidden [B, F_YZ], 4BF/(YZ W)."""
-    return 2 * B * D / (X * W) + 4 * B * F / (YZ * W)
-
-
-def model_parallel_1d_comms_s(B: Any, D: Any, W: Any) -> Any:
-    """The 1D weight-stationary (Megatron) layer on a 3D torus, as the appendix quotes it: 4BD/(3W)."""
-    return 4 * B * D / (3 * W)
-
-
-def latency_bound_bytes(n_shards: Any, one_way_bytes_per_s: Any, hop_s: Any = hw.ICI_HOP_LATENCY_S) -> Any:
-    """Size of a collective's whole buffer below which its hops' latency, not bandwidth, sets its time:
-    each of the n shards must take longer than one hop to cross a link, buffer / n > W * hop."""
-    return n_shards * one_way_bytes_per_s * hop_s
-
-
-# --- serving systems ---------------------------------------------------------------------------------
-
-def evicted_tokens_per_step(B: Any, prefill_len: Any, decode_len: Any) -> Any:
-    """Continuous batching: B / G sequences finish each step, and each frees P + G cached tokens."""
-    return B * (prefill_len + decode_len) / decode_len
-
-
-def prefill_to_generate_servers(B: Any, prefill_s_per_request: Any, step_s: Any, decode_len: Any) -> Any:
-    """Disaggregated serving: prefill servers per generate server that keep both saturated. A generate
-    server finishes B requests every G steps; a prefill server makes one request per prefill."""
-    return B * prefill_s_per_request / (step_s * decode_len)
-
-
-# --- curves for the plots ----------------------------------------------------------------------------
-
-def frontier(param_count: float, weight_bytes: float, kv_bytes_per_token: float, contexts: Sequence[int],
-             batches: np.ndarray, n_chips: int, chip: hw.Chip = hw.TPU_V5E) -> tuple[np.ndarray, np.ndarray]:
-    """Latency (s) and throughput (tokens/s/chip) of a decode step for every (context, batch), with
-    NaN where the caches do not fit beside the weights. Arrays of shape [len(contexts), len(batches)]."""
-    b = np.asarray(batches, dtype=float)[None, :]
-    kv = np.asarray(contexts, dtype=float)[:, None] * kv_bytes_per_token
-    step = decode_step_s(b, kv, weight_bytes, param_count, n_chips, chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
-    fits = b * kv + weight_bytes <= n_chips * chip.hbm_bytes
-    latency = np.where(fits, step, np.nan)
-    return latency, b / latency / n_chips
-
+# --- pictures ------------------------------------------------------------------------------------------
 
 def plot_decode_latency(batches: np.ndarray, kv_bytes_per_seq: float, weight_bytes: float, param_count: float,
                         n_chips: int, chip: hw.Chip = hw.TPU_V5E, label: str = "", ax=None):
@@ -227,15 +53,16 @@ def plot_decode_latency(batches: np.ndarray, kv_bytes_per_seq: float, weight_byt
     of the other two. The critical batch is marked where FLOPs overtake weight loading."""
     ax = _axes(ax)
     b = np.asarray(batches, dtype=float)
-    t = decode_parts_s(b, kv_bytes_per_seq, weight_bytes, param_count, n_chips, chip.bf16_flops_per_s,
-                       chip.hbm_bytes_per_s)
-    step = t["kv"] + np.maximum(t["flops"], t["weights"])
-    ax.plot(b, 1e3 * step, linewidth=2.5, label=f"decode step {label}".strip())
-    ax.plot(b, 1e3 * np.full_like(b, t["weights"]), "--", label="roof: read the weights")
-    ax.plot(b, 1e3 * t["flops"], "--", label="roof: weight matmul FLOPs")
-    ax.plot(b, 1e3 * t["kv"], ":", label="read the KV caches")
-    crit = weight_bytes * chip.bf16_flops_per_s / (2 * param_count * chip.hbm_bytes_per_s)
-    ax.axvline(crit, color="gray", linewidth=1, label=f"critical batch {crit:.0f}")
+    bandwidth = n_chips * chip.hbm_bytes_per_s
+    kv, flops = b * kv_bytes_per_seq / bandwidth, 2 * b * param_count / (n_chips * chip.bf16_flops_per_s)
+    weights = np.full_like(b, weight_bytes / bandwidth)
+    ax.plot(b, 1e3 * (kv + np.maximum(flops, weights)), linewidth=2.5, label=f"decode step {label}".strip())
+    ax.plot(b, 1e3 * weights, "--", label="roof: read the weights")
+    ax.plot(b, 1e3 * flops, "--", label="roof: weight matmul FLOPs")
+    ax.plot(b, 1e3 * kv, ":", label="read the KV caches")
+    crossing = b[np.argmax(flops >= weights)] if (flops >= weights).any() else None
+    if crossing is not None:
+        ax.axvline(crossing, color="gray", linewidth=1, label="FLOPs overtake the weight read")
     ax.set(xlabel="batch B (sequences)", ylabel="ms per step", title="Decode: latency against batch")
     ax.legend(fontsize="small")
     return ax
@@ -247,7 +74,7 @@ def plot_prefill_latency(tokens: np.ndarray, weight_bytes: float, param_count: f
     2 P tokens / (n C mfu) and the floor of reading the weights once; prefill is the larger."""
     ax = _axes(ax)
     t = np.asarray(tokens, dtype=float)
-    flops = prefill_s(param_count, t, n_chips, chip.bf16_flops_per_s, mfu)
+    flops = 2 * param_count * t / (n_chips * chip.bf16_flops_per_s * mfu)
     load = np.full_like(t, weight_bytes / (n_chips * chip.hbm_bytes_per_s))
     ax.plot(t, 1e3 * np.maximum(flops, load), linewidth=2.5, label="prefill")
     ax.plot(t, 1e3 * flops, "--", label="roof: FLOPs")
@@ -258,11 +85,19 @@ def plot_prefill_latency(tokens: np.ndarray, weight_bytes: float, param_count: f
     return ax
 
 
-def plot_frontier(latency_s: np.ndarray, per_chip: np.ndarray, contexts: Sequence[int], ax=None):
-    """Throughput per chip against step latency, one curve per context length (Part 8's Pareto plot)."""
+def plot_frontier(param_count: float, weight_bytes: float, kv_bytes_per_token: float, contexts: Sequence[int],
+                  batches: np.ndarray, n_chips: int, chip: hw.Chip = hw.TPU_V5E, ax=None):
+    """Throughput per chip against step latency, one curve per context length (Part 8's Pareto plot),
+    each curve stopping where the caches no longer fit beside the weights."""
     ax = _axes(ax)
-    for i, s in enumerate(contexts):
-        ax.plot(1e3 * latency_s[i], per_chip[i] / 1e3, label=f"context {s:,}")
+    b = np.asarray(batches, dtype=float)
+    bandwidth = n_chips * chip.hbm_bytes_per_s
+    for s in contexts:
+        kv = s * kv_bytes_per_token
+        step = b * kv / bandwidth + np.maximum(2 * b * param_count / (n_chips * chip.bf16_flops_per_s),
+                                               weight_bytes / bandwidth)
+        fits = b * kv + weight_bytes <= n_chips * chip.hbm_bytes
+        ax.plot(1e3 * step[fits], (b / step / n_chips)[fits] / 1e3, label=f"context {s:,}")
     ax.set(xlabel="ms per decode step", ylabel="tokens / ms / chip", title="Latency against throughput")
     ax.legend(fontsize="small")
     return ax
@@ -274,14 +109,3 @@ def _axes(ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     return ax
-
-
-def _max(a: Any, b: Any) -> Any:
-    """max for numbers, numpy arrays and sympy expressions alike."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return np.maximum(a, b)
-    if hasattr(a, "free_symbols") or hasattr(b, "free_symbols"):
-        import sympy as sp
-
-        return sp.Max(a, b)
-    return max(a, b)

@@ -29,6 +29,7 @@ from autograder.questions import (
 )
 from course import hardware as hw
 from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
+from solutions._derived.hardware import critical_intensity
 
 V5E, V6E, H100 = hw.TPU_V5E, hw.TPU_V6E, hw.H100
 SECTION = "roofline/"
@@ -259,11 +260,11 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     # E6: tokens per GPU.
     Number(qid="ch01-e6-global-tokens", points=1, section=SECTION + "#matrix-multiplication",
            prompt="Tokens in a batch of 512 sequences of 4096 tokens.",
-           reference=E6_SEQUENCES * E6_SEQ_LEN, tolerance=Tolerance(rtol=1e-9),
+           reference=E6_SEQUENCES * E6_SEQ_LEN, tolerance=Tolerance.figures(),
            slips=(Slip(E6_SEQUENCES, "magnitude:-4"),)),
     Number(qid="ch01-e6-local-batch", points=1, section=SECTION + "#matrix-multiplication",
            prompt="Tokens per GPU when that batch is split over 2048 GPUs (pure data parallelism).",
-           reference=E6_SEQUENCES * E6_SEQ_LEN / E6_GPUS, tolerance=Tolerance(rtol=1e-9),
+           reference=E6_SEQUENCES * E6_SEQ_LEN / E6_GPUS, tolerance=Tolerance.figures(),
            slips=(Slip(E6_SEQUENCES / E6_GPUS, "magnitude:-4", "count tokens, not sequences."),)),
     # E7: vector unit.
     Number(qid="ch01-e7-vpu-intensity", points=1, section=SECTION + "#arithmetic-intensity",
@@ -290,7 +291,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     Formula(qid="ch01-q1-t-lower", points=1, section=SECTION + "#worked-problems",
             prompt="Lower bound on the runtime (int8 peak C8, HBM bandwidth W).",
             reference=sp.Max(2 * B * D * F / C8, _int8 / W), symbols="B D F C8 W",
-            slips=(Slip(2 * B * D * F / C8 + _int8 / W, "lower_terms",
+            slips=(Slip(2 * B * D * F / C8 + _int8 / W, "partly",
                         "that is the upper bound, with no overlap."),)),
     Formula(qid="ch01-q1-t-upper", points=1, section=SECTION + "#worked-problems",
             prompt="Upper bound on the runtime (no overlap of compute and memory traffic).",
@@ -338,7 +339,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     # Q5: H100.
     Number(qid="ch01-q5-critical-batch", points=1, section=SECTION + "#worked-problems",
            prompt="The batch above which a bf16 matmul is compute-bound on an H100 (dense peak).",
-           reference=H100.critical_intensity, tolerance=Tolerance(rtol=0.02),
+           reference=critical_intensity(H100), tolerance=Tolerance(rtol=0.02),
            slips=(Slip(hw.H100_SPARSE_BF16_FLOPS_PER_S / H100.hbm_bytes_per_s, "ratio:2",
                        "the datasheet's 1.979e15 assumes 2:4 sparsity."),)),
     # CX1-CX3: functions the student writes, run on public test cases.
@@ -359,7 +360,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                                act_bytes=2, weight_bytes=1, out_bytes=2)
                           for seed, d in ((1, Q3_D_LARGE), (2, Q3_D_SMALL))),
              output=Output("number", tolerance=Tolerance(rtol=1e-6)),
-             slips=(Slip(cx2_peak_everywhere, "magnitude:+2"),)),
+             slips=(Slip(cx2_peak_everywhere, "wrong_elements"),)),
     Function(qid="ch01-cx2-crossover", points=1, section=SECTION + "#visualizing-rooflines",
              prompt="crossover(D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the exact B*.",
              reference=crossover,
@@ -384,6 +385,6 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                              operands=(Operand((64, 256), (None, "X")), Operand((256, 128), ("X", None))),
                              out_spec=(), collectives={"all-reduce": 1}),
             model=split_matmul,
-            slips=(Slip(cx4_forgets_the_sum, "wrong_values"),
+            slips=(Slip(cx4_forgets_the_sum, "partial_sum:X"),
                    Slip(cx4_gathers_everything, "collectives:all-gather"))),
 ))

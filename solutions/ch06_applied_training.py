@@ -1,9 +1,9 @@
 """Chapter 6, Training LLaMA 3 on TPUs: every graded question of the chapter, as records with references.
 
 Book: Part 6 "Training LLaMA 3 on TPUs", https://jax-ml.github.io/scaling-book/applied-training/
-Numbers are computed from ``course.models`` (the LLaMA 3 configurations) and ``course.hardware``
-(never typed in); where the book prints a rounded or differently-based value, the tolerance admits it
-and ``BOOK`` records it for the tests. Labels follow the syllabus: A1-A9 the chapter's inline
+Numbers are computed from ``course.models`` (the LLaMA 3 configurations) and ``course.hardware`` with
+``solutions._derived`` (never typed in); where the book prints a rounded or differently-based value, the
+tolerance admits it and ``BOOK`` records it for the tests. Labels follow the syllabus: A1-A9 the chapter's inline
 questions, W1-W2 its two worked problems (no book answers: the course derives them), CX1, CX2 and CX4
 coding exercises. (CX3, a scaled-down LLaMA training step, and CX5, checkpoint policies, are not
 graded here: see the chapter's report.)
@@ -31,15 +31,16 @@ from autograder.questions import (
     Slip,
 )
 from course import hardware as hw
-from course import models as m
 from course.symbols import D, F, H, K, L, N, V
+from solutions._derived import models as m
+from solutions._derived.hardware import pod_chips, torus_axes
 
 V5P = hw.TPU_V5P
 PEAK = V5P.bf16_flops_per_s
 ALPHA = PEAK / V5P.ici_bidirectional_bytes_per_s  # C / W_ici = 2550
 ALPHA_DCN = PEAK / V5P.dcn_bytes_per_s  # C / W_dcn = 73,440 tokens per pod
-POD = V5P.pod_chips  # 8960
-TORUS_AXES = V5P.torus_axes  # 3
+POD = pod_chips(V5P)  # 8960
+TORUS_AXES = torus_axes(V5P)  # 3
 BF16 = hw.BYTES_PER_ELEMENT["bf16"]
 STATE_BYTES = m.TRAIN_STATE_BYTES  # bf16 weights + fp32 Adam moments: 10 bytes per parameter
 DAY, YEAR = 86_400.0, 365.25 * 86_400.0
@@ -71,7 +72,7 @@ PARAMS_FORMULA = m.params(L, D, F, N, K, H, V)
 A1_MLP = M70.L * m.mlp_params(M70.D, M70.F)
 A1_ATTN = M70.L * m.attention_params(M70.D, M70.N, M70.K, M70.H)
 A1_VOCAB = m.embedding_params(M70.D, M70.V)
-A1_PARAMS = M70.params()
+A1_PARAMS = m.params_of(M70)
 A2_FLOPS = m.train_flops(NOMINAL_70B, 1)
 A2_SECONDS = A2_FLOPS / PEAK
 A3_FLOPS = m.train_flops(NOMINAL_70B, TOKENS)
@@ -114,7 +115,7 @@ W1_RATIO = comm_ratio(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y)
 W1_COMPUTE_DAYS = A3_FLOPS / (W1_CHIPS * PEAK * MFU) / DAY
 W1_DAYS = W1_COMPUTE_DAYS * max(1.0, W1_RATIO)
 
-W2_PARAMS = M405.params()
+W2_PARAMS = m.params_of(M405)
 W2_FLOPS_PER_TOKEN = m.train_flops(W2_PARAMS, 1)
 W2_FLOPS = m.train_flops(NOMINAL_405B, TOKENS)
 W2_CHIPS = W2_PODS * POD
@@ -268,12 +269,13 @@ MULTIPOD_SPEC = ProgramSpec(
     rtol=1e-3, atol=1e-3 * math.sqrt(PB * PD))
 
 
-def _n(qid, prompt, reference, section, slips, tolerance=None, unit="", points=1):
+def _n(qid, prompt, reference, section, slips, tolerance=None, unit="", points=1, exact=False):
+    if exact:  # a count: only the whole number
+        tolerance = Tolerance.exact_count()
     return Number(qid=qid, points=points, section=section, prompt=prompt, reference=reference, unit=unit,
-                  tolerance=tolerance or Tolerance(rtol=0.01), slips=slips)
+                  tolerance=tolerance or Tolerance(rtol=0.01), slips=slips, exact=exact)
 
 
-EXACT = Tolerance(rtol=1e-9)
 
 CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     # 1. Parameters.
@@ -324,9 +326,10 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
              "bf16 checkpoints: 2 bytes per element."),),
        tolerance=Tolerance(low=A6_PER_CHIP_12 * 0.98, high=8e9 * 1.01), unit="B"),
     # 4. Sharding.
-    _n("ch06-a7-max-ways", "A7: the most ways pure FSDP can split the 4 * 2**20-token batch without splitting "
-       "sequences.", A7_WAYS, SHARDING, (Slip(A7_WAYS / 2, "ratio:1/2", "the sequences are 4096 tokens long."),
-                                         Slip(float(POD), "magnitude:+1")), tolerance=EXACT),
+    _n("ch06-a7-max-ways", "A7: how many ways, at most, pure FSDP can split the 4 * 2**20-token batch without "
+       "splitting sequences.", A7_WAYS, SHARDING,
+       (Slip(A7_WAYS / 2, "ratio:1/2", "the sequences are 4096 tokens long."), Slip(float(POD), "magnitude:+1")),
+       exact=True),
     _n("ch06-a8-tokens-per-chip", "A8: tokens per chip with FSDP over batch and sequence on 8960 chips.",
        A8_PER_CHIP, SHARDING, (Slip(MEMORY_BATCH / POD, "close", "the batch is 4 * 2**20 tokens."),)),
     Choice(qid="ch06-a8-fsdp-bound", points=1, section=SHARDING,
@@ -388,6 +391,6 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     Program(qid="ch06-cx4-multipod-grad", points=3, section=PART5_PODS,
             prompt="dW_in[D_X, F_Y] on a (Z=2 pods, X=2, Y=2) mesh: DP across pods, FSDP over X, TP over Y.",
             spec=MULTIPOD_SPEC, model=multipod_grad,
-            slips=(Slip(multipod_grad_one_pod, "wrong_values"),
+            slips=(Slip(multipod_grad_one_pod, "partial_sum:Z"),
                    Slip(multipod_grad_allreduce, "collectives:all-gather,all-reduce"))),
 ))

@@ -43,7 +43,8 @@ READ_OP = SECTION + "#how-to-read-an-xla-op"
 EXAMPLE = SECTION + "#looking-at-a-realish-example-profile"
 MEMORY = SECTION + "#memory-profile"
 PROBLEMS = SECTION + "#worked-problems"
-EXACT = Tolerance(rtol=1e-9)
+EXACT = Tolerance(rtol=1e-9)  # a function's outputs: counts and byte sizes it computes
+THREE_FIGURES = Tolerance.figures()  # a number a student reads off a program and may round
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
 # --- reading HLO text: the reference parser (pure Python; the exercises' model answers) -------------
@@ -669,9 +670,10 @@ BOOK = {
 
 
 def _n(qid: str, points: float, section: str, prompt: str, reference: float, slips: tuple, unit: str = "",
-       tolerance: Tolerance = EXACT) -> Number:
+       tolerance: Tolerance = THREE_FIGURES, exact: bool = False) -> Number:
+    """A number read off a program: 3 significant figures, or, for a count (exact=True), the whole number."""
     return Number(qid=qid, points=points, section=section, prompt=prompt, reference=float(reference), unit=unit,
-                  tolerance=tolerance, slips=slips)
+                  tolerance=Tolerance.exact_count() if exact else tolerance, slips=slips, exact=exact)
 
 
 CHAPTER = Chapter("ch09_profiling", "Profiling", (
@@ -701,9 +703,10 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     _n("ch09-e2-output-bytes", 1, READ_OP, "Bytes of fusion.7's result (no padding: the tiles divide it).",
        E2_OUT_BYTES, (Slip(2 * E2_OUT_BYTES, "ratio:2", "bf16 is 2 bytes."),), "B"),
     _n("ch09-e2-ways", 1, READ_OP, "Over how many devices does fusion.7 scatter?", E2_WAYS,
-       (Slip(4096, "magnitude:+3", "compare the input's and the output's last dimension."),)),
-    _n("ch09-e3-padded-elements", 1, READ_OP, "Elements f32[3,5]{1,0:T(2,2)} occupies in memory.", E3_PADDED,
-       (Slip(15, "not_equal", "tiles are whole: each dimension rounds up to a multiple of 2."),)),
+       (Slip(4096, "magnitude:+3", "compare the input's and the output's last dimension."),), exact=True),
+    _n("ch09-e3-padded-elements", 1, READ_OP, "How many elements does f32[3,5]{1,0:T(2,2)} occupy in memory?",
+       E3_PADDED, (Slip(15, "not_equal", "tiles are whole: each dimension rounds up to a multiple of 2."),),
+       exact=True),
     _n("ch09-e3-blowup", 1, READ_OP, "Its memory blow-up over the unpadded array.", E3_BLOWUP,
        (Slip(1 / E3_BLOWUP, "not_equal", "padded over unpadded, not the other way round."),),
        tolerance=Tolerance(rtol=0.01)),
@@ -734,12 +737,12 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
            prompt="What does the profile of Q1 compute?", reference="two-matmuls",
            options=("one-matmul", "two-matmuls", "matmul-and-softmax"),
            slips=(Slip("one-matmul", "wrong_option", "the all-reduce sums the second matmul's partial results."),)),
-    _n("ch09-q1-model-ways", 1, PROBLEMS, "Q1: the degree of model parallelism.", Q1_WAYS,
-       (Slip(16, "ratio:2", "a group lists the devices that sum together."),)),
-    _n("ch09-q1-d-ff", 1, PROBLEMS, "Q1: the global hidden width (d_ff).", Q1_D_FF,
-       (Slip(Q1_D_FF // Q1_WAYS, "ratio:1/8", "4096 is one device's block."),)),
-    _n("ch09-q1-batch", 1, PROBLEMS, "Q1: the batch size.", Q1_BATCH,
-       (Slip(Q1_BATCH * Q1_WAYS, "ratio:8", "x is replicated, not sharded."),)),
+    _n("ch09-q1-model-ways", 1, PROBLEMS, "Q1: the degree of model parallelism (exact).", Q1_WAYS,
+       (Slip(16, "ratio:2", "a group lists the devices that sum together."),), exact=True),
+    _n("ch09-q1-d-ff", 1, PROBLEMS, "Q1: the global hidden width d_ff (exact).", Q1_D_FF,
+       (Slip(Q1_D_FF // Q1_WAYS, "ratio:1/8", "4096 is one device's block."),), exact=True),
+    _n("ch09-q1-batch", 1, PROBLEMS, "Q1: the batch size (exact).", Q1_BATCH,
+       (Slip(Q1_BATCH * Q1_WAYS, "ratio:8", "x is replicated, not sharded."),), exact=True),
     # CX1-CX3: read HLO text.
     Function(qid="ch09-cx1-read-instruction", points=3, section=READ_OP,
              prompt="read_instruction(line): result bytes, padded bytes, memory space, operand count.",
@@ -748,7 +751,7 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     Function(qid="ch09-cx2-replica-groups", points=3, section=PROBLEMS,
              prompt="replica_groups(line): group size, number of groups, device 0's group, in every printed form.",
              reference=replica_groups, probes=CX2_PROBES, output=(Output("number", tolerance=EXACT),) * 3,
-             slips=(Slip(cx2_ignores_transpose, "ratio:1/16"),)),
+             slips=(Slip(cx2_ignores_transpose, "wrong_elements"),)),
     Function(qid="ch09-cx3-census", points=3, section=EXAMPLE,
              prompt="census(text, kind): how many collectives of a kind a compiled program runs, and their bytes.",
              reference=census, probes=CX3_PROBES, output=(Output("number", tolerance=EXACT),) * 2,
@@ -778,15 +781,15 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     Choice(qid="ch09-q2-strategy", points=1, section=PROBLEMS, prompt="The mock layer's sharding strategy.",
            reference="dp4-mp2", options=("dp8", "mp8", "dp4-mp2", "dp2-mp4"),
            slips=(Slip("dp2-mp4", "wrong_option", "each all-reduce group has two devices."),)),
-    _n("ch09-q2-batch", 1, PROBLEMS, "The mock layer's global batch (sequences).", MB,
-       (Slip(MB // MX, "ratio:1/4", "the parameter's shape is one device's block."),)),
-    _n("ch09-q2-d-ff", 1, PROBLEMS, "The mock layer's global MLP width.", MF,
-       (Slip(MF // MY, "ratio:1/2", "W_in's columns are split over the model axis."),)),
+    _n("ch09-q2-batch", 1, PROBLEMS, "The mock layer's global batch in sequences (exact).", MB,
+       (Slip(MB // MX, "ratio:1/4", "the parameter's shape is one device's block."),), exact=True),
+    _n("ch09-q2-d-ff", 1, PROBLEMS, "The mock layer's global MLP width (exact).", MF,
+       (Slip(MF // MY, "ratio:1/2", "W_in's columns are split over the model axis."),), exact=True),
     Choice(qid="ch09-q2-collective", points=1, section=PROBLEMS, prompt="The collective the mock layer runs.",
            reference="all-reduce", options=COLLECTIVES,
            slips=(Slip("all-gather", "wrong_option"),)),
     _n("ch09-q2-allreduce-count", 1, PROBLEMS, "How many times it runs per layer.", Q2_ALLREDUCES,
-       (Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),)),
+       (Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),), exact=True),
     _n("ch09-q2-allreduce-bytes", 1, PROBLEMS, "Bytes of each all-reduce's operand per device (as compiled, f32).",
        Q2_ALLREDUCE_BYTES, (Slip(Q2_ALLREDUCE_BYTES * MX, "ratio:4", "each device reduces its own batch rows."),
                             Slip(Q2_ALLREDUCE_BYTES / 2, "ratio:1/2", "the CPU program is f32.")), "B"),

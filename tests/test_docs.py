@@ -23,3 +23,24 @@ def test_readme_opens_every_chapter_in_colab():
                             r"release/(ch\d\d_\w+)/\1\.ipynb", readme))
     released = {p.parent.name for p in ROOT.glob("release/ch*/*.ipynb")}
     assert linked == released
+
+
+# The rules of fair reading, as docs/feedback.md states them and every notebook's first cell repeats
+# or points to (Chapter 1 states them; the others say "as in Chapter 1").
+POLICY = ["3 significant figures", "exact count", "whole numbers and fractions", "Exponents may contain symbols",
+          '"1/4"', '"25%"', '"AllReduce"', "never ticks"]
+
+
+def test_the_notebooks_state_the_policy_of_docs_feedback():
+    import json
+
+    doc = " ".join((ROOT / "docs" / "feedback.md").read_text().split())
+    first = {p.parent.name: "".join(json.loads(p.read_text())["cells"][0]["source"])
+             for p in sorted(ROOT.glob("source/ch*/*.ipynb"))}
+    ch01 = " ".join(first.pop("ch01_rooflines").split())
+    for rule in POLICY:
+        assert rule in ch01, f"Chapter 1's 'How answers work' lacks: {rule}"
+        assert rule.lower() in doc.lower(), f"docs/feedback.md lacks: {rule}"
+    for name, text in first.items():
+        assert "How answers work" in text or "Chapter 1" in text, f"{name}: no pointer to how answers are read"
+        assert "Exponents must be numbers" not in text, name

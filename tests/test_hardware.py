@@ -1,4 +1,5 @@
-"""course.hardware: the pinned constants of the syllabus, each with a source, and the derived ratios."""
+"""course.hardware: the pinned constants of the syllabus, each with a source; and the ratios the references
+derive from them (``solutions._derived.hardware``)."""
 
 import math
 from dataclasses import fields
@@ -6,6 +7,7 @@ from dataclasses import fields
 import pytest
 
 from course import hardware as hw
+from solutions._derived import hardware as dhw
 
 # The syllabus README's pinned table: (HBM bytes, HBM B/s, bf16 FLOP/s, int8 OP/s, ICI one-way B/s, pod, host).
 TPU_TABLE = {
@@ -61,25 +63,27 @@ def test_network_constants_are_consistent():
     assert hw.NIC_BYTES_PER_S == 5e10 and hw.IB_SWITCH_PORTS * hw.NIC_BYTES_PER_S == 3.2e12
     assert hw.DGX_H100.egress_bytes_per_s == 4e11 == hw.DGX_B200.egress_bytes_per_s
     assert hw.GB200_NVL72.gpus == 72 and hw.GB200_NVL72.egress_bytes_per_s == pytest.approx(3.6e12)
-    assert hw.DGX_H100.egress_bytes_per_s_per_gpu == 5e10
+    assert dhw.egress_bytes_per_s_per_gpu(hw.DGX_H100) == 5e10
 
 
 def test_derived_ratios_of_the_syllabus():
     """The README's "derived ratios": v5e HBM 240.24, v5e ICI 2188.9, v5p ICI 2550 (850 over 3 axes), v5p DCN 73,440."""
     v5e, v5p = hw.TPU_V5E, hw.TPU_V5P
-    assert v5e.critical_intensity == pytest.approx(240.24, rel=1e-4)
+    assert dhw.critical_intensity(v5e) == pytest.approx(240.24, rel=1e-4)
     assert v5e.bf16_flops_per_s / v5e.ici_bidirectional_bytes_per_s == pytest.approx(2188.9, rel=1e-4)
     assert v5p.bf16_flops_per_s / v5p.ici_bidirectional_bytes_per_s == pytest.approx(2550)
     assert v5p.bf16_flops_per_s / (3 * v5p.ici_bidirectional_bytes_per_s) == pytest.approx(850)
     assert v5p.bf16_flops_per_s / v5p.dcn_bytes_per_s == pytest.approx(73_440)
-    assert hw.H100.critical_intensity == pytest.approx(291.18, rel=1e-4)
+    assert dhw.critical_intensity(hw.H100) == pytest.approx(291.18, rel=1e-4)
 
 
 def test_shapes_and_counts():
-    assert hw.TPU_V5P.pod_chips == 8960 and hw.TPU_V5E.chips_per_host == 8 and hw.TPU_V4P.chips_per_host == 4
-    assert (hw.TPU_V5E.torus_axes, hw.TPU_V5P.torus_axes) == (2, 3)
-    assert (hw.TPU_V5E.ici_links_per_chip, hw.TPU_V4P.ici_links_per_chip) == (4, 6)
-    assert (hw.H100.cuda_cores, hw.B200.cuda_cores) == (16896, 18944)
+    """Derived for the references by ``solutions._derived.hardware`` (the records hold inputs only)."""
+    assert dhw.pod_chips(hw.TPU_V5P) == 8960 and dhw.chips_per_host(hw.TPU_V5E) == 8
+    assert dhw.chips_per_host(hw.TPU_V4P) == 4
+    assert (dhw.torus_axes(hw.TPU_V5E), dhw.torus_axes(hw.TPU_V5P)) == (2, 3)
+    assert (dhw.ici_links_per_chip(hw.TPU_V5E), dhw.ici_links_per_chip(hw.TPU_V4P)) == (4, 6)
+    assert (dhw.cuda_cores(hw.H100), dhw.cuda_cores(hw.B200)) == (16896, 18944)
 
 
 @pytest.mark.parametrize("record", [*hw.CHIPS, *hw.NODES], ids=lambda r: r.name)

@@ -1,5 +1,6 @@
-"""course.inference: the cost model of Parts 7 and 8 reproduces the syllabus's worked numbers, gives the
-book's formulas on symbols, and behaves as a roofline should.
+"""The inference cost model of Parts 7 and 8 (``solutions._derived.inference``) reproduces the syllabus's
+worked numbers, gives the book's formulas on symbols, and behaves as a roofline should; the plots of
+``course.inference`` draw the same model.
 
 Each expected value is a number the syllabus pins for Chapters 7 and 8 (the chapter and label beside it).
 """
@@ -11,9 +12,11 @@ import pytest
 import sympy as sp
 
 from course import hardware as hw
-from course import inference as inf
-from course import models as m
+from course import inference as course_inference
 from course.symbols import B, C, D, F, N, S, T, W, W_hbm, W_ici, symbol
+from solutions._derived import hardware as dhw
+from solutions._derived import inference as inf
+from solutions._derived import models as m
 
 V5E = hw.TPU_V5E
 C16, C8, W5 = V5E.bf16_flops_per_s, V5E.int8_ops_per_s, V5E.hbm_bytes_per_s
@@ -62,15 +65,16 @@ def test_llama2_13b_tables():
     c = m.LLAMA2_13B
     for kv_heads, (first, last) in ((40, (4.98e-3, 249.09e-3)), (8, (4.17e-3, 52.99e-3))):
         kv = inf.kv_bytes_per_sequence(c.with_(K=kv_heads), 8192, 2)
-        steps = [inf.decode_step_s(b, kv, 2 * c.params(), c.params(), 8, C16, W5) for b in (1, 240)]
+        p = m.params_of(c)
+        steps = [inf.decode_step_s(b, kv, 2 * p, p, 8, C16, W5) for b in (1, 240)]
         assert steps == [pytest.approx(first, rel=5e-3), pytest.approx(last, rel=5e-3)]
         assert inf.tokens_per_s(240, steps[1]) > inf.tokens_per_s(1, steps[0])
 
 
 def test_memory_fit():
     pm = m.PART7_MODEL  # ch07 Q2: 7 sequences of 128,000 tokens, 56 with one KV head
-    assert inf.max_batch(16e9, 16, pm.params(), inf.kv_bytes_per_sequence(pm, 128_000, 1)) == 7
-    assert inf.max_batch(16e9, 16, pm.params(), inf.kv_bytes_per_sequence(pm.with_(K=1), 128_000, 1)) == 56
+    assert inf.max_batch(16e9, 16, m.params_of(pm), inf.kv_bytes_per_sequence(pm, 128_000, 1)) == 7
+    assert inf.max_batch(16e9, 16, m.params_of(pm), inf.kv_bytes_per_sequence(pm.with_(K=1), 128_000, 1)) == 56
     assert inf.max_batch(16e9, 2, 70e9, 1e9) == 0  # the weights alone do not fit
     assert inf.min_chips(70e9 + 1.2885e12) == pytest.approx(84.9, rel=1e-3)  # ch08 IQ1
     assert [inf.smallest_slice(b) for b in (35e9, 70e9, 1.1295e11, 140e9, 1.369e11)] == [
@@ -81,7 +85,7 @@ def test_memory_fit():
 
 def test_slices_are_legal_v5e_topologies():
     assert all(n == math.prod(int(a) for a in name.split("x")) for name, n in inf.V5E_SLICES.items())
-    assert max(inf.V5E_SLICES.values()) == V5E.pod_chips
+    assert max(inf.V5E_SLICES.values()) == dhw.pod_chips(V5E)
 
 
 def test_full_hbm_step_and_queries():
@@ -139,10 +143,10 @@ def test_serving_system():
 def test_frontier_shape_and_capacity():
     c = m.LLAMA3_70B
     contexts, batches = [2048, 8192, 32_768], np.arange(1, 700)
-    latency, per_chip = inf.frontier(70e9, 70e9, c.kv_bytes_per_token(1), contexts, batches, 16)
+    latency, per_chip = inf.frontier(70e9, 70e9, m.kv_bytes_per_token_of(c, 1), contexts, batches, 16)
     assert latency.shape == per_chip.shape == (3, len(batches))
     for i, s in enumerate(contexts):
-        fits = inf.max_batch(V5E.hbm_bytes, 16, 70e9, c.kv_bytes_per_token(1) * s)
+        fits = inf.max_batch(V5E.hbm_bytes, 16, 70e9, m.kv_bytes_per_token_of(c, 1) * s)
         assert not np.isnan(latency[i, fits - 1]) and np.isnan(latency[i, fits])
         valid = latency[i, :fits]
         rate = per_chip[i, :fits]
@@ -157,11 +161,33 @@ def test_plots_draw():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    c = m.LLAMA2_13B
-    ax = inf.plot_decode_latency(np.arange(1, 300), 1e9, 2 * c.params(), c.params(), 8)
+    p = m.params_of(m.LLAMA2_13B)
+    ax = course_inference.plot_decode_latency(np.arange(1, 300), 1e9, 2 * p, p, 8)
     assert len(ax.lines) == 5
-    ax = inf.plot_prefill_latency(np.logspace(0, 5, 50), 2 * c.params(), c.params(), 8)
+    ax = course_inference.plot_prefill_latency(np.logspace(0, 5, 50), 2 * p, p, 8)
     assert len(ax.lines) == 3
-    lat, thr = inf.frontier(70e9, 70e9, 163_840, [2048, 8192], np.arange(1, 300), 16)
-    assert len(inf.plot_frontier(lat, thr, [2048, 8192]).lines) == 2
+    ax = course_inference.plot_frontier(70e9, 70e9, 163_840, [2048, 8192], np.arange(1, 300), 16)
+    assert len(ax.lines) == 2
+    plt.close("all")
+
+
+def test_plots_draw_the_reference_model():
+    """The course's pictures draw the same curves as the references' model, without exposing it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = m.LLAMA3_70B
+    contexts, batches = [2048, 8192], np.arange(1, 700)
+    latency, per_chip = inf.frontier(70e9, 70e9, m.kv_bytes_per_token_of(c, 1), contexts, batches, 16)
+    ax = course_inference.plot_frontier(70e9, 70e9, m.kv_bytes_per_token_of(c, 1), contexts, batches, 16)
+    for line, lat, thr in zip(ax.lines, latency, per_chip, strict=True):
+        fits = ~np.isnan(lat)
+        np.testing.assert_allclose(line.get_xdata(), 1e3 * lat[fits])
+        np.testing.assert_allclose(line.get_ydata(), thr[fits] / 1e3)
+    kv = inf.kv_bytes_per_sequence(c, 8192, 1)
+    ax = course_inference.plot_decode_latency(batches, kv, 70e9, 70e9, 16)
+    step = inf.decode_step_s(batches, kv, 70e9, 70e9, 16, C16, W5)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), 1e3 * step)
     plt.close("all")

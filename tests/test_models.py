@@ -1,4 +1,5 @@
-"""course.models: the configurations and the cost model reproduce the syllabus's worked numbers.
+"""The cost model of Part 4 (``solutions._derived.models``) on the configurations of ``course.models``
+reproduces the syllabus's worked numbers.
 
 Each expected value below is a number the syllabus pins for Chapters 4-8 (book answers recomputed from
 the configs); the chapter that uses it is named beside it.
@@ -7,8 +8,8 @@ the configs); the chapter that uses it is named beside it.
 import pytest
 import sympy as sp
 
-from course import models as m
 from course.symbols import B, D, F, H, K, N, T, symbols
+from solutions._derived import models as m
 
 
 @pytest.mark.parametrize(("cfg", "expected"), [
@@ -19,12 +20,12 @@ from course.symbols import B, D, F, H, K, N, T, symbols
     (m.PART7_MOE, 211_658_735_616),      # ch07 Q5, all experts
 ], ids=lambda x: getattr(x, "name", str(x)))
 def test_parameter_counts(cfg, expected):
-    assert cfg.params() == expected
+    assert m.params_of(cfg) == expected
 
 
 def test_part4_q1_counts_one_norm_per_layer():
-    assert m.PART4_Q1.params(norms=1) == 17_442_275_328  # ch04 Q1
-    assert m.PART4_Q1.params(norms=1) - m.PART4_Q1.params() == m.PART4_Q1.L * m.PART4_Q1.D
+    assert m.params_of(m.PART4_Q1, norms=1) == 17_442_275_328  # ch04 Q1
+    assert m.params_of(m.PART4_Q1, norms=1) - m.params_of(m.PART4_Q1) == m.PART4_Q1.L * m.PART4_Q1.D
 
 
 def test_llama3_70b_breakdown():
@@ -35,8 +36,8 @@ def test_llama3_70b_breakdown():
 
 
 def test_moe_activated_parameters():
-    assert m.PART7_MOE.active_params() == 31_270_109_184  # ch07 Q5
-    assert m.PART7_MODEL.params() == m.PART7_MODEL.active_params()
+    assert m.active_params_of(m.PART7_MOE) == 31_270_109_184  # ch07 Q5
+    assert m.params_of(m.PART7_MODEL) == m.active_params_of(m.PART7_MODEL)
 
 
 @pytest.mark.parametrize(("cfg", "bpe", "expected"), [
@@ -48,12 +49,12 @@ def test_moe_activated_parameters():
     (m.LLAMA31_405B, 1, 258_048),  # ch08 W3
 ], ids=str)
 def test_kv_bytes_per_token(cfg, bpe, expected):
-    assert cfg.kv_bytes_per_token(bpe) == expected
+    assert m.kv_bytes_per_token_of(cfg, bpe) == expected
 
 
 def test_kv_cache_examples():
     assert m.kv_bytes_per_token(64, 64, 128, bpe=1) * 8192 == 8 * 2**30  # ch04 E5
-    assert m.LLAMA2_13B.kv_bytes_per_token(2) * 8192 == 6_710_886_400  # ch07 E7
+    assert m.kv_bytes_per_token_of(m.LLAMA2_13B, 2) * 8192 == 6_710_886_400  # ch07 E7
 
 
 def test_activation_memory():
@@ -65,7 +66,8 @@ def test_activation_memory():
     assert m.activation_bytes(16e6, c.L, m.saved_per_token("mlp_dots", c.D, c.F)) == pytest.approx(4.194e13, rel=1e-3)
     c = m.LLAMA3_70B  # ch06 A5: four D-sized checkpoints per layer, 4e6 tokens
     assert m.activation_bytes(4e6, c.L, 4 * c.D) == pytest.approx(2.097e13, rel=1e-3)
-    assert m.TRAIN_STATE_BYTES * c.params() + m.activation_bytes(4e6, c.L, 4 * c.D) == pytest.approx(2.167e13, rel=2e-3)
+    total = m.TRAIN_STATE_BYTES * m.params_of(c) + m.activation_bytes(4e6, c.L, 4 * c.D)
+    assert total == pytest.approx(2.167e13, rel=2e-3)
 
 
 def test_layer_flops_are_the_books_formulas():
@@ -89,11 +91,11 @@ def test_training_flops_and_utilisation():
 
 def test_flops_per_token():
     c = m.LLAMA31_405B  # ch08 W1: about 2 x 405e9 forward FLOPs per token, attention ignored
-    assert c.forward_flops_per_token() == pytest.approx(8.1e11, rel=0.01)
+    assert m.forward_flops_per_token_of(c) == pytest.approx(8.1e11, rel=0.01)
     c = m.PART7_MOE  # ch07 Q5: 2 x activated parameters, less the input embedding (a lookup)
-    assert c.forward_flops_per_token() == 2 * (c.active_params() - c.V * c.D) + 2 * c.D * c.V
-    assert c.train_flops_per_token(0) == 3 * c.forward_flops_per_token()
-    attention = m.LLAMA3_70B.train_flops_per_token(4096) - m.LLAMA3_70B.train_flops_per_token(0)
+    assert m.forward_flops_per_token_of(c) == 2 * (m.active_params_of(c) - c.V * c.D) + 2 * c.D * c.V
+    assert m.train_flops_per_token_of(c, 0) == 3 * m.forward_flops_per_token_of(c)
+    attention = m.train_flops_per_token_of(m.LLAMA3_70B, 4096) - m.train_flops_per_token_of(m.LLAMA3_70B, 0)
     assert attention == 12 * 4096 * 64 * 128 * 80
 
 
@@ -122,5 +124,5 @@ def test_configs_are_data_with_sources():
         assert c.source and c.N % c.K == 0 and c.G * c.K == c.N
         assert c.dims()["D"] == c.D
     variant = m.LLAMA3_8B.with_(name="8B as an MoE", E=8, k=2)
-    assert variant.params() > m.LLAMA3_8B.params() and m.LLAMA3_8B.E == 1
+    assert m.params_of(variant) > m.params_of(m.LLAMA3_8B) and m.LLAMA3_8B.E == 1
     assert m.LLAMA3_70B_RUN.batch_tokens / m.LLAMA3_70B_RUN.seq_len == 1024  # ch06 A7

@@ -1,4 +1,4 @@
-"""course.topology: torus hops and links against brute force, fat-tree levels against Part 12's numbers."""
+"""solutions._derived.topology: torus hops and links against brute force, fat-tree levels against Part 12's numbers."""
 
 import math
 
@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course import hardware as hw
-from course import topology as topo
+from solutions._derived import topology as topo
+from solutions._derived.hardware import ici_links_per_chip
 
 
 @st.composite
@@ -57,7 +58,7 @@ def test_torus_distances_and_links():
     assert (slice_.hops((0, 0), (3, 3)), pod.hops((0, 0), (15, 15)), cube.hops((0, 0, 0), (3, 3, 3))) == (6, 2, 3)
     assert (slice_.diameter, pod.diameter, cube.diameter) == (6, 16, 6)
     assert (slice_.links((0, 0)), slice_.links((1, 1)), pod.links((0, 0))) == (2, 4, 4)
-    assert (pod.links_per_chip, cube.links_per_chip) == (hw.TPU_V5E.ici_links_per_chip, hw.TPU_V4P.ici_links_per_chip)
+    assert (pod.links_per_chip, cube.links_per_chip) == (ici_links_per_chip(hw.TPU_V5E), ici_links_per_chip(hw.TPU_V4P))
     assert topo.Torus((2, 2), (True, True), 1.0).links((0, 0)) == 2  # a 2-ring has one neighbour per axis
 
 

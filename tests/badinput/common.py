@@ -27,8 +27,8 @@ PLACEHOLDER = re.compile(r"\{[a-z_]+\}")
 INVALID_CODES = frozenset({"empty", "syntax", "implicit_multiplication", "caret_power", "unicode_operator",
                            "relation", "unknown_name", "unknown_function", "function_without_call", "arity",
                            "forbidden", "symbolic_exponent", "too_long", "too_large", "not_finite", "complex",
-                           "wrong_type", "not_a_number", "unknown_unit", "unit_dimension", "unknown_option",
-                           "too_expensive"})
+                           "wrong_type", "not_a_number", "separator", "unknown_unit", "unit_dimension",
+                           "unknown_option", "too_expensive"})
 
 
 def timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

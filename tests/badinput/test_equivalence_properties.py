@@ -1,6 +1,5 @@
 """Rewrites of a reference are accepted and perturbations of it are rejected, with the diagnosis
-that names the slip: on sympy expressions (``equivalence.compare``) and on the text a student
-types (``check_formula``)."""
+that names the slip: on sympy expressions and on the text a student types (``kinds.formula.check``)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autograder import equivalence as eq
-from autograder.checks import check_formula
 from autograder.formula import Invalid, parse_formula, to_text
+from autograder.kinds import formula
 from autograder.verdict import Status
 from course.symbols import B, N, symbol
 from tests.badinput.common import timed
@@ -31,8 +30,8 @@ def test_generated_rewrites_are_equal(data, how):
     names = data.draw(symbol_names())
     expr = data.draw(positive_expressions(names, max_leaves=5))
     rewritten = REWRITERS[how](expr)
-    got = eq.compare(expr, rewritten, eq.Domain(names))
-    assert got.equal, (expr, rewritten, got)
+    got = formula.check("ch99-t0-rewrite", expr, names, (), rewritten)
+    assert got.ok, (expr, rewritten, got)
 
 
 @settings(max_examples=60, deadline=None)
@@ -40,8 +39,8 @@ def test_generated_rewrites_are_equal(data, how):
 def test_generated_constant_factor_is_a_ratio(data, k):
     names = data.draw(symbol_names())
     expr = data.draw(positive_expressions(names, max_leaves=5))
-    got = eq.compare(expr, sp.Rational(k.numerator, k.denominator) * expr, eq.Domain(names))
-    assert got == eq.Comparison(False, f"ratio:{k}"), expr
+    got = formula.check("ch99-t0-factor", expr, names, (), sp.Rational(k.numerator, k.denominator) * expr)
+    assert (got.ok, got.diagnosis) == (False, f"ratio:{k}"), expr
 
 
 @settings(max_examples=60, deadline=None)
@@ -81,7 +80,7 @@ def readable(text: str, names: tuple[str, ...]) -> str:
 
 
 def verdict(expr: sp.Expr, names: tuple[str, ...], answer: str):
-    return timed(check_formula, expr, names, (), answer)
+    return timed(formula.check, "ch99-t0-text", expr, names, (), answer)
 
 
 TEXT_REWRITES = {

@@ -1,6 +1,11 @@
 """Properties of the number check on arbitrary input: nothing escapes or runs long, an answer is
 unreadable exactly when the parser rejects it, a value written in any unit of the right dimension
-is accepted, and a multiple of the reference is diagnosed as a factor or a unit slip."""
+is accepted, a multiple of the reference is diagnosed as a factor or a unit slip, and the fair-reading
+rules hold for any value: arithmetic of numbers is read as its value, a percentage as hundredths, and
+an answer rounded to 3 significant figures passes.
+
+Verdicts come from ``checks.judge`` on a Number record, the grader's public door.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +15,33 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autograder.checks import check_number, number_context
+from autograder.checks import judge
 from autograder.formula import Invalid
-from autograder.numbers import UNITS, ParsedNumber, Tolerance, parse_number
-from autograder.verdict import Status
-from tests.badinput.common import assert_invalid, assert_judged, timed
+from autograder.messages import phrase
+from autograder.numbers import UNITS, ParsedNumber, Tolerance, parse_number, round_figures
+from autograder.questions import Number, Slip
+from autograder.verdict import Status, Verdict
+from tests.badinput.common import INVALID_CODES, assert_judged, assert_sound, stray_placeholders, timed
+from tests.engine.test_messages import INSTRUCTION
 from tests.strategies import answer_text, hostile_objects
+
+
+def check(reference: float, unit: str, tolerance: Tolerance, answer: object) -> Verdict:
+    """The grader's verdict on ``answer`` for a Number record with this reference, unit and tolerance."""
+    q = Number(qid="ch99-p1-number", points=1, prompt="A number.", reference=reference, unit=unit,
+               tolerance=tolerance, slips=(Slip(2 * reference, "ratio:2"),))
+    return judge(q, answer)
+
+
+def assert_unreadable(v: Verdict, inv: Invalid) -> None:
+    """``v`` reports the parser's rejection ``inv``: no credit, the parser's code, and a sentence for that
+    code, with every field filled, that says what to type instead."""
+    assert_sound(v)
+    assert (v.status, v.score, v.diagnosis) == (Status.INVALID, 0.0, inv.code), (v, inv)
+    assert inv.code in INVALID_CODES, inv
+    assert not stray_placeholders(v.message, inv), v.message
+    own_words = phrase(inv.code, detail="")
+    assert INSTRUCTION.search(own_words), f"{inv.code}: {own_words!r} does not say what to type"
 
 
 @settings(max_examples=100, deadline=None)
@@ -31,13 +57,16 @@ def test_inside_accepted_outside_rejected(reference, rtol, fraction):
 @given(st.floats(1e-20, 1e20), st.sampled_from(["2", "1/2", "8", "1/4", "3/2", "16"]))
 def test_nice_factor_is_a_ratio(reference, k):
     value = reference * float(Fraction(k))
-    assert check_number(reference, "", Tolerance(), value).diagnosis == f"ratio:{k}"
+    assert check(reference, "", Tolerance(), value).diagnosis == f"ratio:{k}"
 
 
 HOSTILE = st.one_of(
     st.text(max_size=300),
     st.sampled_from(["nan", "inf", "-inf", "1e999", "1e-999", "9" * 10**5, "1" * 199, "0.0", "-0", "1e308 TB/s",
-                     "\x00", "1 ms ms", "1.2.3", "--1", "1e+", "١٢٣", "1\u00a0ms"]),
+                     "\x00", "1 ms ms", "1.2.3", "--1", "1e+", "١٢٣", "1\u00a0ms",
+                     # arithmetic at the parser's caps, and forms that leave the real line
+                     "9**9**9", "2**64**64", "(" * 150 + "1" + ")" * 49, "-" * 199 + "1", "1/0", "0**-1",
+                     "(-8)**(1/3)", "1e40*1e40", "1e308*10", "2^10", "1,000", "1 / 0 ms", "1" * 150 + "/x"]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.integers(-(10**400), 10**400),
     st.booleans(),
@@ -49,33 +78,71 @@ HOSTILE = st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(HOSTILE, st.sampled_from(sorted(UNITS)))
 def test_hostile_input_never_raises(answer, unit):
-    got = parse_number(answer, unit)
+    got = timed(parse_number, answer, unit)
     assert isinstance(got, ParsedNumber | Invalid)
     if isinstance(got, ParsedNumber):
         assert math.isfinite(got.value)
-    v = check_number(1.5, unit, Tolerance(), answer)
+    v = timed(check, 1.5, unit, Tolerance(), answer)
     assert v.status in set(Status) and 0.0 <= v.score <= 1.0 and v.message
 
 
-TOLERANCES = [Tolerance(), Tolerance(rtol=0.001), Tolerance(rtol=0.25), Tolerance(low=1.0, high=2.0)]
+TOLERANCES = [Tolerance(), Tolerance.figures(), Tolerance(rtol=0.25), Tolerance(low=1.0, high=2.0)]
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.one_of(answer_text(), hostile_objects(), HOSTILE), st.sampled_from(sorted(UNITS)),
-       st.sampled_from(TOLERANCES), st.floats(-1e12, 1e12).filter(lambda x: x != 0))
-def test_invalid_exactly_when_the_parser_rejects(answer, unit, tolerance, reference):
-    """check_number says INVALID (no credit, a sentence saying what to type) for what parse_number
+       st.sampled_from(TOLERANCES), st.floats(1e-12, 1e12), st.booleans())
+def test_invalid_exactly_when_the_parser_rejects(answer, unit, tolerance, reference, negative):
+    """The grader says INVALID (no credit, a sentence saying what to type) for what parse_number
     rejects, and judges every number it reads as right, partly right or wrong."""
+    reference = -reference if negative else reference  # hostile answers, not hostile references
     if tolerance.low is not None:
         reference = 1.5  # a range ignores the reference, which must still lie in it
     got = timed(parse_number, answer, unit)
-    v = timed(check_number, reference, unit, tolerance, answer)
+    v = timed(check, reference, unit, tolerance, answer)
     if isinstance(got, Invalid):
-        assert_invalid(v, got, **number_context(unit, tolerance))
+        assert_unreadable(v, got)
     else:
         assert isinstance(got, ParsedNumber) and math.isfinite(got.value)
         assert_judged(v)
         assert v.ok == tolerance.accepts(reference, got.value), (answer, got, v)
+
+
+# --- fair reading and fair rounding -----------------------------------------------------------------
+
+OPERANDS = st.one_of(st.integers(1, 10**6), st.floats(1e-6, 1e6).map(lambda x: float(f"{x:.6g}")))
+
+
+@settings(max_examples=100, deadline=None)
+@given(OPERANDS, OPERANDS, st.sampled_from(["*", "/", "+"]), st.sampled_from(["", " "]),
+       st.sampled_from(["", " B", "B", " GiB"]))
+def test_arithmetic_reads_as_its_value(a, b, op, space, unit):
+    """"a*b", "a / b", "a+b B": the value of the arithmetic, in the unit written after it."""
+    text = f"{a!r}{space}{op}{space}{b!r}{unit}"
+    got = timed(parse_number, text, "B" if unit else "")
+    exact = {"*": Fraction(a) * Fraction(b), "/": Fraction(a) / Fraction(b), "+": Fraction(a) + Fraction(b)}[op]
+    scale = UNITS[unit.strip()][1] if unit else 1.0
+    assert isinstance(got, ParsedNumber), (text, got)
+    assert got.value == float(exact) * scale or math.isclose(got.value, float(exact) * scale, rel_tol=1e-15), text
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(-1e6, 1e6), st.sampled_from(["%", " %"]))
+def test_a_percentage_is_hundredths(x, sign):
+    got = parse_number(f"{x!r}{sign}", "")
+    assert isinstance(got, ParsedNumber) and got.unit_given == "%"
+    assert math.isclose(got.value, x / 100, rel_tol=1e-15, abs_tol=1e-300)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.floats(1e-30, 1e30) | st.floats(-1e30, -1e-30), st.integers(3, 8), st.sampled_from(["e", "g"]))
+def test_an_answer_rounded_to_three_figures_passes(reference, figures, style):
+    """The course's default precision accepts the reference rounded to 3 or more significant figures,
+    written in either notation."""
+    answer = f"{reference:.{figures - 1}e}" if style == "e" else f"{reference:.{figures}g}"
+    assert float(answer) == round_figures(reference, figures)
+    v = timed(check, reference, "", Tolerance.figures(), answer)
+    assert (v.status, v.score) == (Status.CORRECT, 1.0), (reference, answer, v)
 
 
 # --- the same quantity in another unit --------------------------------------------------------------
@@ -106,7 +173,7 @@ def test_value_in_another_unit_is_correct(data, units, reference):
     unit, given_unit = units
     value = reference * UNITS[unit][1] / UNITS[given_unit][1]
     answer = written(value, given_unit, data.draw)
-    v = timed(check_number, reference, unit, Tolerance(), answer)
+    v = timed(check, reference, unit, Tolerance(), answer)
     assert (v.status, v.score) == (Status.CORRECT, 1.0), (reference, unit, answer, v)
 
 
@@ -120,7 +187,7 @@ def test_multiple_in_another_unit_is_a_ratio(data, units, reference, k):
     unit, given_unit = units
     value = reference * float(Fraction(k)) * UNITS[unit][1] / UNITS[given_unit][1]
     answer = written(value, given_unit, data.draw)
-    v = timed(check_number, reference, unit, Tolerance(), answer)
+    v = timed(check, reference, unit, Tolerance(), answer)
     assert (v.status, v.score, v.diagnosis) == (Status.INCORRECT, 0.0, f"ratio:{k}"), (reference, unit, answer, v)
 
 
@@ -128,7 +195,7 @@ def test_multiple_in_another_unit_is_a_ratio(data, units, reference, k):
 @given(st.sampled_from(sorted(u for u in UNITS if u)), st.floats(1e-9, 1e9), st.sampled_from(FACTORS))
 def test_bare_multiple_is_a_unit_slip_or_a_ratio(unit, reference, k):
     """A bare number k times the reference: a unit slip when k is a power of 1000, else a factor."""
-    v = timed(check_number, reference, unit, Tolerance(), reference * float(Fraction(k)))
+    v = timed(check, reference, unit, Tolerance(), reference * float(Fraction(k)))
     power = math.log10(float(Fraction(k)))
     expected = f"unit:{k}" if abs(power) >= 3 and power == round(power) else f"ratio:{k}"
     assert (v.status, v.score, v.diagnosis) == (Status.INCORRECT, 0.0, expected), (reference, unit, k, v)

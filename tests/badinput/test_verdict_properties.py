@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autograder import fingerprint, record
-from autograder.checks import choice_context, judge, parse_choice
+from autograder.checks import judge
 from autograder.formula import Invalid
+from autograder.kinds import choice
 from autograder.verdict import Status
 from tests.badinput.common import assert_invalid, assert_judged, assert_sound, timed
 from tests.engine.test_fingerprint import CHOICES, PRINTS, QUESTIONS
@@ -34,10 +35,10 @@ def test_every_answer_gets_a_verdict_quickly(q, answer):
 @given(st.sampled_from(CHOICES), st.one_of(answer_text(), hostile_objects(), st.sampled_from(["comms", "COMMS "])))
 def test_choice_is_invalid_exactly_when_it_names_no_option(q, answer):
     for given_answer in (answer, record.encode_scalar(q.kind, answer)):
-        got = timed(parse_choice, q.options, given_answer)
+        got = timed(choice.parse, q.options, given_answer)
         v = timed(judge, q, given_answer)
         if isinstance(got, Invalid):
-            assert_invalid(v, got, **choice_context(q.options))
+            assert_invalid(v, got, **choice.context(q.options))
         else:
             assert got in q.options
             assert_judged(v)

@@ -8,7 +8,9 @@ from fractions import Fraction
 import pytest
 
 from autograder import equivalence as eq
-from autograder.checks import check_formula, check_number, choice_context, factor_code, judge, number_context
+from autograder.checks import judge
+from autograder.kinds import choice, formula, number
+from autograder.kinds.number import factor_code
 from autograder.messages import phrase
 from autograder.numbers import Tolerance
 from autograder.questions import Choice, Slip
@@ -18,12 +20,16 @@ GENERIC = "Not the expected answer."
 NAMES = ["B", "D", "F", "N"]
 
 
-def formula(answer: object, reference: str = "2*B*D", counts: tuple[str, ...] = ()) -> Verdict:
-    return check_formula(reference, NAMES, counts, answer)
+def formula_verdict(answer: object, reference: str = "2*B*D", counts: tuple[str, ...] = ()) -> Verdict:
+    return formula.check("ch99-t1-formula", reference, NAMES, counts, answer)
 
 
-def number(answer: object, reference: float = 1e-3, unit: str = "s") -> Verdict:
-    return check_number(reference, unit, Tolerance(), answer)
+def number_verdict(answer: object, reference: float = 1e-3, unit: str = "s") -> Verdict:
+    return number.check("ch99-t1-number", reference, unit, Tolerance(), answer)
+
+
+def number_context(unit: str, tolerance: Tolerance) -> dict:
+    return number.context(unit, number.tolerance_text(tolerance))
 
 
 CHOICE = Choice(qid="ch99-t1-bound", points=1, prompt="p", reference="memory", options=("compute", "memory"),
@@ -31,48 +37,47 @@ CHOICE = Choice(qid="ch99-t1-bound", points=1, prompt="p", reference="memory", o
 
 # One way to make the engine emit each code it knows, through the checkers students meet.
 EMITTED = [
-    ("empty", lambda: formula(None)),
-    ("syntax", lambda: formula("B +")),
-    ("implicit_multiplication", lambda: formula("2(B+D)")),
-    ("caret_power", lambda: formula("B^2")),
-    ("unicode_operator", lambda: formula("B×D")),
-    ("relation", lambda: formula("B = D")),
-    ("unknown_name", lambda: formula("2*B*Q")),
-    ("unknown_function", lambda: formula("sin(B)")),
-    ("function_without_call", lambda: formula("sqrt*B")),
-    ("arity", lambda: formula("Max()")),
-    ("forbidden", lambda: formula("B.__class__")),
-    ("symbolic_exponent", lambda: formula("B**D")),
-    ("too_long", lambda: formula("B+" * 1001 + "B")),
-    ("too_large", lambda: formula("9**9**9")),
-    ("too_long", lambda: formula("(B+" * 12 + "B" + ")**-2" * 12)),
-    ("not_finite", lambda: formula("1/0")),
-    ("not_finite", lambda: number("1e999")),
-    ("complex", lambda: formula("sqrt(-B)")),
-    ("wrong_type", lambda: formula([1, 2])),
-    ("not_a_number", lambda: number("fast")),
-    ("unknown_unit", lambda: number("3 parsecs")),
-    ("unit_dimension", lambda: number("3 TB/s")),
+    ("empty", lambda: formula_verdict(None)),
+    ("syntax", lambda: formula_verdict("B +")),
+    ("implicit_multiplication", lambda: formula_verdict("2(B+D)")),
+    ("caret_power", lambda: formula_verdict("B^2")),
+    ("unicode_operator", lambda: formula_verdict("B×D")),
+    ("relation", lambda: formula_verdict("B = D")),
+    ("unknown_name", lambda: formula_verdict("2*B*Q")),
+    ("unknown_function", lambda: formula_verdict("sin(B)")),
+    ("function_without_call", lambda: formula_verdict("sqrt*B")),
+    ("arity", lambda: formula_verdict("Max()")),
+    ("forbidden", lambda: formula_verdict("B.__class__")),
+    ("too_long", lambda: formula_verdict("B+" * 1001 + "B")),
+    ("too_large", lambda: formula_verdict("9**9**9")),
+    ("too_long", lambda: formula_verdict("(B+" * 12 + "B" + ")**-2" * 12)),
+    ("not_finite", lambda: formula_verdict("1/0")),
+    ("not_finite", lambda: number_verdict("1e999")),
+    ("complex", lambda: formula_verdict("sqrt(-B)")),
+    ("wrong_type", lambda: formula_verdict([1, 2])),
+    ("not_a_number", lambda: number_verdict("fast")),
+    ("unknown_unit", lambda: number_verdict("3 parsecs")),
+    ("unit_dimension", lambda: number_verdict("3 TB/s")),
     ("unknown_option", lambda: judge(CHOICE, "neither")),
     ("wrong_option", lambda: judge(CHOICE, "compute")),
-    ("not_real", lambda: formula("sqrt(-B-D)")),
-    ("ratio:2", lambda: formula("4*B*D")),
-    ("ratio:1/2", lambda: formula("B*D")),
-    ("ratio:-1", lambda: formula("-2*B*D")),
-    ("ratio:other", lambda: formula("7.3*B*D")),
-    ("extra_symbol:F", lambda: formula("2*B*D*F")),
-    ("extra_symbol:F,N", lambda: formula("2*B*D*F*N")),
-    ("missing_symbol:D", lambda: formula("2*B")),
-    ("lower_terms", lambda: formula("2*N-1", "2*N", ("N",))),
-    ("partly", lambda: formula("B*D", "max(B*D, D**2)")),
-    ("not_equivalent", lambda: formula("B+D")),
-    ("unit:1000", lambda: number(1.0)),
-    ("unit:1/1000000000", lambda: number(16.0, 16e9, "B")),
-    ("ratio:1000", lambda: number("1 s")),
-    ("close", lambda: number(1.05e-3)),
-    ("magnitude:+3", lambda: number(1.2)),
-    ("magnitude:-2", lambda: number(1.2e-5)),
-    ("not_equal", lambda: number(1.7e-3)),
+    ("not_real", lambda: formula_verdict("sqrt(-B-D)")),
+    ("ratio:2", lambda: formula_verdict("4*B*D")),
+    ("ratio:1/2", lambda: formula_verdict("B*D")),
+    ("ratio:-1", lambda: formula_verdict("-2*B*D")),
+    ("ratio:other", lambda: formula_verdict("7.3*B*D")),
+    ("extra_symbol:F", lambda: formula_verdict("2*B*D*F")),
+    ("extra_symbol:F,N", lambda: formula_verdict("2*B*D*F*N")),
+    ("missing_symbol:D", lambda: formula_verdict("2*B")),
+    ("lower_terms", lambda: formula_verdict("2*N-1", "2*N", ("N",))),
+    ("partly", lambda: formula_verdict("B*D", "max(B*D, D**2)")),
+    ("not_equivalent", lambda: formula_verdict("B+D")),
+    ("unit:1000", lambda: number_verdict(1.0)),
+    ("unit:1/1000000000", lambda: number_verdict(16.0, 16e9, "B")),
+    ("ratio:1000", lambda: number_verdict("1 s")),
+    ("close", lambda: number_verdict(1.05e-3)),
+    ("magnitude:+3", lambda: number_verdict(1.2)),
+    ("magnitude:-2", lambda: number_verdict(1.2e-5)),
+    ("not_equal", lambda: number_verdict(1.7e-3)),
 ]
 
 
@@ -129,10 +134,11 @@ def test_every_magnitude_is_worded(decades):
 
 @pytest.mark.parametrize(("code", "ctx"), [
     ("too_expensive", {}),
+    ("edge", number_context("s", Tolerance())),
     ("no_record", {"detail": "the cell was deleted"}),
     ("close", number_context("s", Tolerance(low=1, high=2))),
-    ("wrong_option", choice_context(("a", "b"))),
-    ("unknown_option", choice_context(("a", "b"))),
+    ("wrong_option", choice.context(("a", "b"))),
+    ("unknown_option", choice.context(("a", "b"))),
 ])
 def test_other_codes_are_worded(code, ctx):
     assert_worded(phrase(code, **ctx))

@@ -12,6 +12,9 @@ D*W/(D-1); the slowest level bounds the whole collective.
 
 Every time here is bandwidth-bound (latency ignored) unless the function says otherwise; byte
 counts are the total size of the array being gathered or reduced, as in the book.
+
+Here, beside the references, and not in ``course``: hop counts, bisection bandwidths and collective
+times on these networks are what Chapters 2 and 12 ask students to work out.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import hardware as hw
+from course import hardware as hw
+
+from .hardware import torus_axes
 
 # --- the TPU torus ---------------------------------------------------------------------------------
 
@@ -80,9 +85,9 @@ def wraparound(chip: hw.TPU, shape: Sequence[int]) -> tuple[bool, ...]:
     3D-torus chips (v4p, v5p, TPU7x) get wraparound from optical switches only when the slice is
     made of whole 4x4x4 cubes; then every axis wraps. 2D-torus chips (v5e, v6e, v3) wrap an axis
     only when it spans the pod's full width (16 on v5e/v6e)."""
-    if len(shape) != chip.torus_axes:
-        raise ValueError(f"{chip.name} slices have {chip.torus_axes} axes, not {len(shape)}")
-    if chip.torus_axes == 3:
+    if len(shape) != torus_axes(chip):
+        raise ValueError(f"{chip.name} slices have {torus_axes(chip)} axes, not {len(shape)}")
+    if torus_axes(chip) == 3:
         cubes = all(n % 4 == 0 for n in shape)
         return (cubes,) * 3
     return tuple(n == full for n, full in zip(shape, chip.full_pod, strict=True))

@@ -1,0 +1,83 @@
+"""Choice answers: one option out of a list.
+
+Fair reading: an option is recognised whatever its case, spacing, hyphens or underscores
+("AllReduce", "all reduce" and "all-reduce" are one option), and an option that is a number is
+recognised by its value (150 or 150.0 for the option "150"). Two options that would read the same
+are an authoring error, caught when the record is made (``questions.Choice``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ..formula import Invalid, answer_to_text
+from ..questions import Choice
+from ..verdict import Verdict
+from . import targets as tg
+from .common import correct, invalid, wrong
+
+
+def spelling(text: str) -> str:
+    """The form two spellings of one option share."""
+    return re.sub(r"[\s\-_]+", "", text.lower())
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def context(options: Sequence[str]) -> dict[str, Any]:
+    return {"options": ", ".join(repr(o) for o in options), "expected": "one of the option names"}
+
+
+def parse(options: Sequence[str], answer: Any) -> str | Invalid:
+    if answer is None or answer is Ellipsis or isinstance(answer, dict):
+        # "empty", or the reason a record's marker carries: a recorded None is {"invalid": "empty", ...}
+        reason = answer_to_text(answer)
+        return reason if isinstance(reason, Invalid) else Invalid("wrong_type", "dict")
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        text = answer_to_text(answer)  # an option that is a number, given as a number
+        by_value = [o for o in options if _as_number(o) is not None and _as_number(o) == float(answer)]
+        if by_value:
+            return by_value[0]
+        return Invalid("unknown_option", text if isinstance(text, str) else "")
+    if not isinstance(answer, str):
+        return Invalid("wrong_type", type(answer).__name__)
+    text = answer_to_text(answer)  # a plain str, whatever a subclass overrides
+    if isinstance(text, Invalid):
+        return text
+    by_spelling = {spelling(o): o for o in options}
+    found = by_spelling.get(spelling(text))
+    if found is None and (value := _as_number(text.strip())) is not None:
+        found = next((o for o in options if _as_number(o) == value), None)
+    return found or Invalid("unknown_option", text[:40])
+
+
+def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any) -> Verdict:
+    ctx = context(options)
+    p = parse(options, answer)
+    if isinstance(p, Invalid):
+        return invalid(p, **ctx)
+    if is_right(p):
+        return correct()
+    return wrong("wrong_option", [hint_of(p)], **ctx)
+
+
+def judge(q: Choice, answer: Any) -> Verdict:
+    hints = {s.answer: s.hint for s in q.slips if s.hint}
+    return diagnose(q.options, q.reference.__eq__, lambda o: hints.get(o, ""), answer)
+
+
+def make_print(q: Choice) -> dict:
+    return {"options": list(q.options), "answer": tg.digest(q.qid, q.reference),
+            "hints": {tg.digest(q.qid, s.answer): s.hint for s in q.slips if s.hint}}
+
+
+def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
+    return diagnose(fp["options"], lambda o: tg.digest(tag, o) == fp["answer"],
+                    lambda o: fp["hints"].get(tg.digest(tag, o), ""), answer)

@@ -1,0 +1,37 @@
+"""What every answer kind shares: building verdicts, and the hints of matching slips."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..formula import Invalid
+from ..messages import phrase, phrase_invalid
+from ..verdict import Status, Verdict
+
+
+def invalid(inv: Invalid, **ctx: Any) -> Verdict:
+    return Verdict(Status.INVALID, 0.0, inv.code, phrase_invalid(inv, **ctx), {"detail": inv.detail})
+
+
+def wrong(code: str, hints: Sequence[str] = (), **ctx: Any) -> Verdict:
+    """A wrong answer; ``hints`` are those of the slips it matches exactly (none if it matches none)."""
+    message = phrase(code, **ctx)
+    distinct = list(dict.fromkeys(h for h in hints if h))
+    if distinct:
+        message += " Hint: " + " Or: ".join(distinct)
+    return Verdict(Status.INCORRECT, 0.0, code, message)
+
+
+def correct(**data: Any) -> Verdict:
+    return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", data)
+
+
+def partial(credit: float, message: str) -> Verdict:
+    return Verdict(Status.PARTIAL, credit, "partial", message)
+
+
+def edge(**ctx: Any) -> Verdict:
+    """The self-check cannot tell from its data whether the answer lies just inside or just outside
+    the accepted range; it never ticks what the grader might refuse."""
+    return Verdict(Status.INCORRECT, 0.0, "edge", phrase("edge", **ctx))

@@ -1,0 +1,215 @@
+"""Formula answers: a sympy expression over the book's symbols.
+
+Encoded in the kernel as text (``record.encode_scalar``); compared by value at points of the
+symbols' domains (``equivalence``). One diagnosis, ``diagnose``, serves both judges: the grader asks
+its questions of the reference's values (``targets.Exact``), the self-check of their hashes
+(``targets.Printed``), so the two say the same thing in the same order.
+
+Fair reading: a formula written with decimal numbers in it is right when its values lie within
+``RTOL`` (3 significant figures) of the reference's at every point, so a coefficient the student
+worked out and rounded honestly (6.25e10*T for 2*31.27e9*T) is accepted while a truly different one is
+a factor slip. A formula in whole numbers and fractions must be exact (within ``EXACT``): a small
+term that is missing (one norm's D parameters beside 3*D*F) is a slip, not rounding. A record whose
+reference is a limit (the book's large-N form) names the symbols in ``limit``; an answer that agrees
+at points where those symbols are huge (the exact form) is right too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import mpmath
+import sympy as sp
+
+from .. import equivalence as eq
+from ..formula import Invalid, Parsed, parse_formula
+from ..questions import Accept, Formula, Slip
+from ..verdict import Verdict
+from . import targets as tg
+from .common import correct, edge, invalid, partial, wrong
+
+RTOL = 0.005  # an answer with decimals: agreement within 3 significant figures at every point
+EXACT = 1e-9  # an answer in exact numbers: the same values, up to the evaluation's own rounding
+
+
+def context(names: Sequence[str]) -> dict[str, Any]:
+    return {"names": ", ".join(names), "expected": "a formula (a sympy expression or text like '2*B*D')",
+            "tolerance": "3 significant figures"}
+
+
+def parse_known(names: Sequence[str], answer: Any) -> Parsed:
+    """Parse an author's answer (reference, slip, alternative); failing is a course bug."""
+    p = parse_formula(answer, names)
+    if isinstance(p, Invalid):
+        raise ValueError(f"cannot parse the author's formula {answer!r}: {p.code} {p.detail}")
+    return p
+
+
+def seed(tag: str) -> int:
+    return int(hashlib.sha256(tag.encode()).hexdigest()[:8], 16)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What both judges know of a question: public, shipped with the self-check data."""
+
+    names: tuple[str, ...]
+    counts: tuple[str, ...]
+    limit: tuple[str, ...]
+    points: tuple[eq.Point, ...]
+    anchor: int | None  # the point whose value the "same shape" ratios divide by
+    accepts: tuple[tuple[float, str], ...]  # (credit, message) of each accepted alternative
+    hints: tuple[str, ...]  # of each slip that carries one
+    branches: bool  # the reference has a max or a min: which side is active varies over the domain
+
+    @property
+    def large(self) -> list[eq.Point]:
+        return eq.Domain.scaled(list(self.points[:3]), self.names)
+
+    @property
+    def limit_points(self) -> list[eq.Point]:
+        return eq.Domain.scaled(list(self.points), self.limit) if self.limit else []
+
+
+@dataclass(frozen=True)
+class Expected:
+    setting: Setting
+    oracle: tg.Printed  # tg.Exact in the grader
+    uses: Callable[[str], bool]  # does the reference depend on this symbol?
+
+
+@lru_cache(maxsize=4096)
+def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], reference: Any,
+             limit: tuple[str, ...] = (), accept: tuple[Accept, ...] = (),
+             slips: tuple[Slip, ...] = ()) -> tuple[Expected, tg.Targets]:
+    """The grader's view of a formula question, and the intervals the self-check data is made from."""
+    ref = parse_known(names, reference).expr
+    domain = eq.Domain(names, frozenset(counts))
+    points = domain.points(eq.N_POINTS, seed(tag), cover=ref)
+    at = eq.evaluator(ref, names)
+    values = [at(p) for p in points]
+    anchor = next((i for i, v in enumerate(values) if v is not None and v != 0), None)
+    hinted = [s for s in slips if s.hint]
+    setting = Setting(names, counts, limit, tuple(points), anchor,
+                      tuple((a.credit, a.message) for a in accept), tuple(s.hint for s in hinted),
+                      ref.has(sp.Max, sp.Min))
+    t: tg.Targets = {"ref": [tg.around(v, RTOL) for v in values], "exact": [tg.around(v, EXACT) for v in values]}
+    if not setting.branches:  # where a max picks a side, "the leading term" means nothing
+        t["lead"] = [tg.around(at(p), RTOL) for p in setting.large]
+    if anchor is not None:
+        with mpmath.workdps(eq.DIGITS):
+            t["shape"] = [None if i == anchor or v is None else tg.around(v / values[anchor], RTOL)
+                          for i, v in enumerate(values)]
+    if limit:
+        t["limit"] = [tg.around(at(p), RTOL) for p in setting.limit_points]
+    for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
+        for j, alt in enumerate(alternatives):
+            f = eq.evaluator(parse_known(names, alt).expr, names)
+            t[f"{key}{j}"] = [tg.around(f(p), RTOL) for p in points]
+    uses = eq.free_names(ref)
+    return Expected(setting, tg.Exact(tag, t), uses.__contains__), t
+
+
+def diagnose(e: Expected, p: Parsed) -> Verdict:
+    """The one diagnosis of a formula answer. Order matters: right (or right in the declared limit),
+    an accepted alternative, then a constant factor (most specific), a wrong coefficient, symbols that
+    should or should not appear, a right leading order with wrong lower terms, partial agreement."""
+    s, near = e.setting, e.oracle
+    ctx = context(s.names)
+    at = eq.evaluator(p.expr, s.names)
+    values = [at(pt) for pt in s.points]
+    if all(v is None for v in values):
+        return wrong("not_real", **ctx)
+    right = near.accepts("ref" if p.approximate else "exact", values)
+    if right is True:
+        return correct()
+    in_limit = near.accepts("limit", [at(pt) for pt in s.limit_points])
+    if in_limit is True:
+        return correct(form="exact")
+    if right is None or in_limit is None:
+        return edge(**ctx)
+    for j, (credit, message) in enumerate(s.accepts):
+        if near.accepts(f"accept{j}", values) is True:
+            return partial(credit, message)
+    hints = [h for j, h in enumerate(s.hints) if tg.all_near(near, f"slip{j}", values) is True]
+    # Exact numbers within 3 significant figures everywhere: the big terms are right, a small one is not.
+    nearly = not p.approximate and tg.all_near(near, "ref", values) is True
+    with mpmath.workdps(eq.DIGITS):
+        for k in () if nearly else eq.NICE_FACTORS:
+            factor = mpmath.mpf(k.numerator) / k.denominator
+            if tg.all_near(near, "ref", [None if v is None else v / factor for v in values]) is True:
+                return wrong(f"ratio:{k}", hints, **ctx)
+        a = s.anchor
+        if not nearly and a is not None and values[a] not in (None, 0):
+            ratios = [None if v is None else v / values[a] for v in values]
+            if all(near.near("shape", i, r) is True for i, r in enumerate(ratios) if i != a):
+                return wrong("ratio:other", hints, **ctx)
+    mine = eq.free_names(p.expr)
+    extra = sorted(n for n in mine if not e.uses(n))
+    missing = sorted(n for n in s.names if n not in mine and e.uses(n))
+    if extra:
+        return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
+    if missing:
+        return wrong("missing_symbol:" + ",".join(missing), hints, **ctx)
+    if nearly or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True:
+        return wrong("lower_terms", hints, **ctx)
+    # Agreement at some points only: for a max or min, within 3 figures (one side dominates there);
+    # otherwise exactly, or a term that is merely small somewhere would read as a branch.
+    partly = "ref" if p.approximate or s.branches else "exact"
+    if any(near.near(partly, i, v) is True for i, v in enumerate(values)):
+        return wrong("partly", hints, **ctx)
+    return wrong("not_equivalent", hints, **ctx)
+
+
+def check(tag: str, reference: Any, names: Sequence[str], counts: Sequence[str], answer: Any,
+          accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = ()) -> Verdict:
+    """The grader's verdict on one formula answer."""
+    p = parse_formula(answer, names)
+    if isinstance(p, Invalid):
+        return invalid(p, **context(names))
+    e, _ = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
+    return diagnose(e, p)
+
+
+def judge(q: Formula, answer: Any) -> Verdict:
+    return check(q.qid, q.reference, q.names, q.counts.split(), answer, q.accept, q.slips, q.limit.split())
+
+
+# --- the self-check -------------------------------------------------------------------------------
+
+def fingerprint(tag: str, names: Sequence[str], counts: Sequence[str], reference: Any,
+                accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = ()) -> dict:
+    e, t = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
+    s = e.setting
+    ref_names = [n for n in names if e.uses(n)]
+    return {"symbols": list(names), "counts": list(counts), "limit": list(limit),
+            "at": [{k: str(v) for k, v in p.items()} for p in s.points], "anchor": s.anchor,
+            "accept": [list(a) for a in s.accepts], "hints": list(s.hints), "branches": s.branches,
+            "uses": sorted(tg.digest(tag, "uses", n) for n in ref_names),
+            "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()}}
+
+
+def make_print(q: Formula) -> dict:
+    return fingerprint(q.qid, q.names, q.counts.split(), q.reference, q.accept, q.slips, q.limit.split())
+
+
+def from_print(fp: dict, tag: str) -> Expected:
+    from fractions import Fraction
+
+    points = tuple({k: Fraction(v) for k, v in pt.items()} for pt in fp["at"])
+    setting = Setting(tuple(fp["symbols"]), tuple(fp["counts"]), tuple(fp.get("limit", ())), points,
+                      fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"])
+    uses = frozenset(fp["uses"])
+    return Expected(setting, tg.Printed(tag, fp["targets"]), lambda n: tg.digest(tag, "uses", n) in uses)
+
+
+def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
+    names = tuple(fp["symbols"])
+    p = parse_formula(answer, names)
+    if isinstance(p, Invalid):
+        return invalid(p, **context(names))
+    return diagnose(from_print(fp, tag), p)

@@ -1,0 +1,163 @@
+"""Function answers: a Python function the student writes, called on test cases (probes).
+
+Encoded in the kernel by calling the function on each probe and recording what it returns
+(``record.encode_outputs``). Each returned item is judged as a number, a list of numbers (an
+array) or a formula, by those kinds' own diagnosis; the grader asks the reference, the self-check
+the fingerprints of the reference's outputs. The message names the first failing case with its
+inputs, and a slip common to every case ("every value is 8 times the expected one") is said once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..formula import Invalid
+from ..messages import phrase
+from ..questions import Function, Output
+from ..verdict import Status, Verdict
+from . import formula, number
+from .common import correct, invalid
+
+SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
+
+ItemJudge = Callable[[Any], Verdict]
+
+
+def _raised(error: Any, where: str) -> Verdict:
+    return Verdict(Status.INCORRECT, 0.0, "raised", f"{where} raised an error: {error}")
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, list | tuple):
+        if len(v) > SHOWN_VALUES:
+            return f"[{len(v)} values]"
+        return "[" + ", ".join(_short(x) for x in v) + "]"
+    return repr(v)
+
+
+def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
+    """Judge a list of numbers element by element; a common factor over all of them is one finding."""
+    def judge(got: Any) -> Verdict:
+        if not isinstance(got, list) or len(got) != length:
+            shape = f"{len(got)} values" if isinstance(got, list) else type(got).__name__
+            return invalid(Invalid("wrong_type", f"{shape} (expected {length} values)"),
+                           expected="an array the shape of the input")
+        verdicts = [j(x) for j, x in zip(elements, got, strict=False)]
+        bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
+        if not bad:
+            return correct()
+        codes = {v.diagnosis for _, v in bad}
+        if len(bad) == len(verdicts) and len(codes) == 1 and bad[0][1].diagnosis.startswith("ratio:"):
+            v = bad[0][1]
+            return Verdict(v.status, 0.0, v.diagnosis, f"every element: {v.message}")
+        i, v = bad[0]
+        if v.status is Status.INVALID:
+            return Verdict(v.status, 0.0, v.diagnosis, f"element {i} of the array: {v.message}")
+        finding = "neither the expected value nor a simple multiple of it" if v.diagnosis == "not_equal" \
+            else v.message.rstrip(".")
+        return Verdict(v.status, 0.0, "wrong_elements",
+                       phrase("wrong_elements", bad=len(bad), length=length, index=i, finding=finding))
+    return judge
+
+
+def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any) -> Verdict:
+    """``judges[i][n]`` judges the n-th returned item of probe i; ``outputs`` is the record."""
+    if isinstance(outputs, dict) and "error" in outputs:
+        return _raised(outputs["error"], "Your function")
+    if not isinstance(outputs, list) or len(outputs) != len(probes):
+        return invalid(Invalid("wrong_type", type(outputs).__name__), expected="one result per test case")
+    failures = []
+    for i, (items, item_judges) in enumerate(zip(outputs, judges, strict=True)):
+        v = _probe(items, item_judges)
+        if not v.ok:
+            failures.append((i, v))
+    if not failures:
+        return correct()
+    score = 1 - len(failures) / len(probes)
+    status = Status.PARTIAL if score > 0 else Status.INCORRECT
+    first, v = failures[0]
+    codes = {f.diagnosis for _, f in failures}
+    if len(failures) == len(probes) > 1 and len(codes) == 1 and v.diagnosis.startswith("ratio:"):
+        message = f"In every test case: {v.message}"
+    else:
+        args = ", ".join(f"{k}={_short(val)}" for k, val in probes[first].items())
+        message = f"{len(failures)} of {len(probes)} test cases fail. First, with {args}: {v.message}"
+    return Verdict(status, score, v.diagnosis, message, {"failed": [i for i, _ in failures]})
+
+
+def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
+    if isinstance(items, dict) and "error" in items:
+        return _raised(items["error"], "your function")
+    if len(judges) == 1:
+        items = [items[0] if isinstance(items, list) and len(items) == 1 else items]
+    if not isinstance(items, list) or len(items) != len(judges):
+        return invalid(Invalid("wrong_type", "a different number of results"),
+                       expected=f"{len(judges)} returned values")
+    for n, (item, judge) in enumerate(zip(items, judges, strict=True)):
+        v = judge(item)
+        if not v.ok:
+            where = f"returned value {n + 1}: " if len(judges) > 1 else ""
+            return Verdict(v.status, 0.0, v.diagnosis, where + v.message)
+    return correct()
+
+
+def _expected_items(q: Function, probe: dict[str, Any]) -> tuple:
+    expected = q.reference(**probe)
+    return (expected,) if len(q.outputs) == 1 else tuple(expected)
+
+
+# --- the grader -----------------------------------------------------------------------------------
+
+def _reference_judge(tag: str, spec: Output, expected: Any, element: bool = False) -> ItemJudge:
+    if spec.kind == "formula":
+        return lambda got: formula.check(tag, expected, spec.symbols.split(), (), got)
+    if isinstance(expected, list | tuple):
+        return _array([_reference_judge(f"{tag}/{j}", Output("number", spec.unit, spec.tolerance), e, element=True)
+                       for j, e in enumerate(expected)], len(expected))
+    return lambda got: number.check(tag, expected, spec.unit, spec.tolerance, got, element=element)
+
+
+def judge(q: Function, outputs: Any) -> Verdict:
+    judges = [[_reference_judge(f"{q.qid}/{i}/{n}", spec, e)
+               for n, (spec, e) in enumerate(zip(q.outputs, _expected_items(q, probe), strict=True))]
+              for i, probe in enumerate(q.probes)]
+    return diagnose(q.probes, judges, outputs)
+
+
+# --- the self-check -------------------------------------------------------------------------------
+
+def _item_print(tag: str, spec: Output, expected: Any) -> dict[str, Any]:
+    if spec.kind == "formula":
+        return {"kind": "formula"} | formula.fingerprint(tag, spec.symbols.split(), (), expected)
+    if isinstance(expected, list | tuple):  # every element, or a tick could hide a wrong one
+        prints = [number.fingerprint(f"{tag}/{j}", x, spec.unit, spec.tolerance, element=True)
+                  for j, x in enumerate(expected)]
+        shared = {k: v for k, v in prints[0].items() if k != "targets"} if prints else {}
+        return {"kind": "array", "length": len(expected), "shared": shared,
+                "elements": [p["targets"] for p in prints]}
+    return {"kind": "number"} | number.fingerprint(tag, expected, spec.unit, spec.tolerance)
+
+
+def make_print(q: Function) -> dict[str, Any]:
+    return {"probes": [dict(p) for p in q.probes], "builder": q.builder,
+            "outputs": [[_item_print(f"{q.qid}/{i}/{n}", spec, e)
+                         for n, (spec, e) in enumerate(zip(q.outputs, _expected_items(q, probe), strict=True))]
+                        for i, probe in enumerate(q.probes)]}
+
+
+def _print_judge(tag: str, p: dict[str, Any]) -> ItemJudge:
+    if p["kind"] == "formula":
+        return lambda got: formula.selfcheck(p, tag, got)
+    if p["kind"] == "array":
+        return _array([_print_judge(f"{tag}/{j}", {"kind": "number", "targets": t} | p["shared"])
+                       for j, t in enumerate(p["elements"])], p["length"])
+    return lambda got: number.selfcheck(p, tag, got)
+
+
+def selfcheck(fp: dict[str, Any], qid: str, outputs: Any) -> Verdict:
+    judges = [[_print_judge(f"{qid}/{i}/{n}", p) for n, p in enumerate(prints)]
+              for i, prints in enumerate(fp["outputs"])]
+    return diagnose(fp["probes"], judges, outputs)

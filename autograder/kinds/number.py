@@ -1,0 +1,161 @@
+"""Number answers: a value in the question's unit, or text with a unit of its own.
+
+Encoded in the kernel as a float or text (``record.encode_scalar``); read by ``numbers.parse_number``.
+One diagnosis, ``diagnose``, serves the grader (``targets.Exact``: it knows the reference) and the
+self-check (``targets.Printed``: it knows hashes), so both give the same verdict for the same value,
+except that the self-check says "at the edge" where its data cannot decide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .. import equivalence as eq
+from ..formula import Invalid
+from ..numbers import DIMENSION_WORDS, UNITS, ParsedNumber, Tolerance, parse_number, round_figures, unit_examples
+from ..questions import Accept, Number, Slip
+from ..verdict import Verdict
+from . import targets as tg
+from .common import correct, edge, invalid, partial, wrong
+
+CLOSE = 0.25  # a number within 25% but outside tolerance is "close"
+# "Off by about 10^d": the answer is reference * 10^d to the nearest power of ten (within a factor of
+# sqrt(10) of it), for d other than 0.
+MAGNITUDES = tuple(d for d in range(-30, 31) if d)
+DECADE = 10**0.5
+
+
+def tolerance_text(tolerance: Tolerance) -> str:
+    return tolerance.describe()
+
+
+def context(unit: str, tolerance_words: str) -> dict[str, Any]:
+    return {"unit": unit or "a plain number", "dimension": DIMENSION_WORDS[UNITS[unit][0]],
+            "unit_examples": unit_examples(unit), "tolerance": tolerance_words,
+            "expected": "a number (or text with a unit, like '1.5 ms')"}
+
+
+def factor_code(k: Any, unit: str, unit_given: str | None) -> str:
+    """A wrong number that is k times the reference: a unit slip (k a power of 1000, no unit
+    given) or a plain factor."""
+    power = math.log10(abs(float(k)))
+    if unit_given is None and unit and k > 0 and abs(power) >= 3 and power == round(power):
+        return f"unit:{k}"
+    return f"ratio:{k}"
+
+
+@dataclass(frozen=True)
+class Expected:
+    unit: str
+    tolerance_words: str
+    accepts: tuple[tuple[float, str], ...]
+    hints: tuple[str, ...]
+    oracle: tg.Printed  # tg.Exact in the grader
+
+
+@lru_cache(maxsize=4096)
+def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept: tuple[Accept, ...] = (),
+             slips: tuple[Slip, ...] = (), element: bool = False) -> tuple[Expected, tg.Targets]:
+    """``element``: one element of an array result, of which there may be thousands: judged right or
+    by a simple factor only, which keeps the self-check data small."""
+    reference = float(reference)
+    hinted = [s for s in slips if s.hint]
+    lo, hi = tolerance.bounds(reference)
+    # The reference itself and its honest roundings (3 and 4 significant figures), to float noise, are
+    # right too, and so is each whole number of a range of counts ("56 or 57"): a range may start at the
+    # reference (the book's "at least 167 ms"), and the self-check's bucket at the edge of a range could
+    # not tick a value that lies on it.
+    points = [reference] + [r for r in (round_figures(reference, 3), round_figures(reference, 4))
+                            if r != reference and lo <= r <= hi]
+    if tolerance.is_range and float(lo).is_integer() and float(hi).is_integer() and hi - lo <= 4:
+        points += [float(k) for k in range(int(lo), int(hi) + 1) if k != reference]
+    t: tg.Targets = {"ref": [tg.between(lo, hi)]}
+    inside = tg.Exact(tag, t)
+    points = [x for x in points if inside.near("ref", 0, x) is not True]  # only those the buckets miss
+    t |= {f"at{j}": [tg.around(x, 1e-9) if x else tg.between(0, 0)] for j, x in enumerate(points)}
+    if not element:
+        t |= {
+            "close": [tg.around(reference, CLOSE)],
+            "decade": [None if reference == 0 else tg.between(*sorted((reference / DECADE, reference * DECADE)))]}
+    for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
+        for j, alt in enumerate(alternatives):
+            t[f"{key}{j}"] = [tg.around(float(alt), tolerance.rtol)]
+    e = Expected(unit, tolerance_text(tolerance), tuple((a.credit, a.message) for a in accept),
+                 tuple(s.hint for s in hinted), tg.Exact(tag, t))
+    return e, t
+
+
+def _right(oracle: tg.Printed | tg.Exact, v: float) -> bool | None:
+    """In the accepted range, or the reference itself (None: only an edge is in doubt)."""
+    data = oracle.targets if isinstance(oracle, tg.Exact) else oracle.data
+    answers = [oracle.accepts(key, [v]) for key in data if key == "ref" or key.startswith("at")]
+    return True if True in answers else None if None in answers else False
+
+
+def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
+    """The one diagnosis of a number. Order: right, an accepted alternative, a simple factor (a unit
+    slip where it is a power of 1000 and no unit was given), close, a power of ten, anything else."""
+    ctx = context(e.unit, e.tolerance_words)
+    near, v = e.oracle.near, p.value
+    right = _right(e.oracle, v)
+    if right is True:
+        return correct()
+    if right is None:
+        return edge(**ctx)
+    for j, (credit, message) in enumerate(e.accepts):
+        if e.oracle.accepts(f"accept{j}", [v]) is True:
+            return partial(credit, message)
+    hints = [h for j, h in enumerate(e.hints) if near(f"slip{j}", 0, v) is True]
+    if v != 0:
+        for k in eq.NICE_FACTORS:
+            if near("ref", 0, v / float(k)) is True:
+                return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
+        if near("close", 0, v) is True:
+            return wrong("close", hints, **ctx)
+        for d in MAGNITUDES:
+            if near("decade", 0, v / 10.0**d) is True:
+                return wrong(f"magnitude:{d:+d}", hints, **ctx)
+    return wrong("not_equal", hints, **ctx)
+
+
+def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: Any,
+          accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), element: bool = False) -> Verdict:
+    """The grader's verdict on one number."""
+    e, _ = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element)
+    p = parse_number(answer, unit)
+    if isinstance(p, Invalid):
+        return invalid(p, **context(unit, e.tolerance_words))
+    return diagnose(e, p)
+
+
+def judge(q: Number, answer: Any) -> Verdict:
+    return check(q.qid, q.reference, q.unit, q.tolerance, answer, q.accept, q.slips)
+
+
+# --- the self-check -------------------------------------------------------------------------------
+
+def fingerprint(tag: str, reference: float, unit: str, tolerance: Tolerance, accept: Sequence[Accept] = (),
+                slips: Sequence[Slip] = (), element: bool = False) -> dict:
+    e, t = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element)
+    return {"unit": unit, "tolerance": e.tolerance_words, "accept": [list(a) for a in e.accepts],
+            "hints": list(e.hints), "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()}}
+
+
+def make_print(q: Number) -> dict:
+    return fingerprint(q.qid, q.reference, q.unit, q.tolerance, q.accept, q.slips)
+
+
+def from_print(fp: dict, tag: str) -> Expected:
+    return Expected(fp["unit"], fp["tolerance"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]),
+                    tg.Printed(tag, fp["targets"]))
+
+
+def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
+    p = parse_number(answer, fp["unit"])
+    if isinstance(p, Invalid):
+        return invalid(p, **context(fp["unit"], fp["tolerance"]))
+    return diagnose(from_print(fp, tag), p)

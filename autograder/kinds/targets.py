@@ -1,0 +1,198 @@
+"""Targets: "is this value within the accepted interval around that one?", asked of two oracles.
+
+Every diagnosis of a formula or a number is a sequence of such questions (is the answer the
+reference? the reference times 2? within 25% of it?). The self-check holds only hashes, so its
+oracle, ``Printed``, hashes the bucket the value falls in: the interval's log-scale width is cut
+into ``GRID`` buckets, and only the buckets that lie wholly inside it are recognised as inside;
+a value in one of the two partly-inside buckets at the edges gets ``None`` ("cannot tell").
+
+The grader's oracle, ``Exact``, answers every diagnostic question exactly as the self-check does
+(from the same buckets), so the two cannot drift apart; only where credit is decided
+(``accepts``: right, or an accepted alternative) does it compare with the interval itself. So
+whatever the self-check accepts, the grader accepts too: a tick is always a grade.
+
+A printed target holds, for each block of ``GRID`` buckets that it touches, one hash of the block and
+which of its buckets are inside or at an edge, so the data stays small, checking a value costs one
+hash, and no value is named. Anyone can still search the buckets for a number with
+enough tries: the aim is that the answer is not printed, not that it is secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import mpmath
+
+SALT = "scaling-course/fingerprint/v2"
+GRID = 64  # buckets across an interval: what the self-check cannot decide is at most 1/64 of it at each edge
+DIGITS = 30
+# A bucket counts as inside only with this much room to spare, so that rounding in log() can never
+# move a value that lies outside the interval into an inside bucket.
+MARGIN = mpmath.mpf("1e-12")
+
+
+def digest(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, (SALT, *parts))).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The accepted values, inclusive. An exact zero is ``Interval(0, 0)``."""
+
+    lo: mpmath.mpf
+    hi: mpmath.mpf
+
+    def __contains__(self, v: Any) -> bool:
+        return v is not None and self.lo <= v <= self.hi
+
+
+def around(value: Any, rtol: float) -> Interval | None:
+    """``value * (1 +- rtol)``; None where the reference has no value (not real at that point)."""
+    if value is None:
+        return None
+    with mpmath.workdps(DIGITS):
+        v = mpmath.mpf(value)
+        a, b = v * (1 - mpmath.mpf(rtol)), v * (1 + mpmath.mpf(rtol))
+        return Interval(min(a, b), max(a, b))
+
+
+def between(lo: float, hi: float) -> Interval:
+    return Interval(mpmath.mpf(lo), mpmath.mpf(hi))
+
+
+Targets = dict[str, list[Interval | None]]
+
+
+def _bucket(v: Any, g: float) -> tuple[str, int]:
+    """Sign and index of the log bucket of width ``g`` (relative) that holds ``v``."""
+    with mpmath.workdps(DIGITS):
+        v = mpmath.mpf(v)
+        if v == 0:
+            return "0", 0
+        if not mpmath.isfinite(v):  # a huge answer divided by a small factor
+            return "inf", 0
+        return ("-" if v < 0 else "+"), int(mpmath.floor(mpmath.log(abs(v)) / mpmath.log1p(g)))
+
+
+def _locate(iv: Interval) -> tuple[str, int, int, float]:
+    """(sign, first inside bucket, number of inside buckets, width) of a non-zero interval."""
+    if iv.lo < 0 < iv.hi or (iv.lo == 0) != (iv.hi == 0):
+        raise ValueError(f"an accepted interval must not contain zero: [{iv.lo}, {iv.hi}]")
+    sign = "-" if iv.hi < 0 else "+"
+    with mpmath.workdps(DIGITS):
+        lo, hi = sorted((abs(iv.lo), abs(iv.hi)))
+        g = float(f"{float(mpmath.log(hi / lo) / GRID):.6g}") if hi > lo else 0.0  # short in the data
+        if g <= 0:
+            raise ValueError("an accepted interval needs a width")
+        step = mpmath.log1p(g)
+        first = int(mpmath.ceil(mpmath.log(lo * (1 + MARGIN)) / step))
+        # bucket i spans [e^(i step), e^((i+1) step))
+        last = int(mpmath.floor(mpmath.log(hi * (1 - MARGIN)) / step)) - 1
+        return sign, first, max(0, last - first + 1), g
+
+
+def _spans(tag: str, key: str, i: int, sign: str, start: int, stop: int) -> list[list[Any]]:
+    """Buckets start..stop-1 as [hash of their block of GRID buckets, first offset, end offset] per block:
+    one hash per block keeps the data small and the check to a single hash."""
+    out = []
+    while start < stop:
+        block, offset = divmod(start, GRID)
+        end = min(stop - block * GRID, GRID)
+        out.append([digest(tag, key, i, sign, block), offset, end])
+        start = block * GRID + end
+    return out
+
+
+def printed(tag: str, key: str, targets: list[Interval | None]) -> list[Any]:
+    """The self-check data of one list of targets: per target [width, sign, inside spans, edge spans]."""
+    out: list[Any] = []
+    for i, iv in enumerate(targets):
+        if iv is None:
+            out.append(None)
+        elif iv.lo == 0 and iv.hi == 0:
+            out.append([0.0, "0", [], []])
+        else:
+            sign, first, n, g = _locate(iv)
+            edges = _spans(tag, key, i, sign, first - 1, first) + _spans(tag, key, i, sign, first + n, first + n + 1)
+            out.append([g, sign, _spans(tag, key, i, sign, first, first + n), edges])
+    return out
+
+
+def _in(spans: list[list[Any]], h: str, offset: int) -> bool:
+    return any(s[0] == h and s[1] <= offset < s[2] for s in spans)
+
+
+class Printed:
+    """The self-check's oracle: it knows hashes of the blocks of buckets inside each interval."""
+
+    def __init__(self, tag: str, data: dict[str, list[Any]]):
+        self.tag, self.data = tag, data
+
+    def near(self, key: str, i: int, v: Any) -> bool | None:
+        entries = self.data.get(key, [])
+        entry = entries[i] if i < len(entries) else None
+        if entry is None or v is None:
+            return False
+        g, sign, inside, edges = entry
+        if sign == "0":  # an exact zero
+            return v == 0
+        got, b = _bucket(v, g)
+        if got != sign:
+            return False
+        block, offset = divmod(b, GRID)
+        h = digest(self.tag, key, i, sign, block)
+        if _in(inside, h, offset):
+            return True
+        return None if _in(edges, h, offset) else False  # an edge bucket: partly inside, partly outside
+
+    def accepts(self, key: str, values: list[Any]) -> bool | None:
+        """Does every value lie in its interval? (None: only the edges are in doubt.)"""
+        return all_near(self, key, values) if values and key in self.data else False
+
+
+def all_near(oracle: Printed | Exact, key: str, values: list[Any]) -> bool | None:
+    """True if every value is near its target, None if the only doubt is at an edge, else False."""
+    doubt = False
+    for i, v in enumerate(values):
+        a = oracle.near(key, i, v)
+        if a is False:
+            return False
+        doubt = doubt or a is None
+    return None if doubt else bool(values)
+
+
+class Exact:
+    """The grader's oracle: the self-check's answer to every diagnostic question (the same buckets,
+    compared without hashing), and an exact one to "is it right?" (``accepts``)."""
+
+    def __init__(self, tag: str, targets: Targets):
+        self.tag, self.targets = tag, targets
+        self.located = {key: [None if iv is None else ("0", 0, 0, 0.0) if iv.lo == iv.hi == 0 else _locate(iv)
+                              for iv in ivs] for key, ivs in targets.items()}
+
+    @property
+    def data(self) -> dict[str, list[Any]]:
+        """What the self-check receives (``Printed``'s data)."""
+        return {key: printed(self.tag, key, ivs) for key, ivs in self.targets.items()}
+
+    def near(self, key: str, i: int, v: Any) -> bool | None:
+        entries = self.located.get(key, [])
+        entry = entries[i] if i < len(entries) else None
+        if entry is None or v is None:
+            return False
+        sign, first, n, g = entry
+        if sign == "0":
+            return v == 0
+        got, b = _bucket(v, g)
+        if got != sign:
+            return False
+        if first <= b < first + n:
+            return True
+        return None if b in (first - 1, first + n) else False
+
+    def accepts(self, key: str, values: list[Any]) -> bool | None:
+        ivs = self.targets.get(key)
+        return bool(ivs) and len(ivs) == len(values) and all(
+            iv is not None and v in iv for iv, v in zip(ivs, values, strict=True))

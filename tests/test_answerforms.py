@@ -1,0 +1,214 @@
+"""Demo and plot cells work with every answer form the README allows.
+
+A formula may be sympy or text ("2*B*D*F/C") and a number a float or text with a unit ("1.2 ms"); the
+grader reads them all, so a picture drawn from an answer must too. ``course.as_expr``/``as_number``
+read them through the grader's own parsers; these tests prove that they do, that every notebook's demo
+cells go through them, and that those cells run with text answers.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+import course
+from autograder.questions import load_chapter
+from course.symbols import B, D, F, symbol
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "source").glob("ch*/ch*.ipynb"))
+READERS = {"as_expr", "as_number"}
+
+
+# --- the helpers ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", [2 * B * D * F, "2*B*D*F", "2 * B * D * F", "F*D*B*2"])
+def test_as_expr_reads_sympy_and_text_alike(answer):
+    assert course.as_expr(answer, "B D F") == 2 * B * D * F
+
+
+def test_as_expr_gives_the_course_positive_symbols():
+    plain = sp.Symbol("B") * sp.Symbol("D")  # a student's own, assumption-free symbols
+    expr = course.as_expr(plain)
+    assert expr == B * D and all(s.is_positive for s in expr.free_symbols)
+    assert course.as_expr("sqrt(4*B**2)") == 2 * B  # only true of positive B
+    assert course.as_expr("N - 1").free_symbols == {symbol("N")}  # the course's N, not sympy's function
+
+
+def test_as_expr_reads_numbers_and_constants():
+    assert course.as_expr(0.5) == sp.Rational(1, 2) and course.as_expr(3) == 3
+    assert course.as_expr("pi*B") == sp.pi * B
+
+
+@pytest.mark.parametrize(("answer", "names", "words"), [
+    ("2BD", "B D", "2*B"),
+    ("B + Q", "B D", "Q"),
+    ("__import__('os').system('true')", None, "cannot be read"),
+    ("B.__class__", None, "attribute"),
+    (None, "B", "No answer yet"),
+    ("B == D", None, "cannot be read"),
+])
+def test_as_expr_explains_what_it_cannot_read(answer, names, words):
+    with pytest.raises(course.UnreadableAnswer, match="cannot be read as a formula") as err:
+        course.as_expr(answer, names)
+    assert words in str(err.value)
+
+
+@pytest.mark.parametrize(("answer", "unit", "expected"), [
+    (0.0012, "s", 0.0012), ("1.2 ms", "s", 0.0012), ("1.2e-3", "s", 0.0012), (13, "", 13.0),
+    ("13e9", "", 13e9), ("16 GB", "B", 16e9), ("3 days", "s", 3 * 86400.0),
+])
+def test_as_number_reads_floats_and_text_with_units(answer, unit, expected):
+    assert course.as_number(answer, unit) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("answer", "unit"), [("3 GB", "s"), ("fast", "s"), (None, ""), ("1 parsec", "s")])
+def test_as_number_explains_what_it_cannot_read(answer, unit):
+    with pytest.raises(course.UnreadableAnswer, match="cannot be read as a number"):
+        course.as_number(answer, unit)
+
+
+# --- the notebooks -------------------------------------------------------------------------------------
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def _answers(path: Path) -> dict[str, object]:
+    """Variable -> question, for the formula and number answers the notebook's hidden tests record."""
+    chapter = load_chapter(path.stem)
+    out: dict[str, object] = {}
+    for cell in _cells(path):
+        tree = ast.parse("".join(cell["source"])) if cell["cell_type"] == "code" else None
+        for node in ast.walk(tree) if tree else ():
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "grade"
+                    and len(node.args) == 2 and isinstance(node.args[1], ast.Name)):
+                q = chapter[node.args[0].value]  # type: ignore[attr-defined]
+                if q.kind in ("formula", "number"):
+                    out[node.args[1].id] = q
+    return out
+
+
+def _demo_cells(path: Path) -> list[tuple[int, str]]:
+    """Code cells a student does not write and the grader does not score: demos and plots."""
+    out = []
+    for i, cell in enumerate(_cells(path)):
+        meta = cell["metadata"].get("nbgrader", {})
+        if cell["cell_type"] == "code" and not meta.get("solution") and not meta.get("grade") \
+                and meta.get("grade_id") != "setup":
+            out.append((i, "".join(cell["source"])))
+    return out
+
+
+def _raw_uses(source: str, answers: set[str]) -> list[str]:
+    """Uses of an answer variable that are not the first argument of ``as_expr``/``as_number``."""
+    tree = ast.parse(source)
+    through = {id(call.args[0]) for call in ast.walk(tree)
+               if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+               and (getattr(call.func, "attr", None) in READERS or getattr(call.func, "id", None) in READERS)}
+    return sorted({f"{n.id} (line {n.lineno})" for n in ast.walk(tree)
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in answers
+                   and id(n) not in through})
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_demo_cells_read_answers_through_the_course_helpers(path):
+    """``answer.subs(...)``, ``float(answer)`` or ``answer * 1e3`` in a demo cell crashes on a text answer
+    ("1.2 ms"), which the check itself accepts."""
+    answers = set(_answers(path))
+    raw = {i: uses for i, src in _demo_cells(path) if (uses := _raw_uses(src, answers))}
+    assert not raw, f"{path.stem}: demo cells use answers without course.as_expr/as_number: {raw}"
+
+
+def _setup_namespace(path: Path) -> dict:
+    """The setup cell's imports and plain assignments, without the bootstrap (conftest set up JAX)."""
+    setup = next("".join(c["source"]) for c in _cells(path)
+                 if c["metadata"].get("nbgrader", {}).get("grade_id") == "setup")
+    tree = ast.parse(setup)
+    keep = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom | ast.Assign)]
+    ns: dict = {"course": course}  # imported inside the bootstrap's try
+    exec(compile(ast.Module(keep, []), f"{path.stem}:setup", "exec"), ns)  # trusted course source
+    return ns
+
+
+def _defines(source: str) -> set[str]:
+    tree = ast.parse(source)
+    out = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    out |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    out |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.Lambda) for a in n.args.args}
+    out |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom) for a in n.names}
+    return out
+
+
+def _free(source: str) -> set[str]:
+    loaded = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return loaded - _defines(source) - set(dir(builtins))
+
+
+def _providers(path: Path, index: int, answers: set[str]) -> list[str] | None:
+    """Earlier cells (solutions included, tests not) that define what cell ``index`` needs besides the
+    answers, as long as none of them runs JAX; None when some name has no such provider."""
+    cells = _cells(path)
+    setup = set(_setup_namespace(path))
+    need = _free("".join(cells[index]["source"])) - answers - setup
+    chosen: dict[int, str] = {}
+    while need:
+        name = need.pop()
+        for i in range(index - 1, -1, -1):
+            cell = cells[i]
+            meta = cell["metadata"].get("nbgrader", {})
+            src = "".join(cell["source"])
+            if cell["cell_type"] == "code" and not meta.get("grade") and name in _defines(src):
+                if "jax" in src or "mesh" in src or meta.get("grade_id") == "setup":
+                    return None
+                if i not in chosen:
+                    chosen[i] = src
+                    need |= _free(src) - setup - set().union(*map(_defines, chosen.values()))
+                break
+        else:
+            return None
+    return [chosen[i] for i in sorted(chosen)]
+
+
+def _text_form(q) -> str:
+    """The answer a student could type: the reference as text, a number with its unit."""
+    if q.kind == "formula":
+        return str(q.reference)
+    return f"{float(q.reference)!r} {q.unit}".strip()
+
+
+def _runnable_demos() -> list[tuple[Path, int]]:
+    """Demo cells that use answers and whose other inputs come from earlier cells that run no JAX (the
+    reference's functions, say); the rest run in the reference notebook's execution, with sympy answers."""
+    out = []
+    for path in NOTEBOOKS:
+        answers = set(_answers(path))
+        for i, src in _demo_cells(path):
+            if _free(src) & answers and _providers(path, i, answers) is not None:
+                out.append((path, i))
+    return out
+
+
+@pytest.mark.parametrize(("path", "index"), _runnable_demos(), ids=lambda x: getattr(x, "stem", str(x)))
+def test_demo_cells_run_with_text_answers(path, index):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    answers = _answers(path)
+    ns = _setup_namespace(path)
+    for provider in _providers(path, index, set(answers)) or []:
+        exec(compile(provider, f"{path.stem}:provider", "exec"), ns)  # trusted course source
+    ns.update({var: _text_form(q) for var, q in answers.items()})  # after the reference's own values
+    source = "".join(_cells(path)[index]["source"])
+    try:
+        exec(compile(source, f"{path.stem}[{index}]", "exec"), ns)  # trusted course source
+    finally:
+        plt.close("all")
