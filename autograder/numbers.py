@@ -248,6 +248,8 @@ class Tolerance:
             return "the exact whole number"
         if self.is_range:
             return "the accepted range"
+        if self.rtol < 1e-4:  # a function's computed output, compared to float rounding
+            return "the exact value (up to float rounding)"
         percent = f"±{self.rtol * 100:.3g}%"
         figures = 1 - math.log10(2 * self.rtol) if self.rtol > 0 else 0.0
         n = round(figures)

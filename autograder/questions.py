@@ -162,6 +162,15 @@ class Choice(Question):
         super().__post_init__()
         if self.reference not in self.options:
             raise AuthoringError(f"{self.qid}: the reference is not one of the options")
+        spelled = [option_key(o) for o in self.options]
+        if len(set(spelled)) < len(spelled):
+            raise AuthoringError(f"{self.qid}: two options read the same when case, spaces, hyphens and "
+                                 "underscores are ignored")
+
+
+def option_key(text: str) -> str:
+    """What two spellings of one option share: "AllReduce", "all reduce" and "all-reduce" are one."""
+    return re.sub(r"[\s\-_]+", "", text.lower())
 
 
 @dataclass(frozen=True)

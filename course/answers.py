@@ -15,8 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from autograder import record
-from autograder.fingerprint import selfcheck
+from autograder import kinds, record
 from autograder.verdict import Status, Verdict
 
 from . import progress
@@ -64,27 +63,12 @@ def _entry(qid: str) -> dict[str, Any]:
 
 def encode(qid: str, answer: Any) -> Any:
     """The JSON form of ``answer`` for question ``qid``, as the grader will read it."""
-    entry = _entry(qid)
-    if entry["kind"] == "program":
-        from autograder.programs import export
-        from autograder.questions import ProgramSpec
-
-        try:
-            return export(ProgramSpec.from_json(entry["program"]), answer)
-        except Exception as e:  # the student's function cannot be traced: record why
-            return {"error": f"{type(e).__name__}: {str(e)[:400]}"}
-    if entry["kind"] == "function":
-        from . import probes
-
-        calls = [probes.build(entry["builder"], p) for p in entry["probes"]]
-        return record.encode_outputs(answer, calls, [o["kind"] for o in entry["outputs"][0]])
-    return record.encode_scalar(entry["kind"], answer)
+    return kinds.encode(_entry(qid), answer)
 
 
 def verdict(qid: str, answer: Any) -> Verdict:
     """What the self-check thinks of ``answer`` (no printing, no raising). A program is run live."""
-    entry = _entry(qid)
-    return selfcheck(entry, qid, answer if entry["kind"] == "program" else encode(qid, answer))
+    return kinds.selfcheck_live(_entry(qid), qid, answer)
 
 
 # The verdict of the last grade() per question: in a graded test cell check() follows grade() on the
@@ -136,7 +120,7 @@ def grade(qid: str, answer: Any) -> None:
     if _judged_elsewhere():
         _graded[qid] = (id(answer), None)
         return
-    v = verdict(qid, answer) if _entry(qid)["kind"] == "program" else selfcheck(_entry(qid), qid, payload)
+    v = kinds.selfcheck_live(_entry(qid), qid, answer, payload)
     _graded[qid] = (id(answer), v)
     if not v.ok:
         _fail(qid, v)

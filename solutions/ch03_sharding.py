@@ -801,13 +801,15 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(K / M, "not_equivalent", "A is N x M; the output is N x K."),)),
     # 3. Collectives and what they cost.
     Formula(qid="ch03-cx5-t-allgather", points=1, section=ALLGATHER,
-            prompt="Time of a bandwidth-bound AllGather of V bytes (whole array) on a ring with wraparound.",
-            reference=T_ALLGATHER, symbols="V W N", counts="N",
+            prompt="Time of a bandwidth-bound AllGather of V bytes (whole array) on a ring with wraparound "
+                   "(large N; the exact (N-1)/N form is right too).",
+            reference=T_ALLGATHER, symbols="V W N", counts="N", limit="N",
             slips=(Slip(2 * V / W, "ratio:2", "W counts both directions, and the ring uses both."),
                    Slip(V / (N * W), "extra_symbol:N", "each device receives almost the whole array."))),
     Formula(qid="ch03-cx5-t-allreduce", points=1, section=ALLGATHER,
-            prompt="Time of a bandwidth-bound AllReduce of V bytes on the same ring.",
-            reference=T_ALLREDUCE, symbols="V W N", counts="N",
+            prompt="Time of a bandwidth-bound AllReduce of V bytes on the same ring (large N; the exact form is "
+                   "right too).",
+            reference=T_ALLREDUCE, symbols="V W N", counts="N", limit="N",
             slips=(Slip(V / W, "ratio:1/2", "an AllReduce is a ReduceScatter followed by an AllGather."),)),
     Formula(qid="ch03-cx5-t-alltoall", points=1, section=ALLTOALL,
             prompt="Time of a bandwidth-bound AllToAll of V bytes (whole array) on the same ring.",

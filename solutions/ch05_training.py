@@ -515,8 +515,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
                         "the backward pass has twice the matmuls of the forward pass."),
                    Slip(8 * B * D * F / C, "missing_symbol:X"))),
     Formula(qid="ch05-e2-dp-t-comms", points=1, section=DP,
-            prompt="Seconds per chip for the AllReduces of that backward pass (bf16 gradients of W_in and W_out).",
-            reference=DP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            prompt="Seconds per chip for the AllReduces of that backward pass (bf16 gradients of W_in and W_out; "
+                   "large X, the exact (X-1)/X form is right too).",
+            reference=DP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N", limit="X",
             slips=(Slip(4 * D * F / W, "ratio:1/2", "an AllReduce costs twice an AllGather of the same array."),
                    Slip(8 * B * D * F / (X * W), "extra_symbol:B,X",
                         "the gradients have the weights' shape, whatever the batch."))),
@@ -534,8 +535,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
        (Slip(E2_BATCH * POD, "ratio:3"), Slip(E2_BATCH_3, "magnitude:-4", "per chip times chips."))),
     # 2. FSDP.
     Formula(qid="ch05-e3-fsdp-t-comms", points=1, section=FSDP,
-            prompt="FSDP over X chips, one mesh axis: seconds per chip for the collectives of the forward pass.",
-            reference=FSDP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            prompt="FSDP over X chips, one mesh axis: seconds per chip for the collectives of the forward pass "
+                   "(large X; the exact (X-1)/X form is right too).",
+            reference=FSDP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N", limit="X",
             slips=(Slip(8 * D * F / W, "ratio:2", "gathering a weight costs half an AllReduce of it."),
                    Slip(4 * D * F / (X * W), "extra_symbol:X",
                         "an AllGather's time hardly depends on the ring's length."))),
@@ -555,8 +557,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     # 3. Tensor parallelism.
     Formula(qid="ch05-e6-tp-t-comms", points=1, section=TP,
             prompt="Tensor parallelism over Y chips, one mesh axis: seconds per chip for the collectives of the "
-                   "forward pass (bf16 activations).",
-            reference=TP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N",
+                   "forward pass (bf16 activations; large Y, the exact (Y-1)/Y form is right too).",
+            reference=TP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N", limit="Y",
             slips=(Slip(2 * BF16 * D * F / W, "extra_symbol:F", "tensor parallelism moves activations, not weights."),
                    Slip(2 * B * D / W, "ratio:1/2", "the input is gathered and the output reduce-scattered."))),
     Formula(qid="ch05-e6-tp-max-y", points=1, section=TP,

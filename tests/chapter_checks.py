@@ -8,39 +8,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder import fingerprint, record
+from autograder import fingerprint, kinds
 from autograder.checks import judge
 from autograder.questions import Chapter, Function, Number, Program, Question
+
+_PRINTS: dict[tuple[str, int], dict] = {}
+
+
+def printed(q: Question) -> dict:
+    """The question's self-check data, made once per question object."""
+    key = (q.qid, id(q))
+    if key not in _PRINTS:
+        _PRINTS[key] = fingerprint.make(q)
+    return _PRINTS[key]
 
 
 def recorded(q: Question, answer: Any) -> Any:
     """What ``grade(qid, answer)`` would record for this answer in a student's notebook."""
-    if isinstance(q, Function):
-        from course import probes
-
-        calls = [probes.build(q.builder, p) for p in q.probes]
-        return record.encode_outputs(answer, calls, [o.kind for o in q.outputs])
-    if isinstance(q, Program):
-        from autograder.programs import export
-
-        return export(q.spec, answer)
-    return record.encode_scalar(q.kind, answer)
+    return kinds.encode(printed(q), answer)
 
 
 def reference_answer(q: Question) -> Any:
     return q.solution if isinstance(q, Function | Program) else q.reference
 
 
-def selfcheck_input(q: Question, answer: Any, encoded: Any) -> Any:
-    """The self-check runs a program live; every other kind sees the recorded form."""
-    return answer if isinstance(q, Program) else encoded
-
-
 def assert_reference_passes(chapter: Chapter, q: Question) -> None:
     answer = recorded(q, reference_answer(q))
     v = judge(q, answer)
     assert v.ok, f"{q.qid}: grader rejects the reference: {v}"
-    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, selfcheck_input(q, reference_answer(q), answer))
+    s = kinds.selfcheck_live(printed(q), q.qid, reference_answer(q), answer)
     assert s.ok, f"{q.qid}: self-check rejects the reference: {s}"
 
 
@@ -50,7 +46,7 @@ def assert_slip_fails(chapter: Chapter, q: Question, index: int) -> None:
     v = judge(q, answer)
     assert not v.ok and v.score < 1, f"{q.qid}: slip {slip.answer!r} passes the grader"
     assert v.diagnosis == slip.diagnosis, f"{q.qid}: slip {slip.answer!r}: grader says {v.diagnosis}: {v.message}"
-    s = fingerprint.selfcheck(fingerprint.make(q), q.qid, selfcheck_input(q, slip.answer, answer))
+    s = kinds.selfcheck_live(printed(q), q.qid, slip.answer, answer)
     assert not s.ok, f"{q.qid}: slip {slip.answer!r} passes the self-check"
     if not isinstance(q, Program):  # a program's self-check runs on other inputs than the grader's
         assert (s.diagnosis, s.message) == (v.diagnosis, v.message), \

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 
 from autograder.demo import filled_notebook, with_slips
-from autograder.hints import hint_for
+from autograder.kinds import hint as hint_for
 from autograder.questions import Choice, Formula, Number, Program, load_chapter
 from course import progress
 from course.answers import AnswerError, check, fingerprints, hint

@@ -24,18 +24,43 @@ def judge(q: Question, answer: Any) -> Verdict:
     return KINDS[q.kind].judge(q, answer)
 
 
+def hint(q: Question) -> str:
+    """What a first wrong attempt unlocks: the author's hint, or one derived from the record that tells
+    no more than the diagnoses of later wrong attempts would."""
+    return q.hint or KINDS[q.kind].hint(q)
+
+
 def make_print(q: Question) -> dict[str, Any]:
     """The self-check data of one question (no answer in plain text)."""
-    from ..hints import hint_for
-
-    base = {"kind": q.kind, "points": q.points, "prompt": q.prompt, "url": q.url, "hint": hint_for(q)}
+    base = {"kind": q.kind, "points": q.points, "prompt": q.prompt, "url": q.url, "hint": hint(q)}
     return base | KINDS[q.kind].make_print(q)
 
 
-def selfcheck(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
-    """The self-check's verdict on an answer, from the question's self-check data."""
+def encode(fp: dict[str, Any], answer: Any) -> Any:
+    """The answer as data, as the kernel records it for the grader."""
+    return KINDS[fp["kind"]].encode(fp, answer)
+
+
+def selfcheck(fp: dict[str, Any], qid: str, recorded: Any) -> Verdict:
+    """The self-check's verdict on a recorded answer, from the question's self-check data."""
     kind = KINDS.get(fp.get("kind", ""))
-    if kind is None:
+    if kind is None or not hasattr(kind, "selfcheck"):
         return Verdict(Status.INVALID, 0.0, "unknown_kind",
                        f"This course version cannot check {fp.get('kind')!r} answers.")
-    return kind.selfcheck(fp, qid, answer)
+    return kind.selfcheck(fp, qid, recorded)
+
+
+_UNRECORDED = object()
+
+
+def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, recorded: Any = _UNRECORDED) -> Verdict:
+    """The self-check's verdict on the answer as the student's kernel holds it (``recorded``: its record,
+    when already made). A kind that must run the live object (a program) says so with its own
+    ``selfcheck_live``; the others judge the record."""
+    kind = KINDS.get(fp.get("kind", ""))
+    live = getattr(kind, "selfcheck_live", None)
+    if live is not None:
+        return live(fp, qid, answer)
+    if recorded is _UNRECORDED:
+        recorded = encode(fp, answer) if kind else answer
+    return selfcheck(fp, qid, recorded)

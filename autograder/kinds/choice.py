@@ -8,20 +8,15 @@ are an authoring error, caught when the record is made (``questions.Choice``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from .. import record
 from ..formula import Invalid, answer_to_text
-from ..questions import Choice
+from ..questions import Choice, option_key
 from ..verdict import Verdict
 from . import targets as tg
 from .common import correct, invalid, wrong
-
-
-def spelling(text: str) -> str:
-    """The form two spellings of one option share."""
-    return re.sub(r"[\s\-_]+", "", text.lower())
 
 
 def _as_number(text: str) -> float | None:
@@ -51,8 +46,8 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
     text = answer_to_text(answer)  # a plain str, whatever a subclass overrides
     if isinstance(text, Invalid):
         return text
-    by_spelling = {spelling(o): o for o in options}
-    found = by_spelling.get(spelling(text))
+    by_spelling = {option_key(o): o for o in options}
+    found = by_spelling.get(option_key(text))
     if found is None and (value := _as_number(text.strip())) is not None:
         found = next((o for o in options if _as_number(o) == value), None)
     return found or Invalid("unknown_option", text[:40])
@@ -66,6 +61,15 @@ def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any) -
     if is_right(p):
         return correct()
     return wrong("wrong_option", [hint_of(p)], **ctx)
+
+
+def encode(fp: dict, answer: Any) -> Any:
+    return record.encode_scalar("choice", answer)
+
+
+def hint(q: Choice) -> str:
+    return (f"Work out the consequence of each of the {len(q.options)} options with the numbers above, "
+            "then reread the linked book section for the one that fits.")
 
 
 def judge(q: Choice, answer: Any) -> Verdict:

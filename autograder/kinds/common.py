@@ -35,3 +35,7 @@ def edge(**ctx: Any) -> Verdict:
     """The self-check cannot tell from its data whether the answer lies just inside or just outside
     the accepted range; it never ticks what the grader might refuse."""
     return Verdict(Status.INCORRECT, 0.0, "edge", phrase("edge", **ctx))
+
+
+def and_list(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

@@ -26,11 +26,12 @@ import mpmath
 import sympy as sp
 
 from .. import equivalence as eq
+from .. import record
 from ..formula import Invalid, Parsed, parse_formula
 from ..questions import Accept, Formula, Slip
 from ..verdict import Verdict
 from . import targets as tg
-from .common import correct, edge, invalid, partial, wrong
+from .common import and_list, correct, edge, invalid, partial, wrong
 
 RTOL = 0.005  # an answer with decimals: agreement within 3 significant figures at every point
 EXACT = 1e-9  # an answer in exact numbers: the same values, up to the evaluation's own rounding
@@ -173,6 +174,19 @@ def check(tag: str, reference: Any, names: Sequence[str], counts: Sequence[str],
         return invalid(p, **context(names))
     e, _ = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
     return diagnose(e, p)
+
+
+def encode(fp: dict, answer: Any) -> Any:
+    """The answer as the record carries it: canonical text, or why it cannot be recorded."""
+    return record.encode_scalar("formula", answer)
+
+
+def hint(q: Formula) -> str:
+    """The symbols the answer uses: no more than "should not depend on F" would tell."""
+    used = [n for n in q.names if n in eq.free_names(sp.sympify(q.reference))]
+    if not used:
+        return "The answer is a plain number here: none of the symbols survives in it."
+    return f"The answer is a formula in {and_list(used)} and no other symbol."
 
 
 def judge(q: Formula, answer: Any) -> Verdict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import record
 from ..formula import Invalid
 from ..messages import phrase
 from ..questions import Function, Output
@@ -107,6 +108,19 @@ def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
 def _expected_items(q: Function, probe: dict[str, Any]) -> tuple:
     expected = q.reference(**probe)
     return (expected,) if len(q.outputs) == 1 else tuple(expected)
+
+
+def encode(fp: dict[str, Any], answer: Any) -> Any:
+    """Call the student's function on every public test case and record what it returns."""
+    from course import probes
+
+    calls = [probes.build(fp["builder"], p) for p in fp["probes"]]
+    return record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])
+
+
+def hint(q: Function) -> str:
+    return ("Call your function by hand on the first test case and compare with a calculation on "
+            "paper; the message above names the case that fails.")
 
 
 # --- the grader -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import equivalence as eq
+from .. import record
 from ..formula import Invalid
 from ..numbers import DIMENSION_WORDS, UNITS, ParsedNumber, Tolerance, parse_number, round_figures, unit_examples
 from ..questions import Accept, Number, Slip
@@ -29,7 +30,9 @@ MAGNITUDES = tuple(d for d in range(-30, 31) if d)
 DECADE = 10**0.5
 
 
-def tolerance_text(tolerance: Tolerance) -> str:
+def tolerance_text(tolerance: Tolerance, reference: float) -> str:
+    if tolerance.rtol < 1e-4 and not tolerance.is_range and float(reference).is_integer():
+        return Tolerance.exact_count().describe()  # a count a function computes: 61 is not "close" to 56
     return tolerance.describe()
 
 
@@ -84,7 +87,7 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
         for j, alt in enumerate(alternatives):
             t[f"{key}{j}"] = [tg.around(float(alt), tolerance.rtol)]
-    e = Expected(unit, tolerance_text(tolerance), tuple((a.credit, a.message) for a in accept),
+    e = Expected(unit, tolerance_text(tolerance, reference), tuple((a.credit, a.message) for a in accept),
                  tuple(s.hint for s in hinted), tg.Exact(tag, t))
     return e, t
 
@@ -130,6 +133,19 @@ def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: A
     if isinstance(p, Invalid):
         return invalid(p, **context(unit, e.tolerance_words))
     return diagnose(e, p)
+
+
+def encode(fp: dict, answer: Any) -> Any:
+    return record.encode_scalar("number", answer)
+
+
+def hint(q: Number) -> str:
+    """The power of ten the answer lies in: no more than "off by about 10^3" would tell."""
+    if not float(q.reference) > 0:
+        return "Reread the linked book section, then check each step of your derivation and its units."
+    k = math.floor(math.log10(float(q.reference)))
+    unit = f" {q.unit}" if q.unit else ""
+    return f"The answer lies between 1e{k} and 1e{k + 1}{unit}."
 
 
 def judge(q: Number, answer: Any) -> Verdict:

@@ -17,6 +17,27 @@ from ..verdict import Verdict
 GRADING_SEED = 20260101
 
 
+def encode(fp: dict[str, Any], answer: Any) -> Any:
+    """The function exported for the question's shapes and shardings, or why it could not be."""
+    from ..programs import export
+
+    try:
+        return export(ProgramSpec.from_json(fp["program"]), answer)
+    except Exception as e:  # the student's function cannot be traced: record why
+        return {"error": f"{type(e).__name__}: {str(e)[:400]}"}
+
+
+def hint(q: Program) -> str:
+    """The collectives the expected program runs: what a wrong one's diagnosis names anyway."""
+    from ..programs import describe_counts
+
+    needed = {k: v for k, v in q.spec.collectives.items() if v}
+    if not needed:
+        return ("The expected program needs no collective at all: with the right input shardings every "
+                "device computes its own block of the result.")
+    return f"The expected program runs {describe_counts(needed)} and nothing else."
+
+
 def judge(q: Program, answer: Any) -> Verdict:
     from ..programs import judge_program  # imports jax only when a program is judged
 
@@ -27,8 +48,8 @@ def make_print(q: Program) -> dict[str, Any]:
     return {"program": q.spec.to_json()}
 
 
-def selfcheck(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
-    """``answer`` is the live function here: the self-check runs it."""
+def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
+    """The self-check runs the live function (an exported artefact cannot be run in the kernel)."""
     from ..programs import judge_report, run
 
     spec = ProgramSpec.from_json(fp["program"])

@@ -29,7 +29,7 @@ def number_verdict(answer: object, reference: float = 1e-3, unit: str = "s") -> 
 
 
 def number_context(unit: str, tolerance: Tolerance) -> dict:
-    return number.context(unit, number.tolerance_text(tolerance))
+    return number.context(unit, tolerance.describe())
 
 
 CHOICE = Choice(qid="ch99-t1-bound", points=1, prompt="p", reference="memory", options=("compute", "memory"),

@@ -1,0 +1,58 @@
+"""Fair reading of choices: any case or spelling of an option, and number options by value; the grader
+and the self-check read them alike. Near misses stay wrong or unreadable."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder import fingerprint, record
+from autograder.checks import judge
+from autograder.questions import AuthoringError, Choice, Slip
+from autograder.verdict import Status
+
+COLLECTIVE = Choice(qid="ch99-c1-collective", points=1, prompt="p", reference="all-reduce",
+                    options=("all-gather", "all-reduce", "reduce-scatter", "all-to-all"),
+                    slips=(Slip("all-gather", "wrong_option", "the partial sums must be added."),))
+BANDWIDTH = Choice(qid="ch99-c2-bandwidth", points=1, prompt="p", reference="150", options=("450", "370", "150"),
+                   slips=(Slip("370", "wrong_option"),))
+
+
+def both(q: Choice, answer: object):
+    encoded = record.encode_scalar("choice", answer)
+    return judge(q, encoded), fingerprint.selfcheck(fingerprint.make(q), q.qid, encoded)
+
+
+@pytest.mark.parametrize(("q", "answer"), [
+    (COLLECTIVE, "all-reduce"), (COLLECTIVE, "AllReduce"), (COLLECTIVE, "all reduce"), (COLLECTIVE, "ALL_REDUCE"),
+    (COLLECTIVE, "  All-Reduce "), (BANDWIDTH, "150"), (BANDWIDTH, 150), (BANDWIDTH, 150.0), (BANDWIDTH, " 150 "),
+    (BANDWIDTH, "150.0"),
+])
+def test_honest_spellings_are_right(q, answer):
+    graded, checked = both(q, answer)
+    assert graded.ok and checked.ok, (graded, checked)
+
+
+@pytest.mark.parametrize(("q", "answer", "status", "diagnosis"), [
+    (COLLECTIVE, "AllGather", Status.INCORRECT, "wrong_option"),  # another option, however spelled
+    (COLLECTIVE, "all-reduces", Status.INVALID, "unknown_option"),
+    (COLLECTIVE, "psum", Status.INVALID, "unknown_option"),
+    (BANDWIDTH, 370, Status.INCORRECT, "wrong_option"),
+    (BANDWIDTH, 151, Status.INVALID, "unknown_option"),  # a value that is no option is unreadable, not wrong
+    (BANDWIDTH, "150 GB/s", Status.INVALID, "unknown_option"),
+    (BANDWIDTH, True, Status.INVALID, "wrong_type"),
+])
+def test_near_misses_are_not_right(q, answer, status, diagnosis):
+    graded, checked = both(q, answer)
+    assert (graded.status, graded.diagnosis) == (checked.status, checked.diagnosis) == (status, diagnosis)
+    assert graded.message == checked.message
+
+
+def test_a_slip_hint_is_shown_for_any_spelling_of_it():
+    graded, checked = both(COLLECTIVE, "AllGather")
+    assert graded.message.endswith("Hint: the partial sums must be added.") and checked.message == graded.message
+
+
+def test_options_that_read_the_same_are_an_authoring_error():
+    with pytest.raises(AuthoringError, match="read the same"):
+        Choice(qid="ch99-c3-twins", points=1, prompt="p", reference="all-reduce", options=("all-reduce", "AllReduce"),
+               slips=(Slip("AllReduce", "wrong_option"),))
