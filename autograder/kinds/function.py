@@ -9,6 +9,8 @@ inputs, and a slip common to every case ("every value is 8 times the expected on
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from ..messages import phrase
 from ..questions import Function, Output
 from ..verdict import Status, Verdict
 from . import formula, number
+from . import targets as tg
 from .common import correct, invalid
 
 SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
@@ -64,8 +67,62 @@ def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
     return judge
 
 
-def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any) -> Verdict:
-    """``judges[i][n]`` judges the n-th returned item of probe i; ``outputs`` is the record."""
+# --- which slip an answer behaves like ---------------------------------------------------------------
+# A slip's hint is shown only to an answer that returns what the slip returns. Fingerprinting every
+# element of every output of every slip would multiply the self-check data, so each returned number
+# or array is summarised by one weighted sum of magnitudes (weights drawn from the question id), and
+# the answer matches a slip when every such sum agrees with the slip's to SLIP_RTOL.
+SLIP_RTOL = 1e-3
+
+
+def _summary(tag: str, item: Any) -> float | None:
+    values = item if isinstance(item, list) else [item]
+    if not values or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
+        return None
+    rng = random.Random(tag)
+    total = float(sum((0.5 + rng.random()) * abs(x) for x in values))
+    return total if math.isfinite(total) else None
+
+
+def _summaries(tag: str, outputs: Any) -> list[float | None]:
+    """One number per (test case, returned item), in order; None where an item is no number."""
+    out: list[float | None] = []
+    for i, items in enumerate(outputs if isinstance(outputs, list) else []):
+        for n, item in enumerate(items if isinstance(items, list) else [items]):
+            out.append(_summary(f"{tag}/{i}/{n}", item))
+    return out
+
+
+def _slip_hints(oracle: Any, hints: Sequence[str], tag: str, outputs: Any) -> list[str]:
+    got = _summaries(tag, outputs)
+    return [h for j, h in enumerate(hints) if got and tg.all_near(oracle, f"slip{j}", got, only_known=True) is True]
+
+
+_SLIP_TARGETS: dict[int, tuple[Function, tg.Targets]] = {}  # by question: its slips run once per process
+
+
+def _slip_targets(q: Function) -> tg.Targets:
+    if id(q) in _SLIP_TARGETS and _SLIP_TARGETS[id(q)][0] is q:
+        return _SLIP_TARGETS[id(q)][1]
+    t: tg.Targets = {}
+    for j, slip in enumerate(s for s in q.slips if s.hint):
+        calls = [probes_module().build(q.builder, p) for p in q.probes]
+        recorded = record.encode_outputs(slip.answer, calls, [o.kind for o in q.outputs])
+        t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, SLIP_RTOL) for v in _summaries(q.qid, recorded)]
+    _SLIP_TARGETS[id(q)] = (q, t)
+    return t
+
+
+def probes_module() -> Any:
+    from course import probes
+
+    return probes
+
+
+def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any,
+             hints: Any = lambda outputs: []) -> Verdict:
+    """``judges[i][n]`` judges the n-th returned item of probe i; ``outputs`` is the record; ``hints``
+    gives the hints of the slips the outputs behave like."""
     if isinstance(outputs, dict) and "error" in outputs:
         return _raised(outputs["error"], "Your function")
     if not isinstance(outputs, list) or len(outputs) != len(probes):
@@ -86,6 +143,9 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     else:
         args = ", ".join(f"{k}={_short(val)}" for k, val in probes[first].items())
         message = f"{len(failures)} of {len(probes)} test cases fail. First, with {args}: {v.message}"
+    found = list(dict.fromkeys(hints(outputs)))
+    if found and "Hint:" not in message:
+        message += " Hint: " + " Or: ".join(found)
     return Verdict(status, score, v.diagnosis, message, {"failed": [i for i, _ in failures]})
 
 
@@ -112,9 +172,7 @@ def _expected_items(q: Function, probe: dict[str, Any]) -> tuple:
 
 def encode(fp: dict[str, Any], answer: Any) -> Any:
     """Call the student's function on every public test case and record what it returns."""
-    from course import probes
-
-    calls = [probes.build(fp["builder"], p) for p in fp["probes"]]
+    calls = [probes_module().build(fp["builder"], p) for p in fp["probes"]]
     return record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])
 
 
@@ -138,7 +196,9 @@ def judge(q: Function, outputs: Any) -> Verdict:
     judges = [[_reference_judge(f"{q.qid}/{i}/{n}", spec, e)
                for n, (spec, e) in enumerate(zip(q.outputs, _expected_items(q, probe), strict=True))]
               for i, probe in enumerate(q.probes)]
-    return diagnose(q.probes, judges, outputs)
+    hinted = [s.hint for s in q.slips if s.hint]
+    oracle = tg.Exact(q.qid, _slip_targets(q)) if hinted else None
+    return diagnose(q.probes, judges, outputs, lambda got: _slip_hints(oracle, hinted, q.qid, got) if hinted else [])
 
 
 # --- the self-check -------------------------------------------------------------------------------
@@ -156,7 +216,9 @@ def _item_print(tag: str, spec: Output, expected: Any) -> dict[str, Any]:
 
 
 def make_print(q: Function) -> dict[str, Any]:
-    return {"probes": [dict(p) for p in q.probes], "builder": q.builder,
+    hinted = [s.hint for s in q.slips if s.hint]
+    slips = {"hints": hinted, "targets": {k: tg.printed(q.qid, k, v) for k, v in _slip_targets(q).items()}}
+    return {"probes": [dict(p) for p in q.probes], "builder": q.builder, "slips": slips,
             "outputs": [[_item_print(f"{q.qid}/{i}/{n}", spec, e)
                          for n, (spec, e) in enumerate(zip(q.outputs, _expected_items(q, probe), strict=True))]
                         for i, probe in enumerate(q.probes)]}
@@ -174,4 +236,6 @@ def _print_judge(tag: str, p: dict[str, Any]) -> ItemJudge:
 def selfcheck(fp: dict[str, Any], qid: str, outputs: Any) -> Verdict:
     judges = [[_print_judge(f"{qid}/{i}/{n}", p) for n, p in enumerate(prints)]
               for i, prints in enumerate(fp["outputs"])]
-    return diagnose(fp["probes"], judges, outputs)
+    slips = fp.get("slips", {"hints": [], "targets": {}})
+    oracle = tg.Printed(qid, slips["targets"])
+    return diagnose(fp["probes"], judges, outputs, lambda got: _slip_hints(oracle, slips["hints"], qid, got))

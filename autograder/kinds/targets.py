@@ -147,20 +147,27 @@ class Printed:
             return True
         return None if _in(edges, h, offset) else False  # an edge bucket: partly inside, partly outside
 
+    def has(self, key: str, i: int) -> bool:
+        entries = self.data.get(key, [])
+        return i < len(entries) and entries[i] is not None
+
     def accepts(self, key: str, values: list[Any]) -> bool | None:
         """Does every value lie in its interval? (None: only the edges are in doubt.)"""
         return all_near(self, key, values) if values and key in self.data else False
 
 
-def all_near(oracle: Printed | Exact, key: str, values: list[Any]) -> bool | None:
-    """True if every value is near its target, None if the only doubt is at an edge, else False."""
-    doubt = False
+def all_near(oracle: Printed | Exact, key: str, values: list[Any], only_known: bool = False) -> bool | None:
+    """True if every value is near its target, None if the only doubt is at an edge, else False.
+    ``only_known``: values whose target is missing (the reference had none there) are passed over."""
+    doubt, checked = False, 0
     for i, v in enumerate(values):
+        if only_known and not oracle.has(key, i):
+            continue
         a = oracle.near(key, i, v)
         if a is False:
             return False
-        doubt = doubt or a is None
-    return None if doubt else bool(values)
+        doubt, checked = doubt or a is None, checked + 1
+    return None if doubt else checked > 0
 
 
 class Exact:
@@ -191,6 +198,10 @@ class Exact:
         if first <= b < first + n:
             return True
         return None if b in (first - 1, first + n) else False
+
+    def has(self, key: str, i: int) -> bool:
+        entries = self.targets.get(key, [])
+        return i < len(entries) and entries[i] is not None
 
     def accepts(self, key: str, values: list[Any]) -> bool | None:
         ivs = self.targets.get(key)

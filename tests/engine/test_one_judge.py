@@ -88,3 +88,23 @@ def test_grader_and_self_check_agree(name):
     assert judged > 50
     assert not disagreements, f"{len(disagreements)} of {judged}:\n" + "\n".join(disagreements[:20])
     assert len(edges) <= judged // 200, edges
+
+
+def test_function_slips_are_told_apart():
+    """Two bugs of a decode step that both leave every element wrong get different messages: each
+    slip's hint appears only for an answer that returns what that slip returns."""
+    q = load_chapter("ch07_inference")["ch07-cx1-decode-step"]
+    fp = fingerprint.make(q)
+    messages = []
+    for slip in q.slips:
+        graded, checked = both(q, fp, slip.answer)
+        assert graded.message == checked.message and slip.hint in graded.message
+        messages.append(graded.message)
+    assert len(set(messages)) == len(q.slips)
+    right = q.solution
+
+    def doubled(*args, **kwargs):
+        return tuple(2 * x for x in right(*args, **kwargs))
+
+    graded, checked = both(q, fp, doubled)
+    assert "Hint:" not in graded.message and graded.message == checked.message
