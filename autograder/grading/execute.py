@@ -204,15 +204,36 @@ class LimitedClient(NotebookClient):
         self.timed_out.append(index)
         return await super()._async_handle_timeout(timeout, cell)
 
+    def _spend(self, cells: dict[int, int], size: int) -> bool:
+        """Count ``size`` bytes into each of ``cells`` (cell index -> how many outputs get them), or
+        refuse them all, before anything is kept. Bytes are never given back (a cleared or replaced
+        output still cost its bytes): a kernel cannot recycle the budget."""
+        total = sum(cells.values()) * size
+        over = [c for c, n in cells.items() if self.cell_bytes.get(c, 0) + n * size > self.limits.output_bytes_per_cell]
+        if over or self.total_bytes + total > self.limits.output_bytes_total:
+            self.truncated.update(cells)
+            return False
+        for c, n in cells.items():
+            self.cell_bytes[c] = self.cell_bytes.get(c, 0) + n * size
+        self.total_bytes += total
+        return True
+
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
-        size = len(json.dumps(msg.get("content", {}), default=str))
-        used = self.cell_bytes.get(cell_index, 0) + size
-        if used > self.limits.output_bytes_per_cell or self.total_bytes + size > self.limits.output_bytes_total:
-            self.truncated.add(cell_index)
+        if not self._spend({cell_index: 1}, len(json.dumps(msg.get("content", {}), default=str))):
             return None
-        self.cell_bytes[cell_index] = used
-        self.total_bytes += size
         return super().output(outs, msg, display_id, cell_index)
+
+    def _update_display_id(self, display_id: str, msg: dict) -> None:
+        """An update rewrites every output that carries its display id, in any cell: it costs its size
+        once for each of them."""
+        shown = {c: len(ix) for c, ix in self._display_id_map.get(display_id, {}).items()}
+        if shown and self._spend(shown, len(json.dumps(msg.get("content", {}), default=str))):
+            super()._update_display_id(display_id, msg)
+
+    def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
+        """Widget messages are kept in the notebook's metadata: they count too."""
+        if self._spend({cell_index: 1}, len(json.dumps(msg.get("content", {}), default=str))):
+            super().handle_comm_msg(outs, msg, cell_index)
 
 
 def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path], limits: Limits,

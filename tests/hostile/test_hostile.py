@@ -167,6 +167,15 @@ t_h100 = Sneaky(0.5)
 """
 
 
+DISPLAY_UPDATE_FLOOD = """
+from IPython.display import display, update_display
+for _ in range(40):  # forty small outputs that share one display id, each within the budget
+    display({"text/plain": "x"}, raw=True, display_id="flood")
+for _ in range(5):  # then each update would write 5 MB into all forty of them
+    update_display({"text/plain": "y" * 5_000_000}, raw=True, display_id="flood")
+"""
+
+
 def students() -> dict:
     """student -> (notebook, or a function that fills the folder; expected score)."""
     def symlinked(folder):
@@ -218,6 +227,7 @@ def students() -> dict:
         "allocate-all": (after("ch01-e1-v6e-time", "x = bytearray(64 * 2**30)"), 2),
         "stdout-flood": (after("ch01-e1-v6e-time", "import sys\nfor _ in range(50_000):\n    print('y' * 1000)\n"
                                "    sys.stderr.write('z' * 1000 + '\\n')"), 2),
+        "display-update-flood": (after("ch01-e1-v6e-time", DISPLAY_UPDATE_FLOOD), 2),
         "setup-cell-edited": (edited(relink_setup), 2),
         "metadata-edited": (edited(points), 2),
         "other-kernelspec": (edited(kernelspec), 2),
@@ -310,6 +320,7 @@ def test_the_compilation_cache_was_used_and_left_as_the_reference_filled_it(grad
     ("symlink-to-reference", "not followed"), ("symlinked-folder", "symbolic link"), ("huge-notebook", "limit"),
     ("deeply-nested-json", "cannot be read"), ("os-exit", "kernel died"), ("sleep-forever", "time limit"),
     ("stdout-flood", "output over the limit"), ("metadata-edited", "restored"),
+    ("display-update-flood", "output over the limit"),
 ])
 def test_problems_are_reported(graded, student, note):
     _, _, results, _, _ = graded
@@ -323,3 +334,13 @@ def test_no_fake_record_counts(graded):
         assert results[student]["questions"]["ch01-q5-critical-batch"]["score"] == 0
     assert json.dumps(results["fake-recorder"]["questions"]).count('"score": 0.0') == len(
         results["fake-recorder"]["questions"])
+
+
+@pytest.mark.parametrize("student", ["stdout-flood", "display-update-flood"])
+def test_output_floods_leave_small_files(graded, student):
+    """Every byte a kernel can make the grader keep counts against the output budget, display updates
+    included: the autograded notebook and the feedback page stay near the budget."""
+    course, _, _, _, _ = graded
+    for path in (course / "autograded" / student / CHAPTER / NAME,
+                 course / "feedback" / student / CHAPTER / f"{CHAPTER}.html"):
+        assert path.stat().st_size < 3 * LIMITS.output_bytes_total, (path, path.stat().st_size)
