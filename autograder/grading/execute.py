@@ -53,6 +53,9 @@ class Limits:
     output_bytes_total: int = 5_000_000
     memory_bytes: int = 12 * 2**30  # address space: XLA reserves a lot of virtual memory up front
     startup_seconds: int = 60
+    # How long the parent waits for one submission's whole grading (kernel start, the notebook, judging,
+    # feedback) before it gives up on it and the class goes on; 0: derived from the limits above.
+    submission_seconds: int = 0
 
 
 @dataclass

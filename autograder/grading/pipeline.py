@@ -36,11 +36,11 @@ import nbformat
 
 from ..verdict import Status
 from .collect import NO_ANSWER, Collected, collect
-from .execute import Limits, execute
+from .execute import KILL_GRACE_SECONDS, ZYGOTE_START_SECONDS, Limits, execute
 from .feedback import annotate, render_html, write_atomic
 from .gradebook import write_csv, write_result
 from .jail import isolation_paths
-from .judge import judge_answers
+from .judge import BATCH_SECONDS, judge_answers
 from .progress import Progress
 from .runners import run_dask, run_local, run_serial
 from .sanitize import MAX_NOTEBOOK_BYTES, release_stubs, sanitize
@@ -277,6 +277,17 @@ def _crashed(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
     return _failed(a, student, "the grading process died twice on this submission")
 
 
+def _deadline(limits: Limits) -> float:
+    """Seconds one submission may take in a worker: every bound it can meet, one after the other."""
+    return limits.submission_seconds or (ZYGOTE_START_SECONDS + limits.startup_seconds + limits.notebook_seconds
+                                         + KILL_GRACE_SECONDS + BATCH_SECONDS + 60)
+
+
+def _stalled(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
+    a, student, _, limits = args
+    return _failed(a, student, f"grading did not finish within {_deadline(limits):.0f} s, twice (timed out)")
+
+
 def _failed(a: Assignment, student: str, reason: str) -> dict[str, Any]:
     """A result that gives nothing and asks a person to look (never stored as graded: no hash)."""
     zero = {q: {"points": p, "score": 0.0, "status": str(Status.INVALID), "diagnosis": "grader_error",
@@ -342,7 +353,7 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     elif jobs == 1 or total <= 1:
         results = run_serial(_worker, todo)
     else:
-        results = run_local(_worker, todo, jobs, _crashed)
+        results = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
     for i, (_, result) in enumerate(results, 1):
         finish(result, i)
     if warming.thread is not None:

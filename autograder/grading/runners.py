@@ -9,7 +9,9 @@ again, one at a time in a fresh pool, and a job that kills a worker twice is rep
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -28,29 +30,67 @@ def run_serial(work: Callable[[Job], Result], jobs: Sequence[Job]) -> Iterator[t
 
 
 def run_local(work: Callable[[Job], Result], jobs: Sequence[Job], workers: int,
-              on_crash: Callable[[Job], Result]) -> Iterator[tuple[Job, Result]]:
+              on_crash: Callable[[Job], Result], seconds: float | None = None,
+              on_stall: Callable[[Job], Result] | None = None) -> Iterator[tuple[Job, Result]]:
+    """``seconds``: how long one job may run before the parent stops waiting for it. A job past it,
+    or a pool whose workers can no longer hand results back (a kernel that sabotaged the pool's
+    semaphores), is abandoned: its workers are killed, the jobs that were running are run again one
+    at a time in a fresh pool, and a job that stalls twice gets ``on_stall``'s result."""
     pending = list(jobs)
-    crashes: dict[int, int] = {}
+    strikes: dict[int, int] = {}
     while pending:
         width = min(workers, len(pending))
         retry: list[Job] = []
-        with ProcessPoolExecutor(max_workers=width, mp_context=get_context("spawn"), initializer=die_with_parent,
-                                 initargs=(os.getpid(),)) as pool:  # a kill -9 of the grader takes its workers
-            futures = {pool.submit(work, job): job for job in pending}
+        pool = ProcessPoolExecutor(max_workers=width, mp_context=get_context("spawn"), initializer=die_with_parent,
+                                   initargs=(os.getpid(),))  # a kill -9 of the grader takes its workers
+        futures = {pool.submit(work, job): job for job in pending}
+        order = list(futures)  # the pool starts jobs in this order, ``width`` at a time
+        started: dict[Any, float] = {}
+        stalled: list[Any] = []
+        try:
             while futures:
-                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                now = time.monotonic()
+                running = [f for f in order if f in futures][:width]
+                for f in running:
+                    started.setdefault(f, now)
+                timeout = None if seconds is None else max(0.1, min(started[f] for f in running) + seconds - now)
+                done, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+                if not done:
+                    stalled = running
+                    break
                 for fut in done:
                     job = futures.pop(fut)
                     try:
                         yield job, fut.result()
                     except BrokenProcessPool:
-                        crashes[id(job)] = crashes.get(id(job), 0) + 1
-                        if crashes[id(job)] >= 2:
+                        strikes[id(job)] = strikes.get(id(job), 0) + 1
+                        if strikes[id(job)] >= 2:
                             yield job, on_crash(job)
                         else:
                             retry.append(job)
+        finally:
+            if stalled or futures:
+                _abandon(pool)
+            else:
+                pool.shutdown(wait=True)
+        for fut in stalled:  # suspects: each runs again alone
+            job = futures.pop(fut)
+            strikes[id(job)] = strikes.get(id(job), 0) + 1
+            if strikes[id(job)] >= 2:
+                yield job, (on_stall or on_crash)(job)
+            else:
+                retry.append(job)
+        retry += list(futures.values())  # queued behind the stalled ones, never started
         pending = retry
-        workers = 1  # after a crash, run the suspects one at a time
+        workers = 1  # after a crash or a stall, run the suspects one at a time
+
+
+def _abandon(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool that may never answer again, without waiting for it."""
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_dask(work: Callable[[Job], Result], jobs: Sequence[Job], scheduler: str) -> Iterator[tuple[Job, Result]]:
