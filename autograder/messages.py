@@ -41,12 +41,12 @@ _INVALID = {
     "unknown_option": "Choose one of: {options}.",
     "too_expensive": "Checking this answer took too long; simplify it and try again.",
     "no_record": "No answer was recorded for this question: {detail}",
-    "not_real": "The answer is not a real number at typical values of {names}.",
 }
 
 _WRONG = {
     "ratio": "Off by a factor of {factor}: {comparison}.",
     "sign": "The sign is wrong.",
+    "not_real": "The answer is not a real number at typical values of {names}.",
     "extra_symbol": "Your answer depends on {detail}, but the answer should not.",
     "missing_symbol": "The answer depends on {detail}; yours does not.",
     "lower_terms": "The leading term is right, but the lower-order terms differ: count exactly.",

@@ -15,6 +15,7 @@ from autograder.messages import phrase
 from autograder.numbers import Tolerance
 from autograder.questions import Choice, Slip
 from autograder.verdict import Status, Verdict
+from tests.badinput.common import INSTRUCTION, INVALID_CODES
 
 GENERIC = "Not the expected answer."
 NAMES = ["B", "D", "F", "N"]
@@ -97,17 +98,15 @@ def test_emitted_code_has_a_sentence(code, make):
     assert_worded(v.message)
 
 
-# The words with which a sentence tells the student what to do ("too large to check" is no instruction).
-INSTRUCTION = re.compile(r"\b(use|write|give|choose|expected|replace|simplify|call|check (for|the|which)|drop|"
-                         r"must be|asks for|allowed)\b", re.IGNORECASE)
+UNREADABLE = [(c, m) for c, m in EMITTED if c in INVALID_CODES]
 
 
-@pytest.mark.parametrize(("code", "make"), EMITTED, ids=[f"{c}-{i}" for i, (c, _) in enumerate(EMITTED)])
+@pytest.mark.parametrize(("code", "make"), UNREADABLE, ids=[f"{c}-{i}" for i, (c, _) in enumerate(UNREADABLE)])
 def test_unreadable_answers_are_told_what_to_type(code, make):
     """An INVALID verdict costs no attempt; its sentence says what to type instead, not only what is wrong."""
     v = make()
-    if v.status is Status.INVALID:
-        assert INSTRUCTION.search(v.message.split("\n")[0]), v.message
+    assert v.status is Status.INVALID and v.score == 0.0, v
+    assert INSTRUCTION.search(v.message.split("\n")[0]), v.message
 
 
 @pytest.mark.parametrize("k", eq.NICE_FACTORS, ids=str)
