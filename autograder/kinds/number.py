@@ -94,8 +94,7 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
 
 def _right(oracle: tg.Printed | tg.Exact, v: float) -> bool | None:
     """In the accepted range, or the reference itself (None: only an edge is in doubt)."""
-    data = oracle.targets if isinstance(oracle, tg.Exact) else oracle.data
-    answers = [oracle.accepts(key, [v]) for key in data if key == "ref" or key.startswith("at")]
+    answers = [oracle.accepts(key, [v]) for key in oracle.entries if key == "ref" or key.startswith("at")]
     return True if True in answers else None if None in answers else False
 
 

@@ -124,39 +124,48 @@ def _in(spans: list[list[Any]], h: str, offset: int) -> bool:
     return any(s[0] == h and s[1] <= offset < s[2] for s in spans)
 
 
-class Printed:
-    """The self-check's oracle: it knows hashes of the blocks of buckets inside each interval."""
+class _Oracle:
+    """What both oracles share: targets by key, one entry per index, whose first two fields are the
+    bucket width and the sign; ``_place`` says whether bucket ``b`` is inside, at an edge or out."""
 
-    def __init__(self, tag: str, data: dict[str, list[Any]]):
-        self.tag, self.data = tag, data
+    def __init__(self, tag: str, entries: dict[str, list[Any]]):
+        self.tag, self.entries = tag, entries
+
+    def has(self, key: str, i: int) -> bool:
+        entries = self.entries.get(key, [])
+        return i < len(entries) and entries[i] is not None
 
     def near(self, key: str, i: int, v: Any) -> bool | None:
-        entries = self.data.get(key, [])
-        entry = entries[i] if i < len(entries) else None
-        if entry is None or v is None:
+        if not self.has(key, i) or v is None:
             return False
-        g, sign, inside, edges = entry
+        entry = self.entries[key][i]
+        g, sign = entry[0], entry[1]
         if sign == "0":  # an exact zero
             return v == 0
         got, b = _bucket(v, g)
-        if got != sign:
-            return False
+        return self._place(key, i, entry, b) if got == sign else False
+
+    def _place(self, key: str, i: int, entry: list[Any], b: int) -> bool | None:
+        raise NotImplementedError
+
+
+class Printed(_Oracle):
+    """The self-check's oracle: it knows hashes of the blocks of buckets inside each interval."""
+
+    def _place(self, key: str, i: int, entry: list[Any], b: int) -> bool | None:
+        _, sign, inside, edges = entry
         block, offset = divmod(b, GRID)
         h = digest(self.tag, key, i, sign, block)
         if _in(inside, h, offset):
             return True
         return None if _in(edges, h, offset) else False  # an edge bucket: partly inside, partly outside
 
-    def has(self, key: str, i: int) -> bool:
-        entries = self.data.get(key, [])
-        return i < len(entries) and entries[i] is not None
-
     def accepts(self, key: str, values: list[Any]) -> bool | None:
         """Does every value lie in its interval? (None: only the edges are in doubt.)"""
-        return all_near(self, key, values) if values and key in self.data else False
+        return all_near(self, key, values) if values and key in self.entries else False
 
 
-def all_near(oracle: Printed | Exact, key: str, values: list[Any], only_known: bool = False) -> bool | None:
+def all_near(oracle: _Oracle, key: str, values: list[Any], only_known: bool = False) -> bool | None:
     """True if every value is near its target, None if the only doubt is at an edge, else False.
     ``only_known``: values whose target is missing (the reference had none there) are passed over."""
     doubt, checked = False, 0
@@ -170,40 +179,28 @@ def all_near(oracle: Printed | Exact, key: str, values: list[Any], only_known: b
     return None if doubt else checked > 0
 
 
-class Exact:
+class Exact(_Oracle):
     """The grader's oracle: the self-check's answer to every diagnostic question (the same buckets,
     compared without hashing), and an exact one to "is it right?" (``accepts``)."""
 
     def __init__(self, tag: str, targets: Targets):
-        self.tag, self.targets = tag, targets
-        self.located = {key: [None if iv is None else ("0", 0, 0, 0.0) if iv.lo == iv.hi == 0 else _locate(iv)
-                              for iv in ivs] for key, ivs in targets.items()}
+        located = {key: [None if iv is None else (0.0, "0") if iv.lo == iv.hi == 0 else _located(iv) for iv in ivs]
+                   for key, ivs in targets.items()}
+        super().__init__(tag, located)
+        self.targets = targets
 
-    @property
-    def data(self) -> dict[str, list[Any]]:
-        """What the self-check receives (``Printed``'s data)."""
-        return {key: printed(self.tag, key, ivs) for key, ivs in self.targets.items()}
-
-    def near(self, key: str, i: int, v: Any) -> bool | None:
-        entries = self.located.get(key, [])
-        entry = entries[i] if i < len(entries) else None
-        if entry is None or v is None:
-            return False
-        sign, first, n, g = entry
-        if sign == "0":
-            return v == 0
-        got, b = _bucket(v, g)
-        if got != sign:
-            return False
+    def _place(self, key: str, i: int, entry: list[Any], b: int) -> bool | None:
+        _, _, first, n = entry
         if first <= b < first + n:
             return True
         return None if b in (first - 1, first + n) else False
-
-    def has(self, key: str, i: int) -> bool:
-        entries = self.targets.get(key, [])
-        return i < len(entries) and entries[i] is not None
 
     def accepts(self, key: str, values: list[Any]) -> bool | None:
         ivs = self.targets.get(key)
         return bool(ivs) and len(ivs) == len(values) and all(
             iv is not None and v in iv for iv, v in zip(ivs, values, strict=True))
+
+
+def _located(iv: Interval) -> tuple[float, str, int, int]:
+    sign, first, n, g = _locate(iv)
+    return g, sign, first, n
