@@ -1,7 +1,9 @@
 """Execute: run a sanitized notebook in a fresh, jailed kernel with time and output limits.
 
 The kernel is forked by this worker's zygote (zygote.py: modules imported once, each kernel a fresh
-process) and jailed (jail.py) in a private working directory with no route to the course directory.
+process), given namespaces of its own where the system allows (namespaces.py: no other kernel's
+sockets, shared memory or network in sight) and jailed (jail.py) in a private working directory with
+no route to the course directory.
 Limits: seconds per cell and per notebook, bytes of output per cell and per notebook (more is
 dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), address space and
 CPU time of the kernel. A kernel that dies or hangs ends the run; the cells that ran keep their
@@ -108,6 +110,7 @@ class ZygoteProvisioner(LocalProvisioner):
 
     request: dict[str, Any] = {}
     zygote: Service | None = None
+    private = False  # whether the kernel got namespaces of its own
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict:
         assert self.zygote is not None
@@ -116,6 +119,7 @@ class ZygoteProvisioner(LocalProvisioner):
         if not isinstance(reply, dict) or "pid" not in reply:
             raise RuntimeError("the kernel could not be started (the kernel factory failed)")
         self.process = ForeignProcess(int(reply["pid"]))
+        self.private = bool(reply.get("private"))
         self.pid = self.pgid = self.process.pid  # the kernel leads its own session
         self.cwd = self.request["workdir"]
         return self.connection_info
@@ -175,7 +179,7 @@ def zygote_for(deny: list[Path], allow: list[Path], roots: list[Path]) -> tuple[
     key = (tuple(deny), tuple(allow), tuple(roots))
     if key not in _zygotes:
         fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-{len(_zygotes)}", MAX_PIDS)
-        cmd = jail_command(deny, allow, roots, ZYGOTE_MEMORY_BYTES, 10**6) + [
+        cmd = jail_command(deny, allow, roots, ZYGOTE_MEMORY_BYTES, 10**6, limits_only=True) + [
             "--", sys.executable, "-m", "autograder.grading.zygote"]
         service = Service(cmd, env={**os.environ, "HOME": str(roots[0])}, max_requests=500,
                           log=str(roots[0] / f"zygote-{os.getpid()}.log"), on_start=fence.add)
@@ -240,9 +244,10 @@ class LimitedClient(NotebookClient):
 
 
 def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path], limits: Limits,
-            log: Path, env: dict[str, str] | None = None) -> Execution:
+            log: Path, env: dict[str, str] | None = None, writable: list[Path] | None = None) -> Execution:
     """Run ``nb`` in place (outputs are written into it); the kernel's own stderr ends up in ``log``.
-    ``workdir`` must lie inside the worker's work root (its parent), which the zygote may write."""
+    ``workdir`` must lie inside the worker's work root (its parent). ``writable``: folders the
+    kernel may write besides its own (only the trusted reference run gets one: the compilation cache)."""
     from .jail import landlock_abi, readable_roots
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -254,7 +259,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     manager = ZygoteKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
     manager.provisioner_setup = (zygote, {
         "workdir": str(workdir), "sockets": str(sockets), "log": str(kernel_log),
-        "env": _kernel_env(workdir) | (env or {}),
+        "env": _kernel_env(workdir) | (env or {}), "writable": [str(p) for p in writable or []],
         "memory": limits.memory_bytes, "cpu": limits.notebook_seconds * 2,
         "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow]})
     manager.connection_file = str(workdir / "kernel.json")
@@ -301,9 +306,16 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
     if client.truncated:
         problems.append(f"output over the limit was dropped in {len(client.truncated)} cells")
-    abi = landlock_abi()
-    return Execution(nb, problems, time.monotonic() - started,
-                     f"landlock ABI {abi}" if abi else "resource limits only (no Landlock on this system)")
+    private = getattr(manager.provisioner, "private", False)
+    return Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
+
+
+def isolation(abi: int, private: bool) -> str:
+    """What walls a kernel had, as the results and the grade report state it."""
+    walls = f"landlock ABI {abi}" if abi else "resource limits only (no Landlock on this system)"
+    if private:
+        return walls + ", private namespaces"
+    return walls + " (no private namespaces: kernels graded at the same time could reach each other's sockets)"
 
 
 def _kernel_env(workdir: Path) -> dict[str, str]:

@@ -1,15 +1,19 @@
 """Start a command (the grading kernel) with resource limits and, where Linux allows, Landlock.
 
     python -m autograder.grading.jail --rw DIR --deny PATH ... [--allow PATH ...]
-        [--memory BYTES] [--cpu SECONDS] -- COMMAND ...
+        [--memory BYTES] [--cpu SECONDS] [--limits-only] -- COMMAND ...
 
 Landlock (Linux >= 5.13, no root needed) restricts the process and everything it starts: it may
 read the whole file system *except* the ``--deny`` trees (the course directory with its solutions,
-source notebooks, gradebook and other students' submissions), read ``--allow`` paths inside them
-(the course package itself), and write only under ``--rw`` and ``/dev``. Where the kernel supports
-it (ABI >= 4) all TCP is refused (the grading kernel talks over Unix sockets), and (ABI >= 6) the
-process cannot signal processes outside its domain. Limits: address space, CPU seconds, file size, no core
-dumps. Where Landlock is missing, the limits still apply and the grader reports the weaker isolation.
+source notebooks, gradebook and other students' submissions) and ``/dev``, read ``--allow`` paths
+inside them (the course package itself), and write only under ``--rw``. Of ``/dev`` it may use only
+the harmless devices (``null``, ``zero``, ``full``, ``random``, ``urandom``), and ``/dev/shm`` where
+that is private to it (namespaces.py). Where the kernel supports it (ABI >= 4) all TCP is refused
+(the grading kernel talks over Unix sockets), and (ABI >= 6) the process cannot signal processes
+outside its domain. Nowhere may it create device nodes. Limits: address space, CPU seconds, file
+size, no core dumps. Where Landlock is missing, the limits still apply and the grader reports the
+weaker isolation. ``--limits-only`` applies the limits alone (the kernel factory, which runs no
+foreign code and must stay free to give each kernel its own namespaces).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ _PR_SET_PDEATHSIG = 1
 _RULE_PATH_BENEATH = 1
 _FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_ALL_V1 = (1 << 13) - 1
+_FS_MAKE_CHAR, _FS_MAKE_BLOCK = 1 << 6, 1 << 11
 _FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
@@ -48,9 +53,13 @@ def landlock_abi() -> int:
     return max(int(version), 0)
 
 
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+
 def readable_roots(deny: list[Path]) -> list[Path]:
-    """Paths whose trees together cover the file system minus the ``deny`` trees."""
-    deny = [p.resolve() for p in deny]
+    """Paths whose trees together cover the file system minus the ``deny`` trees and ``/dev``
+    (whose few usable devices are granted one by one)."""
+    deny = [p.resolve() for p in [*deny, Path("/dev")]]
     out: list[Path] = []
 
     def visit(path: Path) -> None:
@@ -77,7 +86,7 @@ def readable_roots(deny: list[Path]) -> list[Path]:
     return out
 
 
-def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Path]) -> None:
+def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Path], shm: bool) -> None:
     create, add_rule, restrict = _SYS[platform.machine()]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -110,9 +119,17 @@ def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Pat
         grant(root, _READ)
     for path in allow:
         grant(path, _READ)
-    writable = _READ | _FS_WRITE_FILE | ((1 << 13) - 1) | (_FS_TRUNCATE if abi >= 3 else 0)
-    for path in [*rw, Path("/dev")]:
-        grant(path, writable | (_FS_IOCTL_DEV if abi >= 5 else 0))
+    # Everything under a writable folder but device nodes (sockets and fifos included: the kernel
+    # binds its sockets in its own folder).
+    writable = (_READ | _FS_ALL_V1 | (_FS_TRUNCATE if abi >= 3 else 0)) & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)
+    for path in rw:
+        grant(path, writable)
+    grant(Path("/dev"), _FS_READ_DIR)
+    for device in DEVICES:
+        grant(Path("/dev", device), _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0) | (
+            _FS_IOCTL_DEV if abi >= 5 else 0))
+    if shm:
+        grant(Path("/dev/shm"), writable)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS)")
     if libc.syscall(restrict, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
@@ -148,9 +165,11 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
     return [d for d in deny if d.exists()], allow
 
 
-def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int) -> list[str]:
+def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,
+                 limits_only: bool = False) -> list[str]:
     """The argument list that starts a command through this jail (append "--" and the command)."""
     args = [sys.executable, "-m", "autograder.grading.jail", "--memory", str(memory), "--cpu", str(cpu)]
+    args += ["--limits-only"] if limits_only else []
     for flag, paths in (("--deny", deny), ("--allow", allow), ("--rw", rw)):
         for p in paths:
             args += [flag, str(p)]
@@ -164,17 +183,18 @@ def _limit(kind: int, value: int) -> None:
 
 
 def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,
-          roots: list[Path] | None = None) -> int:
+          roots: list[Path] | None = None, shm: bool = False, landlock: bool = True) -> int:
     """Apply limits and Landlock to this process; returns the Landlock ABI used (0: none).
     ``roots`` (readable_roots(deny)) must be given by a caller that is already jailed: inside a
-    Landlock domain that hides part of the tree, "/" itself can no longer be listed."""
+    Landlock domain that hides part of the tree, "/" itself can no longer be listed. ``shm``: grant
+    ``/dev/shm``, only where it is the process's own."""
     _limit(resource.RLIMIT_AS, memory)
     _limit(resource.RLIMIT_CPU, cpu)
     _limit(resource.RLIMIT_FSIZE, 256 * 2**20)
     _limit(resource.RLIMIT_CORE, 0)
-    abi = landlock_abi()
+    abi = landlock_abi() if landlock else 0
     if abi:
-        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), allow, rw)
+        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), allow, rw, shm)
     return abi
 
 
@@ -185,12 +205,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rw", action="append", default=[], type=Path)
     parser.add_argument("--memory", type=int, default=8 * 2**30)
     parser.add_argument("--cpu", type=int, default=900)
+    parser.add_argument("--limits-only", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
-    apply(args.deny, args.allow, args.rw, args.memory, args.cpu)
+    apply(args.deny, args.allow, args.rw, args.memory, args.cpu, landlock=not args.limits_only)
     os.execvp(command[0], command)
 
 

@@ -105,15 +105,23 @@ def warm(a: Assignment, notebooks: int, timeout: int = 600) -> tuple[Assignment,
 
 
 def _run_reference(a: Assignment, cache: Path, timeout: int) -> None:
-    """Run the source notebook itself: its solutions, and the hidden tests a graded notebook runs."""
-    from ..kernel import run_notebook
-    from ..record import GRADER_ENV
+    """Run the source notebook itself: its solutions, and the hidden tests a graded notebook runs.
+    Its kernel is jailed like a student's (its sockets out of their reach, and theirs out of its)
+    and may write the cache besides its own folder."""
+    from .execute import Limits, execute
+    from .jail import isolation_paths
 
     nb = nbformat.read(a.master, as_version=4)
     work = a.course_dir / ".scaling-course" / "work" / f"warmup-{a.name}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(a.master.parent, work, ignore=shutil.ignore_patterns("*.ipynb"))
-    try:  # the environment of a grading kernel, and the cache writable
-        run_notebook(nb, work, {ENV: str(cache), "NBGRADER_EXECUTION": "autograde", GRADER_ENV: "1"}, timeout)
+    deny, allow = isolation_paths(a.course_dir)
+    limits = Limits(cell_seconds=timeout, notebook_seconds=timeout, output_bytes_per_cell=50_000_000,
+                    output_bytes_total=200_000_000)
+    log = a.course_dir / ".scaling-course" / "logs" / a.name / "reference-run.log"
+    try:
+        run = execute(nb, work, deny, allow, limits, log, {ENV: str(cache)}, writable=[cache])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if run.problems:
+        raise RuntimeError("; ".join(run.problems))

@@ -7,14 +7,16 @@ forking is safe) and, on request, forks a child that restricts itself further an
 IPython kernel for one notebook. Every notebook still gets a fresh process with no state from the
 previous one; only clean imports are shared.
 
-The zygote runs under the jail (no access to the course directory, the solutions or the gradebook;
-writes only under the work and socket roots). Each child adds a second Landlock layer allowing
-writes only to its own work and socket folders, sets its own memory and CPU limits and its own
-session, and points HOME, TMPDIR and friends at its work folder.
+The zygote runs only this module's code, under the jail's resource limits but not Landlock: a
+process under Landlock may not mount, and each child first enters namespaces of its own
+(namespaces.py: private temporary folders, /dev, network and IPC) where the system allows it. The
+child then applies Landlock itself (no access to the course directory, the solutions or the
+gradebook; writes only to its own work and socket folders), sets its own memory and CPU limits and
+its own session, and points HOME, TMPDIR and friends at its work folder.
 
     python -m autograder.grading.jail ... -- python -m autograder.grading.zygote
     stdin:  {"connection_file", "workdir", "sockets", "log", "env", "memory", "cpu", "roots", "allow"}
-    stdout: {"pid": ...}
+    stdout: {"pid": ..., "private": whether the kernel has namespaces of its own}
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 PR_SET_CHILD_SUBREAPER = 36
+PRIVATE = False  # whether kernels get namespaces of their own: asked once, before serving
 
 
 def _preload() -> None:
@@ -92,6 +95,7 @@ def _reap(signum: int, frame: Any) -> None:
 def _become_kernel(request: dict[str, Any], factory: int) -> None:
     """In the forked child: isolate further, then run an IPython kernel until it is shut down."""
     from .jail import apply, die_with_parent
+    from .namespaces import isolate
 
     os.setsid()
     # A kernel outlives no factory: when its worker dies, the factory reads EOF and exits, and a
@@ -106,8 +110,12 @@ def _become_kernel(request: dict[str, Any], factory: int) -> None:
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    apply([], [Path(p) for p in request["allow"]], [workdir, Path(request["sockets"])], int(request["memory"]),
-          int(request["cpu"]), roots=[Path(p) for p in request["roots"]])
+    allow = [Path(p) for p in request["allow"]]
+    rw = [workdir, Path(request["sockets"]), *(Path(p) for p in request.get("writable", []))]
+    if PRIVATE:
+        isolate(keep=[*rw, *allow])
+    apply([], allow, rw, int(request["memory"]), int(request["cpu"]), roots=[Path(p) for p in request["roots"]],
+          shm=PRIVATE)
     os.chdir(workdir)
     os.environ.update(request["env"])
     sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--HistoryManager.hist_file=:memory:"]
@@ -117,6 +125,10 @@ def _become_kernel(request: dict[str, Any], factory: int) -> None:
 
 
 def main() -> None:
+    global PRIVATE
+    from .namespaces import available
+
+    PRIVATE = available()  # before any thread or handler exists
     _preload()
     # Become the reaper of every process a kernel leaves behind: killed orphans are collected here
     # instead of lingering as zombies under an init that may not reap them.
@@ -133,7 +145,7 @@ def main() -> None:
                 traceback.print_exc()  # into the kernel's log, where the grader's notes point
             finally:
                 os._exit(0)
-        sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+        sys.stdout.write(json.dumps({"pid": pid, "private": PRIVATE}) + "\n")
         sys.stdout.flush()
     os._exit(0)
 

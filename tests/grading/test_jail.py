@@ -1,7 +1,10 @@
 """The jail: what a grading kernel may read, write, connect to and signal."""
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +66,67 @@ def test_memory_limit_applies_without_landlock_too():
            sys.executable, "-c", "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert int(out.stdout) == 2 * 2**30
+
+
+def test_dev_is_not_a_readable_root():
+    """Block devices, the kernel log and the like are never in what a kernel may read."""
+    assert not any(r == Path("/dev") or Path("/dev") in r.parents for r in readable_roots([]))
+
+
+PRIVATE_VIEW = """
+import os, socket, sys
+from pathlib import Path
+from autograder.grading.namespaces import isolate
+own, other = Path(sys.argv[1]), Path(sys.argv[2])
+isolate(keep=[own])
+(own / "written").write_text("x")
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(str(other / "sock")); print("other-socket reached")
+except OSError:
+    print("other-socket hidden")
+print("dev", sorted(os.listdir("/dev")))
+print("shm", os.listdir("/dev/shm"))
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"x", ("127.0.0.1", 9)); print("udp sent")
+except OSError:
+    print("udp refused")
+"""
+
+
+def _namespaces_available() -> bool:
+    """Asked in a fresh process: this one has JAX's threads, and the probe forks."""
+    probe = "from autograder.grading.namespaces import available; raise SystemExit(0 if available() else 1)"
+    return subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[2]).returncode == 0
+
+
+@pytest.mark.skipif(not _namespaces_available(), reason="no user namespaces on this system")
+def test_a_kernel_sees_its_own_folder_and_nothing_of_the_others(tmp_path):
+    """In its private view a kernel keeps its own folder (writable, the real one), while another
+    kernel's socket beside it, shared memory and the network are gone."""
+    import socket
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="sc-view-"))  # in the shared temporary folder, as kernels' are
+    try:
+        own, other = root / "own", root / "other"
+        own.mkdir()
+        other.mkdir()
+        listening = socket.socket(socket.AF_UNIX)
+        listening.bind(str(other / "sock"))
+        listening.listen()
+        shm = Path("/dev/shm") / f"sc-view-{os.getpid()}"
+        shm.write_text("x")
+        try:
+            out = subprocess.run([sys.executable, "-c", PRIVATE_VIEW, str(own), str(other)], capture_output=True,
+                                 text=True, timeout=60, cwd=Path(__file__).resolve().parents[2]).stdout
+        finally:
+            listening.close()
+            shm.unlink()
+        assert "other-socket hidden" in out and "udp refused" in out, out
+        assert "dev ['fd', 'full', 'null', 'random', 'shm', 'stderr', 'stdin', 'stdout', 'urandom', 'zero']" in out
+        assert "shm []" in out
+        assert (own / "written").read_text() == "x"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
