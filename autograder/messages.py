@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from . import bounds
 from .formula import Invalid
 
 _INVALID = {
@@ -39,7 +40,8 @@ _INVALID = {
     "unknown_unit": "Unknown unit '{detail}'. For this question use {unit_examples}.",
     "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.",
     "unknown_option": "Choose one of: {options}.",
-    "too_expensive": "Checking this answer took too long; simplify it and try again.",
+    "too_expensive": "Checking this answer took more than {limit}, the most one answer may take: simplify it "
+                     "(drop terms that add nothing) and try again.",
     "no_record": "No answer was recorded for this question: {detail}",
 }
 
@@ -67,12 +69,19 @@ _WRONG = {
     "wrong_option": "Not the right choice: compare the numbers you computed with what each option implies.",
 }
 
+# "too_expensive:notebook": an answer left unjudged because the notebook's answers used up its budget.
+_NOTEBOOK_SPENT = ("Not checked: checking this notebook's answers took more than {seconds:g} s, the most one "
+                   "notebook may take. Simplify the answers that are slow to check (drop terms that add nothing) "
+                   "and try again.")
+
 
 def phrase(code: str, **ctx: object) -> str:
     """The sentence for a diagnosis code. ``ctx`` supplies names, unit and options."""
     head, _, arg = code.partition(":")
     if head == "ratio":
         return _ratio_sentence(arg)
+    if head == "too_expensive" and arg == "notebook":
+        return _NOTEBOOK_SPENT.format(seconds=bounds.NOTEBOOK_SECONDS)
     fields = {"detail": arg or ctx.get("detail", ""), **ctx}
     template = _INVALID.get(head) or _WRONG.get(head)
     if template is None:
@@ -82,6 +91,8 @@ def phrase(code: str, **ctx: object) -> str:
         fields["fix"] = d[:1] + "*" + d[1:].lstrip() if d else ""
     if head == "unit":
         fields.update(_unit_guess(arg, str(ctx.get("unit", ""))))
+    if head == "too_expensive":
+        fields["limit"] = f"{bounds.ANSWER_CPU_SECONDS:g} s of computing ({bounds.ANSWER_WALL_SECONDS:g} s in all)"
     if head == "magnitude":
         fields["factor"] = f"10^{arg}" if arg else "a power of ten"
     if head == "extra_symbol" or head == "missing_symbol":

@@ -13,6 +13,7 @@ import json
 import os
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from autograder import kinds, record
@@ -63,7 +64,19 @@ def _entry(qid: str) -> dict[str, Any]:
 
 def encode(qid: str, answer: Any) -> Any:
     """The JSON form of ``answer`` for question ``qid``, as the grader will read it."""
-    return kinds.encode(_entry(qid), answer)
+    return kinds.encode(_entry(qid), answer, _drawn(qid))
+
+
+def _drawn(qid: str) -> list[dict[str, Any]] | None:
+    """In a kernel of ``scaling-course grade``: the test cases drawn for this submission, which a function
+    answer is called on besides the public ones (the grade counts those). Elsewhere None."""
+    path = os.environ.get(record.DRAWN_ENV)
+    try:
+        cases = json.loads(Path(path).read_text()) if path else {}
+    except (OSError, ValueError):
+        return None
+    found = cases.get(qid) if isinstance(cases, dict) else None
+    return found if isinstance(found, list) else None
 
 
 def verdict(qid: str, answer: Any) -> Verdict:
@@ -129,7 +142,7 @@ def grade(qid: str, answer: Any) -> None:
 def _fail(qid: str, v: Verdict, notice: str = "") -> None:
     __tracebackhide__ = True
     status = {Status.PARTIAL: f"partly right ({v.score:.0%})", Status.INVALID: "cannot read the answer"}
-    head = status.get(v.status, "not right yet")
+    head = "too expensive to check" if v.diagnosis == "too_expensive" else status.get(v.status, "not right yet")
     url = _entry(qid).get("url", "")
     more = f"\n(Book section: {url})" if url and v.status is not Status.INVALID else ""
     raise AnswerError(f"{qid}: {head}. {v.message}{more}{notice}") from None

@@ -81,6 +81,49 @@ def test_grade_fails_a_wrong_answer_for_plain_nbgrader_but_only_records_it_for_o
         check(QID, answer * 3)
 
 
+def test_the_self_check_says_too_expensive_past_the_graders_bound(store, monkeypatch):
+    """Judging in the kernel runs under the grader's bound on one answer, even where the judging code
+    swallows every Exception; the timer and handler the kernel had before are put back."""
+    import signal
+    import time
+
+    import autograder.kinds.formula as formula_kind
+    from autograder import bounds
+
+    real = formula_kind.diagnose
+
+    def slow(e, p):
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            try:
+                sum(i * i for i in range(10_000))
+            except Exception:  # a TimeoutError would end here, and the loop go on
+                continue
+        return real(e, p)
+
+    def own_alarm(signum, frame):
+        raise AssertionError("the kernel's own timer fired")
+
+    monkeypatch.setattr(formula_kind, "diagnose", slow)
+    monkeypatch.setattr(bounds, "ANSWER_CPU_SECONDS", 1.0)  # to wait less
+    previous = signal.signal(signal.SIGALRM, own_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 100)
+    try:
+        started = time.monotonic()
+        with pytest.raises(AnswerError, match="too expensive to check") as e:
+            check("ch01-e4-t-math", "B*D*F/C")
+        elapsed = time.monotonic() - started
+        assert elapsed < 5.0
+        assert "1 s of computing" in str(e.value)
+        assert signal.getsignal(signal.SIGALRM) is own_alarm
+        assert 100 - elapsed - 1 < signal.getitimer(signal.ITIMER_REAL)[0] <= 100 - elapsed + 0.1
+        assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert progress.get("ch01-e4-t-math")["attempts"] == 0  # invalid, as an unreadable answer: no attempt
+
+
 def test_a_corrupt_progress_file_is_ignored(store):
     store.write_text("{not json")
     check(QID, load_chapter("ch01_rooflines")[QID].reference)

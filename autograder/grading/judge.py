@@ -1,11 +1,14 @@
 """Judge: compare a notebook's recorded answers with the references, in a bounded process.
 
-``simplify`` can run for minutes on adversarial input and ``signal.alarm`` cannot bound memory, so
+sympy's work on an adversarial answer can run long or eat memory, and a timer cannot bound memory, so
 answers are judged in a separate process that sets its own memory limit before importing anything
-heavy, with an alarm per answer. Each grading worker keeps that process alive across notebooks (a
-``Service``), since importing sympy costs more than judging a notebook. If it dies or overruns on a
-notebook, each answer of that notebook is judged alone in a fresh process to find the culprit, which
-is reported "too expensive to check"; the others keep their verdicts.
+heavy. Inside it, each answer is judged under the stated bounds of ``autograder.bounds`` (CPU and wall
+time per answer, and wall time for all of one notebook's answers); an answer past them is "too
+expensive to check", and so are those of a notebook whose answers have used up its budget. Each
+grading worker keeps that process alive across notebooks (a ``Service``), since importing sympy costs
+more than judging a notebook. If it dies or overruns on a notebook anyway, each answer of that
+notebook is judged alone in a fresh process to find the culprit, which is reported "too expensive to
+check"; the others keep their verdicts.
 
 No student Python runs here: answers are data. Program answers are compiled artefacts; they run in
 a second, jailed process (run_programs.py) that cannot read the references, and only their reports
@@ -19,19 +22,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import resource
-import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+from .. import bounds
 from ..verdict import Status, Verdict
 from .service import Service
 
 MEMORY_BYTES = 4 * 2**30
-ITEM_SECONDS = 60
 BATCH_SECONDS = 600
+ALONE_SECONDS = 120  # one answer in a fresh process: sympy's import, the chapter, then the answer
 PROGRAM_MEMORY_BYTES = 12 * 2**30  # address space: XLA reserves much more than it touches
 PROGRAM_SECONDS = 300
 
@@ -39,21 +44,25 @@ _judge: Service | None = None  # one per grading worker process
 _runners: dict[tuple, Service] = {}  # one per judging process and isolation
 
 
-def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any]) -> dict[str, Verdict]:
-    """Verdicts for ``answers`` (qid -> recorded answer), computed out of process."""
+def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
+                  seed: str | None = None) -> dict[str, Verdict]:
+    """Verdicts for ``answers`` (qid -> recorded answer), computed out of process. ``seed``: the
+    submission's grading seed (seeds.py), from which function and program inputs are drawn."""
     global _judge
     if not answers:
         return {}
     items = [{"qid": q, "answer": a} for q, a in answers.items()]
     if _judge is None:
         _judge = Service([sys.executable, "-m", "autograder.grading.judge"])
-    raw = _judge.request({"chapter": chapter, "course_dir": str(course_dir), "items": items}, BATCH_SECONDS)
+    raw = _judge.request({"chapter": chapter, "course_dir": str(course_dir), "items": items, "seed": seed},
+                         BATCH_SECONDS)
     if isinstance(raw, dict) and set(raw) == set(answers):
         return {qid: Verdict.from_json(v) for qid, v in raw.items()}
     out = {}
     for item in items:  # find the answer that broke the batch, each in a process of its own
         alone = Service([sys.executable, "-m", "autograder.grading.judge"], max_requests=1)
-        one = alone.request({"chapter": chapter, "course_dir": str(course_dir), "items": [item]}, ITEM_SECONDS * 2)
+        one = alone.request({"chapter": chapter, "course_dir": str(course_dir), "items": [item], "seed": seed},
+                            ALONE_SECONDS)
         alone.close()
         out[item["qid"]] = Verdict.from_json(one[item["qid"]]) if isinstance(one, dict) and item["qid"] in one \
             else Verdict(Status.INVALID, 0.0, "too_expensive",
@@ -61,15 +70,16 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any]) -> di
     return out
 
 
-def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path,
+def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, seed: str | None = None,
                    seconds: int = PROGRAM_SECONDS) -> dict[str, Verdict]:
-    """Run every program answer of a notebook in the jailed runner, then judge the reports here."""
-    from ..checks import GRADING_SEED
+    """Run every program answer of a notebook in the jailed runner, then judge the reports here. The
+    inputs come from the submission's grading ``seed``, one draw per question."""
+    from ..kinds.program import input_seed
     from ..programs import judge_report, report_from_json
 
     blobs = {i["qid"]: i["answer"] for i in items}
     verdicts = {qid: v for qid, blob in blobs.items() if (v := _not_a_program(blob)) is not None}
-    todo = [{"qid": q, "spec": chapter[q].spec.to_json(), "blob": b, "seed": GRADING_SEED}
+    todo = [{"qid": q, "spec": chapter[q].spec.to_json(), "blob": b, "seed": input_seed(seed, q)}
             for q, b in blobs.items() if q not in verdicts]
     if not todo:
         return verdicts
@@ -77,7 +87,7 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path,
     for item in todo:
         qid = item["qid"]
         if isinstance(reports, dict) and qid in reports:
-            verdicts[qid] = judge_report(chapter[qid].spec, report_from_json(reports[qid]), GRADING_SEED)
+            verdicts[qid] = judge_report(chapter[qid].spec, report_from_json(reports[qid]), item["seed"])
         else:
             verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed",
                                     "Your program could not be run within the grader's limits (time or memory).")
@@ -106,21 +116,49 @@ def _not_a_program(blob: Any) -> Verdict | None:
     return None
 
 
-def _alarm(signum: int, frame: Any) -> None:
-    raise TimeoutError
-
-
-# Verdicts already given in this process, by (course, chapter, question, answer). A class repeats its
-# answers (most students who get a question right type the same formula), judging is deterministic,
-# and the symbolic confirmation of a formula costs tens of milliseconds each time.
+# Verdicts already given in this process, by (course, chapter, question, answer as judged: see
+# ``_canonical``). A class repeats its answers (most students who get a question right type the same
+# formula), judging is deterministic, and judging a formula costs milliseconds each time.
+# A "too expensive" verdict is not remembered: it depends on the machine's load and on the notebook's
+# other answers.
 _memo: dict[tuple[str, str, str, str], dict[str, Any]] = {}
 MEMO_ENTRIES = 100_000
-_TRANSIENT = ("too_expensive", "grader_error", "program_failed")  # may depend on load: judged again
+_TRANSIENT = ("too_expensive", "grader_error", "program_failed")  # judged again
 
 
-def _memo_key(request: dict[str, Any], item: dict[str, Any]) -> tuple[str, str, str, str]:
-    answer = json.dumps(item["answer"], sort_keys=True, default=str)
+def _memo_key(request: dict[str, Any], item: dict[str, Any], seed: str | None = None) -> tuple[str, str, str, str]:
+    """``seed``: the grading seed, for an answer judged on inputs drawn from it (a function, a program)."""
+    answer = json.dumps([item["answer"], seed] if seed else item["answer"], sort_keys=True, default=str)
     return (request["course_dir"], request["chapter"], item["qid"], hashlib.sha256(answer.encode()).hexdigest())
+
+
+_BLANKS = re.compile(r"[ \t]+")
+
+
+def _canonical(question: Any, answer: Any) -> Any:
+    """The answer as it is judged and remembered: text with its ends stripped and each run of spaces and
+    tabs made one space, so that respaced copies of an answer share one memo entry. Python's tokenizer
+    reads a run of blanks as one, and so does the number reader, up to the wording of what it says about
+    an unreadable answer. A program answer is an artefact, not text: it stays as it is."""
+    from ..questions import Program
+
+    if isinstance(answer, str) and not isinstance(question, Program):
+        return _BLANKS.sub(" ", answer).strip()
+    return answer
+
+
+def _judge_one(judge: Any, question: Any, answer: Any, deadline: float) -> Verdict:
+    """One answer's verdict, judged within its bounds and what is left of the notebook's."""
+    from ..kinds.common import too_expensive
+
+    try:
+        with bounds.bounded(bounds.ANSWER_CPU_SECONDS, min(bounds.ANSWER_WALL_SECONDS, deadline - time.monotonic())):
+            return judge(question, answer)
+    except bounds.TooExpensive:
+        return too_expensive(notebook=time.monotonic() >= deadline - 0.01)
+    except Exception as e:  # a grader bug must not cost the student: flag it for a person
+        return Verdict(Status.INVALID, 0.0, "grader_error", f"The grader could not check this answer "
+                       f"({type(e).__name__}); please tell the course staff.")
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:
@@ -129,26 +167,26 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     if (course_dir / "solutions" / "__init__.py").exists() and str(course_dir) not in sys.path:
         sys.path.insert(0, str(course_dir))  # the course's own (possibly private) reference solutions
     from ..checks import judge
+    from ..kinds import DRAWN
+    from ..kinds.common import too_expensive
     from ..questions import Program, load_chapter
 
     chapter = load_chapter(request["chapter"])
-    keys = {item["qid"]: _memo_key(request, item) for item in request["items"]}
+    seed = request.get("seed")
+    items = [{**i, "answer": _canonical(chapter[i["qid"]], i["answer"])} for i in request["items"]]
+    keys = {item["qid"]: _memo_key(request, item, seed if chapter[item["qid"]].kind in DRAWN else None)
+            for item in items}
     out = {qid: _memo[key] for qid, key in keys.items() if key in _memo}
-    programs = [i for i in request["items"] if i["qid"] not in out and isinstance(chapter[i["qid"]], Program)]
-    out |= {qid: v.to_json() for qid, v in judge_programs(chapter, programs, course_dir).items()}
-    for item in request["items"]:
+    programs = [i for i in items if i["qid"] not in out and isinstance(chapter[i["qid"]], Program)]
+    out |= {qid: v.to_json() for qid, v in judge_programs(chapter, programs, course_dir, seed).items()}
+    deadline = time.monotonic() + bounds.NOTEBOOK_SECONDS  # the programs ran under bounds of their own
+    for item in items:
         if item["qid"] in out:
             continue
-        signal.alarm(ITEM_SECONDS)
-        try:
-            v = judge(chapter[item["qid"]], item["answer"])
-        except TimeoutError:
-            v = Verdict(Status.INVALID, 0.0, "too_expensive", "Checking this answer took too long.")
-        except Exception as e:  # a grader bug must not cost the student: flag it for a person
-            v = Verdict(Status.INVALID, 0.0, "grader_error", f"The grader could not check this answer "
-                        f"({type(e).__name__}); please tell the course staff.")
-        finally:
-            signal.alarm(0)
+        if time.monotonic() < deadline:
+            v = _judge_one(lambda q, a: judge(q, a, seed), chapter[item["qid"]], item["answer"], deadline)
+        else:
+            v = too_expensive(notebook=True)
         out[item["qid"]] = v.to_json()
     if len(_memo) > MEMO_ENTRIES:
         _memo.clear()
@@ -160,7 +198,6 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    signal.signal(signal.SIGALRM, _alarm)
     import sympy  # noqa: F401  (paid once per process, before the first request)
 
     for line in sys.stdin:

@@ -5,6 +5,8 @@ writer) records each result at once, so a crash loses at most the jobs still run
 A local worker that dies (killed by the kernel's OOM killer, or by a signal from a misbehaving
 kernel on a system without Landlock) breaks the whole pool; the jobs that were in flight are run
 again, one at a time in a fresh pool, and a job that kills a worker twice is reported as failed.
+Neither the pool nor a Dask cluster is waited on without a deadline: a job that runs past its
+``seconds`` is abandoned and run once more, and one that stalls twice is reported as timed out.
 """
 
 from __future__ import annotations
@@ -93,12 +95,57 @@ def _abandon(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def run_dask(work: Callable[[Job], Result], jobs: Sequence[Job], scheduler: str) -> Iterator[tuple[Job, Result]]:
-    """The same jobs on a Dask cluster. Workers need this package installed and the course directory
-    at the same path (a shared file system); see docs/grading.md."""
-    from dask.distributed import Client, as_completed
+DASK_POLL_SECONDS = 1.0  # how often the scheduler is asked which jobs its workers hold
+DASK_RESTART_SECONDS = 60  # for a nanny to replace the process of a worker whose job stalled
+
+
+def run_dask(work: Callable[[Job], Result], jobs: Sequence[Job], scheduler: str,
+             on_crash: Callable[[Job], Result], seconds: float | None = None,
+             on_stall: Callable[[Job], Result] | None = None) -> Iterator[tuple[Job, Result]]:
+    """The same jobs on a Dask cluster, with ``run_local``'s contract. Workers need this package
+    installed and the course directory at the same path (a shared file system); see docs/grading.md.
+
+    ``seconds``: how long one job may run once the scheduler has handed it to a worker. A job past it
+    is cancelled and its worker restarted (Dask cannot stop a running thread; the worker's nanny
+    replaces its process), and it runs once more; a job that stalls twice gets ``on_stall``'s result.
+    The clock starts when the scheduler hands the job over, and a worker may hold one job in line
+    behind the one it runs, so a job can be timed from a little before it starts: the second run
+    keeps that from costing a grade. A job whose worker died more often than Dask retries, or that
+    raised, gets ``on_crash``'s result."""
+    from dask.distributed import Client, wait
 
     with Client(scheduler) as client:
         futures = {client.submit(work, job, pure=False): job for job in jobs}
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+        strikes: dict[int, int] = {}
+        started: dict[Any, float] = {}
+        while futures:
+            try:
+                done, _ = wait(list(futures), timeout=DASK_POLL_SECONDS, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for fut in done:
+                job = futures.pop(fut)
+                started.pop(fut, None)
+                yield job, (fut.result() if fut.status == "finished" else on_crash(job))
+            if seconds is None:
+                continue
+            now = time.monotonic()
+            held = {key: worker for worker, keys in client.processing().items() for key in keys}
+            for fut in [f for f in futures if f.key in held]:
+                started.setdefault(fut, now)
+            stalled = [f for f, t in started.items() if now - t > seconds]
+            if not stalled:
+                continue
+            client.cancel(stalled, force=True)
+            workers = sorted({held[f.key] for f in stalled if f.key in held})
+            with contextlib.suppress(Exception):  # no nanny, or already gone: their threads run on
+                client.restart_workers(workers, timeout=DASK_RESTART_SECONDS, raise_for_error=False)
+            for f in [f for f in started if f in stalled or held.get(f.key) in workers]:
+                del started[f]  # the stalled, and those in line on a restarted worker: handed over again
+            for fut in stalled:
+                job = futures.pop(fut)
+                strikes[id(job)] = strikes.get(id(job), 0) + 1
+                if strikes[id(job)] >= 2:
+                    yield job, (on_stall or on_crash)(job)
+                else:
+                    futures[client.submit(work, job, pure=False)] = job

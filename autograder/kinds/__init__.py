@@ -11,16 +11,23 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+from ..bounds import TooExpensive, bounded
 from ..questions import Question
 from ..verdict import Status, Verdict
 from . import choice, formula, function, number, program
+from .common import too_expensive
 
 KINDS: dict[str, ModuleType] = {"formula": formula, "number": number, "choice": choice,
                                 "function": function, "program": program}
+# Kinds judged on inputs drawn at grading time from the submission's seed, never on public ones.
+DRAWN = {"function", "program"}
 
 
-def judge(q: Question, answer: Any) -> Verdict:
-    """The grader's verdict on one recorded answer."""
+def judge(q: Question, answer: Any, seed: str | None = None) -> Verdict:
+    """The grader's verdict on one recorded answer. ``seed``: the submission's grading seed, from which
+    the inputs of function and program answers are drawn (None: a function's public test cases)."""
+    if q.kind in DRAWN:
+        return KINDS[q.kind].judge(q, answer, seed)
     return KINDS[q.kind].judge(q, answer)
 
 
@@ -36,18 +43,27 @@ def make_print(q: Question) -> dict[str, Any]:
     return base | KINDS[q.kind].make_print(q)
 
 
-def encode(fp: dict[str, Any], answer: Any) -> Any:
-    """The answer as data, as the kernel records it for the grader."""
+def encode(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]] | None = None) -> Any:
+    """The answer as data, as the kernel records it for the grader. ``drawn``: at grading time, the
+    test cases the grader drew for this submission, on which a function answer is called as well."""
+    if drawn is not None and fp["kind"] == "function":
+        return function.encode_drawn(fp, answer, drawn)
     return KINDS[fp["kind"]].encode(fp, answer)
 
 
 def selfcheck(fp: dict[str, Any], qid: str, recorded: Any) -> Verdict:
-    """The self-check's verdict on a recorded answer, from the question's self-check data."""
+    """The self-check's verdict on a recorded answer, from the question's self-check data, judged under
+    the grader's bound on one answer (``autograder.bounds``): past it, the answer is "too expensive" here
+    as it would be in the grade."""
     kind = KINDS.get(fp.get("kind", ""))
     if kind is None or not hasattr(kind, "selfcheck"):
         return Verdict(Status.INVALID, 0.0, "unknown_kind",
                        f"This course version cannot check {fp.get('kind')!r} answers.")
-    return kind.selfcheck(fp, qid, recorded)
+    try:
+        with bounded():
+            return kind.selfcheck(fp, qid, recorded)
+    except TooExpensive:
+        return too_expensive()
 
 
 _UNRECORDED = object()

@@ -31,6 +31,13 @@ def partial(credit: float, message: str) -> Verdict:
     return Verdict(Status.PARTIAL, credit, "partial", message)
 
 
+def too_expensive(notebook: bool = False) -> Verdict:
+    """Judging the answer ran past its bound (``autograder.bounds``), or, with ``notebook``, the notebook's
+    answers used up theirs before this one. Invalid, as an unreadable answer is: simplify it and retry."""
+    message = phrase("too_expensive:notebook" if notebook else "too_expensive")
+    return Verdict(Status.INVALID, 0.0, "too_expensive", message)
+
+
 def edge(**ctx: Any) -> Verdict:
     """The self-check cannot tell from its data whether the answer lies just inside or just outside
     the accepted range; it never ticks what the grader might refuse."""

@@ -1,6 +1,6 @@
-"""The local pool never waits forever: a job whose worker stops answering (a kernel that sabotaged the
-pool's synchronisation, a worker frozen by a signal) is abandoned at its deadline, the jobs beside it
-are run again, and the class goes on."""
+"""Neither runner waits forever: a job whose worker stops answering (a kernel that sabotaged the pool's
+synchronisation, a worker frozen by a signal, a job that runs on) is abandoned at its deadline, the jobs
+beside it are run again, and the class goes on. The local pool, and a Dask cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 SCRIPT = textwrap.dedent("""
     import json, os, signal, sys, time
@@ -40,3 +42,44 @@ def test_a_frozen_worker_stalls_only_its_own_job(tmp_path):
     assert results["frozen"] == {"job": "frozen", "stalled": True}
     assert all(results[j] == {"job": j, "ok": True} for j in ("a", "b", "c")), results
     assert got["seconds"] < 60
+
+
+DASK_SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys, time
+    from autograder.grading.runners import run_dask
+
+    def work(job):
+        if job == "stuck":
+            time.sleep(3600)  # runs on past any deadline, in a live worker
+        if job == "frozen":
+            os.kill(os.getpid(), signal.SIGSTOP)  # this worker never hands a result back
+        time.sleep(0.2)
+        return {"job": job, "ok": True}
+
+    if __name__ == "__main__":
+        from dask.distributed import LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+            jobs = ["a", "stuck", "b", "frozen", "c"]
+            out = {}
+            started = time.monotonic()
+            for job, result in run_dask(work, jobs, cluster.scheduler_address, lambda j: {"job": j, "crashed": True},
+                                        seconds=3, on_stall=lambda j: {"job": j, "stalled": True}):
+                out[job] = result
+            print(json.dumps({"results": out, "seconds": time.monotonic() - started}))
+""")
+
+
+def test_a_stalled_dask_job_is_cancelled_and_the_class_goes_on(tmp_path):
+    """Before the deadline, run_dask waited on the stuck job for good (still waiting after 90 s)."""
+    pytest.importorskip("dask.distributed")
+    script = tmp_path / "dask_stall.py"
+    script.write_text(DASK_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = got["results"]
+    assert results["stuck"] == {"job": "stuck", "stalled": True}
+    assert results["frozen"] == {"job": "frozen", "stalled": True}
+    assert all(results[j] == {"job": j, "ok": True} for j in ("a", "b", "c")), results
+    assert got["seconds"] < 120
