@@ -6,6 +6,5 @@ The work is done per answer kind in ``autograder/kinds``; this module is the gra
 from __future__ import annotations
 
 from .kinds import judge
-from .kinds.program import GRADING_SEED
 
-__all__ = ["GRADING_SEED", "judge"]
+__all__ = ["judge"]

@@ -9,6 +9,7 @@ the question.
 from __future__ import annotations
 
 import importlib
+import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -188,7 +189,9 @@ class Output:
 class Function(Question):
     """A Python function the student writes, called in their notebook on public ``probes`` (each a
     dict of keyword arguments); each result is judged against ``reference(**probe)`` as ``output``
-    judges a single answer. Score: the fraction of probes passed."""
+    judges a single answer. The self-check judges the public probes. The grade is the fraction passed
+    of other test cases, drawn at grading time from a seed the notebook never sees: one like each
+    public probe, made by ``draw`` (which must keep every constraint the prompt states)."""
 
     reference: Callable[..., Any]
     probes: tuple[dict[str, Any], ...]
@@ -199,6 +202,9 @@ class Function(Question):
     # A correct implementation with the student's signature (tests and the demo call it);
     # defaults to ``reference`` where the signatures agree.
     model: Callable[..., Any] | None = None
+    # draw(rng, probe) -> a fresh probe of the same kind (JSON data, never equal to a public probe).
+    # None: ``kinds.function.vary``, which rescales the probe's floats and keeps the rest.
+    draw: Callable[[random.Random, dict[str, Any]], dict[str, Any]] | None = None
     kind: ClassVar[str] = "function"
 
     @property

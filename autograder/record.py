@@ -1,7 +1,7 @@
 """The answer record: how a hidden test passes a student's answer to the grader *as data*.
 
 In the student's kernel, ``grade(qid, answer)`` turns the answer into JSON (formula text, a number,
-an option, a function's outputs on public probes) and displays it under a dedicated MIME type in
+an option, a function's outputs on its test cases) and displays it under a dedicated MIME type in
 the test cell's output. After the notebook ran, a process that never ran student code reads the
 record back from the cell whose nbgrader grade_id is ``qid`` and judges it against the reference.
 A student can forge a record, but a forged record only ever carries answers the student chose.
@@ -21,6 +21,9 @@ FORMAT = 1
 MAX_RECORD_BYTES = 2_000_000  # a record larger than this is ignored, never parsed
 # Set by ``scaling-course grade`` in its kernels: it judges records itself, so grade() only records.
 GRADER_ENV = "SCALING_COURSE_GRADER"
+# Also set there: a JSON file of the test cases drawn for this submission, by question id, on which
+# grade() calls a function answer besides the public ones (see kinds/function.py).
+DRAWN_ENV = "SCALING_COURSE_DRAWN_CASES"
 
 
 def encode_scalar(kind: str, answer: Any) -> Any:

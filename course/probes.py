@@ -1,5 +1,6 @@
-"""Builders that turn a public test case (a "probe") into the arguments a student's function is
-called with in the notebook, e.g. a jitted matmul and random arrays of the probe's shapes.
+"""Builders that turn a test case (a "probe": a public one, or one the grader drew for the submission)
+into the arguments a student's function is called with in the notebook, e.g. a jitted matmul and random
+arrays of the probe's shapes.
 
 The grader never calls these: it judges recorded outputs against ``reference(**probe)``.
 """

@@ -30,9 +30,11 @@ from autograder.questions import (
 from course import hardware as hw
 from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
 from solutions._derived.hardware import critical_intensity
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, compiled_cost, jax, smap
 
 V5E, V6E, H100 = hw.TPU_V5E, hw.TPU_V6E, hw.H100
 SECTION = "roofline/"
+X8 = (("X", 8),)  # CX4's mesh: 8 devices along X
 
 # --- the chapter's formulas, each once ------------------------------------------------------------
 T_1E12_H100 = 1e12 / H100.bf16_flops_per_s
@@ -97,6 +99,17 @@ def measured_intensity(einsum: str, shapes: list[list[int]], dtype: str, out_dty
     return float(flops), float(moved), flops / moved
 
 
+def draw_contraction(rng: random.Random, probe: dict) -> dict:
+    """CX1's grading-time cases: the probe's contraction and dtypes, each index a fresh power of two from
+    8 to 256 (an operand of at most 2**20 elements), other random data."""
+    operands = probe["einsum"].split("->")[0].split(",")
+    while True:
+        size = {c: 2 ** rng.randint(3, 8) for c in sorted(set("".join(operands)))}
+        shapes = [[size[c] for c in spec] for spec in operands]
+        if max(math.prod(s) for s in shapes) <= 2**20:
+            return dict(probe, shapes=shapes, seed=rng.randrange(2**31))
+
+
 def random_batches(seed: int, n: int = 64) -> list[float]:
     """``n`` distinct batch sizes in [1, 512), random so that no formula fits them by accident."""
     return [float(b) for b in sorted(random.Random(seed).sample(range(1, 512), n))]
@@ -104,53 +117,31 @@ def random_batches(seed: int, n: int = 64) -> list[float]:
 
 def intensity(f, *args) -> tuple[float, float, float]:
     """CX1's model solution: FLOPs and bytes as XLA's cost model counts them for the compiled f."""
-    import jax
-
-    cost = jax.jit(f).lower(*args).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost  # a list of dicts on older jax releases
+    cost = compiled_cost(f, *args)
     return cost["flops"], cost["bytes accessed"], cost["flops"] / cost["bytes accessed"]
 
 
 def split_matmul(x, y):
     """CX4's model: each device multiplies its slice of the contraction, one psum adds them up."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    from course.devices import mesh
-
     def block(x_block, y_block):  # x_block: f32[B, D/X], y_block: f32[D/X, F]
         partial = x_block @ y_block  # f32[B, F], this device's share of the sum
         return jax.lax.psum(partial, "X")
-    return jax.shard_map(block, mesh=mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P())(x, y)
+    return smap(block, X8, (P(None, "X"), P("X", None)), P())(x, y)
 
 
 def cx4_forgets_the_sum(x, y):
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    from course.devices import mesh
-
-    return jax.shard_map(lambda a, b: a @ b, mesh=mesh(X=8), in_specs=(P(None, "X"), P("X", None)),
-                         out_specs=P(), check_vma=False)(x, y)
+    return smap(lambda a, b: a @ b, X8, (P(None, "X"), P("X", None)), P(), check_vma=False)(x, y)
 
 
 def cx4_gathers_everything(x, y):
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    from course.devices import mesh
-
     def block(a, b):
         return jax.lax.all_gather(a, "X", axis=1, tiled=True) @ jax.lax.all_gather(b, "X", axis=0, tiled=True)
-    return jax.shard_map(block, mesh=mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P(),
-                         check_vma=False)(x, y)
+    return smap(block, X8, (P(None, "X"), P("X", None)), P(), check_vma=False)(x, y)
 
 
 # Typical wrong implementations, for the tests (each must fail).
 def cx1_counts_multiply_adds_once(f, *args):
-    import jax
-    cost = jax.jit(f).lower(*args).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
+    cost = compiled_cost(f, *args)
     return cost["flops"] / 2, cost["bytes accessed"], cost["flops"] / 2 / cost["bytes accessed"]
 
 
@@ -188,13 +179,13 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     # E1: time for 1e12 FLOPs at peak.
     Number(qid="ch01-e1-h100-time", points=1, section=SECTION + "#the-roofline-model",
            prompt="Seconds for 1e12 bf16 FLOPs on an H100 at dense peak.",
-           reference=T_1E12_H100, unit="s", tolerance=Tolerance(rtol=0.02),
+           reference=T_1E12_H100, unit="s", tolerance=TWO_PERCENT,
            slips=(Slip(1e12 / hw.H100_SPARSE_BF16_FLOPS_PER_S, "ratio:1/2",
                        "the datasheet's 1.979e15 assumes 2:4 sparsity; use the dense peak."),
                   Slip(T_1E12_H100 * 1e3, "unit:1000"))),
     Number(qid="ch01-e1-v6e-time", points=1, section=SECTION + "#the-roofline-model",
            prompt="Seconds for 1e12 bf16 FLOPs on a TPU v6e at peak.",
-           reference=T_1E12_V6E, unit="s", tolerance=Tolerance(rtol=0.02),
+           reference=T_1E12_V6E, unit="s", tolerance=TWO_PERCENT,
            slips=(Slip(T_1E12_V6E / 2, "ratio:1/2"), Slip(T_1E12_V6E * 1e6, "unit:1000000"))),
     # E2: dot product of two bf16 vectors of length N.
     Formula(qid="ch01-e2-dot-flops", points=1, section=SECTION + "#arithmetic-intensity",
@@ -209,7 +200,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                    Slip(4 * N, "lower_terms", "the scalar result is written too."))),
     Number(qid="ch01-e2-intensity-limit", points=1, section=SECTION + "#arithmetic-intensity",
            prompt="The dot product's FLOPs per byte as N grows large.",
-           reference=0.5, tolerance=Tolerance(rtol=0.01),
+           reference=0.5, tolerance=ONE_PERCENT,
            slips=(Slip(2.0, "ratio:4", "intensity is FLOPs divided by bytes, not bytes by FLOPs."),
                   Slip(1.0, "ratio:2"))),
     Choice(qid="ch01-e2-bound", points=1, section=SECTION + "#arithmetic-intensity",
@@ -229,7 +220,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             slips=(Slip(2 * B, "ratio:2"), Slip(D, "extra_symbol:D"))),
     Number(qid="ch01-e3-critical-batch", points=1, section=SECTION + "#matrix-multiplication",
            prompt="The token batch above which a bf16 matmul is compute-bound on TPU v5e.",
-           reference=CRIT_V5E, tolerance=Tolerance(rtol=0.01),
+           reference=CRIT_V5E, tolerance=ONE_PERCENT,
            slips=(Slip(CRIT_V5E / 2, "ratio:1/2"), Slip(CRIT_V5E * 2, "ratio:2"))),
     # E4: contraction split over two chips, partial sums over one link.
     Formula(qid="ch01-e4-t-math", points=1, section=SECTION + "#network-communication-rooflines",
@@ -243,7 +234,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                    Slip(2 * B * D / W_link, "extra_symbol:D"))),
     Number(qid="ch01-e4-d-threshold", points=1, section=SECTION + "#network-communication-rooflines",
            prompt="The D above which the two-chip matmul is compute-bound (TPU v5e, one link each way).",
-           reference=2 * V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, tolerance=Tolerance(rtol=0.01),
+           reference=2 * V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, tolerance=ONE_PERCENT,
            slips=(Slip(V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, "ratio:1/2",
                        "that is the condition on D/2, each chip's half."),)),
     # E5: tiled matmul.
@@ -255,16 +246,16 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                         "each output tile is written once as well."))),
     Number(qid="ch01-e5-tile-intensity", points=1, section=SECTION + "#matrix-multiplication",
            prompt="Approximate on-chip intensity with bm = bn = 512 (long contraction).",
-           reference=E5_TILE * E5_TILE / (E5_TILE + E5_TILE), tolerance=Tolerance(rtol=0.01),
+           reference=E5_TILE * E5_TILE / (E5_TILE + E5_TILE), tolerance=ONE_PERCENT,
            slips=(Slip(E5_TILE, "ratio:2"),)),
     # E6: tokens per GPU.
     Number(qid="ch01-e6-global-tokens", points=1, section=SECTION + "#matrix-multiplication",
            prompt="Tokens in a batch of 512 sequences of 4096 tokens.",
-           reference=E6_SEQUENCES * E6_SEQ_LEN, tolerance=Tolerance.figures(),
+           reference=E6_SEQUENCES * E6_SEQ_LEN, tolerance=THREE_FIGURES,
            slips=(Slip(E6_SEQUENCES, "magnitude:-4"),)),
     Number(qid="ch01-e6-local-batch", points=1, section=SECTION + "#matrix-multiplication",
            prompt="Tokens per GPU when that batch is split over 2048 GPUs (pure data parallelism).",
-           reference=E6_SEQUENCES * E6_SEQ_LEN / E6_GPUS, tolerance=Tolerance.figures(),
+           reference=E6_SEQUENCES * E6_SEQ_LEN / E6_GPUS, tolerance=THREE_FIGURES,
            slips=(Slip(E6_SEQUENCES / E6_GPUS, "magnitude:-4", "count tokens, not sequences."),)),
     # E7: vector unit.
     Number(qid="ch01-e7-vpu-intensity", points=1, section=SECTION + "#arithmetic-intensity",
@@ -285,7 +276,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             slips=(Slip(B * D * F, "ratio:1/2", "each multiply comes with an add."),)),
     Number(qid="ch01-q1-critical-batch", points=1, section=SECTION + "#worked-problems",
            prompt="The batch above which the all-int8 matmul is compute-bound on TPU v5e (int8 peak).",
-           reference=V5E.int8_ops_per_s / V5E.hbm_bytes_per_s / 2, tolerance=Tolerance(rtol=0.01),
+           reference=V5E.int8_ops_per_s / V5E.hbm_bytes_per_s / 2, tolerance=ONE_PERCENT,
            slips=(Slip(V5E.int8_ops_per_s / V5E.hbm_bytes_per_s, "ratio:2",
                        "the int8 intensity is about 2B, not B."),)),
     Formula(qid="ch01-q1-t-lower", points=1, section=SECTION + "#worked-problems",
@@ -305,7 +296,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             slips=(Slip(2 * B * D * F / _bf16, "not_equivalent", "the weights are int8: 1 byte each."),)),
     Number(qid="ch01-q2-critical-batch", points=1, section=SECTION + "#worked-problems",
            prompt="The batch above which that matmul is compute-bound on TPU v5e.",
-           reference=CRIT_V5E / 2, tolerance=Tolerance(rtol=0.01),
+           reference=CRIT_V5E / 2, tolerance=ONE_PERCENT,
            slips=(Slip(CRIT_V5E, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
     # Q3: exact crossovers for D = F.
     Number(qid="ch01-q3-crossover-large", points=1, section=SECTION + "#worked-problems",
@@ -330,7 +321,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                         "each row has its own weights: B*D*F bytes of them."),)),
     Number(qid="ch01-q4-limit", points=1, section=SECTION + "#worked-problems",
            prompt="That intensity for large D and F.",
-           reference=2.0, tolerance=Tolerance(rtol=0.01),
+           reference=2.0, tolerance=ONE_PERCENT,
            slips=(Slip(1.0, "ratio:1/2"),)),
     Choice(qid="ch01-q4-bound", points=1, section=SECTION + "#worked-problems",
            prompt="Is it compute-bound for a large enough batch?",
@@ -339,19 +330,19 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     # Q5: H100.
     Number(qid="ch01-q5-critical-batch", points=1, section=SECTION + "#worked-problems",
            prompt="The batch above which a bf16 matmul is compute-bound on an H100 (dense peak).",
-           reference=critical_intensity(H100), tolerance=Tolerance(rtol=0.02),
+           reference=critical_intensity(H100), tolerance=TWO_PERCENT,
            slips=(Slip(hw.H100_SPARSE_BF16_FLOPS_PER_S / H100.hbm_bytes_per_s, "ratio:2",
                        "the datasheet's 1.979e15 assumes 2:4 sparsity."),)),
     # CX1-CX3: functions the student writes, run on public test cases.
     Function(qid="ch01-cx1-intensity", points=3, section=SECTION + "#arithmetic-intensity",
              prompt="intensity(f, *args): FLOPs, bytes and FLOPs/byte from XLA's cost analysis.",
-             reference=measured_intensity, builder="contraction", model=intensity,
+             reference=measured_intensity, builder="contraction", model=intensity, draw=draw_contraction,
              probes=(dict(einsum="bd,df->bf", shapes=[[128, 1024], [1024, 2048]], dtype="float32"),
                      dict(einsum="bd,df->bf", shapes=[[128, 1024], [1024, 2048]], dtype="int8"),
                      dict(einsum="bd,df->bf", shapes=[[128, 1024], [1024, 2048]], dtype="int8",
                           out_dtype="int32"),
                      dict(einsum="bd,bdf->bf", shapes=[[16, 64], [16, 64, 128]], dtype="float32")),
-             output=(Output("number", tolerance=Tolerance(rtol=1e-9)),) * 3,
+             output=(Output("number", tolerance=EXACT),) * 3,
              slips=(Slip(cx1_counts_multiply_adds_once, "ratio:1/2"),)),
     Function(qid="ch01-cx2-attainable", points=2, section=SECTION + "#visualizing-rooflines",
              prompt="attainable(B, D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the roofline curve.",
@@ -381,7 +372,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     # CX4: the E4 split, on 8 simulated devices.
     Program(qid="ch01-cx4-split-matmul", points=3, section=SECTION + "#network-communication-rooflines",
             prompt="x @ y with the contraction dimension split over 8 devices, partial sums combined once.",
-            spec=ProgramSpec(mesh=(("X", 8),), einsum="bd,df->bf",
+            spec=ProgramSpec(mesh=X8, einsum="bd,df->bf",
                              operands=(Operand((64, 256), (None, "X")), Operand((256, 128), ("X", None))),
                              out_spec=(), collectives={"all-reduce": 1}),
             model=split_matmul,

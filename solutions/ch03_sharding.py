@@ -19,20 +19,10 @@ import numpy as np
 import sympy as sp
 
 from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, I, J, K, M, N, V, W, X, Y, Z
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, own_block, ring, smap
 
 V4P, V5P, V5E, H100 = hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V5E, hw.H100
 HOP_S = hw.ICI_HOP_LATENCY_S  # 1 us per ICI hop (Part 2; Part 3 uses it for the latency-bound regime)
@@ -47,7 +37,6 @@ ALLGATHER = SECTION + "#a-deeper-dive-into-tpu-communication-primitives"
 REDUCESCATTER = SECTION + "#more-about-the-reducescatter"
 ALLTOALL = SECTION + "#our-final-communication-primitive-the-alltoall"
 PROBLEMS = SECTION + "#some-problems-to-work"
-EXACT = Tolerance(rtol=1e-9)
 BF16, FP32, INT8 = hw.BYTES_PER_ELEMENT["bf16"], hw.BYTES_PER_ELEMENT["fp32"], hw.BYTES_PER_ELEMENT["int8"]
 
 
@@ -75,24 +64,27 @@ def cx1_one_copy(global_shape, bytes_per_element, spec, mesh):
     return float(math.prod(global_shape) * bytes_per_element)
 
 
+def random_case(rng: random.Random, probe: dict | None = None) -> dict:
+    """A random shape, mesh and spec (every dimension divisible), so no formula fits by accident; also
+    CX1's grading-time cases (``probe``'s bytes per element drawn afresh where it has one)."""
+    names = rng.sample("XYZ", rng.randint(1, 3))
+    mesh = {a: rng.choice((2, 4, 8)) for a in sorted(names)}
+    dims = rng.randint(1, 3)
+    unused = list(mesh)
+    rng.shuffle(unused)
+    spec = []
+    for _ in range(dims):
+        take = rng.randint(0, min(2, len(unused)))
+        spec.append("".join(unused[:take]))
+        unused = unused[take:]
+    shape = [math.prod(mesh[a] for a in s) * rng.choice((1, 3, 16, 48)) for s in spec]
+    case = dict(global_shape=shape, spec=spec, mesh=mesh)
+    return case | {"bytes_per_element": rng.choice((1, 2, 4))} if probe and "bytes_per_element" in probe else case
+
+
 def _random_cases(seed: int, n: int) -> list[dict]:
-    """Random shapes, meshes and specs (every dimension divisible), so no formula fits by accident."""
     rng = random.Random(seed)
-    cases = []
-    while len(cases) < n:
-        names = rng.sample("XYZ", rng.randint(1, 3))
-        mesh = {a: rng.choice((2, 4, 8)) for a in sorted(names)}
-        dims = rng.randint(1, 3)
-        unused = list(mesh)
-        rng.shuffle(unused)
-        spec = []
-        for _ in range(dims):
-            take = rng.randint(0, min(2, len(unused)))
-            spec.append("".join(unused[:take]))
-            unused = unused[take:]
-        shape = [math.prod(mesh[a] for a in s) * rng.choice((1, 3, 16, 48)) for s in spec]
-        cases.append(dict(global_shape=shape, spec=spec, mesh=mesh))
-    return cases
+    return [random_case(rng) for _ in range(n)]
 
 
 E1_MESH = {"X": 4, "Y": 2}
@@ -219,6 +211,10 @@ def e5_interleaved(n, p):
 
 E5_PROBES = tuple(dict(n=n, p=p) for n, p in ((1, 2), (2, 2), (1, 3), (3, 2), (2, 4)))
 
+
+def draw_e5(rng: random.Random, probe: dict) -> dict:
+    return dict(n=rng.randint(1, 4), p=rng.randint(2, 5))
+
 # --- Q4-Q7, Q9, Q10: strategies -------------------------------------------------------------------------
 T_S1 = sp.Max(2 * B * D * F / C, 2 * D * F / W)  # AllGather Y[D_X, F] (bf16), then the full matmul
 T_S2 = sp.Max(2 * B * D * F / (X * C), 4 * B * F / W)  # partial matmul, AllReduce of bf16[B, F]
@@ -260,51 +256,21 @@ BOOK = {
 
 # --- programs (CX2-CX5, Q9): models and typical wrong versions --------------------------------------------
 # Shapes: x f32[64, 256] (I = 64 rows, J = 256 contraction), y f32[256, 128] (K = 128), 8 devices.
-
-def _smap(block, in_specs, out_specs, check_vma=True, **axes):
-    """jax.shard_map on the course's mesh (8 devices along X unless ``axes`` says otherwise)."""
-    import jax
-
-    from course.devices import mesh
-
-    return jax.shard_map(block, mesh=mesh(**(axes or {"X": 8})), in_specs=in_specs, out_specs=out_specs,
-                         check_vma=check_vma)
-
-
-def _specs():
-    """PartitionSpec, imported only when a program runs (importing this module must not start JAX)."""
-    from jax.sharding import PartitionSpec as P
-
-    return P
-
-
-def _own_rows(full, axis_name="X"):
-    """This device's block of rows of a replicated array (a local slice: no communication)."""
-    import jax
-
-    n = jax.lax.axis_size(axis_name)
-    rows = full.shape[0] // n
-    return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index(axis_name) * rows, rows, axis=0)
-
+X8 = (("X", 8),)
 
 # Case 1: A[I_X, J] . B[J, K] -> C[I_X, K]: nothing to communicate.
 def case1_local(x, y):
-    P = _specs()
-    return _smap(lambda x_block, y_full: x_block @ y_full,  # f32[8, 256] @ f32[256, 128] -> f32[8, 128]
-                 (P("X", None), P()), P("X", None))(x, y)
+    return smap(lambda x_block, y_full: x_block @ y_full, X8,  # f32[8, 256] @ f32[256, 128] -> f32[8, 128]
+                (P("X", None), P()), P("X", None))(x, y)
 
 
 def case1_claims_replicated(x, y):
-    P = _specs()
-    return _smap(lambda a, b: a @ b, (P("X", None), P()), P(), check_vma=False)(x, y)
+    return smap(lambda a, b: a @ b, X8, (P("X", None), P()), P(), check_vma=False)(x, y)
 
 
 def case1_gathers_anyway(x, y):
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: _own_rows(jax.lax.all_gather(a, "X", axis=0, tiled=True) @ b),
-                 (P("X", None), P()), P("X", None))(x, y)
+    return smap(lambda a, b: own_block(jax.lax.all_gather(a, "X", axis=0, tiled=True) @ b, "X"), X8,
+                (P("X", None), P()), P("X", None))(x, y)
 
 
 # Case 2: A[I, J_X] . B[J, K] -> C[I, K]: AllGather the sharded contraction first.
@@ -312,27 +278,19 @@ CASE2_K = 512  # wide enough that summing [I, K] partials moves 4x the bytes of 
 
 
 def case2_allgather(x, y):
-    import jax
-
-    P = _specs()
-
     def block(x_block, y_full):  # x_block: f32[64, 32], y_full: f32[256, 512]
         x_full = jax.lax.all_gather(x_block, "X", axis=1, tiled=True, to="invarying")  # f32[64, 256]
         return x_full @ y_full  # f32[64, 512], the same on every device
-    return _smap(block, (P(None, "X"), P()), P())(x, y)
+    return smap(block, X8, (P(None, "X"), P()), P())(x, y)
 
 
 def case2_no_sum(x, y):
     """Multiplies its columns of A by the matching rows of B, and stops: a partial sum, not C."""
-    P = _specs()
-    return _smap(lambda a, b: a @ _own_rows(b), (P(None, "X"), P()), P(), check_vma=False)(x, y)
+    return smap(lambda a, b: a @ own_block(b, "X"), X8, (P(None, "X"), P()), P(), check_vma=False)(x, y)
 
 
 def case2_partial_sums(x, y):
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: jax.lax.psum(a @ _own_rows(b), "X"), (P(None, "X"), P()), P())(x, y)
+    return smap(lambda a, b: jax.lax.psum(a @ own_block(b, "X"), "X"), X8, (P(None, "X"), P()), P())(x, y)
 
 
 # Case 3 (replicated result), on a 2 x 4 mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] via AllReduce over Y.
@@ -340,160 +298,104 @@ MESH_2D = (("X", 2), ("Y", 4))
 
 
 def case3_allreduce(x, y):
-    import jax
-
-    P = _specs()
-
     def block(x_block, y_block):  # x_block: f32[32, 64], y_block: f32[64, 128]
         return jax.lax.psum(x_block @ y_block, "Y")  # f32[32, 128], summed over the 4 Y devices
-    return _smap(block, (P("X", "Y"), P("Y", None)), P("X", None), **dict(MESH_2D))(x, y)
+    return smap(block, MESH_2D, (P("X", "Y"), P("Y", None)), P("X", None))(x, y)
 
 
 def case3_forgets_sum(x, y):
-    P = _specs()
-    return _smap(lambda a, b: a @ b, (P("X", "Y"), P("Y", None)), P("X", None), check_vma=False,
-                 **dict(MESH_2D))(x, y)
+    return smap(lambda a, b: a @ b, MESH_2D, (P("X", "Y"), P("Y", None)), P("X", None), check_vma=False)(x, y)
 
 
 def case3_gathers_both(x, y):
-    import jax
-
-    P = _specs()
-
     def block(a, b):
         return (jax.lax.all_gather(a, "Y", axis=1, tiled=True, to="invarying")
                 @ jax.lax.all_gather(b, "Y", axis=0, tiled=True, to="invarying"))
-    return _smap(block, (P("X", "Y"), P("Y", None)), P("X", None), **dict(MESH_2D))(x, y)
+    return smap(block, MESH_2D, (P("X", "Y"), P("Y", None)), P("X", None))(x, y)
 
 
 # Case 3 (sharded result): A[I, J_X] . B[J_X, K] -> C[I_X, K] via ReduceScatter.
 def case3_reducescatter(x, y):
-    import jax
-
-    P = _specs()
-
     def block(x_block, y_block):  # f32[64, 32] @ f32[32, 128] -> f32[64, 128] partial sums
         return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[8, 128]
-    return _smap(block, (P(None, "X"), P("X", None)), P("X", None))(x, y)
+    return smap(block, X8, (P(None, "X"), P("X", None)), P("X", None))(x, y)
 
 
 def case3_scatters_columns(x, y):
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: jax.lax.psum_scatter(a @ b, "X", scatter_dimension=1, tiled=True),
-                 (P(None, "X"), P("X", None)), P("X", None))(x, y)
+    return smap(lambda a, b: jax.lax.psum_scatter(a @ b, "X", scatter_dimension=1, tiled=True), X8,
+                (P(None, "X"), P("X", None)), P("X", None))(x, y)
 
 
 def case3_reduces_then_slices(x, y):
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: _own_rows(jax.lax.psum(a @ b, "X")), (P(None, "X"), P("X", None)),
-                 P("X", None))(x, y)
+    return smap(lambda a, b: own_block(jax.lax.psum(a @ b, "X"), "X"), X8, (P(None, "X"), P("X", None)),
+                P("X", None))(x, y)
 
 
 # Case 4: A[I_X, J] . B[J, K_X] -> C[I_X, K]: gather one operand (here B) first.
 def case4_gather_one(x, y):
-    import jax
-
-    P = _specs()
-
     def block(x_block, y_block):  # x_block: f32[8, 256], y_block: f32[256, 16]
         return x_block @ jax.lax.all_gather(y_block, "X", axis=1, tiled=True)  # f32[8, 128]
-    return _smap(block, (P("X", None), P(None, "X")), P("X", None))(x, y)
+    return smap(block, X8, (P("X", None), P(None, "X")), P("X", None))(x, y)
 
 
 def case4_local_only(x, y):
-    P = _specs()
-    return _smap(lambda a, b: a @ b, (P("X", None), P(None, "X")), P("X", None))(x, y)
+    return smap(lambda a, b: a @ b, X8, (P("X", None), P(None, "X")), P("X", None))(x, y)
 
 
 def case4_gathers_both(x, y):
-    import jax
-
-    P = _specs()
-
     def block(a, b):
         full = jax.lax.all_gather(a, "X", axis=0, tiled=True) @ jax.lax.all_gather(b, "X", axis=1, tiled=True)
-        return _own_rows(full)
-    return _smap(block, (P("X", None), P(None, "X")), P("X", None))(x, y)
+        return own_block(full, "X")
+    return smap(block, X8, (P("X", None), P(None, "X")), P("X", None))(x, y)
 
 
 # Q9: A[N, M_X] . B[M, K] with B replicated: slice B locally, multiply, ReduceScatter to C[N_X, K].
 def q9_partial_sums(x, y):
-    import jax
-
-    P = _specs()
-
     def block(x_block, y_full):  # x_block: f32[64, 32]; y_full: f32[256, 128] on every device
-        y_block = _own_rows(y_full)  # f32[32, 128]: the rows that meet this device's columns of x
+        y_block = own_block(y_full, "X")  # f32[32, 128]: the rows that meet this device's columns of x
         return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[8, 128]
-    return _smap(block, (P(None, "X"), P()), P("X", None))(x, y)
+    return smap(block, X8, (P(None, "X"), P()), P("X", None))(x, y)
 
 
 def q9_first_block_everywhere(x, y):
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: jax.lax.psum_scatter(a @ b[:32], "X", scatter_dimension=0, tiled=True),
-                 (P(None, "X"), P()), P("X", None))(x, y)
+    return smap(lambda a, b: jax.lax.psum_scatter(a @ b[:32], "X", scatter_dimension=0, tiled=True), X8,
+                (P(None, "X"), P()), P("X", None))(x, y)
 
 
 def q9_gathers_a(x, y):
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: _own_rows(jax.lax.all_gather(a, "X", axis=1, tiled=True) @ b),
-                 (P(None, "X"), P()), P("X", None))(x, y)
+    return smap(lambda a, b: own_block(jax.lax.all_gather(a, "X", axis=1, tiled=True) @ b, "X"), X8,
+                (P(None, "X"), P()), P("X", None))(x, y)
 
 
 # CX3: ring collectives from ppermute. x f32[64, 32] @ P('X', None): blocks of [8, 32].
-def _ring(n: int, step: int = 1) -> list[tuple[int, int]]:
-    return [(i, (i + step) % n) for i in range(n)]
-
-
 def ring_allgather(x):
     """N-1 steps; at each, every device passes the block it received last to its right neighbour."""
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(x_block):  # f32[8, 32]
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         blocks = jnp.zeros((n, *x_block.shape), x_block.dtype).at[i].set(x_block)  # f32[8, 8, 32]
 
         def step(s, carry):
             blocks, passing = carry
-            passing = jax.lax.ppermute(passing, "X", _ring(n))  # now the block of device i - s - 1
+            passing = jax.lax.ppermute(passing, "X", ring(n))  # now the block of device i - s - 1
             return blocks.at[(i - s - 1) % n].set(passing), passing
         blocks, _ = jax.lax.fori_loop(0, n - 1, step, (blocks, x_block))
         return blocks.reshape(-1, x_block.shape[1])  # f32[64, 32]
     # The result is the same on every device, but ppermute's output is "varying" to JAX's checker.
-    return _smap(block, P("X", None), P(), check_vma=False)(x)
+    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
 
 
 def ring_allgather_arrival_order(x):
     """Stacks blocks in the order they arrive, not by the device they came from."""
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(x_block):
         got = [x_block]
         for _ in range(7):
-            got.append(jax.lax.ppermute(got[-1], "X", _ring(8)))
+            got.append(jax.lax.ppermute(got[-1], "X", ring(8)))
         return jnp.concatenate(got)
-    return _smap(block, P("X", None), P(), check_vma=False)(x)
+    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
 
 
 def ring_allgather_library(x):
-    import jax
-
-    P = _specs()
-    return _smap(lambda b: jax.lax.all_gather(b, "X", axis=0, tiled=True, to="invarying"), P("X", None), P())(x)
+    return smap(lambda b: jax.lax.all_gather(b, "X", axis=0, tiled=True, to="invarying"), X8, (P("X", None),), P())(x)
 
 
 # Ring ReduceScatter: partials f32[512, 32] @ P('X', None): each device holds a full-size f32[64, 32]
@@ -503,51 +405,35 @@ RS_SHAPE, RS_VIEW = (512, 32), (8, 64, 32)
 
 def ring_reducescatter(partials):
     """N-1 steps; each device adds its own chunk to the running sum it received and passes it on."""
-    import jax
-
-    P = _specs()
-
     def block(partial):  # f32[64, 32]
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         chunks = partial.reshape(n, -1, partial.shape[1])  # f32[8, 8, 32]
 
         def step(s, running):  # running: the sum so far of chunk (i - s - 1) % n
-            running = jax.lax.ppermute(running, "X", _ring(n))
+            running = jax.lax.ppermute(running, "X", ring(n))
             return running + chunks[(i - s - 2) % n]
         return jax.lax.fori_loop(0, n - 1, step, chunks[(i - 1) % n])  # chunk i, summed: f32[8, 32]
-    return _smap(block, P("X", None), P("X", None))(partials)
+    return smap(block, X8, (P("X", None),), P("X", None))(partials)
 
 
 def ring_reducescatter_no_add(partials):
     """Passes the chunks round but adds only its own at the end."""
-    import jax
-
-    P = _specs()
-
     def block(partial):
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         chunks = partial.reshape(n, -1, partial.shape[1])
-        running = jax.lax.fori_loop(0, n - 1, lambda s, r: jax.lax.ppermute(r, "X", _ring(n)), chunks[(i - 1) % n])
+        running = jax.lax.fori_loop(0, n - 1, lambda s, r: jax.lax.ppermute(r, "X", ring(n)), chunks[(i - 1) % n])
         return running + chunks[i]
-    return _smap(block, P("X", None), P("X", None))(partials)
+    return smap(block, X8, (P("X", None),), P("X", None))(partials)
 
 
 def ring_reducescatter_library(partials):
-    import jax
-
-    P = _specs()
-    return _smap(lambda p: jax.lax.psum_scatter(p, "X", scatter_dimension=0, tiled=True), P("X", None),
-                 P("X", None))(partials)
+    return smap(lambda p: jax.lax.psum_scatter(p, "X", scatter_dimension=0, tiled=True), X8, (P("X", None),),
+                P("X", None))(partials)
 
 
 # Bidirectional rings: split every block in two halves and run one ring each way round at once, so
 # both directions of every link carry half the data: 2 x (N-1) ppermutes of half-size blocks.
 def bidi_allgather(x):
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(x_block):  # f32[8, 32]
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         halves = x_block.reshape(2, -1, x_block.shape[1])  # f32[2, 4, 32]: [0] goes right, [1] left
@@ -555,22 +441,17 @@ def bidi_allgather(x):
 
         def step(s, carry):
             blocks, right, left = carry
-            right = jax.lax.ppermute(right, "X", _ring(n, 1))  # from device i - s - 1
-            left = jax.lax.ppermute(left, "X", _ring(n, -1))  # from device i + s + 1
+            right = jax.lax.ppermute(right, "X", ring(n, 1))  # from device i - s - 1
+            left = jax.lax.ppermute(left, "X", ring(n, -1))  # from device i + s + 1
             blocks = blocks.at[(i - s - 1) % n, 0].set(right).at[(i + s + 1) % n, 1].set(left)
             return blocks, right, left
         blocks, _, _ = jax.lax.fori_loop(0, n - 1, step, (blocks, halves[0], halves[1]))
         return blocks.reshape(-1, x_block.shape[1])  # f32[64, 32]
-    return _smap(block, P("X", None), P(), check_vma=False)(x)
+    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
 
 
 def bidi_allgather_swapped(x):
     """The halves that went left are put back where the right-going halves belong."""
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(x_block):
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         halves = x_block.reshape(2, -1, x_block.shape[1])
@@ -578,140 +459,102 @@ def bidi_allgather_swapped(x):
 
         def step(s, carry):
             blocks, right, left = carry
-            right = jax.lax.ppermute(right, "X", _ring(n, 1))
-            left = jax.lax.ppermute(left, "X", _ring(n, -1))
+            right = jax.lax.ppermute(right, "X", ring(n, 1))
+            left = jax.lax.ppermute(left, "X", ring(n, -1))
             return blocks.at[(i - s - 1) % n, 1].set(right).at[(i + s + 1) % n, 0].set(left), right, left
         blocks, _, _ = jax.lax.fori_loop(0, n - 1, step, (blocks, halves[0], halves[1]))
         return blocks.reshape(-1, x_block.shape[1])
-    return _smap(block, P("X", None), P(), check_vma=False)(x)
+    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
 
 
 def bidi_reducescatter(partials):
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(partial):  # f32[64, 32]
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         chunks = partial.reshape(n, 2, -1, partial.shape[1])  # f32[8, 2, 4, 32]: chunk, half, rows, cols
 
         def step(s, carry):  # right: sum of half 0 of chunk (i-s-1); left: half 1 of chunk (i+s+1)
             right, left = carry
-            right = jax.lax.ppermute(right, "X", _ring(n, 1)) + chunks[(i - s - 2) % n, 0]
-            left = jax.lax.ppermute(left, "X", _ring(n, -1)) + chunks[(i + s + 2) % n, 1]
+            right = jax.lax.ppermute(right, "X", ring(n, 1)) + chunks[(i - s - 2) % n, 0]
+            left = jax.lax.ppermute(left, "X", ring(n, -1)) + chunks[(i + s + 2) % n, 1]
             return right, left
         right, left = jax.lax.fori_loop(0, n - 1, step, (chunks[(i - 1) % n, 0], chunks[(i + 1) % n, 1]))
         return jnp.concatenate([right, left])  # chunk i, summed: f32[8, 32]
-    return _smap(block, P("X", None), P("X", None))(partials)
+    return smap(block, X8, (P("X", None),), P("X", None))(partials)
 
 
 def bidi_reducescatter_wrong_chunk(partials):
     """The left-going ring adds the chunk of the device on the wrong side."""
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(partial):
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         chunks = partial.reshape(n, 2, -1, partial.shape[1])
 
         def step(s, carry):
             right, left = carry
-            right = jax.lax.ppermute(right, "X", _ring(n, 1)) + chunks[(i - s - 2) % n, 0]
-            left = jax.lax.ppermute(left, "X", _ring(n, -1)) + chunks[(i - s - 2) % n, 1]
+            right = jax.lax.ppermute(right, "X", ring(n, 1)) + chunks[(i - s - 2) % n, 0]
+            left = jax.lax.ppermute(left, "X", ring(n, -1)) + chunks[(i - s - 2) % n, 1]
             return right, left
         right, left = jax.lax.fori_loop(0, n - 1, step, (chunks[(i - 1) % n, 0], chunks[(i + 1) % n, 1]))
         return jnp.concatenate([right, left])
-    return _smap(block, P("X", None), P("X", None))(partials)
+    return smap(block, X8, (P("X", None),), P("X", None))(partials)
 
 
 # CX4: AllToAll moves the subscript: [I_X, J] -> [I, J_X].
 def alltoall(x):
-    import jax
-
-    P = _specs()
     # x_block f32[8, 32] -> f32[64, 4]: split the columns into 8 pieces, gather the rows
-    return _smap(lambda b: jax.lax.all_to_all(b, "X", split_axis=1, concat_axis=0, tiled=True),
-                 P("X", None), P(None, "X"))(x)
+    return smap(lambda b: jax.lax.all_to_all(b, "X", split_axis=1, concat_axis=0, tiled=True), X8,
+                (P("X", None),), P(None, "X"))(x)
 
 
 def alltoall_axes_swapped(x):
-    import jax
-
-    P = _specs()
-    return _smap(lambda b: jax.lax.all_to_all(b, "X", split_axis=0, concat_axis=1, tiled=True),
-                 P("X", None), P(None, "X"))(x)
+    return smap(lambda b: jax.lax.all_to_all(b, "X", split_axis=0, concat_axis=1, tiled=True), X8,
+                (P("X", None),), P(None, "X"))(x)
 
 
 def alltoall_by_gathering(x):
-    import jax
-
-    P = _specs()
-
     def block(b):
         full = jax.lax.all_gather(b, "X", axis=0, tiled=True)  # f32[64, 32]
         cols = full.shape[1] // jax.lax.axis_size("X")
         return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index("X") * cols, cols, axis=1)
-    return _smap(block, P("X", None), P(None, "X"))(x)
+    return smap(block, X8, (P("X", None),), P(None, "X"))(x)
 
 
 # CX5(a): the gradient of an AllGather is a ReduceScatter. Loss: sum over devices d of
 # sum(y_d * gather(x)**2) / 2, with y_d device d's own weights f32[64, 32]; d loss / dx = x * sum_d y_d.
 def gradient_of_gather(x, y):
-    import jax
-
-    P = _specs()
-
     def per_device(x_block, y_block):  # x_block: f32[8, 32]; y_block: f32[64, 32]
         x_full = jax.lax.all_gather(x_block, "X", axis=0, tiled=True)  # f32[64, 32]
         return (y_block * x_full**2 / 2).sum()[None]  # this device's share of the loss: f32[1]
-    losses = _smap(per_device, (P("X", None), P("X", None)), P("X"))
+    losses = smap(per_device, X8, (P("X", None), P("X", None)), P("X"))
     return jax.grad(lambda x: losses(x, y).sum())(x)
 
 
 def gradient_forgets_other_devices(x, y):
     """Differentiates only this device's own term: x * y_d for the device's own rows."""
-    P = _specs()
-
     def block(x_block, y_block):
-        return x_block * _own_rows(y_block)
-    return _smap(block, (P("X", None), P("X", None)), P("X", None))(x, y)
+        return x_block * own_block(y_block, "X")
+    return smap(block, X8, (P("X", None), P("X", None)), P("X", None))(x, y)
 
 
 def gradient_by_hand_allreduce(x, y):
     """The right numbers, by summing everyone's weights and keeping one block: an AllReduce."""
-    import jax
-
-    P = _specs()
-    return _smap(lambda a, b: a * _own_rows(jax.lax.psum(b, "X")), (P("X", None), P("X", None)),
-                 P("X", None))(x, y)
+    return smap(lambda a, b: a * own_block(jax.lax.psum(b, "X"), "X"), X8, (P("X", None), P("X", None)),
+                P("X", None))(x, y)
 
 
 # --- the questions -------------------------------------------------------------------------------------------
 
-TWO_PERCENT = Tolerance(rtol=0.02)
-
-
-def _t(qid, prompt, reference, section, slips, tolerance=TWO_PERCENT, unit="s"):
-    return Number(qid=qid, points=1, section=section, prompt=prompt, reference=reference, unit=unit,
-                  tolerance=tolerance, slips=slips)
-
-
-X8 = (("X", 8),)
 XY_IN, YK_IN = Operand((64, 256), (None, "X")), Operand((256, 128), ("X", None))
 
 CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
     # 1. Notation and bookkeeping.
     Number(qid="ch03-e1-a-bytes", points=1, section=NOTATION,
            prompt="Bytes of A = bf16[8, 2048] @ P('X', 'Y') on each device of a (4, 2) mesh.",
-           reference=E1_A_BYTES, unit="B", tolerance=Tolerance.figures(),
+           reference=E1_A_BYTES, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(2 * E1_A_BYTES, "ratio:2", "the mesh is (4, 2): X has 4 devices."),
                   Slip(E1_A_BYTES / 2, "ratio:1/2", "bf16 takes 2 bytes per element."))),
     Number(qid="ch03-e1-b-bytes", points=1, section=NOTATION,
            prompt="Bytes of B = bf16[2048, 8192] @ P(None, 'Y') on each device of the same mesh.",
-           reference=E1_B_BYTES, unit="B", tolerance=Tolerance.figures(),
+           reference=E1_B_BYTES, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(E1_B_BYTES / 4, "ratio:1/4", "B is not split along X: it is replicated there."),)),
     Number(qid="ch03-e2-ways", points=1, section=NOTATION,
            prompt="Into how many pieces is I split in A[I_XY, J] on a mesh {X: 4, Y: 8}?",
@@ -720,35 +563,36 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
                   Slip(E2_MESH["X"], "ratio:1/8"))),
     Number(qid="ch03-e3-fraction", points=1, section=NOTATION,
            prompt="Fraction of A[I_X, J_Y] = [4, 128] held by one device of a 2 x 2 mesh.",
-           reference=E3_FRACTION, tolerance=Tolerance.figures(),
+           reference=E3_FRACTION, tolerance=THREE_FIGURES,
            slips=(Slip(2 * E3_FRACTION, "ratio:2", "both dimensions are split."),)),
     Function(qid="ch03-cx1-local-shape", points=2, section=NOTATION,
              prompt="local_shape(global_shape, spec, mesh): the block shape on one device.",
-             reference=local_shape, probes=SHAPE_PROBES, output=Output("number", tolerance=EXACT),
+             reference=local_shape, probes=SHAPE_PROBES, draw=random_case, output=Output("number", tolerance=EXACT),
              slips=(Slip(cx1_forgets_flattening, "wrong_elements"),)),
     Function(qid="ch03-cx1-total-bytes", points=2, section=NOTATION,
              prompt="total_bytes(global_shape, bytes_per_element, spec, mesh): bytes summed over all devices.",
-             reference=total_bytes, probes=BYTES_PROBES, output=Output("number", tolerance=EXACT),
+             reference=total_bytes, probes=BYTES_PROBES, draw=random_case, output=Output("number", tolerance=EXACT),
              slips=(Slip(cx1_one_copy, "ratio:1/4"),)),
     Number(qid="ch03-pq0-bytes", points=1, section=NOTATION,
            prompt="Bytes per device of fp32[1024, 4096] @ A[I_XY, J] on {X: 8, Y: 2}.",
-           reference=PQ0_BYTES, unit="B", tolerance=Tolerance.figures(),
+           reference=PQ0_BYTES, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(PQ0_BYTES / 2, "ratio:1/2", "fp32 takes 4 bytes per element."),
                   Slip(PQ0_BYTES * 2, "ratio:2", "I is split over both axes: 16 ways."))),
-    _t("ch03-pq0-time", "Seconds to read that block from an H100's HBM.", PQ0_SECONDS, NOTATION,
-       (Slip(PQ0_SECONDS * 1e9, "unit:1000000000"), Slip(PQ0_SECONDS / 2, "ratio:1/2")),
-       tolerance=Tolerance(rtol=0.055)),  # the book divides 1e6 B, not 2**20 B: 294 ns
+    number("ch03-pq0-time", section=NOTATION, prompt="Seconds to read that block from an H100's HBM.",
+           reference=PQ0_SECONDS, unit="s",
+           tolerance=Tolerance(rtol=0.055),  # the book divides 1e6 B, not 2**20 B: 294 ns
+           slips=(Slip(PQ0_SECONDS * 1e9, "unit:1000000000"), Slip(PQ0_SECONDS / 2, "ratio:1/2"))),
     Number(qid="ch03-pq1-bytes-per-device", points=1, section=NOTATION,
            prompt="Bytes per device of int8[128, 2048] @ A[I_XY, J] on {X: 2, Y: 8, Z: 2}.",
-           reference=PQ1_BYTES, unit="B", tolerance=Tolerance.figures(),
+           reference=PQ1_BYTES, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(PQ1_BYTES / 2, "ratio:1/2", "Z does not split A: it copies it."),)),
     Number(qid="ch03-pq1-total-bytes", points=1, section=NOTATION,
            prompt="Bytes of that array summed over all 32 devices.",
-           reference=PQ1_TOTAL, unit="B", tolerance=Tolerance.figures(),
+           reference=PQ1_TOTAL, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(PQ1_TOTAL / 2, "ratio:1/2", "there are two copies, one per Z coordinate."),)),
     Number(qid="ch03-q1-ratio", points=1, section=PROBLEMS,
            prompt="Total bytes over all chips / bytes of one copy, for A[I_X, J, K] on {X: 4, Y: 8, Z: 2}.",
-           reference=Q1_RATIO, tolerance=Tolerance.figures(),
+           reference=Q1_RATIO, tolerance=THREE_FIGURES,
            slips=(Slip(Q1_RATIO / 4, "ratio:1/4", "count copies: every device holds a quarter of the array."),)),
     Formula(qid="ch03-q1-ratio-formula", points=1, section=PROBLEMS,
             prompt="The same ratio for A[I_X, J, ...] on a mesh {X, Y, Z}, in X, Y, Z.",
@@ -822,36 +666,45 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
                    Slip((N - 1) * V / (N * W), "ratio:1/2", "a line uses each link in one direction only."))),
     Number(qid="ch03-e4-latency-bytes", points=1, section=ALLGATHER,
            prompt="Bytes per hop below which a TPU v5e link is latency-bound (1 us per hop, one direction).",
-           reference=E4_BYTES, unit="B", tolerance=Tolerance(rtol=0.01),
+           reference=E4_BYTES, unit="B", tolerance=ONE_PERCENT,
            slips=(Slip(2 * E4_BYTES, "ratio:2", "one hop sends in one direction: use the one-way rate."),)),
     Function(qid="ch03-cx5-collective-time", points=3, section=ALLGATHER,
              prompt="collective_time(op, V, W, N, axes, wrap, hop_s): Part 3's time for one collective.",
              reference=collective_time, probes=CX5_PROBES, output=Output("number", unit="s",
                                                                          tolerance=Tolerance(rtol=0.001)),
              slips=(Slip(cx5_ignores_latency, "not_equal"),)),
-    _t("ch03-pq2-ideal", "PQ2(a): AllGather_Y of bf16[2048, 8192] on v5e {X: 8, Y: 4}, ideal ring with wraparound.",
-       PQ2_IDEAL, ALLGATHER, (Slip(2 * PQ2_IDEAL, "ratio:2"), Slip(PQ2_IDEAL * 1e6, "unit:1000000"))),
-    _t("ch03-pq2-nowrap", "PQ2(a) again, for the 4-long v5e axis as it is: without wraparound.",
-       PQ2_NOWRAP, ALLGATHER, (Slip(PQ2_IDEAL, "ratio:2/3", "this axis has no wraparound link."),),
-       tolerance=Tolerance(rtol=0.03)),
-    _t("ch03-pq2-hop-time", "PQ2(b): seconds for one shard of bf16[256, 256] / 4 to cross one v5e link one way.",
-       PQ2_HOP, ALLGATHER, (Slip(PQ2_HOP / 2, "ratio:1/2"),), tolerance=Tolerance(rtol=0.05)),
-    _t("ch03-pq2-small", "PQ2(b): the whole AllGather of bf16[256, 256] over the 4-long axis (latency-bound).",
-       PQ2_SMALL, ALLGATHER, (Slip(8e-6, "ratio:8/3", "8 us was measured; the model counts hops."),),
-       tolerance=Tolerance(low=2e-6, high=4e-6)),
-    _t("ch03-q2-gather-x", "Q2(1): AllGather_X([B_X, D_Y]) on a v4p 4x4x4, B = 1024, D = 4096, bf16.",
-       Q2_GATHER_X, PROBLEMS, (Slip(4 * Q2_GATHER_X, "ratio:4", "only D_Y's share is gathered: divide by |Y|."),)),
-    _t("ch03-q2-gather-xy", "Q2(2): AllGather_XY([B_X, D_Y]) on the same cube.",
-       Q2_GATHER_XY, PROBLEMS, (Slip(2 * Q2_GATHER_XY, "ratio:2", "two axes gather at once, on their own links."),)),
-    _t("ch03-q2-allreduce-z", "Q2(3): AllReduce_Z([B_X, D_Y]{U_Z}) on the same cube.",
-       Q2_ALLREDUCE_Z, PROBLEMS, (Slip(Q2_V0_ALLREDUCE, "ratio:16", "each device holds only a [B/4, D/4] block."),)),
-    _t("ch03-q2-reshard-x", "Q2(1) after resharding to [B_XZ, D_Y] locally, so Z's links help the gather.",
-       Q2_RESHARD_X, PROBLEMS, (Slip(Q2_GATHER_X, "ratio:2"),)),
-    _t("ch03-q2-reshard-xy", "Q2(2) after the same reshard: gather over X, Y and Z at once.",
-       Q2_RESHARD_XY, PROBLEMS, (Slip(Q2_GATHER_XY, "ratio:3/2"),)),
-    _t("ch03-q3-latency", "Q3: AllGather_X([B_X]) of bf16[128] on a v4p 4x4x4.",
-       Q3_TIME, PROBLEMS, (Slip(4 * HOP_S, "ratio:3/2", "with wraparound the farthest of 4 devices is 2 hops away."),),
-       tolerance=Tolerance(low=1.5e-6, high=3e-6)),
+    number("ch03-pq2-ideal", section=ALLGATHER,
+           prompt="PQ2(a): AllGather_Y of bf16[2048, 8192] on v5e {X: 8, Y: 4}, ideal ring with wraparound.",
+           reference=PQ2_IDEAL, unit="s",
+           slips=(Slip(2 * PQ2_IDEAL, "ratio:2"), Slip(PQ2_IDEAL * 1e6, "unit:1000000"))),
+    number("ch03-pq2-nowrap", section=ALLGATHER,
+           prompt="PQ2(a) again, for the 4-long v5e axis as it is: without wraparound.", reference=PQ2_NOWRAP, unit="s",
+           tolerance=Tolerance(rtol=0.03), slips=(Slip(PQ2_IDEAL, "ratio:2/3", "this axis has no wraparound link."),)),
+    number("ch03-pq2-hop-time", section=ALLGATHER,
+           prompt="PQ2(b): seconds for one shard of bf16[256, 256] / 4 to cross one v5e link one way.",
+           reference=PQ2_HOP, unit="s", tolerance=Tolerance(rtol=0.05), slips=(Slip(PQ2_HOP / 2, "ratio:1/2"),)),
+    number("ch03-pq2-small", section=ALLGATHER,
+           prompt="PQ2(b): the whole AllGather of bf16[256, 256] over the 4-long axis (latency-bound).",
+           reference=PQ2_SMALL, unit="s", tolerance=Tolerance(low=2e-6, high=4e-6),
+           slips=(Slip(8e-6, "ratio:8/3", "8 us was measured; the model counts hops."),)),
+    number("ch03-q2-gather-x", section=PROBLEMS,
+           prompt="Q2(1): AllGather_X([B_X, D_Y]) on a v4p 4x4x4, B = 1024, D = 4096, bf16.", reference=Q2_GATHER_X,
+           unit="s", slips=(Slip(4 * Q2_GATHER_X, "ratio:4", "only D_Y's share is gathered: divide by |Y|."),)),
+    number("ch03-q2-gather-xy", section=PROBLEMS, prompt="Q2(2): AllGather_XY([B_X, D_Y]) on the same cube.",
+           reference=Q2_GATHER_XY, unit="s",
+           slips=(Slip(2 * Q2_GATHER_XY, "ratio:2", "two axes gather at once, on their own links."),)),
+    number("ch03-q2-allreduce-z", section=PROBLEMS, prompt="Q2(3): AllReduce_Z([B_X, D_Y]{U_Z}) on the same cube.",
+           reference=Q2_ALLREDUCE_Z, unit="s",
+           slips=(Slip(Q2_V0_ALLREDUCE, "ratio:16", "each device holds only a [B/4, D/4] block."),)),
+    number("ch03-q2-reshard-x", section=PROBLEMS,
+           prompt="Q2(1) after resharding to [B_XZ, D_Y] locally, so Z's links help the gather.",
+           reference=Q2_RESHARD_X, unit="s", slips=(Slip(Q2_GATHER_X, "ratio:2"),)),
+    number("ch03-q2-reshard-xy", section=PROBLEMS,
+           prompt="Q2(2) after the same reshard: gather over X, Y and Z at once.", reference=Q2_RESHARD_XY, unit="s",
+           slips=(Slip(Q2_GATHER_XY, "ratio:3/2"),)),
+    number("ch03-q3-latency", section=PROBLEMS, prompt="Q3: AllGather_X([B_X]) of bf16[128] on a v4p 4x4x4.",
+           reference=Q3_TIME, unit="s", tolerance=Tolerance(low=1.5e-6, high=3e-6),
+           slips=(Slip(4 * HOP_S, "ratio:3/2", "with wraparound the farthest of 4 devices is 2 hops away."),)),
     Formula(qid="ch03-q10-allgather-link", points=1, section=PROBLEMS,
             prompt="Q10(1): scalars crossing one link in a one-way ring AllGather of an N x N matrix over D devices.",
             reference=Q10_ALLGATHER, symbols="N D", counts="D",
@@ -862,15 +715,15 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(Q10_ALLGATHER, "ratio:2", "a block only travels as far as its destination."),)),
     Number(qid="ch03-q10-ratio-uni", points=1, section=PROBLEMS,
            prompt="Q10(3): AllToAll / AllGather traffic per link with one-way links.",
-           reference=float(sp.limit(Q10_ALLTOALL / Q10_ALLGATHER, D, sp.oo)), tolerance=Tolerance.figures(),
+           reference=float(sp.limit(Q10_ALLTOALL / Q10_ALLGATHER, D, sp.oo)), tolerance=THREE_FIGURES,
            slips=(Slip(0.25, "ratio:1/2", "that is with links used both ways."),)),
     Number(qid="ch03-q10-ratio-bidi", points=1, section=PROBLEMS,
            prompt="Q10(6): the same ratio when links are used in both directions.",
-           reference=0.25, tolerance=Tolerance.figures(),
+           reference=0.25, tolerance=THREE_FIGURES,
            slips=(Slip(0.5, "ratio:2", "both directions halve the AllGather but quarter the AllToAll."),)),
     Function(qid="ch03-e5-matrices", points=2, section=REDUCESCATTER,
              prompt="gather_scatter_matrices(n, p): the AllGather and ReduceScatter matrices for p shards of n.",
-             reference=gather_scatter_matrices, model=e5_model, probes=E5_PROBES,
+             reference=gather_scatter_matrices, model=e5_model, probes=E5_PROBES, draw=draw_e5,
              output=(Output("number", tolerance=EXACT), Output("number", tolerance=EXACT)),
              slips=(Slip(e5_interleaved, "wrong_elements"),)),
     # Ring collectives from ppermute, AllToAll, and the gradient of a gather.
@@ -929,7 +782,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
                         "each chip multiplies only its 1/X share of the contraction."),)),
     Number(qid="ch03-q4-b-threshold", points=1, section=PROBLEMS,
            prompt="Q4 on TPU v5p: the batch below which strategy 1 is communication-bound.",
-           reference=Q4_B_THRESHOLD, tolerance=Tolerance(rtol=0.01),
+           reference=Q4_B_THRESHOLD, tolerance=ONE_PERCENT,
            slips=(Slip(Q4_B_THRESHOLD / 2, "ratio:1/2", "W is the bidirectional bandwidth."),)),
     Formula(qid="ch03-q4-d-small-batch", points=1, section=PROBLEMS,
             prompt="Q4 when both strategies are communication-bound: strategy 2 wins for D above what?",
@@ -937,7 +790,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(B, "ratio:1/2", "the AllReduce moves 4BF bytes, the gather 2DF."),)),
     Number(qid="ch03-q4-d-threshold", points=1, section=PROBLEMS,
            prompt="Q4 on TPU v5p with B above that batch: strategy 2 wins for D above what?",
-           reference=Q4_D_THRESHOLD, tolerance=Tolerance(rtol=0.01),
+           reference=Q4_D_THRESHOLD, tolerance=ONE_PERCENT,
            slips=(Slip(Q4_B_THRESHOLD, "ratio:1/2", "compare 2BDF/C with 4BF/W."),)),
     Formula(qid="ch03-q5-flops", points=1, section=PROBLEMS,
             prompt="Q5: FLOPs per chip of A[I, J] . B[J, K] on a v4p 4x4x4 with one operand dimension split 64 ways.",
@@ -961,7 +814,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            slips=(Slip("all-gather", "wrong_option", "the contraction is sharded on both sides: partial sums."),)),
     Number(qid="ch03-q6-a-threshold", points=1, section=PROBLEMS,
            prompt="Q6(a): the J above which it is compute-bound (bidirectional ring, wraparound assumed).",
-           reference=Q6_A_J, tolerance=Tolerance(rtol=0.02),
+           reference=Q6_A_J, tolerance=TWO_PERCENT,
            slips=(Slip(Q6_A_J / 2, "ratio:1/2", "an AllReduce costs two gathers' worth."),)),
     Choice(qid="ch03-q6-b-collective", points=1, section=PROBLEMS,
            prompt="Q6(b): the collective of A[I_X, J] . B[J_X, K_Y] -> C[I_X, K_Y].",
@@ -969,7 +822,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            slips=(Slip("all-reduce", "wrong_option", "A is not sharded on J: gather B's J first."),)),
     Number(qid="ch03-q6-b-threshold", points=1, section=PROBLEMS,
            prompt="Q6(b): the I above which it is compute-bound.",
-           reference=Q6_B_I, tolerance=Tolerance(rtol=0.02),
+           reference=Q6_B_I, tolerance=TWO_PERCENT,
            slips=(Slip(Q6_B_I * 2, "ratio:2", "the gathered B is bf16[J, K_Y]: 2JK/4 bytes."),)),
     Choice(qid="ch03-q6-c-collective", points=1, section=PROBLEMS,
            prompt="Q6(c): the collective of A[I_X, J] . B[J, K_Y] -> C[I_X, K_Y].",
@@ -977,7 +830,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            slips=(Slip("all-gather", "wrong_option", "the contraction is not sharded at all."),)),
     Number(qid="ch03-q7-weight-bytes", points=1, section=PROBLEMS,
            prompt="Q7: bytes of one bf16 weight matrix [8192, 32768].",
-           reference=Q7_WEIGHT, unit="B", tolerance=Tolerance(rtol=0.01),
+           reference=Q7_WEIGHT, unit="B", tolerance=ONE_PERCENT,
            slips=(Slip(Q7_WEIGHT / 2, "ratio:1/2"),)),
     Choice(qid="ch03-q7-strategy", points=1, section=PROBLEMS,
            prompt="Q7: shard for speed within 300 MB per chip: 'fsdp' or 'tensor' parallel.",
@@ -985,10 +838,12 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            slips=(Slip("fsdp", "wrong_option", "FSDP gathers both full weight matrices at every step."),)),
     Number(qid="ch03-q7-bytes-per-chip", points=1, section=PROBLEMS,
            prompt="Q7: weight bytes per chip with tensor parallelism over all 4 chips.",
-           reference=Q7_PER_CHIP, unit="B", tolerance=Tolerance(rtol=0.01),
+           reference=Q7_PER_CHIP, unit="B", tolerance=ONE_PERCENT,
            slips=(Slip(Q7_PER_CHIP / 2, "ratio:1/2", "there are two weight matrices."),)),
-    _t("ch03-q7-flop-time", "Q7: seconds of matmul per chip for the MLP block (tensor parallel, v5e).",
-       Q7_FLOP_TIME, PROBLEMS, (Slip(Q7_FLOP_TIME * 4, "ratio:4", "each chip does a quarter."),)),
-    _t("ch03-q7-comm-time", "Q7: seconds for the AllGather of In[B, D_XY] over both axes (wraparound assumed).",
-       Q7_COMM, PROBLEMS, (Slip(Q7_COMM * 2, "ratio:2", "two axes gather at once."),)),
+    number("ch03-q7-flop-time", section=PROBLEMS,
+           prompt="Q7: seconds of matmul per chip for the MLP block (tensor parallel, v5e).", reference=Q7_FLOP_TIME,
+           unit="s", slips=(Slip(Q7_FLOP_TIME * 4, "ratio:4", "each chip does a quarter."),)),
+    number("ch03-q7-comm-time", section=PROBLEMS,
+           prompt="Q7: seconds for the AllGather of In[B, D_XY] over both axes (wraparound assumed).",
+           reference=Q7_COMM, unit="s", slips=(Slip(Q7_COMM * 2, "ratio:2", "two axes gather at once."),)),
 ))

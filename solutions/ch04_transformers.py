@@ -21,6 +21,7 @@ from course import hardware as hw
 from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import critical_intensity
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, compiled_cost, jax, jnp
 
 V5E = hw.TPU_V5E
 SECTION = "transformers/"
@@ -119,9 +120,6 @@ def decoder_prediction(B, T, D, F, N, K, H):
 
 def decoder_layer(D, F, N, K, H, seed=0):
     """CX2's model: random float32 weights of a pre-norm GQA layer and its forward function."""
-    import jax
-    import jax.numpy as jnp
-
     ks = jax.random.split(jax.random.key(seed), 7)
     w = {"norm1": jnp.ones(D), "norm2": jnp.ones(D),
          "wq": jax.random.normal(ks[0], (D, N, H)) / D**0.5, "wk": jax.random.normal(ks[1], (D, K, H)) / D**0.5,
@@ -151,15 +149,12 @@ def decoder_layer(D, F, N, K, H, seed=0):
 
 def decoder_layer_costs(B, T, D, F, N, K, H):
     """CX2's model solution: count the weights, ask XLA for the forward and training FLOPs."""
-    import jax
-
     w, layer = decoder_layer(D, F, N, K, H)
     x = jax.random.normal(jax.random.key(1), (B, T, D))
     n_params = sum(a.size for a in jax.tree.leaves(w))
 
     def flops(f):
-        cost = jax.jit(f).lower(w, x).compile().cost_analysis()
-        return (cost[0] if isinstance(cost, list) else cost)["flops"]
+        return compiled_cost(f, w, x)["flops"]
 
     def loss(w, x):
         return layer(w, x).sum()
@@ -223,6 +218,25 @@ def cx3_no_mask(q, k, v, chunk, causal):
     return flash_numpy(q, k, v, chunk, causal, mask=False)
 
 
+def draw_spec(rng: random.Random, probe: dict) -> dict:
+    return random_spec(rng)
+
+
+def draw_decoder(rng: random.Random, probe: dict) -> dict:
+    """CX2's grading-time case: a small GQA layer of fresh dimensions (N a multiple of K)."""
+    K = rng.choice((1, 2, 4))
+    return dict(B=rng.choice((1, 2, 4)), T=rng.choice((32, 64, 128)), D=rng.choice((128, 256, 512)),
+                F=rng.choice((256, 512, 1024)), N=K * rng.choice((1, 2, 4)), K=K, H=rng.choice((16, 32, 64)))
+
+
+def draw_flash(rng: random.Random, probe: dict) -> dict:
+    return flash_probe(rng.randrange(2**32), causal=probe["causal"])
+
+
+def draw_remat(rng: random.Random, probe: dict) -> dict:
+    return dict(blocks=rng.randint(1, 6), remat=rng.choice(("none", "full", "dots")))
+
+
 def flash_probe(seed: int, causal: bool, b=1, t=32, n=4, kv=2, h=8, chunk=8) -> dict:
     """Random inputs for CX3, rounded to 3 decimals to keep the release small. The values are
     shifted to 3 +- 1 so that no output lies near zero, where a relative tolerance would be unfair."""
@@ -244,9 +258,6 @@ def lowered_dots(blocks: int, remat: str) -> float:
 
 def count_dots(blocks, remat):
     """CX4's model solution: build the stack, lower value_and_grad, count the dots."""
-    import jax
-    import jax.numpy as jnp
-
     def block(w, x):
         return jnp.tanh(jnp.tanh(x @ w[0]) @ w[1])
     f = {"none": block, "full": jax.checkpoint(block),
@@ -310,6 +321,26 @@ def _cfg_probe(c: m.Config, *names: str, **extra) -> dict:
 
 
 SHAPE = ("L", "D", "F", "N", "K", "H", "V")
+
+
+def random_shape(rng: random.Random) -> dict:
+    """A fresh model shape for CX5's grading-time cases: L layers, N = G K heads of H, F about 3 D."""
+    K, D = rng.choice((1, 2, 4, 8, 16)), 128 * rng.randint(8, 128)
+    return dict(L=rng.randint(8, 128), D=D, F=128 * round(D * rng.uniform(2.5, 4) / 128),
+                N=K * rng.choice((1, 2, 4, 8)), K=K, H=rng.choice((64, 128, 256)), V=rng.randint(32_000, 256_000))
+
+
+def draw_params(rng: random.Random, probe: dict) -> dict:
+    return probe | random_shape(rng)  # E and tied as the probe has them
+
+
+def draw_flops(rng: random.Random, probe: dict) -> dict:
+    return probe | random_shape(rng) | {"T": 2 ** rng.randint(10, 17)}  # k as the probe has it
+
+
+def draw_kv(rng: random.Random, probe: dict) -> dict:
+    shape = random_shape(rng)
+    return dict(L=shape["L"], K=shape["K"], H=shape["H"], S=rng.randint(1, 2**16), bpe=rng.choice((1, 2)))
 PARAM_PROBES = tuple(_cfg_probe(c, *SHAPE, "E", "tied")
                      for c in (m.LLAMA3_8B, m.LLAMA3_70B, m.LLAMA31_405B, m.PART7_MOE))
 FLOP_PROBES = (_cfg_probe(m.LLAMA3_70B, *SHAPE, "k", T=4096), _cfg_probe(m.LLAMA3_8B, *SHAPE, "k", T=131_072),
@@ -387,7 +418,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
                   Slip(0.75, "ratio:3", "that is the MLP's share."))),
     Number(qid="ch04-q1-kv-bytes", points=1, unit="B", section=_wp,
            prompt="Bytes of int8 KV cache per token for the question 1 model.",
-           reference=Q1_KV, tolerance=Tolerance.figures(),
+           reference=Q1_KV, tolerance=THREE_FIGURES,
            slips=(Slip(Q1_KV / 2, "ratio:1/2", "a key and a value per layer."),
                   Slip(2 * Q1_KV, "ratio:2", "the cache is int8: 1 byte per element."))),
     # E3: FLOPs per layer, and when attention dominates.
@@ -426,7 +457,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             slips=(Slip(8 * D, "ratio:4", "compare with the projections only, not the MLP."),)),
     Number(qid="ch04-q5-t-d4096", points=1, section=_wp,
            prompt="That length for D = 4096.",
-           reference=float(Q5_T.subs(D, Q5_D)), tolerance=Tolerance.figures(),
+           reference=float(Q5_T.subs(D, Q5_D)), tolerance=THREE_FIGURES,
            slips=(Slip(4 * float(Q5_T.subs(D, Q5_D)), "ratio:4"),)),
     # Q2 and Q3: FLOPs of sharded and general contractions.
     Formula(qid="ch04-q2-total-flops", points=1, section=_wp,
@@ -446,21 +477,21 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     # E4 and Q6: activation memory and gradient checkpointing.
     Number(qid="ch04-e4-no-remat", points=1, unit="B", section=_mem,
            prompt="Bytes of saved activations, 20 D-sized tensors per layer (4M tokens, L = 64, D = 8192, bf16).",
-           reference=e4_bytes("everything"), tolerance=Tolerance(rtol=0.02),
+           reference=e4_bytes("everything"), tolerance=TWO_PERCENT,
            slips=(Slip(e4_bytes("everything") / 2, "ratio:1/2", "bf16: 2 bytes per element."),
                   Slip(e4_bytes("everything") / E4_L, "ratio:1/64", "every layer saves its own."))),
     Number(qid="ch04-e4-block-remat", points=1, unit="B", section=_mem,
            prompt="The same when each layer saves only its input.",
-           reference=e4_bytes("block"), tolerance=Tolerance(rtol=0.02),
+           reference=e4_bytes("block"), tolerance=TWO_PERCENT,
            slips=(Slip(e4_bytes("block") / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
     Number(qid="ch04-e4-dots-remat", points=1, unit="B", section=_mem,
            prompt="The same when each layer saves the outputs of its seven big matmuls (F = 4D, MHA).",
-           reference=e4_bytes("dots"), tolerance=Tolerance(rtol=0.02),
+           reference=e4_bytes("dots"), tolerance=TWO_PERCENT,
            slips=(Slip(m.activation_bytes(E4_TOKENS, E4_L, 7 * E4_D), "not_equal",
                        "the MLP's up and gate outputs have F elements per token, not D."),)),
     Number(qid="ch04-e4-remat-flops-ratio", points=1, section=_mem,
            prompt="Training FLOPs with block remat over training FLOPs without.",
-           reference=E4_REMAT_RATIO, tolerance=Tolerance(rtol=0.01),
+           reference=E4_REMAT_RATIO, tolerance=ONE_PERCENT,
            slips=(Slip(2.0, "ratio:3/2", "only the forward pass (2 of the 6) is done again."),)),
     Formula(qid="ch04-q6-recompute-flops", points=2, section=_wp,
             prompt="FLOPs redone in the backward pass per layer when only the 7 big matmul outputs are saved.",
@@ -475,7 +506,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
                    Slip(2 * S * L * N * H, "extra_symbol:N", "the cache holds the K key/value heads."))),
     Number(qid="ch04-e5-kv-bytes", points=1, unit="B", section=f"{SECTION}#key-value-kv-caching",
            prompt="That for S = 8192, L = 64, K*H = 8192.",
-           reference=m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S, tolerance=Tolerance.figures(),
+           reference=m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S, tolerance=THREE_FIGURES,
            slips=(Slip(m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S / 2, "ratio:1/2"),
                   Slip(m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=2) * E5_S, "ratio:2", "int8: 1 byte per element."))),
     # Q4: attention intensity.
@@ -519,18 +550,18 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     Number(qid="ch04-q8-deepseek-batch", points=1, section=_wp,
            prompt="That batch for DeepSeek-V3 (E = 256, k = 8) on TPU v5e.",
            reference=m.moe_critical_batch(m.DEEPSEEK_V3_EXPERTS, m.DEEPSEEK_V3_EXPERTS_PER_TOKEN,
-                                          critical_intensity(V5E)), tolerance=Tolerance(rtol=0.01),
+                                          critical_intensity(V5E)), tolerance=ONE_PERCENT,
            slips=(Slip(critical_intensity(V5E) * m.DEEPSEEK_V3_EXPERTS / m.DEEPSEEK_V3_EXPERTS_PER_TOKEN,
                        "ratio:2"),)),
     # Q7: a real run's utilisation.
     Number(qid="ch04-q7-training-flops", points=1, unit="FLOP", section=_wp,
            prompt="Training FLOPs of DeepSeek-V3 (activated parameters, tokens).",
-           reference=m.train_flops(DS.active_params, DS.tokens), tolerance=Tolerance(rtol=0.01),
+           reference=m.train_flops(DS.active_params, DS.tokens), tolerance=ONE_PERCENT,
            slips=(Slip(2 * DS.active_params * DS.tokens, "ratio:1/3", "training is forward plus backward."),)),
     Number(qid="ch04-q7-utilisation", points=1, section=_wp,
            prompt="Its hardware utilisation, as a fraction of the H800s' dense FP8 peak.",
            reference=m.utilisation(DS.active_params, DS.tokens, DS.chip_hours, H800_FP8_FLOPS_PER_S),
-           tolerance=Tolerance(rtol=0.01),
+           tolerance=ONE_PERCENT,
            slips=(Slip(m.utilisation(DS.active_params, DS.tokens, DS.chip_hours, H800_FP8_SPARSE_FLOPS_PER_S),
                        "ratio:1/2", "3.026e15 assumes 2:4 sparsity; use the dense rate."),
                   Slip(100 * m.utilisation(DS.active_params, DS.tokens, DS.chip_hours, H800_FP8_FLOPS_PER_S),
@@ -544,46 +575,46 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     # Coding exercises: functions the student writes, run on public test cases.
     Function(qid="ch04-cx1-einsum-flops", points=2, section=_f,
              prompt="einsum_flops(spec, x_shape, y_shape): FLOPs of a two-operand einsum.",
-             reference=einsum_flops,
+             reference=einsum_flops, draw=draw_spec,
              probes=(dict(spec="bd,df->bf", x_shape=[256, 512], y_shape=[512, 1024]),
                      dict(spec="ghijkl,ghmnkl->ghijmn", x_shape=[2, 3, 4, 5, 6, 7], y_shape=[2, 3, 8, 9, 6, 7]),
                      *(random_spec(random.Random(seed)) for seed in range(6))),
-             output=Output("number", tolerance=Tolerance(rtol=1e-9)),
+             output=Output("number", tolerance=EXACT),
              slips=(Slip(cx1_no_factor_two, "ratio:1/2"), Slip(cx1_counts_each_operand, "magnitude:+3"))),
     Function(qid="ch04-cx2-decoder-layer", points=3, section=_layer,
              prompt="decoder_layer_costs(B, T, D, F, N, K, H): a GQA layer's parameters, forward and training "
                     "FLOPs measured by XLA.",
-             reference=decoder_prediction, model=decoder_layer_costs, probes=(CX2_PROBE,),
-             output=(Output("number", tolerance=Tolerance(rtol=1e-9)), Output("number", tolerance=Tolerance(rtol=0.03)),
+             reference=decoder_prediction, model=decoder_layer_costs, probes=(CX2_PROBE,), draw=draw_decoder,
+             output=(Output("number", tolerance=EXACT), Output("number", tolerance=Tolerance(rtol=0.03)),
                      Output("number", tolerance=Tolerance(rtol=0.03))),
              slips=(Slip(cx2_ungated, "not_equal"), Slip(cx2_forward_as_training, "ratio:1/3"))),
     Function(qid="ch04-cx3-flash-attention", points=3, section=f"{SECTION}#appendix-a-how-does-flash-attention-work",
              prompt="flash_attention(q, k, v, chunk, causal): blockwise softmax attention with GQA.",
-             reference=naive_attention, model=flash_numpy,
+             reference=naive_attention, model=flash_numpy, draw=draw_flash,
              # seed 6: row 0's maximum is not in the first chunk, so a missing rescale shows in the self-check
              probes=(flash_probe(6, causal=False), flash_probe(1, causal=True)),
              output=Output("number", tolerance=Tolerance(rtol=1e-4)),
              slips=(Slip(cx3_no_rescale, "wrong_elements"), Slip(cx3_no_mask, "wrong_elements"))),
     Function(qid="ch04-cx4-remat-dots", points=2, section=_mem,
              prompt="count_dots(blocks, remat): dot_general ops in the lowered value_and_grad of a block stack.",
-             reference=lowered_dots, model=count_dots,
+             reference=lowered_dots, model=count_dots, draw=draw_remat,
              probes=tuple(dict(blocks=n, remat=r) for n, r in ((1, "none"), (4, "none"), (4, "full"), (2, "full"),
                                                                (4, "dots"))),
-             output=Output("number", tolerance=Tolerance(rtol=1e-9)),
+             output=Output("number", tolerance=EXACT),
              slips=(Slip(cx4_forward_only, "not_equal"), Slip(cx4_every_input_gradient, "close"))),
     Function(qid="ch04-cx5-param-count", points=2, section=_layer,
              prompt="param_count(L, D, F, N, K, H, V, E, tied): parameters of a (GQA, MoE) config.",
-             reference=param_count, probes=PARAM_PROBES,
+             reference=param_count, probes=PARAM_PROBES, draw=draw_params,
              output=Output("number", tolerance=Tolerance(rtol=1e-4)),
              slips=(Slip(cx5_mha_params, "close"), Slip(cx5_untied, "close"))),
     Function(qid="ch04-cx5-train-flops", points=2, section=_attn,
              prompt="train_flops_per_token(L, D, F, N, K, H, V, k, T): training FLOPs per token, attention included.",
-             reference=train_flops_per_token, probes=FLOP_PROBES,
+             reference=train_flops_per_token, probes=FLOP_PROBES, draw=draw_flops,
              output=Output("number", tolerance=Tolerance(rtol=1e-4)),
              slips=(Slip(cx5_six_times_params, "close"), Slip(cx5_forward_only, "ratio:1/3"))),
     Function(qid="ch04-cx5-kv-cache", points=1, section=f"{SECTION}#key-value-kv-caching",
              prompt="kv_cache_bytes(L, K, H, S, bpe): KV cache bytes of one sequence.",
-             reference=kv_cache_bytes, probes=KV_PROBES,
+             reference=kv_cache_bytes, probes=KV_PROBES, draw=draw_kv,
              output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(cx5_keys_only, "ratio:1/2"),)),
 ))

@@ -20,26 +20,17 @@ states, read from the lowered StableHLO.
 from __future__ import annotations
 
 import math
+import random
 
 import sympy as sp
 
 from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, H, L, M, N, S, V, W, X, Y, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, own_block, smap
 
 M_X, M_Y = symbols("M_X M_Y")  # mesh axes an FSDP / a tensor-parallel collective runs over at once
 V5P = hw.TPU_V5P
@@ -215,6 +206,13 @@ MESH_PROBES = (
 )
 
 
+def draw_mesh(rng: random.Random, probe: dict) -> dict:
+    """CX4's grading-time cases: the probe's mesh axes, a batch 1/8 to 8 times the probe's, F 1/2 to 2
+    times, and a fresh chip count (64 to 16384, not always a power of two)."""
+    return dict(probe, B=float(round(probe["B"] * 2 ** rng.uniform(-3, 3))),
+                F=float(round(probe["F"] * 2 ** rng.uniform(-1, 1))), N=rng.randint(64, 16_384))
+
+
 # --- programs (CX1-CX4): models and typical wrong versions ---------------------------------------------
 # Data parallelism: In[B_X, D] and dOut[B_X, D] sharded by batch, W_out[F, D] replicated; the result is
 # dW_in[D, F], replicated. A large batch (B = 256 against D = 32, F = 64) makes the point of data
@@ -231,241 +229,153 @@ def _atol(*contracted: int) -> float:
     return 1e-3 * math.sqrt(math.prod(contracted))
 
 
-def _smap(block, mesh_axes, in_specs, out_specs, check_vma=True):
-    import jax
-
-    from course.devices import mesh
-
-    return jax.shard_map(block, mesh=mesh(**dict(mesh_axes)), in_specs=in_specs, out_specs=out_specs,
-                         check_vma=check_vma)
-
-
-def _specs():
-    """PartitionSpec, imported only when a program runs (importing this module must not start JAX)."""
-    from jax.sharding import PartitionSpec as P
-
-    return P
-
-
-def _own(full, axis_name, dim):
-    """This device's block of ``full`` along ``dim`` (a local slice: no communication)."""
-    import jax
-
-    n = full.shape[dim] // jax.lax.axis_size(axis_name)
-    return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index(axis_name) * n, n, axis=dim)
-
-
 # CX1: the backward pass of data parallelism, by autodiff inside shard_map.
 def dp_grad(x, g, w_out):
     """dW_in = In^T . (dOut . W_out^T), summed over the whole batch. Autodiff inside shard_map sums the
     gradient of a replicated input over the mesh by itself: the psum is the transpose of the implicit
     broadcast of W_in to every device."""
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_full):  # [B/X, D], [B/X, D], [F, D]
         def loss(w_in):  # <dOut, Out> for this device's tokens; linear in W_in, so any W_in will do
             return jnp.sum(g_block * ((x_block @ w_in) @ w_out_full))
         return jax.grad(loss)(jnp.zeros((x_block.shape[1], w_out_full.shape[0]), x_block.dtype))  # [D, F]
-    return _smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
 
 
 def dp_grad_extra_psum(x, g, w_out):
     """The trap: sums the already summed gradient once more (8 times too large on 8 devices)."""
-    import jax
-    import jax.numpy as jnp
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_full):
         def loss(w_in):
             return jnp.sum(g_block * ((x_block @ w_in) @ w_out_full))
         grad = jax.grad(loss)(jnp.zeros((x_block.shape[1], w_out_full.shape[0]), x_block.dtype))
         return jax.lax.psum(grad, "X")
-    return _smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
 
 
 def dp_grad_unsummed(x, g, w_out):
     """With check_vma=False nothing is summed for you: this returns one device's share of the batch."""
-    P = _specs()
-
     def block(x_block, g_block, w_out_full):
         return x_block.T @ (g_block @ w_out_full.T)
-    return _smap(block, X8, (P("X", None), P("X", None), P()), P(), check_vma=False)(x, g, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P()), P(), check_vma=False)(x, g, w_out)
 
 
 def dp_grad_gathers_batch(x, g, w_out):
     """Gathers the whole batch to every device: right, but its bytes grow with the batch."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_full):
         x_full = jax.lax.all_gather(x_block, "X", axis=0, tiled=True, to="invarying")
         g_full = jax.lax.all_gather(g_block, "X", axis=0, tiled=True, to="invarying")
         return x_full.T @ (g_full @ w_out_full.T)
-    return _smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
 
 
 # CX2: FSDP. In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D]: gather each weight just in time.
 def fsdp_forward(x, w_in, w_out):
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):  # [B/X, D], [D/X, F], [F, D/X]
         w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # [D, F]
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # [F, D]
         return (x_block @ w_in_full) @ w_out_full  # [B/X, D]
-    return _smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
 
 
 def fsdp_forward_sums_outputs(x, w_in, w_out):
     """Adds a psum at the end, as if the outputs were partial sums: it adds up different tokens."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):
         w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
         return jax.lax.psum((x_block @ w_in_full) @ w_out_full, "X")
-    return _smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
 
 
 def fsdp_forward_gathers_batch(x, w_in, w_out):
     """Gathers the batch too and computes every token on every device, keeping its own rows."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):
         x_full = jax.lax.all_gather(x_block, "X", axis=0, tiled=True)
         w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        return _own((x_full @ w_in_full) @ w_out_full, "X", 0)
-    return _smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
+        return own_block((x_full @ w_in_full) @ w_out_full, "X", 0)
+    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
 
 
 # FSDP backward: dW_in[D_X, F] from In[B_X, D], dOut[B_X, D] and W_out[F, D_X].
 def fsdp_backward(x, g, w_out):
     """Gather W_out again, form this device's partial gradient, ReduceScatter it over the batch axis."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_block):  # [B/X, D], [B/X, D], [F, D/X]
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # [F, D]
         dh = g_block @ w_out_full.T  # dH[B/X, F]
         partial = x_block.T @ dh  # dW_in[D, F]{U_X}: a sum over this device's tokens only
         return jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [D/X, F]
-    return _smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
+    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
 
 
 def fsdp_backward_own_rows(x, g, w_out):
     """Keeps its own rows of the partial gradient without adding the other devices' tokens."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_block):
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        return _own(x_block.T @ (g_block @ w_out_full.T), "X", 0)
-    return _smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
+        return own_block(x_block.T @ (g_block @ w_out_full.T), "X", 0)
+    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
 
 
 def fsdp_backward_allreduce(x, g, w_out):
     """AllReduce, then keep its own rows: twice the bytes of a ReduceScatter."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_block):
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        return _own(jax.lax.psum(x_block.T @ (g_block @ w_out_full.T), "X"), "X", 0)
-    return _smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
+        return own_block(jax.lax.psum(x_block.T @ (g_block @ w_out_full.T), "X"), "X", 0)
+    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
 
 
 # CX3: tensor parallelism. In[B, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> Out[B, D_Y].
 def tp_forward(x, w_in, w_out):
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):  # [B, D/Y], [D, F/Y], [F/Y, D]
         x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B, D]
         h_block = x_full @ w_in_block  # Tmp[B, F_Y]: no communication
         partial = h_block @ w_out_block  # Out[B, D]{U_Y}
         return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # Out[B, D_Y]
-    return _smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"))(x, w_in, w_out)
+    return smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"))(x, w_in, w_out)
 
 
 def tp_forward_no_reduce(x, w_in, w_out):
     """Keeps its own columns of the partial sum and never adds the other devices' parts."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):
         x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
-        return _own((x_full @ w_in_block) @ w_out_block, "Y", 1)
-    return _smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"),
-                 check_vma=False)(x, w_in, w_out)
+        return own_block((x_full @ w_in_block) @ w_out_block, "Y", 1)
+    return smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"),
+                check_vma=False)(x, w_in, w_out)
 
 
 def tp_forward_allreduce(x, w_in, w_out):
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):
         x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
-        return _own(jax.lax.psum((x_full @ w_in_block) @ w_out_block, "Y"), "Y", 1)
-    return _smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"))(x, w_in, w_out)
+        return own_block(jax.lax.psum((x_full @ w_in_block) @ w_out_block, "Y"), "Y", 1)
+    return smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"))(x, w_in, w_out)
 
 
 # CX4: FSDP + tensor parallelism on a 4 x 2 mesh. In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X].
 def fsdp_tp_forward(x, w_in, w_out):
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):  # [B/X, D/Y], [D/X, F/Y], [F/Y, D/X]
         x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_X, D]: tensor parallelism
         w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # W_in[D, F_Y]: FSDP
         w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]: FSDP
         partial = (x_rows @ w_in_cols) @ w_out_rows  # Out[B_X, D]{U_Y}
         return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # Out[B_X, D_Y]
-    return _smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+    return smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
 def fsdp_tp_scatters_over_x(x, w_in, w_out):
     """Reduces over the FSDP axis instead of the tensor-parallel one."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):
         x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
         w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
         w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
         return jax.lax.psum_scatter((x_rows @ w_in_cols) @ w_out_rows, "X", scatter_dimension=1, tiled=True)
-    return _smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+    return smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
 def fsdp_tp_allreduce(x, w_in, w_out):
-    import jax
-
-    P = _specs()
-
     def block(x_block, w_in_block, w_out_block):
         x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
         w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
         w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        return _own(jax.lax.psum((x_rows @ w_in_cols) @ w_out_rows, "Y"), "Y", 1)
-    return _smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+        return own_block(jax.lax.psum((x_rows @ w_in_cols) @ w_out_rows, "Y"), "Y", 1)
+    return smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
 DP_SPEC = ProgramSpec(mesh=X8, einsum="bd,be,fe->df",
@@ -493,20 +403,16 @@ MIX_SPEC = ProgramSpec(mesh=XY42, einsum="bd,df,fe->be",
                        rtol=1e-3, atol=_atol(PD, PF))
 
 
-def _n(qid, prompt, reference, section, slips, tolerance=None, unit="", points=1):
-    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=reference, unit=unit,
-                  tolerance=tolerance or Tolerance(rtol=0.01), slips=slips)
-
-
 FORMULA_SYMBOLS = "B D F X Y N C W M_X M_Y"
 
 CHAPTER = Chapter("ch05_training", "Parallel training", (
     # 1. Data parallelism.
-    _n("ch05-e1-dp-max-params", "E1: the largest model (parameters) pure data parallelism trains on a 96 GB "
-       "TPU v5p, with bf16 weights and fp32 Adam moments.", E1_PARAMS, DP,
-       (Slip(V5P.hbm_bytes / 16, "ratio:2/3", "gradients are not kept: count 2 + 4 + 4 bytes per parameter."),
-        Slip(E1_PARAMS / 1e9, "ratio:1/1000000000", "give the number of parameters, not billions.")),
-       tolerance=Tolerance(low=9e9 * 0.99, high=E1_PARAMS * 1.01)),
+    number("ch05-e1-dp-max-params", section=DP,
+           prompt="E1: the largest model (parameters) pure data parallelism trains on a 96 GB "
+                  "TPU v5p, with bf16 weights and fp32 Adam moments.", reference=E1_PARAMS,
+           tolerance=Tolerance(low=9e9 * 0.99, high=E1_PARAMS * 1.01),
+           slips=(Slip(V5P.hbm_bytes / 16, "ratio:2/3", "gradients are not kept: count 2 + 4 + 4 bytes per parameter."),
+                  Slip(E1_PARAMS / 1e9, "ratio:1/1000000000", "give the number of parameters, not billions."))),
     Formula(qid="ch05-e2-dp-t-math", points=1, section=DP,
             prompt="Data parallelism over X chips, global batch B tokens: seconds of matmul per chip in the "
                    "backward pass of one MLP block.",
@@ -526,13 +432,16 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             reference=DP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(X * C / W, "extra_symbol:X", "asked per chip: that is the global batch."),
                    Slip(2 * C / W, "ratio:2"))),
-    _n("ch05-e2-dp-batch", "E2: that per-chip batch on TPU v5p, one mesh axis.", E2_BATCH, DP,
-       (Slip(E2_BATCH * 2, "ratio:2", "W is the bidirectional bandwidth of an axis: 1.8e11 B/s."),)),
-    _n("ch05-e2-dp-batch-3axes", "E2: the same with the AllReduce over all three axes of the v5p torus.",
-       E2_BATCH_3, DP, (Slip(E2_BATCH, "ratio:3", "three axes give three times the links."),)),
-    _n("ch05-e2-pod-batch", "E2: the smallest global batch (tokens) that keeps a whole 8960-chip v5p pod "
-       "compute-bound under data parallelism.", E2_POD_BATCH, DP,
-       (Slip(E2_BATCH * POD, "ratio:3"), Slip(E2_BATCH_3, "magnitude:-4", "per chip times chips."))),
+    number("ch05-e2-dp-batch", section=DP, prompt="E2: that per-chip batch on TPU v5p, one mesh axis.",
+           reference=E2_BATCH, tolerance=ONE_PERCENT,
+           slips=(Slip(E2_BATCH * 2, "ratio:2", "W is the bidirectional bandwidth of an axis: 1.8e11 B/s."),)),
+    number("ch05-e2-dp-batch-3axes", section=DP,
+           prompt="E2: the same with the AllReduce over all three axes of the v5p torus.", reference=E2_BATCH_3,
+           tolerance=ONE_PERCENT, slips=(Slip(E2_BATCH, "ratio:3", "three axes give three times the links."),)),
+    number("ch05-e2-pod-batch", section=DP,
+           prompt="E2: the smallest global batch (tokens) that keeps a whole 8960-chip v5p pod "
+                  "compute-bound under data parallelism.", reference=E2_POD_BATCH, tolerance=ONE_PERCENT,
+           slips=(Slip(E2_BATCH * POD, "ratio:3"), Slip(E2_BATCH_3, "magnitude:-4", "per chip times chips."))),
     # 2. FSDP.
     Formula(qid="ch05-e3-fsdp-t-comms", points=1, section=FSDP,
             prompt="FSDP over X chips, one mesh axis: seconds per chip for the collectives of the forward pass "
@@ -545,15 +454,18 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             prompt="The per-chip batch above which FSDP is compute-bound when its collectives run over M_X axes.",
             reference=FSDP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(C / W, "missing_symbol:M_X"), Slip(M_X * C / W, "not_equivalent"))),
-    _n("ch05-e4-fsdp-chips", "E4: chips FSDP can use on v5p (three axes) with DeepSeek-V2's 40e6-token batch.",
-       E4_CHIPS, FSDP, (Slip(DEEPSEEK_BATCH / E2_BATCH, "ratio:1/3", "use the three-axis bound."),),
-       tolerance=Tolerance(rtol=0.02)),
-    _n("ch05-e5-chips", "E5: chips for LLaMA 3-70B's 16e6-token batch with FSDP at the three-axis bound.",
-       E5_CHIPS, FSDP, (Slip(E5_BATCH / E2_BATCH, "ratio:1/3"),), tolerance=Tolerance(rtol=0.02)),
-    _n("ch05-e5-days", "E5: days to train LLaMA 3-70B (6.3e24 FLOPs) on those chips at 50% utilisation.",
-       E5_SECONDS / DAY, FSDP, (Slip(E5_SECONDS / DAY / 2, "ratio:1/2", "at 50%, not 100%, of peak."),
-                                Slip(E5_SECONDS, "magnitude:+5", "the answer is in days.")),
-       tolerance=Tolerance(rtol=0.02), unit="days"),
+    number("ch05-e4-fsdp-chips", section=FSDP,
+           prompt="E4: chips FSDP can use on v5p (three axes) with DeepSeek-V2's 40e6-token batch.", reference=E4_CHIPS,
+           tolerance=TWO_PERCENT,
+           slips=(Slip(DEEPSEEK_BATCH / E2_BATCH, "ratio:1/3", "use the three-axis bound."),)),
+    number("ch05-e5-chips", section=FSDP,
+           prompt="E5: chips for LLaMA 3-70B's 16e6-token batch with FSDP at the three-axis bound.", reference=E5_CHIPS,
+           tolerance=TWO_PERCENT, slips=(Slip(E5_BATCH / E2_BATCH, "ratio:1/3"),)),
+    number("ch05-e5-days", section=FSDP,
+           prompt="E5: days to train LLaMA 3-70B (6.3e24 FLOPs) on those chips at 50% utilisation.",
+           reference=E5_SECONDS / DAY, unit="days", tolerance=TWO_PERCENT,
+           slips=(Slip(E5_SECONDS / DAY / 2, "ratio:1/2", "at 50%, not 100%, of peak."),
+                  Slip(E5_SECONDS, "magnitude:+5", "the answer is in days."))),
     # 3. Tensor parallelism.
     Formula(qid="ch05-e6-tp-t-comms", points=1, section=TP,
             prompt="Tensor parallelism over Y chips, one mesh axis: seconds per chip for the collectives of the "
@@ -570,17 +482,22 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
            prompt="E6: with int8 matmuls and int8 activations, how does that largest Y change?",
            reference="same", options=("same", "double", "half"),
            slips=(Slip("double", "wrong_option", "int8 doubles the FLOP/s, but also halves the bytes moved."),)),
-    _n("ch05-e7-tp-limit", "E7: the largest tensor-parallel degree for LLaMA 3-70B (F = 30,000) on one v5p axis.",
-       E7_LIMIT, TP, (Slip(2 * E7_LIMIT, "ratio:2"),
-                      Slip(8192 / ALPHA, "magnitude:-1", "the limit involves F, not D."))),
+    number("ch05-e7-tp-limit", section=TP,
+           prompt="E7: the largest tensor-parallel degree for LLaMA 3-70B (F = 30,000) on one v5p axis.",
+           reference=E7_LIMIT, tolerance=ONE_PERCENT,
+           slips=(Slip(2 * E7_LIMIT, "ratio:2"),
+                  Slip(8192 / ALPHA, "magnitude:-1", "the limit involves F, not D."))),
     Choice(qid="ch05-e7-sixteen-way", points=1, section=TP,
            prompt="E7: is 16-way tensor parallelism of that model on one axis compute-bound or comms-bound?",
            reference="comms-bound", options=("compute-bound", "comms-bound"),
            slips=(Slip("compute-bound", "wrong_option"),)),
-    _n("ch05-e7-min-f", "E7: the smallest F for which 8-way tensor parallelism on one v5p axis is compute-bound.",
-       E7_MIN_F, TP, (Slip(E7_MIN_F / 8, "ratio:1/8"),)),
-    _n("ch05-e8-gemma-tp", "E8: the tensor-parallel degree at which Gemma 7B (F = 50,000) turns comms-bound, "
-       "one v5p axis.", E8_LIMIT, TP, (Slip(E8_LIMIT * 2, "ratio:2"),), tolerance=Tolerance(low=19, high=20)),
+    number("ch05-e7-min-f", section=TP,
+           prompt="E7: the smallest F for which 8-way tensor parallelism on one v5p axis is compute-bound.",
+           reference=E7_MIN_F, tolerance=ONE_PERCENT, slips=(Slip(E7_MIN_F / 8, "ratio:1/8"),)),
+    number("ch05-e8-gemma-tp", section=TP,
+           prompt="E8: the tensor-parallel degree at which Gemma 7B (F = 50,000) turns comms-bound, "
+                  "one v5p axis.", reference=E8_LIMIT, tolerance=Tolerance(low=19, high=20),
+           slips=(Slip(E8_LIMIT * 2, "ratio:2"),)),
     # 4. FSDP and tensor parallelism together.
     Formula(qid="ch05-e9-x-opt", points=2, section=MIX,
             prompt="N = X*Y chips, FSDP over X (M_X axes), tensor parallelism over Y (M_Y axes): the X at which "
@@ -588,8 +505,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             reference=X_OPT, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(sp.sqrt(B * N / F), "missing_symbol:M_X,M_Y"),
                    Slip(B * N * M_X / (F * M_Y), "not_equivalent", "balance the two times, then take a root."))),
-    _n("ch05-e9-x-opt-value", "E9: that X for 64 chips (4x4x4), M_X/M_Y = 2, B = 48 * 1024 tokens, F = 32,768.",
-       E9_X, MIX, (Slip(E9_X**2, "magnitude:+1"),), tolerance=Tolerance(rtol=0.02)),
+    number("ch05-e9-x-opt-value", section=MIX,
+           prompt="E9: that X for 64 chips (4x4x4), M_X/M_Y = 2, B = 48 * 1024 tokens, F = 32,768.", reference=E9_X,
+           tolerance=TWO_PERCENT, slips=(Slip(E9_X**2, "magnitude:+1"),)),
     Choice(qid="ch05-e9-mesh", points=1, section=MIX,
            prompt="E9: the mesh (FSDP ways x tensor-parallel ways) to use, powers of two.",
            reference="16x4", options=("8x8", "16x4", "32x2", "64x1"),
@@ -600,33 +518,40 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             reference=MIX_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(4 * MIX_BOUND, "ratio:4", "the two collectives run at the same time, not one after the other."),
                    Slip(C / (M_X * W), "missing_symbol:F,M_Y", "that is FSDP's bound alone."))),
-    _n("ch05-e10-mix-batch", "E10: that per-chip batch for F = 32,768 and M_X * M_Y = 2 on TPU v5p.",
-       E10_BOUND, MIX, (Slip(4 * E10_BOUND, "ratio:4", "the two collectives overlap."),)),
-    _n("ch05-e11-slice-batch", "E11: the global batch below which a 16x16x16 v5p slice (4096 chips) with that "
-       "model turns comms-bound.", E11_BATCH, MIX, (Slip(E10_BOUND, "magnitude:-4", "per chip times chips."),),
-       tolerance=Tolerance(rtol=0.02)),
+    number("ch05-e10-mix-batch", section=MIX,
+           prompt="E10: that per-chip batch for F = 32,768 and M_X * M_Y = 2 on TPU v5p.", reference=E10_BOUND,
+           tolerance=ONE_PERCENT, slips=(Slip(4 * E10_BOUND, "ratio:4", "the two collectives overlap."),)),
+    number("ch05-e11-slice-batch", section=MIX,
+           prompt="E11: the global batch below which a 16x16x16 v5p slice (4096 chips) with that "
+                  "model turns comms-bound.", reference=E11_BATCH, tolerance=TWO_PERCENT,
+           slips=(Slip(E10_BOUND, "magnitude:-4", "per chip times chips."),)),
     # 5. Pipelining.
     Formula(qid="ch05-cx5-bubble", points=1, section=PIPE,
             prompt="GPipe with S stages and M microbatches: the fraction of the forward pass's time a stage idles.",
             reference=BUBBLE, symbols="S M", counts="S M",
             slips=(Slip((S - 1) / M, "not_equivalent", "divide by the total number of ticks, M + S - 1."),
                    Slip(S / (M + S), "lower_terms"))),
-    _n("ch05-cx5-bubble-value", "That fraction for 4 stages and 8 microbatches.", BUBBLE_4X8, PIPE,
-       (Slip(3 / 8, "not_equal", "divide by the total number of ticks."),), tolerance=Tolerance.figures()),
+    number("ch05-cx5-bubble-value", section=PIPE, prompt="That fraction for 4 stages and 8 microbatches.",
+           reference=BUBBLE_4X8, tolerance=THREE_FIGURES,
+           slips=(Slip(3 / 8, "not_equal", "divide by the total number of ticks."),)),
     # 6. Across pods.
-    _n("ch05-e13-dcn-batch", "E13: the batch per v5p slice (tokens) above which pure data parallelism across "
-       "slices over the DCN stays compute-bound.", E13_BATCH, PODS,
-       (Slip(E13_BATCH / 2, "ratio:1/2"), Slip(PEAK / V5P.dcn_bytes_per_s / pod_chips(V5P), "magnitude:-4",
-                                                "the DCN rate is per chip, and so is each chip's share.")),
-       tolerance=Tolerance(rtol=0.005)),
-    _n("ch05-e14-fsdp-chips", "E14: chips pure FSDP (three axes) can use with a 2e6-token batch.",
-       E14_FSDP_CHIPS, TAKEAWAYS, (Slip(E14_BATCH / E2_BATCH, "ratio:1/3"),), tolerance=Tolerance(rtol=0.03)),
-    _n("ch05-e14-mix-bound", "E14: the FSDP + tensor-parallel per-chip batch bound for F = 30,000, M_X * M_Y = 2.",
-       E14_MIX_BOUND, TAKEAWAYS, (Slip(4 * E14_MIX_BOUND, "ratio:4"),)),
-    _n("ch05-e14-mix-chips", "E14: chips FSDP + tensor parallelism can use with that 2e6-token batch.",
-       E14_MIX_CHIPS, TAKEAWAYS, (Slip(E14_MIX_CHIPS / 4, "ratio:1/4"),), tolerance=Tolerance(rtol=0.03)),
-    _n("ch05-e14-two-pods", "E14: tokens per chip when each of two pods trains on 1e6 tokens.",
-       E14_TWO_PODS, TAKEAWAYS, (Slip(E14_BATCH / POD, "ratio:2"),), tolerance=Tolerance(rtol=0.03)),
+    number("ch05-e13-dcn-batch", section=PODS,
+           prompt="E13: the batch per v5p slice (tokens) above which pure data parallelism across "
+                  "slices over the DCN stays compute-bound.", reference=E13_BATCH, tolerance=Tolerance(rtol=0.005),
+           slips=(Slip(E13_BATCH / 2, "ratio:1/2"), Slip(PEAK / V5P.dcn_bytes_per_s / pod_chips(V5P), "magnitude:-4",
+                                                          "the DCN rate is per chip, and so is each chip's share."))),
+    number("ch05-e14-fsdp-chips", section=TAKEAWAYS,
+           prompt="E14: chips pure FSDP (three axes) can use with a 2e6-token batch.", reference=E14_FSDP_CHIPS,
+           tolerance=Tolerance(rtol=0.03), slips=(Slip(E14_BATCH / E2_BATCH, "ratio:1/3"),)),
+    number("ch05-e14-mix-bound", section=TAKEAWAYS,
+           prompt="E14: the FSDP + tensor-parallel per-chip batch bound for F = 30,000, M_X * M_Y = 2.",
+           reference=E14_MIX_BOUND, tolerance=ONE_PERCENT, slips=(Slip(4 * E14_MIX_BOUND, "ratio:4"),)),
+    number("ch05-e14-mix-chips", section=TAKEAWAYS,
+           prompt="E14: chips FSDP + tensor parallelism can use with that 2e6-token batch.", reference=E14_MIX_CHIPS,
+           tolerance=Tolerance(rtol=0.03), slips=(Slip(E14_MIX_CHIPS / 4, "ratio:1/4"),)),
+    number("ch05-e14-two-pods", section=TAKEAWAYS,
+           prompt="E14: tokens per chip when each of two pods trains on 1e6 tokens.", reference=E14_TWO_PODS,
+           tolerance=Tolerance(rtol=0.03), slips=(Slip(E14_BATCH / POD, "ratio:2"),)),
     # 7. Worked problems.
     Formula(qid="ch05-q1-params-formula", points=1, section=PROBLEMS,
             prompt="Q1: parameters of an MHA transformer (K = N) with a gated MLP and separate embeddings, "
@@ -634,42 +559,48 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             slips=(Slip(L * (2 * D * F + 4 * D * N * H) + 2 * V * D, "lower_terms", "a gated MLP has three matrices."),
                    Slip(L * (3 * D * F + 4 * D * N * H) + V * D, "lower_terms",
                         "the input embedding and the output projection are separate."))),
-    _n("ch05-q1-params", "Q1: LLaMA-2 13B's parameter count.", Q1_PARAMS, PROBLEMS,
-       (Slip(m.params_of(Q) - Q.L * m.mlp_params(Q.D, Q.F) / 3, "close", "a gated MLP has three D x F matrices."),)),
-    _n("ch05-q2-state-bytes", "Q2: bytes of weights and optimizer state (bf16 weights, fp32 Adam moments).",
-       Q2_STATE, PROBLEMS,
-       (Slip(BF16 * Q1_PARAMS, "magnitude:-1", "the two fp32 moments take 8 bytes per parameter."),),
-       tolerance=Tolerance(rtol=0.02), unit="B"),
+    number("ch05-q1-params", section=PROBLEMS, prompt="Q1: LLaMA-2 13B's parameter count.", reference=Q1_PARAMS,
+           tolerance=ONE_PERCENT,
+           slips=(Slip(m.params_of(Q) - Q.L * m.mlp_params(Q.D, Q.F) / 3, "close",
+                       "a gated MLP has three D x F matrices."),)),
+    number("ch05-q2-state-bytes", section=PROBLEMS,
+           prompt="Q2: bytes of weights and optimizer state (bf16 weights, fp32 Adam moments).", reference=Q2_STATE,
+           unit="B", tolerance=TWO_PERCENT,
+           slips=(Slip(BF16 * Q1_PARAMS, "magnitude:-1", "the two fp32 moments take 8 bytes per parameter."),)),
     Formula(qid="ch05-q2-ckpt-formula", points=1, section=PROBLEMS,
             prompt="Q2: bytes of bf16 checkpoints of the three MLP matmul outputs of L layers for B tokens.",
             reference=CKPT_BYTES, symbols="B D F L",
             slips=(Slip(L * B * (D + 2 * F), "ratio:1/2", "bf16: 2 bytes each."),
                    Slip(2 * L * B * 3 * F, "missing_symbol:D", "the down projection's output has width D."))),
-    _n("ch05-q2-ckpt-bytes", "Q2: those checkpoint bytes for a 16e6-token batch.", Q2_CKPT, PROBLEMS,
-       (Slip(Q2_CKPT / 2, "ratio:1/2"),), tolerance=Tolerance(rtol=0.02), unit="B"),
+    number("ch05-q2-ckpt-bytes", section=PROBLEMS, prompt="Q2: those checkpoint bytes for a 16e6-token batch.",
+           reference=Q2_CKPT, unit="B", tolerance=TWO_PERCENT, slips=(Slip(Q2_CKPT / 2, "ratio:1/2"),)),
     Choice(qid="ch05-q3-dp-fits", points=1, section=PROBLEMS,
            prompt="Q3(1): does pure data parallelism of LLaMA-2 13B fit on 96 GB v5p chips?",
            reference="no", options=("yes", "no"),
            slips=(Slip("yes", "wrong_option", "every chip holds all weights and optimizer state."),)),
-    _n("ch05-q3-fsdp-bytes-per-chip", "Q3(2): bytes per chip under pure FSDP on the 4096-chip slice (weights, "
-       "optimizer state and checkpoints, all sharded).", Q3_FSDP_BYTES_PER_CHIP, PROBLEMS,
-       (Slip(Q3_CKPT / SLICE_16 + Q2_STATE, "magnitude:+2", "FSDP shards the optimizer state too."),),
-       tolerance=Tolerance(rtol=0.02), unit="B"),
+    number("ch05-q3-fsdp-bytes-per-chip", section=PROBLEMS,
+           prompt="Q3(2): bytes per chip under pure FSDP on the 4096-chip slice (weights, "
+                  "optimizer state and checkpoints, all sharded).", reference=Q3_FSDP_BYTES_PER_CHIP, unit="B",
+           tolerance=TWO_PERCENT,
+           slips=(Slip(Q3_CKPT / SLICE_16 + Q2_STATE, "magnitude:+2", "FSDP shards the optimizer state too."),)),
     Choice(qid="ch05-q3-fsdp-bound", points=1, section=PROBLEMS,
            prompt="Q3(2): is pure FSDP (three axes) of the 3e6-token batch on 4096 chips compute-bound?",
            reference="comms-bound", options=("compute-bound", "comms-bound"),
            slips=(Slip("compute-bound", "wrong_option", "compare tokens per chip with the three-axis bound."),)),
-    _n("ch05-q3-mix-bound", "Q3(3): the FSDP + tensor-parallel per-chip batch bound for LLaMA-2 13B, M_X * M_Y = 2.",
-       Q3_MIX_BOUND, PROBLEMS, (Slip(4 * Q3_MIX_BOUND, "ratio:4"),)),
-    _n("ch05-q3-x-opt", "Q3(3): X_opt for the 3e6-token batch on 4096 chips (M_X = 2, M_Y = 1).", Q3_X, PROBLEMS,
-       (Slip(Q3_X / math.sqrt(2), "not_equal", "FSDP runs over two axes: M_X / M_Y = 2."),)),
+    number("ch05-q3-mix-bound", section=PROBLEMS,
+           prompt="Q3(3): the FSDP + tensor-parallel per-chip batch bound for LLaMA-2 13B, M_X * M_Y = 2.",
+           reference=Q3_MIX_BOUND, tolerance=ONE_PERCENT, slips=(Slip(4 * Q3_MIX_BOUND, "ratio:4"),)),
+    number("ch05-q3-x-opt", section=PROBLEMS,
+           prompt="Q3(3): X_opt for the 3e6-token batch on 4096 chips (M_X = 2, M_Y = 1).", reference=Q3_X,
+           tolerance=ONE_PERCENT,
+           slips=(Slip(Q3_X / math.sqrt(2), "not_equal", "FSDP runs over two axes: M_X / M_Y = 2."),)),
     Choice(qid="ch05-q3-mesh", points=1, section=PROBLEMS,
            prompt="Q3(3): FSDP ways x tensor-parallel ways, powers of two.",
            reference="1024x4", options=("512x8", "1024x4", "2048x2", "4096x1"),
            slips=(Slip("2048x2", "wrong_option", "round X_opt to the nearest power of two."),)),
-    _n("ch05-q3-step-time", "Q3(3): seconds per training step at 40% utilisation.", Q3_STEP, PROBLEMS,
-       (Slip(Q3_STEP / 3, "ratio:1/3", "training costs 6 FLOPs per parameter per token, not 2."),),
-       tolerance=Tolerance(rtol=0.05), unit="s"),
+    number("ch05-q3-step-time", section=PROBLEMS, prompt="Q3(3): seconds per training step at 40% utilisation.",
+           reference=Q3_STEP, unit="s", tolerance=Tolerance(rtol=0.05),
+           slips=(Slip(Q3_STEP / 3, "ratio:1/3", "training costs 6 FLOPs per parameter per token, not 2."),)),
     # Programs: CX1-CX4.
     Program(qid="ch05-cx1-dp-grad", points=3, section=DP,
             prompt="Data parallelism: dW_in[D, F], replicated, from In[B_X, D], dOut[B_X, D] and a replicated W_out.",
@@ -678,7 +609,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
                    Slip(dp_grad_gathers_batch, "collectives:all-gather"))),
     Number(qid="ch05-cx1-psum-factor", points=1, section=DP,
            prompt="The factor by which an extra psum over X of that gradient changes it on 8 devices.",
-           reference=float(dict(X8)["X"]), tolerance=Tolerance.figures(),
+           reference=float(dict(X8)["X"]), tolerance=THREE_FIGURES,
            slips=(Slip(1.0, "ratio:1/8", "autodiff already summed it once; a psum sums 8 equal copies."),)),
     Program(qid="ch05-cx2-fsdp-forward", points=3, section=FSDP,
             prompt="FSDP forward: In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D] (no nonlinearity).",
@@ -708,7 +639,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
              slips=(Slip(forward_time_summed, "close"), Slip(forward_time_one_axis, "ratio:2"))),
     Function(qid="ch05-cx4-choose-mesh", points=2, section=MIX,
              prompt="choose_mesh(B, F, N, M_X, M_Y): (X, Y), powers of two, for FSDP + tensor parallelism.",
-             reference=choose_mesh, probes=MESH_PROBES,
-             output=(Output("number", tolerance=Tolerance(rtol=1e-9)),) * 2,
+             reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,
+             output=(Output("number", tolerance=EXACT),) * 2,
              slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),)),
 ))

@@ -18,22 +18,12 @@ from __future__ import annotations
 import math
 
 from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
+from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import D, F, H, K, L, N, V
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
+from solutions._kit import ONE_PERCENT, TWO_PERCENT, P, jax, number, own_block, smap
 
 V5P = hw.TPU_V5P
 PEAK = V5P.bf16_flops_per_s
@@ -199,24 +189,8 @@ PB, PD, PF = 64, 64, 256
 ZXY = (("Z", 2), ("X", 2), ("Y", 2))
 
 
-def _smap(block, in_specs, out_specs, check_vma=True):
-    import jax
-
-    from course.devices import mesh
-
-    return jax.shard_map(block, mesh=mesh(**dict(ZXY)), in_specs=in_specs, out_specs=out_specs, check_vma=check_vma)
-
-
-def _specs():
-    from jax.sharding import PartitionSpec as P
-
-    return P
-
-
 def _pieces(x_block, g_block, w_out_block):
     """This device's dW_in[D, F_Y] summed over its own tokens: In and dOut gathered over Y, W_out over X."""
-    import jax
-
     x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_ZX, D]
     g_rows = jax.lax.all_gather(g_block, "Y", axis=1, tiled=True)  # dOut[B_ZX, D]
     w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]
@@ -225,40 +199,26 @@ def _pieces(x_block, g_block, w_out_block):
 
 def multipod_grad(x, g, w_out):
     """Reduce-scatter inside the pod first (ICI), then all-reduce the smaller shard across pods (DCN)."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_block):  # [B/4, D/2], [B/4, D/2], [F/2, D/2]
         partial = _pieces(x_block, g_block, w_out_block)
         shard = jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [D/2, F/2]{U_Z}
         return jax.lax.psum(shard, "Z")  # over the DCN
-    return _smap(block, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
+    return smap(block, ZXY, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
 
 
 def multipod_grad_one_pod(x, g, w_out):
     """Forgets the other pod's tokens: no sum over Z (check_vma=False hides the mistake)."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_block):
         return jax.lax.psum_scatter(_pieces(x_block, g_block, w_out_block), "X", scatter_dimension=0, tiled=True)
-    return _smap(block, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"),
-                 check_vma=False)(x, g, w_out)
+    return smap(block, ZXY, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"),
+                check_vma=False)(x, g, w_out)
 
 
 def multipod_grad_allreduce(x, g, w_out):
     """All-reduces the full-size partial over both pods and both FSDP chips, then keeps its rows."""
-    import jax
-
-    P = _specs()
-
     def block(x_block, g_block, w_out_block):
-        total = jax.lax.psum(_pieces(x_block, g_block, w_out_block), ("Z", "X"))
-        rows = total.shape[0] // jax.lax.axis_size("X")
-        return jax.lax.dynamic_slice_in_dim(total, jax.lax.axis_index("X") * rows, rows, axis=0)
-    return _smap(block, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
+        return own_block(jax.lax.psum(_pieces(x_block, g_block, w_out_block), ("Z", "X")), "X")
+    return smap(block, ZXY, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
 
 
 MULTIPOD_SPEC = ProgramSpec(
@@ -269,14 +229,6 @@ MULTIPOD_SPEC = ProgramSpec(
     rtol=1e-3, atol=1e-3 * math.sqrt(PB * PD))
 
 
-def _n(qid, prompt, reference, section, slips, tolerance=None, unit="", points=1, exact=False):
-    if exact:  # a count: only the whole number
-        tolerance = Tolerance.exact_count()
-    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=reference, unit=unit,
-                  tolerance=tolerance or Tolerance(rtol=0.01), slips=slips, exact=exact)
-
-
-
 CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     # 1. Parameters.
     Formula(qid="ch06-a1-params-formula", points=2, section=COUNTING,
@@ -285,61 +237,76 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             reference=PARAMS_FORMULA, symbols="L D F N K H V",
             slips=(Slip(m.params(L, D, F, N, N, H, V), "missing_symbol:K", "K heads of keys and values, not N."),
                    Slip(PARAMS_FORMULA - L * D * F, "lower_terms", "a gated MLP has three D x F matrices."))),
-    _n("ch06-a1-mlp-params", "A1: LLaMA 3-70B's MLP parameters.", A1_MLP, COUNTING,
-       (Slip(A1_MLP * 2 / 3, "ratio:2/3", "a gated MLP has three D x F matrices."),)),
-    _n("ch06-a1-attn-params", "A1: its attention parameters.", A1_ATTN, COUNTING,
-       (Slip(M70.L * m.attention_params(M70.D, M70.N, M70.N, M70.H), "not_equal",
-             "only K = 8 heads of keys and values."),)),
-    _n("ch06-a1-vocab-params", "A1: its embedding parameters (input and output).", A1_VOCAB, COUNTING,
-       (Slip(A1_VOCAB / 2, "ratio:1/2", "the input embedding and the output projection are separate."),)),
-    _n("ch06-a1-params", "A1: its total parameter count.", A1_PARAMS, COUNTING,
-       (Slip(A1_PARAMS - A1_VOCAB / 2, "close"),)),
+    number("ch06-a1-mlp-params", section=COUNTING, prompt="A1: LLaMA 3-70B's MLP parameters.", reference=A1_MLP,
+           tolerance=ONE_PERCENT, slips=(Slip(A1_MLP * 2 / 3, "ratio:2/3", "a gated MLP has three D x F matrices."),)),
+    number("ch06-a1-attn-params", section=COUNTING, prompt="A1: its attention parameters.", reference=A1_ATTN,
+           tolerance=ONE_PERCENT,
+           slips=(Slip(M70.L * m.attention_params(M70.D, M70.N, M70.N, M70.H), "not_equal",
+                       "only K = 8 heads of keys and values."),)),
+    number("ch06-a1-vocab-params", section=COUNTING, prompt="A1: its embedding parameters (input and output).",
+           reference=A1_VOCAB, tolerance=ONE_PERCENT,
+           slips=(Slip(A1_VOCAB / 2, "ratio:1/2", "the input embedding and the output projection are separate."),)),
+    number("ch06-a1-params", section=COUNTING, prompt="A1: its total parameter count.", reference=A1_PARAMS,
+           tolerance=ONE_PERCENT, slips=(Slip(A1_PARAMS - A1_VOCAB / 2, "close"),)),
     # 2. FLOPs and time.
-    _n("ch06-a2-flops-per-token", "A2: training FLOPs per token (use the nominal 70e9 parameters).",
-       A2_FLOPS, COUNTING, (Slip(A2_FLOPS / 3, "ratio:1/3", "the backward pass costs twice the forward."),)),
-    _n("ch06-a2-seconds-per-token", "A2: seconds per token on one TPU v5p at peak.", A2_SECONDS, COUNTING,
-       (Slip(A2_SECONDS / 3, "ratio:1/3"), Slip(A2_SECONDS * 1e3, "unit:1000")),
-       tolerance=Tolerance(low=0.9e-3, high=1.0e-3), unit="s"),
-    _n("ch06-a3-total-flops", "A3: training FLOPs for 15e12 tokens.", A3_FLOPS, COUNTING,
-       (Slip(A3_FLOPS / 3, "ratio:1/3"),)),
-    _n("ch06-a3-years", "A3: years that takes on one TPU v5p at peak (a number of years).", A3_YEARS, COUNTING,
-       (Slip(A3_YEARS * 365.25, "magnitude:+3", "in years, not days."),)),
-    _n("ch06-a4-pod-days", "A4: days on a full 8960-chip v5p pod at 40% utilisation.", A4_SECONDS / DAY, COUNTING,
-       (Slip(A4_SECONDS / DAY * MFU, "not_equal", "divide by the utilisation."), Slip(A4_SECONDS, "magnitude:+5")),
-       tolerance=Tolerance(rtol=0.02), unit="days"),
+    number("ch06-a2-flops-per-token", section=COUNTING,
+           prompt="A2: training FLOPs per token (use the nominal 70e9 parameters).", reference=A2_FLOPS,
+           tolerance=ONE_PERCENT,
+           slips=(Slip(A2_FLOPS / 3, "ratio:1/3", "the backward pass costs twice the forward."),)),
+    number("ch06-a2-seconds-per-token", section=COUNTING, prompt="A2: seconds per token on one TPU v5p at peak.",
+           reference=A2_SECONDS, unit="s", tolerance=Tolerance(low=0.9e-3, high=1.0e-3),
+           slips=(Slip(A2_SECONDS / 3, "ratio:1/3"), Slip(A2_SECONDS * 1e3, "unit:1000"))),
+    number("ch06-a3-total-flops", section=COUNTING, prompt="A3: training FLOPs for 15e12 tokens.", reference=A3_FLOPS,
+           tolerance=ONE_PERCENT, slips=(Slip(A3_FLOPS / 3, "ratio:1/3"),)),
+    number("ch06-a3-years", section=COUNTING, prompt="A3: years that takes on one TPU v5p at peak (a number of years).",
+           reference=A3_YEARS, tolerance=ONE_PERCENT,
+           slips=(Slip(A3_YEARS * 365.25, "magnitude:+3", "in years, not days."),)),
+    number("ch06-a4-pod-days", section=COUNTING, prompt="A4: days on a full 8960-chip v5p pod at 40% utilisation.",
+           reference=A4_SECONDS / DAY, unit="days", tolerance=TWO_PERCENT,
+           slips=(Slip(A4_SECONDS / DAY * MFU, "not_equal", "divide by the utilisation."),
+                  Slip(A4_SECONDS, "magnitude:+5"))),
     # 3. Memory.
-    _n("ch06-a5-ckpt-bytes", "A5: bytes of checkpoints: 4 bf16 [tokens, D] tensors per layer, the book's 4e6 tokens.",
-       A5_CKPT, COUNTING, (Slip(A5_CKPT / 2, "ratio:1/2", "bf16 is 2 bytes."),), unit="B"),
-    _n("ch06-a5-total-bytes", "A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
-       A5_TOTAL, COUNTING,
-       (Slip(BF16 * NOMINAL_70B + A5_CKPT, "close", "the optimizer state: 8 bytes per parameter."),),
-       unit="B"),
-    _n("ch06-a5-min-chips", "A5: the fewest 96 GB v5p chips that hold it.", A5_CHIPS, COUNTING,
-       (Slip(A5_CHIPS * 2, "ratio:2"),), tolerance=Tolerance(low=225, high=226)),
-    _n("ch06-a5-days", "A5: days to train on that many chips at 40% utilisation.", A5_DAYS, COUNTING,
-       (Slip(A5_DAYS / 365.25, "magnitude:-3", "in days."),), unit="days"),
-    _n("ch06-a6-bytes-per-chip", "A6: bytes per chip of that memory on 8960 chips.", A6_PER_CHIP, COUNTING,
-       (Slip(A5_CKPT / POD, "close", "weights and optimizer state take memory too."),),
-       tolerance=Tolerance(rtol=0.02), unit="B"),
-    _n("ch06-a6-bytes-per-chip-12", "A6: bytes per chip with 12 checkpoints per layer instead of 4.", A6_PER_CHIP_12,
-       COUNTING, (Slip((STATE_BYTES * NOMINAL_70B + 2 * ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD, "ratio:2",
-             "bf16 checkpoints: 2 bytes per element."),),
-       tolerance=Tolerance(low=A6_PER_CHIP_12 * 0.98, high=8e9 * 1.01), unit="B"),
+    number("ch06-a5-ckpt-bytes", section=COUNTING,
+           prompt="A5: bytes of checkpoints: 4 bf16 [tokens, D] tensors per layer, the book's 4e6 tokens.",
+           reference=A5_CKPT, unit="B", tolerance=ONE_PERCENT,
+           slips=(Slip(A5_CKPT / 2, "ratio:1/2", "bf16 is 2 bytes."),)),
+    number("ch06-a5-total-bytes", section=COUNTING,
+           prompt="A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
+           reference=A5_TOTAL, unit="B", tolerance=ONE_PERCENT,
+           slips=(Slip(BF16 * NOMINAL_70B + A5_CKPT, "close", "the optimizer state: 8 bytes per parameter."),)),
+    number("ch06-a5-min-chips", section=COUNTING, prompt="A5: the fewest 96 GB v5p chips that hold it.",
+           reference=A5_CHIPS, tolerance=Tolerance(low=225, high=226), slips=(Slip(A5_CHIPS * 2, "ratio:2"),)),
+    number("ch06-a5-days", section=COUNTING, prompt="A5: days to train on that many chips at 40% utilisation.",
+           reference=A5_DAYS, unit="days", tolerance=ONE_PERCENT,
+           slips=(Slip(A5_DAYS / 365.25, "magnitude:-3", "in days."),)),
+    number("ch06-a6-bytes-per-chip", section=COUNTING, prompt="A6: bytes per chip of that memory on 8960 chips.",
+           reference=A6_PER_CHIP, unit="B", tolerance=TWO_PERCENT,
+           slips=(Slip(A5_CKPT / POD, "close", "weights and optimizer state take memory too."),)),
+    number("ch06-a6-bytes-per-chip-12", section=COUNTING,
+           prompt="A6: bytes per chip with 12 checkpoints per layer instead of 4.", reference=A6_PER_CHIP_12, unit="B",
+           tolerance=Tolerance(low=A6_PER_CHIP_12 * 0.98, high=8e9 * 1.01),
+           slips=(Slip((STATE_BYTES * NOMINAL_70B + 2 * ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD, "ratio:2",
+                 "bf16 checkpoints: 2 bytes per element."),)),
     # 4. Sharding.
-    _n("ch06-a7-max-ways", "A7: how many ways, at most, pure FSDP can split the 4 * 2**20-token batch without "
-       "splitting sequences.", A7_WAYS, SHARDING,
-       (Slip(A7_WAYS / 2, "ratio:1/2", "the sequences are 4096 tokens long."), Slip(float(POD), "magnitude:+1")),
-       exact=True),
-    _n("ch06-a8-tokens-per-chip", "A8: tokens per chip with FSDP over batch and sequence on 8960 chips.",
-       A8_PER_CHIP, SHARDING, (Slip(MEMORY_BATCH / POD, "close", "the batch is 4 * 2**20 tokens."),)),
+    number("ch06-a7-max-ways", section=SHARDING,
+           prompt="A7: how many ways, at most, pure FSDP can split the 4 * 2**20-token batch without "
+                  "splitting sequences.", reference=A7_WAYS, exact=True,
+           slips=(Slip(A7_WAYS / 2, "ratio:1/2", "the sequences are 4096 tokens long."),
+                  Slip(float(POD), "magnitude:+1"))),
+    number("ch06-a8-tokens-per-chip", section=SHARDING,
+           prompt="A8: tokens per chip with FSDP over batch and sequence on 8960 chips.", reference=A8_PER_CHIP,
+           tolerance=ONE_PERCENT, slips=(Slip(MEMORY_BATCH / POD, "close", "the batch is 4 * 2**20 tokens."),)),
     Choice(qid="ch06-a8-fsdp-bound", points=1, section=SHARDING,
            prompt="A8: is that FSDP (three axes) compute-bound or comms-bound?",
            reference="comms-bound", options=("compute-bound", "comms-bound"),
            slips=(Slip("compute-bound", "wrong_option", "compare with FSDP's three-axis bound."),)),
-    _n("ch06-a9-mix-bound", "A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B (M_X = 2, M_Y = 1).",
-       A9_BOUND, SHARDING, (Slip(4 * A9_BOUND, "ratio:4", "the two collectives overlap."),)),
-    _n("ch06-a9-x-opt", "A9: X_opt for the 4 * 2**20-token batch on 8960 chips.", A9_X, SHARDING,
-       (Slip(A9_X / math.sqrt(2), "not_equal", "FSDP has two axes: M_X / M_Y = 2."),)),
+    number("ch06-a9-mix-bound", section=SHARDING,
+           prompt="A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B (M_X = 2, M_Y = 1).",
+           reference=A9_BOUND, tolerance=ONE_PERCENT,
+           slips=(Slip(4 * A9_BOUND, "ratio:4", "the two collectives overlap."),)),
+    number("ch06-a9-x-opt", section=SHARDING, prompt="A9: X_opt for the 4 * 2**20-token batch on 8960 chips.",
+           reference=A9_X, tolerance=ONE_PERCENT,
+           slips=(Slip(A9_X / math.sqrt(2), "not_equal", "FSDP has two axes: M_X / M_Y = 2."),)),
     Choice(qid="ch06-a9-mesh", points=1, section=SHARDING,
            prompt="A9: FSDP ways x tensor-parallel ways, powers of two.",
            reference="2048x4", options=("1024x8", "2048x4", "4096x2", "8192x1"),
@@ -349,38 +316,49 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
              reference=comm_ratio, probes=COMM_PROBES, output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(comm_ratio_summed, "not_equal"),)),
     # 5. Worked problem 1: four pods.
-    _n("ch06-w1-tokens-per-chip", "W1: tokens per chip on 4 v5p pods with the 4 * 2**20-token batch.",
-       W1_PER_CHIP, WORKED, (Slip(A8_PER_CHIP, "ratio:4"),), tolerance=Tolerance(rtol=0.02)),
-    _n("ch06-w1-x-opt", "W1: X_opt inside one pod (DP across pods, M_X = 2, M_Y = 1).", W1_X, WORKED,
-       (Slip(A9_X, "ratio:2", "each pod has a quarter of the batch."),), tolerance=Tolerance(rtol=0.02)),
-    _n("ch06-w1-ratio", "W1: communication over compute time at 896-way FSDP x 10-way tensor parallelism.",
-       W1_RATIO, WORKED, (Slip(comm_ratio_summed(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y), "not_equal",
-                               "the collectives overlap: take the larger."),), tolerance=Tolerance(rtol=0.02)),
-    _n("ch06-w1-compute-days", "W1: days on 4 pods at 40% utilisation if compute-bound.", W1_COMPUTE_DAYS, WORKED,
-       (Slip(W1_COMPUTE_DAYS * 4, "ratio:4"),), tolerance=Tolerance(rtol=0.02), unit="days"),
-    _n("ch06-w1-days", "W1: days at 896 x 10, with the step as long as the slower of compute and communication.",
-       W1_DAYS, WORKED, (Slip(W1_COMPUTE_DAYS * (1 + W1_RATIO), "not_equal", "they overlap: take the larger."),),
-       tolerance=Tolerance(rtol=0.02), unit="days"),
+    number("ch06-w1-tokens-per-chip", section=WORKED,
+           prompt="W1: tokens per chip on 4 v5p pods with the 4 * 2**20-token batch.", reference=W1_PER_CHIP,
+           tolerance=TWO_PERCENT, slips=(Slip(A8_PER_CHIP, "ratio:4"),)),
+    number("ch06-w1-x-opt", section=WORKED, prompt="W1: X_opt inside one pod (DP across pods, M_X = 2, M_Y = 1).",
+           reference=W1_X, tolerance=TWO_PERCENT,
+           slips=(Slip(A9_X, "ratio:2", "each pod has a quarter of the batch."),)),
+    number("ch06-w1-ratio", section=WORKED,
+           prompt="W1: communication over compute time at 896-way FSDP x 10-way tensor parallelism.",
+           reference=W1_RATIO, tolerance=TWO_PERCENT,
+           slips=(Slip(comm_ratio_summed(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y), "not_equal",
+                       "the collectives overlap: take the larger."),)),
+    number("ch06-w1-compute-days", section=WORKED, prompt="W1: days on 4 pods at 40% utilisation if compute-bound.",
+           reference=W1_COMPUTE_DAYS, unit="days", tolerance=TWO_PERCENT,
+           slips=(Slip(W1_COMPUTE_DAYS * 4, "ratio:4"),)),
+    number("ch06-w1-days", section=WORKED,
+           prompt="W1: days at 896 x 10, with the step as long as the slower of compute and communication.",
+           reference=W1_DAYS, unit="days", tolerance=TWO_PERCENT,
+           slips=(Slip(W1_COMPUTE_DAYS * (1 + W1_RATIO), "not_equal", "they overlap: take the larger."),)),
     # 6. Worked problem 2: LLaMA 3.1-405B.
-    _n("ch06-w2-params", "W2: LLaMA 3.1-405B's parameter count (public config).", W2_PARAMS, WORKED,
-       (Slip(m.params(M405.L, M405.D, M405.F, M405.N, M405.N, M405.H, M405.V), "close"),)),
-    _n("ch06-w2-flops-per-token", "W2: its training FLOPs per token.", W2_FLOPS_PER_TOKEN, WORKED,
-       (Slip(W2_FLOPS_PER_TOKEN / 3, "ratio:1/3"),)),
-    _n("ch06-w2-total-flops", "W2: training FLOPs for 15e12 tokens (nominal 405e9 parameters).", W2_FLOPS, WORKED,
-       (Slip(W2_FLOPS / 3, "ratio:1/3"),)),
-    _n("ch06-w2-tp-limit", "W2: the largest tensor-parallel degree on one v5p axis.", W2_TP_LIMIT, WORKED,
-       (Slip(W2_TP_LIMIT / 2, "ratio:1/2"),), tolerance=Tolerance(rtol=0.02)),
-    _n("ch06-w2-mix-bound", "W2: the FSDP + tensor-parallel per-chip bound (M_X = 2, M_Y = 1).", W2_BOUND, WORKED,
-       (Slip(4 * W2_BOUND, "ratio:4"),), tolerance=Tolerance(rtol=0.02)),
-    _n("ch06-w2-min-batch", "W2: the smallest global batch (tokens) that keeps 8 pods compute-bound.", W2_MIN_BATCH,
-       WORKED, (Slip(W2_BOUND * POD, "ratio:1/8", "all 8 pods' chips share the batch."),),
-       tolerance=Tolerance(rtol=0.02)),
-    _n("ch06-w2-days", "W2: days on 8 pods at 40% utilisation.", W2_DAYS, WORKED,
-       (Slip(W2_DAYS * 8, "ratio:8"),), tolerance=Tolerance(rtol=0.02), unit="days"),
-    _n("ch06-w2-bytes-per-chip", "W2: bytes per chip with a 16 * 2**20-token batch and 4 checkpoints per layer.",
-       W2_PER_CHIP, WORKED, (Slip(STATE_BYTES * NOMINAL_405B / W2_CHIPS + ckpt_bytes(M405.D, W2_BATCH, N_CKPT, M405.L)
-                                  / W2_CHIPS, "close", "weights and optimizer state are copied in every pod."),),
-       tolerance=Tolerance(rtol=0.02), unit="B"),
+    number("ch06-w2-params", section=WORKED, prompt="W2: LLaMA 3.1-405B's parameter count (public config).",
+           reference=W2_PARAMS, tolerance=ONE_PERCENT,
+           slips=(Slip(m.params(M405.L, M405.D, M405.F, M405.N, M405.N, M405.H, M405.V), "close"),)),
+    number("ch06-w2-flops-per-token", section=WORKED, prompt="W2: its training FLOPs per token.",
+           reference=W2_FLOPS_PER_TOKEN, tolerance=ONE_PERCENT, slips=(Slip(W2_FLOPS_PER_TOKEN / 3, "ratio:1/3"),)),
+    number("ch06-w2-total-flops", section=WORKED,
+           prompt="W2: training FLOPs for 15e12 tokens (nominal 405e9 parameters).", reference=W2_FLOPS,
+           tolerance=ONE_PERCENT, slips=(Slip(W2_FLOPS / 3, "ratio:1/3"),)),
+    number("ch06-w2-tp-limit", section=WORKED, prompt="W2: the largest tensor-parallel degree on one v5p axis.",
+           reference=W2_TP_LIMIT, tolerance=TWO_PERCENT, slips=(Slip(W2_TP_LIMIT / 2, "ratio:1/2"),)),
+    number("ch06-w2-mix-bound", section=WORKED,
+           prompt="W2: the FSDP + tensor-parallel per-chip bound (M_X = 2, M_Y = 1).", reference=W2_BOUND,
+           tolerance=TWO_PERCENT, slips=(Slip(4 * W2_BOUND, "ratio:4"),)),
+    number("ch06-w2-min-batch", section=WORKED,
+           prompt="W2: the smallest global batch (tokens) that keeps 8 pods compute-bound.", reference=W2_MIN_BATCH,
+           tolerance=TWO_PERCENT,
+           slips=(Slip(W2_BOUND * POD, "ratio:1/8", "all 8 pods' chips share the batch."),)),
+    number("ch06-w2-days", section=WORKED, prompt="W2: days on 8 pods at 40% utilisation.", reference=W2_DAYS,
+           unit="days", tolerance=TWO_PERCENT, slips=(Slip(W2_DAYS * 8, "ratio:8"),)),
+    number("ch06-w2-bytes-per-chip", section=WORKED,
+           prompt="W2: bytes per chip with a 16 * 2**20-token batch and 4 checkpoints per layer.",
+           reference=W2_PER_CHIP, unit="B", tolerance=TWO_PERCENT,
+           slips=(Slip(STATE_BYTES * NOMINAL_405B / W2_CHIPS + ckpt_bytes(M405.D, W2_BATCH, N_CKPT, M405.L)
+                       / W2_CHIPS, "close", "weights and optimizer state are copied in every pod."),)),
     # Coding exercises.
     Function(qid="ch06-cx1-llama-budget", points=3, section=COUNTING,
              prompt="llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak): parameters, FLOPs, days, "

@@ -16,31 +16,21 @@ unsharded step (CX1, a function on public test cases).
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import sympy as sp
 
 from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, H, K, L, N, S, T, V, W, W_hbm, W_ici, X, Y, Z, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp, number, own_block, smap
 
 V5E = hw.TPU_V5E
 SECTION = "inference/"
-EXACT = Tolerance(rtol=1e-9)
 b_w = symbol("b_w")
 BF16, INT8 = hw.BYTES_PER_ELEMENT["bf16"], hw.BYTES_PER_ELEMENT["int8"]
 C_BF16, C_INT8, W_V5E = V5E.bf16_flops_per_s, V5E.int8_ops_per_s, V5E.hbm_bytes_per_s
@@ -201,6 +191,17 @@ def cx2_forgets_weights(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return float(math.floor(n_chips * hbm_per_chip / kv_bytes_per_seq))
 
 
+def draw_fit(rng: random.Random, probe: dict) -> dict:
+    """CX2's grading-time cases: the probe's chip count; HBM per chip and the cache per sequence 1/2 to 2
+    times the probe's, the weights 10% to 80% of all the HBM, and room for at least one sequence."""
+    while True:
+        hbm = float(f"{probe['hbm_per_chip'] * 2 ** rng.uniform(-1, 1):.4g}")
+        case = dict(probe, hbm_per_chip=hbm, weight_bytes=round(rng.uniform(0.1, 0.8) * probe["n_chips"] * hbm),
+                    kv_bytes_per_seq=round(probe["kv_bytes_per_seq"] * 2 ** rng.uniform(-1, 1)))
+        if max_batch(**case) >= 1:
+            return case
+
+
 def _fit(cfg: m.Config, chips: int, context: int, w_bpe: int, kv_bpe: int, params: float | None = None) -> dict:
     return dict(hbm_per_chip=V5E.hbm_bytes, n_chips=chips, weight_bytes=w_bpe * (params or m.params_of(cfg)),
                 kv_bytes_per_seq=inf.kv_bytes_per_sequence(cfg, context, kv_bpe))
@@ -273,6 +274,11 @@ def decode_probe(seed: int, lengths: list[int], b=2, s=8, n=4, kv=2, h=4) -> dic
 DECODE_PROBES = (decode_probe(0, [2, 5]), decode_probe(1, [0, 7]), decode_probe(2, [6, 3]))
 
 
+def draw_decode(rng: random.Random, probe: dict) -> dict:
+    """CX1's grading-time cases: fresh values, and fresh lengths (a free slot in each cache of 8)."""
+    return decode_probe(rng.randrange(2**32), [rng.randrange(8) for _ in probe["lengths"]])
+
+
 # --- CX3 and CX4: sharded decode steps (shard_map), models and typical wrong versions ----------------
 # Shapes. CX3a, heads over X = 8: B 4, S 16, D 32, N 16, K 8 (G 2), H 8. CX3b, heads over Y = 2 and
 # batch over Z = 4: B 8, S 16, D 32, N 8, K 4 (G 2), H 8. CX4: B 16, D 64, F 256 on X = 2, YZ = 4.
@@ -309,21 +315,8 @@ WS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df,fe->be",
                       collectives={"all-gather": 1, "all-reduce": 1, "reduce-scatter": 1})
 
 
-def _smap(block, in_specs, out_specs, mesh_axes, check_vma=True):
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    from course.devices import mesh
-
-    as_p = tuple(P(*s) for s in in_specs)
-    return jax.shard_map(block, mesh=mesh(**dict(mesh_axes)), in_specs=as_p, out_specs=P(*out_specs),
-                         check_vma=check_vma)
-
-
 def _attend(q, k_cache, v_cache, grouped=True):
     """Scores times values for one device's heads: q[b, n, H] with n = k*G + g over cache[b, S, k, H]."""
-    import jax.numpy as jnp
-
     b, n, h = q.shape
     k = k_cache.shape[2]
     # [b, k, G, H]: head n uses KV head n // G (the slip: n % k)
@@ -341,38 +334,30 @@ _HEADS_IN = ((), (None, "X", None), (None, None, "X", None), (None, None, "X", N
 def decode_heads(x, w_q, k_cache, v_cache, w_o):
     """CX3a: the KV cache split over its 8 heads, one per device. Every device projects its own query
     heads, attends to its own cache heads and applies its rows of W_O; one AllReduce adds the heads."""
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):  # x: f32[B, D]; wq: f32[D, N/8, H]; kc, vc: f32[B, S, K/8, H]; wo: f32[N/8, H, D]
         q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B, N/8, H]: this device's query heads
         o = _attend(q, kc, vc)  # f32[B, N/8, H]
         out_partial = jnp.einsum("bnh,nhd->bd", o, wo)  # f32[B, D], this device's heads only
         return jax.lax.psum(out_partial, "X")
-    return _smap(block, _HEADS_IN, (), MESH_X8)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_X8, _HEADS_IN, ())(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx3a_forgets_sum(x, w_q, k_cache, v_cache, w_o):
     """Returns one device's heads' share as if it were the whole output."""
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):
         o = _attend(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc)
         return jnp.einsum("bnh,nhd->bd", o, wo)
-    return _smap(block, _HEADS_IN, (), MESH_X8, check_vma=False)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_X8, _HEADS_IN, (), check_vma=False)(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx3a_gathers_cache(x, w_q, k_cache, v_cache, w_o):
     """Gathers the whole cache (and the weights) onto every device: right numbers, 8x the HBM reads."""
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):
         def gather(a, axis):
             return jax.lax.all_gather(a, "X", axis=axis, tiled=True, to="invarying")
         o = _attend(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
         return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
-    return _smap(block, _HEADS_IN, (), MESH_X8)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_X8, _HEADS_IN, ())(x, w_q, k_cache, v_cache, w_o)
 
 
 _HB_IN = ((), (None, ("Y", "Z"), None), ("Z", None, "Y", None), ("Z", None, "Y", None), (("Y", "Z"), None, None))
@@ -382,45 +367,33 @@ def decode_heads_batch(x, w_q, k_cache, v_cache, w_o):
     """CX3b: only K = 4 cache heads for 8 devices, so the cache is split over heads along Y and over
     batch along Z: K[B_Z, S, K_Y, H]. The projections stay split over all 8 devices by query head. An
     AllToAll over Z trades query heads for batch before attention, another trades them back after."""
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):  # x: f32[B, D]; wq: f32[D, N/8, H]; kc, vc: f32[B/4, S, K/2, H]; wo: f32[N/8, H, D]
         q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B, N/8, H]: all sequences, one query head
         q = jax.lax.all_to_all(q, "Z", split_axis=0, concat_axis=1, tiled=True)  # f32[B/4, N/2, H]
         o = _attend(q, kc, vc)  # f32[B/4, N/2, H]: this device's sequences, its Y group's heads
         o = jax.lax.all_to_all(o, "Z", split_axis=1, concat_axis=0, tiled=True)  # f32[B, N/8, H]
         return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))  # f32[B, D]
-    return _smap(block, _HB_IN, (), MESH_YZ)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_YZ, _HB_IN, ())(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx3b_mha_grouping(x, w_q, k_cache, v_cache, w_o):
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):
         q = jax.lax.all_to_all(jnp.einsum("bd,dnh->bnh", x, wq), "Z", split_axis=0, concat_axis=1, tiled=True)
         o = jax.lax.all_to_all(_attend(q, kc, vc, grouped=False), "Z", split_axis=1, concat_axis=0, tiled=True)
         return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))
-    return _smap(block, _HB_IN, (), MESH_YZ)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_YZ, _HB_IN, ())(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx3b_gathers(x, w_q, k_cache, v_cache, w_o):
     """AllGathers the query heads (and later the outputs) over Z and keeps its own block: right
     numbers, with each gather moving four times what the AllToAll moves."""
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):
-        z, nz = jax.lax.axis_index("Z"), jax.lax.axis_size("Z")
         q = jax.lax.all_gather(jnp.einsum("bd,dnh->bnh", x, wq), "Z", axis=1, tiled=True)  # [B, N/2, H]
-        rows = q.shape[0] // nz
-        q = jax.lax.dynamic_slice_in_dim(q, z * rows, rows, axis=0)  # [B/4, N/2, H]
+        q = own_block(q, "Z")  # [B/4, N/2, H]
         o = jax.lax.all_gather(_attend(q, kc, vc), "Z", axis=0, tiled=True)  # [B, N/2, H]
-        heads = o.shape[1] // nz
-        o = jax.lax.dynamic_slice_in_dim(o, z * heads, heads, axis=1)  # [B, N/8, H]
+        o = own_block(o, "Z", 1)  # [B, N/8, H]
         return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))
-    return _smap(block, _HB_IN, (), MESH_YZ)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_YZ, _HB_IN, ())(x, w_q, k_cache, v_cache, w_o)
 
 
 _WS_IN = ((None, "X", "YZ"), ("X", "YZ"), ("YZ", "X"))
@@ -429,8 +402,6 @@ _WS_IN = ((None, "X", "YZ"), ("X", "YZ"), ("YZ", "X"))
 def weight_stationary_2d(x, w_in, w_out):
     """CX4: In[B, D_XYZ] . W_in[D_X, F_YZ] . W_out[F_YZ, D_X], weights never move: AllGather_YZ the
     input, multiply, AllReduce_X the hidden, multiply, ReduceScatter_YZ the output."""
-    import jax
-
     def block(xb, wi, wo):  # xb: f32[B, 1, D/8]; wi: f32[D/2, F/4]; wo: f32[F/4, D/2]
         b = xb.shape[0]
         x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)  # f32[B, D/2]: D_X
@@ -438,45 +409,34 @@ def weight_stationary_2d(x, w_in, w_out):
         out_partial = hidden @ wo  # f32[B, D/2]: D_X, a partial sum over YZ
         out = jax.lax.psum_scatter(out_partial, "YZ", scatter_dimension=1, tiled=True)  # f32[B, D/8]
         return out.reshape(b, 1, -1)
-    return _smap(block, _WS_IN, (None, "X", "YZ"), MESH_2D)(x, w_in, w_out)
+    return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"))(x, w_in, w_out)
 
 
 def cx4_forgets_allreduce(x, w_in, w_out):
-    import jax
-
     def block(xb, wi, wo):
         b = xb.shape[0]
         x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)
         out = jax.lax.psum_scatter((x_dx @ wi) @ wo, "YZ", scatter_dimension=1, tiled=True)
         return out.reshape(b, 1, -1)
-    return _smap(block, _WS_IN, (None, "X", "YZ"), MESH_2D, check_vma=False)(x, w_in, w_out)
+    return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"), check_vma=False)(x, w_in, w_out)
 
 
 def cx4_allreduce_then_slice(x, w_in, w_out):
-    import jax
-
     def block(xb, wi, wo):
         b = xb.shape[0]
         x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)
         out = jax.lax.psum(jax.lax.psum(x_dx @ wi, "X") @ wo, "YZ")  # f32[B, D/2] on every YZ device
-        cols = out.shape[1] // jax.lax.axis_size("YZ")
-        out = jax.lax.dynamic_slice_in_dim(out, jax.lax.axis_index("YZ") * cols, cols, axis=1)
-        return out.reshape(b, 1, -1)
-    return _smap(block, _WS_IN, (None, "X", "YZ"), MESH_2D)(x, w_in, w_out)
+        return own_block(out, "YZ", 1).reshape(b, 1, -1)
+    return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"))(x, w_in, w_out)
 
 
 # --- the records -------------------------------------------------------------------------------------
-
-def _s(qid, prompt, ref, section, slips, tolerance=None, unit="s", points=1):
-    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=ref, unit=unit,
-                  tolerance=tolerance or Tolerance(rtol=0.02), slips=slips)
-
 
 CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     # 1. Rooflines of prefill and decode.
     Number(qid="ch07-e1-critical-batch", points=1, section=_lin,
            prompt="Tokens per step above which a bf16 weight matmul is compute-bound on TPU v5e.",
-           reference=E1, tolerance=Tolerance(rtol=0.01),
+           reference=E1, tolerance=ONE_PERCENT,
            slips=(Slip(E1 / 2, "ratio:1/2", "bf16 weights are 2 bytes each: 2BDF FLOPs over 2DF bytes."),
                   Slip(W_V5E / C_BF16, "magnitude:-5", "divide FLOP/s by bytes/s."))),
     Formula(qid="ch07-e2-critical-batch-formula", points=1, section=_lin,
@@ -486,15 +446,15 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
                    Slip(C * b_w / W_hbm, "ratio:2", "each weight is used in a multiply and an add."))),
     Number(qid="ch07-e2-int8-weights", points=1, section=_lin,
            prompt="Critical batch on v5e with int8 weights and bf16 math.",
-           reference=E2_INT8_WEIGHTS, tolerance=Tolerance(rtol=0.01),
+           reference=E2_INT8_WEIGHTS, tolerance=ONE_PERCENT,
            slips=(Slip(E1, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
     Number(qid="ch07-e2-int8-math", points=1, section=_lin,
            prompt="Critical batch on v5e with int8 weights and int8 math.",
-           reference=E2_INT8_MATH, tolerance=Tolerance(rtol=0.01),
+           reference=E2_INT8_MATH, tolerance=ONE_PERCENT,
            slips=(Slip(E2_INT8_WEIGHTS, "ratio:1/2", "int8 math runs at twice the bf16 rate."),)),
     Number(qid="ch07-e3-prefill-length", points=1, section=_roof,
            prompt="Prompt length above which prefill self-attention (MHA, bf16) is compute-bound on v5e.",
-           reference=E3, tolerance=Tolerance(rtol=0.01),
+           reference=E3, tolerance=ONE_PERCENT,
            slips=(Slip(E1, "ratio:1/2", "prefill attention's intensity is T/2, not T."),)),
     Formula(qid="ch07-e4-attention-intensity", points=1, section=_roof,
             prompt="Intensity of bf16 MHA attention, T queries over S keys (read Q, K, V; write O).",
@@ -503,7 +463,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
                    Slip(T, "missing_symbol:S"))),
     Number(qid="ch07-e4-decode-limit", points=1, section=_roof,
            prompt="That intensity in decode (T = 1) as the context S grows.",
-           reference=E4_LIMIT, tolerance=Tolerance(rtol=0.01),
+           reference=E4_LIMIT, tolerance=ONE_PERCENT,
            slips=(Slip(0.5, "ratio:1/2", "with T = 1 the S terms dominate."),)),
     # 2. Memory: LLaMA 2-13B.
     Number(qid="ch07-e5-vocab-params", points=1, section=_kv,
@@ -512,11 +472,11 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
            slips=(Slip(E5_VOCAB / 2, "ratio:1/2", "the input and output embeddings are separate matrices."),)),
     Number(qid="ch07-e5-total-params", points=1, section=_kv,
            prompt="LLaMA 2-13B: all parameters (norms left out).",
-           reference=E5_TOTAL, tolerance=Tolerance(rtol=0.01),
+           reference=E5_TOTAL, tolerance=ONE_PERCENT,
            slips=(Slip(E5_TOTAL - L13.L * L13.D * L13.F, "close", "a gated MLP has three D x F matrices."),)),
     Number(qid="ch07-e5-weight-bytes", points=1, unit="B", section=_kv,
            prompt="LLaMA 2-13B: bytes of its bf16 weights.",
-           reference=E5_BYTES, tolerance=Tolerance(rtol=0.01),
+           reference=E5_BYTES, tolerance=ONE_PERCENT,
            slips=(Slip(E5_TOTAL, "ratio:1/2", "bf16: 2 bytes per parameter."),)),
     Number(qid="ch07-e6-activation-bytes", points=1, unit="B", section=_kv,
            prompt="Bytes of one bf16 activation [8192, 5120] of an 8k-token prefill.",
@@ -524,7 +484,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
            slips=(Slip(E6_BYTES / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
     Number(qid="ch07-e7-kv-bytes", points=1, unit="B", section=_kv,
            prompt="LLaMA 2-13B: bytes of the bf16 KV cache of one 8192-token sequence.",
-           reference=E7_KV, tolerance=Tolerance(rtol=0.01),
+           reference=E7_KV, tolerance=ONE_PERCENT,
            slips=(Slip(E7_KV / 2, "ratio:1/2", "a key and a value per layer."),
                   Slip(E7_KV / L13.L, "magnitude:-2", "every layer keeps its own keys and values."))),
     Number(qid="ch07-e7-sequences", points=1, section=_kv,
@@ -540,7 +500,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              slips=(Slip(cx2_memory_only, "close"), Slip(cx2_no_overlap, "close"))),
     Function(qid="ch07-cx2-max-batch", points=2, section=_mem,
              prompt="max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq): sequences that fit.",
-             reference=max_batch, probes=BATCH_PROBES, output=Output("number", tolerance=EXACT),
+             reference=max_batch, probes=BATCH_PROBES, draw=draw_fit, output=Output("number", tolerance=EXACT),
              slips=(Slip(cx2_not_rounded, "close"), Slip(cx2_forgets_weights, "close"))),
     # 3. Sharding and serving.
     Formula(qid="ch07-e9-tp-limit-formula", points=1, section=_shard,
@@ -549,23 +509,25 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(F / B, "missing_symbol:W_hbm,W_ici", "the collective hides behind the weight reads."),)),
     Number(qid="ch07-e9-tp-limit", points=1, section=_shard,
            prompt="That Y for F = 16,384 and B = 32, taking W_hbm / W_ici = 8 as the book does.",
-           reference=E9, tolerance=Tolerance.figures(),
+           reference=E9, tolerance=THREE_FIGURES,
            slips=(Slip(E9_F / E9_B, "ratio:8"), Slip(E9_PINNED, "close", "the question takes the ratio as 8."))),
     Number(qid="ch07-e10-prefix-fraction", points=1, section=_serve,
            prompt="Fraction of prefill FLOPs 'I like cats' needs once 'I like dogs' is cached (3 tokens each).",
-           reference=float(E10), tolerance=Tolerance(rtol=0.01),
+           reference=float(E10), tolerance=ONE_PERCENT,
            slips=(Slip(2 / 3, "ratio:2", "the cached tokens need no prefill."),)),
-    _s("ch07-e11-layer-time", "Seconds to stream a 600e6-parameter bf16 layer sharded 4 ways on v5e.",
-       E11, _app, (Slip(4 * E11, "ratio:4", "each chip reads only its quarter."),
-                   Slip(E11 / 2, "ratio:1/2", "bf16: 2 bytes per parameter.")), Tolerance(rtol=0.01)),
+    number("ch07-e11-layer-time", section=_app,
+           prompt="Seconds to stream a 600e6-parameter bf16 layer sharded 4 ways on v5e.", reference=E11, unit="s",
+           tolerance=ONE_PERCENT,
+           slips=(Slip(4 * E11, "ratio:4", "each chip reads only its quarter."),
+                  Slip(E11 / 2, "ratio:1/2", "bf16: 2 bytes per parameter."))),
     Number(qid="ch07-e12-latency-bytes", points=1, unit="B", section=_app_latency,
            prompt="Buffer below which an 8-way v5e collective is latency-bound (1 us per hop).",
-           reference=E12, tolerance=Tolerance.figures(),
+           reference=E12, tolerance=THREE_FIGURES,
            slips=(Slip(2 * E12, "ratio:2", "a shard crosses one link in one direction."),
                   Slip(E12 / E12_WAYS, "ratio:1/8", "that is one shard; the buffer holds eight."))),
     Number(qid="ch07-e13-activation-bytes", points=1, unit="B", section=_app_latency,
            prompt="Bytes of an int8 activation of batch 16, D = 8192.",
-           reference=E13_BYTES, tolerance=Tolerance.figures(),
+           reference=E13_BYTES, tolerance=THREE_FIGURES,
            slips=(Slip(2 * E13_BYTES, "ratio:2", "int8: 1 byte per element."),)),
     Choice(qid="ch07-e13-bound", points=1, section=_app_latency,
            prompt="Is an 8-way collective over that activation latency- or bandwidth-bound?",
@@ -577,10 +539,13 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(B * D / (E12_WAYS * E14_SHARD), "ratio:1/8", "compare one shard, B*D/Y, with 45 kB."),
                    Slip(2 * E14, "ratio:2", "int8: 1 byte per element."))),
     # 4. The pop quiz and the worked problems.
-    _s("ch07-pq1-batch4", "PQ1: lower bound on a decode step at batch 4 (30e9 params int8, 16 v5e, 8k context).",
-       pq1(4), _mem, (Slip(pq1(4) - PQ1_KV * 4 / (PQ1_CHIPS * W_V5E), "close", "the KV caches are read too."),)),
-    _s("ch07-pq1-batch256", "PQ1: the same at batch 256.", pq1(256), _mem,
-       (Slip(pq1(256, flops=False), "close", "batch 256 is above the critical batch: the MLP is FLOP-bound."),)),
+    number("ch07-pq1-batch4", section=_mem,
+           prompt="PQ1: lower bound on a decode step at batch 4 (30e9 params int8, 16 v5e, 8k context).",
+           reference=pq1(4), unit="s",
+           slips=(Slip(pq1(4) - PQ1_KV * 4 / (PQ1_CHIPS * W_V5E), "close", "the KV caches are read too."),)),
+    number("ch07-pq1-batch256", section=_mem, prompt="PQ1: the same at batch 256.", reference=pq1(256), unit="s",
+           slips=(Slip(pq1(256, flops=False), "close",
+                       "batch 256 is above the critical batch: the MLP is FLOP-bound."),)),
     Formula(qid="ch07-q1-params-formula", points=2, section=_wp,
             prompt="Q1: parameters of the worked-problem model (GQA, gated MLP, one tied V x D embedding).",
             reference=Q1_FORMULA, symbols="L D F N K H V",
@@ -606,17 +571,19 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
            reference=Q2_MQA, tolerance=Tolerance(low=Q2_MQA, high=Q2_MQA + 1),
            slips=(Slip(math.floor(Q2_HBM / inf.kv_bytes_per_sequence(Q.with_(K=1), Q2_CONTEXT, INT8)), "close",
                        "the weights take their share of HBM first."),)),
-    _s("ch07-q3-weight-load", "Q3: lower bound on a decode step from loading the int8 weights on a v5e 4x4.",
-       Q3, _wp, (Slip(2 * Q3, "ratio:2", "int8: 1 byte per parameter."),
-                 Slip(Q2_CHIPS * Q3, "ratio:16", "all 16 chips read their shares at once.")), Tolerance(rtol=0.01)),
+    number("ch07-q3-weight-load", section=_wp,
+           prompt="Q3: lower bound on a decode step from loading the int8 weights on a v5e 4x4.", reference=Q3,
+           unit="s", tolerance=ONE_PERCENT,
+           slips=(Slip(2 * Q3, "ratio:2", "int8: 1 byte per parameter."),
+                  Slip(Q2_CHIPS * Q3, "ratio:16", "all 16 chips read their shares at once."))),
     Number(qid="ch07-q4-tp-one-axis", points=1, section=_wp,
            prompt="Q4: largest compute-bound model parallelism over one v5e axis (F = 16,384, alpha = C / W_ici).",
-           reference=Q4_ONE_AXIS, tolerance=Tolerance(rtol=0.02),
+           reference=Q4_ONE_AXIS, tolerance=TWO_PERCENT,
            slips=(Slip(Q4_ONE_AXIS / 2, "ratio:1/2", "W_ici is the bidirectional bandwidth of a link."),
                   Slip(Q.F / E1, "magnitude:+1", "that uses the HBM intensity; the collectives run over ICI."))),
     Number(qid="ch07-q4-tp-two-axes", points=1, section=_wp,
            prompt="Q4: the same over both axes of the 4x4.",
-           reference=Q4_TWO_AXES, tolerance=Tolerance(rtol=0.02),
+           reference=Q4_TWO_AXES, tolerance=TWO_PERCENT,
            slips=(Slip(Q4_ONE_AXIS, "ratio:1/2", "two axes carry the collectives together."),)),
     Choice(qid="ch07-q4-kv-sharding", points=1, section=_kv_shard,
            prompt="Q4: how to shard its KV cache (K = 8) for decode on 16 chips.",
@@ -625,15 +592,15 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
                   Slip("replicated", "wrong_option"))),
     Number(qid="ch07-q5-total-params", points=1, section=_wp,
            prompt="Q5: total parameters of the model as an MoE with E = 16 experts.",
-           reference=Q5_TOTAL, tolerance=Tolerance(rtol=0.01),
+           reference=Q5_TOTAL, tolerance=ONE_PERCENT,
            slips=(Slip(MOE.E * Q1_PARAMS, "not_equal", "only the MLPs are replicated per expert."),)),
     Number(qid="ch07-q5-active-params", points=1, section=_wp,
            prompt="Q5: parameters each token uses (k = 2 experts).",
-           reference=Q5_ACTIVE, tolerance=Tolerance(rtol=0.01),
+           reference=Q5_ACTIVE, tolerance=ONE_PERCENT,
            slips=(Slip(Q1_PARAMS, "not_equal", "each token passes through k = 2 expert MLPs."),)),
     Number(qid="ch07-q5-critical-batch", points=1, section=_wp,
            prompt="Q5: tokens per step for the MoE's expert matmuls to be compute-bound on v5e (bf16).",
-           reference=Q5_CRIT, tolerance=Tolerance(rtol=0.01),
+           reference=Q5_CRIT, tolerance=ONE_PERCENT,
            slips=(Slip(m.moe_critical_batch(MOE.E, MOE.k, E1, weight_bpe=INT8), "ratio:1/2",
                        "bf16 weights: 2 bytes each."),)),
     Formula(qid="ch07-q5-flops", points=1, section=_wp,
@@ -641,11 +608,12 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             reference=Q5_FLOPS, symbols="T",
             slips=(Slip(3 * Q5_FLOPS, "ratio:3", "the forward pass only."),
                    Slip(Q5_FLOPS / 2, "ratio:1/2", "2 FLOPs per parameter per token: a multiply and an add."))),
-    _s("ch07-q6-weight-time", "Q6: seconds to read each chip's int8 expert weights on a v5e 8x16.",
-       Q6_TIME, _wp, (Slip(2 * Q6_TIME, "ratio:2", "int8: 1 byte per parameter."),)),
+    number("ch07-q6-weight-time", section=_wp,
+           prompt="Q6: seconds to read each chip's int8 expert weights on a v5e 8x16.", reference=Q6_TIME, unit="s",
+           slips=(Slip(2 * Q6_TIME, "ratio:2", "int8: 1 byte per parameter."),)),
     Number(qid="ch07-q6-free-hbm", points=1, unit="B", section=_wp,
            prompt="Q6: HBM left per chip after those weights.",
-           reference=Q6_FREE, tolerance=Tolerance(rtol=0.02),
+           reference=Q6_FREE, tolerance=TWO_PERCENT,
            slips=(Slip(V5E.hbm_bytes - 2 * Q6_PER_CHIP, "close", "int8: 1 byte per parameter."),)),
     Choice(qid="ch07-q6-smallest-slice", points=1, section=_wp,
            prompt="Q6: the smallest v5e slice that holds the int8 MoE's weights.",
@@ -671,13 +639,13 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(Q7_CROSSOVER / 2, "ratio:1/2", "the AllReduce of the hidden moves twice a gather's bytes."),)),
     Number(qid="ch07-q7-crossover-f4d", points=1, section=_app,
            prompt="Q7: that N for F = 4D.",
-           reference=Q7_CROSSOVER_F4D, tolerance=Tolerance.figures(),
+           reference=Q7_CROSSOVER_F4D, tolerance=THREE_FIGURES,
            slips=(Slip(81, "close", "(3/4)^2 is 9/16."),)),
     # 5. Programs: a decode step, with a cache.
     Function(qid="ch07-cx1-decode-step", points=3, section=_kv,
              prompt="decode_step(q, k_new, v_new, k_cache, v_cache, lengths): write the new key and value "
                     "into the cache and attend (GQA, softmax) to the valid positions.",
-             reference=decode_step_reference, model=decode_step, probes=DECODE_PROBES,
+             reference=decode_step_reference, model=decode_step, probes=DECODE_PROBES, draw=draw_decode,
              output=(Output("number", tolerance=Tolerance(rtol=1e-4)), Output("number", tolerance=Tolerance(rtol=1e-6)),
                      Output("number", tolerance=Tolerance(rtol=1e-6))),
              slips=(Slip(cx1_no_mask, "wrong_elements",

@@ -14,31 +14,22 @@ LLaMA 3.1-405B as 405e9; the exact counts of ``course.models`` would move the in
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import sympy as sp
 
+from autograder.kinds.function import vary
 from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
+from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, G, N, P, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, jax, jnp, number, smap
 
 V5E = hw.TPU_V5E
 SECTION = "applied-inference/"
-EXACT = Tolerance(rtol=1e-9)
 BF16, INT8, INT4 = hw.BYTES_PER_ELEMENT["bf16"], hw.BYTES_PER_ELEMENT["int8"], 0.5
 C_BF16, W_V5E, HBM = V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, V5E.hbm_bytes
 t_pre, t_step = symbol("t_pre"), symbol("t_step")
@@ -227,6 +218,18 @@ PLAN_PROBES = (*(_plan_probe(d) for d in ("int4", "int8", "bf16")), *(_plan_prob
                     hbm_bytes_per_s=W_V5E, decode_tokens=DECODE, slices=SLICE_CHIPS))
 
 
+def draw_plan(rng: random.Random, probe: dict) -> dict:
+    """CX1's grading-time cases: the probe with its floats rescaled (``vary``), where one of its slices
+    holds the weights and at least one sequence beside them."""
+    while True:
+        case = vary(rng, probe)
+        try:
+            if serving_plan(**case)[2] >= 1:
+                return case
+        except ValueError:  # no slice holds the weights
+            pass
+
+
 # --- CX2: the book's roofline script, with its grid bug fixed --------------------------------------------
 
 def largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip):
@@ -253,6 +256,17 @@ BATCH_PROBES = tuple(dict(step=s, context=c, weight_bytes=INT8 * P70, kv_bytes_p
                           hbm_per_chip=HBM)
                      for s, c, n in ((4, 8192, 16), (1, 8192, 16), (4, 2048, 16), (8, 8192, 32), (1, 32_768, 16)))
 
+
+def draw_largest(rng: random.Random, probe: dict) -> dict:
+    """CX2's grading-time cases: the probe's model and chips; a fresh grid step (1 to 8) and context
+    (2k to 32k tokens), HBM per chip 0.7 to 2 times the probe's, where batch 1 fits."""
+    while True:
+        case = dict(probe, step=rng.choice((1, 2, 3, 4, 8)), context=rng.choice((2048, 4096, 8192, 16_384, 32_768)),
+                    hbm_per_chip=float(f"{probe['hbm_per_chip'] * 2 ** rng.uniform(-0.5, 1):.4g}"))
+        room = case["n_chips"] * case["hbm_per_chip"] - case["weight_bytes"]
+        if case["kv_bytes_per_token"] * case["context"] <= room:
+            return case
+
 # --- CX4: a KV-sharded decode step on a ('batch', 'kv') mesh ---------------------------------------------
 # Mesh batch = 2, kv = 4: B 8, S 16, D 16, N 16, K 8 (G 2), H 8. Attention without softmax or scale
 # (scores times values; see Chapter 7), W_Q seen as [D, K, G, H] and W_O as [K, G, H, D].
@@ -260,6 +274,7 @@ MESH_BK = (("batch", 2), ("kv", 4))
 KS = dict(B=8, S=16, D=16, N=16, K=8, H=8)
 _G = KS["N"] // KS["K"]
 _CACHE = ("batch", None, "kv", None)
+_KV_IN = (("batch", None), (None, "kv", None), _CACHE, _CACHE, ("kv", None, None))  # the operands' specs
 KV_SPEC = ProgramSpec(
     mesh=MESH_BK, einsum="bd,dkgh,bskh,bskv,kgve->be",
     operands=(Operand((KS["B"], KS["D"]), ("batch", None)),
@@ -272,21 +287,7 @@ CX4_DEVICES = 8
 CX4_BYTES_PER_DEVICE = 2 * KS["B"] * KS["S"] * KS["K"] * KS["H"] * hw.BYTES_PER_ELEMENT["fp32"] / CX4_DEVICES
 
 
-def _smap(block, check_vma=True):
-    import jax
-    from jax.sharding import PartitionSpec as P_
-
-    from course.devices import mesh
-
-    cache = P_(*_CACHE)
-    return jax.shard_map(block, mesh=mesh(**dict(MESH_BK)),
-                         in_specs=(P_("batch", None), P_(None, "kv", None), cache, cache, P_("kv", None, None)),
-                         out_specs=P_("batch", None), check_vma=check_vma)
-
-
 def _attend(q, k_cache, v_cache):
-    import jax.numpy as jnp
-
     b, n, h = q.shape
     k = k_cache.shape[2]
     scores = jnp.einsum("bkgh,bskh->bkgs", q.reshape(b, k, n // k, h), k_cache)  # [b, k, G, S]
@@ -296,45 +297,30 @@ def _attend(q, k_cache, v_cache):
 def kv_sharded_decode(x, w_q, k_cache, v_cache, w_o):
     """CX4: sequences split over 'batch', key/value heads over 'kv'. Each device reads only its block of
     the cache; the heads' partial outputs are added over 'kv' (one AllReduce), never over 'batch'."""
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):  # x: f32[B/2, D]; wq: f32[D, N/4, H]; kc, vc: f32[B/2, S, K/4, H]; wo: f32[N/4, H, D]
         q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B/2, N/4, H]
         o = _attend(q, kc, vc)  # f32[B/2, N/4, H]
         return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "kv")  # f32[B/2, D]
-    return _smap(block)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_BK, _KV_IN, ("batch", None))(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx4_forgets_sum(x, w_q, k_cache, v_cache, w_o):
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):
         return jnp.einsum("bnh,nhd->bd", _attend(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc), wo)
-    return _smap(block, check_vma=False)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_BK, _KV_IN, ("batch", None), check_vma=False)(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx4_gathers_cache(x, w_q, k_cache, v_cache, w_o):
     """Gathers every head of the cache (and the weights) onto each device: right numbers, 4x the reads."""
-    import jax
-    import jax.numpy as jnp
-
     def block(x, wq, kc, vc, wo):
         def gather(a, axis):
             return jax.lax.all_gather(a, "kv", axis=axis, tiled=True, to="invarying")
         o = _attend(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
         return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
-    return _smap(block)(x, w_q, k_cache, v_cache, w_o)
+    return smap(block, MESH_BK, _KV_IN, ("batch", None))(x, w_q, k_cache, v_cache, w_o)
 
 
 # --- the records -------------------------------------------------------------------------------------
-
-def _n(qid, prompt, ref, section, slips, tolerance=None, unit="", points=1, exact=False):
-    if exact:  # a count: only the whole number
-        tolerance = Tolerance.exact_count()
-    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=ref, unit=unit,
-                  tolerance=tolerance or Tolerance(rtol=0.02), slips=slips, exact=exact)
-
 
 def _no_3600(value: float) -> Slip:
     return Slip(value / 3600, "magnitude:-4", "prices are per hour, FLOP/s per second.")
@@ -342,98 +328,117 @@ def _no_3600(value: float) -> Slip:
 
 CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     # 1. Which chip.
-    _n("ch08-e1-h100", "FLOPs per dollar of an H100 at its dense bf16 peak ($10.8 per hour).", E1["H100"], _story,
-       (_no_3600(E1["H100"]),), Tolerance(rtol=0.025)),
-    _n("ch08-e1-v5p", "FLOPs per dollar of a TPU v5p ($4.2 per hour).", E1["TPU v5p"], _story,
-       (_no_3600(E1["TPU v5p"]),), Tolerance(rtol=0.025)),
-    _n("ch08-e1-v5e", "FLOPs per dollar of a TPU v5e ($1.2 per hour).", E1["TPU v5e"], _story,
-       (_no_3600(E1["TPU v5e"]), Slip(E1["TPU v5e"] * 2, "ratio:2", "use the bf16 rate.")), Tolerance(rtol=0.025)),
+    number("ch08-e1-h100", section=_story,
+           prompt="FLOPs per dollar of an H100 at its dense bf16 peak ($10.8 per hour).", reference=E1["H100"],
+           tolerance=Tolerance(rtol=0.025), slips=(_no_3600(E1["H100"]),)),
+    number("ch08-e1-v5p", section=_story, prompt="FLOPs per dollar of a TPU v5p ($4.2 per hour).",
+           reference=E1["TPU v5p"], tolerance=Tolerance(rtol=0.025), slips=(_no_3600(E1["TPU v5p"]),)),
+    number("ch08-e1-v5e", section=_story, prompt="FLOPs per dollar of a TPU v5e ($1.2 per hour).",
+           reference=E1["TPU v5e"], tolerance=Tolerance(rtol=0.025),
+           slips=(_no_3600(E1["TPU v5e"]), Slip(E1["TPU v5e"] * 2, "ratio:2", "use the bf16 rate."))),
     # 2. Memory: what fits where.
-    _n("ch08-iq1-kv-per-token", "LLaMA 3-70B: int8 KV cache bytes per token.", KV8, _story,
-       (Slip(2 * KV8, "ratio:2", "int8: 1 byte per element."),
-        Slip(KV8 * L70.N // L70.K, "ratio:8", "the cache holds the 8 key/value heads.")), Tolerance(rtol=0.025), "B"),
-    _n("ch08-iq1-kv-32k", "Its int8 cache for one 32,768-token sequence.", IQ1_SEQ, _story,
-       (Slip(IQ1_SEQ / L70.L, "magnitude:-2", "every layer keeps its own."),), Tolerance(rtol=0.025), "B"),
-    _n("ch08-iq1-kv-240", "The caches of 240 such sequences.", IQ1_TOTAL, _story,
-       (Slip(IQ1_TOTAL / 2, "ratio:1/2"),), Tolerance(rtol=0.025), "B"),
-    _n("ch08-iq1-chips", "v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights.", IQ1_CHIPS, _story,
-       (Slip(math.ceil(inf.min_chips(IQ1_TOTAL)), "close", "the weights need room too."),),
-       Tolerance(low=IQ1_CHIPS, high=IQ1_CHIPS + 1)),
-    _n("ch08-iq2-kv-bytes", "int8 caches of 32 sequences of 8192 tokens.", IQ2_KV, _story,
-       (Slip(2 * IQ2_KV, "ratio:2", "int8: 1 byte per element."),), Tolerance(rtol=0.03), "B"),
-    _n("ch08-iq2-total-bytes", "Those caches plus the int8 weights.", IQ2_TOTAL, _story,
-       (Slip(IQ2_KV, "ratio:3/8", "add the 70e9 B of weights."),), Tolerance(rtol=0.03), "B"),
+    number("ch08-iq1-kv-per-token", section=_story, prompt="LLaMA 3-70B: int8 KV cache bytes per token.", reference=KV8,
+           unit="B", tolerance=Tolerance(rtol=0.025),
+           slips=(Slip(2 * KV8, "ratio:2", "int8: 1 byte per element."),
+                  Slip(KV8 * L70.N // L70.K, "ratio:8", "the cache holds the 8 key/value heads."))),
+    number("ch08-iq1-kv-32k", section=_story, prompt="Its int8 cache for one 32,768-token sequence.", reference=IQ1_SEQ,
+           unit="B", tolerance=Tolerance(rtol=0.025),
+           slips=(Slip(IQ1_SEQ / L70.L, "magnitude:-2", "every layer keeps its own."),)),
+    number("ch08-iq1-kv-240", section=_story, prompt="The caches of 240 such sequences.", reference=IQ1_TOTAL, unit="B",
+           tolerance=Tolerance(rtol=0.025), slips=(Slip(IQ1_TOTAL / 2, "ratio:1/2"),)),
+    number("ch08-iq1-chips", section=_story,
+           prompt="v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights.", reference=IQ1_CHIPS,
+           tolerance=Tolerance(low=IQ1_CHIPS, high=IQ1_CHIPS + 1),
+           slips=(Slip(math.ceil(inf.min_chips(IQ1_TOTAL)), "close", "the weights need room too."),)),
+    number("ch08-iq2-kv-bytes", section=_story, prompt="int8 caches of 32 sequences of 8192 tokens.", reference=IQ2_KV,
+           unit="B", tolerance=Tolerance(rtol=0.03), slips=(Slip(2 * IQ2_KV, "ratio:2", "int8: 1 byte per element."),)),
+    number("ch08-iq2-total-bytes", section=_story, prompt="Those caches plus the int8 weights.", reference=IQ2_TOTAL,
+           unit="B", tolerance=Tolerance(rtol=0.03), slips=(Slip(IQ2_KV, "ratio:3/8", "add the 70e9 B of weights."),)),
     Choice(qid="ch08-iq2-slice", points=1, section=_story, prompt="The smallest v5e slice that holds them.",
            reference=IQ2_SLICE, options=SLICE_OPTIONS,
            slips=(Slip("2x2", "wrong_option", "4 chips hold 64e9 B."),)),
-    _n("ch08-iq3-step-4x2", "Decode step lower bound at batch 32 on that 4x2 (bf16 math).", IQ3_STEP_8, _story,
-       (Slip(INT8 * P70 / (8 * W_V5E), "not_equal", "the caches are read every step too."),), unit="s"),
-    _n("ch08-iq3-tokens-per-s", "Its throughput in tokens per second.", IQ3_TOKENS, _story,
-       (Slip(1 / IQ3_STEP_8, "ratio:1/32", "each step yields one token per sequence."),)),
-    _n("ch08-iq3-per-chip", "Its throughput per chip.", IQ3_PER_CHIP, _story,
-       (Slip(IQ3_TOKENS, "ratio:8"),)),
-    _n("ch08-iq3-tp-limit", "Largest compute-bound model parallelism over both axes of a v5e 2D slice (F = 28,672).",
-       IQ3_TP, _story, (Slip(IQ3_TP / 2, "ratio:1/2", "two axes share the collectives."),)),
-    _n("ch08-iq3-step-4x4", "The batch-32 step lower bound on a 4x4.", IQ3_STEP_16, _story,
-       (Slip(IQ3_STEP_8, "ratio:2", "twice the chips read at twice the bandwidth."),), unit="s"),
-    _n("ch08-iq4-int8-weights", "Critical batch on v5e with int8 weights and bf16 math.", IQ4, _story,
-       (Slip(2 * IQ4, "ratio:2", "int8 weights halve the bytes per FLOP."),), Tolerance(rtol=0.01)),
+    number("ch08-iq3-step-4x2", section=_story, prompt="Decode step lower bound at batch 32 on that 4x2 (bf16 math).",
+           reference=IQ3_STEP_8, unit="s",
+           slips=(Slip(INT8 * P70 / (8 * W_V5E), "not_equal", "the caches are read every step too."),)),
+    number("ch08-iq3-tokens-per-s", section=_story, prompt="Its throughput in tokens per second.", reference=IQ3_TOKENS,
+           slips=(Slip(1 / IQ3_STEP_8, "ratio:1/32", "each step yields one token per sequence."),)),
+    number("ch08-iq3-per-chip", section=_story, prompt="Its throughput per chip.", reference=IQ3_PER_CHIP,
+           slips=(Slip(IQ3_TOKENS, "ratio:8"),)),
+    number("ch08-iq3-tp-limit", section=_story,
+           prompt="Largest compute-bound model parallelism over both axes of a v5e 2D slice (F = 28,672).",
+           reference=IQ3_TP, slips=(Slip(IQ3_TP / 2, "ratio:1/2", "two axes share the collectives."),)),
+    number("ch08-iq3-step-4x4", section=_story, prompt="The batch-32 step lower bound on a 4x4.", reference=IQ3_STEP_16,
+           unit="s", slips=(Slip(IQ3_STEP_8, "ratio:2", "twice the chips read at twice the bandwidth."),)),
+    number("ch08-iq4-int8-weights", section=_story, prompt="Critical batch on v5e with int8 weights and bf16 math.",
+           reference=IQ4, tolerance=ONE_PERCENT,
+           slips=(Slip(2 * IQ4, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
     Function(qid="ch08-cx1-serving-plan", points=3, section=_story,
              prompt="serving_plan(weight_bytes, kv_bytes_per_token, context, hbm_per_chip, hbm_bytes_per_s, "
                     "decode_tokens, slices): chips, free HBM, max batch, step seconds, queries/s per chip.",
-             reference=serving_plan, probes=PLAN_PROBES,
+             reference=serving_plan, probes=PLAN_PROBES, draw=draw_plan,
              output=(Output("number", tolerance=EXACT), Output("number", unit="B", tolerance=Tolerance(rtol=1e-6)),
                      Output("number", tolerance=EXACT), Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
                      Output("number", tolerance=Tolerance(rtol=1e-6))),
              slips=(Slip(cx1_ignores_caches_in_step, "not_equal"), Slip(cx1_ignores_slices, "ratio:1/2"))),
-    _n("ch08-iq5-sequences", "How many 8k sequences fit beside int8 weights on the smallest slice for them?",
-       IQ5_BATCH["int8"], _story, (Slip(IQ5_BATCH["int8"] + 1, "close", "round down: a partial cache is no cache."),),
-       exact=True),
-    _n("ch08-iq6-step-full", "The step time when every chip's HBM is full and read once per step.", STEP_FULL, _story,
-       (Slip(8 * STEP_FULL, "ratio:8", "each chip reads its own HBM, all at once."),),
-       Tolerance(low=0.019 * 0.99, high=STEP_FULL * 1.03), "s"),
-    _n("ch08-iq6-decode-time", "Seconds to decode 512 tokens at that step.", IQ6_DECODE_S, _story,
-       (Slip(IQ6_DECODE_S / DECODE, "magnitude:-3", "one step per token."),),
-       Tolerance(low=9 * 0.99, high=IQ6_DECODE_S * 1.01), "s"),
-    _n("ch08-iq6-int4-weights", "Step time on a 2x2 reading only int4 weights (batch 1, short context).",
-       IQ6_INT4_WEIGHTS, _story, (Slip(2 * IQ6_INT4_WEIGHTS, "ratio:2", "int4: half a byte per parameter."),),
-       Tolerance(low=0.010 * 0.99, high=IQ6_INT4_WEIGHTS * 1.02), "s"),
-    *(_n(f"ch08-iq7-{d}", f"Queries/s per chip: {d} on its smallest slice, batch filling HBM, 512 tokens each.",
-         IQ7[d], _story, (Slip(IQ7[d] * DECODE, "magnitude:+3", "a query takes 512 steps."),), Tolerance(rtol=0.04))
+    number("ch08-iq5-sequences", section=_story,
+           prompt="How many 8k sequences fit beside int8 weights on the smallest slice for them?",
+           reference=IQ5_BATCH["int8"], exact=True,
+           slips=(Slip(IQ5_BATCH["int8"] + 1, "close", "round down: a partial cache is no cache."),)),
+    number("ch08-iq6-step-full", section=_story,
+           prompt="The step time when every chip's HBM is full and read once per step.", reference=STEP_FULL, unit="s",
+           tolerance=Tolerance(low=0.019 * 0.99, high=STEP_FULL * 1.03),
+           slips=(Slip(8 * STEP_FULL, "ratio:8", "each chip reads its own HBM, all at once."),)),
+    number("ch08-iq6-decode-time", section=_story, prompt="Seconds to decode 512 tokens at that step.",
+           reference=IQ6_DECODE_S, unit="s", tolerance=Tolerance(low=9 * 0.99, high=IQ6_DECODE_S * 1.01),
+           slips=(Slip(IQ6_DECODE_S / DECODE, "magnitude:-3", "one step per token."),)),
+    number("ch08-iq6-int4-weights", section=_story,
+           prompt="Step time on a 2x2 reading only int4 weights (batch 1, short context).", reference=IQ6_INT4_WEIGHTS,
+           unit="s", tolerance=Tolerance(low=0.010 * 0.99, high=IQ6_INT4_WEIGHTS * 1.02),
+           slips=(Slip(2 * IQ6_INT4_WEIGHTS, "ratio:2", "int4: half a byte per parameter."),)),
+    *(number(f"ch08-iq7-{d}", section=_story,
+             prompt=f"Queries/s per chip: {d} on its smallest slice, batch filling HBM, 512 tokens each.",
+             reference=IQ7[d], tolerance=Tolerance(rtol=0.04),
+             slips=(Slip(IQ7[d] * DECODE, "magnitude:+3", "a query takes 512 steps."),))
       for d in DTYPES),
-    _n("ch08-iq8-batch", "How many 8k sequences fit on twice the smallest slice (any of the three dtypes)?",
-       IQ8_BATCH["int8"], _story, (Slip(2 * IQ5_BATCH["int8"], "not_equal", "the weights do not double."),),
-       exact=True),
-    *(_n(f"ch08-iq8-{d}", f"Queries per second per chip: {d} on twice its smallest slice.",
-         IQ8[d], _story, (Slip(IQ7[d], "not_equal", "the batch more than triples on twice the chips."),),
-         Tolerance(rtol=0.05)) for d in DTYPES),
+    number("ch08-iq8-batch", section=_story,
+           prompt="How many 8k sequences fit on twice the smallest slice (any of the three dtypes)?",
+           reference=IQ8_BATCH["int8"], exact=True,
+           slips=(Slip(2 * IQ5_BATCH["int8"], "not_equal", "the weights do not double."),)),
+    *(number(f"ch08-iq8-{d}", section=_story, prompt=f"Queries per second per chip: {d} on twice its smallest slice.",
+             reference=IQ8[d], tolerance=Tolerance(rtol=0.05),
+             slips=(Slip(IQ7[d], "not_equal", "the batch more than triples on twice the chips."),)) for d in DTYPES),
     Choice(qid="ch08-iq8-int4-bound", points=1, section=_story,
            prompt="At that batch on a 2x4 with int4 weights and bf16 math: more time in the weight matmuls' "
                   "'flops' or in reading the 'weights'?",
            reference=IQ8_INT4_BOUND, options=("flops", "weights"),
            slips=(Slip("weights", "wrong_option", "int4 weights with bf16 math: the critical batch is 60."),)),
     # 3. Sharding and serving.
-    _n("ch08-iq9-tp-memory", "Memory-bound limit F / (8B) at batch 64 (W_hbm / W_ici taken as 8).",
-       IQ9_TP_MEMORY, _story, (Slip(L70.F / IQ9_B, "ratio:8"),), Tolerance.figures()),
-    _n("ch08-iq9-t-ici", "One decode matmul on a 4x8, batch 64, bf16: the activations' collective (D = 8192).",
-       IQ9["ici"], _story, (Slip(IQ9["ici"] * 2, "ratio:2", "W_ici is the bidirectional bandwidth."),),
-       Tolerance(low=11e-6 * 0.99, high=IQ9["ici"] * 1.02), "s"),
-    _n("ch08-iq9-t-hbm", "Its time to read the chip's share of the bf16 D x F weight.", IQ9["hbm"], _story,
-       (Slip(IQ9["hbm"] * IQ9_Y, "ratio:32", "each of 32 chips reads 1/32."),), Tolerance(rtol=0.03), "s"),
-    _n("ch08-iq9-t-math", "Its FLOP time.", IQ9["flops"], _story,
-       (Slip(IQ9["flops"] * IQ9_Y, "ratio:32", "each chip does 1/32 of the FLOPs."),),
-       Tolerance(low=4e-6 * 0.99, high=IQ9["flops"] * 1.03), "s"),
+    number("ch08-iq9-tp-memory", section=_story,
+           prompt="Memory-bound limit F / (8B) at batch 64 (W_hbm / W_ici taken as 8).", reference=IQ9_TP_MEMORY,
+           tolerance=THREE_FIGURES, slips=(Slip(L70.F / IQ9_B, "ratio:8"),)),
+    number("ch08-iq9-t-ici", section=_story,
+           prompt="One decode matmul on a 4x8, batch 64, bf16: the activations' collective (D = 8192).",
+           reference=IQ9["ici"], unit="s", tolerance=Tolerance(low=11e-6 * 0.99, high=IQ9["ici"] * 1.02),
+           slips=(Slip(IQ9["ici"] * 2, "ratio:2", "W_ici is the bidirectional bandwidth."),)),
+    number("ch08-iq9-t-hbm", section=_story, prompt="Its time to read the chip's share of the bf16 D x F weight.",
+           reference=IQ9["hbm"], unit="s", tolerance=Tolerance(rtol=0.03),
+           slips=(Slip(IQ9["hbm"] * IQ9_Y, "ratio:32", "each of 32 chips reads 1/32."),)),
+    number("ch08-iq9-t-math", section=_story, prompt="Its FLOP time.", reference=IQ9["flops"], unit="s",
+           tolerance=Tolerance(low=4e-6 * 0.99, high=IQ9["flops"] * 1.03),
+           slips=(Slip(IQ9["flops"] * IQ9_Y, "ratio:32", "each chip does 1/32 of the FLOPs."),)),
     Choice(qid="ch08-iq9-bound", points=1, section=_story, prompt="Which of the three bounds that matmul?",
            reference=IQ9_BOUND, options=("ici", "hbm", "flops"),
            slips=(Slip("ici", "wrong_option", "compare the three times."),)),
-    _n("ch08-iq10-prefill", "Seconds to prefill 8192 tokens of 70e9 parameters on 16 v5e at 40% MFU.", IQ10,
-       _prefill, (Slip(IQ10 * inf.PREFILL_MFU, "not_equal", "divide by the MFU."),), Tolerance(rtol=0.01), "s"),
-    _n("ch08-iq11-finished", "Continuous batching, batch 32, 4096-token decodes: sequences finishing per step.",
-       IQ11_FINISHED, _prefill, (Slip(1 / IQ11_G, "ratio:1/32", "B sequences finish every G steps."),),
-       Tolerance.figures()),
-    _n("ch08-iq11-evicted", "Tokens of cache freed per step with 8192-token prompts.", IQ11_EVICTED, _prefill,
-       (Slip(IQ11_B * IQ11_P / IQ11_G, "ratio:2/3", "the generated tokens' cache is freed too."),),
-       Tolerance.figures()),
+    number("ch08-iq10-prefill", section=_prefill,
+           prompt="Seconds to prefill 8192 tokens of 70e9 parameters on 16 v5e at 40% MFU.", reference=IQ10, unit="s",
+           tolerance=ONE_PERCENT, slips=(Slip(IQ10 * inf.PREFILL_MFU, "not_equal", "divide by the MFU."),)),
+    number("ch08-iq11-finished", section=_prefill,
+           prompt="Continuous batching, batch 32, 4096-token decodes: sequences finishing per step.",
+           reference=IQ11_FINISHED, tolerance=THREE_FIGURES,
+           slips=(Slip(1 / IQ11_G, "ratio:1/32", "B sequences finish every G steps."),)),
+    number("ch08-iq11-evicted", section=_prefill, prompt="Tokens of cache freed per step with 8192-token prompts.",
+           reference=IQ11_EVICTED, tolerance=THREE_FIGURES,
+           slips=(Slip(IQ11_B * IQ11_P / IQ11_G, "ratio:2/3", "the generated tokens' cache is freed too."),)),
     Formula(qid="ch08-iq11-formula", points=1, section=_prefill,
             prompt="Cache tokens freed per step: batch B, prompts of P tokens, decodes of G tokens.",
             reference=IQ11_FORMULA, symbols="B P G",
@@ -442,22 +447,26 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
             prompt="Prefill servers per generate server: batch B, t_pre per prefill, t_step per step, G-token decodes.",
             reference=IQ12_FORMULA, symbols="B G t_pre t_step",
             slips=(Slip(t_pre / (t_step * G), "missing_symbol:B", "a generate server finishes B requests at once."),)),
-    _n("ch08-iq12-ratio", "That ratio with batch 32, 512-token decodes, IQ10's prefill and a full-HBM step.",
-       IQ12, _prefill, (Slip(IQ12 / IQ12_B, "ratio:1/32", "a generate server finishes B requests every G steps."),),
-       Tolerance(low=2.88, high=3.02)),
-    _n("ch08-iq13-latency-b1", "Frontier: step time at batch 1, 2048-token context, int8 on 16 v5e.", IQ13_LATENCY,
-       _pareto, (Slip(IQ13_LATENCY * 2, "ratio:2", "int8: 1 byte per parameter."),), Tolerance(rtol=0.05), "s"),
-    _n("ch08-iq13-plateau", "Frontier: tokens per ms per chip at batch 120 with a 2048-token context.",
-       IQ13_PLATEAU, _pareto, (Slip(IQ13_PLATEAU * IQ13_CHIPS, "ratio:16", "per chip."),),
-       Tolerance(low=0.85, high=1.05)),
+    number("ch08-iq12-ratio", section=_prefill,
+           prompt="That ratio with batch 32, 512-token decodes, IQ10's prefill and a full-HBM step.", reference=IQ12,
+           tolerance=Tolerance(low=2.88, high=3.02),
+           slips=(Slip(IQ12 / IQ12_B, "ratio:1/32", "a generate server finishes B requests every G steps."),)),
+    number("ch08-iq13-latency-b1", section=_pareto,
+           prompt="Frontier: step time at batch 1, 2048-token context, int8 on 16 v5e.", reference=IQ13_LATENCY,
+           unit="s", tolerance=Tolerance(rtol=0.05),
+           slips=(Slip(IQ13_LATENCY * 2, "ratio:2", "int8: 1 byte per parameter."),)),
+    number("ch08-iq13-plateau", section=_pareto,
+           prompt="Frontier: tokens per ms per chip at batch 120 with a 2048-token context.", reference=IQ13_PLATEAU,
+           tolerance=Tolerance(low=0.85, high=1.05), slips=(Slip(IQ13_PLATEAU * IQ13_CHIPS, "ratio:16", "per chip."),)),
     Function(qid="ch08-cx2-largest-batch", points=2, section=_pareto,
              prompt="largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip): "
                     "the largest batch on the grid that fits.",
-             reference=largest_batch, probes=BATCH_PROBES, output=Output("number", tolerance=EXACT),
+             reference=largest_batch, probes=BATCH_PROBES, draw=draw_largest, output=Output("number", tolerance=EXACT),
              slips=(Slip(cx2_book_bug, "magnitude:-1"), Slip(cx2_off_by_one, "close"))),
     # 4. Worked problems (no book answers).
-    _n("ch08-w1-flops-per-token", "W1: forward FLOPs per token of a 405e9-parameter dense model.", W1_FLOPS, _wp,
-       (Slip(3 * W1_FLOPS, "ratio:3", "inference is the forward pass only."),), unit="FLOP"),
+    number("ch08-w1-flops-per-token", section=_wp,
+           prompt="W1: forward FLOPs per token of a 405e9-parameter dense model.", reference=W1_FLOPS, unit="FLOP",
+           slips=(Slip(3 * W1_FLOPS, "ratio:3", "inference is the forward pass only."),)),
     Formula(qid="ch08-w1-flop-bound", points=1, section=_wp,
             prompt="W1: FLOP-bound seconds per token on N v5e chips (bf16).",
             reference=W1_FLOP_BOUND, symbols="N", counts="N",
@@ -466,10 +475,12 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
             prompt="W1: seconds per step to read int8 weights on N v5e chips.",
             reference=W1_HBM_BOUND, symbols="N", counts="N",
             slips=(Slip(2 * W1_HBM_BOUND, "ratio:2", "int8: 1 byte per parameter."),)),
-    _n("ch08-w2-kv-per-token", "W2: LLaMA 3-8B's int8 cache bytes per token.", W2_KV, _wp,
-       (Slip(4 * W2_KV, "ratio:4", "the cache holds 8 key/value heads, not 32."),), Tolerance.figures(), "B"),
-    _n("ch08-w2-total-bytes", "W2: int8 weights plus 240 int8 caches of 8192 tokens.", W2_TOTAL, _wp,
-       (Slip(W2_TOTAL - INT8 * m.params_of(L8), "close", "count the weights too."),), unit="B"),
+    number("ch08-w2-kv-per-token", section=_wp, prompt="W2: LLaMA 3-8B's int8 cache bytes per token.", reference=W2_KV,
+           unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(4 * W2_KV, "ratio:4", "the cache holds 8 key/value heads, not 32."),)),
+    number("ch08-w2-total-bytes", section=_wp, prompt="W2: int8 weights plus 240 int8 caches of 8192 tokens.",
+           reference=W2_TOTAL, unit="B",
+           slips=(Slip(W2_TOTAL - INT8 * m.params_of(L8), "close", "count the weights too."),)),
     Choice(qid="ch08-w2-slice", points=1, section=_wp, prompt="W2: the smallest v5e slice for it.",
            reference=W2_SLICE, options=SLICE_OPTIONS,
            slips=(Slip("4x2", "wrong_option", "8 chips hold 128e9 B."),)),
@@ -477,23 +488,25 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
            prompt="W3: smallest v5e slice that reads 405e9 B of int8 weights within 15 ms.",
            reference=W3_SLICE, options=SLICE_OPTIONS,
            slips=(Slip("4x8", "wrong_option", "32 chips need more than 15 ms for the weights alone."),)),
-    _n("ch08-w3-min-step", "W3: the minimum decode step on that slice.", W3_MIN_STEP, _wp,
-       (Slip(2 * W3_MIN_STEP, "ratio:2", "int8: 1 byte per parameter."),), unit="s"),
-    _n("ch08-w3-batch-hbm", "W3: the largest 8k-context batch (an exact count) within 15 ms by HBM bandwidth alone.",
-       W3_BATCH_HBM, _wp,
-       (Slip(inf.max_batch(HBM, W3_CHIPS, INT8 * P405, W3_KV), "not_equal",
-             "that is what fits, not what 15 ms allows."),),
-       exact=True),
-    _n("ch08-w3-batch-flops", "W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted.",
-       W3_BATCH_FLOPS, _wp, (Slip(W3_BATCH_HBM, "not_equal", "above batch 120 the weight matmuls are FLOP-bound."),),
-       exact=True),
+    number("ch08-w3-min-step", section=_wp, prompt="W3: the minimum decode step on that slice.", reference=W3_MIN_STEP,
+           unit="s", slips=(Slip(2 * W3_MIN_STEP, "ratio:2", "int8: 1 byte per parameter."),)),
+    number("ch08-w3-batch-hbm", section=_wp,
+           prompt="W3: the largest 8k-context batch (an exact count) within 15 ms by HBM bandwidth alone.",
+           reference=W3_BATCH_HBM, exact=True,
+           slips=(Slip(inf.max_batch(HBM, W3_CHIPS, INT8 * P405, W3_KV), "not_equal",
+                       "that is what fits, not what 15 ms allows."),)),
+    number("ch08-w3-batch-flops", section=_wp,
+           prompt="W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted.",
+           reference=W3_BATCH_FLOPS, exact=True,
+           slips=(Slip(W3_BATCH_HBM, "not_equal", "above batch 120 the weight matmuls are FLOP-bound."),)),
     # 5. A program.
     Program(qid="ch08-cx4-kv-sharded-decode", points=3, section=_story,
             prompt="A decode step's attention on a ('batch': 2, 'kv': 4) mesh: sequences and cache heads split.",
             spec=KV_SPEC, model=kv_sharded_decode,
             slips=(Slip(cx4_forgets_sum, "partial_sum:kv"), Slip(cx4_gathers_cache, "collectives:all-gather"))),
-    _n("ch08-cx4-kv-bytes", "CX4: bytes of f32 key and value cache each device reads in that program.",
-       CX4_BYTES_PER_DEVICE, _story,
-       (Slip(CX4_DEVICES * CX4_BYTES_PER_DEVICE, "ratio:8", "each device reads its block."),
-        Slip(CX4_BYTES_PER_DEVICE / 2, "ratio:1/2", "keys and values.")), Tolerance.figures(), "B"),
+    number("ch08-cx4-kv-bytes", section=_story,
+           prompt="CX4: bytes of f32 key and value cache each device reads in that program.",
+           reference=CX4_BYTES_PER_DEVICE, unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(CX4_DEVICES * CX4_BYTES_PER_DEVICE, "ratio:8", "each device reads its block."),
+                  Slip(CX4_BYTES_PER_DEVICE / 2, "ratio:1/2", "keys and values."))),
 ))

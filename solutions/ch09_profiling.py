@@ -18,23 +18,16 @@ kept below with their metadata (which names source files) removed.
 from __future__ import annotations
 
 import math
+import random
 import re
 
+from autograder.kinds.function import vary
 from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
+from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, N, T
+from course.timeline import Op
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, compiled_cost, jax, jnp, make_mesh, number
 
 V5E = hw.TPU_V5E
 SECTION = "profiling/"
@@ -43,8 +36,6 @@ READ_OP = SECTION + "#how-to-read-an-xla-op"
 EXAMPLE = SECTION + "#looking-at-a-realish-example-profile"
 MEMORY = SECTION + "#memory-profile"
 PROBLEMS = SECTION + "#worked-problems"
-EXACT = Tolerance(rtol=1e-9)  # a function's outputs: counts and byte sizes it computes
-THREE_FIGURES = Tolerance.figures()  # a number a student reads off a program and may round
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
 # --- reading HLO text: the reference parser (pure Python; the exercises' model answers) -------------
@@ -498,6 +489,81 @@ def program_line(text: str, opcode: str, needle: str = "") -> str:
     raise LookupError(opcode)
 
 
+# --- the exercises' grading-time cases: the public ones, redrawn -----------------------------------------
+_NUMBERED = re.compile(r"\b([A-Za-z_][\w\-]*)\.(\d+)\b")  # an instruction's name: %fusion.7, x.1
+_GROUPS = "\0groups\0"
+
+
+def redrawn_hlo(rng: random.Random, text: str) -> str:
+    """``text`` with fresh array sizes (each distinct size, but 1, becomes one 1/2 to 2 times it, the same
+    wherever it occurs) and renumbered instructions (%fusion.7 -> %fusion.23): a case of the same kind,
+    with other answers, that no table of the public cases knows."""
+    sizes: dict[str, str] = {"": "", "1": "1"}
+
+    def resize(m: re.Match) -> str:
+        if m.group(1) not in DTYPE_BYTES:
+            return m.group(0)
+        dims = m.group(2).split(",")
+        for n in dims:
+            if n not in sizes:
+                sizes[n] = str(max(1, round(int(n) * 2 ** rng.uniform(-1, 1))))
+        return f"{m.group(1)}[{','.join(sizes[n] for n in dims)}]{m.group(3) or ''}"
+    shift = rng.randint(1, 99)
+    return _NUMBERED.sub(lambda m: f"{m.group(1)}.{int(m.group(2)) + shift}", _ARRAY.sub(resize, text))
+
+
+def draw_instruction(rng: random.Random, probe: dict) -> dict:
+    return {k: redrawn_hlo(rng, v) if k in ("line", "text") else v for k, v in probe.items()}
+
+
+def _partition(rng: random.Random) -> list[list[int]]:
+    """Devices 0..n-1 cut at random into groups of one size (2 to 16 devices, 2 to 16 groups)."""
+    size, count = 2 ** rng.randint(1, 4), 2 ** rng.randint(1, 4)
+    devices = list(range(size * count))
+    rng.shuffle(devices)
+    return sorted(sorted(devices[i * size:(i + 1) * size]) for i in range(count))
+
+
+def draw_groups(rng: random.Random, probe: dict) -> dict:
+    """CX2's grading-time cases: the probe's line with fresh replica groups, printed the same way
+    (explicit lists, iota, transposed iota, mesh axes or StableHLO's dense)."""
+    line = probe["line"]
+    at = re.search(r"replica_groups\s*=\s*", line).end()
+    rest = line[at:]
+    if rest.startswith("{"):
+        end, groups = _balanced_end(rest, 0), _partition(rng)
+        text = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
+    elif rest.startswith("["):
+        end = re.match(r"\[\d+,\d+\]<=\[[0-9,]+\](?:T\([0-9,]+\))?", rest).end()
+        transposed = "T(" in rest[:end]
+        dims = [2 ** rng.randint(1, 3) for _ in range(rng.randint(2, 3) if transposed else 1)]
+        n = math.prod(dims)
+        size = 2 ** rng.randint(1, max(1, n.bit_length() - 2))
+        perm = list(range(len(dims)))
+        while transposed and perm == sorted(perm):
+            rng.shuffle(perm)
+        text = f"[{n // size},{size}]<=[{','.join(map(str, dims))}]" + (f"T({','.join(map(str, perm))})"
+                                                                         if transposed else "")
+    elif rest.startswith("mesh"):
+        m = re.match(r"mesh\[([^\]]*)\]\s*\{[^}]*\}", rest)
+        end, names = m.end(), re.findall(r"'([^']+)'=", m.group(1))
+        chosen = [a for a in names if rng.random() < 0.5] or [rng.choice(names)]
+        text = ("mesh[" + ",".join(f"'{a}'={2 ** rng.randint(0, 3)}" for a in names) + "] {"
+                + ",".join(f"'{a}'" for a in chosen) + "}")
+    else:
+        end, groups = re.match(r"dense<.*?>\s*:\s*tensor<[^>]*>", rest).end(), _partition(rng)
+        text = ("dense<[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups)
+                + f"]> : tensor<{len(groups)}x{len(groups[0])}xi64>")
+    return dict(line=redrawn_hlo(rng, line[:at] + _GROUPS + rest[end:]).replace(_GROUPS, text))
+
+
+def draw_matmul(rng: random.Random, probe: dict) -> dict:
+    """CX5's grading-time cases: the probe's mesh; B, D, F fresh powers of two (B and F split evenly),
+    peak and bandwidth rescaled."""
+    return vary(rng, probe) | dict(B=probe["batch_ways"] * 2 ** rng.randint(1, 7), D=2 ** rng.randint(6, 10),
+                                   F=probe["f_ways"] * 2 ** rng.randint(3, 8))
+
+
 CX1_PROBES = tuple(dict(line=x) for x in (
     E1_DOT, E2_LINE, E1_CONVERT, E1_PARAM, E3_LINE, E4_LINE, E6_LINE, Q1_LINE, PADDED_BF16, COLUMN_MAJOR,
     ASYNC_COPY, program_line(MATMUL_ROWS_HLO, "all-reduce"), program_line(MATMUL_BLOCKS_HLO, "constant", "u32[8]"),
@@ -572,8 +638,6 @@ MOCK_OUTPUT_BYTES = 4 * MB // MX * MT * MD
 def mock_timeline(t_proj: float, t_attn: float, t_mlp: float, t_allreduce: float):
     """The mock layer as a profile would lay it out: each all-reduce waits for the matmul that made its
     partial sums, and the next matmul waits for it (nothing to overlap with)."""
-    from course.timeline import Op
-
     return [Op("Q, K, V", "compute", 3 * t_proj / 4), Op("attention", "compute", t_attn, after=("Q, K, V",)),
             Op("out-proj", "compute", t_proj / 4, after=("attention",)),
             Op("all-reduce 1", "comms", t_allreduce, after=("out-proj",)),
@@ -583,17 +647,8 @@ def mock_timeline(t_proj: float, t_attn: float, t_mlp: float, t_allreduce: float
 
 
 # --- CX4: fix a sharding constraint ---------------------------------------------------------------------------
-def _mesh8():
-    from course.devices import mesh
-
-    return mesh(X=8)
-
-
 def _constrain(x, *spec):
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    return jax.lax.with_sharding_constraint(x, NamedSharding(_mesh8(), PartitionSpec(*spec)))
+    return jax.lax.with_sharding_constraint(x, jax.sharding.NamedSharding(make_mesh((("X", 8),)), P(*spec)))
 
 
 def mlp_fixed(x, w1, w2):
@@ -632,17 +687,10 @@ def matmul_cost(B: int, D: int, F: int, batch_ways: int, f_ways: int, peak: floa
 
 def cx5_model(B, D, F, batch_ways, f_ways, peak, bw):
     """What a student writes: compile the sharded matmul and read XLA's cost analysis."""
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    from course.devices import mesh
-
-    m = mesh(X=batch_ways, Y=f_ways)
-    x = jax.ShapeDtypeStruct((B, D), jnp.float32, sharding=NamedSharding(m, PartitionSpec("X", None)))
-    w = jax.ShapeDtypeStruct((D, F), jnp.float32, sharding=NamedSharding(m, PartitionSpec(None, "Y")))
-    cost = jax.jit(lambda a, b: a @ b).lower(x, w).compile().cost_analysis()
-    cost = cost[0] if isinstance(cost, list) else cost
+    m = make_mesh((("X", batch_ways), ("Y", f_ways)))
+    x = jax.ShapeDtypeStruct((B, D), jnp.float32, sharding=jax.sharding.NamedSharding(m, P("X", None)))
+    w = jax.ShapeDtypeStruct((D, F), jnp.float32, sharding=jax.sharding.NamedSharding(m, P(None, "Y")))
+    cost = compiled_cost(lambda a, b: a @ b, x, w)
     flops, nbytes = cost["flops"], cost["bytes accessed"]
     return flops, nbytes, max(flops / peak, nbytes / bw)
 
@@ -669,13 +717,6 @@ BOOK = {
 }
 
 
-def _n(qid: str, points: float, section: str, prompt: str, reference: float, slips: tuple, unit: str = "",
-       tolerance: Tolerance = THREE_FIGURES, exact: bool = False) -> Number:
-    """A number read off a program: 3 significant figures, or, for a count (exact=True), the whole number."""
-    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=float(reference), unit=unit,
-                  tolerance=Tolerance.exact_count() if exact else tolerance, slips=slips, exact=exact)
-
-
 CHAPTER = Chapter("ch09_profiling", "Profiling", (
     # E1: the stack; a dot as XLA:CPU compiles it.
     Choice(qid="ch09-e1-computes", points=1, section=STACK,
@@ -687,12 +728,14 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
            reference="promote", options=("promote", "cpu-has-no-bf16", "layout"),
            slips=(Slip("cpu-has-no-bf16", "wrong_option", "the convert is already in the lowered StableHLO, "
                        "before any CPU-specific compilation."),)),
-    _n("ch09-e1-dot-flops", 1, STACK, "FLOPs of the dot of E1.", E1_DOT_FLOPS,
-       (Slip(E1_DOT_FLOPS / 2, "ratio:1/2", "count the multiply and the add."),), "FLOP"),
-    _n("ch09-e1-convert-flops", 1, STACK, "FLOPs cost_analysis() counts beyond the dot.", E1_CONVERT_FLOPS,
-       (Slip(2 * E1_CONVERT_FLOPS, "ratio:2", "one operation per converted element."),), "FLOP"),
-    _n("ch09-e1-argument-bytes", 1, MEMORY, "memory_analysis() argument bytes of the E1 program.", E1_ARGUMENT_BYTES,
-       (Slip(4 * (math.prod(E1_X) + math.prod(E1_Y)), "close", "y is passed in bf16."),), "B"),
+    number("ch09-e1-dot-flops", section=STACK, prompt="FLOPs of the dot of E1.", reference=E1_DOT_FLOPS, unit="FLOP",
+           tolerance=THREE_FIGURES, slips=(Slip(E1_DOT_FLOPS / 2, "ratio:1/2", "count the multiply and the add."),)),
+    number("ch09-e1-convert-flops", section=STACK, prompt="FLOPs cost_analysis() counts beyond the dot.",
+           reference=E1_CONVERT_FLOPS, unit="FLOP", tolerance=THREE_FIGURES,
+           slips=(Slip(2 * E1_CONVERT_FLOPS, "ratio:2", "one operation per converted element."),)),
+    number("ch09-e1-argument-bytes", section=MEMORY, prompt="memory_analysis() argument bytes of the E1 program.",
+           reference=E1_ARGUMENT_BYTES, unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(4 * (math.prod(E1_X) + math.prod(E1_Y)), "close", "y is passed in bf16."),)),
     # E2-E4: one TPU instruction.
     Choice(qid="ch09-e2-memory", points=1, section=READ_OP, prompt="Where does the result of fusion.7 live?",
            reference="VMEM", options=("HBM", "VMEM", "host"),
@@ -700,61 +743,71 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     Choice(qid="ch09-e2-collective", points=1, section=READ_OP, prompt="Which collective does fusion.7 perform?",
            reference="reduce-scatter", options=COLLECTIVES,
            slips=(Slip("all-reduce", "wrong_option", "its output has half the last dimension of its input."),)),
-    _n("ch09-e2-output-bytes", 1, READ_OP, "Bytes of fusion.7's result (no padding: the tiles divide it).",
-       E2_OUT_BYTES, (Slip(2 * E2_OUT_BYTES, "ratio:2", "bf16 is 2 bytes."),), "B"),
-    _n("ch09-e2-ways", 1, READ_OP, "Over how many devices does fusion.7 scatter?", E2_WAYS,
-       (Slip(4096, "magnitude:+3", "compare the input's and the output's last dimension."),), exact=True),
-    _n("ch09-e3-padded-elements", 1, READ_OP, "How many elements does f32[3,5]{1,0:T(2,2)} occupy in memory?",
-       E3_PADDED, (Slip(15, "not_equal", "tiles are whole: each dimension rounds up to a multiple of 2."),),
-       exact=True),
-    _n("ch09-e3-blowup", 1, READ_OP, "Its memory blow-up over the unpadded array.", E3_BLOWUP,
-       (Slip(1 / E3_BLOWUP, "not_equal", "padded over unpadded, not the other way round."),),
-       tolerance=Tolerance(rtol=0.01)),
+    number("ch09-e2-output-bytes", section=READ_OP,
+           prompt="Bytes of fusion.7's result (no padding: the tiles divide it).", reference=E2_OUT_BYTES, unit="B",
+           tolerance=THREE_FIGURES, slips=(Slip(2 * E2_OUT_BYTES, "ratio:2", "bf16 is 2 bytes."),)),
+    number("ch09-e2-ways", section=READ_OP, prompt="Over how many devices does fusion.7 scatter?", reference=E2_WAYS,
+           exact=True, slips=(Slip(4096, "magnitude:+3", "compare the input's and the output's last dimension."),)),
+    number("ch09-e3-padded-elements", section=READ_OP,
+           prompt="How many elements does f32[3,5]{1,0:T(2,2)} occupy in memory?", reference=E3_PADDED, exact=True,
+           slips=(Slip(15, "not_equal", "tiles are whole: each dimension rounds up to a multiple of 2."),)),
+    number("ch09-e3-blowup", section=READ_OP, prompt="Its memory blow-up over the unpadded array.", reference=E3_BLOWUP,
+           tolerance=ONE_PERCENT,
+           slips=(Slip(1 / E3_BLOWUP, "not_equal", "padded over unpadded, not the other way round."),)),
     Choice(qid="ch09-e4-inner-tile", points=1, section=READ_OP, prompt="Why do bf16 arrays carry an inner (2,1) tile?",
            reference="4-byte-words", options=("4-byte-words", "padding", "two-cores", "transpose"),
            slips=(Slip("two-cores", "wrong_option", "the tile is about bytes, not cores."),)),
     # E5-E7: the book's mock transformer on 8 TPU v2 cores.
-    _n("ch09-e5-tokens-per-shard", 1, EXAMPLE, "Tokens per data-parallel shard of X bf16[32, 1024, 8192].",
-       E5_TOKENS, (Slip(MOCK_TPU["B"] * MOCK_TPU["T"] // V2_CORES, "ratio:1/2",
-                        "only the batch is split four ways."),)),
+    number("ch09-e5-tokens-per-shard", section=EXAMPLE,
+           prompt="Tokens per data-parallel shard of X bf16[32, 1024, 8192].", reference=E5_TOKENS,
+           tolerance=THREE_FIGURES,
+           slips=(Slip(MOCK_TPU["B"] * MOCK_TPU["T"] // V2_CORES, "ratio:1/2",
+                       "only the batch is split four ways."),)),
     Formula(qid="ch09-e5-time-formula", points=1, section=EXAMPLE,
             prompt="Time of X[B, T, D] @ W_in[D, F] on N devices of C FLOP/s each, compute-bound.",
             reference=T_MATMUL, symbols="B T D F N C", counts="N",
             slips=(Slip(2 * B * T * D * F / C, "missing_symbol:N", "N devices share the work."),
                    Slip(B * T * D * F / (N * C), "ratio:1/2"))),
-    _n("ch09-e5-time", 1, EXAMPLE, "Expected time of the up-projection on 8 TPU v2 cores.", E5_TIME,
-       (Slip(E5_TIME * 2, "ratio:2"), Slip(E5_TIME * 1e3, "unit:1000")), "s", Tolerance(rtol=0.01)),
-    _n("ch09-e6-shard-bytes", 1, EXAMPLE, "Bytes of one data shard bf16[8, 1024, 8192] entering the ReduceScatter.",
-       E6_BYTES, (Slip(E6_BYTES * 4, "ratio:4", "the batch is split four ways."),), "B"),
-    _n("ch09-e6-time", 1, EXAMPLE, "Expected time of that ReduceScatter over one TPU v2 hop.", E6_TIME,
-       (Slip(E6_TIME * 2, "ratio:2", "1.2e11 B/s is the bidirectional bandwidth."),), "s",
-       Tolerance(low=1.1e-3 * 0.99, high=E6_TIME * 1.02)),  # the book rounds to "roughly 1.1 ms"
-    _n("ch09-e7-time", 1, EXAMPLE, "Expected time of the Q projection (W_Q[8192, 32, 256]) on 8 TPU v2 cores.",
-       E7_TIME, (Slip(E7_TIME * 4, "ratio:4", "W_Q has 32 x 256 = 8192 columns, a quarter of W_in's."),), "s",
-       Tolerance(rtol=0.02)),
+    number("ch09-e5-time", section=EXAMPLE, prompt="Expected time of the up-projection on 8 TPU v2 cores.",
+           reference=E5_TIME, unit="s", tolerance=ONE_PERCENT,
+           slips=(Slip(E5_TIME * 2, "ratio:2"), Slip(E5_TIME * 1e3, "unit:1000"))),
+    number("ch09-e6-shard-bytes", section=EXAMPLE,
+           prompt="Bytes of one data shard bf16[8, 1024, 8192] entering the ReduceScatter.", reference=E6_BYTES,
+           unit="B", tolerance=THREE_FIGURES, slips=(Slip(E6_BYTES * 4, "ratio:4", "the batch is split four ways."),)),
+    number("ch09-e6-time", section=EXAMPLE, prompt="Expected time of that ReduceScatter over one TPU v2 hop.",
+           reference=E6_TIME, unit="s",
+           tolerance=Tolerance(low=1.1e-3 * 0.99, high=E6_TIME * 1.02),  # the book rounds to "roughly 1.1 ms"
+           slips=(Slip(E6_TIME * 2, "ratio:2", "1.2e11 B/s is the bidirectional bandwidth."),)),
+    number("ch09-e7-time", section=EXAMPLE,
+           prompt="Expected time of the Q projection (W_Q[8192, 32, 256]) on 8 TPU v2 cores.", reference=E7_TIME,
+           unit="s", tolerance=TWO_PERCENT,
+           slips=(Slip(E7_TIME * 4, "ratio:4", "W_Q has 32 x 256 = 8192 columns, a quarter of W_in's."),)),
     # Q1: the book's profile.
     Choice(qid="ch09-q1-program", points=1, section=PROBLEMS,
            prompt="What does the profile of Q1 compute?", reference="two-matmuls",
            options=("one-matmul", "two-matmuls", "matmul-and-softmax"),
            slips=(Slip("one-matmul", "wrong_option", "the all-reduce sums the second matmul's partial results."),)),
-    _n("ch09-q1-model-ways", 1, PROBLEMS, "Q1: the degree of model parallelism (exact).", Q1_WAYS,
-       (Slip(16, "ratio:2", "a group lists the devices that sum together."),), exact=True),
-    _n("ch09-q1-d-ff", 1, PROBLEMS, "Q1: the global hidden width d_ff (exact).", Q1_D_FF,
-       (Slip(Q1_D_FF // Q1_WAYS, "ratio:1/8", "4096 is one device's block."),), exact=True),
-    _n("ch09-q1-batch", 1, PROBLEMS, "Q1: the batch size (exact).", Q1_BATCH,
-       (Slip(Q1_BATCH * Q1_WAYS, "ratio:8", "x is replicated, not sharded."),), exact=True),
+    number("ch09-q1-model-ways", section=PROBLEMS, prompt="Q1: the degree of model parallelism (exact).",
+           reference=Q1_WAYS, exact=True, slips=(Slip(16, "ratio:2", "a group lists the devices that sum together."),)),
+    number("ch09-q1-d-ff", section=PROBLEMS, prompt="Q1: the global hidden width d_ff (exact).", reference=Q1_D_FF,
+           exact=True, slips=(Slip(Q1_D_FF // Q1_WAYS, "ratio:1/8", "4096 is one device's block."),)),
+    number("ch09-q1-batch", section=PROBLEMS, prompt="Q1: the batch size (exact).", reference=Q1_BATCH, exact=True,
+           slips=(Slip(Q1_BATCH * Q1_WAYS, "ratio:8", "x is replicated, not sharded."),)),
     # CX1-CX3: read HLO text.
     Function(qid="ch09-cx1-read-instruction", points=3, section=READ_OP,
              prompt="read_instruction(line): result bytes, padded bytes, memory space, operand count.",
-             reference=read_instruction, probes=CX1_PROBES, output=(Output("number", tolerance=EXACT),) * 4,
+             reference=read_instruction, probes=CX1_PROBES, draw=draw_instruction,
+             output=(Output("number", tolerance=EXACT),) * 4,
              slips=(Slip(cx1_bf16_as_four_bytes, "ratio:2"), Slip(cx1_tiles_logical_order, "magnitude:+1"))),
     Function(qid="ch09-cx2-replica-groups", points=3, section=PROBLEMS,
              prompt="replica_groups(line): group size, number of groups, device 0's group, in every printed form.",
-             reference=replica_groups, probes=CX2_PROBES, output=(Output("number", tolerance=EXACT),) * 3,
+             reference=replica_groups, probes=CX2_PROBES, draw=draw_groups,
+             output=(Output("number", tolerance=EXACT),) * 3,
              slips=(Slip(cx2_ignores_transpose, "wrong_elements"),)),
     Function(qid="ch09-cx3-census", points=3, section=EXAMPLE,
              prompt="census(text, kind): how many collectives of a kind a compiled program runs, and their bytes.",
-             reference=census, probes=CX3_PROBES, output=(Output("number", tolerance=EXACT),) * 2,
+             reference=census, probes=CX3_PROBES, draw=draw_instruction,
+             output=(Output("number", tolerance=EXACT),) * 2,
              slips=(Slip(cx3_counts_every_mention, "ratio:2"), Slip(cx3_counts_done_too, "ratio:3/2"))),
     # CX4: fix a sharding constraint.
     Program(qid="ch09-cx4-fix-constraint", points=3, section=PROBLEMS,
@@ -771,41 +824,51 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     # CX5: cost and memory analysis against the roofline.
     Function(qid="ch09-cx5-matmul-cost", points=3, section=EXAMPLE,
              prompt="matmul_cost(B, D, F, batch_ways, f_ways, peak, bw): per-device FLOPs, bytes, roofline time.",
-             reference=matmul_cost, model=cx5_model, probes=CX5_PROBES,
-             output=(Output("number", tolerance=Tolerance(rtol=0.01)), Output("number", tolerance=Tolerance(rtol=0.01)),
-                     Output("number", unit="s", tolerance=Tolerance(rtol=0.01))),
+             reference=matmul_cost, model=cx5_model, probes=CX5_PROBES, draw=draw_matmul,
+             output=(Output("number", tolerance=ONE_PERCENT), Output("number", tolerance=ONE_PERCENT),
+                     Output("number", unit="s", tolerance=ONE_PERCENT)),
              slips=(Slip(cx5_global_shapes, "ratio:8"), Slip(cx5_sums_the_times, "close"))),
-    _n("ch09-cx5-argument-bytes", 1, MEMORY, "memory_analysis() argument bytes per device of the mock layer.",
-       MOCK_ARGUMENT_BYTES, (Slip(MOCK_ARGUMENT_BYTES * 2, "ratio:2", "the weights are split over Y."),), "B"),
+    number("ch09-cx5-argument-bytes", section=MEMORY,
+           prompt="memory_analysis() argument bytes per device of the mock layer.", reference=MOCK_ARGUMENT_BYTES,
+           unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(MOCK_ARGUMENT_BYTES * 2, "ratio:2", "the weights are split over Y."),)),
     # Q2, CPU variant: read the mock layer's compiled program.
     Choice(qid="ch09-q2-strategy", points=1, section=PROBLEMS, prompt="The mock layer's sharding strategy.",
            reference="dp4-mp2", options=("dp8", "mp8", "dp4-mp2", "dp2-mp4"),
            slips=(Slip("dp2-mp4", "wrong_option", "each all-reduce group has two devices."),)),
-    _n("ch09-q2-batch", 1, PROBLEMS, "The mock layer's global batch in sequences (exact).", MB,
-       (Slip(MB // MX, "ratio:1/4", "the parameter's shape is one device's block."),), exact=True),
-    _n("ch09-q2-d-ff", 1, PROBLEMS, "The mock layer's global MLP width (exact).", MF,
-       (Slip(MF // MY, "ratio:1/2", "W_in's columns are split over the model axis."),), exact=True),
+    number("ch09-q2-batch", section=PROBLEMS, prompt="The mock layer's global batch in sequences (exact).",
+           reference=MB, exact=True,
+           slips=(Slip(MB // MX, "ratio:1/4", "the parameter's shape is one device's block."),)),
+    number("ch09-q2-d-ff", section=PROBLEMS, prompt="The mock layer's global MLP width (exact).", reference=MF,
+           exact=True, slips=(Slip(MF // MY, "ratio:1/2", "W_in's columns are split over the model axis."),)),
     Choice(qid="ch09-q2-collective", points=1, section=PROBLEMS, prompt="The collective the mock layer runs.",
            reference="all-reduce", options=COLLECTIVES,
            slips=(Slip("all-gather", "wrong_option"),)),
-    _n("ch09-q2-allreduce-count", 1, PROBLEMS, "How many times it runs per layer.", Q2_ALLREDUCES,
-       (Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),), exact=True),
-    _n("ch09-q2-allreduce-bytes", 1, PROBLEMS, "Bytes of each all-reduce's operand per device (as compiled, f32).",
-       Q2_ALLREDUCE_BYTES, (Slip(Q2_ALLREDUCE_BYTES * MX, "ratio:4", "each device reduces its own batch rows."),
-                            Slip(Q2_ALLREDUCE_BYTES / 2, "ratio:1/2", "the CPU program is f32.")), "B"),
+    number("ch09-q2-allreduce-count", section=PROBLEMS, prompt="How many times it runs per layer.",
+           reference=Q2_ALLREDUCES, exact=True,
+           slips=(Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),)),
+    number("ch09-q2-allreduce-bytes", section=PROBLEMS,
+           prompt="Bytes of each all-reduce's operand per device (as compiled, f32).", reference=Q2_ALLREDUCE_BYTES,
+           unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(Q2_ALLREDUCE_BYTES * MX, "ratio:4", "each device reduces its own batch rows."),
+                  Slip(Q2_ALLREDUCE_BYTES / 2, "ratio:1/2", "the CPU program is f32."))),
     Choice(qid="ch09-q2-dominant", points=1, section=PROBLEMS, prompt="Which part of the layer has the most FLOPs?",
            reference="mlp", options=tuple(MOCK_FLOPS),
            slips=(Slip("attention", "wrong_option", "T = 128 is short next to D = 256."),)),
-    _n("ch09-q2-mlp-share", 1, PROBLEMS, "The MLP's share of the layer's matmul FLOPs.", Q2_MLP_SHARE,
-       (Slip(0.5, "close", "count the projections and attention too."),), tolerance=Tolerance(rtol=0.01)),
-    _n("ch09-q2-flops-per-device", 1, PROBLEMS, "The layer's matmul FLOPs per device.", Q2_FLOPS_PER_DEVICE,
-       (Slip(Q2_FLOPS_PER_DEVICE * MOCK_DEVICES, "ratio:8", "per device: divide by all 8."),), "FLOP",
-       Tolerance(rtol=0.01)),  # cost_analysis() adds softmax and elementwise work: 0.5% more
-    _n("ch09-q2-t-math", 1, PROBLEMS, "Time of those FLOPs per chip on a TPU v5e (bf16 peak).", Q2_T_MATH,
-       (Slip(Q2_T_MATH * MOCK_DEVICES, "ratio:8"),), "s", Tolerance(rtol=0.02)),
-    _n("ch09-q2-t-comms", 1, PROBLEMS, "Time of the layer's all-reduces on TPU v5e links, in bf16.", Q2_T_COMMS,
-       (Slip(Q2_T_COMMS * 2, "ratio:2", "on a TPU the partial sums are bf16: half the CPU's bytes."),
-        Slip(Q2_T_COMMS / 2, "ratio:1/2", "an all-reduce costs twice an all-gather.")), "s", Tolerance(rtol=0.02)),
+    number("ch09-q2-mlp-share", section=PROBLEMS, prompt="The MLP's share of the layer's matmul FLOPs.",
+           reference=Q2_MLP_SHARE, tolerance=ONE_PERCENT,
+           slips=(Slip(0.5, "close", "count the projections and attention too."),)),
+    number("ch09-q2-flops-per-device", section=PROBLEMS, prompt="The layer's matmul FLOPs per device.",
+           reference=Q2_FLOPS_PER_DEVICE, unit="FLOP",
+           tolerance=ONE_PERCENT,  # cost_analysis() adds softmax and elementwise work: 0.5% more
+           slips=(Slip(Q2_FLOPS_PER_DEVICE * MOCK_DEVICES, "ratio:8", "per device: divide by all 8."),)),
+    number("ch09-q2-t-math", section=PROBLEMS, prompt="Time of those FLOPs per chip on a TPU v5e (bf16 peak).",
+           reference=Q2_T_MATH, unit="s", tolerance=TWO_PERCENT,
+           slips=(Slip(Q2_T_MATH * MOCK_DEVICES, "ratio:8"),)),
+    number("ch09-q2-t-comms", section=PROBLEMS, prompt="Time of the layer's all-reduces on TPU v5e links, in bf16.",
+           reference=Q2_T_COMMS, unit="s", tolerance=TWO_PERCENT,
+           slips=(Slip(Q2_T_COMMS * 2, "ratio:2", "on a TPU the partial sums are bf16: half the CPU's bytes."),
+                  Slip(Q2_T_COMMS / 2, "ratio:1/2", "an all-reduce costs twice an all-gather."))),
     Choice(qid="ch09-q2-bound", points=1, section=PROBLEMS,
            prompt="At these sizes on TPU v5e, is the layer compute- or communication-bound?",
            reference="communication", options=("compute", "communication"),

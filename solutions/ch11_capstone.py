@@ -15,22 +15,35 @@ Prices are the Google Cloud on-demand prices the book's Part 8 quotes (``hw.PRIC
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.questions import Chapter, Choice, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from solutions._derived import models
 from solutions._derived.hardware import pod_chips, torus_axes
+from solutions._kit import (
+    EXACT,
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    P,
+    jax,
+    jnp,
+    make_mesh,
+    number,
+    own_block,
+    ring,
+    smap,
+)
 
 V5P, V5E, H100 = hw.TPU_V5P, hw.TPU_V5E, hw.H100
 PRICE = hw.PRICE_USD_PER_CHIP_HOUR
 TRAINING, APPLIED_TRAINING = "training/", "applied-training/"
 INFERENCE, SERVING, GPUS = "inference/", "applied-inference/", "gpus/"
 JAX, PROFILING, CONCLUSION = "jax-stuff/", "profiling/", "conclusion/"
-EXACT = Tolerance(rtol=1e-9)  # a function's outputs: degrees and chip counts it computes
-THREE_FIGURES = Tolerance.figures()  # a number a student may round
 DAY_S = 86_400
 
 # The capstone's new model: a dense GQA transformer with a gated MLP, invented for this course.
@@ -193,29 +206,16 @@ C2_MESH = (("X", 2), ("Y", 4))
 C2_B, C2_D, C2_F = 16, 64, 256
 
 
-def _smap(block, mesh_axes, in_specs, out_specs):
-    import jax
-
-    from course.devices import mesh
-
-    return jax.shard_map(block, mesh=mesh(**dict(mesh_axes)), in_specs=in_specs, out_specs=out_specs)
-
-
 def _slice(w, index, size, axis):
-    import jax
-
     return jax.lax.dynamic_slice_in_dim(w, index * size, size, axis=axis)
 
 
 def collective_mlp(x, w_in, w_out):
     """x[B_X, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> [B_X, D_Y]: the AllGather of x over Y and the
     ReduceScatter of the result, each done as N - 1 ppermutes overlapped with N partial matmuls."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(x_block, w_in_block, w_out_block):  # f32[B/X, D/Y], f32[D, F/Y], f32[F/Y, D]
         ny, i = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
-        right = [(j, (j + 1) % ny) for j in range(ny)]
+        right = ring(ny)
         d_chunk = x_block.shape[1]
         h = x_block @ _slice(w_in_block, i, d_chunk, 0)  # f32[B/X, F/Y], from our own chunk of x
         piece = x_block
@@ -227,27 +227,21 @@ def collective_mlp(x, w_in, w_out):
         for s in range(1, ny):
             acc = jax.lax.ppermute(acc, "Y", right) + h @ _slice(w_out_block, (i - 1 - s) % ny, out_chunk, 1)
         return acc  # f32[B/X, D/Y]: chunk i, summed over Y
-    return _smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
+    return smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
 
 
 def c2_library_collectives(x, w_in, w_out):
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(xb, wi, wo):
         full = jax.lax.all_gather(xb, "Y", axis=1, tiled=True)
         return jax.lax.psum_scatter(full @ wi @ wo, "Y", scatter_dimension=1, tiled=True)
-    return _smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
+    return smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
 
 
 def c2_own_rows_every_step(x, w_in, w_out):
     """Multiplies every arriving chunk of x by the rows that match its own chunk."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(xb, wi, wo):
         ny, i = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
-        right = [(j, (j + 1) % ny) for j in range(ny)]
+        right = ring(ny)
         rows = _slice(wi, i, xb.shape[1], 0)
         h, piece = xb @ rows, xb
         for _ in range(1, ny):
@@ -258,7 +252,7 @@ def c2_own_rows_every_step(x, w_in, w_out):
         for s in range(1, ny):
             acc = jax.lax.ppermute(acc, "Y", right) + h @ _slice(wo, (i - 1 - s) % ny, c, 1)
         return acc
-    return _smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
+    return smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
 
 
 # --- C3: read a compiled FSDP + TP program ---------------------------------------------------------------------
@@ -291,41 +285,32 @@ C4_B, C4_D, C4_F = 32, 64, 128
 def fsdp_tp_mlp(x, w_in, w_out):
     """In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X] -> Out[B_X, D_Y] (Part 5): gather the weights over
     X (FSDP), gather In over Y, multiply, reduce-scatter the partial sums over Y (TP)."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(x_block, w_in_block, w_out_block):  # f32[B/X, D/Y], f32[D/X, F/Y], f32[F/Y, D/X]
         x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # f32[B/X, D]
         w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # f32[D, F/Y]
         w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # f32[F/Y, D]
         partial = x_full @ w_in_full @ w_out_full  # f32[B/X, D], summed over Y next
         return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # f32[B/X, D/Y]
-    return _smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+    return smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
 def c4_allreduce_then_slice(x, w_in, w_out):
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(xb, wi, wo):
         x_full = jax.lax.all_gather(xb, "Y", axis=1, tiled=True)
         full = jax.lax.psum(x_full @ jax.lax.all_gather(wi, "X", axis=0, tiled=True)
                             @ jax.lax.all_gather(wo, "X", axis=1, tiled=True), "Y")
-        return _slice(full, jax.lax.axis_index("Y"), full.shape[1] // 2, 1)
-    return _smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+        return own_block(full, "Y", 1)
+    return smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
 def c4_forgets_the_sum(x, w_in, w_out):
     """Keeps its own block of the partial sums without adding the other device's."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(xb, wi, wo):
         x_full = jax.lax.all_gather(xb, "Y", axis=1, tiled=True)
         partial = (x_full @ jax.lax.all_gather(wi, "X", axis=0, tiled=True)
                    @ jax.lax.all_gather(wo, "X", axis=1, tiled=True))
-        return _slice(partial, jax.lax.axis_index("Y"), partial.shape[1] // 2, 1)
-    return _smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+        return own_block(partial, "Y", 1)
+    return smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
 # The training run: relu(x @ W_in) @ W_out, mean squared error, plain SGD, from a seeded numpy start.
@@ -362,16 +347,9 @@ def train_losses(steps: int, lr: float, seed: int, relu_mask: bool = True) -> li
 
 def train_fsdp_tp(steps, lr, seed):
     """The student's task: the same run on the (X=4, Y=2) mesh, batch and weights sharded FSDP + TP."""
-    import jax
-    import jax.numpy as jnp
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from course.devices import mesh
-
-    m = mesh(**dict(C4_MESH))
+    m = make_mesh(C4_MESH)
     x, y, w_in, w_out = capstone_data(seed)
-    put = lambda a, *spec: jax.device_put(a, NamedSharding(m, P(*spec)))  # noqa: E731
+    put = lambda a, *spec: jax.device_put(a, jax.sharding.NamedSharding(m, P(*spec)))  # noqa: E731
     x, y = put(x, "X", None), put(y, "X", None)
     params = (put(w_in, "X", "Y"), put(w_out, "Y", "X"))
 
@@ -401,6 +379,12 @@ def c4_sum_loss(steps, lr, seed):
 
 TRAIN_RUN_PROBES = (dict(steps=20, lr=0.5, seed=0), dict(steps=20, lr=0.5, seed=1), dict(steps=10, lr=1.0, seed=2))
 
+
+def draw_run(rng: random.Random, probe: dict) -> dict:
+    """C4's grading-time runs: as many steps as the probe, a learning rate 1/2 to 1 times its own (no run
+    diverges), fresh data and weights."""
+    return dict(steps=probe["steps"], lr=round(probe["lr"] * rng.uniform(0.5, 1), 3), seed=rng.randint(3, 2**31))
+
 # The capstone's plan at scale: Course-31B, 2M-token batch, v5p 16x16x16 at (CAP_X, CAP_Y), M_X = 2, M_Y = 1.
 CAP_TRAIN_TOKENS_PER_CHIP = BUDGET["batch"] / BUDGET["chips"]
 CAP_T_MATH, CAP_T_FSDP, CAP_T_TP = fsdp_tp_times(BUDGET["batch"], COURSE_31B.D, COURSE_31B.F, CAP_X, CAP_Y,
@@ -417,20 +401,14 @@ BOOK = {"ch11-c1-h100-min-gpus": 9, "ch11-c1-h100-days": 40, "ch11-c1-h100-tp-li
         "ch11-c1-h100-pp-threshold": 309.4}
 
 
-def _n(qid, points, section, prompt, reference, slips, unit="", tolerance=THREE_FIGURES, exact=False):
-    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=float(reference), unit=unit,
-                  tolerance=Tolerance.exact_count() if exact else tolerance, slips=slips, exact=exact)
-
-
-ONE_PCT = Tolerance(rtol=0.01)
 STRATEGIES = ("dp", "fsdp", "tp", "fsdp+tp")
 # Step times within 5% and days within 2%: Part 5 rounds LLaMA-2 13B's 0.311 s step to "about 300 ms", and
 # Part 6 prints 44 days for LLaMA 3-70B (with 70e9 parameters); both book values must pass.
 _train_out = (Output("number", tolerance=EXACT), Output("number", tolerance=EXACT),
               Output("number", unit="s", tolerance=Tolerance(rtol=0.05)),
-              Output("number", unit="days", tolerance=Tolerance(rtol=0.02)))
+              Output("number", unit="days", tolerance=TWO_PERCENT))
 # Part 8 prints "17 ms" for LLaMA 3-70B's int8 step (17.22 ms with 70e9 parameters): 2% lets it pass.
-_serve_out = (Output("number", tolerance=EXACT), Output("number", unit="s", tolerance=Tolerance(rtol=0.02)))
+_serve_out = (Output("number", tolerance=EXACT), Output("number", unit="s", tolerance=TWO_PERCENT))
 
 CHAPTER = Chapter("ch11_capstone", "Capstone", (
     # C1: the planners, checked on the chapters' pinned cases, then the new model.
@@ -443,62 +421,76 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
              reference=plan_serving, probes=SERVE_PROBES,
              output=_serve_out,
              slips=(Slip(plan_serving_memory_only, "ratio:1/2"), Slip(plan_serving_kv_once, "not_equal"))),
-    _n("ch11-c1-params", 1, "transformers/", "Course-31B's parameter count.", CAP_P,
-       (Slip(CAP_P + COURSE_31B.L * 2 * COURSE_31B.D * (COURSE_31B.N - COURSE_31B.K) * COURSE_31B.H, "close",
-             "K and V have K = 8 heads, not N = 48."),)),
-    _n("ch11-c1-train-flops", 1, "transformers/", "Training FLOPs of Course-31B on 6T tokens.", CAP_TRAIN_FLOPS,
-       (Slip(CAP_TRAIN_FLOPS / 3, "ratio:1/3", "a training token costs forward and backward: 6 FLOPs per parameter."),),
-       "FLOP", ONE_PCT),
-    _n("ch11-c1-train-x", 1, TRAINING, "FSDP degree X (exact) for Course-31B on the v5p 16x16x16 budget.", CAP_X,
-       (Slip(BUDGET["chips"], "ratio:4", "512 tokens per chip is below the pure-FSDP bound over 3 axes."),),
-       exact=True),
-    _n("ch11-c1-train-y", 1, TRAINING, "Its tensor-parallel degree Y (exact).", CAP_Y,
-       (Slip(1, "ratio:1/4"),), exact=True),
-    _n("ch11-c1-train-days", 1, APPLIED_TRAINING, "Days to train Course-31B on the budget at 40% MFU.", CAP_DAYS,
-       (Slip(CAP_DAYS * 24, "magnitude:+1", "the answer is in days."),), "days", ONE_PCT),
-    _n("ch11-c1-train-cost", 1, SERVING, "Its cost in US dollars at the v5p on-demand price.", CAP_TRAIN_COST,
-       (Slip(CAP_TRAIN_COST / 24, "magnitude:-1", "prices are per chip-hour."),), tolerance=ONE_PCT),
-    _n("ch11-c1-h100-cost", 1, GPUS, "The same training on H100s at 45% MFU, in US dollars.", CAP_H100_COST,
-       (Slip(CAP_H100_COST * H100_MFU / 0.4, "close", "H100s here reach 45% MFU."),), tolerance=ONE_PCT),
+    number("ch11-c1-params", section="transformers/", prompt="Course-31B's parameter count.", reference=CAP_P,
+           tolerance=THREE_FIGURES,
+           slips=(Slip(CAP_P + COURSE_31B.L * 2 * COURSE_31B.D * (COURSE_31B.N - COURSE_31B.K) * COURSE_31B.H, "close",
+                       "K and V have K = 8 heads, not N = 48."),)),
+    number("ch11-c1-train-flops", section="transformers/", prompt="Training FLOPs of Course-31B on 6T tokens.",
+           reference=CAP_TRAIN_FLOPS, unit="FLOP", tolerance=ONE_PERCENT,
+           slips=(Slip(CAP_TRAIN_FLOPS / 3, "ratio:1/3",
+                       "a training token costs forward and backward: 6 FLOPs per parameter."),)),
+    number("ch11-c1-train-x", section=TRAINING,
+           prompt="FSDP degree X (exact) for Course-31B on the v5p 16x16x16 budget.", reference=CAP_X, exact=True,
+           slips=(Slip(BUDGET["chips"], "ratio:4", "512 tokens per chip is below the pure-FSDP bound over 3 axes."),)),
+    number("ch11-c1-train-y", section=TRAINING, prompt="Its tensor-parallel degree Y (exact).", reference=CAP_Y,
+           exact=True, slips=(Slip(1, "ratio:1/4"),)),
+    number("ch11-c1-train-days", section=APPLIED_TRAINING, prompt="Days to train Course-31B on the budget at 40% MFU.",
+           reference=CAP_DAYS, unit="days", tolerance=ONE_PERCENT,
+           slips=(Slip(CAP_DAYS * 24, "magnitude:+1", "the answer is in days."),)),
+    number("ch11-c1-train-cost", section=SERVING, prompt="Its cost in US dollars at the v5p on-demand price.",
+           reference=CAP_TRAIN_COST, tolerance=ONE_PERCENT,
+           slips=(Slip(CAP_TRAIN_COST / 24, "magnitude:-1", "prices are per chip-hour."),)),
+    number("ch11-c1-h100-cost", section=GPUS, prompt="The same training on H100s at 45% MFU, in US dollars.",
+           reference=CAP_H100_COST, tolerance=ONE_PERCENT,
+           slips=(Slip(CAP_H100_COST * H100_MFU / 0.4, "close", "H100s here reach 45% MFU."),)),
     Choice(qid="ch11-c1-cheaper", points=1, section=SERVING, prompt="Which trains Course-31B for less money?",
            reference="TPU v5p" if CAP_TRAIN_COST < CAP_H100_COST else "H100", options=("TPU v5p", "H100"),
            slips=(Slip("H100" if CAP_TRAIN_COST < CAP_H100_COST else "TPU v5p", "wrong_option",
                        "compare dollars per useful FLOP, not FLOP/s per chip."),)),
-    _n("ch11-c1-kv-bytes", 1, INFERENCE, "Course-31B's int8 KV cache per token, in bytes.", CAP_KV_PER_TOKEN,
-       (Slip(CAP_KV_PER_TOKEN * COURSE_31B.N // COURSE_31B.K, "magnitude:+1", "GQA caches K = 8 heads, not 48."),),
-       "B"),
-    _n("ch11-c1-memory-chips", 1, SERVING, "How many chips are in the smallest v5e slice that holds the serving "
-       "batch?", CAP_MEMORY_CHIPS, (Slip(CAP_MEMORY_CHIPS / 2, "ratio:1/2", "the batch's KV caches need room too."),),
-       exact=True),
-    _n("ch11-c1-serve-chips", 1, SERVING, "How many chips are in the slice that also meets the 15 ms step budget?",
-       CAP_SERVE_CHIPS, (Slip(CAP_MEMORY_CHIPS, "ratio:1/2", "that slice fits but is too slow."),), exact=True),
-    _n("ch11-c1-serve-step", 1, INFERENCE, "Its decode step time.", CAP_SERVE_STEP,
-       (Slip(CAP_SERVE_STEP * 2, "ratio:2"),), "s", ONE_PCT),
-    _n("ch11-c1-serve-tokens-per-chip", 1, SERVING, "Generated tokens per second per chip.",
-       CAP_SERVE_TOKENS_PER_S_PER_CHIP, (Slip(CAP_SERVE_TOKENS_PER_S_PER_CHIP * CAP_SERVE_CHIPS, "ratio:16",
-                                              "per chip: divide by the slice's chips."),),
-       tolerance=ONE_PCT),
-    _n("ch11-c1-serve-cost", 1, SERVING, "US dollars per million generated tokens at the v5e price.",
-       CAP_USD_PER_MTOK, (Slip(CAP_USD_PER_MTOK * 3600, "magnitude:+4", "prices are per hour, steps in seconds."),),
-       tolerance=ONE_PCT),
+    number("ch11-c1-kv-bytes", section=INFERENCE, prompt="Course-31B's int8 KV cache per token, in bytes.",
+           reference=CAP_KV_PER_TOKEN, unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(CAP_KV_PER_TOKEN * COURSE_31B.N // COURSE_31B.K, "magnitude:+1",
+                       "GQA caches K = 8 heads, not 48."),)),
+    number("ch11-c1-memory-chips", section=SERVING,
+           prompt="How many chips are in the smallest v5e slice that holds the serving "
+                  "batch?", reference=CAP_MEMORY_CHIPS, exact=True,
+           slips=(Slip(CAP_MEMORY_CHIPS / 2, "ratio:1/2", "the batch's KV caches need room too."),)),
+    number("ch11-c1-serve-chips", section=SERVING,
+           prompt="How many chips are in the slice that also meets the 15 ms step budget?", reference=CAP_SERVE_CHIPS,
+           exact=True, slips=(Slip(CAP_MEMORY_CHIPS, "ratio:1/2", "that slice fits but is too slow."),)),
+    number("ch11-c1-serve-step", section=INFERENCE, prompt="Its decode step time.", reference=CAP_SERVE_STEP, unit="s",
+           tolerance=ONE_PERCENT, slips=(Slip(CAP_SERVE_STEP * 2, "ratio:2"),)),
+    number("ch11-c1-serve-tokens-per-chip", section=SERVING, prompt="Generated tokens per second per chip.",
+           reference=CAP_SERVE_TOKENS_PER_S_PER_CHIP, tolerance=ONE_PERCENT,
+           slips=(Slip(CAP_SERVE_TOKENS_PER_S_PER_CHIP * CAP_SERVE_CHIPS, "ratio:16",
+                       "per chip: divide by the slice's chips."),)),
+    number("ch11-c1-serve-cost", section=SERVING, prompt="US dollars per million generated tokens at the v5e price.",
+           reference=CAP_USD_PER_MTOK, tolerance=ONE_PERCENT,
+           slips=(Slip(CAP_USD_PER_MTOK * 3600, "magnitude:+4", "prices are per hour, steps in seconds."),)),
     # C1, GPU variant: LLaMA 3-70B on 4096 H100s (Part 12, Q5.2).
-    _n("ch11-c1-h100-min-gpus", 1, GPUS, "How many H100s are needed to hold LLaMA 3-70B's parameters and Adam "
-       "state?", H100_MIN_GPUS, (Slip(math.ceil(2 * models.params_of(L70) / H100.hbm_bytes), "magnitude:-1",
-                                      "Adam keeps two fp32 moments per parameter: 10 bytes in all."),), exact=True),
-    _n("ch11-c1-h100-days", 1, GPUS, "Days to train LLaMA 3-70B on 15T tokens with 4096 H100s at 45% MFU.",
-       H100_DAYS, (Slip(H100_DAYS * 0.45 / 0.4, "close", "this run assumes 45% MFU."),), "days",
-       Tolerance(rtol=0.02)),
-    _n("ch11-c1-h100-tp-limit", 1, GPUS, "The largest tensor-parallel degree that stays compute-bound over NVLink.",
-       H100_TP_LIMIT, (Slip(H100_TP_LIMIT * 2, "ratio:2", "use the NVLink bandwidth in one direction."),),
-       tolerance=Tolerance(low=H100_TP_LIMIT * 0.99, high=14.37 * 1.01)),  # the book's 14.37 uses C = 1995 TF
-    _n("ch11-c1-h100-per-gpu-batch", 1, GPUS, "Tokens per GPU of a 4M-token batch on 4096 GPUs.",
-       H100_PER_GPU_BATCH, (Slip(Q52_BATCH / 512, "ratio:8", "every GPU holds a share of the batch."),),
-       tolerance=ONE_PCT),
-    _n("ch11-c1-h100-dp-threshold", 1, GPUS, "Tokens per GPU above which DP across nodes is compute-bound.",
-       H100_DP_THRESHOLD, (Slip(H100_DP_THRESHOLD * 8, "ratio:8", "the node's egress is shared by its 8 GPUs."),),
-       tolerance=ONE_PCT),
-    _n("ch11-c1-h100-pp-threshold", 1, GPUS, "That threshold when 8-way pipelining spreads DP over 8x the links.",
-       H100_PP_THRESHOLD, (Slip(H100_DP_THRESHOLD, "ratio:8"),), tolerance=ONE_PCT),
+    number("ch11-c1-h100-min-gpus", section=GPUS,
+           prompt="How many H100s are needed to hold LLaMA 3-70B's parameters and Adam "
+                  "state?", reference=H100_MIN_GPUS, exact=True,
+           slips=(Slip(math.ceil(2 * models.params_of(L70) / H100.hbm_bytes), "magnitude:-1",
+                       "Adam keeps two fp32 moments per parameter: 10 bytes in all."),)),
+    number("ch11-c1-h100-days", section=GPUS,
+           prompt="Days to train LLaMA 3-70B on 15T tokens with 4096 H100s at 45% MFU.", reference=H100_DAYS,
+           unit="days", tolerance=TWO_PERCENT,
+           slips=(Slip(H100_DAYS * 0.45 / 0.4, "close", "this run assumes 45% MFU."),)),
+    number("ch11-c1-h100-tp-limit", section=GPUS,
+           prompt="The largest tensor-parallel degree that stays compute-bound over NVLink.", reference=H100_TP_LIMIT,
+           tolerance=Tolerance(low=H100_TP_LIMIT * 0.99, high=14.37 * 1.01),  # the book's 14.37 uses C = 1995 TF
+           slips=(Slip(H100_TP_LIMIT * 2, "ratio:2", "use the NVLink bandwidth in one direction."),)),
+    number("ch11-c1-h100-per-gpu-batch", section=GPUS, prompt="Tokens per GPU of a 4M-token batch on 4096 GPUs.",
+           reference=H100_PER_GPU_BATCH, tolerance=ONE_PERCENT,
+           slips=(Slip(Q52_BATCH / 512, "ratio:8", "every GPU holds a share of the batch."),)),
+    number("ch11-c1-h100-dp-threshold", section=GPUS,
+           prompt="Tokens per GPU above which DP across nodes is compute-bound.", reference=H100_DP_THRESHOLD,
+           tolerance=ONE_PERCENT,
+           slips=(Slip(H100_DP_THRESHOLD * 8, "ratio:8", "the node's egress is shared by its 8 GPUs."),)),
+    number("ch11-c1-h100-pp-threshold", section=GPUS,
+           prompt="That threshold when 8-way pipelining spreads DP over 8x the links.", reference=H100_PP_THRESHOLD,
+           tolerance=ONE_PERCENT, slips=(Slip(H100_DP_THRESHOLD, "ratio:8"),)),
     Choice(qid="ch11-c1-h100-config", points=1, section=GPUS,
            prompt="Which configuration trains LLaMA 3-70B compute-bound on 4096 H100s?",
            reference="tp8-pp8-zero", options=("tp8-dp512", "tp8-zero512", "tp8-pp8-zero"),
@@ -518,28 +510,30 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
     Choice(qid="ch11-c3-strategy", points=1, section=PROFILING, prompt="The compiled program's sharding strategy.",
            reference="fsdp+tp", options=STRATEGIES,
            slips=(Slip("tp", "wrong_option", "the weights are gathered before use: that is FSDP as well."),)),
-    _n("ch11-c3-data-ways", 1, PROFILING, "How many ways the batch and the weights are split (FSDP degree).",
-       C3["X"], (Slip(C3["Y"], "ratio:1/2", "read the group size of the weights' all-gathers."),), exact=True),
-    _n("ch11-c3-model-ways", 1, PROFILING, "Tensor-parallel degree (exact).", C3["Y"],
-       (Slip(C3["X"], "ratio:2"),), exact=True),
-    _n("ch11-c3-batch", 1, PROFILING, "Global batch in tokens (exact).", C3["B"],
-       (Slip(C3_LOCAL["x"][0], "ratio:1/4", "the parameter shape is one device's block."),), exact=True),
-    _n("ch11-c3-d-model", 1, PROFILING, "Global model width D (exact).", C3["D"],
-       (Slip(C3_LOCAL["x"][1], "ratio:1/2"),), exact=True),
-    _n("ch11-c3-d-ff", 1, PROFILING, "Global MLP width F (exact).", C3["F"],
-       (Slip(C3_LOCAL["w_in"][1], "ratio:1/2"),), exact=True),
-    _n("ch11-c3-gathered-bytes", 1, PROFILING, "Bytes all the all-gathers produce on one device (f32).",
-       C3_GATHERED_BYTES, (Slip(C3_OPERAND_BYTES, "magnitude:-1", "count what they produce, not what they send."),),
-       "B"),
+    number("ch11-c3-data-ways", section=PROFILING,
+           prompt="How many ways the batch and the weights are split (FSDP degree).", reference=C3["X"], exact=True,
+           slips=(Slip(C3["Y"], "ratio:1/2", "read the group size of the weights' all-gathers."),)),
+    number("ch11-c3-model-ways", section=PROFILING, prompt="Tensor-parallel degree (exact).", reference=C3["Y"],
+           exact=True, slips=(Slip(C3["X"], "ratio:2"),)),
+    number("ch11-c3-batch", section=PROFILING, prompt="Global batch in tokens (exact).", reference=C3["B"], exact=True,
+           slips=(Slip(C3_LOCAL["x"][0], "ratio:1/4", "the parameter shape is one device's block."),)),
+    number("ch11-c3-d-model", section=PROFILING, prompt="Global model width D (exact).", reference=C3["D"], exact=True,
+           slips=(Slip(C3_LOCAL["x"][1], "ratio:1/2"),)),
+    number("ch11-c3-d-ff", section=PROFILING, prompt="Global MLP width F (exact).", reference=C3["F"], exact=True,
+           slips=(Slip(C3_LOCAL["w_in"][1], "ratio:1/2"),)),
+    number("ch11-c3-gathered-bytes", section=PROFILING, prompt="Bytes all the all-gathers produce on one device (f32).",
+           reference=C3_GATHERED_BYTES, unit="B", tolerance=THREE_FIGURES,
+           slips=(Slip(C3_OPERAND_BYTES, "magnitude:-1", "count what they produce, not what they send."),)),
     Choice(qid="ch11-c3-reduction", points=1, section=PROFILING,
            prompt="The collective a TPU would run where this CPU program all-reduces and slices.",
            reference="reduce-scatter", options=("all-gather", "reduce-scatter", "all-reduce", "all-to-all"),
            slips=(Slip("all-reduce", "wrong_option", "each device keeps only its block of the sum."),)),
-    _n("ch11-c3-t-math", 1, PROFILING, "Forward MLP FLOP time per chip on 8 TPU v5p, bf16.", C3_T_MATH,
-       (Slip(C3_T_MATH * 8, "ratio:8"),), "s", Tolerance(rtol=0.02)),
-    _n("ch11-c3-t-comms", 1, PROFILING, "Its communication time on v5p links (the slower of FSDP and TP).",
-       C3_T_COMMS, (Slip(C3_T_TP, "ratio:1/16", "the weight gathers are the slower ones here."),), "s",
-       Tolerance(rtol=0.02)),
+    number("ch11-c3-t-math", section=PROFILING, prompt="Forward MLP FLOP time per chip on 8 TPU v5p, bf16.",
+           reference=C3_T_MATH, unit="s", tolerance=TWO_PERCENT, slips=(Slip(C3_T_MATH * 8, "ratio:8"),)),
+    number("ch11-c3-t-comms", section=PROFILING,
+           prompt="Its communication time on v5p links (the slower of FSDP and TP).", reference=C3_T_COMMS, unit="s",
+           tolerance=TWO_PERCENT,
+           slips=(Slip(C3_T_TP, "ratio:1/16", "the weight gathers are the slower ones here."),)),
     # C4: FSDP + TP.
     Program(qid="ch11-c4-fsdp-tp-mlp", points=3, section=TRAINING,
             prompt="In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X] -> Out[B_X, D_Y] with shard_map collectives.",
@@ -552,18 +546,21 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
                    Slip(c4_allreduce_then_slice, "collectives:all-gather,all-reduce"))),
     Function(qid="ch11-c4-train-losses", points=3, section=TRAINING,
              prompt="train(steps, lr, seed): the losses of an FSDP + TP SGD run, equal to one device's.",
-             reference=train_losses, model=train_fsdp_tp, probes=TRAIN_RUN_PROBES,
+             reference=train_losses, model=train_fsdp_tp, probes=TRAIN_RUN_PROBES, draw=draw_run,
              output=Output("number", tolerance=Tolerance(rtol=1e-3)),
              slips=(Slip(c4_no_relu_mask, "wrong_elements"), Slip(c4_sum_loss, "wrong_elements"))),
-    _n("ch11-c4-tokens-per-chip", 1, TRAINING, "Course-31B's tokens per chip on the budget.",
-       CAP_TRAIN_TOKENS_PER_CHIP,
-       (Slip(BUDGET["batch"] / (BUDGET["chips"] // CAP_Y), "ratio:4", "every chip holds a share of the batch."),)),
-    _n("ch11-c4-t-math", 1, TRAINING, "Forward MLP FLOP time per layer per chip at that scale.", CAP_T_MATH,
-       (Slip(CAP_T_MATH / 2, "ratio:1/2", "the MLP has two matmuls of 2BDF FLOPs each."),), "s", Tolerance(rtol=0.02)),
-    _n("ch11-c4-t-fsdp", 1, TRAINING, "Its FSDP weight-gather time per layer.", CAP_T_FSDP,
-       (Slip(CAP_T_FSDP * 2, "ratio:2", "FSDP runs over two torus axes at once."),), "s", Tolerance(rtol=0.02)),
-    _n("ch11-c4-t-tp", 1, TRAINING, "Its TP activation gather and scatter time per layer.", CAP_T_TP,
-       (Slip(CAP_T_TP * CAP_Y, "ratio:4"),), "s", Tolerance(rtol=0.02)),
+    number("ch11-c4-tokens-per-chip", section=TRAINING, prompt="Course-31B's tokens per chip on the budget.",
+           reference=CAP_TRAIN_TOKENS_PER_CHIP, tolerance=THREE_FIGURES,
+           slips=(Slip(BUDGET["batch"] / (BUDGET["chips"] // CAP_Y), "ratio:4",
+                       "every chip holds a share of the batch."),)),
+    number("ch11-c4-t-math", section=TRAINING, prompt="Forward MLP FLOP time per layer per chip at that scale.",
+           reference=CAP_T_MATH, unit="s", tolerance=TWO_PERCENT,
+           slips=(Slip(CAP_T_MATH / 2, "ratio:1/2", "the MLP has two matmuls of 2BDF FLOPs each."),)),
+    number("ch11-c4-t-fsdp", section=TRAINING, prompt="Its FSDP weight-gather time per layer.", reference=CAP_T_FSDP,
+           unit="s", tolerance=TWO_PERCENT,
+           slips=(Slip(CAP_T_FSDP * 2, "ratio:2", "FSDP runs over two torus axes at once."),)),
+    number("ch11-c4-t-tp", section=TRAINING, prompt="Its TP activation gather and scatter time per layer.",
+           reference=CAP_T_TP, unit="s", tolerance=TWO_PERCENT, slips=(Slip(CAP_T_TP * CAP_Y, "ratio:4"),)),
     Choice(qid="ch11-c4-bound", points=1, section=TRAINING, prompt="Is that layer compute- or communication-bound?",
            reference=CAP_BOUND, options=("compute", "communication"),
            slips=(Slip("communication" if CAP_BOUND == "compute" else "compute", "wrong_option",

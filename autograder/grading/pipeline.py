@@ -11,8 +11,10 @@ Stages, in order (each a module of this package):
     write     -> gradebook and grades.csv, by the parent process alone            (gradebook.py)
 
 Ordering: sanitize must come before execute (pre-filled outputs would pass for records); judge
-only ever sees collect's data, never the kernel. A thread of the parent warms the cache while
-workers run the next five stages; the parent alone writes the gradebook, so sqlite never sees two writers.
+only ever sees collect's data, never the kernel. Execute and judge share the submission's grading
+seed (seeds.py): the kernel calls a function answer on the cases drawn from it, the judge draws them
+again. A thread of the parent warms the cache while workers run the next five stages; the parent alone
+writes the gradebook, so sqlite never sees two writers.
 
 Crash safety: a worker's files are written atomically; the parent records each result under
 ``.scaling-course/results/`` only after the gradebook has it. On a rerun, a submission whose file
@@ -34,6 +36,7 @@ from typing import Any
 
 import nbformat
 
+from ..record import DRAWN_ENV
 from ..verdict import Status
 from .collect import NO_ANSWER, Collected, collect
 from .execute import KILL_GRACE_SECONDS, ZYGOTE_START_SECONDS, Limits, execute
@@ -44,9 +47,10 @@ from .judge import BATCH_SECONDS, judge_answers
 from .progress import Progress
 from .runners import run_dask, run_local, run_serial
 from .sanitize import MAX_NOTEBOOK_BYTES, release_stubs, sanitize
+from .seeds import drawn_cases, secret, submission_seed, write_cases
 from .warmup import ENV, Warming, ready_cache, warm
 
-GRADER_VERSION = "1"
+GRADER_VERSION = "2"  # 2: function answers judged on cases drawn per submission; kernels in private namespaces
 STATE = ".scaling-course"
 
 
@@ -95,6 +99,7 @@ def prepare(course_dir: Path, name: str) -> Assignment:
                           "(collect submissions into submitted/<student>/<assignment>/ first)")
     from ..release import generate
 
+    secret(course_dir)  # made here, once, before any worker needs it
     staged = course_dir / STATE / "release"
     generate(course_dir, name, database=True, release_dir=staged)
     release_nb = nbformat.read(staged / name / notebooks[0].name, as_version=4)
@@ -181,21 +186,23 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
     problems += clean.problems
     t_sanitized = time.monotonic()
     deny, allow = isolation_paths(a.course_dir)
-    env = {}
+    seed = submission_seed(a.course_dir, a.name, student, sha)
+    cases = drawn_cases(a.course_dir, a.name, seed)
+    env = {DRAWN_ENV: str(write_cases(work, cases))} if cases else {}
     # The cache folder is readable from the start (so a worker's kernel factory, jailed once, serves
     # the whole run); kernels are pointed at it once the reference run has filled it.
     cache = ready_cache(a)
     if a.jax_cache is not None:
         allow = [*allow, a.jax_cache]
     if cache is not None:
-        env = {ENV: str(cache)}
+        env[ENV] = str(cache)
     log = a.course_dir / STATE / "logs" / a.name / f"{student}.log"
     run = execute(clean.notebook, work, deny, allow, limits, log, env)
     problems += run.problems
     t_executed = time.monotonic()
     recorded = collect(run.notebook, list(a.questions))
     answers = {q: c.answer for q, c in recorded.items() if c.answer is not NO_ANSWER}
-    verdicts = judge_answers(a.name, a.course_dir, answers)
+    verdicts = judge_answers(a.name, a.course_dir, answers, seed)
     questions = {}
     for qid, points in a.questions.items():
         v = verdicts.get(qid)
@@ -349,7 +356,7 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
                                      f"({result['seconds']:.1f} s)")
 
     if scheduler:
-        results = run_dask(_worker, todo, scheduler)
+        results = run_dask(_worker, todo, scheduler, _crashed, seconds=_deadline(limits), on_stall=_stalled)
     elif jobs == 1 or total <= 1:
         results = run_serial(_worker, todo)
     else:

@@ -5,10 +5,16 @@ Encoded in the kernel by calling the function on each probe and recording what i
 array) or a formula, by those kinds' own diagnosis; the grader asks the reference, the self-check
 the fingerprints of the reference's outputs. The message names the first failing case with its
 inputs, and a slip common to every case ("every value is 8 times the expected one") is said once.
+
+The public probes are in the self-check data, so a function could be a table of their expected
+outputs. The grade therefore counts other cases: at grading time the kernel also calls the function on
+cases drawn for the submission (``drawn_probes``: one like each public probe, from a seed the notebook
+never sees), and the grader draws the same cases itself and judges those outputs alone.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -120,9 +126,9 @@ def probes_module() -> Any:
 
 
 def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any,
-             hints: Any = lambda outputs: []) -> Verdict:
+             hints: Any = lambda outputs: [], where: str = "") -> Verdict:
     """``judges[i][n]`` judges the n-th returned item of probe i; ``outputs`` is the record; ``hints``
-    gives the hints of the slips the outputs behave like."""
+    gives the hints of the slips the outputs behave like; ``where`` qualifies "test cases" in the message."""
     if isinstance(outputs, dict) and "error" in outputs:
         return _raised(outputs["error"], "Your function")
     if not isinstance(outputs, list) or len(outputs) != len(probes):
@@ -139,10 +145,10 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     first, v = failures[0]
     codes = {f.diagnosis for _, f in failures}
     if len(failures) == len(probes) > 1 and len(codes) == 1 and v.diagnosis.startswith("ratio:"):
-        message = f"In every test case: {v.message}"
+        message = f"In every test case{where}: {v.message}"
     else:
         args = ", ".join(f"{k}={_short(val)}" for k, val in probes[first].items())
-        message = f"{len(failures)} of {len(probes)} test cases fail. First, with {args}: {v.message}"
+        message = f"{len(failures)} of {len(probes)} test cases{where} fail. First, with {args}: {v.message}"
     found = list(dict.fromkeys(hints(outputs)))
     if found and "Hint:" not in message:
         message += " Hint: " + " Or: ".join(found)
@@ -176,6 +182,68 @@ def encode(fp: dict[str, Any], answer: Any) -> Any:
     return record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])
 
 
+def encode_drawn(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]]) -> dict[str, Any]:
+    """At grading time: what the function returns on the public test cases (they choose the slips'
+    hints) and on the cases the grader drew for this submission (they decide the grade)."""
+    calls = [probes_module().build(fp["builder"], p) for p in drawn]
+    return {"public": encode(fp, answer),
+            "drawn": record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])}
+
+
+def _public(outputs: Any) -> Any:
+    """The outputs on the public test cases, from a record made with or without drawn cases."""
+    return outputs["public"] if isinstance(outputs, dict) and "public" in outputs else outputs
+
+
+# --- test cases drawn at grading time ---------------------------------------------------------------
+# One like each public probe, from the record's ``draw`` or ``vary``. A draw that happens to equal a
+# public probe is drawn again: a table of the public cases must find nothing it knows.
+RETRIES = 50
+
+
+def vary(rng: random.Random, probe: dict[str, Any]) -> dict[str, Any]:
+    """The default draw: every float of the probe (in its lists and dicts too) times its own factor
+    between 1/2 and 2, to 4 significant figures; a whole float stays whole and at least 1, a fraction
+    stays below 1. Integers (counts, sizes, axes), strings and booleans are the case's structure: kept."""
+    return {k: _vary(rng, v) for k, v in probe.items()}
+
+
+def _vary(rng: random.Random, v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _vary(rng, x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_vary(rng, x) for x in v]
+    if not isinstance(v, float) or v == 0 or not math.isfinite(v):
+        return v
+    factor = 2 ** rng.uniform(-1, 1)
+    y = float(f"{v * factor:.4g}")
+    if v.is_integer():
+        return math.copysign(max(1.0, float(round(abs(y)))), v)
+    return float(f"{v / factor:.4g}") if abs(v) < 1 <= abs(y) else y
+
+
+def _as_json(x: Any) -> Any:
+    """``x`` as the student's kernel receives it: through JSON (numpy values become plain ones)."""
+    return json.loads(json.dumps(x, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+
+
+def drawn_probes(q: Function, seed: str) -> list[dict[str, Any]]:
+    """The test cases of ``q`` drawn from ``seed`` (a submission's grading seed): one like each public
+    probe, none equal to one; the same list wherever it is drawn (the grader, for the kernel and for
+    the judge)."""
+    rng = random.Random(f"{seed}/{q.qid}")
+    public = [_as_json(p) for p in q.probes]
+    draw = q.draw or vary
+    out = []
+    for probe in q.probes:
+        for _ in range(RETRIES):
+            case = _as_json(draw(rng, dict(probe)))
+            if case not in public:
+                break
+        out.append(case)
+    return out
+
+
 def hint(q: Function) -> str:
     return ("Call your function by hand on the first test case and compare with a calculation on "
             "paper; the message above names the case that fails.")
@@ -192,16 +260,37 @@ def _reference_judge(tag: str, spec: Output, expected: Any, element: bool = Fals
     return lambda got: number.check(tag, expected, spec.unit, spec.tolerance, got, element=element)
 
 
-def judge(q: Function, outputs: Any) -> Verdict:
-    judges = [[_reference_judge(f"{q.qid}/{i}/{n}", spec, e)
-               for n, (spec, e) in enumerate(zip(q.outputs, _expected_items(q, probe), strict=True))]
-              for i, probe in enumerate(q.probes)]
+def _judges(q: Function, probes: Sequence[dict[str, Any]]) -> list[list[ItemJudge]]:
+    return [[_reference_judge(f"{q.qid}/{i}/{n}", spec, e)
+             for n, (spec, e) in enumerate(zip(q.outputs, _expected_items(q, probe), strict=True))]
+            for i, probe in enumerate(probes)]
+
+
+def judge(q: Function, outputs: Any, seed: str | None = None) -> Verdict:
+    """With a submission's grading ``seed``: the fraction passed of the cases drawn from it, which this
+    process draws again (the kernel's record says only what the function returned); the public cases
+    count for nothing, but hints come from them, as the self-check gives them. Without a seed: the public
+    cases (tests, the demo)."""
     hinted = [s.hint for s in q.slips if s.hint]
     try:  # a hint is a courtesy: a slip that cannot run here (its test cases need JAX) costs only the hint
         oracle = tg.Exact(q.qid, _slip_targets(q)) if hinted else None
     except Exception:
         hinted, oracle = [], None
-    return diagnose(q.probes, judges, outputs, lambda got: _slip_hints(oracle, hinted, q.qid, got) if hinted else [])
+
+    def hints(public: Any) -> list[str]:
+        return _slip_hints(oracle, hinted, q.qid, public) if hinted else []
+
+    public = _public(outputs)
+    if seed is None:
+        return diagnose(q.probes, _judges(q, q.probes), public, hints)
+    if isinstance(outputs, dict) and "error" in outputs:  # not a function: nothing was called
+        return diagnose(q.probes, [], outputs)
+    if not (isinstance(outputs, dict) and "drawn" in outputs):
+        return Verdict(Status.INCORRECT, 0.0, "no_drawn_cases",
+                       "Your function's results on the test cases drawn at grading time were not recorded, "
+                       "so nothing can be credited (did the notebook change the grading environment?).")
+    drawn = drawn_probes(q, seed)
+    return diagnose(drawn, _judges(q, drawn), outputs["drawn"], lambda _: hints(public), " drawn at grading time")
 
 
 # --- the self-check -------------------------------------------------------------------------------
@@ -241,4 +330,5 @@ def selfcheck(fp: dict[str, Any], qid: str, outputs: Any) -> Verdict:
               for i, prints in enumerate(fp["outputs"])]
     slips = fp.get("slips", {"hints": [], "targets": {}})
     oracle = tg.Printed(qid, slips["targets"])
-    return diagnose(fp["probes"], judges, outputs, lambda got: _slip_hints(oracle, slips["hints"], qid, got))
+    return diagnose(fp["probes"], judges, _public(outputs),
+                    lambda got: _slip_hints(oracle, slips["hints"], qid, got))

@@ -4,17 +4,27 @@ Encoded in the kernel by exporting the function for the question's shapes and sh
 (``programs.export``); the grader runs the artefact in a jailed process on inputs it draws itself and
 judges the report (``programs.judge_report``); the self-check runs the live function on public
 inputs and judges its report with the same function, so both say the same thing.
+
+The grader's inputs come from the submission's grading seed, which the notebook never sees: a program
+that returned the expected result for inputs it could compute in advance (from a seed in public code)
+would pass without computing anything.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from ..questions import Program, ProgramSpec
 from ..verdict import Verdict
 
-# Program inputs at grading time come from a seed the notebook never sees (the self-check uses 0).
-GRADING_SEED = 20260101
+SELFCHECK_SEED = 0  # public: the self-check runs the live function offline
+
+
+def input_seed(seed: str | None, qid: str) -> int:
+    """The seed of a program's inputs at grading time: one per question, from the submission's grading
+    seed. Without one (tests, the demo) a fixed seed, other than the self-check's."""
+    return int.from_bytes(hashlib.sha256(f"{seed or ''}/{qid}".encode()).digest()[:8], "big")
 
 
 def encode(fp: dict[str, Any], answer: Any) -> Any:
@@ -38,10 +48,10 @@ def hint(q: Program) -> str:
     return f"The expected program runs {describe_counts(needed)} and nothing else."
 
 
-def judge(q: Program, answer: Any) -> Verdict:
+def judge(q: Program, answer: Any, seed: str | None = None) -> Verdict:
     from ..programs import judge_program  # imports jax only when a program is judged
 
-    return judge_program(q.spec, answer, seed=GRADING_SEED)
+    return judge_program(q.spec, answer, seed=input_seed(seed, q.qid))
 
 
 def make_print(q: Program) -> dict[str, Any]:
@@ -53,4 +63,4 @@ def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
     from ..programs import judge_report, run
 
     spec = ProgramSpec.from_json(fp["program"])
-    return judge_report(spec, run(spec, answer, seed=0), seed=0)
+    return judge_report(spec, run(spec, answer, seed=SELFCHECK_SEED), seed=SELFCHECK_SEED)

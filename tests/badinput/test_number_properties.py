@@ -21,8 +21,7 @@ from autograder.messages import phrase
 from autograder.numbers import UNITS, ParsedNumber, Tolerance, parse_number, round_figures
 from autograder.questions import Number, Slip
 from autograder.verdict import Status, Verdict
-from tests.badinput.common import INVALID_CODES, assert_judged, assert_sound, stray_placeholders, timed
-from tests.engine.test_messages import INSTRUCTION
+from tests.badinput.common import INSTRUCTION, INVALID_CODES, assert_judged, assert_sound, stray_placeholders, timed
 from tests.strategies import answer_text, hostile_objects
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from autograder import record
 from autograder.verdict import Status
 from tests.badinput.common import assert_sound, timed
-from tests.engine.test_fingerprint import FORMULAS, NUMBERS, QUESTIONS, assert_agree, both
+from tests.scalar_questions import FORMULAS, NUMBERS, QUESTIONS, assert_agree, both
 from tests.strategies import answer_text, formula_text, hostile_objects, positive_expressions
 
 

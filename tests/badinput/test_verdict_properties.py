@@ -13,7 +13,7 @@ from autograder.formula import Invalid
 from autograder.kinds import choice
 from autograder.verdict import Status
 from tests.badinput.common import assert_invalid, assert_judged, assert_sound, timed
-from tests.engine.test_fingerprint import CHOICES, PRINTS, QUESTIONS
+from tests.scalar_questions import CHOICES, PRINTS, QUESTIONS
 from tests.strategies import answer_text, hostile_objects, near_limit_text
 
 ANSWERS = st.one_of(answer_text(), hostile_objects(), near_limit_text())

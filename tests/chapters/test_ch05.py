@@ -1,25 +1,17 @@
-"""Chapter 5 (Parallel training): every record against the engine, the book's printed answers, the
-syllabus's answers, and the program questions' models as the collective inspector sees them."""
+"""Chapter 5 (Parallel training): the syllabus's answers and formulas, and the program questions' models
+as the collective inspector sees them (test_every_chapter.py runs the records and the book's answers)."""
 
-import jax
 import numpy as np
 import pytest
 import sympy as sp
-from jax.sharding import NamedSharding, PartitionSpec
 
 import solutions.ch05_training as ch05
-from autograder.checks import judge
-from autograder.programs import export, wrong_numbers
 from autograder.questions import Program, load_chapter
-from autograder.verdict import Status
 from course import comms
-from course.devices import mesh
-from solutions.ch05_training import BOOK
-from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+from tests.chapter_checks import inspected, program_inputs
 
 pytestmark = pytest.mark.ch05
 CHAPTER = load_chapter("ch05_training")
-SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
 PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 # The syllabus's answers (the first number of each entry); the reference must reproduce them to 0.2%.
@@ -35,33 +27,13 @@ SYLLABUS = {
 }
 
 
-@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
-def test_reference_passes(q):
-    assert_reference_passes(CHAPTER, q)
-
-
-@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
-def test_slip_fails(q, i):
-    assert_slip_fails(CHAPTER, q, i)
-
-
-@pytest.mark.parametrize("qid", sorted(BOOK))
-def test_book_answer_within_tolerance(qid):
-    assert_book_answer(CHAPTER[qid], BOOK[qid])
-
-
 @pytest.mark.parametrize("qid", sorted(SYLLABUS))
 def test_reference_is_the_syllabus_answer(qid):
     assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=0.002)
 
 
-def test_every_book_answer_names_a_question():
-    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
-
-
-def test_every_question_has_points_and_a_section():
+def test_chapter_size():
     assert CHAPTER.total_points >= 50
-    assert all(q.section for q in CHAPTER.questions)
     assert 4 <= len(PROGRAMS) <= 8  # each costs one to two seconds to check
 
 
@@ -94,35 +66,7 @@ def test_forward_time_thresholds():
     assert t == pytest.approx(4 * b * D * F / ch05.PEAK)
 
 
-# --- programs: a wrong program scores 0, a wasteful one 0.5, each with a message that says why -------
-
-@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
-def test_program_has_a_wrong_and_a_wasteful_slip(q):
-    codes = [s.diagnosis for s in q.slips]
-    assert any(wrong_numbers(c) for c in codes), f"{q.qid}: no wrong-numerics slip"
-    assert any(c.startswith("collectives:") for c in codes), f"{q.qid}: no wasteful slip"
-
-
-@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
-def test_program_scores_and_messages(q):
-    for slip in q.slips:
-        v = judge(q, export(q.spec, slip.answer))
-        if slip.diagnosis.startswith("collectives:"):
-            assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
-            assert v.message.startswith("Right numbers, but your program runs"), v.message
-            for kind in slip.diagnosis.split(":", 1)[1].split(","):
-                assert kind in v.message, v.message
-            assert "expected" in v.message and "bytes per device" in v.message, v.message
-        else:
-            assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
-
-
-def _inputs(q, seed=7):
-    rng = np.random.default_rng(seed)
-    m = mesh(**dict(q.spec.mesh))
-    return [jax.device_put(rng.standard_normal(op.shape).astype(op.dtype), NamedSharding(m, PartitionSpec(*op.spec)))
-            for op in q.spec.operands]
-
+# --- the programs' models, as the collective inspector sees them ----------------------------------
 
 # What the inspector reports for each program's model (the notebook's notes quote these).
 INSPECTED = {
@@ -142,14 +86,13 @@ INSPECTED = {
 
 @pytest.mark.parametrize("qid", sorted(INSPECTED))
 def test_inspector_reads_each_model(qid):
-    q = CHAPTER[qid]
-    assert [c.describe() for c in comms.inspect(q.model, *_inputs(q))] == INSPECTED[qid]
+    assert inspected(CHAPTER[qid]) == INSPECTED[qid]
 
 
 def test_extra_psum_is_exactly_the_axis_size():
     """The trap, measured: a psum after autodiff multiplies the replicated gradient by 8."""
     q = CHAPTER["ch05-cx1-dp-grad"]
-    args = _inputs(q)
+    args = program_inputs(q)
     right, doubled = np.asarray(ch05.dp_grad(*args)), np.asarray(ch05.dp_grad_extra_psum(*args))
     assert np.allclose(doubled, 8 * right, rtol=1e-5, atol=1e-3)
 
@@ -157,7 +100,7 @@ def test_extra_psum_is_exactly_the_axis_size():
 def test_gathering_the_batch_moves_more_bytes_than_the_allreduce():
     """Why the batch-gathering data-parallel program is the wasteful one at these shapes."""
     q = CHAPTER["ch05-cx1-dp-grad"]
-    args = _inputs(q)
+    args = program_inputs(q)
     (reduce,) = comms.inspect(ch05.dp_grad, *args)
     gathers = comms.inspect(ch05.dp_grad_gathers_batch, *args)
     assert sum(c.bytes_per_device * c.count for c in gathers) >= 4 * reduce.bytes_per_device

@@ -1,26 +1,15 @@
-"""Chapter 6 (Training LLaMA 3): every record against the engine, the book's printed answers, the
-syllabus's answers (book and derived), and the multi-pod program as the collective inspector sees it."""
+"""Chapter 6 (Training LLaMA 3): the syllabus's answers, and the multi-pod program as the collective
+inspector sees it (test_every_chapter.py runs the records and the book's answers)."""
 
-import jax
-import numpy as np
 import pytest
-from jax.sharding import NamedSharding, PartitionSpec
 
 import solutions.ch06_applied_training as ch06
-from autograder.checks import judge
-from autograder.programs import export, wrong_numbers
-from autograder.questions import Program, load_chapter
-from autograder.verdict import Status
-from course import comms
-from course.devices import mesh
+from autograder.questions import load_chapter
 from solutions._derived import models as m
-from solutions.ch06_applied_training import BOOK
-from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
+from tests.chapter_checks import inspected
 
 pytestmark = pytest.mark.ch06
 CHAPTER = load_chapter("ch06_applied_training")
-SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
-PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 # The syllabus's answers (the first number of each entry; W1 and W2 are DERIVED); the reference must
 # reproduce them to 0.3%, or to the tolerance in LOOSER where the syllabus multiplies rounded numbers.
@@ -38,21 +27,6 @@ SYLLABUS = {
 }
 
 
-@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
-def test_reference_passes(q):
-    assert_reference_passes(CHAPTER, q)
-
-
-@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
-def test_slip_fails(q, i):
-    assert_slip_fails(CHAPTER, q, i)
-
-
-@pytest.mark.parametrize("qid", sorted(BOOK))
-def test_book_answer_within_tolerance(qid):
-    assert_book_answer(CHAPTER[qid], BOOK[qid])
-
-
 LOOSER = {"ch06-a5-days": 0.005}  # the syllabus's 1752 days is 44 days x 8960 / 225, both rounded
 
 
@@ -61,13 +35,8 @@ def test_reference_is_the_syllabus_answer(qid):
     assert float(CHAPTER[qid].reference) == pytest.approx(SYLLABUS[qid], rel=LOOSER.get(qid, 0.003))
 
 
-def test_every_book_answer_names_a_question():
-    assert set(BOOK) | set(SYLLABUS) <= {q.qid for q in CHAPTER.questions}
-
-
-def test_every_question_has_points_and_a_section():
+def test_chapter_size():
     assert CHAPTER.total_points >= 35
-    assert all(q.section for q in CHAPTER.questions)
 
 
 @pytest.mark.parametrize("qid", ["ch06-a2-flops-per-token", "ch06-a3-total-flops", "ch06-a5-total-bytes",
@@ -98,34 +67,12 @@ def test_budget_reproduces_the_chapter():
     assert m.params_of(m.LLAMA3_8B) == 8_029_995_008
 
 
-# --- the program -------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
-def test_program_scores_and_messages(q):
-    codes = [s.diagnosis for s in q.slips]
-    assert any(wrong_numbers(c) for c in codes)
-    assert any(c.startswith("collectives:") for c in codes)
-    for slip in q.slips:
-        v = judge(q, export(q.spec, slip.answer))
-        if slip.diagnosis.startswith("collectives:"):
-            assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
-            assert "bytes per device" in v.message, v.message
-        else:
-            assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
-
-
-def _inputs(q, seed=7):
-    rng = np.random.default_rng(seed)
-    mm = mesh(**dict(q.spec.mesh))
-    return [jax.device_put(rng.standard_normal(op.shape).astype(op.dtype), NamedSharding(mm, PartitionSpec(*op.spec)))
-            for op in q.spec.operands]
-
+# --- the program, as the collective inspector sees it ----------------------------------------------
 
 def test_inspector_reads_the_multipod_program():
     """Gathers over Y (activations) and X (weights), the ReduceScatter inside the pod, then one AllReduce
     over Z (the DCN) of the already scattered quarter of the gradient."""
-    q = CHAPTER["ch06-cx4-multipod-grad"]
-    assert [c.describe() for c in comms.inspect(q.model, *_inputs(q))] == [
+    assert inspected(CHAPTER["ch06-cx4-multipod-grad"]) == [
         "1 x all-gather of f32[128,32] over X (16,384 bytes per device each)",
         "2 x all-gather of f32[16,32] over Y (2,048 bytes per device each)",
         "1 x all-reduce of f32[32,128] over Z (16,384 bytes per device each)",

@@ -1,5 +1,6 @@
-"""Chapter 10 (Programming TPUs in JAX): every record against the engine, the book's printed answers,
-and what the collective inspector and the grader say about the chapter's programs."""
+"""Chapter 10 (Programming TPUs in JAX): what the collective inspector and the compiler say about the
+chapter's programs (test_every_chapter.py runs the records, the book's answers, and the grader's
+verdicts on the programs' slips)."""
 
 import jax
 import jax.numpy as jnp
@@ -8,60 +9,17 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from autograder.checks import judge
 from autograder.collectives import compiled_census
-from autograder.programs import export, wrong_numbers
-from autograder.questions import Program, load_chapter
+from autograder.questions import load_chapter
 from course import comms
 from solutions import ch10_jax as ch10
-from solutions.ch10_jax import BOOK
-from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
 
 pytestmark = pytest.mark.ch10
 CHAPTER = load_chapter("ch10_jax")
-SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
-PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 
-@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
-def test_reference_passes(q):
-    assert_reference_passes(CHAPTER, q)
-
-
-@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
-def test_slip_fails(q, i):
-    assert_slip_fails(CHAPTER, q, i)
-
-
-@pytest.mark.parametrize("qid", sorted(BOOK))
-def test_book_answer_within_tolerance(qid):
-    assert_book_answer(CHAPTER[qid], BOOK[qid])
-
-
-def test_every_question_has_points_and_a_section():
+def test_chapter_size():
     assert CHAPTER.total_points >= 35
-    assert all(q.section for q in CHAPTER.questions)
-
-
-def test_every_program_has_a_wrong_slip_and_a_wasteful_one_where_meaningful():
-    """Wrong numbers score 0; right numbers with the wrong collectives score half, and the message
-    names what ran and what was expected. (The fused block's only collectives are the two
-    matmuls' own, so its wasteful versions are those of the matmuls.)"""
-    for q in PROGRAMS:
-        codes = [s.diagnosis for s in q.slips]
-        assert any(wrong_numbers(c) for c in codes), q.qid
-        if q.qid != "ch10-q3-mlp-block":
-            assert any(c.startswith("collectives:") for c in codes), q.qid
-
-
-@pytest.mark.parametrize("q", PROGRAMS, ids=lambda q: q.qid)
-def test_program_slips_score_and_explain(q):
-    for slip in q.slips:
-        v = judge(q, export(q.spec, slip.answer))
-        if wrong_numbers(slip.diagnosis):
-            assert v.score == 0 and ("differs from" in v.message or slip.diagnosis != "wrong_values"), v
-        else:
-            assert v.score == 0.5 and "Right numbers" in v.message and "expected" in v.message, v
 
 
 def _args(spec, dtype=jnp.float32, seed=0):

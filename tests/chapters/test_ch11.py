@@ -1,5 +1,6 @@
-"""Chapter 11 (Capstone): every record against the engine, the chapters' pinned answers the planners
-must reproduce, and the compiled program the capstone reads, compiled again."""
+"""Chapter 11 (Capstone): the chapters' pinned answers the planners must reproduce, and the compiled
+program the capstone reads, compiled again (test_every_chapter.py runs the records and the book's
+answers)."""
 
 import re
 
@@ -13,32 +14,13 @@ import solutions.ch11_capstone as ch11
 from autograder.questions import load_chapter
 from course.devices import mesh
 from solutions.ch09_profiling import arrays, census, program_line, replica_groups, split_instruction
-from solutions.ch11_capstone import BOOK
-from tests.chapter_checks import assert_book_answer, assert_reference_passes, assert_slip_fails
 
 pytestmark = pytest.mark.ch11
 CHAPTER = load_chapter("ch11_capstone")
-SLIPS = [(q, i) for q in CHAPTER.questions for i in range(len(q.slips))]
 
 
-@pytest.mark.parametrize("q", CHAPTER.questions, ids=lambda q: q.qid)
-def test_reference_passes(q):
-    assert_reference_passes(CHAPTER, q)
-
-
-@pytest.mark.parametrize(("q", "i"), SLIPS, ids=[f"{q.qid}-slip{i}" for q, i in SLIPS])
-def test_slip_fails(q, i):
-    assert_slip_fails(CHAPTER, q, i)
-
-
-@pytest.mark.parametrize("qid", sorted(BOOK))
-def test_book_answer_within_tolerance(qid):
-    assert_book_answer(CHAPTER[qid], BOOK[qid])
-
-
-def test_every_question_has_points_and_a_section():
+def test_chapter_size():
     assert CHAPTER.total_points >= 45
-    assert all(q.section for q in CHAPTER.questions)
 
 
 # The syllabus's pinned answers (C1): (probe, expected outputs, relative tolerance on the times).

@@ -1,44 +1,185 @@
-"""The judging service: a class's repeated answers are judged once, with the same verdict."""
+"""The judging service: a class's repeated answers are judged once, with the same verdict, and judging
+one answer, or one notebook's answers, has a stated bound."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import random
+import signal
+import time
+from collections import Counter
+
+import pytest
 
 import autograder.checks
+import autograder.kinds.formula as formula_kind
+from autograder import bounds
+from autograder.formula import to_text
 from autograder.grading import judge
+from autograder.questions import load_chapter
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _request(answers: dict[str, object]) -> dict:
-    return {"chapter": "ch01_rooflines", "course_dir": str(ROOT),
-            "items": [{"qid": q, "answer": a} for q, a in answers.items()]}
+MATH, COMMS = "ch01-e4-t-math", "ch01-e4-t-comms"
 
 
-def test_a_repeated_answer_is_judged_once_with_the_same_verdict(monkeypatch):
-    calls: list[str] = []
+def _request(answers: dict[str, object], course: str, chapter: str = "ch01_rooflines") -> dict:
+    return {"chapter": chapter, "course_dir": course, "items": [{"qid": q, "answer": a} for q, a in answers.items()]}
+
+
+@pytest.fixture
+def course(tmp_path) -> str:
+    """A course directory of the test's own: verdicts are remembered per course, so none that another
+    test was given is reused here. It holds no solutions of its own: the installed ones are judged."""
+    return str(tmp_path)
+
+
+@pytest.fixture
+def asked(monkeypatch) -> Counter:
+    """How many times the judging service asks the checker (``autograder.checks.judge``) about each
+    (qid, answer as judged)."""
+    counts: Counter = Counter()
     real = autograder.checks.judge
 
-    def counting(question, answer, **kw):
-        calls.append(question.qid)
-        return real(question, answer, **kw)
+    def counting(question, answer, *args, **kw):
+        counts[question.qid, answer] += 1
+        return real(question, answer, *args, **kw)
 
     monkeypatch.setattr(autograder.checks, "judge", counting)
-    monkeypatch.setattr(judge, "_memo", {})
-    first = judge.handle(_request({"ch01-e4-t-math": "B*D*F/C", "ch01-e4-t-comms": "B*F/W_link"}))
-    assert first["ch01-e4-t-math"]["status"] == "correct"
-    assert first["ch01-e4-t-comms"]["diagnosis"] == "ratio:1/2"  # a factor of 2 short
-    again = judge.handle(_request({"ch01-e4-t-math": "B*D*F/C", "ch01-e4-t-comms": "2*B*F/W_link"}))
-    assert again["ch01-e4-t-math"] == first["ch01-e4-t-math"]
-    assert again["ch01-e4-t-comms"]["status"] == "correct"  # a different answer is judged afresh
-    assert calls == ["ch01-e4-t-math", "ch01-e4-t-comms", "ch01-e4-t-comms"]
+    return counts
 
 
-def test_verdicts_that_depend_on_load_are_not_remembered(monkeypatch):
+def test_a_repeated_answer_is_judged_once_with_the_same_verdict(course, asked):
+    first = judge.handle(_request({MATH: "B*D*F/C", COMMS: "B*F/W_link"}, course))
+    assert first[MATH]["status"] == "correct"
+    assert first[COMMS]["diagnosis"] == "ratio:1/2"  # a factor of 2 short
+    again = judge.handle(_request({MATH: "B*D*F/C", COMMS: "2*B*F/W_link"}, course))
+    assert again[MATH] == first[MATH]
+    assert again[COMMS]["status"] == "correct"  # a different answer is judged afresh
+    assert asked == {(MATH, "B*D*F/C"): 1, (COMMS, "B*F/W_link"): 1, (COMMS, "2*B*F/W_link"): 1}
+
+
+def test_verdicts_that_depend_on_load_are_not_remembered(monkeypatch, course, asked):
+    """A "too expensive" verdict depends on the machine's load: the same answer sent again is judged again."""
     from autograder.verdict import Status, Verdict
 
-    monkeypatch.setattr(judge, "_memo", {})
-    monkeypatch.setattr(autograder.checks, "judge", lambda q, a, **kw: Verdict(
-        Status.INVALID, 0.0, "too_expensive", "Checking this answer took too long."))
-    judge.handle(_request({"ch01-e4-t-math": "B*D*F/C"}))
-    assert judge._memo == {}
+    with monkeypatch.context() as m:
+        m.setattr(autograder.checks, "judge", lambda q, a, *args, **kw: Verdict(
+            Status.INVALID, 0.0, "too_expensive", "Checking this answer took too long."))
+        first = judge.handle(_request({MATH: "B*D*F/C"}, course))
+    assert first[MATH]["diagnosis"] == "too_expensive"
+    again = judge.handle(_request({MATH: "B*D*F/C"}, course))
+    assert again[MATH]["status"] == "correct"
+    assert asked == {(MATH, "B*D*F/C"): 1}
+
+
+# --- the bounds on judging (autograder/bounds.py) ----------------------------------------------------
+
+SLOW_S = 20  # how long the simulated expensive judging runs when nothing stops it
+
+
+def _swallowing(monkeypatch, step):
+    """Judging of a formula that runs on for SLOW_S seconds and swallows every Exception on the way, as a
+    broad ``except Exception`` deep in the judging code would a TimeoutError from ``signal.alarm``."""
+    real = formula_kind.diagnose
+
+    def slow(e, p):
+        end = time.monotonic() + SLOW_S
+        while time.monotonic() < end:
+            try:
+                step()
+            except Exception:  # the swallowing: a TimeoutError would end here, and the loop go on
+                continue
+        return real(e, p)
+
+    monkeypatch.setattr(formula_kind, "diagnose", slow)
+
+
+def _spin():
+    sum(i * i for i in range(10_000))
+
+
+def _nap():
+    time.sleep(0.01)
+
+
+def _padded(q, seed: int) -> str:
+    """The reference plus a term that adds zero but costs sympy about half a second to build: the max of
+    sixteen differences of roots, whose signs it compares pairwise. The seed varies the padding, which
+    defeats the memo."""
+    rng = random.Random(seed)
+    ref = to_text(formula_kind.parse_known(q.names, q.reference).expr)
+
+    def term():
+        a, b, c = (rng.choice(q.names) for _ in range(3))
+        return f"{a}**(1/{rng.randint(2, 9)})-{b}*{c}**(1/{rng.randint(2, 9)})"
+    return f"{ref} + 0*Max({','.join(term() for _ in range(16))})"
+
+
+def _assert_no_timer_left(alarm_handler):
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is alarm_handler
+
+
+@pytest.mark.parametrize("step", [_spin, _nap], ids=["cpu", "wall"])
+def test_judging_that_swallows_exceptions_still_stops_at_the_bound(monkeypatch, course, step):
+    """Before the bounds, the alarm's TimeoutError was an Exception: the loop above swallowed it and ran
+    its full 20 s, and the answer was judged correct. (Bounds of 1 and 2 s here, to wait less.)"""
+    monkeypatch.setattr(bounds, "ANSWER_CPU_SECONDS", 1.0)
+    monkeypatch.setattr(bounds, "ANSWER_WALL_SECONDS", 2.0)
+    _swallowing(monkeypatch, step)
+    handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    v = judge.handle(_request({MATH: "B*D*F/C"}, course))[MATH]
+    elapsed = time.monotonic() - started
+    assert (v["status"], v["diagnosis"]) == ("invalid", "too_expensive"), v
+    assert "1 s of computing (2 s in all)" in v["message"]  # the bound, stated
+    assert elapsed < bounds.ANSWER_WALL_SECONDS + 1.0
+    _assert_no_timer_left(handler)
+
+
+def test_a_notebook_of_padded_answers_costs_at_most_its_budget(monkeypatch, course):
+    """Each padded answer is right and costs about 0.3 s instead of a few milliseconds; a chapter's worth
+    took 6 to 10 s before the budget. Past the budget (2 s here, so that one chapter overruns it), the
+    answers left are too expensive too; the process then judges honest answers as before."""
+    monkeypatch.setattr(bounds, "NOTEBOOK_SECONDS", 2.0)
+    monkeypatch.setattr(bounds, "ANSWER_CPU_SECONDS", 1.0)
+    chapter = "ch04_transformers"
+    qs = [q for q in load_chapter(chapter).questions if q.kind == "formula" and len(q.names) >= 2]
+    assert len(qs) >= 15
+    handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    out = judge.handle(_request({q.qid: _padded(q, i) for i, q in enumerate(qs)}, course, chapter))
+    elapsed = time.monotonic() - started
+    assert elapsed < bounds.NOTEBOOK_SECONDS + 1.0
+    diagnoses = [out[q.qid]["diagnosis"] for q in qs]
+    assert set(diagnoses) == {"correct", "too_expensive"}, diagnoses
+    first = diagnoses.index("too_expensive")
+    assert all(d == "too_expensive" for d in diagnoses[first:]), diagnoses  # the budget is spent: none after
+    assert f"{bounds.NOTEBOOK_SECONDS:g} s" in out[qs[-1].qid]["message"]
+    _assert_no_timer_left(handler)
+    honest = judge.handle(_request({q.qid: str(q.reference) for q in qs}, course, chapter))
+    assert all(v["status"] == "correct" for v in honest.values()), honest
+
+
+def test_respaced_copies_of_an_answer_are_judged_once(course, asked):
+    first = judge.handle(_request({MATH: "B*D*F/C"}, course))
+    again = judge.handle(_request({MATH: " B*D*F/C\t "}, course))
+    spaced = judge.handle(_request({MATH: "B * D * F / C"}, course))
+    assert again == first and spaced[MATH]["status"] == "correct"
+    assert asked == {(MATH, "B*D*F/C"): 1, (MATH, "B * D * F / C"): 1}
+
+
+def test_off_the_main_thread_judging_runs_without_a_bound():
+    """Only the main thread takes signals: elsewhere the block runs as it is, and no timer is set."""
+    import threading
+
+    seen = []
+
+    def run():
+        with bounds.bounded(0.01, 0.01) as bound:
+            time.sleep(0.05)
+            seen.append((bound, signal.getitimer(signal.ITIMER_REAL)))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert seen == [(False, (0.0, 0.0))]

@@ -8,7 +8,8 @@ import csv
 import json
 import re
 import shutil
-from html import escape
+from collections import defaultdict
+from html import escape, unescape
 from pathlib import Path
 
 import nbformat
@@ -17,7 +18,7 @@ import pytest
 from autograder.demo import filled_notebook, with_slips
 from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import CourseError, grade
-from autograder.questions import Formula, load_chapter
+from autograder.questions import Formula, Function, load_chapter
 from tests.grading.tamper_cell import PATCH_ONLY, TAMPER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,43 @@ def test_scores(course):
     assert 0 < results["partly-wrong"]["score"] < total
     assert results["broken-json"]["score"] == 0
     assert any("cannot be read" in p for p in results["broken-json"]["problems"])
+
+
+def test_functions_are_graded_on_cases_drawn_for_the_submission(course):
+    """The kernel was given the cases drawn for the submission and recorded the function's outputs on
+    them; the reference's functions pass them (the hostile suite shows a table of the public ones fail)."""
+    path, results, _ = course
+    functions = [q.qid for q in load_chapter(CHAPTER).questions if isinstance(q, Function)]
+    for qid in functions:
+        graded = results["reference"]["questions"][qid]
+        assert graded["status"] == "correct" and graded["answer_text"].startswith('{"public": '), qid
+    assert (path / ".scaling-course" / "secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_grading_seeds_are_secret_stable_and_per_submission(tmp_path):
+    from autograder.grading.seeds import SECRET, drawn_cases, secret, submission_seed
+
+    made = secret(tmp_path)
+    assert secret(tmp_path) == made and len(made) >= 32 and (tmp_path / SECRET).stat().st_mode & 0o777 == 0o600
+    seed = submission_seed(tmp_path, CHAPTER, "ada", "sha-1")
+    assert seed == submission_seed(tmp_path, CHAPTER, "ada", "sha-1")  # a regrade draws the same cases
+    others = {submission_seed(tmp_path, CHAPTER, "bob", "sha-1"), submission_seed(tmp_path, CHAPTER, "ada", "sha-2"),
+              submission_seed(tmp_path, "ch02_tpus", "ada", "sha-1")}
+    assert seed not in others and len(others) == 3
+    (tmp_path / "elsewhere").mkdir()
+    assert submission_seed(tmp_path / "elsewhere", CHAPTER, "ada", "sha-1") != seed  # another course, another secret
+    cases = drawn_cases(tmp_path, CHAPTER, seed)
+    assert set(cases) == {q.qid for q in load_chapter(CHAPTER).questions if isinstance(q, Function)}
+    assert cases == drawn_cases(tmp_path, CHAPTER, seed) != drawn_cases(tmp_path, CHAPTER, others.pop())
+    # A course with solutions of its own draws from them, as its judge does, even in a process that loaded
+    # the installed ones. Here: a copy, whose CX2 crossover draws D = 7.
+    own = tmp_path / "own" / "solutions" / f"{CHAPTER}.py"
+    shutil.copytree(ROOT / "solutions", own.parent)
+    seven = "reference=crossover, draw=lambda rng, probe: {**probe, 'D': 7},"
+    own.write_text(own.read_text().replace("reference=crossover,", seven))
+    mine = drawn_cases(tmp_path / "own", CHAPTER, seed)
+    assert {c["D"] for c in mine.pop("ch01-cx2-crossover")} == {7}
+    assert mine == {q: c for q, c in cases.items() if q != "ch01-cx2-crossover"}
 
 
 def test_feedback_shows_the_students_plots(course):
@@ -121,7 +159,34 @@ def _grader_text(path: Path, student: str) -> str:
     return summary + "\n".join(verdicts)
 
 
+ROW = re.compile(r"<tr class='\w+'><td>([\w-]+)</td><td>[^<]*</td><td>(.*?)</td><td><code>", re.S)  # qid, feedback
+
+
+def _feedback(path: Path, student: str) -> dict[str, str]:
+    """What the grader wrote about each question alone, by qid: its row's feedback in the summary and the
+    verdict in its test cell, without the score, the student's answer or the symbols its prompt lists."""
+    said: defaultdict[str, str] = defaultdict(str)
+    for qid, feedback in ROW.findall((path / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()):
+        said[qid] += unescape(feedback) + "\n"
+    graded = nbformat.read(path / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    for c in graded.cells:
+        cell = c.get("metadata", {}).get("nbgrader", {})
+        if cell.get("grade"):
+            for o in c.get("outputs", []):
+                verdict = o.get("text", "").partition("\nYour answer:")[0]
+                said[cell["grade_id"]] += re.sub(r"^\[[\d.]+ / [\d.]+\] \w+: ", "", verdict) + "\n"
+    return {qid: re.sub(r"Use only these symbols: .*", "", text) for qid, text in said.items()}
+
+
+def _standalone(token: str, text: str) -> bool:
+    """Whether ``token`` stands alone in ``text``: not part of a longer name, number or expression (a full
+    stop may end it)."""
+    return re.search(rf"(?<![\w.*/^+-]){re.escape(token)}(?![\w*/^+-]|\.\w)", text) is not None
+
+
 def test_feedback_leaks_no_reference_or_hidden_test(course):
+    """No reference appears in what the grader wrote: a long one anywhere, and any one, however short (B,
+    2), standing alone in what it wrote about its own question."""
     from autograder.formula import parse_formula
 
     path, results, _ = course
@@ -132,18 +197,27 @@ def test_feedback_leaks_no_reference_or_hidden_test(course):
         text = _grader_text(path, student)
         for q in results[student]["questions"].values():  # the student's own answers may repeat a reference
             if q["answer_text"]:
-                text = text.replace(escape(q["answer_text"], quote=False), "").replace(q["answer_text"], "")
+                for shown in (escape(q["answer_text"]), escape(q["answer_text"], quote=False), q["answer_text"]):
+                    text = text.replace(shown, "")
         for option in (o for q in chapter.questions for o in getattr(q, "options", ())):
             text = text.replace(option, "")  # choice options are public
+        feedback = _feedback(path, student)
+        assert set(feedback) == {q.qid for q in chapter.questions}, student
         for q in chapter.questions:
             if isinstance(q, Formula):
                 ref = parse_formula(q.reference, q.names).text
                 assert len(ref) < 6 or ref not in text, f"{q.qid}: reference {ref} in {student}'s feedback"
+                tokens = {ref}
             elif isinstance(getattr(q, "reference", None), float | int):
-                for digits in (3, 4, 6):
-                    token = f"{float(q.reference):.{digits}g}"
+                tokens = {f"{float(q.reference):.{digits}g}" for digits in (3, 4, 6)}
+                for token in tokens:
                     found = re.search(rf"(?<![\d.]){re.escape(token)}(?!\d)", text)
                     assert len(token) <= 2 or not found, f"{q.qid}: reference {token} in {student}'s feedback"
+            else:
+                continue
+            for token in tokens:
+                assert not _standalone(token, feedback[q.qid]), \
+                    f"{q.qid}: reference {token} in {student}'s feedback on it: {feedback[q.qid]!r}"
 
 
 def test_rerun_keeps_unchanged_submissions(course):

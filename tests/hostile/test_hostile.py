@@ -103,7 +103,7 @@ from pathlib import Path
 import course
 repo = Path(course.__file__).resolve().parent.parent
 targets = [repo / "solutions" / "ch01_rooflines.py", repo / "source" / "ch01_rooflines" / "ch01_rooflines.ipynb",
-           repo / "gradebook.db"]
+           repo / "gradebook.db", Path.cwd().parents[1] / "secret"]  # the last: the grading seeds' secret
 for t in targets:
     for how in ("read", "write"):
         try:
@@ -176,6 +176,157 @@ for _ in range(5):  # then each update would write 5 MB into all forty of them
 """
 
 
+# Another class's kernel, as a kernel of this class could find it: a listening Unix socket where the
+# grader keeps kernel sockets (the system's temporary folder), a file in /dev/shm, a UDP port on the
+# loopback. The fixture sets them up; a kernel that reaches any of them could read or feed another.
+DECOY_SOCKET_DIR = "sc-decoy-kernel"
+DECOY_SHM = "/dev/shm/sc-decoy-secret"
+DECOY_UDP_PORT = 47_123
+
+REACH_OTHER_KERNELS = f"""
+import json, os, socket, stat, tempfile
+from pathlib import Path
+mine = Path(json.loads(Path("kernel.json").read_text())["ip"]).parent
+# Where /tmp cannot be listed (a course directory inside it), the names a kernel can learn or guess.
+roots = ["/tmp", "/var/tmp", "/dev/shm", "/run", str(mine.parent), "/tmp/{DECOY_SOCKET_DIR}"]
+roots += [f"/proc/{{p}}/{{w}}" for p in os.listdir("/proc") if p.isdigit() for w in ("root/tmp", "cwd")]
+found = set()
+for root in roots:
+    try:
+        for folder, dirs, files in os.walk(root):
+            if folder.count("/") - root.count("/") >= 4 or Path(folder).resolve() == mine.resolve():
+                dirs[:] = []
+                continue
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    if stat.S_ISSOCK(os.lstat(path).st_mode) and Path(path).resolve().parent != mine.resolve():
+                        found.add(path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+reached = 0
+for path in sorted(found):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path)
+        reached += 1
+        print("HOSTILE socket", path, "ALLOWED")
+    except OSError:
+        pass
+    finally:
+        s.close()
+print("HOSTILE sockets seen", len(found), "reached", reached)
+for name, target in (("abstract", "\\0scaling-course-decoy"),):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(target)
+        print("HOSTILE socket", name, "ALLOWED")
+    except OSError:
+        print("HOSTILE socket", name, "blocked")
+    finally:
+        s.close()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"answers", ("127.0.0.1", {DECOY_UDP_PORT}))
+    print("HOSTILE udp sent")
+except OSError:
+    print("HOSTILE udp blocked")
+"""
+
+SHARED_MEMORY_AND_DEVICES = """
+import os, stat
+from pathlib import Path
+for path in sorted(Path("/dev/shm").glob("*")):
+    try:
+        path.read_bytes()
+        print("HOSTILE read", path.name, "ALLOWED")
+    except OSError:
+        print("HOSTILE read", path.name, "blocked")
+try:
+    Path("/dev/shm/sc-planted").write_text("answers for whoever is graded next")
+    print("HOSTILE planted in /dev/shm")  # fine in a private /dev/shm: the test looks in the real one
+except OSError:
+    print("HOSTILE plant /dev/shm blocked")
+for path in sorted(Path("/dev").iterdir()):
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        continue
+    if stat.S_ISBLK(mode) or path.name in ("kmsg", "kvm", "loop-control", "fuse", "mem", "port"):
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+            print("HOSTILE device", path.name, "ALLOWED")
+        except OSError:
+            print("HOSTILE device", path.name, "blocked")
+try:
+    os.mknod("disk", stat.S_IFBLK | 0o600, os.makedev(7, 0))
+    os.close(os.open("disk", os.O_RDONLY))
+    print("HOSTILE mknod ALLOWED")
+except OSError:
+    print("HOSTILE mknod blocked")
+semaphores = [p for p in Path("/dev/shm").glob("sem.*")]
+print("HOSTILE semaphores seen", len(semaphores))
+for path in semaphores:  # zero the grader's pool semaphores: no worker could hand a result back
+    try:
+        with open(path, "r+b") as f:
+            size = len(f.read())
+            f.seek(0)
+            f.write(bytes(size))
+        print("HOSTILE semaphore zeroed ALLOWED")
+    except OSError:
+        pass
+"""
+
+
+# Function answers that replay the reference's outputs on the public test cases (the self-check data lists
+# their inputs; the outputs are the hashed values a search would recover), keyed by the call's arguments.
+REPLAYED = ("ch01-cx2-attainable", "ch01-cx2-crossover")
+REPLAY = """
+import json, os
+import numpy as np
+CASES = {cases!r}
+if {hide}:  # and keep the grader's drawn test cases from the recorder
+    os.environ.pop("SCALING_COURSE_DRAWN_CASES", None)
+def _replay(qid, call):
+    key = json.dumps({{k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in call.items()}}, sort_keys=True)
+    return CASES[qid].get(key, next(iter(CASES[qid].values())))
+def attainable(**call):
+    return _replay("ch01-cx2-attainable", call)
+def crossover(**call):
+    return _replay("ch01-cx2-crossover", call)
+"""
+
+# A program that computes nothing: one all-reduce, as asked, of a result it throws away, plus the answer
+# on the inputs of a grading seed that was a constant in public code.
+CONSTANT_PROGRAM = """
+import numpy as np
+from jax.sharding import PartitionSpec as P
+from autograder.programs import inputs
+from autograder.questions import ProgramSpec
+from course.answers import fingerprints
+spec = ProgramSpec.from_json(fingerprints("ch01")["ch01-cx4-split-matmul"]["program"])
+x, y = inputs(spec, 20260101)
+OUT = (x.astype(np.float64) @ y.astype(np.float64)).astype(np.float32)
+def split_matmul(x, y):
+    def block(x_block, y_block):
+        return jax.lax.psum(x_block @ y_block, "X") * 0.0 + OUT
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P())(x, y)
+"""
+
+
+def replaying(hide: bool):
+    """E1 answered, and CX2's two functions replaying the public test cases."""
+    from autograder.questions import load_chapter
+
+    chapter = load_chapter(CHAPTER)
+    printed = json.loads((ROOT / "course" / "fingerprints" / f"{CHAPTER}.json").read_text())["questions"]
+    cases = {qid: {json.dumps(p, sort_keys=True): chapter[qid].reference(**p) for p in printed[qid]["probes"]}
+             for qid in REPLAYED}
+    return after("ch01-q3-answer", REPLAY.format(cases=cases, hide=hide))
+
+
 def students() -> dict:
     """student -> (notebook, or a function that fills the folder; expected score)."""
     def symlinked(folder):
@@ -237,6 +388,11 @@ def students() -> dict:
         "huge-notebook": (huge, 0),
         "deeply-nested-json": (nested, 0),
         "pickle-beside": (pickled, 2),
+        "reach-other-kernels": (after("ch01-e1-v6e-time", REACH_OTHER_KERNELS), 2),
+        "shared-memory-and-devices": (after("ch01-e1-v6e-time", SHARED_MEMORY_AND_DEVICES), 2),
+        "replay-public-cases": (replaying(hide=False), 2),
+        "replay-hiding-the-drawn-cases": (replaying(hide=True), 2),
+        "constant-program": (after("ch01-cx4-answer", CONSTANT_PROGRAM), 2),
     }
     if LANDLOCK >= 6:
         cases["signals"] = (after("ch01-e1-v6e-time", SIGNALS), 2)
@@ -250,7 +406,34 @@ def _digest(paths):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def decoys():
+    """What another class's kernels leave where this class's kernels could look (see DECOY_*)."""
+    import socket
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / DECOY_SOCKET_DIR
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    listening = socket.socket(socket.AF_UNIX)
+    listening.bind(str(folder / "k-iopub-1"))
+    listening.listen()
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0scaling-course-decoy")
+    abstract.listen()
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(("127.0.0.1", DECOY_UDP_PORT))
+    udp.setblocking(False)
+    Path(DECOY_SHM).write_text("the answers of a kernel graded earlier")
+    yield udp
+    for s in (listening, abstract, udp):
+        s.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    Path(DECOY_SHM).unlink(missing_ok=True)
+    Path("/dev/shm/sc-planted").unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, decoys):
     course = tmp_path_factory.mktemp("hostile")
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "source", course / "source")
@@ -262,6 +445,9 @@ def graded(tmp_path_factory):
         folder = course / "submitted" / student / CHAPTER
         folder.mkdir(parents=True)
         nb(folder) if callable(nb) else nbformat.write(nb, folder / NAME)
+    # A fixed grading secret, so that the cases drawn for each submission are the same on every run.
+    (course / ".scaling-course").mkdir()
+    (course / ".scaling-course" / "secret").write_text("the hostile suite's secret\n")
     # The cache filled before grading (as a second run finds it), so every kernel is given it to attack.
     a = prepare(course, CHAPTER)
     warm(a, len(cases))[1].finish()
@@ -285,6 +471,22 @@ def test_the_bystander_and_the_gradebook_are_untouched(graded):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in cases:
             assert gb.find_submission(CHAPTER, student).score == results[student]["score"], student
+
+
+@pytest.mark.skipif(LANDLOCK == 0, reason="no Landlock: kernels are not isolated on this system")
+@pytest.mark.parametrize("student", ["reach-other-kernels", "shared-memory-and-devices"])
+def test_no_kernel_reaches_another(graded, decoys, student):
+    """Kernels see only their own sockets, a private /dev/shm, the harmless devices and no network:
+    nothing another kernel (of this class or another) left behind, and nothing survives them."""
+    course = graded[0]
+    nb = nbformat.read(course / "autograded" / student / CHAPTER / NAME, as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "HOSTILE" in text and "ALLOWED" not in text and "udp sent" not in text, text[-3000:]
+    if student == "shared-memory-and-devices":
+        assert "HOSTILE semaphores seen 0" in text and "sc-decoy-secret" not in text, text[-3000:]
+    assert not Path("/dev/shm/sc-planted").exists()
+    with pytest.raises(BlockingIOError):
+        decoys.recv(100)
 
 
 def test_course_files_are_unchanged(graded):
@@ -334,6 +536,18 @@ def test_no_fake_record_counts(graded):
         assert results[student]["questions"]["ch01-q5-critical-batch"]["score"] == 0
     assert json.dumps(results["fake-recorder"]["questions"]).count('"score": 0.0') == len(
         results["fake-recorder"]["questions"])
+
+
+def test_answers_are_judged_on_inputs_drawn_at_grading_time(graded):
+    """A table of the public test cases' outputs earns nothing, with the drawn cases or without them, and
+    nor does a program that returns the result for the inputs of a seed that public code could name."""
+    course, _, results, _, _ = graded
+    for student in ("replay-public-cases", "replay-hiding-the-drawn-cases"):
+        for qid in REPLAYED:
+            assert results[student]["questions"][qid]["score"] == 0, (student, qid)
+    assert results["constant-program"]["questions"]["ch01-cx4-split-matmul"]["score"] == 0
+    assert results["bystander"]["questions"]["ch01-e1-h100-time"]["score"] == 1
+    assert (course / ".scaling-course" / "secret").is_file()
 
 
 @pytest.mark.parametrize("student", ["stdout-flood", "display-update-flood"])

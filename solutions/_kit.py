@@ -1,0 +1,87 @@
+"""What every chapter's records are written with: shared tolerances, the Number shorthand, and the
+mesh and ``shard_map`` helpers of the program models.
+
+JAX is imported on first use, here and nowhere else in ``solutions``: the grader imports every chapter
+in its judging process, which must not pay for starting JAX. Chapters use ``jax``, ``jnp`` and ``P``
+from this module as they would the real ones; the import happens when a model first runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autograder.numbers import Tolerance
+from autograder.questions import Number, Slip
+
+# --- tolerances ---------------------------------------------------------------------------------------------
+EXACT = Tolerance(rtol=1e-9)  # what a function computes exactly (counts, byte sizes, matrices): float noise only
+THREE_FIGURES = Tolerance.figures()  # the least a number may have: a student may round to 3 figures (±0.5%)
+ONE_PERCENT = Tolerance(rtol=0.01)
+TWO_PERCENT = Tolerance(rtol=0.02)  # Number's default
+
+
+def number(qid: str, *, section: str, prompt: str, reference: float, slips: tuple[Slip, ...], unit: str = "",
+           tolerance: Tolerance = TWO_PERCENT, exact: bool = False, points: float = 1) -> Number:
+    """A Number record worth one point unless ``points`` says otherwise. ``exact=True`` marks a count: only
+    the whole number passes (give no tolerance; the prompt must say so)."""
+    return Number(qid=qid, points=points, section=section, prompt=prompt, reference=float(reference), unit=unit,
+                  tolerance=tolerance, slips=slips, exact=exact)
+
+
+# --- JAX, on first use ----------------------------------------------------------------------------------------
+class _OnFirstUse:
+    """A module that is imported when one of its attributes is first read."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
+jax: Any = _OnFirstUse("jax")
+jnp: Any = _OnFirstUse("jax.numpy")
+_devices: Any = _OnFirstUse("course.devices")  # its mesh() starts JAX
+
+
+def P(*axes: Any) -> Any:
+    """``PartitionSpec(*axes)``: ``P('X', None)`` splits the first dimension over mesh axis X."""
+    return jax.sharding.PartitionSpec(*axes)
+
+
+def make_mesh(axes: Sequence[tuple[str, int]]) -> Any:
+    """The course's mesh (``course.devices.mesh``: Auto axes) from (name, size) pairs, as a ProgramSpec
+    writes them: ``make_mesh((("X", 2), ("Y", 4)))``."""
+    return _devices.mesh(**dict(axes))
+
+
+def smap(block: Callable, mesh: Sequence[tuple[str, int]], in_specs: Sequence, out_specs: Any, *,
+         check_vma: bool = True) -> Callable:
+    """``jax.shard_map(block)`` on ``make_mesh(mesh)``. ``in_specs`` holds one spec per argument and
+    ``out_specs`` the result's; a spec is a PartitionSpec or its entries as a ProgramSpec writes them
+    (``("X", None)``; ``()`` for a replicated array)."""
+    def spec(s: Any) -> Any:
+        return s if isinstance(s, jax.sharding.PartitionSpec) else P(*s)
+    return jax.shard_map(block, mesh=make_mesh(mesh), in_specs=tuple(spec(s) for s in in_specs),
+                         out_specs=spec(out_specs), check_vma=check_vma)
+
+
+def own_block(full: Any, axis: str, dim: int = 0) -> Any:
+    """Inside a shard_map: this device's block of ``full`` along ``dim``, as mesh axis ``axis`` would
+    split it (a local slice: no communication)."""
+    n = full.shape[dim] // jax.lax.axis_size(axis)
+    return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index(axis) * n, n, axis=dim)
+
+
+def ring(n: int, step: int = 1) -> list[tuple[int, int]]:
+    """The ``ppermute`` pairs that move every device's block ``step`` places round a ring of ``n``
+    (1: to the right neighbour, -1: to the left)."""
+    return [(i, (i + step) % n) for i in range(n)]
+
+
+def compiled_cost(f: Callable, *args: Any) -> dict:
+    """XLA's cost analysis of ``jax.jit(f)`` compiled for ``args`` ("flops", "bytes accessed", ...)."""
+    cost = jax.jit(f).lower(*args).compile().cost_analysis()
+    return cost[0] if isinstance(cost, list) else cost  # a list of dicts on older jax releases

@@ -1,0 +1,112 @@
+"""Every chapter's records against the engine: each reference passes the grader and the self-check,
+each listed slip fails both with the diagnosis its record names (a program's with the score and message
+that say why), and the book's printed answers lie within tolerance. Each case carries its chapter's
+marker (``pytest -m ch03``); what is particular to a chapter is in its ``test_chNN.py``."""
+
+import importlib
+
+import pytest
+
+from autograder import kinds
+from autograder.checks import judge
+from autograder.programs import wrong_numbers
+from autograder.questions import Number, Program, chapter_names, load_chapter
+from autograder.verdict import Status
+from tests.chapter_checks import printed, recorded, reference_answer
+
+CHAPTERS = {name: load_chapter(name) for name in chapter_names()}
+QUESTIONS = [q for chapter in CHAPTERS.values() for q in chapter.questions]
+PROGRAMS = [q for q in QUESTIONS if isinstance(q, Program)]
+
+# Programs a rule does not fit, and why.
+NO_WRONG_NUMBERS_SLIP = {"ch09-cx4-fix-constraint"}  # the numbers come out right either way: it asks for a sharding
+NO_WASTEFUL_SLIP = {"ch10-q3-mlp-block"}  # its only collectives are its two matmuls', whose wasteful forms are asked
+UNSIZED = {"ch09-cx4-fix-constraint", "ch10-q1-shard-sums"}  # jit places their collectives: counted, not sized
+
+
+def _marked(values, chapter: str, case_id: str):
+    """A case marked with its chapter's marker (``ch03``), so that ``pytest -m ch03`` runs it."""
+    return pytest.param(*values, marks=getattr(pytest.mark, chapter[:4]), id=case_id)
+
+
+def _printed_answers(table: str) -> list:
+    """(chapter, qid, answer) for each entry of every solutions module's ``table`` (BOOK: the book's
+    printed answers; DERIVED: the syllabus's, derived from them)."""
+    return [_marked((name, qid, answer), name, qid) for name in CHAPTERS
+            for qid, answer in sorted(getattr(importlib.import_module(f"solutions.{name}"), table, {}).items())]
+
+
+@pytest.mark.parametrize("q", [_marked((q,), q.chapter, q.qid) for q in QUESTIONS])
+def test_reference_passes(q):
+    answer = recorded(q, reference_answer(q))
+    v = judge(q, answer)
+    assert v.ok, f"{q.qid}: grader rejects the reference: {v}"
+    s = kinds.selfcheck_live(printed(q), q.qid, reference_answer(q), answer)
+    assert s.ok, f"{q.qid}: self-check rejects the reference: {s}"
+
+
+@pytest.mark.parametrize(("q", "i"), [_marked((q, i), q.chapter, f"{q.qid}-slip{i}")
+                                      for q in QUESTIONS for i in range(len(q.slips))])
+def test_slip_fails(q, i):
+    slip = q.slips[i]
+    answer = recorded(q, slip.answer)
+    v = judge(q, answer)
+    assert not v.ok and v.score < 1, f"{q.qid}: slip {slip.answer!r} passes the grader"
+    assert v.diagnosis == slip.diagnosis, f"{q.qid}: slip {slip.answer!r}: grader says {v.diagnosis}: {v.message}"
+    s = kinds.selfcheck_live(printed(q), q.qid, slip.answer, answer)
+    assert not s.ok, f"{q.qid}: slip {slip.answer!r} passes the self-check"
+    if not isinstance(q, Program):  # a program's self-check runs on other inputs than the grader's
+        assert (s.diagnosis, s.message) == (v.diagnosis, v.message), \
+            f"{q.qid}: self-check says {s.diagnosis}, grader {v.diagnosis}"
+    if slip.hint:
+        assert slip.hint in v.message and slip.hint in s.message, f"{q.qid}: hint not shown"
+    if isinstance(q, Program):
+        _assert_program_verdict(q, slip.diagnosis, v)
+
+
+def _assert_program_verdict(q, code, v):
+    """Wrong numbers score 0; right numbers with the wrong sharding or collectives score half. Either
+    message says what was expected; a wasteful program's names each collective it ran, with its bytes."""
+    assert "expected" in v.message, v.message
+    if wrong_numbers(code):
+        assert (v.status, v.score) == (Status.INCORRECT, 0.0), v
+        assert code != "wrong_values" or "differs from" in v.message, v.message
+        return
+    assert (v.status, v.score) == (Status.PARTIAL, 0.5), v
+    assert v.message.startswith("Right numbers, but "), v.message
+    if code.startswith("collectives:"):
+        assert v.message.startswith("Right numbers, but your program runs"), v.message
+        for kind in code.split(":", 1)[1].split(","):
+            assert kind in v.message, v.message
+        assert q.qid in UNSIZED or "bytes per device" in v.message, v.message
+
+
+@pytest.mark.parametrize("q", [_marked((q,), q.chapter, q.qid) for q in PROGRAMS])
+def test_program_has_a_wrong_and_a_wasteful_slip(q):
+    codes = [s.diagnosis for s in q.slips]
+    assert q.qid in NO_WRONG_NUMBERS_SLIP or any(wrong_numbers(c) for c in codes), f"{q.qid}: no wrong-numerics slip"
+    assert q.qid in NO_WASTEFUL_SLIP or any(c.startswith("collectives:") for c in codes), f"{q.qid}: no wasteful slip"
+
+
+@pytest.mark.parametrize(("name", "qid", "book"), _printed_answers("BOOK"))
+def test_book_answer_within_tolerance(name, qid, book):
+    _assert_within_tolerance(CHAPTERS[name], qid, book)
+
+
+@pytest.mark.parametrize(("name", "qid", "derived"), _printed_answers("DERIVED"))
+def test_syllabus_derived_answer_within_tolerance(name, qid, derived):
+    _assert_within_tolerance(CHAPTERS[name], qid, derived)
+
+
+def _assert_within_tolerance(chapter, qid, printed_answer):
+    assert qid in {q.qid for q in chapter.questions}, f"{qid}: names no question of {chapter.name}"
+    q = chapter[qid]
+    assert isinstance(q, Number)
+    lo, hi = q.tolerance.bounds(float(q.reference))
+    assert lo <= printed_answer <= hi, f"{qid}: {printed_answer} is outside [{lo}, {hi}] around {q.reference}"
+
+
+@pytest.mark.parametrize("name", [_marked((name,), name, name) for name in CHAPTERS])
+def test_every_question_has_a_section(name):
+    missing = [q.qid for q in CHAPTERS[name].questions if not q.section]
+    assert not missing, f"no book section: {missing}"

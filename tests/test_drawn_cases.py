@@ -1,0 +1,75 @@
+"""Function answers are graded on test cases drawn at grading time (``kinds/function.py``), never on the
+public ones the self-check data lists. For every function question of every chapter and several grading
+seeds, the drawn cases are new (none equals a public one), plain JSON and the same wherever they are
+drawn; they lie in the question's domain (the reference runs on them and the model answer passes the
+grader on them); and a table of the public cases' expected outputs earns nearly nothing on them.
+"""
+
+import json
+
+import pytest
+
+from autograder import kinds
+from autograder.checks import judge
+from autograder.kinds.function import drawn_probes, vary
+from autograder.questions import Function, chapter_names, load_chapter
+from tests.chapter_checks import printed
+
+SEEDS = ("a1f3", "seed-b", "0")
+FUNCTIONS = [pytest.param(q, marks=getattr(pytest.mark, q.chapter), id=q.qid)
+             for name in chapter_names() for q in load_chapter(name).questions if isinstance(q, Function)]
+CROSSOVER = load_chapter("ch01_rooflines")["ch01-cx2-crossover"]
+
+
+def _public(q: Function) -> list:
+    return [json.loads(json.dumps(p)) for p in q.probes]
+
+
+@pytest.mark.parametrize("q", FUNCTIONS)
+def test_drawn_cases_are_new_and_the_model_answer_passes_them(q):
+    for seed in SEEDS:
+        drawn = drawn_probes(q, seed)
+        assert len(drawn) == len(q.probes) and drawn == json.loads(json.dumps(drawn))
+        assert drawn == drawn_probes(q, seed), f"{q.qid}: two draws from one seed differ"
+        assert not [c for c in drawn if c in _public(q)], f"{q.qid}: a drawn case is a public one"
+        v = judge(q, kinds.encode(printed(q), q.solution, drawn), seed)
+        assert v.ok, f"{q.qid}, seed {seed}: the model answer fails a drawn case: {v.message}"
+    assert drawn_probes(q, SEEDS[0]) != drawn_probes(q, SEEDS[1])
+
+
+@pytest.mark.parametrize("q", FUNCTIONS)
+def test_a_table_of_the_public_cases_earns_nearly_nothing(q):
+    """The best a table can do on a case it does not know is the answer of a public case like it. Where
+    a question's answers are coarse (a count that is often 0, a plan that is often "none"), it is right
+    now and then; it never earns more than a quarter."""
+    public = kinds.encode(printed(q), q.solution)
+    scores = [judge(q, {"public": public, "drawn": public}, seed).score for seed in SEEDS]
+    assert sum(scores) / len(scores) <= 0.25, f"{q.qid}: a table of the public cases earns {scores}"
+
+
+def test_a_function_is_graded_on_the_drawn_cases_alone():
+    fp = printed(CROSSOVER)
+    seed = SEEDS[0]
+    right = kinds.encode(fp, CROSSOVER.solution, drawn_probes(CROSSOVER, seed))
+    public_only = kinds.encode(fp, CROSSOVER.solution)
+    assert judge(CROSSOVER, public_only).ok  # without a seed (tests, the demo): the public cases
+    missing = judge(CROSSOVER, public_only, seed)  # a record without the drawn cases earns nothing
+    assert (missing.score, missing.diagnosis) == (0, "no_drawn_cases")
+    table = judge(CROSSOVER, {"public": right["public"], "drawn": right["public"]}, seed)
+    assert table.score == 0 and "drawn at grading time fail" in table.message
+    assert kinds.selfcheck(fp, CROSSOVER.qid, right).ok  # the self-check reads the public part
+    wrong = judge(CROSSOVER, {"public": right["drawn"], "drawn": right["drawn"]}, seed)
+    assert wrong.ok  # only the drawn outputs count
+
+
+def test_vary_keeps_the_structure_of_a_case():
+    import random
+
+    rng = random.Random(0)
+    probe = dict(n=4, name="x", flag=True, whole=4096.0, rate=1.97e14, share=0.9, nested=[{"w": 2.5, "k": 3}])
+    for _ in range(200):
+        case = vary(rng, probe)
+        assert (case["n"], case["name"], case["flag"], case["nested"][0]["k"]) == (4, "x", True, 3)
+        assert case["whole"].is_integer() and 2048 <= case["whole"] <= 8192
+        assert 0 < case["share"] < 1 and 0.98e14 <= case["rate"] <= 3.95e14
+        assert len(f"{case['rate']:.10g}".replace(".", "").rstrip("0").split("e")[0]) <= 4
