@@ -69,7 +69,7 @@ def encode(qid: str, answer: Any) -> Any:
 
 def _drawn(qid: str) -> list[dict[str, Any]] | None:
     """In a kernel of ``scaling-course grade``: the test cases drawn for this submission, which a function
-    answer is called on besides the public ones (the grade counts those). Elsewhere None."""
+    answer is called on instead of the public ones (the grade counts those). Elsewhere None."""
     path = os.environ.get(record.DRAWN_ENV)
     try:
         cases = json.loads(Path(path).read_text()) if path else {}

@@ -55,11 +55,24 @@ def test_a_function_is_graded_on_the_drawn_cases_alone():
     assert judge(CROSSOVER, public_only).ok  # without a seed (tests, the demo): the public cases
     missing = judge(CROSSOVER, public_only, seed)  # a record without the drawn cases earns nothing
     assert (missing.score, missing.diagnosis) == (0, "no_drawn_cases")
-    table = judge(CROSSOVER, {"public": right["public"], "drawn": right["public"]}, seed)
+    assert set(right) == {"drawn"}  # at grading time the public cases are not called at all
+    table = judge(CROSSOVER, {"drawn": public_only}, seed)  # the public outputs, replayed as drawn ones
     assert table.score == 0 and "drawn at grading time fail" in table.message
-    assert kinds.selfcheck(fp, CROSSOVER.qid, right).ok  # the self-check reads the public part
-    wrong = judge(CROSSOVER, {"public": right["drawn"], "drawn": right["drawn"]}, seed)
-    assert wrong.ok  # only the drawn outputs count
+    assert judge(CROSSOVER, right, seed).ok
+
+
+def test_hints_on_the_drawn_cases_name_the_slip_the_answer_behaves_like():
+    """At grading time the judge runs each slip on the drawn cases: an answer that returns what a slip
+    returns gets that slip's hint, a right or an unrelated wrong one gets none."""
+    q = next(q for c in chapter_names() for q in load_chapter(c).questions
+             if isinstance(q, Function) and any(s.hint for s in q.slips))
+    slip = next(s for s in q.slips if s.hint)
+    fp, seed = printed(q), SEEDS[1]
+    cases = drawn_probes(q, seed)
+    as_slip = judge(q, kinds.encode(fp, slip.answer, cases), seed)
+    assert not as_slip.ok and slip.hint in as_slip.message
+    unrelated = judge(q, kinds.encode(fp, lambda **kw: 3 * q.solution(**kw), cases), seed)
+    assert not unrelated.ok and slip.hint not in unrelated.message
 
 
 def test_vary_keeps_the_structure_of_a_case():

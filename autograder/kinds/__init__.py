@@ -45,7 +45,7 @@ def make_print(q: Question) -> dict[str, Any]:
 
 def encode(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]] | None = None) -> Any:
     """The answer as data, as the kernel records it for the grader. ``drawn``: at grading time, the
-    test cases the grader drew for this submission, on which a function answer is called as well."""
+    test cases the grader drew for this submission, on which a function answer is called instead."""
     if drawn is not None and fp["kind"] == "function":
         return function.encode_drawn(fp, answer, drawn)
     return KINDS[fp["kind"]].encode(fp, answer)

@@ -183,16 +183,30 @@ def encode(fp: dict[str, Any], answer: Any) -> Any:
 
 
 def encode_drawn(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]]) -> dict[str, Any]:
-    """At grading time: what the function returns on the public test cases (they choose the slips'
-    hints) and on the cases the grader drew for this submission (they decide the grade)."""
+    """At grading time: what the function returns on the cases the grader drew for this submission
+    (they decide the grade, and the judge finds the slips' hints on them too). The public cases are
+    not called: they would only double the kernel's work (a function that compiles a program per case
+    costs seconds a case)."""
     calls = [probes_module().build(fp["builder"], p) for p in drawn]
-    return {"public": encode(fp, answer),
-            "drawn": record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])}
+    return {"drawn": record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])}
 
 
-def _public(outputs: Any) -> Any:
-    """The outputs on the public test cases, from a record made with or without drawn cases."""
-    return outputs["public"] if isinstance(outputs, dict) and "public" in outputs else outputs
+def _drawn_hints(q: Function, drawn: Sequence[dict[str, Any]], outputs: Any) -> list[str]:
+    """The hints of the slips whose results on the drawn cases the answer's match (the grader runs
+    each slip there, only for a wrong answer). A slip that cannot run here costs only its hint."""
+    got = _summaries(q.qid, outputs)
+    found = []
+    for slip in (s for s in q.slips if s.hint):
+        try:
+            calls = [probes_module().build(q.builder, p) for p in drawn]
+            theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, [o.kind for o in q.outputs]))
+        except Exception:
+            continue
+        known = [(a, b) for a, b in zip(got, theirs, strict=False) if b not in (None, 0)]
+        if len(got) == len(theirs) and known and all(a is not None and abs(a - b) <= SLIP_RTOL * abs(b)
+                                                     for a, b in known):
+            found.append(slip.hint)
+    return found
 
 
 # --- test cases drawn at grading time ---------------------------------------------------------------
@@ -269,20 +283,15 @@ def _judges(q: Function, probes: Sequence[dict[str, Any]]) -> list[list[ItemJudg
 def judge(q: Function, outputs: Any, seed: str | None = None) -> Verdict:
     """With a submission's grading ``seed``: the fraction passed of the cases drawn from it, which this
     process draws again (the kernel's record says only what the function returned); the public cases
-    count for nothing, but hints come from them, as the self-check gives them. Without a seed: the public
-    cases (tests, the demo)."""
-    hinted = [s.hint for s in q.slips if s.hint]
-    try:  # a hint is a courtesy: a slip that cannot run here (its test cases need JAX) costs only the hint
-        oracle = tg.Exact(q.qid, _slip_targets(q)) if hinted else None
-    except Exception:
-        hinted, oracle = [], None
-
-    def hints(public: Any) -> list[str]:
-        return _slip_hints(oracle, hinted, q.qid, public) if hinted else []
-
-    public = _public(outputs)
+    are not even called. Without a seed: the public cases (tests, the demo)."""
     if seed is None:
-        return diagnose(q.probes, _judges(q, q.probes), public, hints)
+        hinted = [s.hint for s in q.slips if s.hint]
+        try:  # a hint is a courtesy: a slip that cannot run here (its test cases need JAX) costs only the hint
+            oracle = tg.Exact(q.qid, _slip_targets(q)) if hinted else None
+        except Exception:
+            hinted, oracle = [], None
+        return diagnose(q.probes, _judges(q, q.probes), outputs,
+                        lambda got: _slip_hints(oracle, hinted, q.qid, got) if hinted else [])
     if isinstance(outputs, dict) and "error" in outputs:  # not a function: nothing was called
         return diagnose(q.probes, [], outputs)
     if not (isinstance(outputs, dict) and "drawn" in outputs):
@@ -290,7 +299,8 @@ def judge(q: Function, outputs: Any, seed: str | None = None) -> Verdict:
                        "Your function's results on the test cases drawn at grading time were not recorded, "
                        "so nothing can be credited (did the notebook change the grading environment?).")
     drawn = drawn_probes(q, seed)
-    return diagnose(drawn, _judges(q, drawn), outputs["drawn"], lambda _: hints(public), " drawn at grading time")
+    return diagnose(drawn, _judges(q, drawn), outputs["drawn"], lambda got: _drawn_hints(q, drawn, got),
+                    " drawn at grading time")
 
 
 # --- the self-check -------------------------------------------------------------------------------
@@ -330,5 +340,5 @@ def selfcheck(fp: dict[str, Any], qid: str, outputs: Any) -> Verdict:
               for i, prints in enumerate(fp["outputs"])]
     slips = fp.get("slips", {"hints": [], "targets": {}})
     oracle = tg.Printed(qid, slips["targets"])
-    return diagnose(fp["probes"], judges, _public(outputs),
+    return diagnose(fp["probes"], judges, outputs,
                     lambda got: _slip_hints(oracle, slips["hints"], qid, got))

@@ -74,7 +74,7 @@ def test_functions_are_graded_on_cases_drawn_for_the_submission(course):
     functions = [q.qid for q in load_chapter(CHAPTER).questions if isinstance(q, Function)]
     for qid in functions:
         graded = results["reference"]["questions"][qid]
-        assert graded["status"] == "correct" and graded["answer_text"].startswith('{"public": '), qid
+        assert graded["status"] == "correct" and graded["answer_text"].startswith('{"drawn": '), qid
     assert (path / ".scaling-course" / "secret").stat().st_mode & 0o777 == 0o600
 
 
