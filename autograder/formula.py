@@ -357,4 +357,8 @@ def _power(base: sp.Expr, exponent: sp.Expr, node: ast.AST) -> sp.Expr:
         raise _Reject("too_large", "a power of a number above 1e40", node)
     if base == 0 and exponent < 0:
         raise _Reject("not_finite", "division by zero", node)
+    if base.is_Add and exponent.is_Integer and exponent not in (0, 1):
+        # Left as written: sympy's evaluation of a power of a sum asks assumptions of every term, and for
+        # nested sums of powers ((B+(B+1)**64)**64...) that search grows without bound (a minute and more).
+        return sp.Pow(base, exponent, evaluate=False)
     return base**exponent

@@ -86,3 +86,15 @@ def test_invalid_exactly_when_the_parser_rejects(answer, names):
     v = timed(formula.check, "ch99-t0-text", "+".join(names), names, (), answer)
     assert isinstance(got, Parsed | Invalid)
     assert_as_parsed(v, got, **formula.context(names))
+
+
+def test_nested_powers_of_sums_parse_quickly():
+    """A power of a sum of powers of sums, at the exponent cap: sympy, evaluating each power as it was
+    built, searched the terms' assumptions for minutes (found here, at the caps, on a fresh machine)."""
+    nested = "(B+" * 4 + "(B+1)**64" + ")**64" * 4
+
+    def parse_twice() -> None:  # the second time with sympy's caches warm from other answers
+        for text in (nested, "B+1", nested):
+            assert isinstance(parse_formula(text, COURSE_NAMES), Parsed)
+
+    timed(parse_twice)
