@@ -126,8 +126,10 @@ def test_kernel_cannot_read_solutions_or_signal_the_grader(course):
     path, _, _ = course
     graded = nbformat.read(path / "autograded" / "tamper-fake" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     nb = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
-    assert "TAMPER: blocked ch01_rooflines.py PermissionError" in nb
-    assert "TAMPER: blocked ch01_rooflines.ipynb PermissionError" in nb
+    # Refused by Landlock, or not even there: where the course lies under /tmp, the kernel's private view
+    # of /tmp holds only its own folders.
+    for name in ("ch01_rooflines.py", "ch01_rooflines.ipynb"):
+        assert re.search(rf"TAMPER: blocked {re.escape(name)} (PermissionError|FileNotFoundError)", nb), nb[-2000:]
     assert "TAMPER: read" not in nb
     if landlock_abi() >= 6:
         assert "TAMPER: blocked signal" in nb

@@ -32,16 +32,21 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_frozen_worker_stalls_only_its_own_job(tmp_path):
-    script = tmp_path / "stall.py"
-    script.write_text(SCRIPT)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+def _run(tmp_path, text: str, timeout: int) -> tuple[dict, float]:
+    """Run a runner script in a process of its own; its results by job, and its seconds."""
+    script = tmp_path / "runner.py"
+    script.write_text(text)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    results = got["results"]
+    return got["results"], got["seconds"]
+
+
+def test_a_frozen_worker_stalls_only_its_own_job(tmp_path):
+    results, seconds = _run(tmp_path, SCRIPT, 120)
     assert results["frozen"] == {"job": "frozen", "stalled": True}
     assert all(results[j] == {"job": j, "ok": True} for j in ("a", "b", "c")), results
-    assert got["seconds"] < 60
+    assert seconds < 60
 
 
 DASK_SCRIPT = textwrap.dedent("""
@@ -73,13 +78,8 @@ DASK_SCRIPT = textwrap.dedent("""
 def test_a_stalled_dask_job_is_cancelled_and_the_class_goes_on(tmp_path):
     """Before the deadline, run_dask waited on the stuck job for good (still waiting after 90 s)."""
     pytest.importorskip("dask.distributed")
-    script = tmp_path / "dask_stall.py"
-    script.write_text(DASK_SCRIPT)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    results = got["results"]
+    results, seconds = _run(tmp_path, DASK_SCRIPT, 240)
     assert results["stuck"] == {"job": "stuck", "stalled": True}
     assert results["frozen"] == {"job": "frozen", "stalled": True}
     assert all(results[j] == {"job": j, "ok": True} for j in ("a", "b", "c")), results
-    assert got["seconds"] < 120
+    assert seconds < 120
