@@ -651,10 +651,18 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", {"collectives": details or counts})
 
 
-def judge_program(q: ProgramSpec, blob: Any, seed: int = 0) -> Verdict:
-    """Grader side: ``blob`` is what the student's kernel recorded."""
+def not_a_program(blob: Any) -> Verdict | None:
+    """The verdict on a record that holds no program (the kernel could not lower the function, or
+    recorded something else), or None for an artefact to run."""
     if isinstance(blob, dict) and "error" in blob:
         return Verdict(Status.INCORRECT, 0.0, "raised", f"Your function could not be lowered: {blob['error']}")
     if not isinstance(blob, str):
-        return Verdict(Status.INVALID, 0.0, "wrong_type", "Expected a function (the recorded program is missing).")
-    return judge_report(q, run_exported(q, blob, seed), seed)
+        return Verdict(Status.INVALID, 0.0, "wrong_type", "Expected a function (no program was recorded).")
+    return None
+
+
+def run_items(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """qid -> report (as JSON) for runner items {"qid", "spec", "blob", "seed"}: what the jailed runner
+    (grading/run_programs.py) answers, computed in this process."""
+    return {i["qid"]: report_to_json(run_exported(ProgramSpec.from_json(i["spec"]), i["blob"], int(i["seed"])))
+            for i in items}

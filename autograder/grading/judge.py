@@ -72,26 +72,14 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
 
 def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, seed: str | None = None,
                    seconds: int = PROGRAM_SECONDS) -> dict[str, Verdict]:
-    """Run every program answer of a notebook in the jailed runner, then judge the reports here. The
-    inputs come from the submission's grading ``seed``, one draw per question."""
-    from ..kinds.program import input_seed
-    from ..programs import judge_report, report_from_json
+    """Run every program answer of a notebook in the jailed runner, in one request, then judge the
+    reports here (``kinds.program.judge_all``). The inputs come from the submission's grading ``seed``."""
+    from ..kinds.program import judge_all
 
-    blobs = {i["qid"]: i["answer"] for i in items}
-    verdicts = {qid: v for qid, blob in blobs.items() if (v := _not_a_program(blob)) is not None}
-    todo = [{"qid": q, "spec": chapter[q].spec.to_json(), "blob": b, "seed": input_seed(seed, q)}
-            for q, b in blobs.items() if q not in verdicts]
-    if not todo:
-        return verdicts
-    reports = _runner(course_dir, seconds).request({"items": todo}, seconds)
-    for item in todo:
-        qid = item["qid"]
-        if isinstance(reports, dict) and qid in reports:
-            verdicts[qid] = judge_report(chapter[qid].spec, report_from_json(reports[qid]), item["seed"])
-        else:
-            verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed",
-                                    "Your program could not be run within the grader's limits (time or memory).")
-    return verdicts
+    def run(todo: list[dict[str, Any]]) -> Any:
+        return _runner(course_dir, seconds).request({"items": todo}, seconds)
+
+    return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)
 
 
 def _runner(course_dir: Path, seconds: int) -> Service:
@@ -106,14 +94,6 @@ def _runner(course_dir: Path, seconds: int) -> Service:
             "--", sys.executable, "-m", "autograder.grading.run_programs"]
         _runners[key] = Service(cmd, cwd=str(scratch), env={**os.environ, "HOME": str(scratch)}, max_requests=25)
     return _runners[key]
-
-
-def _not_a_program(blob: Any) -> Verdict | None:
-    if isinstance(blob, dict) and "error" in blob:
-        return Verdict(Status.INCORRECT, 0.0, "raised", f"Your function could not be lowered: {blob['error']}")
-    if not isinstance(blob, str):
-        return Verdict(Status.INVALID, 0.0, "wrong_type", "Expected a function (no program was recorded).")
-    return None
 
 
 # Verdicts already given in this process, by (course, chapter, question, answer as judged: see

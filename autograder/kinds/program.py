@@ -1,9 +1,10 @@
 """Program answers: a JAX function for a mesh of devices, graded as the compiled program.
 
 Encoded in the kernel by exporting the function for the question's shapes and shardings
-(``programs.export``); the grader runs the artefact in a jailed process on inputs it draws itself and
-judges the report (``programs.judge_report``); the self-check runs the live function on public
-inputs and judges its report with the same function, so both say the same thing.
+(``programs.export``). ``judge_all`` is the one way a recorded artefact is judged: the grader runs it
+in a jailed process (grading/judge.py), ``judge`` in this one, on inputs drawn from the grading seed,
+and both turn the report into a verdict here. The self-check runs the live function on public inputs
+and judges its report with the same ``programs.judge_report``, so all say the same thing.
 
 The grader's inputs come from the submission's grading seed, which the notebook never sees: a program
 that returned the expected result for inputs it could compute in advance (from a seed in public code)
@@ -13,10 +14,11 @@ would pass without computing anything.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from ..questions import Program, ProgramSpec
-from ..verdict import Verdict
+from ..verdict import Status, Verdict
 
 SELFCHECK_SEED = 0  # public: the self-check runs the live function offline
 
@@ -48,10 +50,36 @@ def hint(q: Program) -> str:
     return f"The expected program runs {describe_counts(needed)} and nothing else."
 
 
-def judge(q: Program, answer: Any, seed: str | None = None) -> Verdict:
-    from ..programs import judge_program  # imports jax only when a program is judged
+Run = Callable[[list[dict[str, Any]]], Any]  # runner items {"qid", "spec", "blob", "seed"} -> qid -> report
 
-    return judge_program(q.spec, answer, seed=input_seed(seed, q.qid))
+
+def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run) -> dict[str, Verdict]:
+    """Verdicts on program ``answers`` (qid -> what the kernel recorded; ``chapter[qid]`` is the question).
+    A record that holds no program is judged as it is; the others go to ``run`` together, and each report
+    that comes back is judged against the reference. One that does not come back ran out of limits."""
+    from ..programs import judge_report, not_a_program, report_from_json
+
+    verdicts = {qid: v for qid, blob in answers.items() if (v := not_a_program(blob)) is not None}
+    todo = [{"qid": q, "spec": chapter[q].spec.to_json(), "blob": b, "seed": input_seed(seed, q)}
+            for q, b in answers.items() if q not in verdicts]
+    if not todo:
+        return verdicts
+    reports = run(todo)
+    for item in todo:
+        qid = item["qid"]
+        if isinstance(reports, dict) and qid in reports:
+            verdicts[qid] = judge_report(chapter[qid].spec, report_from_json(reports[qid]), item["seed"])
+        else:
+            verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed",
+                                    "Your program could not be run within the grader's limits (time or memory).")
+    return verdicts
+
+
+def judge(q: Program, answer: Any, seed: str | None = None) -> Verdict:
+    """The grader's verdict, with the artefact run in this process (``judge_all``)."""
+    from ..programs import run_items  # imports jax only when a program is judged
+
+    return judge_all({q.qid: q}, {q.qid: answer}, seed, run_items)[q.qid]
 
 
 def make_print(q: Program) -> dict[str, Any]:

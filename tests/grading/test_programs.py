@@ -73,3 +73,12 @@ def test_a_program_for_other_shapes_is_refused(tmp_path):
     blob = base64.b64encode(jax.export.export(jax.jit(lambda a, b: a @ b))(other, other).serialize()).decode()
     v = verdict(blob, tmp_path)
     assert v.score == 0 and v.diagnosis == "bad_program" and "takes" in v.message
+
+
+@pytest.mark.parametrize("blob", [{"error": "TypeError: cannot trace"}, None, "not base64 at all!", "wasteful"])
+def test_the_grader_and_the_in_process_judge_agree(tmp_path, blob):
+    """``KINDS["program"].judge`` (the chapter tests) takes the grader's path, with the runner in process."""
+    from autograder.kinds import program
+
+    blob = export(SPEC, cx4_gathers_everything) if blob == "wasteful" else blob
+    assert program.judge(CHAPTER[QID], blob) == verdict(blob, tmp_path)

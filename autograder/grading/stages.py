@@ -1,0 +1,192 @@
+"""The stages that grade one submission, in a worker, each a small function over a ``Job``.
+
+    sanitize  -> rebuild the notebook from the master and the student's cells   (sanitize.py)
+    execute   -> run it in a fresh jailed kernel with limits                     (execute.py)
+    collect   -> read each test cell's answer record                              (collect.py)
+    judge     -> compare with the references in a bounded subprocess              (judge.py)
+    annotate  -> verdicts into the notebook                                       (feedback.py)
+    store     -> the autograded notebook and the feedback report, atomically      (feedback.py)
+
+Each stage reads what the earlier ones left on the job and adds its own part, so one can be run alone
+on a job that holds what it reads (tests/grading/test_stages.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import nbformat
+from nbformat import NotebookNode
+
+from ..record import DRAWN_ENV
+from ..verdict import Status, Verdict
+from .collect import NO_ANSWER, Collected
+from .collect import collect as read_records
+from .execute import Execution, Limits
+from .execute import execute as run_notebook
+from .feedback import annotate as annotate_notebook
+from .feedback import render_html, write_atomic
+from .jail import isolation_paths
+from .judge import judge_answers
+from .results import STATE
+from .sanitize import sanitize as rebuild
+from .seeds import drawn_cases, submission_seed, write_cases
+from .submissions import GRADER_VERSION, fingerprint, locate, timestamp
+from .warmup import ENV, ready_cache
+
+if TYPE_CHECKING:
+    from .pipeline import Assignment
+
+
+@dataclass
+class Job:
+    """One submission on its way through the stages."""
+
+    a: Assignment
+    student: str
+    folder: Path
+    limits: Limits = field(default_factory=Limits)
+    sha: str = ""  # fingerprint of the files handed in, taken before they are read
+    problems: list[str] = field(default_factory=list)  # for the student, from every stage
+    notebook: NotebookNode | None = None  # sanitized, then executed, then annotated
+    seed: str = ""  # the submission's grading seed (seeds.py)
+    cache: bool = False  # kernels were pointed at the reference run's compilation cache
+    run: Execution | None = None
+    recorded: dict[str, Collected] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)  # qid -> its graded entry
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage
+
+    @property
+    def work(self) -> Path:
+        """The worker's scratch folder: supporting files, drawn cases, a notebook from a zip."""
+        return self.a.course_dir / STATE / "work" / f"{self.student}-{os.getpid()}"
+
+
+def sanitize(job: Job) -> None:
+    a = job.a
+    job.sha = fingerprint(job.folder, a.notebook)  # before reading: a newer upload must not inherit this grade
+    shutil.rmtree(job.work, ignore_errors=True)
+    _copy_supporting_files(a, job.work)
+    path, job.problems = locate(a, job.student, job.folder, job.work)
+    clean = rebuild(nbformat.read(a.master, as_version=4), a.stubs, path)
+    job.problems += clean.problems
+    job.notebook = clean.notebook
+
+
+def execute(job: Job) -> None:
+    a = job.a
+    deny, allow = isolation_paths(a.course_dir)
+    job.seed = submission_seed(a.course_dir, a.name, job.student, job.sha)
+    cases = drawn_cases(a.course_dir, a.name, job.seed)
+    env = {DRAWN_ENV: str(write_cases(job.work, cases))} if cases else {}
+    # The cache folder is readable from the start (so a worker's kernel factory, jailed once, serves
+    # the whole run); kernels are pointed at it once the reference run has filled it.
+    cache = ready_cache(a)
+    if a.jax_cache is not None:
+        allow = [*allow, a.jax_cache]
+    if cache is not None:
+        env[ENV] = str(cache)
+    job.cache = cache is not None
+    log = a.course_dir / STATE / "logs" / a.name / f"{job.student}.log"
+    job.run = run_notebook(job.notebook, job.work, deny, allow, job.limits, log, env)
+    job.problems += job.run.problems
+    job.notebook = job.run.notebook
+
+
+def collect(job: Job) -> None:
+    job.recorded = read_records(job.notebook, list(job.a.questions))
+
+
+def judge(job: Job) -> None:
+    """Verdicts on the recorded answers only (never the kernel), then each question's graded entry."""
+    answers = {q: c.answer for q, c in job.recorded.items() if c.answer is not NO_ANSWER}
+    job.verdicts = judge_answers(job.a.name, job.a.course_dir, answers, job.seed)
+    for qid, points in job.a.questions.items():
+        v = job.verdicts.get(qid)
+        c = job.recorded[qid]
+        if v is None:
+            status, score, diagnosis, message = str(Status.INVALID), 0.0, "no_record", f"No answer: {c.reason}."
+        else:
+            status, score, diagnosis, message = str(v.status), v.score * points, v.diagnosis, v.message
+        job.questions[qid] = {"points": points, "score": round(score, 6), "status": status,
+                              "diagnosis": diagnosis, "message": message, "answer_text": _answer_text(c)}
+
+
+def annotate(job: Job) -> None:
+    annotate_notebook(job.notebook, job.questions)
+
+
+def store(job: Job) -> None:
+    a, student = job.a, job.student
+    write_atomic(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb", nbformat.writes(job.notebook))
+    html = render_html(job.notebook, f"{a.name} — {student}", job.questions, job.problems)
+    write_atomic(a.course_dir / "feedback" / student / a.name / f"{a.notebook}.html", html)
+    shutil.rmtree(job.work, ignore_errors=True)
+
+
+# Order: sanitize before execute (pre-filled outputs would pass for records); judge sees only what
+# collect read, never the kernel; execute and judge share the grading seed, which execute draws from
+# the fingerprint sanitize took; store writes the notebook annotate marked.
+STAGES = (sanitize, execute, collect, judge, annotate, store)
+
+
+def grade(job: Job) -> dict[str, Any]:
+    """Run every stage on ``job``, timing each; the submission's result."""
+    started = time.monotonic()
+    for stage in STAGES:
+        t = time.monotonic()
+        stage(job)
+        job.seconds[stage.__name__] = time.monotonic() - t
+    return result(job, started)
+
+
+def result(job: Job, started: float) -> dict[str, Any]:
+    a, s, run = job.a, job.seconds, job.run
+    cells = cell_seconds(job.notebook)
+    timings = {"sanitize": s["sanitize"], "kernel_start": max(run.seconds - cells, 0.0), "cells": cells,
+               "collect_judge": s["collect"] + s["judge"], "feedback": s["annotate"] + s["store"],
+               "total": time.monotonic() - started}
+    return {"timings": {k: round(v, 3) for k, v in timings.items()},
+            "student": job.student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
+            "sha256": job.sha, "timestamp": timestamp(job.folder),
+            "questions": job.questions, "score": round(sum(q["score"] for q in job.questions.values()), 6),
+            "max_score": sum(a.questions.values()), "problems": job.problems, "isolation": run.isolation,
+            "compilation_cache": job.cache, "seconds": round(time.monotonic() - started, 2)}
+
+
+def cell_seconds(nb: NotebookNode) -> float:
+    """Time the kernel spent executing the notebook's cells (nbclient's per-cell timestamps)."""
+    from datetime import datetime
+
+    total = 0.0
+    for cell in nb.cells:
+        timing = cell.get("metadata", {}).get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if start and end:
+            total += (datetime.fromisoformat(end.replace("Z", "+00:00")) -
+                      datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+    return total
+
+
+def _answer_text(c: Collected) -> str:
+    """The student's answer as feedback shows it."""
+    if c.answer is NO_ANSWER:
+        return ""
+    if c.kind == "program":
+        return "(your compiled program)" if isinstance(c.answer, str) else json.dumps(c.answer)[:200]
+    text = c.answer if isinstance(c.answer, str) else json.dumps(c.answer)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _copy_supporting_files(a: Assignment, work: Path) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    for f in a.master.parent.iterdir():
+        if f.is_file() and f.suffix != ".ipynb":
+            shutil.copy(f, work / f.name)

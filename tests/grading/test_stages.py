@@ -1,0 +1,92 @@
+"""Each grading stage alone, on a tiny notebook: what it reads from the job and what it leaves there."""
+
+import json
+import zipfile
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from autograder.grading import stages
+from autograder.grading.collect import NO_ANSWER
+from autograder.grading.pipeline import Assignment
+from autograder.record import MIME, make
+
+QID = "ch00-q1-bytes"
+
+
+def _graded(gid: str, source: str, **meta) -> nbformat.NotebookNode:
+    return new_code_cell(source, metadata={"nbgrader": {"grade_id": gid, **meta}})
+
+
+def _course(tmp_path):
+    """A course of one assignment ``hw``: a solution cell and a test cell worth 2 points."""
+    course = tmp_path.resolve()
+    master = course / "source" / "hw" / "hw.ipynb"
+    master.parent.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=[_graded("q1-answer", "q1_bytes = 2 * 8", solution=True),
+                                       _graded(QID, f"grade({QID!r}, q1_bytes)", grade=True, points=2)]), master)
+    (master.parent / "data.csv").write_text("a,b\n")
+    return Assignment(course, "hw", "hw", master, {"q1-answer": "q1_bytes = ..."}, {QID: 2.0})
+
+
+def _submit(a, student="ada"):
+    folder = a.course_dir / "submitted" / student / a.name
+    folder.mkdir(parents=True)
+    theirs = new_notebook(cells=[_graded("q1-answer", "q1_bytes = 16"),
+                                 _graded(QID, "forged", outputs=[])])
+    theirs.cells[1].outputs = [new_output("display_data", data={MIME: make(QID, "number", "16")})]
+    return folder, theirs
+
+
+def test_sanitize_takes_the_students_cells_and_the_masters_tests(tmp_path):
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    nbformat.write(theirs, folder / "hw.ipynb")
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert [c.source for c in job.notebook.cells] == ["q1_bytes = 16", f"grade({QID!r}, q1_bytes)"]
+    assert job.notebook.cells[1].outputs == []  # a pre-filled record is gone
+    assert job.problems == [] and len(job.sha) == 64
+    assert (job.work / "data.csv").exists()
+
+
+def test_sanitize_finds_a_zipped_notebook_and_never_follows_a_link(tmp_path):
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    with zipfile.ZipFile(folder / "download.zip", "w") as z:
+        z.writestr("ada/hw.ipynb", nbformat.writes(theirs))
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert job.problems == ["graded the notebook inside download.zip"]
+    assert job.notebook.cells[0].source == "q1_bytes = 16"
+
+    (a.course_dir / "submitted" / "bob").mkdir()
+    (a.course_dir / "submitted" / "bob" / "hw").symlink_to(folder)
+    job = stages.Job(a, "bob", a.course_dir / "submitted" / "bob" / "hw")
+    stages.sanitize(job)
+    assert job.problems[0] == "the submission folder is a symbolic link, which the grader does not follow"
+    assert job.notebook.cells[0].source == "q1_bytes = ..."  # the release stub, never the student's
+
+
+def test_collect_reads_the_record_of_the_test_cell_only(tmp_path):
+    a = _course(tmp_path)
+    _, theirs = _submit(a)
+    job = stages.Job(a, "ada", tmp_path, notebook=theirs)
+    stages.collect(job)
+    assert job.recorded[QID].answer == "16" and job.recorded[QID].kind == "number"
+    theirs.cells[1].outputs = [new_output("error", ename="NameError", evalue="name 'q1_bytes' is not defined",
+                                          traceback=[])]
+    stages.collect(job)
+    assert job.recorded[QID].answer is NO_ANSWER and "NameError" in job.recorded[QID].reason
+
+
+def test_annotate_puts_each_verdict_in_its_test_cell(tmp_path):
+    a = _course(tmp_path)
+    _, theirs = _submit(a)
+    graded = {"points": 2.0, "score": 1.0, "status": "partial", "diagnosis": "ratio:2",
+              "message": "Off by a factor of 2.", "answer_text": "16"}
+    job = stages.Job(a, "ada", tmp_path, notebook=theirs, questions={QID: graded})
+    stages.annotate(job)
+    [out] = job.notebook.cells[1].outputs
+    assert out.text == "[1 / 2] partial: Off by a factor of 2.\nYour answer: 16\n"
+    assert json.loads(nbformat.writes(job.notebook))  # still a notebook
