@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .fingerprint import make_chapter
+from .grading import STATE
 from .questions import load_chapter
 
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
@@ -60,7 +61,7 @@ def generate(course_dir: Path, chapter: str, database: bool = False, release_dir
     config.CourseDirectory.root = str(course_dir)
     config.GenerateAssignment.no_database = not database
     config.SaveCells.enabled = database
-    config.Exchange.root = str(course_dir / ".scaling-course" / "exchange")
+    config.Exchange.root = str(course_dir / STATE / "exchange")
     _load_course_config(course_dir, config)
     if release_dir is not None:
         config.CourseDirectory.release_directory = str(release_dir)

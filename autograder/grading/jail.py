@@ -156,10 +156,12 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
     import course
     import solutions
 
+    from . import STATE
+
     solutions_dir = Path(solutions.__file__).parent.resolve()
     repo = solutions_dir.parent
     deny = [course_dir.resolve(), solutions_dir, repo / "source", repo / "gradebook.db", repo / "submitted",
-            repo / "autograded", repo / ".scaling-course"]
+            repo / "autograded", repo / STATE]
     allow = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
              Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
     return [d for d in deny if d.exists()], allow

@@ -23,11 +23,10 @@ from typing import Any
 import nbformat
 
 from ..verdict import Status
-from . import results, stages
+from . import STATE, results, stages
 from .execute import KILL_GRACE_SECONDS, ZYGOTE_START_SECONDS, Limits
 from .judge import BATCH_SECONDS
 from .progress import Progress
-from .results import STATE
 from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
 from .seeds import secret

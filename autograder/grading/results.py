@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import STATE
 from .feedback import write_atomic
 from .gradebook import write_csv, write_result
 from .submissions import fingerprint
@@ -19,7 +20,6 @@ from .submissions import fingerprint
 if TYPE_CHECKING:
     from .pipeline import Assignment
 
-STATE = ".scaling-course"
 
 
 def _folder(a: Assignment) -> Path:

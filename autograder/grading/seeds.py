@@ -25,7 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SECRET = Path(".scaling-course") / "secret"  # inside the course directory, which kernels cannot read
+from . import STATE
+
+SECRET = Path(STATE) / "secret"  # inside the course directory, which kernels cannot read
 CASES_FILE = ".drawn-cases.json"  # in the kernel's work folder
 
 

@@ -26,6 +26,7 @@ from nbformat import NotebookNode
 
 from ..record import DRAWN_ENV
 from ..verdict import Status, Verdict
+from . import STATE
 from .collect import NO_ANSWER, Collected
 from .collect import collect as read_records
 from .execute import Execution, Limits
@@ -34,7 +35,6 @@ from .feedback import annotate as annotate_notebook
 from .feedback import render_html, write_atomic
 from .jail import isolation_paths
 from .judge import judge_answers
-from .results import STATE
 from .sanitize import sanitize as rebuild
 from .seeds import drawn_cases, submission_seed, write_cases
 from .submissions import GRADER_VERSION, fingerprint, locate, timestamp

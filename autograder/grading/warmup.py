@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import nbformat
 
+from . import STATE
 from .jail import landlock_abi
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def warm(a: Assignment, notebooks: int, timeout: int = 600) -> tuple[Assignment,
     Reuses a cache filled earlier from the same source notebook and JAX version."""
     if not landlock_abi():
         return a, Warming("no compilation cache: kernels could not be kept from writing to it on this system")
-    folder = a.course_dir / ".scaling-course" / "jax-cache" / a.name
+    folder = a.course_dir / STATE / "jax-cache" / a.name
     stamp = folder / READY
     key = _key(a)
     if stamp.is_file() and stamp.read_text() == key:
@@ -112,13 +113,13 @@ def _run_reference(a: Assignment, cache: Path, timeout: int) -> None:
     from .jail import isolation_paths
 
     nb = nbformat.read(a.master, as_version=4)
-    work = a.course_dir / ".scaling-course" / "work" / f"warmup-{a.name}"
+    work = a.course_dir / STATE / "work" / f"warmup-{a.name}"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(a.master.parent, work, ignore=shutil.ignore_patterns("*.ipynb"))
     deny, allow = isolation_paths(a.course_dir)
     limits = Limits(cell_seconds=timeout, notebook_seconds=timeout, output_bytes_per_cell=50_000_000,
                     output_bytes_total=200_000_000)
-    log = a.course_dir / ".scaling-course" / "logs" / a.name / "reference-run.log"
+    log = a.course_dir / STATE / "logs" / a.name / "reference-run.log"
     try:
         run = execute(nb, work, deny, allow, limits, log, {ENV: str(cache)}, writable=[cache])
     finally:
