@@ -35,17 +35,17 @@ def _numbers(v: Any) -> bool:
 def contraction(probe: dict[str, Any]) -> tuple[tuple, dict]:
     """``(f, x, y)``: ``f`` contracts x and y with the probe's einsum (x and y random, never arange,
     which can hide indexing bugs); int8 inputs when the probe says so."""
-    import jax
     import jax.numpy as jnp
 
     spec, dtype, out = probe["einsum"], probe["dtype"], probe.get("out_dtype")
-    kx, ky = jax.random.split(jax.random.key(probe.get("seed", 0)))
+    # numpy draws the data: JAX's own random functions compile once per new shape, and each submission
+    # is graded on shapes of its own.
+    rng = np.random.default_rng(probe.get("seed", 0))
     shapes = [tuple(s) for s in probe["shapes"]]
     if dtype == "int8":
-        x, y = (jax.random.randint(k, s, -100, 100, dtype=jnp.int32).astype(jnp.int8)
-                for k, s in zip((kx, ky), shapes, strict=True))
+        x, y = (jnp.asarray(rng.integers(-100, 100, s, dtype=np.int8)) for s in shapes)
     else:
-        x, y = (jax.random.normal(k, s, dtype=dtype) for k, s in zip((kx, ky), shapes, strict=True))
+        x, y = (jnp.asarray(rng.standard_normal(s, dtype=np.float32)).astype(dtype) for s in shapes)
 
     def f(a, b):
         return jnp.einsum(spec, a, b, preferred_element_type=out)

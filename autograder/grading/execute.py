@@ -1,6 +1,6 @@
 """Execute: run a sanitized notebook in a fresh, jailed kernel with time and output limits.
 
-The kernel is forked by this worker's zygote (zygote.py: modules imported once, each kernel a fresh
+The kernel is forked by the class's factory (zygote.py: modules imported once, each kernel a fresh
 process), given namespaces of its own where the system allows (namespaces.py: no other kernel's
 sockets, shared memory or network in sight) and jailed (jail.py) in a private working directory with
 no route to the course directory.
@@ -12,13 +12,11 @@ outputs and the rest score what they recorded: nothing.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -37,14 +35,12 @@ from nbformat import NotebookNode
 from traitlets import Type
 
 from ..record import GRADER_ENV
+from . import factory
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
-from .service import Service
 
-ZYGOTE_START_SECONDS = 120  # the first request waits for the zygote's imports
-ZYGOTE_MEMORY_BYTES = 16 * 2**30
 KILL_GRACE_SECONDS = 10  # past the notebook's time limit, the kernel is killed whatever it is doing
-MAX_PIDS = 2048  # processes and threads of one worker's kernels (JAX alone starts dozens of threads)
+MAX_PIDS = 2048  # processes and threads of one kernel (JAX alone starts dozens of threads)
 
 
 @dataclass(frozen=True)
@@ -106,19 +102,24 @@ class ForeignProcess:
 
 
 class ZygoteProvisioner(LocalProvisioner):
-    """Launches a kernel by asking this worker's zygote to fork one (see zygote.py)."""
+    """Launches a kernel by asking the class's factory to fork one (see zygote.py), and fences it
+    (every process it starts is counted, and killed with it)."""
 
     request: dict[str, Any] = {}
-    zygote: Service | None = None
+    fence: PidsFence | None = None
     private = False  # whether the kernel got namespaces of its own
 
     async def launch_kernel(self, cmd: list[str], **kwargs: Any) -> dict:
-        assert self.zygote is not None
-        reply = self.zygote.request({**self.request, "connection_file": self.parent.connection_file},
-                                    timeout=ZYGOTE_START_SECONDS)
-        if not isinstance(reply, dict) or "pid" not in reply:
+        request = {**self.request, "kind": "kernel", "connection_file": self.parent.connection_file}
+        got = factory.connect(request, factory.START_SECONDS, Path(self.request["home"]))
+        if got is None:
             raise RuntimeError("the kernel could not be started (the kernel factory failed)")
+        reply, sock = got
+        sock.close()
         self.process = ForeignProcess(int(reply["pid"]))
+        if self.fence is not None:
+            # Before the first cell: until then the kernel runs only the factory's own code.
+            self.fence.add(self.process.pid)
         self.private = bool(reply.get("private"))
         self.pid = self.pgid = self.process.pid  # the kernel leads its own session
         self.cwd = self.request["workdir"]
@@ -158,34 +159,15 @@ class ZygoteKernelManager(AsyncKernelManager):
     over Unix sockets (``ipc``): no TCP at all, and parallel kernels cannot race for ports."""
 
     client_factory = Type(ReadyClient, klass=AsyncKernelClient)
-    provisioner_setup: tuple[Service, dict[str, Any]] | None = None
+    provisioner_setup: tuple[PidsFence, dict[str, Any]] | None = None
 
     async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
         self.kernel_id = self.kernel_id or str(uuid.uuid4())
         if self.provisioner is None and self.provisioner_setup is not None:
-            zygote, request = self.provisioner_setup
+            fence, request = self.provisioner_setup
             self.provisioner = ZygoteProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec, parent=self)
-            self.provisioner.zygote, self.provisioner.request = zygote, request
+            self.provisioner.fence, self.provisioner.request = fence, request
         return await super()._async_pre_start_kernel(**kw)
-
-
-_zygotes: dict[tuple, tuple[Service, PidsFence]] = {}  # one per worker process and isolation
-
-
-def zygote_for(deny: list[Path], allow: list[Path], roots: list[Path]) -> tuple[Service, PidsFence]:
-    """This worker's kernel factory, inside a pids fence (every kernel it forks is too)."""
-    from .jail import jail_command
-
-    key = (tuple(deny), tuple(allow), tuple(roots))
-    if key not in _zygotes:
-        fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-{len(_zygotes)}", MAX_PIDS)
-        cmd = jail_command(deny, allow, roots, ZYGOTE_MEMORY_BYTES, 10**6, limits_only=True) + [
-            "--", sys.executable, "-m", "autograder.grading.zygote"]
-        service = Service(cmd, env={**os.environ, "HOME": str(roots[0])}, max_requests=500,
-                          log=str(roots[0] / f"zygote-{os.getpid()}.log"), on_start=fence.add)
-        atexit.register(lambda: (service.close(), fence.remove()))
-        _zygotes[key] = (service, fence)
-    return _zygotes[key]
 
 
 class LimitedClient(NotebookClient):
@@ -254,10 +236,10 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     # Unix socket paths are limited to ~107 bytes, so the sockets live in a short private folder.
     socket_root = _socket_root()
     sockets = Path(tempfile.mkdtemp(dir=socket_root))
-    zygote, fence = zygote_for(deny, allow, [workdir.parent, socket_root])
+    fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-{sockets.name}", MAX_PIDS)
     kernel_log = workdir / "kernel.log"
     manager = ZygoteKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
-    manager.provisioner_setup = (zygote, {
+    manager.provisioner_setup = (fence, {"home": str(workdir.parent),
         "workdir": str(workdir), "sockets": str(sockets), "log": str(kernel_log),
         "env": _kernel_env(workdir) | (env or {}), "writable": [str(p) for p in writable or []],
         "memory": limits.memory_bytes, "cpu": limits.notebook_seconds * 2,
@@ -275,7 +257,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         if process is not None:
             with contextlib.suppress(OSError):
                 os.killpg(process.pid, signal.SIGKILL)
-        fence.kill_all(keep=zygote.proc.pid if zygote.proc else None)
+        fence.kill_all()
 
     client.kill = kill
     watchdog = threading.Timer(limits.notebook_seconds + KILL_GRACE_SECONDS, kill)
@@ -293,8 +275,9 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         watchdog.cancel()
         _stop(manager)
         # Whatever the notebook started and left behind, even outside its session, dies with it.
-        if fence.kill_all(keep=zygote.proc.pid if zygote.proc else None):
+        if fence.kill_all():
             problems.append("processes the notebook left running were stopped")
+        fence.remove()
         shutil.rmtree(sockets, ignore_errors=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(OSError):

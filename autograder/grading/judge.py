@@ -32,7 +32,8 @@ from typing import Any
 
 from .. import bounds
 from ..verdict import Status, Verdict
-from .service import Service
+from . import STATE, factory
+from .service import ForkedService
 
 MEMORY_BYTES = 4 * 2**30
 BATCH_SECONDS = 600
@@ -40,8 +41,21 @@ ALONE_SECONDS = 120  # one answer in a fresh process: sympy's import, the chapte
 PROGRAM_MEMORY_BYTES = 12 * 2**30  # address space: XLA reserves much more than it touches
 PROGRAM_SECONDS = 300
 
-_judge: Service | None = None  # one per grading worker process
-_runners: dict[tuple, Service] = {}  # one per judging process and isolation
+_judge: ForkedService | None = None  # one per grading worker process
+_runners: dict[tuple, ForkedService] = {}  # one per judging process and isolation
+
+
+def _forked(request: dict[str, Any], home: Path, max_requests: int = 50) -> ForkedService:
+    """A judging process or a program runner, forked by the class's factory."""
+    def connect(req: dict[str, Any], timeout: float) -> Any:
+        return factory.connect(req, timeout, home)
+    return ForkedService(connect, request, max_requests=max_requests)
+
+
+def _judging(course_dir: Path, max_requests: int = 50) -> ForkedService:
+    # It asks the same factory for its program runner.
+    env = {factory.ENV: os.environ[factory.ENV]} if factory.ENV in os.environ else {}
+    return _forked({"kind": "judge", "env": env}, course_dir / STATE / "work", max_requests)
 
 
 def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
@@ -53,14 +67,14 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
         return {}
     items = [{"qid": q, "answer": a} for q, a in answers.items()]
     if _judge is None:
-        _judge = Service([sys.executable, "-m", "autograder.grading.judge"])
+        _judge = _judging(course_dir)
     raw = _judge.request({"chapter": chapter, "course_dir": str(course_dir), "items": items, "seed": seed},
                          BATCH_SECONDS)
     if isinstance(raw, dict) and set(raw) == set(answers):
         return {qid: Verdict.from_json(v) for qid, v in raw.items()}
     out = {}
     for item in items:  # find the answer that broke the batch, each in a process of its own
-        alone = Service([sys.executable, "-m", "autograder.grading.judge"], max_requests=1)
+        alone = _judging(course_dir, max_requests=1)
         one = alone.request({"chapter": chapter, "course_dir": str(course_dir), "items": [item], "seed": seed},
                             ALONE_SECONDS)
         alone.close()
@@ -82,17 +96,18 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)
 
 
-def _runner(course_dir: Path, seconds: int) -> Service:
-    from .jail import isolation_paths, jail_command
+def _runner(course_dir: Path, seconds: int) -> ForkedService:
+    from .jail import isolation_paths, readable_roots
 
     deny, allow = isolation_paths(course_dir)
     key = (tuple(deny), tuple(allow), seconds)
     if key not in _runners:
         scratch = Path(tempfile.mkdtemp(prefix="sc-run-"))
         # CPU seconds accumulate over the runner's life: allow many notebooks' worth.
-        cmd = jail_command(deny, allow, [scratch], PROGRAM_MEMORY_BYTES, seconds * 50) + [
-            "--", sys.executable, "-m", "autograder.grading.run_programs"]
-        _runners[key] = Service(cmd, cwd=str(scratch), env={**os.environ, "HOME": str(scratch)}, max_requests=25)
+        request = {"kind": "runner", "workdir": str(scratch), "env": {"HOME": str(scratch)},
+                   "memory": PROGRAM_MEMORY_BYTES, "cpu": seconds * 50, "roots": [str(p) for p in readable_roots(deny)],
+                   "allow": [str(p) for p in allow]}
+        _runners[key] = _forked(request, course_dir / STATE / "work", max_requests=25)
     return _runners[key]
 
 

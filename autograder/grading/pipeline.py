@@ -14,6 +14,7 @@ duplicates none (results.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -23,8 +24,8 @@ from typing import Any
 import nbformat
 
 from ..verdict import Status
-from . import STATE, results, stages
-from .execute import KILL_GRACE_SECONDS, ZYGOTE_START_SECONDS, Limits
+from . import STATE, factory, results, stages
+from .execute import KILL_GRACE_SECONDS, Limits
 from .judge import BATCH_SECONDS
 from .progress import Progress
 from .runners import run_dask, run_local, run_serial
@@ -113,7 +114,7 @@ def _crashed(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
 
 def _deadline(limits: Limits) -> float:
     """Seconds one submission may take in a worker: every bound it can meet, one after the other."""
-    return limits.submission_seconds or (ZYGOTE_START_SECONDS + limits.startup_seconds + limits.notebook_seconds
+    return limits.submission_seconds or (factory.START_SECONDS + limits.startup_seconds + limits.notebook_seconds
                                          + KILL_GRACE_SECONDS + BATCH_SECONDS + 60)
 
 
@@ -155,30 +156,31 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     total = len(todo)
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
-    warming = Warming("")
-    if todo:
-        a, warming = warm(a, len(todo))
-        progress.note(warming.note)
-        todo = [(a, *rest) for _, *rest in todo]
+    with factory.shared(course_dir / STATE / "work") if todo else contextlib.nullcontext():
+        warming = Warming("")
+        if todo:
+            a, warming = warm(a, len(todo))
+            progress.note(warming.note)
+            todo = [(a, *rest) for _, *rest in todo]
 
-    def finish(result: dict[str, Any], done: int) -> None:
-        results.store(a, result)
-        summary.results.append(result)
-        if result["problems"]:
-            summary.problems[result["student"]] = result["problems"]
-        progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
-                                     f"({result['seconds']:.1f} s)")
+        def finish(result: dict[str, Any], done: int) -> None:
+            results.store(a, result)
+            summary.results.append(result)
+            if result["problems"]:
+                summary.problems[result["student"]] = result["problems"]
+            progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
+                                         f"({result['seconds']:.1f} s)")
 
-    if scheduler:
-        graded = run_dask(_worker, todo, scheduler, _crashed, seconds=_deadline(limits), on_stall=_stalled)
-    elif jobs == 1 or total <= 1:
-        graded = run_serial(_worker, todo)
-    else:
-        graded = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
-    for i, (_, result) in enumerate(graded, 1):
-        finish(result, i)
-    if warming.thread is not None:
-        progress.note(warming.finish())
+        if scheduler:
+            graded = run_dask(_worker, todo, scheduler, _crashed, seconds=_deadline(limits), on_stall=_stalled)
+        elif jobs == 1 or total <= 1:
+            graded = run_serial(_worker, todo)
+        else:
+            graded = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
+        for i, (_, result) in enumerate(graded, 1):
+            finish(result, i)
+        if warming.thread is not None:
+            progress.note(warming.finish())
     results.write_grades(a)
     summary.seconds = time.monotonic() - started
     return summary

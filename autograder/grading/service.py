@@ -1,10 +1,11 @@
 """A long-lived helper process spoken to in JSON lines, restarted when it fails.
 
 Judging needs sympy, and running program answers needs JAX: importing them costs seconds, more
-than the judging itself, so each grading worker keeps one judging process (and that one keeps one
-jailed program runner) alive across notebooks instead of starting one per notebook. A request that
-times out or kills the process gets None back; the process is started afresh for the next request,
-and recycled after ``max_requests`` so nothing a program did can accumulate.
+than the judging itself, so a grading worker keeps one judging process and one jailed program runner
+alive across notebooks instead of starting one per notebook (both forked by the class's factory,
+zygote.py, which has those modules imported already). A request that times out or kills the process
+gets None back; the process is started afresh for the next request, and recycled after
+``max_requests`` so nothing a program did can accumulate.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 import json
 import os
 import select
+import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -20,6 +23,8 @@ from typing import Any
 
 
 class Service:
+    """A helper this process starts itself (``command``), talking over its stdin and stdout."""
+
     def __init__(self, command: list[str], cwd: str | None = None, env: dict[str, str] | None = None,
                  max_requests: int = 50, log: str | None = None, on_start: Callable[[int], None] | None = None):
         self.command, self.cwd, self.env, self.log, self.on_start = command, cwd, env, log, on_start
@@ -29,12 +34,12 @@ class Service:
 
     def request(self, payload: Any, timeout: float) -> Any | None:
         """The process's answer to ``payload``, or None if it failed or ran out of time."""
-        if self.proc is None or self.proc.poll() is not None or self.served >= self.max_requests:
-            self._start()
-        assert self.proc is not None and self.proc.stdin is not None and self.proc.stdout is not None
+        if not self.alive() or self.served >= self.max_requests:
+            self.close()
+            if not self._start(timeout):
+                return None
         try:
-            self.proc.stdin.write(json.dumps(payload) + "\n")
-            self.proc.stdin.flush()
+            self._send((json.dumps(payload) + "\n").encode())
             line = self._readline(timeout)
         except (OSError, ValueError):
             line = None
@@ -49,10 +54,9 @@ class Service:
             return None
 
     def _readline(self, timeout: float) -> str | None:
-        assert self.proc is not None and self.proc.stdout is not None
         deadline = time.monotonic() + timeout
         buf = b""
-        fd = self.proc.stdout.fileno()
+        fd = self._reading()
         while not buf.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -63,20 +67,83 @@ class Service:
             buf += chunk
         return buf.decode()
 
-    def _start(self) -> None:
-        self.close()
+    # How the helper is started, reached and stopped: a child of this process, over pipes.
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _start(self, timeout: float) -> bool:
         stderr = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
         self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=stderr, text=True, cwd=self.cwd, env=self.env, start_new_session=True)
+                                     stderr=stderr, cwd=self.cwd, env=self.env, start_new_session=True)
         if self.log:
             stderr.close()
         if self.on_start is not None:
             self.on_start(self.proc.pid)
         self.served = 0
+        return True
+
+    def _send(self, data: bytes) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def _reading(self) -> int:
+        assert self.proc is not None and self.proc.stdout is not None
+        return self.proc.stdout.fileno()
 
     def close(self) -> None:
         if self.proc is not None:
             with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             self.proc = None
+
+
+class ForkedService(Service):
+    """A helper forked by the class's factory (zygote.py): ``request`` says which; the connection that
+    asked for it becomes its stdin and stdout. Not our child, so it is killed, never waited for (the
+    factory reaps it)."""
+
+    def __init__(self, connect: Callable[[dict[str, Any], float], tuple[dict[str, Any], socket.socket] | None],
+                 request: dict[str, Any], max_requests: int = 50):
+        super().__init__([], max_requests=max_requests)
+        self.connect, self.fork_request = connect, request
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
+
+    def alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    def _start(self, timeout: float) -> bool:
+        got = self.connect(self.fork_request, timeout)
+        if got is None:
+            return False
+        reply, self.sock = got
+        self.pid, self.served = int(reply["pid"]), 0
+        return True
+
+    def _send(self, data: bytes) -> None:
+        assert self.sock is not None
+        self.sock.sendall(data)
+
+    def _reading(self) -> int:
+        assert self.sock is not None
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        if self.pid is not None:
+            for kill in (os.killpg, os.kill):  # its group, and itself if it had no session of its own yet
+                with contextlib.suppress(OSError):
+                    kill(self.pid, signal.SIGKILL)
+            self.pid = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None

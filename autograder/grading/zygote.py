@@ -1,32 +1,47 @@
-"""A jailed process that imports the kernel's heavy modules once and forks a fresh kernel per notebook.
+"""A process that imports the grading processes' heavy modules once and forks each of them from itself.
 
 Starting a kernel costs about two CPU-seconds of imports (ipykernel, JAX, sympy, numpy, the course)
-before the notebook's first cell runs: as much as grading a short notebook. Each grading worker keeps
-one zygote: it has imported those modules (JAX without starting a backend, so no threads exist and
-forking is safe) and, on request, forks a child that restricts itself further and becomes an
-IPython kernel for one notebook. Every notebook still gets a fresh process with no state from the
-previous one; only clean imports are shared.
+before the notebook's first cell runs: as much as grading a short notebook; the judging process
+(sympy) and the program runner (JAX) cost as much again. One factory serves a whole class: it has
+imported those modules (JAX without starting a backend, so no threads exist and forking is safe) and,
+on request, forks a child that becomes an IPython kernel for one notebook, a judging process or a
+program runner. Every notebook still gets a fresh process with no state from the previous one; only
+clean imports are shared. Nothing of the reference solutions is ever imported here: every kernel
+would inherit it.
 
-The zygote runs only this module's code, under the jail's resource limits but not Landlock: a
-process under Landlock may not mount, and each child first enters namespaces of its own
+The factory runs only this module's code, under the jail's resource limits but not Landlock: a
+process under Landlock may not mount, and each kernel first enters namespaces of its own
 (namespaces.py: private temporary folders, /dev, network and IPC) where the system allows it. The
-child then applies Landlock itself (no access to the course directory, the solutions or the
+kernel then applies Landlock itself (no access to the course directory, the solutions or the
 gradebook; writes only to its own work and socket folders), sets its own memory and CPU limits and
-its own session, and points HOME, TMPDIR and friends at its work folder.
+its own session, and points HOME, TMPDIR and friends at its work folder. The program runner is
+jailed the same way; the judging process is not (it reads the references) and runs no student code.
 
-    python -m autograder.grading.jail ... -- python -m autograder.grading.zygote
-    stdin:  {"connection_file", "workdir", "sockets", "log", "env", "memory", "cpu", "roots", "allow"}
-    stdout: {"pid": ..., "private": whether the kernel has namespaces of its own}
+Requests come over a Unix socket in a folder only the grader's user can enter, and are served only
+for the process that started the factory or its other children (the grading workers), checked by
+the peer's credentials: a kernel is the factory's own child, so even where it could reach the socket
+(no private namespaces) it is refused. The factory exits when its starter closes its stdin, and
+kills what a worker asked for once that worker is gone.
+
+    python -m autograder.grading.jail --limits-only ... -- python -m autograder.grading.zygote SOCKET
+    request:  {"kind": "kernel", "connection_file", "workdir", "sockets", "log", "env", "memory", "cpu",
+               "roots", "allow", "writable"}  -> {"pid", "private"}
+              {"kind": "judge"}                -> {"pid"}, then the connection is the judge's stdin/stdout
+              {"kind": "runner", "workdir", "env", "memory", "cpu", "roots", "allow"} -> likewise
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import json
 import os
 import pkgutil
+import select
 import signal
+import socket
+import struct
 import sys
 import traceback
 from pathlib import Path
@@ -90,44 +105,164 @@ def _reap(signum: int, frame: Any) -> None:
             return
         if pid == 0:
             return
+        _owned.pop(pid, None)
+        _judges.discard(pid)
 
 
-def _become_kernel(request: dict[str, Any], factory: int) -> None:
-    """In the forked child: isolate further, then run an IPython kernel until it is shut down."""
-    from .jail import apply, die_with_parent
-    from .namespaces import isolate
-
+def _as_child(request: dict[str, Any], factory: int) -> None:
+    """What every forked child does first: its own session, death with the factory, default signals,
+    its output to its log."""
     os.setsid()
-    # A kernel outlives no factory: when its worker dies, the factory reads EOF and exits, and a
-    # kernel still running a notebook nobody will read is killed with it.
+    # A child outlives no factory: when the grader dies, the factory reads EOF and exits, and a kernel
+    # still running a notebook nobody will read is killed with it.
+    from .jail import die_with_parent
+
     die_with_parent(factory)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    workdir = Path(request["workdir"])
-    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log, 1)
+    log = os.open(request.get("log") or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 2)
+    os.close(log)
+
+
+def _jail(request: dict[str, Any], rw: list[Path]) -> None:
+    """Namespaces (where the system has them), then limits and Landlock, then the child's own folder
+    and environment: a kernel and the program runner alike."""
+    from .jail import apply
+    from .namespaces import isolate
+
     allow = [Path(p) for p in request["allow"]]
-    rw = [workdir, Path(request["sockets"]), *(Path(p) for p in request.get("writable", []))]
     if PRIVATE:
         isolate(keep=[*rw, *allow])
     apply([], allow, rw, int(request["memory"]), int(request["cpu"]), roots=[Path(p) for p in request["roots"]],
           shm=PRIVATE)
-    os.chdir(workdir)
+    os.chdir(request["workdir"])
     os.environ.update(request["env"])
+
+
+def _become_kernel(request: dict[str, Any]) -> None:
+    """Run an IPython kernel until it is shut down."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    workdir = Path(request["workdir"])
+    _jail(request, [workdir, Path(request["sockets"]), *(Path(p) for p in request.get("writable", []))])
     sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--HistoryManager.hist_file=:memory:"]
     from ipykernel.kernelapp import IPKernelApp
 
     IPKernelApp.launch_instance(argv=sys.argv[1:])
 
 
+def _become_service(request: dict[str, Any], conn: socket.socket) -> None:
+    """Serve JSON lines on the worker's connection as the judging process or the program runner."""
+    os.dup2(conn.fileno(), 0)
+    os.dup2(conn.fileno(), 1)
+    conn.close()
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    if request["kind"] == "judge":
+        os.environ.update(request.get("env", {}))
+        from .judge import main as serve
+    else:
+        _jail(request, [Path(request["workdir"])])
+        from .run_programs import main as serve
+    serve()
+
+
+def _peer(conn: socket.socket) -> int:
+    pid, _, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return -1
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the command name may hold spaces and parentheses
+
+
+def _read_line(conn: socket.socket, seconds: float = 10.0) -> bytes:
+    """One request line, read byte by byte: what follows it belongs to the child it asks for."""
+    conn.settimeout(seconds)
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 1 << 20:
+        byte = conn.recv(1)
+        if not byte:
+            break
+        data += byte
+    conn.settimeout(None)
+    return data
+
+
+_owned: dict[int, int] = {}  # child pid -> the worker that asked for it
+_judges: set[int] = set()  # children that judge: each may ask for its program runner
+
+
+def _sweep() -> None:
+    """Kill what a worker that is gone asked for (a worker the grader abandoned, or one that died)."""
+    for child, worker in list(_owned.items()):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            _owned.pop(child, None)
+            _judges.discard(child)
+            continue
+        if not _trusted(worker):
+            with contextlib.suppress(OSError):
+                os.killpg(child, signal.SIGKILL)
+            _owned.pop(child, None)
+            _judges.discard(child)
+
+
+def _trusted(pid: int) -> bool:
+    """The grader's own processes: the factory's starter, its other children (the workers), and the
+    judging processes forked here. Never a kernel or a program runner."""
+    return pid == OWNER or _parent_of(pid) == OWNER or pid in _judges
+
+
+OWNER = 0  # the process that started the factory: it and its children may make requests
+
+
+def _serve(conn: socket.socket, listener: socket.socket, factory: int) -> None:
+    worker = _peer(conn)
+    if not _trusted(worker):
+        return  # not the grader: a kernel, or a process of another user's making
+    try:
+        request = json.loads(_read_line(conn))
+    except (OSError, ValueError):
+        return
+    if not isinstance(request, dict) or request.get("kind") not in ("kernel", "judge", "runner"):
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            listener.close()  # a child that kept it could answer the grader in the factory's place
+            _as_child(request, factory)
+            if request["kind"] == "kernel":
+                conn.close()
+                _become_kernel(request)
+            else:
+                _become_service(request, conn)
+        except BaseException:
+            traceback.print_exc()  # into the child's log, where the grader's notes point
+        finally:
+            os._exit(0)
+    _owned[pid] = worker
+    if request["kind"] == "judge":
+        _judges.add(pid)
+    conn.sendall((json.dumps({"pid": pid, "private": PRIVATE}) + "\n").encode())
+
+
 def main() -> None:
-    global PRIVATE
+    global PRIVATE, OWNER
     from .namespaces import available
 
+    OWNER = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(sys.argv[1])  # before the imports: requests wait in the backlog meanwhile
+    listener.listen(64)
     PRIVATE = available()  # before any thread or handler exists
     _preload()
     # Become the reaper of every process a kernel leaves behind: killed orphans are collected here
@@ -135,18 +270,15 @@ def main() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGCHLD, _reap)
     factory = os.getpid()
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _become_kernel(request, factory)
-            except BaseException:
-                traceback.print_exc()  # into the kernel's log, where the grader's notes point
-            finally:
-                os._exit(0)
-        sys.stdout.write(json.dumps({"pid": pid, "private": PRIVATE}) + "\n")
-        sys.stdout.flush()
+    while True:
+        ready, _, _ = select.select([sys.stdin, listener], [], [], 1.0)
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1 << 16):
+            break  # the grader is gone
+        if listener in ready:
+            conn, _ = listener.accept()
+            with conn:
+                _serve(conn, listener, factory)
+        _sweep()
     os._exit(0)
 
 

@@ -200,6 +200,7 @@ def test_the_compilation_cache_fills_while_the_class_is_graded(tmp_path, monkeyp
     from autograder.grading.progress import Progress
 
     monkeypatch.setattr(warmup, "MIN_NOTEBOOKS", 2)  # a real reference run, for a class small enough to test
+    monkeypatch.setattr(warmup, "MIN_PROGRAMS", 0)  # and a chapter with too few programs to repay one
     students = {f"s{i}": (answered(), 2) for i in range(4)}
     course = make_course(tmp_path, students)
     log = io.StringIO()

@@ -8,6 +8,11 @@ from autograder.grading import warmup
 from autograder.grading.pipeline import Assignment
 
 
+@pytest.fixture(autouse=True)
+def warm_any_chapter(monkeypatch):
+    monkeypatch.setattr(warmup, "MIN_PROGRAMS", 1)  # Chapter 1 has one program question
+
+
 @pytest.fixture
 def assignment(tmp_path) -> Assignment:
     master = tmp_path / "source" / "ch01_rooflines" / "ch01_rooflines.ipynb"
@@ -68,6 +73,15 @@ def test_small_classes_skip_the_reference_run_but_reuse_a_ready_cache(assignment
     _warm(assignment, 30)
     a, note = _warm(assignment, 1)
     assert warmup.ready_cache(a) is not None and note.endswith("reused")
+
+
+def test_assignments_with_few_programs_skip_the_reference_run(assignment, runs, monkeypatch):
+    """Their kernels compile mostly on cases drawn per submission, which no cache holds."""
+    monkeypatch.setattr(warmup, "MIN_PROGRAMS", 2)
+    a, note = _warm(assignment, 30)
+    assert a.jax_cache is None and "compile too little" in note and not runs
+    assert warmup._programs("ch03_sharding") >= warmup.MIN_PROGRAMS > warmup._programs("ch01_rooflines")
+    assert warmup._programs("not_a_chapter") == warmup.MIN_PROGRAMS  # an instructor's own assignment: warmed
 
 
 def test_no_cache_without_landlock(assignment, runs, monkeypatch):

@@ -450,7 +450,9 @@ def graded(tmp_path_factory, decoys):
     (course / ".scaling-course" / "secret").write_text("the hostile suite's secret\n")
     # The cache filled before grading (as a second run finds it), so every kernel is given it to attack.
     a = prepare(course, CHAPTER)
-    warm(a, len(cases))[1].finish()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("autograder.grading.warmup.MIN_PROGRAMS", 0)  # Chapter 1 alone would not repay one
+        warm(a, len(cases))[1].finish()
     summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
     return course, cases, {r["student"]: r for r in summary.results}, before, _digest(protected)
 
