@@ -51,14 +51,12 @@ class Factory:
         atexit.register(self.close)
 
     def close(self) -> None:
+        """Stop the factory, and with it what it forked (its children die with it)."""
         if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                self.proc.stdin.close()  # the factory exits on EOF; its children die with it
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            self.proc.kill()
+            self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
         self.fence.remove()
         with contextlib.suppress(OSError):
             os.unlink(self.socket)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import platform
 import resource
@@ -58,8 +59,14 @@ DEVICES = ("null", "zero", "full", "random", "urandom")
 
 def readable_roots(deny: list[Path]) -> list[Path]:
     """Paths whose trees together cover the file system minus the ``deny`` trees and ``/dev``
-    (whose few usable devices are granted one by one)."""
-    deny = [p.resolve() for p in [*deny, Path("/dev")]]
+    (whose few usable devices are granted one by one). Worked out once per process: a folder made
+    later beside a denied one is simply not readable."""
+    return list(_readable_roots(tuple(deny)))
+
+
+@functools.lru_cache(maxsize=16)
+def _readable_roots(deny_paths: tuple[Path, ...]) -> tuple[Path, ...]:
+    deny = [p.resolve() for p in [*deny_paths, Path("/dev")]]
     out: list[Path] = []
 
     def visit(path: Path) -> None:
@@ -83,7 +90,7 @@ def readable_roots(deny: list[Path]) -> list[Path]:
                 continue
             visit(p)
     visit(Path("/"))
-    return out
+    return tuple(out)
 
 
 def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Path], shm: bool) -> None:

@@ -14,7 +14,6 @@ duplicates none (results.py).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -63,8 +62,8 @@ class Summary:
     seconds: float = 0.0
 
 
-def prepare(course_dir: Path, name: str) -> Assignment:
-    """Check the course directory and register the assignment in the gradebook (creating it)."""
+def check(course_dir: Path, name: str) -> list[Path]:
+    """The assignment's source notebook (a list of one), or a CourseError saying what to fix."""
     course_dir = course_dir.resolve()
     if not (course_dir / "nbgrader_config.py").exists():
         raise CourseError(f"{course_dir} is not a course directory: it has no nbgrader_config.py. "
@@ -79,6 +78,13 @@ def prepare(course_dir: Path, name: str) -> Assignment:
     if not (course_dir / "submitted").is_dir():
         raise CourseError(f"nothing to grade: {course_dir / 'submitted'} does not exist "
                           "(collect submissions into submitted/<student>/<assignment>/ first)")
+    return notebooks
+
+
+def prepare(course_dir: Path, name: str) -> Assignment:
+    """Check the course directory and register the assignment in the gradebook (creating it)."""
+    course_dir = course_dir.resolve()
+    notebooks = check(course_dir, name)
     from ..release import generate
 
     secret(course_dir)  # made here, once, before any worker needs it
@@ -143,6 +149,15 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     """Grade the assignment ``name`` for every submitted student; see the module docstring."""
     started = time.monotonic()
     progress = progress or Progress(bar=False)
+    check(course_dir, name)
+    # The factory imports its modules (seconds) while the gradebook is prepared.
+    with factory.shared(course_dir.resolve() / STATE / "work"):
+        return _grade(course_dir, name, jobs, force, limits, progress, scheduler, started)
+
+
+def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: Limits, progress: Progress,
+           scheduler: str | None, started: float) -> Summary:
+    """``grade``, with the class's process factory started."""
     a = prepare(course_dir, name)
     todo, summary = [], Summary()
     for student, folder in submissions(a):
@@ -156,31 +171,30 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     total = len(todo)
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
-    with factory.shared(course_dir / STATE / "work") if todo else contextlib.nullcontext():
-        warming = Warming("")
-        if todo:
-            a, warming = warm(a, len(todo))
-            progress.note(warming.note)
-            todo = [(a, *rest) for _, *rest in todo]
+    warming = Warming("")
+    if todo:
+        a, warming = warm(a, len(todo))
+        progress.note(warming.note)
+        todo = [(a, *rest) for _, *rest in todo]
 
-        def finish(result: dict[str, Any], done: int) -> None:
-            results.store(a, result)
-            summary.results.append(result)
-            if result["problems"]:
-                summary.problems[result["student"]] = result["problems"]
-            progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
-                                         f"({result['seconds']:.1f} s)")
+    def finish(result: dict[str, Any], done: int) -> None:
+        results.store(a, result)
+        summary.results.append(result)
+        if result["problems"]:
+            summary.problems[result["student"]] = result["problems"]
+        progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
+                                     f"({result['seconds']:.1f} s)")
 
-        if scheduler:
-            graded = run_dask(_worker, todo, scheduler, _crashed, seconds=_deadline(limits), on_stall=_stalled)
-        elif jobs == 1 or total <= 1:
-            graded = run_serial(_worker, todo)
-        else:
-            graded = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
-        for i, (_, result) in enumerate(graded, 1):
-            finish(result, i)
-        if warming.thread is not None:
-            progress.note(warming.finish())
+    if scheduler:
+        graded = run_dask(_worker, todo, scheduler, _crashed, seconds=_deadline(limits), on_stall=_stalled)
+    elif jobs == 1 or total <= 1:
+        graded = run_serial(_worker, todo)
+    else:
+        graded = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
+    for i, (_, result) in enumerate(graded, 1):
+        finish(result, i)
+    if warming.thread is not None:
+        progress.note(warming.finish())
     results.write_grades(a)
     summary.seconds = time.monotonic() - started
     return summary

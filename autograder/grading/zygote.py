@@ -83,17 +83,43 @@ def _preload() -> None:
     import autograder.programs  # noqa: F401
 
     _format_a_traceback()
+    _draw_a_figure()
+
+
+def _draw_a_figure() -> None:
+    """The first figure a process draws loads fonts and builds the math-text parser (0.2 s of the
+    0.3 s it takes); most notebooks plot, so draw one here, without pyplot (whose backend must be
+    chosen in the kernel)."""
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure()
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.loglog([1, 10], [1, 10], label=r"$B = 64$")
+    axes.set(xlabel="intensity", ylabel="FLOP/s", title="warm-up")
+    axes.legend()
+    figure.savefig(io.BytesIO(), format="png")
+
+
+# Tracebacks in the form Python prints them (each frame's line, no surrounding lines, no colours):
+# IPython's default form looks up every frame's module among thousands loaded (JAX, sympy, matplotlib)
+# and highlights the source, about 15-30 ms an error, and an untouched notebook errs in every cell.
+# The feedback page strips colours anyway.
+TRACEBACKS = ["--InteractiveShell.xmode=Plain", "--InteractiveShell.colors=nocolor"]
 
 
 def _format_a_traceback() -> None:
-    """The first traceback a kernel formats loads lexers and source caches (0.1 s); most notebooks
-    have at least one error cell, so pay that here once."""
+    """The first traceback a kernel formats loads source caches; most notebooks have at least one
+    error cell, so pay that here once."""
     from IPython.core.ultratb import AutoFormattedTB
 
     try:
         raise NotImplementedError("warm-up")
     except NotImplementedError:
-        AutoFormattedTB(mode="Context").structured_traceback(*sys.exc_info())
+        AutoFormattedTB(mode="Plain").structured_traceback(*sys.exc_info())
 
 
 def _reap(signum: int, frame: Any) -> None:
@@ -148,10 +174,26 @@ def _become_kernel(request: dict[str, Any]) -> None:
     os.dup2(2, 1)
     workdir = Path(request["workdir"])
     _jail(request, [workdir, Path(request["sockets"]), *(Path(p) for p in request.get("writable", []))])
-    sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--HistoryManager.hist_file=:memory:"]
+    sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--HistoryManager.hist_file=:memory:",
+                *TRACEBACKS]
     from ipykernel.kernelapp import IPKernelApp
 
-    IPKernelApp.launch_instance(argv=sys.argv[1:])
+    app = IPKernelApp.instance()
+    app.initialize(sys.argv[1:])
+    _draw_figures_once()
+    app.start()
+
+
+def _draw_figures_once() -> None:
+    """After each cell, pyplot draws every changed figure for interactive windows, then the inline
+    backend draws it again into the PNG it shows: a figure costs twice (0.5 s each for a roofline
+    plot). A notebook has no windows, so only the second, whose picture is kept, is done here. A
+    notebook that selects a backend itself (``%matplotlib inline``) gets both again, and the same
+    picture."""
+    import matplotlib.pyplot as plt
+
+    plt.switch_backend(os.environ.get("MPLBACKEND", "module://matplotlib_inline.backend_inline"))
+    plt.uninstall_repl_displayhook()
 
 
 def _become_service(request: dict[str, Any], conn: socket.socket) -> None:
