@@ -105,6 +105,14 @@ def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) 
     return stages.grade(Job(a, student, folder, limits))
 
 
+def _size(folder: Path) -> int:
+    """Bytes of the files directly in a submission's folder (links not followed)."""
+    try:
+        return sum(p.lstat().st_size for p in folder.iterdir() if p.is_file() and not p.is_symlink())
+    except OSError:
+        return 0
+
+
 def _worker(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
     a, student, folder, limits = args
     try:
@@ -169,6 +177,9 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
             todo.append((a, student, folder, limits))
     jobs = max(1, jobs or os.cpu_count() or 1)
     total = len(todo)
+    # Longest first, so that no worker is left grading a long notebook while the others have finished
+    # (an untouched or broken notebook takes a tenth of a full one): the file's size stands for the work.
+    todo.sort(key=lambda job: -_size(job[2]))
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
     warming = Warming("")

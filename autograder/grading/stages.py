@@ -13,6 +13,7 @@ on a job that holds what it reads (tests/grading/test_stages.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -69,13 +70,19 @@ class Job:
         return self.a.course_dir / STATE / "work" / f"{self.student}-{os.getpid()}"
 
 
+@functools.lru_cache(maxsize=4)
+def _master(path: Path, mtime_ns: int) -> nbformat.NotebookNode:
+    """The source notebook, read (and validated) once per worker; rebuilding copies what it takes."""
+    return nbformat.read(path, as_version=4)
+
+
 def sanitize(job: Job) -> None:
     a = job.a
     job.sha = fingerprint(job.folder, a.notebook)  # before reading: a newer upload must not inherit this grade
     shutil.rmtree(job.work, ignore_errors=True)
     _copy_supporting_files(a, job.work)
     path, job.problems = locate(a, job.student, job.folder, job.work)
-    clean = rebuild(nbformat.read(a.master, as_version=4), a.stubs, path)
+    clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path)
     job.problems += clean.problems
     job.notebook = clean.notebook
 
@@ -125,7 +132,10 @@ def annotate(job: Job) -> None:
 
 def store(job: Job) -> None:
     a, student = job.a, job.student
-    write_atomic(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb", nbformat.writes(job.notebook))
+    # Written without nbformat's validation (a tenth of a second a notebook): the notebook was built
+    # from the master and filled by nbclient, never read from the student.
+    write_atomic(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb",
+                 nbformat.v4.writes(job.notebook))
     html = render_html(job.notebook, f"{a.name} — {student}", job.questions, job.problems)
     write_atomic(a.course_dir / "feedback" / student / a.name / f"{a.notebook}.html", html)
     shutil.rmtree(job.work, ignore_errors=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -307,6 +308,9 @@ def main() -> None:
     listener.listen(64)
     PRIVATE = available()  # before any thread or handler exists
     _preload()
+    # What was imported stays for good: out of the collector's sight, a forked child's collections
+    # neither walk it nor copy the pages they would touch.
+    gc.freeze()
     # Become the reaper of every process a kernel leaves behind: killed orphans are collected here
     # instead of lingering as zombies under an init that may not reap them.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
