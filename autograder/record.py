@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .formula import Invalid, answer_to_text
+if TYPE_CHECKING:
+    from .formula import Invalid
 
 MIME = "application/vnd.scaling-course.answer+json"
 FORMAT = 1
@@ -36,6 +37,8 @@ def encode_scalar(kind: str, answer: Any) -> Any:
         except (OverflowError, TypeError, ValueError):  # an int beyond any float, a hostile subclass
             return {"invalid": "not_finite", "detail": ""}
         return value if math.isfinite(value) else float.__repr__(value)
+    from .formula import Invalid, answer_to_text  # sympy: in the kernel, not in the grader's workers
+
     text = answer_to_text(answer)
     if kind == "choice":  # an option is a string or a number; anything else is recorded as why not
         return _invalid(text if isinstance(text, Invalid) else Invalid("wrong_type", type(answer).__name__))

@@ -84,6 +84,19 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
     return out
 
 
+def draw_cases(chapter: str, course_dir: Path, seed: str) -> dict[str, list[dict[str, Any]]]:
+    """The cases each function question of a submission is run on (seeds.py), drawn by this worker's
+    judging process, which has the chapter's references loaded: the course's own where it has them."""
+    global _judge
+    if _judge is None:
+        _judge = _judging(course_dir)
+    reply = _judge.request({"draw": True, "chapter": chapter, "course_dir": str(course_dir), "seed": seed},
+                           BATCH_SECONDS)
+    if not isinstance(reply, dict) or not isinstance(reply.get("cases"), dict):
+        raise RuntimeError(f"the judging process could not draw the test cases: {str(reply)[:300]}")
+    return reply["cases"]
+
+
 def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, seed: str | None = None,
                    seconds: int = PROGRAM_SECONDS) -> dict[str, Verdict]:
     """Run every program answer of a notebook in the jailed runner, in one request, then judge the
@@ -166,6 +179,10 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     from ..kinds.common import too_expensive
     from ..questions import Program, load_chapter
 
+    if request.get("draw"):
+        from .seeds import drawn_cases
+
+        return {"cases": drawn_cases(request["chapter"], request["seed"])}
     chapter = load_chapter(request["chapter"])
     seed = request.get("seed")
     items = [{**i, "answer": _canonical(chapter[i["qid"]], i["answer"])} for i in request["items"]]

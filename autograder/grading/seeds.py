@@ -8,9 +8,9 @@ the assignment, the student and the hash of what was submitted. Regrading a subm
 inputs, so it gets the same grade; a changed submission draws new ones, so cases named in its feedback
 are no use to the next one.
 
-The grader draws a function's cases (the records' ``draw``, in ``solutions/``, which kernels cannot
-read) and hands them to the kernel in a file named by ``record.DRAWN_ENV``; the judge draws them again
-from the seed and never reads them back from the kernel.
+The grader's judging process draws a function's cases (the records' ``draw``, in ``solutions/``, which
+kernels cannot read) and the worker hands them to the kernel in a file named by ``record.DRAWN_ENV``;
+when judging, it draws them again from the seed and never reads them back from the kernel.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import hmac
 import json
 import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,19 +54,10 @@ def submission_seed(course_dir: Path, assignment: str, student: str, sha: str) -
     return hmac.new(secret(course_dir), message, hashlib.sha256).hexdigest()
 
 
-def drawn_cases(course_dir: Path, chapter: str, seed: str) -> dict[str, list[dict[str, Any]]]:
-    """The test cases of every function question of ``chapter`` drawn for ``seed``, by question id, from
-    the references the judge uses: the course's own solutions where it has them (judge.py)."""
-    own = course_dir / "solutions"
-    if (own / "__init__.py").exists():
-        loaded = sys.modules.get("solutions")
-        if loaded is not None and Path(loaded.__file__).parent.resolve() != own.resolve():
-            # This process holds other solutions (the installed ones): draw in one that loads the course's.
-            out = subprocess.run([sys.executable, "-m", "autograder.grading.seeds", str(course_dir), chapter, seed],
-                                 capture_output=True, text=True, check=True, timeout=600)
-            return json.loads(out.stdout)
-        if str(course_dir) not in sys.path:
-            sys.path.insert(0, str(course_dir))
+def drawn_cases(chapter: str, seed: str) -> dict[str, list[dict[str, Any]]]:
+    """The test cases of every function question of ``chapter`` drawn for ``seed``, by question id.
+    Called in the judging process (judge.draw_cases), which loads the references the judge uses: the
+    course's own solutions where it has them."""
     from ..kinds.function import drawn_probes
     from ..questions import Function, load_chapter
 
@@ -81,6 +70,3 @@ def write_cases(work: Path, cases: dict[str, list[dict[str, Any]]]) -> Path:
     path.write_text(json.dumps(cases))
     return path
 
-
-if __name__ == "__main__":  # python -m autograder.grading.seeds COURSE_DIR CHAPTER SEED: the cases, as JSON
-    print(json.dumps(drawn_cases(Path(sys.argv[1]), sys.argv[2], sys.argv[3])))

@@ -35,9 +35,9 @@ from .execute import execute as run_notebook
 from .feedback import annotate as annotate_notebook
 from .feedback import render_html, write_atomic
 from .jail import isolation_paths
-from .judge import judge_answers
+from .judge import draw_cases, judge_answers
 from .sanitize import sanitize as rebuild
-from .seeds import drawn_cases, submission_seed, write_cases
+from .seeds import submission_seed, write_cases
 from .submissions import GRADER_VERSION, fingerprint, locate, timestamp
 from .warmup import ENV, ready_cache
 
@@ -91,7 +91,7 @@ def execute(job: Job) -> None:
     a = job.a
     deny, allow = isolation_paths(a.course_dir)
     job.seed = submission_seed(a.course_dir, a.name, job.student, job.sha)
-    cases = drawn_cases(a.course_dir, a.name, job.seed)
+    cases = draw_cases(a.name, a.course_dir, job.seed)
     env = {DRAWN_ENV: str(write_cases(job.work, cases))} if cases else {}
     # The cache folder is readable from the start (so a worker's kernel factory, jailed once, serves
     # the whole run); kernels are pointed at it once the reference run has filled it.

@@ -79,7 +79,16 @@ def test_functions_are_graded_on_cases_drawn_for_the_submission(course):
 
 
 def test_grading_seeds_are_secret_stable_and_per_submission(tmp_path):
-    from autograder.grading.seeds import SECRET, drawn_cases, secret, submission_seed
+    from autograder.grading.judge import draw_cases
+    from autograder.grading.seeds import SECRET, secret, submission_seed
+
+    def drawn_cases(course_dir, chapter, seed):  # by a judging process of the course, as in grading
+        from autograder.grading import judge
+
+        if judge._judge is not None:
+            judge._judge.close()
+        judge._judge = None  # each course its own judging process
+        return draw_cases(chapter, course_dir, seed)
 
     made = secret(tmp_path)
     assert secret(tmp_path) == made and len(made) >= 32 and (tmp_path / SECRET).stat().st_mode & 0o777 == 0o600
@@ -93,7 +102,7 @@ def test_grading_seeds_are_secret_stable_and_per_submission(tmp_path):
     cases = drawn_cases(tmp_path, CHAPTER, seed)
     assert set(cases) == {q.qid for q in load_chapter(CHAPTER).questions if isinstance(q, Function)}
     assert cases == drawn_cases(tmp_path, CHAPTER, seed) != drawn_cases(tmp_path, CHAPTER, others.pop())
-    # A course with solutions of its own draws from them, as its judge does, even in a process that loaded
+    # A course with solutions of its own draws from them, as its judge does, even where the grader loaded
     # the installed ones. Here: a copy, whose CX2 crossover draws D = 7.
     own = tmp_path / "own" / "solutions" / f"{CHAPTER}.py"
     shutil.copytree(ROOT / "solutions", own.parent)
