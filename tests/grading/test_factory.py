@@ -19,11 +19,11 @@ ASK = """
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(sys.argv[1])
-s.sendall(json.dumps({"kind": "kernel", "roots": ["/"], "allow": ["/"], "writable": ["/"]}).encode() + b"\\n")
 s.settimeout(60)
-try:
+try:  # refused: the factory may close the connection before the request is even sent
+    s.sendall(json.dumps({"kind": "kernel", "roots": ["/"], "allow": ["/"], "writable": ["/"]}).encode() + b"\\n")
     print("REPLY", s.recv(4096).decode() or "<closed>")
-except ConnectionResetError:
+except (BrokenPipeError, ConnectionResetError):
     print("REPLY <closed>")
 """
 
