@@ -34,13 +34,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    from .questions import AuthoringError
     from .release import release
 
     course = Path(args.course_dir).resolve()
     try:
         for path in release(course, args.chapters or None):
             print(f"released {path.relative_to(course)}")
-    except FileNotFoundError as e:
+    except (FileNotFoundError, AuthoringError) as e:
         print(f"scaling-course release: {e}", file=sys.stderr)
         return 2
     return 0

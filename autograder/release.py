@@ -12,12 +12,16 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from .fingerprint import make_chapter
 from .grading import STATE
-from .questions import load_chapter
+from .questions import AuthoringError, Chapter, load_chapter
 
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
+# The one form of a test cell: the hidden line records the answer, the visible one self-checks it.
+TEST_CELL = re.compile(r'^### BEGIN HIDDEN TESTS\ngrade\("(?P<qid>[^"]+)", (?P<var>\w+)\)\n### END HIDDEN TESTS\n'
+                       r'check\("(?P=qid)", (?P=var)\)$')
 
 
 def fingerprint_dir() -> Path:
@@ -33,6 +37,46 @@ def source_chapters(course_dir: Path) -> list[str]:
 
 def fingerprint_text(chapter: str) -> str:
     return json.dumps(make_chapter(load_chapter(chapter)), indent=1, sort_keys=True) + "\n"
+
+
+def disagreements(chapter: Chapter, nb: Any) -> list[str]:
+    """Where a chapter notebook and its records disagree: a test cell not in the one form, for a question
+    with no record, with other points, unlocked or doubled, and a record with no test cell. The grader
+    reads points from the notebook's metadata, so a disagreement would change a grade silently."""
+    records = {q.qid: q for q in chapter.questions}
+    seen: set[str] = set()
+    problems = []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or meta.get("solution"):
+            continue
+        gid = meta.get("grade_id", "?")
+        m = TEST_CELL.match(cell.source)
+        if not m:
+            problems.append(f"test cell {gid} is not the two-line grade/check form")
+        elif m["qid"] != gid:
+            problems.append(f"test cell {gid} checks {m['qid']}")
+        if gid not in records:
+            problems.append(f"test cell {gid} has no record in solutions/")
+        elif meta.get("points") != records[gid].points:
+            problems.append(f"test cell {gid} gives {meta.get('points')} points, its record {records[gid].points}")
+        if not meta.get("locked"):
+            problems.append(f"test cell {gid} is not locked")
+        if gid in seen:
+            problems.append(f"{gid} has two test cells")
+        seen.add(gid)
+    problems += [f"{q} has a record but no test cell" for q in records if q not in seen]
+    return problems
+
+
+def check_notebook(course_dir: Path, chapter: str) -> None:
+    """Refuse to release a notebook that disagrees with its records (AuthoringError, every problem listed)."""
+    import nbformat
+
+    nb = nbformat.read(course_dir / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    problems = disagreements(load_chapter(chapter), nb)
+    if problems:
+        raise AuthoringError(f"source/{chapter} disagrees with solutions/{chapter}.py:\n  " + "\n  ".join(problems))
 
 
 def write_fingerprints(chapter: str) -> Path:
@@ -90,6 +134,7 @@ def release(course_dir: Path, chapters: list[str] | None = None) -> list[Path]:
                                 f"{', '.join(source_chapters(course_dir)) or 'none'}")
     out = []
     for name in names:
+        check_notebook(course_dir, name)
         write_fingerprints(name)
         out.append(generate(course_dir, name))
     return out

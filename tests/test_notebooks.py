@@ -1,6 +1,6 @@
 """Every chapter notebook matches its records, passes nbgrader validate, and its release fails it."""
 
-import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -8,13 +8,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.questions import load_chapter
-from autograder.release import source_chapters
+from autograder.questions import AuthoringError, load_chapter
+from autograder.release import check_notebook, disagreements, source_chapters
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = source_chapters(ROOT)
-TEST_CELL = re.compile(r'^### BEGIN HIDDEN TESTS\ngrade\("(?P<qid>[^"]+)", (?P<var>\w+)\)\n### END HIDDEN TESTS\n'
-                       r'check\("(?P=qid)", (?P=var)\)$')
 
 
 def _nb(chapter: str, folder: str = "source"):
@@ -23,20 +21,31 @@ def _nb(chapter: str, folder: str = "source"):
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_test_cells_match_records(chapter):
-    records = {q.qid: q for q in load_chapter(chapter).questions}
-    seen = {}
-    for cell in _nb(chapter).cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
-            m = TEST_CELL.match(cell.source)
-            assert m, f"test cell {meta['grade_id']} is not the one-line check/grade form:\n{cell.source}"
-            assert m["qid"] == meta["grade_id"], f"{meta['grade_id']}: the cell checks {m['qid']}"
-            assert meta["grade_id"] in records, f"{meta['grade_id']}: no record in solutions/"
-            assert meta["points"] == records[meta["grade_id"]].points, f"{meta['grade_id']}: points differ"
-            assert meta.get("locked"), f"{meta['grade_id']}: test cells must be locked"
-            assert meta["grade_id"] not in seen, f"{meta['grade_id']}: two test cells"
-            seen[meta["grade_id"]] = cell
-    assert set(seen) == set(records), f"records without a test cell: {sorted(set(records) - set(seen))}"
+    assert disagreements(load_chapter(chapter), _nb(chapter)) == []
+
+
+def test_the_release_refuses_a_notebook_that_disagrees_with_its_records(tmp_path):
+    """What the release checks (autograder.release.disagreements): each kind of disagreement is named."""
+    chapter = "ch01_rooflines"
+    nb = _nb(chapter)
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    tests = [c for c in graded if not c.metadata["nbgrader"].get("solution")]
+    tests[0].metadata["nbgrader"]["points"] = 7
+    tests[1].metadata["nbgrader"]["locked"] = False
+    tests[2].source = tests[2].source.replace("check(", "print(")
+    nb.cells.remove(tests[3])
+    problems = disagreements(load_chapter(chapter), nb)
+    gids = [c.metadata["nbgrader"]["grade_id"] for c in tests[:4]]
+    assert problems == [f"test cell {gids[0]} gives 7 points, its record "
+                        f"{load_chapter(chapter)[gids[0]].points}",
+                        f"test cell {gids[1]} is not locked",
+                        f"test cell {gids[2]} is not the two-line grade/check form",
+                        f"{gids[3]} has a record but no test cell"]
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "source" / chapter, course / "source" / chapter)
+    nbformat.write(nb, course / "source" / chapter / f"{chapter}.ipynb")
+    with pytest.raises(AuthoringError, match="disagrees with solutions"):
+        check_notebook(course, chapter)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
