@@ -49,8 +49,8 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_grade(args: argparse.Namespace) -> int:
     from .demo import print_table
+    from .grading.console import Progress
     from .grading.pipeline import CourseError, grade
-    from .grading.progress import Progress
 
     course = Path(args.course_dir).resolve()
     try:

@@ -24,9 +24,9 @@ import nbformat
 
 from ..verdict import Status
 from . import STATE, factory, results, stages
+from .console import Progress
 from .execute import KILL_GRACE_SECONDS, Limits
 from .judge import BATCH_SECONDS
-from .progress import Progress
 from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
 from .seeds import secret

@@ -197,7 +197,7 @@ def test_nbgrader_export_reads_our_gradebook(broken):
 @pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock: the grader uses no compilation cache here")
 def test_the_compilation_cache_fills_while_the_class_is_graded(tmp_path, monkeypatch):
     from autograder.grading import warmup
-    from autograder.grading.progress import Progress
+    from autograder.grading.console import Progress
 
     monkeypatch.setattr(warmup, "MIN_NOTEBOOKS", 2)  # a real reference run, for a class small enough to test
     monkeypatch.setattr(warmup, "MIN_PROGRAMS", 0)  # and a chapter with too few programs to repay one

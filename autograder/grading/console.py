@@ -1,4 +1,5 @@
-"""Progress of a grading run: a bar with counts and ETA on a terminal, plain lines elsewhere (CI logs)."""
+"""What a grading run prints as it goes: a bar with counts and ETA on a terminal, plain lines elsewhere
+(CI logs). (The student's own progress through a chapter is course/progress.py.)"""
 
 from __future__ import annotations
 
