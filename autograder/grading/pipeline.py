@@ -97,7 +97,31 @@ def prepare(course_dir: Path, name: str) -> Assignment:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
             points[meta["grade_id"]] = float(meta.get("points", 0))
+    _agree_with_records(name, points)
     return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points)
+
+
+def _agree_with_records(name: str, points: dict[str, float]) -> None:
+    """A chapter's points are its records' (``solutions/``): the self-check counts them, and
+    ``scaling-course release`` refuses a notebook that differs. A notebook edited since (a test cell's
+    points changed in nbgrader's toolbar, say) would grade out of other points than the students were
+    shown: refuse it. The records' points are read from the chapter's self-check data, which the release
+    writes from them (importing the chapter would import JAX here). Not a chapter: nothing to compare."""
+    import json
+
+    import course
+
+    path = Path(course.__file__).parent / "fingerprints" / f"{name}.json"
+    try:
+        records = {q: float(e["points"]) for q, e in json.loads(path.read_text())["questions"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+    differ = [f"{q}: {points.get(q, 'no test cell')} points in the notebook, {records.get(q, 'no record')} in its "
+              f"record" for q in sorted(set(points) | set(records)) if points.get(q) != records.get(q)]
+    if differ:
+        raise CourseError(f"source/{name} disagrees with the chapter's records, so it is not graded:\n  "
+                          + "\n  ".join(differ)
+                          + "\nFix the notebook or the record, then run `scaling-course release`.")
 
 
 def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) -> dict[str, Any]:

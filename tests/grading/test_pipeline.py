@@ -244,3 +244,18 @@ def test_broken_course_directory_is_explained(tmp_path):
     shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
     with pytest.raises(CourseError, match="no source notebook"):
         grade(tmp_path, CHAPTER)
+
+
+def test_a_notebook_whose_points_differ_from_its_records_is_not_graded(tmp_path):
+    """Points come from the records (the self-check counts them): a test cell's points edited in the
+    notebook since the release would grade out of other points than the students were shown."""
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    shutil.copytree(ROOT / "source" / CHAPTER, tmp_path / "source" / CHAPTER)
+    (tmp_path / "submitted" / "ada" / CHAPTER).mkdir(parents=True)
+    path = tmp_path / "source" / CHAPTER / f"{CHAPTER}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ch01-e1-h100-time")
+    cell.metadata["nbgrader"]["points"] = 5
+    nbformat.write(nb, path)
+    with pytest.raises(CourseError, match=r"ch01-e1-h100-time: 5\.0 points in the notebook, 1\.0 in its record"):
+        grade(tmp_path, CHAPTER)
