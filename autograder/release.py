@@ -30,6 +30,17 @@ def fingerprint_dir() -> Path:
     return Path(course.__file__).parent / "fingerprints"
 
 
+def released_questions(chapter: str) -> dict[str, dict[str, Any]] | None:
+    """The released self-check data of ``chapter`` by question id (kind, points, ...: written from its
+    records), or None where there is none (an assignment that is not a chapter)."""
+    try:
+        data = json.loads((fingerprint_dir() / f"{chapter}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    questions = data.get("questions") if isinstance(data, dict) else None
+    return questions if isinstance(questions, dict) else None
+
+
 def source_chapters(course_dir: Path) -> list[str]:
     source = course_dir / "source"
     return sorted(d.name for d in source.iterdir() if d.is_dir() and CHAPTER_DIR.match(d.name))

@@ -24,6 +24,7 @@ from typing import Any
 
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
+from .zygote import read_line
 
 ENV = "SCALING_COURSE_FACTORY"  # the socket of the factory this process's parent started
 START_SECONDS = 120  # the first request waits for the factory's imports
@@ -115,14 +116,9 @@ def connect(request: dict[str, Any], timeout: float, home: Path) -> tuple[dict[s
             time.sleep(0.05)
     try:
         sock.sendall((json.dumps(request) + "\n").encode())
-        sock.settimeout(max(0.1, deadline - time.monotonic()))
-        line = b""
-        while not line.endswith(b"\n"):
-            byte = sock.recv(1)  # byte by byte: what follows the reply is the service's own output
-            if not byte:
-                raise OSError("the factory closed the connection")
-            line += byte
-        sock.settimeout(None)
+        line = read_line(sock, max(0.1, deadline - time.monotonic()))
+        if not line.endswith(b"\n"):
+            raise OSError("the factory closed the connection")
         return json.loads(line), sock
     except (OSError, ValueError):
         sock.close()

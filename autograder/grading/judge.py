@@ -1,20 +1,22 @@
 """Judge: compare a notebook's recorded answers with the references, in a bounded process.
 
 sympy's work on an adversarial answer can run long or eat memory, and a timer cannot bound memory, so
-answers are judged in a separate process that sets its own memory limit before importing anything
-heavy. Inside it, each answer is judged under the stated bounds of ``autograder.bounds`` (CPU and wall
+answers are judged in a separate process that sets its own memory limit before it loads any
+chapter. Inside it, each answer is judged under the stated bounds of ``autograder.bounds`` (CPU and wall
 time per answer, and wall time for all of one notebook's answers); an answer past them is "too
 expensive to check", and so are those of a notebook whose answers have used up its budget. Each
-grading worker keeps that process alive across notebooks (a ``Service``), since importing sympy costs
-more than judging a notebook. If it dies or overruns on a notebook anyway, each answer of that
-notebook is judged alone in a fresh process to find the culprit, which is reported "too expensive to
-check"; the others keep their verdicts.
+grading worker keeps that process alive across notebooks (a ``Service``, forked by the class's
+factory with sympy imported), since loading a chapter's references costs more than judging a
+notebook; it also draws the submission's function cases (``draw_cases``). If it dies or overruns on
+a notebook anyway, each answer of that notebook is judged alone in a fresh process to find the
+culprit, which is reported "too expensive to check"; the others keep their verdicts.
 
 No student Python runs here: answers are data. Program answers are compiled artefacts; they run in
 a second, jailed process (run_programs.py) that cannot read the references, and only their reports
 come back here to be judged.
 
-    python -m autograder.grading.judge        # serves JSON lines: {"chapter", "course_dir", "items"}
+    forked by zygote.py; serves JSON lines: {"chapter", "course_dir", "items", "seed"} -> verdicts,
+    {"draw": true, "chapter", "course_dir", "seed"} -> {"cases"}
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 from .. import bounds
 from ..verdict import Status, Verdict
 from . import STATE, factory
-from .service import ForkedService
+from .service import Service
 
 MEMORY_BYTES = 4 * 2**30
 BATCH_SECONDS = 600
@@ -41,35 +43,40 @@ ALONE_SECONDS = 120  # one answer in a fresh process: sympy's import, the chapte
 PROGRAM_MEMORY_BYTES = 12 * 2**30  # address space: XLA reserves much more than it touches
 PROGRAM_SECONDS = 300
 
-_judge: ForkedService | None = None  # one per grading worker process
-_runners: dict[tuple, ForkedService] = {}  # one per judging process and isolation
+_judge: Service | None = None  # one per grading worker process
+_runners: dict[tuple, Service] = {}  # one per judging process and isolation
 
 
-def _forked(request: dict[str, Any], home: Path, max_requests: int = 50) -> ForkedService:
+def _forked(request: dict[str, Any], home: Path, max_requests: int = 50) -> Service:
     """A judging process or a program runner, forked by the class's factory."""
     def connect(req: dict[str, Any], timeout: float) -> Any:
         return factory.connect(req, timeout, home)
-    return ForkedService(connect, request, max_requests=max_requests)
+    return Service(connect, request, max_requests=max_requests)
 
 
-def _judging(course_dir: Path, max_requests: int = 50) -> ForkedService:
+def _judging(course_dir: Path, max_requests: int = 50) -> Service:
     # It asks the same factory for its program runner.
     env = {factory.ENV: os.environ[factory.ENV]} if factory.ENV in os.environ else {}
     return _forked({"kind": "judge", "env": env}, course_dir / STATE / "work", max_requests)
+
+
+def _worker_judge(course_dir: Path) -> Service:
+    """This worker's judging process, kept across notebooks."""
+    global _judge
+    if _judge is None:
+        _judge = _judging(course_dir)
+    return _judge
 
 
 def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
                   seed: str | None = None) -> dict[str, Verdict]:
     """Verdicts for ``answers`` (qid -> recorded answer), computed out of process. ``seed``: the
     submission's grading seed (seeds.py), from which function and program inputs are drawn."""
-    global _judge
     if not answers:
         return {}
     items = [{"qid": q, "answer": a} for q, a in answers.items()]
-    if _judge is None:
-        _judge = _judging(course_dir)
-    raw = _judge.request({"chapter": chapter, "course_dir": str(course_dir), "items": items, "seed": seed},
-                         BATCH_SECONDS)
+    raw = _worker_judge(course_dir).request({"chapter": chapter, "course_dir": str(course_dir), "items": items,
+                                             "seed": seed}, BATCH_SECONDS)
     if isinstance(raw, dict) and set(raw) == set(answers):
         return {qid: Verdict.from_json(v) for qid, v in raw.items()}
     out = {}
@@ -87,11 +94,8 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
 def draw_cases(chapter: str, course_dir: Path, seed: str) -> dict[str, list[dict[str, Any]]]:
     """The cases each function question of a submission is run on (seeds.py), drawn by this worker's
     judging process, which has the chapter's references loaded: the course's own where it has them."""
-    global _judge
-    if _judge is None:
-        _judge = _judging(course_dir)
-    reply = _judge.request({"draw": True, "chapter": chapter, "course_dir": str(course_dir), "seed": seed},
-                           BATCH_SECONDS)
+    reply = _worker_judge(course_dir).request({"draw": True, "chapter": chapter, "course_dir": str(course_dir),
+                                               "seed": seed}, BATCH_SECONDS)
     if not isinstance(reply, dict) or not isinstance(reply.get("cases"), dict):
         raise RuntimeError(f"the judging process could not draw the test cases: {str(reply)[:300]}")
     return reply["cases"]
@@ -109,7 +113,7 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)
 
 
-def _runner(course_dir: Path, seconds: int) -> ForkedService:
+def _runner(course_dir: Path, seconds: int) -> Service:
     from .jail import isolation_paths, readable_roots
 
     deny, allow = isolation_paths(course_dir)
@@ -220,7 +224,3 @@ def main() -> None:
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

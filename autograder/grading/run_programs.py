@@ -1,9 +1,9 @@
 """Run recorded programs (``jax.export`` artefacts) in a jailed process and report what they did.
 
-    python -m autograder.grading.jail --deny COURSE ... -- python -m autograder.grading.run_programs
-
-The judge starts this through the jail, so the XLA programs of a notebook run where the reference
-solutions, the source notebooks and the gradebook cannot be read, with memory and CPU limits. It
+The judge asks the class's factory (zygote.py) for this process, which jails itself as a kernel does
+(private namespaces where the system has them, Landlock, memory and CPU limits), so the XLA programs
+of a notebook run where the reference solutions, the source notebooks and the gradebook cannot be
+read. It
 serves JSON lines: each request {"items": [{"qid", "spec", "blob", "seed"}]} gets one line,
 qid -> report (``programs.run_items``). The judge compares the reports with the references itself
 (``kinds.program.judge_all``).
@@ -26,7 +26,3 @@ def main() -> None:
         sys.stdout.write(json.dumps(run_items(json.loads(line)["items"])) + "\n")
         sys.stdout.flush()
     os._exit(0)  # skip JAX's teardown
-
-
-if __name__ == "__main__":
-    main()

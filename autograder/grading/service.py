@@ -16,20 +16,22 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
+Connect = Callable[[dict[str, Any], float], tuple[dict[str, Any], socket.socket] | None]
+
 
 class Service:
-    """A helper this process starts itself (``command``), talking over its stdin and stdout."""
+    """A helper forked by the class's factory: ``request`` says which (factory.connect asks for it);
+    the connection that asked becomes its stdin and stdout. Not our child, so it is killed, never
+    waited for (the factory reaps it)."""
 
-    def __init__(self, command: list[str], cwd: str | None = None, env: dict[str, str] | None = None,
-                 max_requests: int = 50, log: str | None = None, on_start: Callable[[int], None] | None = None):
-        self.command, self.cwd, self.env, self.log, self.on_start = command, cwd, env, log, on_start
-        self.max_requests = max_requests
-        self.proc: subprocess.Popen | None = None
+    def __init__(self, connect: Connect, request: dict[str, Any], max_requests: int = 50):
+        self.connect, self.fork_request, self.max_requests = connect, request, max_requests
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
         self.served = 0
 
     def request(self, payload: Any, timeout: float) -> Any | None:
@@ -38,8 +40,9 @@ class Service:
             self.close()
             if not self._start(timeout):
                 return None
+        assert self.sock is not None
         try:
-            self._send((json.dumps(payload) + "\n").encode())
+            self.sock.sendall((json.dumps(payload) + "\n").encode())
             line = self._readline(timeout)
         except (OSError, ValueError):
             line = None
@@ -54,9 +57,10 @@ class Service:
             return None
 
     def _readline(self, timeout: float) -> str | None:
+        assert self.sock is not None
         deadline = time.monotonic() + timeout
         buf = b""
-        fd = self._reading()
+        fd = self.sock.fileno()
         while not buf.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -66,50 +70,6 @@ class Service:
                 return None
             buf += chunk
         return buf.decode()
-
-    # How the helper is started, reached and stopped: a child of this process, over pipes.
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def _start(self, timeout: float) -> bool:
-        stderr = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115 (the child keeps it)
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=stderr, cwd=self.cwd, env=self.env, start_new_session=True)
-        if self.log:
-            stderr.close()
-        if self.on_start is not None:
-            self.on_start(self.proc.pid)
-        self.served = 0
-        return True
-
-    def _send(self, data: bytes) -> None:
-        assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def _reading(self) -> int:
-        assert self.proc is not None and self.proc.stdout is not None
-        return self.proc.stdout.fileno()
-
-    def close(self) -> None:
-        if self.proc is not None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            self.proc = None
-
-
-class ForkedService(Service):
-    """A helper forked by the class's factory (zygote.py): ``request`` says which; the connection that
-    asked for it becomes its stdin and stdout. Not our child, so it is killed, never waited for (the
-    factory reaps it)."""
-
-    def __init__(self, connect: Callable[[dict[str, Any], float], tuple[dict[str, Any], socket.socket] | None],
-                 request: dict[str, Any], max_requests: int = 50):
-        super().__init__([], max_requests=max_requests)
-        self.connect, self.fork_request = connect, request
-        self.pid: int | None = None
-        self.sock: socket.socket | None = None
 
     def alive(self) -> bool:
         if self.pid is None:
@@ -129,14 +89,6 @@ class ForkedService(Service):
         reply, self.sock = got
         self.pid, self.served = int(reply["pid"]), 0
         return True
-
-    def _send(self, data: bytes) -> None:
-        assert self.sock is not None
-        self.sock.sendall(data)
-
-    def _reading(self) -> int:
-        assert self.sock is not None
-        return self.sock.fileno()
 
     def close(self) -> None:
         if self.pid is not None:

@@ -93,12 +93,10 @@ def execute(job: Job) -> None:
     job.seed = submission_seed(a.course_dir, a.name, job.student, job.sha)
     cases = draw_cases(a.name, a.course_dir, job.seed)
     env = {DRAWN_ENV: str(write_cases(job.work, cases))} if cases else {}
-    # The cache folder is readable from the start (so a worker's kernel factory, jailed once, serves
-    # the whole run); kernels are pointed at it once the reference run has filled it.
+    # Kernels read the compilation cache once the reference run has filled it, and never write it.
     cache = ready_cache(a)
-    if a.jax_cache is not None:
-        allow = [*allow, a.jax_cache]
     if cache is not None:
+        allow = [*allow, cache]
         env[ENV] = str(cache)
     job.cache = cache is not None
     log = a.course_dir / STATE / "logs" / a.name / f"{job.student}.log"

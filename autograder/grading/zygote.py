@@ -226,8 +226,9 @@ def _parent_of(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])  # the command name may hold spaces and parentheses
 
 
-def _read_line(conn: socket.socket, seconds: float = 10.0) -> bytes:
-    """One request line, read byte by byte: what follows it belongs to the child it asks for."""
+def read_line(conn: socket.socket, seconds: float = 10.0) -> bytes:
+    """One line (a request, or the factory's reply), read byte by byte: what follows it belongs to the
+    child it asks for. Short of its newline where the other side closed first."""
     conn.settimeout(seconds)
     data = b""
     while not data.endswith(b"\n") and len(data) < 1 << 20:
@@ -273,7 +274,7 @@ def _serve(conn: socket.socket, listener: socket.socket, factory: int) -> None:
     if not _trusted(worker):
         return  # not the grader: a kernel, or a process of another user's making
     try:
-        request = json.loads(_read_line(conn))
+        request = json.loads(read_line(conn))
     except (OSError, ValueError):
         return
     if not isinstance(request, dict) or request.get("kind") not in ("kernel", "judge", "runner"):
