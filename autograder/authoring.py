@@ -8,7 +8,7 @@ module only guarantees that generated cells carry exactly the metadata the cours
     b.md("# Chapter 13 ...")
     b.setup("from course import check, grade")
     b.answer("ch13-q1-answer", "q1_intensity = 2*B*D*F / (2*B*D + 2*D*F + 2*B*F)")
-    b.test("ch13-q1-intensity", "q1_intensity")
+    b.test("ch13-q1-intensity", "q1_intensity")  # the check line; the release writes the rest
     b.write("source/ch13_example/ch13_example.ipynb")
 """
 
@@ -20,7 +20,8 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from .questions import load_chapter
+from .questions import AuthoringError, load_chapter
+from .release import complete_test_cells
 
 REPOSITORY = "https://github.com/scaling-course/scaling-course"
 # The first lines of every setup cell. On Colab, or any Python without the course, they install the
@@ -55,7 +56,6 @@ class NotebookBuilder:
     def __init__(self, chapter: str):
         self.chapter = load_chapter(chapter)
         self.cells: list = []
-        self.tested: set[str] = set()
 
     def md(self, text: str) -> None:
         self.cells.append(new_markdown_cell(text.strip("\n")))
@@ -80,20 +80,15 @@ class NotebookBuilder:
         self.cells.append(cell)
 
     def test(self, qid: str, variable: str) -> None:
-        """The test cell of one question: the hidden recorder, then the visible self-check."""
-        q = self.chapter[qid]
-        cell = new_code_cell(f'### BEGIN HIDDEN TESTS\ngrade("{qid}", {variable})\n### END HIDDEN TESTS\n'
-                             f'check("{qid}", {variable})')
-        cell.metadata.update(nbgrader=_meta(qid, grade=True, solution=False, locked=True, points=q.points),
-                             deletable=False, editable=False)
-        self.cells.append(cell)
-        self.tested.add(qid)
+        """A question's check line, as an author writes it; ``write`` completes the cell from the record."""
+        self.cells.append(new_code_cell(f'check("{qid}", {variable})'))
 
     def write(self, path: str | Path) -> None:
-        missing = {q.qid for q in self.chapter.questions} - self.tested
-        if missing:
-            raise ValueError(f"questions without a test cell: {sorted(missing)}")
         nb = new_notebook(cells=self.cells)
+        problems = complete_test_cells(self.chapter, nb)
+        if problems:
+            raise AuthoringError(f"the notebook does not match solutions/{self.chapter.name}.py:\n  "
+                                 + "\n  ".join(problems))
         nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
         nb.metadata["language_info"] = {"name": "python"}
         for i, cell in enumerate(nb.cells):

@@ -19,7 +19,9 @@ from .grading import STATE
 from .questions import AuthoringError, Chapter, load_chapter
 
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
-# The one form of a test cell: the hidden line records the answer, the visible one self-checks it.
+# A question's test cell as the author writes it (one line), and as the release completes it: the hidden
+# line records the answer for the grader, the visible one self-checks it.
+CHECK_LINE = re.compile(r'^check\("(?P<qid>[^"]+)", (?P<var>[A-Za-z_]\w*)\)$')
 TEST_CELL = re.compile(r'^### BEGIN HIDDEN TESTS\ngrade\("(?P<qid>[^"]+)", (?P<var>\w+)\)\n### END HIDDEN TESTS\n'
                        r'check\("(?P=qid)", (?P=var)\)$')
 
@@ -50,44 +52,70 @@ def fingerprint_text(chapter: str) -> str:
     return json.dumps(make_chapter(load_chapter(chapter)), indent=1, sort_keys=True) + "\n"
 
 
-def disagreements(chapter: Chapter, nb: Any) -> list[str]:
-    """Where a chapter notebook and its records disagree: a test cell not in the one form, for a question
-    with no record, with other points, unlocked or doubled, and a record with no test cell. The grader
-    reads points from the notebook's metadata, so a disagreement would change a grade silently."""
+def test_cell_source(qid: str, variable: str) -> str:
+    return f'### BEGIN HIDDEN TESTS\ngrade("{qid}", {variable})\n### END HIDDEN TESTS\ncheck("{qid}", {variable})'
+
+
+def test_cell_metadata(qid: str, points: float) -> dict[str, Any]:
+    """What nbgrader needs to grade, lock and never delete a question's test cell; the points are the record's."""
+    return {"deletable": False, "editable": False,
+            "nbgrader": {"grade": True, "grade_id": qid, "locked": True, "points": points, "schema_version": 3,
+                         "solution": False, "task": False}}
+
+
+def _question_of(cell: Any) -> tuple[str, str] | None:
+    """(question id, answer variable) of a test cell, complete or as the author wrote it; None otherwise."""
+    if cell.get("cell_type") != "code" or cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        return None
+    m = TEST_CELL.match(cell.source) or CHECK_LINE.match(cell.source.strip())
+    return (m["qid"], m["var"]) if m else None
+
+
+def complete_test_cells(chapter: Chapter, nb: Any) -> list[str]:
+    """Write every question's test cell from its record, in place, and name what cannot be written.
+
+    The author writes one line per question, ``check("<qid>", <variable>)``, in a cell of its own where
+    the self-check belongs; the variable is the notebook's, the rest is the record's: the hidden
+    ``grade`` line, the grade id, the points and the lock. What stays for the author to fix: a graded
+    cell not in that form, an id with no record, a question tested twice or not at all."""
     records = {q.qid: q for q in chapter.questions}
     seen: set[str] = set()
     problems = []
     for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or meta.get("solution"):
+        graded = cell.get("metadata", {}).get("nbgrader", {})
+        question = _question_of(cell)
+        if question is None:
+            if graded.get("grade") and not graded.get("solution"):
+                problems.append(f"test cell {graded.get('grade_id', '?')} is not one "
+                                f'check("<question id>", <answer>) line')
             continue
-        gid = meta.get("grade_id", "?")
-        m = TEST_CELL.match(cell.source)
-        if not m:
-            problems.append(f"test cell {gid} is not the two-line grade/check form")
-        elif m["qid"] != gid:
-            problems.append(f"test cell {gid} checks {m['qid']}")
-        if gid not in records:
-            problems.append(f"test cell {gid} has no record in solutions/")
-        elif meta.get("points") != records[gid].points:
-            problems.append(f"test cell {gid} gives {meta.get('points')} points, its record {records[gid].points}")
-        if not meta.get("locked"):
-            problems.append(f"test cell {gid} is not locked")
-        if gid in seen:
-            problems.append(f"{gid} has two test cells")
-        seen.add(gid)
+        qid, variable = question
+        if qid not in records:
+            problems.append(f"test cell {qid} has no record in solutions/")
+        elif qid in seen:
+            problems.append(f"{qid} has two test cells")
+        else:
+            cell.source = test_cell_source(qid, variable)
+            cell.metadata.update(test_cell_metadata(qid, records[qid].points))
+        seen.add(qid)
     problems += [f"{q} has a record but no test cell" for q in records if q not in seen]
     return problems
 
 
-def check_notebook(course_dir: Path, chapter: str) -> None:
-    """Refuse to release a notebook that disagrees with its records (AuthoringError, every problem listed)."""
+def complete_notebook(course_dir: Path, chapter: str) -> None:
+    """Write the source notebook's test cells from the records (the file changes only where they were
+    incomplete or stale); refuse, naming every problem, a notebook whose questions do not match."""
     import nbformat
 
-    nb = nbformat.read(course_dir / "source" / chapter / f"{chapter}.ipynb", as_version=4)
-    problems = disagreements(load_chapter(chapter), nb)
+    path = course_dir / "source" / chapter / f"{chapter}.ipynb"
+    text = path.read_text()
+    nb = nbformat.reads(text, as_version=4)
+    problems = complete_test_cells(load_chapter(chapter), nb)
     if problems:
         raise AuthoringError(f"source/{chapter} disagrees with solutions/{chapter}.py:\n  " + "\n  ".join(problems))
+    completed = nbformat.writes(nb) + "\n"
+    if completed != text:
+        path.write_text(completed)
 
 
 def write_fingerprints(chapter: str) -> Path:
@@ -145,7 +173,7 @@ def release(course_dir: Path, chapters: list[str] | None = None) -> list[Path]:
                                 f"{', '.join(source_chapters(course_dir)) or 'none'}")
     out = []
     for name in names:
-        check_notebook(course_dir, name)
+        complete_notebook(course_dir, name)
         write_fingerprints(name)
         out.append(generate(course_dir, name))
     return out

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from autograder.questions import AuthoringError, load_chapter
-from autograder.release import check_notebook, disagreements, source_chapters
+from autograder.release import complete_notebook, complete_test_cells, source_chapters
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = source_chapters(ROOT)
@@ -19,33 +19,63 @@ def _nb(chapter: str, folder: str = "source"):
     return nbformat.read(ROOT / folder / chapter / f"{chapter}.ipynb", as_version=4)
 
 
+def _as_written(nb):
+    """The notebook as its author writes it: each test cell one check line, with no nbgrader metadata."""
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and not meta.get("solution"):
+            cell.source = cell.source.splitlines()[-1]
+            cell.metadata = {}
+    return nb
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_test_cells_match_records(chapter):
-    assert disagreements(load_chapter(chapter), _nb(chapter)) == []
+def test_release_writes_each_test_cell_from_its_record(chapter):
+    """From one check line per question the release writes exactly the committed test cells."""
+    nb = _as_written(_nb(chapter))
+    assert complete_test_cells(load_chapter(chapter), nb) == []
+    assert nb == _nb(chapter)
 
 
-def test_the_release_refuses_a_notebook_that_disagrees_with_its_records(tmp_path):
-    """What the release checks (autograder.release.disagreements): each kind of disagreement is named."""
+def test_release_writes_points_and_locks_from_the_records(tmp_path):
+    """Points or a lock changed by hand in the notebook are put back; the file is rewritten only then."""
     chapter = "ch01_rooflines"
+    course = tmp_path / "course"
+    shutil.copytree(ROOT / "source" / chapter, course / "source" / chapter)
+    path = course / "source" / chapter / f"{chapter}.ipynb"
+    complete_notebook(course, chapter)
+    assert path.read_bytes() == (ROOT / "source" / chapter / f"{chapter}.ipynb").read_bytes()
     nb = _nb(chapter)
-    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    tests = [c for c in graded if not c.metadata["nbgrader"].get("solution")]
+    tests = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+             and not c.metadata["nbgrader"].get("solution")]
     tests[0].metadata["nbgrader"]["points"] = 7
     tests[1].metadata["nbgrader"]["locked"] = False
-    tests[2].source = tests[2].source.replace("check(", "print(")
-    nb.cells.remove(tests[3])
-    problems = disagreements(load_chapter(chapter), nb)
-    gids = [c.metadata["nbgrader"]["grade_id"] for c in tests[:4]]
-    assert problems == [f"test cell {gids[0]} gives 7 points, its record "
-                        f"{load_chapter(chapter)[gids[0]].points}",
-                        f"test cell {gids[1]} is not locked",
-                        f"test cell {gids[2]} is not the two-line grade/check form",
-                        f"{gids[3]} has a record but no test cell"]
+    tests[2].source = tests[2].source.splitlines()[-1]  # the check line alone, as an author writes it
+    nbformat.write(nb, path)
+    complete_notebook(course, chapter)
+    assert path.read_bytes() == (ROOT / "source" / chapter / f"{chapter}.ipynb").read_bytes()
+
+
+def test_the_release_refuses_a_notebook_whose_questions_do_not_match_its_records(tmp_path):
+    """What the release cannot write from the records (autograder.release.complete_test_cells) is named."""
+    chapter = "ch01_rooflines"
+    nb = _as_written(_nb(chapter))
+    tests = [c for c in nb.cells if c.source.startswith("check(")]
+    qids = [t.source.split('"')[1] for t in tests]
+    tests[1].source = tests[1].source.replace("check(", "print(")
+    tests[2].source = tests[0].source
+    tests[3].source = 'check("ch01-zz-unknown", x)'
+    tests[4].source += "\nprint('done')"
+    tests[4].metadata = {"nbgrader": {"grade": True, "grade_id": "g4", "points": 1, "solution": False}}
+    problems = complete_test_cells(load_chapter(chapter), nb)
+    assert problems == [f"{qids[0]} has two test cells", "test cell ch01-zz-unknown has no record in solutions/",
+                        'test cell g4 is not one check("<question id>", <answer>) line',
+                        *(f"{q} has a record but no test cell" for q in qids[1:5])]
     course = tmp_path / "course"
     shutil.copytree(ROOT / "source" / chapter, course / "source" / chapter)
     nbformat.write(nb, course / "source" / chapter / f"{chapter}.ipynb")
     with pytest.raises(AuthoringError, match="disagrees with solutions"):
-        check_notebook(course, chapter)
+        complete_notebook(course, chapter)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

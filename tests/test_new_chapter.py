@@ -1,0 +1,61 @@
+"""docs/authoring.md's recipe for a new chapter works as written: its records module and its notebook
+script, taken from the page, become a chapter that releases and grades in a copy of this repository."""
+
+import csv
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTER = "ch13_example"
+CLI = "import sys; from autograder.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _block(page: str, heading: str) -> str:
+    """The first Python code block under ``heading``."""
+    section = page[page.index(heading):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def _run(repo: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """A command of this repository's copy: its packages first on the path, so the new chapter is seen."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+def test_a_new_chapter_from_the_recipe_releases_and_grades(tmp_path):
+    repo = tmp_path / "repo"
+    for package in ("autograder", "course", "solutions"):
+        shutil.copytree(ROOT / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "nbgrader_config.py", repo)
+    page = (ROOT / "docs" / "authoring.md").read_text()
+    (repo / "solutions" / f"{CHAPTER}.py").write_text(_block(page, "## 1. Records"))
+
+    _run(repo, "-c", _block(page, "## 2. The notebook"))
+    source = repo / "source" / CHAPTER / f"{CHAPTER}.ipynb"
+    written = source.read_text()
+    cells = [c.source for c in nbformat.reads(written, as_version=4).cells]
+    assert 'grade("ch13-q1-intensity", q1_intensity)' in "\n".join(cells)  # the builder completes each check
+
+    released = _run(repo, "-c", CLI, "release", CHAPTER)
+    assert f"released release/{CHAPTER}" in released.stdout
+    assert source.read_text() == written  # nothing left for the release to write
+    assert (repo / "course" / "fingerprints" / f"{CHAPTER}.json").exists()
+    student_copy = nbformat.read(repo / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    assert "psum" not in str(student_copy) and "grade(" not in str(student_copy)
+
+    course = tmp_path / "class"
+    _run(repo, "-c", CLI, "demo", CHAPTER, "--keep", str(course), "--jobs", "2")
+    with open(course / "grades.csv") as f:
+        rows = {row["student"]: row for row in csv.DictReader(f)}
+    scores = {student: (float(row["score"]), float(row["max_score"])) for student, row in rows.items()}
+    # The partly wrong student gives Q1's listed slip (2 points lost) and everything else right.
+    assert scores == {"reference": (6, 6), "partly-wrong": (4, 6), "untouched": (0, 6)}, scores
