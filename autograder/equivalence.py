@@ -18,7 +18,7 @@ from fractions import Fraction
 import mpmath
 import sympy as sp
 
-from course.symbols import symbol
+from .symbols import symbol
 
 DIGITS = 50
 N_POINTS = 10

@@ -20,7 +20,7 @@ from decimal import Decimal, InvalidOperation
 import sympy as sp
 from sympy.printing.str import StrPrinter
 
-from course.symbols import symbol
+from .symbols import symbol
 
 MAX_CHARS = 2000
 MAX_NODES = 400

@@ -10,6 +10,9 @@ The same ``run`` serves the offline self-check, on the live function, and both j
 ``judge_report``: a wrong result is diagnosed once, by what it most likely means (a constant factor
 that is a device count, a partial sum missing a psum over a named axis, blocks in the wrong place, a
 transposition), so the self-check and the grader name the same slip.
+
+Whatever places arrays on devices takes a mesh factory (``make_mesh``, such as ``course.mesh``) from
+its caller: which devices exist is decided by the process that set them up, not here.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from .collectives import Collective, census, compiled_census, inspect_text
+from .meshes import MeshFactory
 from .questions import ProgramSpec
 from .verdict import Status, Verdict
 
@@ -51,16 +55,12 @@ class Report:
     error_code: str = "raised"
 
 
-def _mesh(q: ProgramSpec):
-    from course.devices import mesh
-
-    return mesh(**dict(q.mesh))
-
-
-def _sharding(q: ProgramSpec, spec: tuple):
+def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
+    """Each operand's sharding, on the question's mesh as ``make_mesh`` builds it."""
     from jax.sharding import NamedSharding, PartitionSpec
 
-    return NamedSharding(_mesh(q), PartitionSpec(*spec))
+    m = make_mesh(**dict(q.mesh))
+    return [NamedSharding(m, PartitionSpec(*op.spec)) for op in q.operands]
 
 
 def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
@@ -78,22 +78,23 @@ def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
     return out
 
 
-def export(q: ProgramSpec, fn: Any) -> str:
+def export(q: ProgramSpec, fn: Any, *, make_mesh: MeshFactory) -> str:
     """Lower ``fn`` for the question's operand shapes and shardings; base64 of the serialized
     program. Raises what jax raises when the function cannot be traced."""
     import jax
 
-    args = [jax.ShapeDtypeStruct(op.shape, op.dtype, sharding=_sharding(q, op.spec)) for op in q.operands]
+    args = [jax.ShapeDtypeStruct(op.shape, op.dtype, sharding=s)
+            for op, s in zip(q.operands, _shardings(q, make_mesh), strict=True)]
     exported = jax.export.export(jax.jit(fn))(*args)
     return base64.b64encode(exported.serialize()).decode()
 
 
-def run(q: ProgramSpec, fn: Any, seed: int) -> Report:
+def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report:
     """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
     import jax
 
     try:
-        args = [jax.device_put(x, _sharding(q, op.spec)) for x, op in zip(inputs(q, seed), q.operands, strict=True)]
+        args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
         jitted = jax.jit(fn)
         out = jitted(*args)
         lowered = jitted.lower(*args)
@@ -113,7 +114,7 @@ def foreign_calls(mlir_text: str) -> list[str]:
     return [t for t in targets if t not in ALLOWED_CUSTOM_CALLS]
 
 
-def run_exported(q: ProgramSpec, blob: str, seed: int) -> Report:
+def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory) -> Report:
     """Deserialize a recorded program, refuse foreign code in it, check its signature, run it."""
     import jax
 
@@ -128,7 +129,7 @@ def run_exported(q: ProgramSpec, blob: str, seed: int) -> Report:
     got = [(tuple(a.shape), np.dtype(a.dtype)) for a in exported.in_avals]
     if got != want or exported.nr_devices != _device_count(q):
         return Report(error=f"the program takes {got} on {exported.nr_devices} devices", error_code="bad_program")
-    return run(q, exported.call, seed)
+    return run(q, exported.call, seed, make_mesh=make_mesh)
 
 
 def report_to_json(r: Report) -> dict[str, Any]:
@@ -661,8 +662,9 @@ def not_a_program(blob: Any) -> Verdict | None:
     return None
 
 
-def run_items(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def run_items(items: list[dict[str, Any]], *, make_mesh: MeshFactory) -> dict[str, dict[str, Any]]:
     """qid -> report (as JSON) for runner items {"qid", "spec", "blob", "seed"}: what the jailed runner
     (grading/run_programs.py) answers, computed in this process."""
-    return {i["qid"]: report_to_json(run_exported(ProgramSpec.from_json(i["spec"]), i["blob"], int(i["seed"])))
+    return {i["qid"]: report_to_json(run_exported(ProgramSpec.from_json(i["spec"]), i["blob"], int(i["seed"]),
+                                                  make_mesh=make_mesh))
             for i in items}

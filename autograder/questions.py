@@ -196,7 +196,7 @@ class Function(Question):
     reference: Callable[..., Any]
     probes: tuple[dict[str, Any], ...]
     output: Output | tuple[Output, ...]  # how to judge each returned item
-    # Name of a function in ``course.probes`` that turns a probe into the call's arguments in the
+    # Name of a function in ``autograder.probes`` that turns a probe into the call's arguments in the
     # student's kernel (e.g. random arrays of the probe's shapes); "" calls ``f(**probe)``.
     builder: str = ""
     # A correct implementation with the student's signature (tests and the demo call it);

@@ -5,6 +5,9 @@ shipped with the package. ``selfcheck`` runs their own filled notebook top to bo
 kernel (their copy is not modified), lets every check cell record its verdict in the progress
 file, and prints the verdicts of this run as a table. ``progress`` reads the same file: what is
 solved, per chapter, across every session in JupyterLab or on the command line.
+
+An application, not part of the core: it reads the learner's progress and the shipped self-check data
+through ``course``, as the learner's notebooks do.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 JAX reads its device configuration once, when it first initialises a backend, so ``setup()`` must
 run before anything touches a device: the locked first cell of every notebook calls it. It sets
 ``XLA_FLAGS`` unconditionally (a stray value inherited from the grader's environment must not win)
-and also uses ``jax_num_cpu_devices``, which works even when jax was imported already.
+and also uses ``jax_num_cpu_devices``, which works even when jax was imported already. ``mesh``
+builds a mesh on those devices; it is the core's (``autograder/meshes.py``), so that a program a
+student lowers here has the shardings the grader runs it with.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import os
 import re
 import warnings
 from pathlib import Path
+
+from autograder.meshes import mesh  # noqa: F401  (course.mesh: the grader builds its meshes the same way)
 
 DEFAULT_DEVICES = 8
 _COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
@@ -99,14 +103,3 @@ def _version_note(wanted: str | None) -> str:
         return ""
     return (f"\nNote: this notebook was released with scaling-course {wanted}, but {have} is installed; "
             f"if a check does not know a question, install {wanted} or download the notebook of {have}.")
-
-
-def mesh(**axes: int):
-    """A mesh with named axes, e.g. ``mesh(X=8)`` or ``mesh(X=2, Y=4)``.
-
-    Axes are ``AxisType.Auto``: the book's programs let the compiler propagate shardings (jax 0.10's
-    ``jax.make_mesh`` defaults to Explicit axes, which reject mismatched input shardings)."""
-    import jax
-    from jax.sharding import AxisType
-
-    return jax.make_mesh(tuple(axes.values()), tuple(axes), axis_types=(AxisType.Auto,) * len(axes))

@@ -67,9 +67,7 @@ MACHINERY_MODULES = {"answers": "check/grade/hint judge or record an answer give
 # Single callables that need a JAX program or time a real machine; they return no formula or number
 # a question asks for (timings are never graded, see course.measure).
 MACHINERY = {"course.measure.matmul_throughput": "times matmuls on this machine; never graded",
-             "course.comms.inspect": "takes a JAX function", "course.comms.report": "takes a JAX function",
-             "course.probes.build": "builds JAX arrays for a probe", "course.probes.contraction": "builds arrays",
-             "course.probes.builder": "a registration decorator"}
+             "course.comms.inspect": "takes a JAX function", "course.comms.report": "takes a JAX function"}
 DRAWS = "ax"  # a callable with an ``ax`` parameter draws a picture; it returns Axes, never an answer
 
 FORMULA_RTOL = 1e-9

@@ -17,12 +17,12 @@ import sys
 
 
 def main() -> None:
-    from course.devices import setup
+    from course.devices import mesh, setup
 
     setup("cpu")
     from ..programs import run_items
 
     for line in sys.stdin:
-        sys.stdout.write(json.dumps(run_items(json.loads(line)["items"])) + "\n")
+        sys.stdout.write(json.dumps(run_items(json.loads(line)["items"], make_mesh=mesh)) + "\n")
         sys.stdout.flush()
     os._exit(0)  # skip JAX's teardown

@@ -82,6 +82,9 @@ def _preload() -> None:
         importlib.import_module(f"course.{module.name}")
     import autograder.collectives  # noqa: F401
     import autograder.programs  # noqa: F401
+    from autograder import kinds
+
+    dict(kinds.KINDS)  # imports every kind: a student's kernel loads each at its first check, a grading one uses all
 
     _format_a_traceback()
     _draw_a_figure()

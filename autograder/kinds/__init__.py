@@ -4,21 +4,42 @@ Each kind module holds, in one place, how its answers are judged against the ref
 (``judge``), how the self-check data is made at release (``make_print``) and how the self-check
 judges against that data (``selfcheck``). Where both judges diagnose, they share one ``diagnose``
 that asks its questions of an oracle: exact in the grader, from hashes in the self-check.
+
+A kind's module is imported the first time the table is asked for it: a kernel that checks a number
+never loads the program kind (and JAX's export machinery) or the function kind.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from importlib import import_module
 from types import ModuleType
 from typing import Any
 
 from ..bounds import TooExpensive, bounded
 from ..questions import Question
 from ..verdict import Status, Verdict
-from . import choice, formula, function, number, program
 from .common import too_expensive
 
-KINDS: dict[str, ModuleType] = {"formula": formula, "number": number, "choice": choice,
-                                "function": function, "program": program}
+
+class _Kinds(Mapping[str, ModuleType]):
+    """Kind name -> its module, imported on first use."""
+
+    NAMES = ("formula", "number", "choice", "function", "program")
+
+    def __getitem__(self, name: str) -> ModuleType:
+        if name not in self.NAMES:
+            raise KeyError(name)
+        return import_module(f"{__name__}.{name}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.NAMES)
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
+
+
+KINDS: Mapping[str, ModuleType] = _Kinds()
 # Kinds judged on inputs drawn at grading time from the submission's seed, never on public ones.
 DRAWN = {"function", "program"}
 
@@ -47,7 +68,7 @@ def encode(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]] | None =
     """The answer as data, as the kernel records it for the grader. ``drawn``: at grading time, the
     test cases the grader drew for this submission, on which a function answer is called instead."""
     if drawn is not None and fp["kind"] == "function":
-        return function.encode_drawn(fp, answer, drawn)
+        return KINDS["function"].encode_drawn(fp, answer, drawn)
     return KINDS[fp["kind"]].encode(fp, answer)
 
 
@@ -80,3 +101,10 @@ def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, recorded: Any = _U
     if recorded is _UNRECORDED:
         recorded = encode(fp, answer) if kind else answer
     return selfcheck(fp, qid, recorded)
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``kinds.formula`` and the like: the kind's module, imported on first use as ``KINDS`` does."""
+    if name in _Kinds.NAMES:
+        return KINDS[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import probes as builders
 from .. import record
 from ..formula import Invalid
 from ..messages import phrase
@@ -112,17 +113,11 @@ def _slip_targets(q: Function) -> tg.Targets:
         return _SLIP_TARGETS[id(q)][1]
     t: tg.Targets = {}
     for j, slip in enumerate(s for s in q.slips if s.hint):
-        calls = [probes_module().build(q.builder, p) for p in q.probes]
+        calls = [builders.build(q.builder, p) for p in q.probes]
         recorded = record.encode_outputs(slip.answer, calls, [o.kind for o in q.outputs])
         t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, SLIP_RTOL) for v in _summaries(q.qid, recorded)]
     _SLIP_TARGETS[id(q)] = (q, t)
     return t
-
-
-def probes_module() -> Any:
-    from course import probes
-
-    return probes
 
 
 def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any,
@@ -178,7 +173,7 @@ def _expected_items(q: Function, probe: dict[str, Any]) -> tuple:
 
 def encode(fp: dict[str, Any], answer: Any) -> Any:
     """Call the student's function on every public test case and record what it returns."""
-    calls = [probes_module().build(fp["builder"], p) for p in fp["probes"]]
+    calls = [builders.build(fp["builder"], p) for p in fp["probes"]]
     return record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])
 
 
@@ -187,7 +182,7 @@ def encode_drawn(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]]) -
     (they decide the grade, and the judge finds the slips' hints on them too). The public cases are
     not called: they would only double the kernel's work (a function that compiles a program per case
     costs seconds a case)."""
-    calls = [probes_module().build(fp["builder"], p) for p in drawn]
+    calls = [builders.build(fp["builder"], p) for p in drawn]
     return {"drawn": record.encode_outputs(answer, calls, [o["kind"] for o in fp["outputs"][0]])}
 
 
@@ -198,7 +193,7 @@ def _drawn_hints(q: Function, drawn: Sequence[dict[str, Any]], outputs: Any) -> 
     found = []
     for slip in (s for s in q.slips if s.hint):
         try:
-            calls = [probes_module().build(q.builder, p) for p in drawn]
+            calls = [builders.build(q.builder, p) for p in drawn]
             theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, [o.kind for o in q.outputs]))
         except Exception:
             continue

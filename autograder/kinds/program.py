@@ -9,14 +9,19 @@ and judges its report with the same ``programs.judge_report``, so all say the sa
 The grader's inputs come from the submission's grading seed, which the notebook never sees: a program
 that returned the expected result for inputs it could compute in advance (from a seed in public code)
 would pass without computing anything.
+
+Meshes are the course's (``autograder.meshes.mesh``, which notebooks call as ``course.mesh``): the
+kernel lowers the function on such a mesh, and the grader runs the artefact on one built the same way.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from ..meshes import mesh
 from ..questions import Program, ProgramSpec
 from ..verdict import Status, Verdict
 
@@ -34,7 +39,7 @@ def encode(fp: dict[str, Any], answer: Any) -> Any:
     from ..programs import export
 
     try:
-        return export(ProgramSpec.from_json(fp["program"]), answer)
+        return export(ProgramSpec.from_json(fp["program"]), answer, make_mesh=mesh)
     except Exception as e:  # the student's function cannot be traced: record why
         return {"error": f"{type(e).__name__}: {str(e)[:400]}"}
 
@@ -79,7 +84,7 @@ def judge(q: Program, answer: Any, seed: str | None = None) -> Verdict:
     """The grader's verdict, with the artefact run in this process (``judge_all``)."""
     from ..programs import run_items  # imports jax only when a program is judged
 
-    return judge_all({q.qid: q}, {q.qid: answer}, seed, run_items)[q.qid]
+    return judge_all({q.qid: q}, {q.qid: answer}, seed, partial(run_items, make_mesh=mesh))[q.qid]
 
 
 def make_print(q: Program) -> dict[str, Any]:
@@ -91,4 +96,4 @@ def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
     from ..programs import judge_report, run
 
     spec = ProgramSpec.from_json(fp["program"])
-    return judge_report(spec, run(spec, answer, seed=SELFCHECK_SEED), seed=SELFCHECK_SEED)
+    return judge_report(spec, run(spec, answer, seed=SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED)

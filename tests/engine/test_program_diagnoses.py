@@ -116,7 +116,7 @@ def counts_psum(x):
 
 
 def selfcheck(spec, fn, seed=0):
-    return judge_report(spec, run(spec, fn, seed), seed)
+    return judge_report(spec, run(spec, fn, seed, make_mesh=mesh), seed)
 
 
 @pytest.mark.parametrize(("spec", "model"), [(DP, dp_grad), (CASE3, case3), (GATHER, gather), (COUNTS, counts)],
@@ -157,7 +157,8 @@ def test_the_grader_says_what_the_selfcheck_says(tmp_path):
     q = Program(qid="ch99-t1-dp-grad", points=1, prompt="dW", spec=DP, model=dp_grad,
                 slips=(Slip(dp_grad_psum_twice, "scaled:8"),))
     chapter = Chapter("ch99_test", "test", (q,))
-    v = judge_programs(chapter, [{"qid": q.qid, "answer": export(DP, dp_grad_psum_twice)}], tmp_path)[q.qid]
+    blob = export(DP, dp_grad_psum_twice, make_mesh=mesh)
+    v = judge_programs(chapter, [{"qid": q.qid, "answer": blob}], tmp_path)[q.qid]
     s = selfcheck(DP, dp_grad_psum_twice)
     assert v.diagnosis == s.diagnosis == "scaled:8"
     assert "psum too many" in v.message

@@ -24,8 +24,8 @@ def verdict(blob, tmp_path, seconds=120):
 
 
 def test_the_model_passes_and_a_wasteful_program_gets_half(tmp_path):
-    assert verdict(export(SPEC, split_matmul), tmp_path).score == 1
-    v = verdict(export(SPEC, cx4_gathers_everything), tmp_path)
+    assert verdict(export(SPEC, split_matmul, make_mesh=course.mesh), tmp_path).score == 1
+    v = verdict(export(SPEC, cx4_gathers_everything, make_mesh=course.mesh), tmp_path)
     assert (v.score, v.diagnosis) == (0.5, "collectives:all-gather")
     assert "all-gather of f32[64,32] over X" in v.message and "expected 1 all-reduce" in v.message
 
@@ -34,7 +34,7 @@ def test_a_program_that_loops_forever_is_stopped(tmp_path):
     def forever(x, y):
         return jax.lax.while_loop(lambda c: c[0, 0] < jnp.inf, lambda c: c + 1.0, x @ y)
 
-    v = verdict(export(SPEC, forever), tmp_path, seconds=20)
+    v = verdict(export(SPEC, forever, make_mesh=course.mesh), tmp_path, seconds=20)
     assert v.score == 0 and v.diagnosis == "program_failed" and "limits" in v.message
 
 
@@ -43,7 +43,7 @@ def test_a_program_that_exhausts_memory_is_stopped(tmp_path):
         big = jnp.broadcast_to(x[0, 0], (2**33,))  # 32 GiB of f32 once sorted into existence
         return x @ y + jnp.sort(big)[0]
 
-    v = verdict(export(SPEC, hog), tmp_path, seconds=60)
+    v = verdict(export(SPEC, hog, make_mesh=course.mesh), tmp_path, seconds=60)
     assert v.score == 0  # stopped by the runner's memory limit, or wrong anyway: never a crash of the grader
 
 
@@ -52,7 +52,7 @@ def test_a_host_callback_cannot_be_recorded_or_smuggled():
         return jax.pure_callback(lambda a: a, jax.ShapeDtypeStruct((64, 128), jnp.float32), x @ y)
 
     with pytest.raises(NotImplementedError):  # jax refuses to serialize host callbacks at all...
-        export(SPEC, calls_home)
+        export(SPEC, calls_home, make_mesh=course.mesh)
     # ...and a hand-made artefact that names one is refused before it runs.
     text = 'stablehlo.custom_call @xla_ffi_python_cpu_callback(%0) : (tensor<f32>) -> tensor<f32>\n' \
            'stablehlo.custom_call @Sharding(%1) : (tensor<f32>) -> tensor<f32>'
@@ -80,5 +80,5 @@ def test_the_grader_and_the_in_process_judge_agree(tmp_path, blob):
     """``KINDS["program"].judge`` (the chapter tests) takes the grader's path, with the runner in process."""
     from autograder.kinds import program
 
-    blob = export(SPEC, cx4_gathers_everything) if blob == "wasteful" else blob
+    blob = export(SPEC, cx4_gathers_everything, make_mesh=course.mesh) if blob == "wasteful" else blob
     assert program.judge(CHAPTER[QID], blob) == verdict(blob, tmp_path)

@@ -1,8 +1,10 @@
 """Builders that turn a test case (a "probe": a public one, or one the grader drew for the submission)
 into the arguments a student's function is called with in the notebook, e.g. a jitted matmul and random
-arrays of the probe's shapes.
+arrays of the probe's shapes. A record names its builder (``Function.builder``).
 
-The grader never calls these: it judges recorded outputs against ``reference(**probe)``.
+The kernel calls them to record a function answer; the grader judges recorded outputs against
+``reference(**probe)`` and calls a builder only to run a record's slips, for their hints. Both sides
+must build the same arguments from a probe, so the builders live in the core.
 """
 
 from __future__ import annotations
