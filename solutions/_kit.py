@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autograder.numbers import Tolerance
-from autograder.questions import Number, Slip
+from autograder.questions import Number, Operand, ProgramSpec, Slip
 
 # --- tolerances ---------------------------------------------------------------------------------------------
 EXACT = Tolerance(rtol=1e-9)  # what a function computes exactly (counts, byte sizes, matrices): float noise only
@@ -28,6 +28,18 @@ def number(qid: str, *, section: str, prompt: str, reference: float, slips: tupl
     the whole number passes (give no tolerance; the prompt must say so)."""
     return Number(qid=qid, points=points, section=section, prompt=prompt, reference=float(reference), unit=unit,
                   tolerance=tolerance, slips=slips, exact=exact)
+
+
+# --- program specs --------------------------------------------------------------------------------------------
+X8 = (("X", 8),)  # the course's one-axis mesh: 8 simulated devices along X
+
+
+def reshard_spec(out_spec: tuple, collectives: dict[str, int]) -> ProgramSpec:
+    """The spec of a collective built by hand (chapters 3 and 10): f32[64, 32] @ P('X', None) on ``X8``, whose
+    answer is the array itself ("ab->ab"), laid out as ``out_spec`` (``()``: replicated). Only the
+    ``collectives`` it states tell the student's ring from the library call it replaces."""
+    return ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),), out_spec=out_spec,
+                       collectives=collectives)
 
 
 # --- JAX, on first use ----------------------------------------------------------------------------------------

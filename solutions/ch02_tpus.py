@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -432,18 +433,16 @@ CHAPTER = Chapter("ch02_tpus", "TPUs", (
                   "loads its shard over PCIe, then ICI gathers to (0,0)).",
            reference="pcie-ici", options=("dcn", "pcie-ici"),
            slips=(Slip("dcn", "wrong_option", "DCN is slower than ICI, and one host's PCIe links are fewer."),)),
-    number("ch02-q6-pcie", section=PROBLEMS, prompt="Seconds to load A from host DRAM onto the 16 chips.",
-           reference=Q6_STAGES["pcie"], unit="s", tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(Q6_STAGES["pcie"] * 2, "ratio:2", "every chip has its own PCIe link, 16 in all."),)),
-    number("ch02-q6-ici", section=PROBLEMS, prompt="Seconds to gather the other chips' shards to (0,0) over ICI.",
-           reference=Q6_STAGES["ici"], unit="s", tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(Q6_STAGES["ici"] / 2, "ratio:1/2", "(0,0) has 2 usable links at 4.5e10 B/s each way."),)),
-    number("ch02-q6-hbm", section=PROBLEMS, prompt="Seconds to stream A from HBM into the MXUs.",
-           reference=Q6_STAGES["hbm"], unit="s", tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(Q6_STAGES["hbm"] * 2, "ratio:2", "A is int8: one byte per element."),)),
-    number("ch02-q6-flops", section=PROBLEMS, prompt="Seconds of MXU work for the bf16[8, 128*1024] product.",
-           reference=Q6_STAGES["flops"], unit="s", tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(Q6_STAGES["flops"] / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."),)),
+    # Each stage's time (Q6_STAGES), with the slip its hint answers.
+    *(number(f"ch02-q6-{stage}", section=PROBLEMS, prompt=prompt, reference=Q6_STAGES[stage], unit="s",
+             tolerance=Tolerance(rtol=0.03), slips=(Slip(Q6_STAGES[stage] * Fraction(k), f"ratio:{k}", hint),))
+      for stage, prompt, k, hint in (
+          ("pcie", "Seconds to load A from host DRAM onto the 16 chips.", "2",
+           "every chip has its own PCIe link, 16 in all."),
+          ("ici", "Seconds to gather the other chips' shards to (0,0) over ICI.", "1/2",
+           "(0,0) has 2 usable links at 4.5e10 B/s each way."),
+          ("hbm", "Seconds to stream A from HBM into the MXUs.", "2", "A is int8: one byte per element."),
+          ("flops", "Seconds of MXU work for the bf16[8, 128*1024] product.", "1/2", "a multiply-add is 2 FLOPs."))),
     number("ch02-q6-total", section=PROBLEMS, prompt="Estimated total time, with the stages pipelined.",
            reference=Q6_PIPELINED, unit="s",
            tolerance=Tolerance(low=Q6_PIPELINED, high=Q6_SERIAL),  # book: "at least 167, closer to 200"

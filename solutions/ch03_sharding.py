@@ -22,7 +22,21 @@ from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, I, J, K, M, N, V, W, X, Y, Z
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, own_block, ring, smap
+from solutions._kit import (
+    EXACT,
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    X8,
+    P,
+    jax,
+    jnp,
+    number,
+    own_block,
+    reshard_spec,
+    ring,
+    smap,
+)
 
 V4P, V5P, V5E, H100 = hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V5E, hw.H100
 HOP_S = hw.ICI_HOP_LATENCY_S  # 1 us per ICI hop (Part 2; Part 3 uses it for the latency-bound regime)
@@ -255,8 +269,7 @@ BOOK = {
 
 
 # --- programs (CX2-CX5, Q9): models and typical wrong versions --------------------------------------------
-# Shapes: x f32[64, 256] (I = 64 rows, J = 256 contraction), y f32[256, 128] (K = 128), 8 devices.
-X8 = (("X", 8),)
+# Shapes: x f32[64, 256] (I = 64 rows, J = 256 contraction), y f32[256, 128] (K = 128), 8 devices (X8).
 
 # Case 1: A[I_X, J] . B[J, K] -> C[I_X, K]: nothing to communicate.
 def case1_local(x, y):
@@ -401,6 +414,12 @@ def ring_allgather_library(x):
 # Ring ReduceScatter: partials f32[512, 32] @ P('X', None): each device holds a full-size f32[64, 32]
 # partial sum (view (8, 64, 32)); the result f32[64, 32] @ P('X', None) is their sum, one block each.
 RS_SHAPE, RS_VIEW = (512, 32), (8, 64, 32)
+
+
+def scatter_spec(permutes: int) -> ProgramSpec:
+    """A ReduceScatter from ``permutes`` collective-permutes and nothing else."""
+    return ProgramSpec(mesh=X8, einsum="kab->ab", operands=(Operand(RS_SHAPE, ("X", None), view=RS_VIEW),),
+                       out_spec=("X", None), collectives={"collective-permute": permutes})
 
 
 def ring_reducescatter(partials):
@@ -729,36 +748,31 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
     # Ring collectives from ppermute, AllToAll, and the gradient of a gather.
     Program(qid="ch03-cx3-ring-allgather", points=3, section=ALLGATHER,
             prompt="AllGather f32[64, 32] @ P('X', None) on a one-way ring: only ppermute, N-1 steps.",
-            spec=ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),), out_spec=(),
-                             collectives={"collective-permute": 7}),
+            spec=reshard_spec((), {"collective-permute": 7}),
             model=ring_allgather,
             slips=(Slip(ring_allgather_arrival_order, "misplaced_blocks:X"),
                    Slip(ring_allgather_library, "collectives:all-gather"))),
     Program(qid="ch03-cx3-ring-reducescatter", points=3, section=ALLGATHER,
             prompt="ReduceScatter 8 partial sums f32[64, 32] to f32[64, 32] @ P('X', None): one-way ring, ppermute.",
-            spec=ProgramSpec(mesh=X8, einsum="kab->ab", operands=(Operand(RS_SHAPE, ("X", None), view=RS_VIEW),),
-                             out_spec=("X", None), collectives={"collective-permute": 7}),
+            spec=scatter_spec(7),
             model=ring_reducescatter,
             slips=(Slip(ring_reducescatter_no_add, "wrong_values"),
                    Slip(ring_reducescatter_library, "collectives:reduce-scatter"))),
     Program(qid="ch03-cx3-bidi-allgather", points=2, section=ALLGATHER,
             prompt="The ring AllGather with half of each block going each way round (both link directions).",
-            spec=ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),), out_spec=(),
-                             collectives={"collective-permute": 14}),
+            spec=reshard_spec((), {"collective-permute": 14}),
             model=bidi_allgather,
             slips=(Slip(bidi_allgather_swapped, "wrong_values"),
                    Slip(ring_allgather, "collectives:collective-permute"))),
     Program(qid="ch03-cx3-bidi-reducescatter", points=2, section=ALLGATHER,
             prompt="The ring ReduceScatter with half of each chunk going each way round.",
-            spec=ProgramSpec(mesh=X8, einsum="kab->ab", operands=(Operand(RS_SHAPE, ("X", None), view=RS_VIEW),),
-                             out_spec=("X", None), collectives={"collective-permute": 14}),
+            spec=scatter_spec(14),
             model=bidi_reducescatter,
             slips=(Slip(bidi_reducescatter_wrong_chunk, "wrong_values"),
                    Slip(ring_reducescatter, "collectives:collective-permute"))),
     Program(qid="ch03-cx4-alltoall", points=2, section=ALLTOALL,
             prompt="Reshard f32[64, 32] from [I_X, J] to [I, J_X] with one AllToAll.",
-            spec=ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),),
-                             out_spec=(None, "X"), collectives={"all-to-all": 1}),
+            spec=reshard_spec((None, "X"), {"all-to-all": 1}),
             model=alltoall,
             slips=(Slip(alltoall_axes_swapped, "wrong_shape"), Slip(alltoall_by_gathering, "collectives:all-gather"))),
     Program(qid="ch03-cx5-grad-transpose", points=3, section=REDUCESCATTER,

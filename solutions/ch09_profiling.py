@@ -261,9 +261,9 @@ Q1_CPU = dict(B=8, D=512, F=2048)
 # Q2's mock layer: B sequences of T tokens, width D, MLP width F, N heads of H; (X=4 data) x (Y=2 model).
 MOCK = dict(B=16, T=128, D=256, F=1024, N=8, H=32)
 MOCK_MESH = (("X", 4), ("Y", 2))
-MATMUL_ROWS_HLO = """\
-HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,8192]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
-
+# Both CX3 programs compile the same reduction and matmul fusion; they differ in the result's layout and in
+# the ENTRY, where BLOCKS slices its own columns out of the all-reduced rows.
+_MATMUL_COMPUTATIONS = """\
 %add.clone (x.1: f32[], y.1: f32[]) -> f32[] {
   %x.1 = f32[] parameter(0)
   %y.1 = f32[] parameter(1)
@@ -275,7 +275,12 @@ HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{
   %param_1 = f32[512,8192]{1,0} parameter(1)
   ROOT %dot.1 = f32[4,8192]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }
+"""
 
+MATMUL_ROWS_HLO = """\
+HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,8192]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
+
+""" + _MATMUL_COMPUTATIONS + """
 ENTRY %main.0_spmd (param: f32[4,512], param.1: f32[512,8192]) -> f32[4,8192] {
   %param = f32[4,512]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}
   %param.1 = f32[512,8192]{1,0} parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
@@ -287,18 +292,7 @@ ENTRY %main.0_spmd (param: f32[4,512], param.1: f32[512,8192]) -> f32[4,8192] {
 MATMUL_BLOCKS_HLO = """\
 HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,2048]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
 
-%add.clone (x.1: f32[], y.1: f32[]) -> f32[] {
-  %x.1 = f32[] parameter(0)
-  %y.1 = f32[] parameter(1)
-  ROOT %add.1 = f32[] add(%x.1, %y.1)
-}
-
-%fused_computation (param_0: f32[4,512], param_1: f32[512,8192]) -> f32[4,8192] {
-  %param_0 = f32[4,512]{1,0} parameter(0)
-  %param_1 = f32[512,8192]{1,0} parameter(1)
-  ROOT %dot.1 = f32[4,8192]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-
+""" + _MATMUL_COMPUTATIONS + """
 %fused_computation.1 (param_0.1: f32[4,8192], param_1.2: u32[8], param_2.6: u32[]) -> f32[4,2048] {
   %param_0.1 = f32[4,8192]{1,0} parameter(0)
   %constant.16 = s32[] constant(0)

@@ -23,7 +23,7 @@ from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, W_ici, X, Y
-from solutions._kit import ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, make_mesh, ring, smap
+from solutions._kit import ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, make_mesh, reshard_spec, ring, smap
 
 V5E = hw.TPU_V5E
 SECTION = "jax-stuff/"
@@ -68,8 +68,7 @@ MESH_2D = (("X", 2), ("Y", 4))
 MOE_S, MOE_E, MOE_D, MOE_F = 64, 8, 32, 48  # tokens, experts, widths (Q2)
 A2A_G, A2A_C = 16, 4  # token groups and capacity per expert (CX5)
 
-RING_SPEC = ProgramSpec(mesh=MESH_1D, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),),
-                        out_spec=(), collectives={"collective-permute": 7})
+RING_SPEC = reshard_spec((), {"collective-permute": 7})
 SUMS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="iajb->ij",
                         operands=(Operand((64, 32), ("X", "Y"), view=(2, 32, 4, 8)),),
                         out_spec=("X", "Y"), collectives={})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from autograder import fingerprint, kinds
-from autograder.questions import Function, Program, Question
+from autograder.questions import Chapter, Function, Program, Question
 
 _PRINTS: dict[tuple[str, int], dict] = {}
 
@@ -26,6 +26,14 @@ def printed(q: Question) -> dict:
 def recorded(q: Question, answer: Any) -> Any:
     """What ``grade(qid, answer)`` would record for this answer in a student's notebook."""
     return kinds.encode(printed(q), answer)
+
+
+def assert_size(chapter: Chapter, least_points: float, programs: tuple[int, int]) -> None:
+    """The chapter keeps at least ``least_points`` points, and between ``programs[0]`` and ``programs[1]``
+    program questions: each costs one to two seconds to check."""
+    assert chapter.total_points >= least_points
+    low, high = programs
+    assert low <= sum(isinstance(q, Program) for q in chapter.questions) <= high
 
 
 def reference_answer(q: Question) -> Any:

@@ -10,14 +10,13 @@ import pytest
 from jax.sharding import NamedSharding
 
 import solutions.ch03_sharding as ch03
-from autograder.questions import Program, load_chapter
+from autograder.questions import load_chapter
 from course import comms
 from course.devices import mesh
-from tests.chapter_checks import inspected, program_inputs
+from tests.chapter_checks import assert_size, inspected, program_inputs
 
 pytestmark = pytest.mark.ch03
 CHAPTER = load_chapter("ch03_sharding")
-PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 # The syllabus's answers where the course computes its own (the first number of each entry; the book's
 # printed value, where it differs, is in BOOK). The reference must reproduce these to 0.2%.
@@ -38,8 +37,7 @@ def test_reference_is_the_syllabus_answer(qid):
 
 
 def test_chapter_size():
-    assert CHAPTER.total_points >= 60
-    assert 8 <= len(PROGRAMS) <= 12  # each costs one to two seconds to check
+    assert_size(CHAPTER, 60, programs=(8, 12))
 
 
 # --- the programs' models, as the collective inspector sees them ----------------------------------
@@ -64,8 +62,7 @@ def test_inspector_reads_each_case(qid):
 
 def test_case2_partial_sums_move_four_times_the_bytes():
     """Why case 2's psum variant is the wasteful one: with K = 512 its AllReduce moves 4x the gather."""
-    q = CHAPTER["ch03-cx2-case2-allgather"]
-    args = program_inputs(q)
+    args = program_inputs(CHAPTER["ch03-cx2-case2-allgather"])
     (gather,), (reduce,) = comms.inspect(ch03.case2_allgather, *args), comms.inspect(ch03.case2_partial_sums, *args)
     assert reduce.bytes_per_device == 4 * gather.bytes_per_device
 

@@ -6,13 +6,12 @@ import pytest
 import sympy as sp
 
 import solutions.ch05_training as ch05
-from autograder.questions import Program, load_chapter
+from autograder.questions import load_chapter
 from course import comms
-from tests.chapter_checks import inspected, program_inputs
+from tests.chapter_checks import assert_size, inspected, program_inputs
 
 pytestmark = pytest.mark.ch05
 CHAPTER = load_chapter("ch05_training")
-PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 # The syllabus's answers (the first number of each entry); the reference must reproduce them to 0.2%.
 SYLLABUS = {
@@ -33,8 +32,7 @@ def test_reference_is_the_syllabus_answer(qid):
 
 
 def test_chapter_size():
-    assert CHAPTER.total_points >= 50
-    assert 4 <= len(PROGRAMS) <= 8  # each costs one to two seconds to check
+    assert_size(CHAPTER, 50, programs=(4, 8))
 
 
 # --- the formulas are the syllabus's ---------------------------------------------------------------
@@ -91,16 +89,14 @@ def test_inspector_reads_each_model(qid):
 
 def test_extra_psum_is_exactly_the_axis_size():
     """The trap, measured: a psum after autodiff multiplies the replicated gradient by 8."""
-    q = CHAPTER["ch05-cx1-dp-grad"]
-    args = program_inputs(q)
+    args = program_inputs(CHAPTER["ch05-cx1-dp-grad"])
     right, doubled = np.asarray(ch05.dp_grad(*args)), np.asarray(ch05.dp_grad_extra_psum(*args))
     assert np.allclose(doubled, 8 * right, rtol=1e-5, atol=1e-3)
 
 
 def test_gathering_the_batch_moves_more_bytes_than_the_allreduce():
     """Why the batch-gathering data-parallel program is the wasteful one at these shapes."""
-    q = CHAPTER["ch05-cx1-dp-grad"]
-    args = program_inputs(q)
+    args = program_inputs(CHAPTER["ch05-cx1-dp-grad"])
     (reduce,) = comms.inspect(ch05.dp_grad, *args)
     gathers = comms.inspect(ch05.dp_grad_gathers_batch, *args)
     assert sum(c.bytes_per_device * c.count for c in gathers) >= 4 * reduce.bytes_per_device

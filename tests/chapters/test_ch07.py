@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 
 import solutions.ch07_inference as ch07
-from autograder.questions import Function, Program, load_chapter
+from autograder.questions import Function, load_chapter
 from course import comms
-from tests.chapter_checks import inspected, program_inputs
+from tests.chapter_checks import assert_size, inspected, program_inputs
 
 pytestmark = pytest.mark.ch07
 CHAPTER = load_chapter("ch07_inference")
-PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 # The syllabus's answers (the first number of each entry; the book's, where it differs, is in BOOK).
 # The reference must reproduce these to 0.2%.
@@ -43,8 +42,7 @@ def test_reference_is_the_syllabus_answer(qid):
 
 
 def test_chapter_size():
-    assert CHAPTER.total_points >= 60
-    assert 2 <= len(PROGRAMS) <= 6  # each costs one to two seconds to check
+    assert_size(CHAPTER, 60, programs=(2, 6))
 
 
 @pytest.mark.parametrize("kind", sorted(E8_MS))
@@ -112,8 +110,7 @@ def test_inspector_reads_each_model(qid):
 
 def test_heads_batch_alltoall_moves_less_than_gathering():
     """Why the AllGather variant of CX3b is the wasteful one: each gather moves 4x the AllToAll's bytes."""
-    q = CHAPTER["ch07-cx3-heads-batch"]
-    args = program_inputs(q)
+    args = program_inputs(CHAPTER["ch07-cx3-heads-batch"])
     a2a = [c for c in comms.inspect(ch07.decode_heads_batch, *args) if c.kind == "all-to-all"]
     gathers = [c for c in comms.inspect(ch07.cx3b_gathers, *args) if c.kind == "all-gather"]
     assert sum(c.bytes_per_device for c in gathers) == 4 * sum(c.bytes_per_device for c in a2a)

@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 
 import solutions.ch08_applied_inference as ch08
-from autograder.questions import Program, load_chapter
+from autograder.questions import load_chapter
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from tests.chapter_checks import inspected, program_inputs
+from tests.chapter_checks import assert_size, inspected, program_inputs
 
 pytestmark = pytest.mark.ch08
 CHAPTER = load_chapter("ch08_applied_inference")
-PROGRAMS = [q for q in CHAPTER.questions if isinstance(q, Program)]
 
 # The syllabus's answers (the first number of each entry; the book's, where it differs, is in BOOK).
 # The reference must reproduce these to 0.2% (W3 with FLOPs is the course's own addition: see the
@@ -50,8 +49,7 @@ def test_integer_answers_are_exact(qid):
 
 
 def test_chapter_size():
-    assert CHAPTER.total_points >= 50
-    assert 1 <= len(PROGRAMS) <= 6
+    assert_size(CHAPTER, 50, programs=(1, 6))
 
 
 def test_iq5_table():
