@@ -21,7 +21,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from .questions import AuthoringError, load_chapter
-from .release import complete_test_cells
+from .release import complete_solution_cells, complete_test_cells
 
 REPOSITORY = "https://github.com/scaling-course/scaling-course"
 # The first lines of every setup cell. On Colab, or any Python without the course, they install the
@@ -85,7 +85,7 @@ class NotebookBuilder:
 
     def write(self, path: str | Path) -> None:
         nb = new_notebook(cells=self.cells)
-        problems = complete_test_cells(self.chapter, nb)
+        problems = complete_test_cells(self.chapter, nb) + complete_solution_cells(self.chapter, nb)
         if problems:
             raise AuthoringError(f"the notebook does not match solutions/{self.chapter.name}.py:\n  "
                                  + "\n  ".join(problems))

@@ -7,16 +7,19 @@ the records in ``solutions/``) and ``release/<chapter>/`` (nbgrader's generate_a
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from .fingerprint import make_chapter
 from .grading import STATE
-from .questions import AuthoringError, Chapter, load_chapter
+from .questions import AuthoringError, Chapter, Question, load_chapter
 
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
 # A question's test cell as the author writes it (one line), and as the release completes it: the hidden
@@ -102,15 +105,75 @@ def complete_test_cells(chapter: Chapter, nb: Any) -> list[str]:
     return problems
 
 
+# The block between the solution markers of a solution cell.
+SOLUTION_BLOCK = re.compile(r"(?P<head>.*?### BEGIN SOLUTION\n)(?P<body>.*?)(?P<tail>### END SOLUTION.*)", re.S)
+WRITTEN_FROM_MODELS = ("program", "function")
+
+
+def function_lines(code: str) -> dict[str, tuple[int, int]]:
+    """The top-level functions of ``code``: name -> (first line, line after the last), decorators included."""
+    return {node.name: (min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1, node.end_lineno or 0)
+            for node in ast.parse(code).body if isinstance(node, ast.FunctionDef)}
+
+
+def _write_model(q: Question, variable: str, cell: Any) -> str | None:
+    """Put the text of ``q``'s model where the solution ``cell`` defines the student's function; the
+    problem, if that cannot be done."""
+    try:
+        model = q.solution
+    except AuthoringError as e:
+        return str(e)
+    name = getattr(model, "__name__", repr(model))
+    if name != variable:
+        return f"{q.qid}: the notebook's answer is {variable}, the record's model {name}: give both one name"
+    block = SOLUTION_BLOCK.match(cell.source) if cell is not None else None
+    if block is None:
+        return f"{q.qid}: no solution cell before its test cell"
+    try:
+        functions = function_lines(block["body"])
+    except SyntaxError as e:
+        return f"{q.qid}: its solution cell does not parse ({e.msg}, line {e.lineno})"
+    if variable not in functions:
+        return f"{q.qid}: its solution cell defines no function {variable}"
+    lines = block["body"].splitlines(keepends=True)
+    first, end = functions[variable]
+    text = textwrap.dedent(inspect.getsource(model))
+    cell.source = block["head"] + "".join(lines[:first]) + text + "".join(lines[end:]) + block["tail"]
+    return None
+
+
+def complete_solution_cells(chapter: Chapter, nb: Any) -> list[str]:
+    """Write the model answer of every program and function question from its record, in place.
+
+    The record's model (its reference, where the two are one) is the one text of the answer: the
+    chapter's tests prove the grader accepts it, and the release copies it into the solution cell
+    before the question's test cell, replacing that cell's function of the same name. What else the
+    cell holds (visible helpers, other answers) stays the author's."""
+    records = {q.qid: q for q in chapter.questions}
+    problems = []
+    solution_cell = None
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            solution_cell = cell
+            continue
+        question = _question_of(cell)
+        q = records.get(question[0]) if question else None
+        if q is not None and q.kind in WRITTEN_FROM_MODELS:
+            problem = _write_model(q, question[1], solution_cell)
+            problems += [problem] if problem else []
+    return problems
+
+
 def complete_notebook(course_dir: Path, chapter: str) -> None:
-    """Write the source notebook's test cells from the records (the file changes only where they were
-    incomplete or stale); refuse, naming every problem, a notebook whose questions do not match."""
+    """Write the source notebook's test cells and model answers from the records (the file changes only
+    where they were incomplete or stale); refuse, naming every problem, a notebook that does not match."""
     import nbformat
 
     path = course_dir / "source" / chapter / f"{chapter}.ipynb"
     text = path.read_text()
     nb = nbformat.reads(text, as_version=4)
-    problems = complete_test_cells(load_chapter(chapter), nb)
+    records = load_chapter(chapter)
+    problems = complete_test_cells(records, nb) + complete_solution_cells(records, nb)
     if problems:
         raise AuthoringError(f"source/{chapter} disagrees with solutions/{chapter}.py:\n  " + "\n  ".join(problems))
     completed = nbformat.writes(nb) + "\n"

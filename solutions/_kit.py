@@ -63,6 +63,11 @@ def P(*axes: Any) -> Any:
     return jax.sharding.PartitionSpec(*axes)
 
 
+def NamedSharding(mesh: Any, spec: Any) -> Any:  # named as notebooks import it, so models read the same
+    """``jax.sharding.NamedSharding(mesh, spec)``, for models that write it as the notebook does."""
+    return jax.sharding.NamedSharding(mesh, spec)
+
+
 def make_mesh(axes: Sequence[tuple[str, int]]) -> Any:
     """The course's mesh (``course.devices.mesh``: Auto axes) from (name, size) pairs, as a ProgramSpec
     writes them: ``make_mesh((("X", 2), ("Y", 4)))``."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import sympy as sp
 
+import course
 import course.symbols as sym
 from autograder.numbers import Tolerance
 from autograder.questions import (
@@ -61,19 +63,20 @@ def critical_batch_limit(act_bytes: float, weight_bytes: float, out_bytes: float
     return weight_bytes * peak / (2 * bw)
 
 
-def critical_batch(**probe: float) -> tuple[sp.Expr, float]:
+def critical_batch_reference(**probe: float) -> tuple[sp.Expr, float]:
+    """CX3's reference: the exact B* (solved with exact rationals) and its B << D, F limit."""
     return critical_batch_exact(**probe), critical_batch_limit(**probe)
 
 
-def crossover(D: float, F: float, peak: float, bw: float, act_bytes: float, weight_bytes: float,
-              out_bytes: float) -> float:
-    """Exact B* for concrete D and F (Q3)."""
+def crossover_reference(D: float, F: float, peak: float, bw: float, act_bytes: float, weight_bytes: float,
+                        out_bytes: float) -> float:
+    """Exact B* for concrete D and F (Q3, and CX2's reference)."""
     return float(critical_batch_exact(act_bytes, weight_bytes, out_bytes, peak, bw).subs({sym.D: D, sym.F: F}))
 
 
-def attainable(B: list[float], D: float, F: float, peak: float, bw: float, act_bytes: float,
-               weight_bytes: float, out_bytes: float) -> list[float]:
-    """Roofline: FLOPs / max(T_math, T_comms) at each batch size."""
+def attainable_reference(B: list[float], D: float, F: float, peak: float, bw: float, act_bytes: float,
+                         weight_bytes: float, out_bytes: float) -> list[float]:
+    """CX2's reference: FLOPs / max(T_math, T_comms) at each batch size, one float each."""
     out = []
     for b in B:
         flops = 2 * b * D * F
@@ -115,18 +118,47 @@ def random_batches(seed: int, n: int = 64) -> list[float]:
     return [float(b) for b in sorted(random.Random(seed).sample(range(1, 512), n))]
 
 
-def intensity(f, *args) -> tuple[float, float, float]:
-    """CX1's model solution: FLOPs and bytes as XLA's cost model counts them for the compiled f."""
-    cost = compiled_cost(f, *args)
+# --- the model answers (the release writes each into the notebook's solution cell) --------------------
+def intensity(f, *args):
+    """FLOPs, bytes accessed and their ratio, as XLA's cost model counts them for the compiled f(*args)."""
+    cost = jax.jit(f).lower(*args).compile().cost_analysis()
+    if isinstance(cost, list):  # one dict per program on older JAX releases
+        cost = cost[0]
     return cost["flops"], cost["bytes accessed"], cost["flops"] / cost["bytes accessed"]
 
 
+def attainable(B, D, F, peak, bw, act_bytes, weight_bytes, out_bytes):
+    """The roofline: FLOPs / max(T_math, T_comms) at each batch size in B."""
+    B = np.asarray(B, dtype=float)
+    flops = 2 * B * D * F
+    moved = act_bytes * B * D + weight_bytes * D * F + out_bytes * B * F
+    return flops / np.maximum(flops / peak, moved / bw)
+
+
+def crossover(D, F, peak, bw, act_bytes, weight_bytes, out_bytes):
+    # 2*B*D*F/peak = (a*B*D + w*D*F + o*B*F)/bw, solved for B
+    return weight_bytes * D * F * peak / (2 * D * F * bw - peak * (act_bytes * D + out_bytes * F))
+
+
+def critical_batch(act_bytes, weight_bytes, out_bytes, peak, bw):
+    """The batch B* where T_math = T_comms, exactly (a formula in D and F) and for B << D, F."""
+    t_math = 2*B*D*F / peak
+    t_comms = (act_bytes*B*D + weight_bytes*D*F + out_bytes*B*F) / bw
+    exact = sp.solve(sp.Eq(t_math, t_comms), B)[0]
+    limit = weight_bytes * peak / (2 * bw)
+    return exact, limit
+
+
 def split_matmul(x, y):
-    """CX4's model: each device multiplies its slice of the contraction, one psum adds them up."""
-    def block(x_block, y_block):  # x_block: f32[B, D/X], y_block: f32[D/X, F]
-        partial = x_block @ y_block  # f32[B, F], this device's share of the sum
-        return jax.lax.psum(partial, "X")
-    return smap(block, X8, (P(None, "X"), P("X", None)), P())(x, y)
+    """x @ y with the contraction D split over 8 devices: x[B, D_X] . y[D_X, F] -> [B, F] (replicated).
+    Each device multiplies its slices; one psum (an AllReduce) adds the partial sums."""
+    mesh = course.mesh(X=8)
+
+    def block(x_block, y_block):  # x_block: f32[B, D/8], y_block: f32[D/8, F]
+        partial_sum = x_block @ y_block  # f32[B, F]: this device's share
+        return jax.lax.psum(partial_sum, "X")
+
+    return jax.shard_map(block, mesh=mesh, in_specs=(P(None, "X"), P("X", None)), out_specs=P())(x, y)
 
 
 def cx4_forgets_the_sum(x, y):
@@ -154,7 +186,7 @@ def cx2_leading_order(D, F, peak, bw, act_bytes, weight_bytes, out_bytes):
 
 
 def cx3_without_output_bytes(act_bytes, weight_bytes, out_bytes, peak, bw):
-    return critical_batch(act_bytes=act_bytes, weight_bytes=weight_bytes, out_bytes=0, peak=peak, bw=bw)
+    return critical_batch_reference(act_bytes=act_bytes, weight_bytes=weight_bytes, out_bytes=0, peak=peak, bw=bw)
 
 
 Q3_D_LARGE, Q3_D_SMALL = 4096, 1024
@@ -301,12 +333,12 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     # Q3: exact crossovers for D = F.
     Number(qid="ch01-q3-crossover-large", points=1, section=SECTION + "#worked-problems",
            prompt="Exact crossover batch of the Q2 matmul with D = F = 4096.",
-           reference=crossover(Q3_D_LARGE, Q3_D_LARGE, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
+           reference=crossover_reference(Q3_D_LARGE, Q3_D_LARGE, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
            tolerance=Tolerance(rtol=0.005),
            slips=(Slip(CRIT_V5E / 2, "close", "that is the B << D limit; use the exact byte count."),)),
     Number(qid="ch01-q3-crossover-small", points=1, section=SECTION + "#worked-problems",
            prompt="Exact crossover batch of the Q2 matmul with D = F = 1024.",
-           reference=crossover(Q3_D_SMALL, Q3_D_SMALL, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
+           reference=crossover_reference(Q3_D_SMALL, Q3_D_SMALL, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
            tolerance=Tolerance(rtol=0.005),
            slips=(Slip(CRIT_V5E / 2, "not_equal", "that is the B << D limit; use the exact byte count."),)),
     Choice(qid="ch01-q3-sooner", points=1, section=SECTION + "#worked-problems",
@@ -346,7 +378,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
              slips=(Slip(cx1_counts_multiply_adds_once, "ratio:1/2"),)),
     Function(qid="ch01-cx2-attainable", points=2, section=SECTION + "#visualizing-rooflines",
              prompt="attainable(B, D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the roofline curve.",
-             reference=attainable,
+             reference=attainable_reference, model=attainable,
              probes=tuple(dict(B=random_batches(seed), D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s,
                                act_bytes=2, weight_bytes=1, out_bytes=2)
                           for seed, d in ((1, Q3_D_LARGE), (2, Q3_D_SMALL))),
@@ -354,14 +386,14 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
              slips=(Slip(cx2_peak_everywhere, "wrong_elements"),)),
     Function(qid="ch01-cx2-crossover", points=1, section=SECTION + "#visualizing-rooflines",
              prompt="crossover(D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the exact B*.",
-             reference=crossover,
+             reference=crossover_reference, model=crossover,
              probes=tuple(dict(D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s,
                                act_bytes=2, weight_bytes=1, out_bytes=2) for d in (Q3_D_LARGE, Q3_D_SMALL)),
              output=Output("number", tolerance=Tolerance(rtol=0.005)),
              slips=(Slip(cx2_leading_order, "close"),)),
     Function(qid="ch01-cx3-critical-batch", points=2, section=SECTION + "#matrix-multiplication",
              prompt="critical_batch(act_bytes, weight_bytes, out_bytes, peak, bw): exact B* in D, F and its limit.",
-             reference=critical_batch,
+             reference=critical_batch_reference, model=critical_batch,
              probes=tuple(dict(act_bytes=a, weight_bytes=w, out_bytes=o, peak=pk, bw=bw) for a, w, o, pk, bw in (
                  (2, 2, 2, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s),
                  (1, 1, 1, V5E.int8_ops_per_s, V5E.hbm_bytes_per_s),

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
@@ -53,10 +54,12 @@ def channel_bytes_per_s(chip: hw.TPU, channel: str) -> float:
             "pcie": chip.pcie_bytes_per_s, "dcn": chip.dcn_bytes_per_s}[channel]
 
 
-def channel_intensity(chip: str, channel: str) -> float:
+def channel_intensity(chip, channel):
     """C / W of one chip and channel: "hbm", "ici" (one link, both directions), "pcie", "dcn"."""
     c = hw.by_name(chip)
-    return c.bf16_flops_per_s / channel_bytes_per_s(c, channel)
+    bandwidth = {"hbm": c.hbm_bytes_per_s, "ici": 2 * c.ici_bytes_per_s_per_link,
+                 "pcie": c.pcie_bytes_per_s, "dcn": c.dcn_bytes_per_s}[channel]
+    return c.bf16_flops_per_s / bandwidth
 
 
 # Every chip and channel the table gives a bandwidth for; the grade draws among those not public.
@@ -115,7 +118,7 @@ def bfs_hops(src, dst, shape, wrap) -> list[int]:
 
 
 def hops(src, dst, shape, wrap):
-    """CX1's model: per axis |a - b|, or the shorter way round where the axis wraps; summed."""
+    """Hops between each (src, dst) pair: per axis |a - b|, or the shorter way round where the axis wraps."""
     d = jnp.abs(jnp.asarray(src) - jnp.asarray(dst))  # int[n_pairs, n_axes]
     n = jnp.asarray(shape)
     d = jnp.where(jnp.asarray(wrap), jnp.minimum(d, n - d), d)
@@ -215,26 +218,27 @@ def systolic_reference(x, w) -> tuple[list[float], int]:
 
 
 def systolic(x, w):
-    """CX2's model: PE (i, j) holds w[i, j]; x[m, i] enters row i at cycle m + i and moves one column
-    right per cycle; partial sums move one row down per cycle and leave the bottom row."""
+    """x @ w on an n x n weight-stationary array, and the cycles it takes. Cell (i, j) holds w[i, j];
+    x[m, i] enters row i at cycle m + i and moves one column right per cycle; partial sums move one
+    row down per cycle and leave the bottom row."""
     x, w = jnp.asarray(x, jnp.float32), jnp.asarray(w, jnp.float32)
     m, n = x.shape  # x: f32[M, n], w: f32[n, n]
-    cycles = m + 2 * (n - 1)
+    cycles = m + 2 * (n - 1)  # M rows, plus n - 1 cycles to fill the array and n - 1 to drain it
     rows = jnp.arange(n)
 
     def step(carry, t):
-        a, p = carry  # a: f32[n, n] inputs held by each PE; p: f32[n, n] partial sums leaving each PE
-        k = t - rows  # the batch row entering each array row this cycle
+        held, sums = carry  # [n, n]: the input each cell holds, the partial sum each cell passes down
+        k = t - rows  # which batch row enters each array row now
         entering = jnp.where((k >= 0) & (k < m), x[jnp.clip(k, 0, m - 1), rows], 0.0)  # f32[n]
-        a = jnp.concatenate([entering[:, None], a[:, :-1]], axis=1)  # shift right by one column
-        above = jnp.concatenate([jnp.zeros((1, n), p.dtype), p[:-1]], axis=0)  # partial sums from above
-        p = above + a * w
-        return (a, p), p[-1]  # the bottom row's outputs this cycle: f32[n]
+        held = jnp.concatenate([entering[:, None], held[:, :-1]], axis=1)  # shift right by one column
+        from_above = jnp.concatenate([jnp.zeros((1, n)), sums[:-1]], axis=0)
+        sums = from_above + held * w
+        return (held, sums), sums[-1]  # what leaves the bottom row this cycle: f32[n]
 
-    zeros = jnp.zeros((n, n), jnp.float32)
-    _, bottom = jax.lax.scan(step, (zeros, zeros), jnp.arange(cycles))  # f32[cycles, n]
-    t = jnp.arange(m)[:, None] + (n - 1) + jnp.arange(n)[None, :]  # when out[m, j] leaves
-    return bottom[t, jnp.arange(n)[None, :]], cycles
+    start = jnp.zeros((n, n), jnp.float32)
+    _, bottom = jax.lax.scan(step, (start, start), jnp.arange(cycles))  # f32[cycles, n]
+    leave = jnp.arange(m)[:, None] + (n - 1) + jnp.arange(n)[None, :]  # the cycle out[m, j] leaves
+    return bottom[leave, jnp.arange(n)[None, :]], cycles
 
 
 def cx2_forgets_fill_and_drain(x, w):
@@ -248,21 +252,23 @@ CX3_RING = topo.ring_schedule_hops(4, wrap=False)  # hops of each transfer of on
 
 
 def ring_allgather(x):
-    """CX3's model: x: f32[8, 64] @ P('X', 'Y') -> f32[8, 64] replicated, moving blocks one hop at a
-    time: 3 ring steps along Y (length 4), then 1 along X (length 2)."""
+    """x: f32[8, 64] @ P('X', 'Y') -> f32[8, 64] replicated, moving blocks one hop at a time: 3 ring
+    steps along Y (length 4), then 1 along X (length 2)."""
     def block(x_block):  # x_block: f32[4, 16]
         ny = jax.lax.axis_size("Y")
         y = jax.lax.axis_index("Y")
-        received = [x_block]  # received[s] started s hops up the ring, at device y - s
+        received = [x_block]  # received[s] came from device y - s
         for _ in range(ny - 1):
-            received.append(jax.lax.ppermute(received[-1], "Y", ring(ny)))
+            received.append(jax.lax.ppermute(received[-1], "Y", [(i, (i + 1) % ny) for i in range(ny)]))
         order = jnp.argsort((y - jnp.arange(ny)) % ny)  # put the blocks back in device order
         row = jnp.concatenate([jnp.stack(received)[order[i]] for i in range(ny)], axis=1)  # f32[4, 64]
         other = jax.lax.ppermute(row, "X", [(0, 1), (1, 0)])  # the other X row: f32[4, 64]
-        first = jax.lax.axis_index("X") == 0
-        return jnp.where(first, jnp.concatenate([row, other]), jnp.concatenate([other, row]))  # f32[8, 64]
+        top = jax.lax.axis_index("X") == 0
+        return jnp.where(top, jnp.concatenate([row, other]), jnp.concatenate([other, row]))  # f32[8, 64]
 
-    return smap(block, CX3_MESH, (P("X", "Y"),), P(), check_vma=False)(x)
+    # The result is the same on every device, but ppermute's output is "varying" to JAX's checker.
+    return jax.shard_map(block, mesh=course.mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P(),
+                         check_vma=False)(x)
 
 
 def cx3_all_gather(x):

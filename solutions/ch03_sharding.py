@@ -18,6 +18,7 @@ import random
 import numpy as np
 import sympy as sp
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
@@ -58,14 +59,15 @@ BF16, FP32, INT8 = hw.BYTES_PER_ELEMENT["bf16"], hw.BYTES_PER_ELEMENT["fp32"], h
 # A spec is one string per array dimension: the mesh axes that shard it, in order ("" = not sharded).
 # The book's A[I_XY, J] on {X, Y} is ("XY", ""). Strings, not PartitionSpecs, so a probe is plain JSON.
 
-def local_shape(global_shape, spec, mesh) -> list[float]:
-    """Block shape on one device: each dimension divided by the product of its mesh-axis sizes."""
-    return [float(n // math.prod(mesh[a] for a in axes)) for n, axes in zip(global_shape, spec, strict=True)]
+def local_shape(global_shape, spec, mesh):
+    """The block shape on one device: each dimension divided by the sizes of the mesh axes that shard it."""
+    return tuple(int(n) // math.prod(mesh[a] for a in axes) for n, axes in zip(global_shape, spec, strict=True))
 
 
-def total_bytes(global_shape, bytes_per_element, spec, mesh) -> float:
-    """Bytes over all devices: the block's bytes times the number of devices (every device holds one)."""
-    return float(math.prod(local_shape(global_shape, spec, mesh)) * bytes_per_element * math.prod(mesh.values()))
+def total_bytes(global_shape, bytes_per_element, spec, mesh):
+    """Bytes over all devices: every device holds one block (a mesh axis the spec leaves out copies it)."""
+    devices = math.prod(mesh.values())
+    return math.prod(local_shape(global_shape, spec, mesh)) * bytes_per_element * devices
 
 
 def cx1_forgets_flattening(global_shape, spec, mesh):
@@ -131,8 +133,7 @@ Q1_RATIO = total_bytes(bytes_per_element=1, **Q1) / math.prod(Q1["global_shape"]
 FACTOR = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 0.25}
 
 
-def collective_time(op: str, V: float, W: float, N: int, axes: int = 1, wrap: bool = True,
-                    hop_s: float = HOP_S) -> float:
+def collective_time(op, V, W, N, axes=1, wrap=True, hop_s=hw.ICI_HOP_LATENCY_S):
     """Seconds for one collective over ``axes`` mesh axes of length N each (Part 3's model).
 
     Bandwidth term: FACTOR[op] * V / (axes * W) on a ring with wraparound (the book drops the factor
@@ -204,14 +205,15 @@ T_LINE = 2 * (N - 1) * V / (N * W)
 # (p*n numbers) to p full copies (p*p*n); ReduceScatter maps p full-size partials to p reduced shards.
 
 
-def gather_scatter_matrices(n: int, p: int) -> tuple[list[float], list[float]]:
-    """E5: (AllGather, ReduceScatter) matrices, flattened; G = kron(ones((p, 1)), I_pn), R = G.T."""
+def gather_scatter_reference(n: int, p: int) -> tuple[list[float], list[float]]:
+    """E5's reference: (AllGather, ReduceScatter) matrices, flattened; G = kron(ones((p, 1)), I_pn), R = G.T."""
     g = np.kron(np.ones((p, 1)), np.eye(p * n))
     return g.reshape(-1).tolist(), g.T.reshape(-1).tolist()
 
 
-def e5_model(n, p):
-    """What a student returns: the two matrices as arrays (the syllabus's Kronecker form)."""
+def gather_scatter_matrices(n, p):
+    """The AllGather matrix G [p*p*n, p*n] and the ReduceScatter matrix R [p*n, p*p*n] of p shards of n
+    numbers, acting on every device's buffer stacked device by device (the syllabus's Kronecker form)."""
     broadcast = np.kron(np.ones((p, 1)), np.eye(n))  # [p*n, n]: n numbers to p copies
     reduce = np.kron(np.ones((1, p)), np.eye(n))  # [n, p*n]: p copies summed
     return np.kron(broadcast, np.eye(p)), np.kron(reduce, np.eye(p))
@@ -272,9 +274,12 @@ BOOK = {
 # Shapes: x f32[64, 256] (I = 64 rows, J = 256 contraction), y f32[256, 128] (K = 128), 8 devices (X8).
 
 # Case 1: A[I_X, J] . B[J, K] -> C[I_X, K]: nothing to communicate.
-def case1_local(x, y):
-    return smap(lambda x_block, y_full: x_block @ y_full, X8,  # f32[8, 256] @ f32[256, 128] -> f32[8, 128]
-                (P("X", None), P()), P("X", None))(x, y)
+def case1(x, y):
+    """Case 1: A[I_X, J] . B[J, K] -> C[I_X, K]. B is whole on every device: nothing to communicate."""
+    def block(x_block, y_full):  # x_block: f32[8, 256], y_full: f32[256, 128]
+        return x_block @ y_full  # f32[8, 128]: this device's rows of C
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P()), out_specs=P("X", None))(x, y)
 
 
 def case1_claims_replicated(x, y):
@@ -290,11 +295,13 @@ def case1_gathers_anyway(x, y):
 CASE2_K = 512  # wide enough that summing [I, K] partials moves 4x the bytes of gathering A
 
 
-def case2_allgather(x, y):
+def case2(x, y):
+    """Case 2: A[I, J_X] . B[J, K] -> C[I, K]. AllGather A's sharded contraction once, then multiply."""
     def block(x_block, y_full):  # x_block: f32[64, 32], y_full: f32[256, 512]
         x_full = jax.lax.all_gather(x_block, "X", axis=1, tiled=True, to="invarying")  # f32[64, 256]
         return x_full @ y_full  # f32[64, 512], the same on every device
-    return smap(block, X8, (P(None, "X"), P()), P())(x, y)
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P()), out_specs=P())(x, y)
 
 
 def case2_no_sum(x, y):
@@ -311,9 +318,14 @@ MESH_2D = (("X", 2), ("Y", 4))
 
 
 def case3_allreduce(x, y):
+    """Case 3 on a 2 x 4 mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K]. Multiply the blocks, then AllReduce
+    the partial sums over Y."""
     def block(x_block, y_block):  # x_block: f32[32, 64], y_block: f32[64, 128]
-        return jax.lax.psum(x_block @ y_block, "Y")  # f32[32, 128], summed over the 4 Y devices
-    return smap(block, MESH_2D, (P("X", "Y"), P("Y", None)), P("X", None))(x, y)
+        partial = x_block @ y_block  # f32[32, 128]: C[I_X, K]{U_Y}
+        return jax.lax.psum(partial, "Y")  # summed over the 4 devices of this Y ring
+
+    mesh = course.mesh(X=2, Y=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", None))(x, y)
 
 
 def case3_forgets_sum(x, y):
@@ -329,9 +341,13 @@ def case3_gathers_both(x, y):
 
 # Case 3 (sharded result): A[I, J_X] . B[J_X, K] -> C[I_X, K] via ReduceScatter.
 def case3_reducescatter(x, y):
+    """Case 3, sharded result: A[I, J_X] . B[J_X, K] -> C[I_X, K]. Multiply the blocks, then ReduceScatter
+    the partial sums so that each device keeps its rows of C."""
     def block(x_block, y_block):  # f32[64, 32] @ f32[32, 128] -> f32[64, 128] partial sums
         return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[8, 128]
-    return smap(block, X8, (P(None, "X"), P("X", None)), P("X", None))(x, y)
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P("X", None)),
+                         out_specs=P("X", None))(x, y)
 
 
 def case3_scatters_columns(x, y):
@@ -345,10 +361,15 @@ def case3_reduces_then_slices(x, y):
 
 
 # Case 4: A[I_X, J] . B[J, K_X] -> C[I_X, K]: gather one operand (here B) first.
-def case4_gather_one(x, y):
+def case4(x, y):
+    """Case 4: A[I_X, J] . B[J, K_X] -> C[I_X, K]. Both split X over a non-contracting dimension: gather
+    one operand (B) and keep A's rows."""
     def block(x_block, y_block):  # x_block: f32[8, 256], y_block: f32[256, 16]
-        return x_block @ jax.lax.all_gather(y_block, "X", axis=1, tiled=True)  # f32[8, 128]
-    return smap(block, X8, (P("X", None), P(None, "X")), P("X", None))(x, y)
+        y_full = jax.lax.all_gather(y_block, "X", axis=1, tiled=True)  # f32[256, 128]
+        return x_block @ y_full  # f32[8, 128]
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P(None, "X")),
+                         out_specs=P("X", None))(x, y)
 
 
 def case4_local_only(x, y):
@@ -364,10 +385,14 @@ def case4_gathers_both(x, y):
 
 # Q9: A[N, M_X] . B[M, K] with B replicated: slice B locally, multiply, ReduceScatter to C[N_X, K].
 def q9_partial_sums(x, y):
+    """Q9: A[N, M_X] . B[M, K] (B replicated) -> C[N_X, K]. Take the rows of B that meet this device's
+    columns of A (a local slice), multiply, and ReduceScatter the partial sums."""
     def block(x_block, y_full):  # x_block: f32[64, 32]; y_full: f32[256, 128] on every device
-        y_block = own_block(y_full, "X")  # f32[32, 128]: the rows that meet this device's columns of x
+        rows = y_full.shape[0] // jax.lax.axis_size("X")
+        y_block = jax.lax.dynamic_slice_in_dim(y_full, jax.lax.axis_index("X") * rows, rows, axis=0)  # f32[32, 128]
         return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[8, 128]
-    return smap(block, X8, (P(None, "X"), P()), P("X", None))(x, y)
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P()), out_specs=P("X", None))(x, y)
 
 
 def q9_first_block_everywhere(x, y):
@@ -391,10 +416,12 @@ def ring_allgather(x):
             blocks, passing = carry
             passing = jax.lax.ppermute(passing, "X", ring(n))  # now the block of device i - s - 1
             return blocks.at[(i - s - 1) % n].set(passing), passing
+
         blocks, _ = jax.lax.fori_loop(0, n - 1, step, (blocks, x_block))
         return blocks.reshape(-1, x_block.shape[1])  # f32[64, 32]
+
     # The result is the same on every device, but ppermute's output is "varying" to JAX's checker.
-    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
 
 
 def ring_allgather_arrival_order(x):
@@ -424,15 +451,17 @@ def scatter_spec(permutes: int) -> ProgramSpec:
 
 def ring_reducescatter(partials):
     """N-1 steps; each device adds its own chunk to the running sum it received and passes it on."""
-    def block(partial):  # f32[64, 32]
+    def block(partial):  # f32[64, 32]: this device's partial sum
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         chunks = partial.reshape(n, -1, partial.shape[1])  # f32[8, 8, 32]
 
         def step(s, running):  # running: the sum so far of chunk (i - s - 1) % n
             running = jax.lax.ppermute(running, "X", ring(n))
             return running + chunks[(i - s - 2) % n]
-        return jax.lax.fori_loop(0, n - 1, step, chunks[(i - 1) % n])  # chunk i, summed: f32[8, 32]
-    return smap(block, X8, (P("X", None),), P("X", None))(partials)
+
+        return jax.lax.fori_loop(0, n - 1, step, chunks[(i - 1) % n])  # chunk i, complete: f32[8, 32]
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=P("X", None), out_specs=P("X", None))(partials)
 
 
 def ring_reducescatter_no_add(partials):
@@ -453,20 +482,24 @@ def ring_reducescatter_library(partials):
 # Bidirectional rings: split every block in two halves and run one ring each way round at once, so
 # both directions of every link carry half the data: 2 x (N-1) ppermutes of half-size blocks.
 def bidi_allgather(x):
+    """The ring AllGather with each block cut in two halves, one ring each way round at once: both
+    directions of every link carry half the data, 2 x (N-1) ppermutes of half-size blocks."""
     def block(x_block):  # f32[8, 32]
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
-        halves = x_block.reshape(2, -1, x_block.shape[1])  # f32[2, 4, 32]: [0] goes right, [1] left
+        halves = x_block.reshape(2, -1, x_block.shape[1])  # f32[2, 4, 32]: [0] goes right, [1] goes left
         blocks = jnp.zeros((n, *halves.shape), x_block.dtype).at[i].set(halves)  # f32[8, 2, 4, 32]
 
         def step(s, carry):
             blocks, right, left = carry
-            right = jax.lax.ppermute(right, "X", ring(n, 1))  # from device i - s - 1
-            left = jax.lax.ppermute(left, "X", ring(n, -1))  # from device i + s + 1
+            right = jax.lax.ppermute(right, "X", ring(n, 1))  # first half of device i - s - 1
+            left = jax.lax.ppermute(left, "X", ring(n, -1))  # second half of device i + s + 1
             blocks = blocks.at[(i - s - 1) % n, 0].set(right).at[(i + s + 1) % n, 1].set(left)
             return blocks, right, left
+
         blocks, _, _ = jax.lax.fori_loop(0, n - 1, step, (blocks, halves[0], halves[1]))
         return blocks.reshape(-1, x_block.shape[1])  # f32[64, 32]
-    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
 
 
 def bidi_allgather_swapped(x):
@@ -487,18 +520,21 @@ def bidi_allgather_swapped(x):
 
 
 def bidi_reducescatter(partials):
+    """The ring ReduceScatter with each chunk cut in two halves, one ring each way round at once."""
     def block(partial):  # f32[64, 32]
         n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
-        chunks = partial.reshape(n, 2, -1, partial.shape[1])  # f32[8, 2, 4, 32]: chunk, half, rows, cols
+        chunks = partial.reshape(n, 2, -1, partial.shape[1])  # f32[8, 2, 4, 32]: chunk, half, rows, columns
 
-        def step(s, carry):  # right: sum of half 0 of chunk (i-s-1); left: half 1 of chunk (i+s+1)
+        def step(s, carry):  # right: half 0 of chunk (i - s - 1); left: half 1 of chunk (i + s + 1)
             right, left = carry
             right = jax.lax.ppermute(right, "X", ring(n, 1)) + chunks[(i - s - 2) % n, 0]
             left = jax.lax.ppermute(left, "X", ring(n, -1)) + chunks[(i + s + 2) % n, 1]
             return right, left
+
         right, left = jax.lax.fori_loop(0, n - 1, step, (chunks[(i - 1) % n, 0], chunks[(i + 1) % n, 1]))
-        return jnp.concatenate([right, left])  # chunk i, summed: f32[8, 32]
-    return smap(block, X8, (P("X", None),), P("X", None))(partials)
+        return jnp.concatenate([right, left])  # chunk i, complete: f32[8, 32]
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=P("X", None), out_specs=P("X", None))(partials)
 
 
 def bidi_reducescatter_wrong_chunk(partials):
@@ -519,9 +555,11 @@ def bidi_reducescatter_wrong_chunk(partials):
 
 # CX4: AllToAll moves the subscript: [I_X, J] -> [I, J_X].
 def alltoall(x):
-    # x_block f32[8, 32] -> f32[64, 4]: split the columns into 8 pieces, gather the rows
-    return smap(lambda b: jax.lax.all_to_all(b, "X", split_axis=1, concat_axis=0, tiled=True), X8,
-                (P("X", None),), P(None, "X"))(x)
+    """Reshard [I_X, J] -> [I, J_X] with one AllToAll: the subscript moves from I to J."""
+    def block(x_block):  # f32[8, 32] -> f32[64, 4]: cut the columns in 8, glue the rows
+        return jax.lax.all_to_all(x_block, "X", split_axis=1, concat_axis=0, tiled=True)
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=P("X", None), out_specs=P(None, "X"))(x)
 
 
 def alltoall_axes_swapped(x):
@@ -539,12 +577,15 @@ def alltoall_by_gathering(x):
 
 # CX5(a): the gradient of an AllGather is a ReduceScatter. Loss: sum over devices d of
 # sum(y_d * gather(x)**2) / 2, with y_d device d's own weights f32[64, 32]; d loss / dx = x * sum_d y_d.
-def gradient_of_gather(x, y):
-    def per_device(x_block, y_block):  # x_block: f32[8, 32]; y_block: f32[64, 32]
+def gather_gradient(x, y):
+    """d loss / dx for loss = sum over devices d of sum(y_d * all_gather(x)**2) / 2, which is x * sum_d y_d.
+    The backward pass of the all_gather is a ReduceScatter, which JAX writes for us."""
+    def share(x_block, y_block):  # x_block: f32[8, 32]; y_block: f32[64, 32], this device's weights
         x_full = jax.lax.all_gather(x_block, "X", axis=0, tiled=True)  # f32[64, 32]
-        return (y_block * x_full**2 / 2).sum()[None]  # this device's share of the loss: f32[1]
-    losses = smap(per_device, X8, (P("X", None), P("X", None)), P("X"))
-    return jax.grad(lambda x: losses(x, y).sum())(x)
+        return (y_block * x_full**2 / 2).sum()[None]  # f32[1]: this device's share of the loss
+
+    shares = jax.shard_map(share, mesh=course.mesh(X=8), in_specs=(P("X", None), P("X", None)), out_specs=P("X"))
+    return jax.grad(lambda x: shares(x, y).sum())(x)
 
 
 def gradient_forgets_other_devices(x, y):
@@ -623,13 +664,13 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(Operand((64, 256), ("X", None)),
                                                                     Operand((256, 128), (None, None))),
                              out_spec=("X", None), collectives={}),
-            model=case1_local,
+            model=case1,
             slips=(Slip(case1_claims_replicated, "wrong_shape"), Slip(case1_gathers_anyway, "collectives:all-gather"))),
     Program(qid="ch03-cx2-case2-allgather", points=3, section=CASE2,
             prompt="Case 2: A[I, J_X] . B[J, K] -> C[I, K] (replicated), gathering A once.",
             spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(XY_IN, Operand((256, CASE2_K), (None, None))),
                              out_spec=(), collectives={"all-gather": 1}),
-            model=case2_allgather,
+            model=case2,
             slips=(Slip(case2_no_sum, "partial_sum:X"), Slip(case2_partial_sums, "collectives:all-reduce"))),
     Program(qid="ch03-cx2-case3-allreduce", points=3, section=CASE3,
             prompt="Case 3 on a 2 x 4 mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] with one AllReduce over Y.",
@@ -650,7 +691,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik",
                              operands=(Operand((64, 256), ("X", None)), Operand((256, 128), (None, "X"))),
                              out_spec=("X", None), collectives={"all-gather": 1}),
-            model=case4_gather_one,
+            model=case4,
             slips=(Slip(case4_local_only, "wrong_shape"), Slip(case4_gathers_both, "collectives:all-gather"))),
     Program(qid="ch03-q9-partial-sums", points=3, section=PROBLEMS,
             prompt="Q9: A[N, M_X] . B[M, K] (B replicated) -> C[N_X, K]: local partial sums, one ReduceScatter.",
@@ -742,7 +783,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            slips=(Slip(0.5, "ratio:2", "both directions halve the AllGather but quarter the AllToAll."),)),
     Function(qid="ch03-e5-matrices", points=2, section=REDUCESCATTER,
              prompt="gather_scatter_matrices(n, p): the AllGather and ReduceScatter matrices for p shards of n.",
-             reference=gather_scatter_matrices, model=e5_model, probes=E5_PROBES, draw=draw_e5,
+             reference=gather_scatter_reference, model=gather_scatter_matrices, probes=E5_PROBES, draw=draw_e5,
              output=(Output("number", tolerance=EXACT), Output("number", tolerance=EXACT)),
              slips=(Slip(e5_interleaved, "wrong_elements"),)),
     # Ring collectives from ppermute, AllToAll, and the gradient of a gather.
@@ -780,7 +821,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             spec=ProgramSpec(mesh=X8, einsum="ab,kab->ab",
                              operands=(Operand((64, 32), ("X", None)), Operand(RS_SHAPE, ("X", None), view=RS_VIEW)),
                              out_spec=("X", None), collectives={"all-gather": 1, "reduce-scatter": 1}),
-            model=gradient_of_gather,
+            model=gather_gradient,
             slips=(Slip(gradient_forgets_other_devices, "partial_sum:X"),
                    Slip(gradient_by_hand_allreduce, "collectives:all-reduce"))),
     # 4. Choosing a strategy.

@@ -8,6 +8,7 @@ admits it and ``BOOK`` records it for the tests.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import string
@@ -21,7 +22,7 @@ from course import hardware as hw
 from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import critical_intensity
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, compiled_cost, jax, jnp
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp
 
 V5E = hw.TPU_V5E
 SECTION = "transformers/"
@@ -80,12 +81,11 @@ FLASH_DENOMINATOR = sp.exp(M1 - sp.Max(M1, M2)) * L1 + sp.exp(M2 - sp.Max(M1, M2
 
 # --- coding exercises: references (pure Python), models and typical wrong versions ------------------
 
-def einsum_flops(spec: str, x_shape: list[int], y_shape: list[int]) -> float:
-    """CX1: 2 x the product of every distinct dimension of both operands."""
-    inputs = spec.split("->")[0].split(",")
-    sizes = {c: int(n) for s, shape in zip(inputs, (x_shape, y_shape), strict=True)
-             for c, n in zip(s, shape, strict=True)}
-    return float(m.contraction_flops(*sizes.values()))
+def einsum_flops(spec, x_shape, y_shape):
+    """2 x the product of every distinct dimension of both operands: each letter counted once."""
+    x_letters, y_letters = spec.split("->")[0].split(",")
+    sizes = dict(zip(x_letters, x_shape, strict=True)) | dict(zip(y_letters, y_shape, strict=True))
+    return 2.0 * float(np.prod([int(n) for n in sizes.values()]))
 
 
 def random_spec(rng: random.Random) -> dict:
@@ -118,47 +118,46 @@ def decoder_prediction(B, T, D, F, N, K, H):
     return m.layer_params(D, F, N, K, H, norms=2), float(forward), float(TRAIN * forward)
 
 
-def decoder_layer(D, F, N, K, H, seed=0):
-    """CX2's model: random float32 weights of a pre-norm GQA layer and its forward function."""
-    ks = jax.random.split(jax.random.key(seed), 7)
-    w = {"norm1": jnp.ones(D), "norm2": jnp.ones(D),
-         "wq": jax.random.normal(ks[0], (D, N, H)) / D**0.5, "wk": jax.random.normal(ks[1], (D, K, H)) / D**0.5,
-         "wv": jax.random.normal(ks[2], (D, K, H)) / D**0.5, "wo": jax.random.normal(ks[3], (N, H, D)) / D**0.5,
-         "w_in": jax.random.normal(ks[4], (D, F)) / D**0.5, "w_gate": jax.random.normal(ks[5], (D, F)) / D**0.5,
-         "w_out": jax.random.normal(ks[6], (F, D)) / F**0.5}
-
-    def rms(x, scale):
-        return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6) * scale
-
-    def layer(w, x):  # x: f32[B, T, D]
-        b, t, _ = x.shape
-        h = rms(x, w["norm1"])
-        q = jnp.einsum("btd,dnh->btnh", h, w["wq"]).reshape(b, t, K, N // K, H)  # [B, T, K, G, H]
-        kk = jnp.einsum("btd,dkh->btkh", h, w["wk"])  # [B, S, K, H]
-        v = jnp.einsum("btd,dkh->btkh", h, w["wv"])
-        logits = jnp.einsum("btkgh,bskh->bkgts", q, kk) / H**0.5  # [B, K, G, T, S]
-        mask = jnp.tril(jnp.ones((t, t), bool))
-        probs = jax.nn.softmax(jnp.where(mask, logits, -1e30), axis=-1)
-        o = jnp.einsum("bkgts,bskh->btkgh", probs, v).reshape(b, t, N, H)
-        x = x + jnp.einsum("btnh,nhd->btd", o, w["wo"])
-        h = rms(x, w["norm2"])
-        up = jax.nn.silu(jnp.einsum("btd,df->btf", h, w["w_gate"])) * jnp.einsum("btd,df->btf", h, w["w_in"])
-        return x + jnp.einsum("btf,fd->btd", up, w["w_out"])  # [B, T, D]
-    return w, layer
-
-
+@functools.cache  # the same sizes give the same counts: build and compile once
 def decoder_layer_costs(B, T, D, F, N, K, H):
-    """CX2's model solution: count the weights, ask XLA for the forward and training FLOPs."""
-    w, layer = decoder_layer(D, F, N, K, H)
-    x = jax.random.normal(jax.random.key(1), (B, T, D))
+    """A pre-norm GQA layer with random float32 weights: count its weights, and ask XLA for the FLOPs of
+    its forward pass and of value_and_grad (forward and backward)."""
+    keys = jax.random.split(jax.random.key(0), 8)
+
+    def init(key, shape, fan_in):
+        return jax.random.normal(key, shape) / np.sqrt(fan_in)
+
+    w = {"norm_attn": jnp.ones(D), "norm_mlp": jnp.ones(D),
+         "wq": init(keys[0], (D, N, H), D), "wk": init(keys[1], (D, K, H), D), "wv": init(keys[2], (D, K, H), D),
+         "wo": init(keys[3], (N, H, D), N * H), "w_in": init(keys[4], (D, F), D),
+         "w_gate": init(keys[5], (D, F), D), "w_out": init(keys[6], (F, D), F)}
+
+    def rms_norm(x, scale):
+        return x * jax.lax.rsqrt(jnp.mean(x**2, axis=-1, keepdims=True) + 1e-6) * scale
+
+    def layer(w, x):                                                    # x: f32[B, T, D]
+        h = rms_norm(x, w["norm_attn"])
+        q = jnp.einsum("btd,dnh->btnh", h, w["wq"]).reshape(B, T, K, N // K, H)  # [B, T, K, G, H]
+        k_ = jnp.einsum("btd,dkh->btkh", h, w["wk"])                     # [B, S, K, H]
+        v = jnp.einsum("btd,dkh->btkh", h, w["wv"])                      # [B, S, K, H]
+        logits = jnp.einsum("btkgh,bskh->bkgts", q, k_) / np.sqrt(H)     # [B, K, G, T, S]
+        causal = jnp.tril(jnp.ones((T, T), dtype=bool))
+        probs = jax.nn.softmax(jnp.where(causal, logits, -1e30), axis=-1)
+        o = jnp.einsum("bkgts,bskh->btkgh", probs, v).reshape(B, T, N, H)
+        x = x + jnp.einsum("btnh,nhd->btd", o, w["wo"])                  # [B, T, D]
+        h = rms_norm(x, w["norm_mlp"])
+        gated = jax.nn.silu(h @ w["w_gate"]) * (h @ w["w_in"])           # [B, T, F]
+        return x + gated @ w["w_out"]                                    # [B, T, D]
+
+    def xla_flops(f, *args):
+        cost = jax.jit(f).lower(*args).compile().cost_analysis()
+        return (cost[0] if isinstance(cost, list) else cost)["flops"]  # a list of dicts on older jax releases
+
+    x = jax.random.normal(keys[7], (B, T, D))
     n_params = sum(a.size for a in jax.tree.leaves(w))
-
-    def flops(f):
-        return compiled_cost(f, w, x)["flops"]
-
-    def loss(w, x):
-        return layer(w, x).sum()
-    return n_params, flops(layer), flops(jax.value_and_grad(loss))
+    forward = xla_flops(layer, w, x)
+    training = xla_flops(jax.value_and_grad(lambda w, x: layer(w, x).sum()), w, x)
+    return n_params, forward, training
 
 
 def cx2_ungated(B, T, D, F, N, K, H):
@@ -185,9 +184,39 @@ def naive_attention(q, k, v, chunk, causal):
     return np.einsum("bkgts,bskh->btkgh", p, v).reshape(b, t, n, h).reshape(-1).tolist()
 
 
+def flash_attention(q, k, v, chunk, causal):
+    """softmax(Q.K^T / sqrt(H)).V one chunk of keys at a time: a running maximum m, denominator l and
+    output o per query are rescaled by exp(m_old - m_new) whenever a chunk raises the maximum."""
+    q, k, v = (jnp.asarray(a, dtype=jnp.float32) for a in (q, k, v))
+    b_, t, n, h = q.shape
+    s, kv = k.shape[1], k.shape[2]
+    g = n // kv
+    qg = q.reshape(b_, t, kv, g, h) / np.sqrt(h)                       # [B, T, K, G, H]
+    k_chunks = k.reshape(b_, s // chunk, chunk, kv, h).swapaxes(0, 1)  # [S/C, B, C, K, H]
+    v_chunks = v.reshape(b_, s // chunk, chunk, kv, h).swapaxes(0, 1)
+    starts = jnp.arange(0, s, chunk)
+
+    def step(carry, inputs):
+        m, l, o = carry                                  # [B, T, K, G], [B, T, K, G], [B, T, K, G, H]
+        k_c, v_c, start = inputs                         # [B, C, K, H], [B, C, K, H], []
+        scores = jnp.einsum("btkgh,bckh->btkgc", qg, k_c)
+        if causal:
+            visible = start + jnp.arange(chunk)[None, :] <= jnp.arange(t)[:, None]  # [T, C]
+            scores = jnp.where(visible[None, :, None, None, :], scores, -jnp.inf)
+        m_new = jnp.maximum(m, scores.max(axis=-1))
+        rescale = jnp.exp(m - m_new)
+        p = jnp.exp(scores - m_new[..., None])
+        l = l * rescale + p.sum(axis=-1)
+        o = o * rescale[..., None] + jnp.einsum("btkgc,bckh->btkgh", p, v_c)
+        return (m_new, l, o), None
+
+    init = (jnp.full((b_, t, kv, g), -jnp.inf), jnp.zeros((b_, t, kv, g)), jnp.zeros((b_, t, kv, g, h)))
+    (m, l, o), _ = jax.lax.scan(step, init, (k_chunks, v_chunks, starts))
+    return (o / l[..., None]).reshape(b_, t, n, h)
+
+
 def flash_numpy(q, k, v, chunk, causal, rescale=True, mask=True):
-    """CX3 in numpy, chunk by chunk over the keys with a running max, denominator and output;
-    ``rescale`` and ``mask`` switched off give the two typical slips."""
+    """CX3 in numpy, for the two typical slips: ``rescale`` or ``mask`` switched off."""
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     b, t, n, h = q.shape
     s, kv = k.shape[1], k.shape[2]
@@ -257,13 +286,15 @@ def lowered_dots(blocks: int, remat: str) -> float:
 
 
 def count_dots(blocks, remat):
-    """CX4's model solution: build the stack, lower value_and_grad, count the dots."""
+    """Build a stack of ``blocks`` two-matmul blocks under the ``remat`` policy, lower value_and_grad of
+    its loss and count the dot_general ops in the program."""
     def block(w, x):
         return jnp.tanh(jnp.tanh(x @ w[0]) @ w[1])
-    f = {"none": block, "full": jax.checkpoint(block),
-         "dots": jax.checkpoint(block, policy=jax.checkpoint_policies.checkpoint_dots)}[remat]
-    keys = jax.random.split(jax.random.key(0), 2 * blocks + 1)
-    ws = [(jax.random.normal(keys[2 * i], (16, 16)), jax.random.normal(keys[2 * i + 1], (16, 16)))
+    policies = {"none": block, "full": jax.checkpoint(block),
+                "dots": jax.checkpoint(block, policy=jax.checkpoint_policies.checkpoint_dots)}
+    f = policies[remat]
+    keys = jax.random.split(jax.random.key(4), 2 * blocks + 1)
+    ws = [(jax.random.normal(keys[2*i], (16, 16)), jax.random.normal(keys[2*i + 1], (16, 16)))
           for i in range(blocks)]
     x = jax.random.normal(keys[-1], (4, 16))
 
@@ -271,6 +302,7 @@ def count_dots(blocks, remat):
         for w in ws:
             x = f(w, x)
         return x.sum()
+
     return jax.jit(jax.value_and_grad(loss)).lower(ws, x).as_text().count("stablehlo.dot_general")
 
 
@@ -283,17 +315,22 @@ def cx4_every_input_gradient(blocks, remat):
 
 
 def param_count(L, D, F, N, K, H, V, E, tied):
-    """CX5: parameters of a config (norms left out; either convention passes, see the tolerance)."""
-    return float(m.params(L, D, F, N, K, H, V, E, tied))
+    """Parameters of a config, norms left out: per layer E gated MLPs (3 D x F matrices each) and the
+    Q, K, V, O projections; one V x D embedding if tied, two if not."""
+    layer = E * 3 * D * F + 2 * D * (N + K) * H
+    return float(L * layer + (1 if tied else 2) * V * D)
 
 
 def train_flops_per_token(L, D, F, N, K, H, V, k, T):
-    cfg = m.Config("probe", L, D, F, N, K, H, V, source="", k=k)
-    return float(m.train_flops_per_token_of(cfg, T))
+    """6 FLOPs per parameter a token uses (k of the experts' MLPs, the projections, the unembedding)
+    plus attention's 12 T N H per layer."""
+    per_layer = 18 * D * F * k + 12 * D * (N + K) * H + 12 * T * N * H
+    return float(L * per_layer + 6 * D * V)
 
 
 def kv_cache_bytes(L, K, H, S, bpe):
-    return float(m.kv_bytes_per_token(L, K, H, bpe) * S)
+    """A key and a value of K heads of H per layer, for each of the S tokens."""
+    return float(2 * L * K * H * bpe * S)
 
 
 def cx5_mha_params(L, D, F, N, K, H, V, E, tied):
@@ -590,7 +627,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
              slips=(Slip(cx2_ungated, "not_equal"), Slip(cx2_forward_as_training, "ratio:1/3"))),
     Function(qid="ch04-cx3-flash-attention", points=3, section=f"{SECTION}#appendix-a-how-does-flash-attention-work",
              prompt="flash_attention(q, k, v, chunk, causal): blockwise softmax attention with GQA.",
-             reference=naive_attention, model=flash_numpy, draw=draw_flash,
+             reference=naive_attention, model=flash_attention, draw=draw_flash,
              # seed 6: row 0's maximum is not in the first chunk, so a missing rescale shows in the self-check
              probes=(flash_probe(6, causal=False), flash_probe(1, causal=True)),
              output=Output("number", tolerance=Tolerance(rtol=1e-4)),

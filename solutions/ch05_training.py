@@ -24,6 +24,7 @@ import random
 
 import sympy as sp
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
@@ -146,11 +147,11 @@ BOOK = {
 
 def forward_time(b, D, F, X, Y, C, W, M_X, M_Y):
     """Seconds for the forward pass of one MLP block per chip, FSDP over X and tensor parallelism over
-    Y, per-chip batch b tokens (bf16): compute and the two collectives overlap, so the slowest wins. A
-    mesh axis of size 1 communicates nothing."""
+    Y, per-chip batch b tokens (bf16, 2 bytes): compute and the two collectives overlap, so the slowest
+    wins. A mesh axis of size 1 communicates nothing."""
     math_s = 4 * b * D * F / C
-    fsdp_s = 2 * BF16 * D * F / (Y * M_X * W) if X > 1 else 0.0
-    tp_s = 2 * BF16 * b * Y * D / (M_Y * W) if Y > 1 else 0.0  # B/X = b * Y tokens per TP group
+    fsdp_s = 2 * 2 * D * F / (Y * M_X * W) if X > 1 else 0.0
+    tp_s = 2 * 2 * b * Y * D / (M_Y * W) if Y > 1 else 0.0  # B/X = b * Y tokens per tensor-parallel group
     return max(math_s, fsdp_s, tp_s)
 
 
@@ -172,7 +173,8 @@ def choose_mesh(B, F, N, M_X, M_Y):
     in log scale (kept within [1, N]), Y the largest power of two with X * Y <= N."""
     x_opt = math.sqrt(B * N * M_X / (F * M_Y))
     x = 2 ** min(max(round(math.log2(x_opt)), 0), int(math.log2(N)))
-    return float(x), float(2 ** int(math.floor(math.log2(N / x) + 1e-9)))
+    y = 2 ** int(math.floor(math.log2(N / x) + 1e-9))
+    return float(x), float(y)
 
 
 def choose_mesh_rounds_down(B, F, N, M_X, M_Y):
@@ -234,11 +236,15 @@ def dp_grad(x, g, w_out):
     """dW_in = In^T . (dOut . W_out^T), summed over the whole batch. Autodiff inside shard_map sums the
     gradient of a replicated input over the mesh by itself: the psum is the transpose of the implicit
     broadcast of W_in to every device."""
-    def block(x_block, g_block, w_out_full):  # [B/X, D], [B/X, D], [F, D]
-        def loss(w_in):  # <dOut, Out> for this device's tokens; linear in W_in, so any W_in will do
+    def block(x_block, g_block, w_out_full):  # f32[32, 32], f32[32, 32], f32[64, 32]
+        def loss(w_in):  # <dOut, Out> over this device's tokens
             return jnp.sum(g_block * ((x_block @ w_in) @ w_out_full))
-        return jax.grad(loss)(jnp.zeros((x_block.shape[1], w_out_full.shape[0]), x_block.dtype))  # [D, F]
-    return smap(block, X8, (P("X", None), P("X", None), P()), P())(x, g, w_out)
+
+        w_any = jnp.zeros((x_block.shape[1], w_out_full.shape[0]), x_block.dtype)  # linear in W_in
+        return jax.grad(loss)(w_any)  # f32[32, 64], already summed over X by autodiff
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P("X", None), P()),
+                         out_specs=P())(x, g, w_out)
 
 
 def dp_grad_extra_psum(x, g, w_out):
@@ -269,11 +275,14 @@ def dp_grad_gathers_batch(x, g, w_out):
 
 # CX2: FSDP. In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D]: gather each weight just in time.
 def fsdp_forward(x, w_in, w_out):
-    def block(x_block, w_in_block, w_out_block):  # [B/X, D], [D/X, F], [F, D/X]
-        w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # [D, F]
-        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # [F, D]
-        return (x_block @ w_in_full) @ w_out_full  # [B/X, D]
-    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, w_in, w_out)
+    """Gather each weight just in time; every device keeps its own tokens."""
+    def block(x_block, w_in_block, w_out_block):  # f32[8, 64], f32[8, 256], f32[256, 8]
+        w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # f32[64, 256]
+        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # f32[256, 64]
+        return (x_block @ w_in_full) @ w_out_full  # f32[8, 64]: this device's tokens
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P("X", None), P(None, "X")),
+                         out_specs=P("X", None))(x, w_in, w_out)
 
 
 def fsdp_forward_sums_outputs(x, w_in, w_out):
@@ -298,12 +307,14 @@ def fsdp_forward_gathers_batch(x, w_in, w_out):
 # FSDP backward: dW_in[D_X, F] from In[B_X, D], dOut[B_X, D] and W_out[F, D_X].
 def fsdp_backward(x, g, w_out):
     """Gather W_out again, form this device's partial gradient, ReduceScatter it over the batch axis."""
-    def block(x_block, g_block, w_out_block):  # [B/X, D], [B/X, D], [F, D/X]
-        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # [F, D]
-        dh = g_block @ w_out_full.T  # dH[B/X, F]
-        partial = x_block.T @ dh  # dW_in[D, F]{U_X}: a sum over this device's tokens only
-        return jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [D/X, F]
-    return smap(block, X8, (P("X", None), P("X", None), P(None, "X")), P("X", None))(x, g, w_out)
+    def block(x_block, g_block, w_out_block):  # f32[8, 64], f32[8, 64], f32[256, 8]
+        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # f32[256, 64]
+        dh = g_block @ w_out_full.T  # f32[8, 256]
+        partial = x_block.T @ dh  # f32[64, 256]: dW_in{U_X}, this device's tokens only
+        return jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # f32[8, 256]
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P("X", None), P(None, "X")),
+                         out_specs=P("X", None))(x, g, w_out)
 
 
 def fsdp_backward_own_rows(x, g, w_out):
@@ -324,12 +335,15 @@ def fsdp_backward_allreduce(x, g, w_out):
 
 # CX3: tensor parallelism. In[B, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> Out[B, D_Y].
 def tp_forward(x, w_in, w_out):
-    def block(x_block, w_in_block, w_out_block):  # [B, D/Y], [D, F/Y], [F/Y, D]
+    """AllGather the activations' D, multiply by this device's F columns and rows (no communication),
+    ReduceScatter the partial sums back to D_Y."""
+    def block(x_block, w_in_block, w_out_block):  # f32[64, 8], f32[64, 32], f32[32, 64]
         x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B, D]
-        h_block = x_full @ w_in_block  # Tmp[B, F_Y]: no communication
-        partial = h_block @ w_out_block  # Out[B, D]{U_Y}
+        partial = (x_full @ w_in_block) @ w_out_block  # Out[B, D]{U_Y}
         return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # Out[B, D_Y]
-    return smap(block, Y8, (P(None, "Y"), P(None, "Y"), P("Y", None)), P(None, "Y"))(x, w_in, w_out)
+
+    return jax.shard_map(block, mesh=course.mesh(Y=8), in_specs=(P(None, "Y"), P(None, "Y"), P("Y", None)),
+                         out_specs=P(None, "Y"))(x, w_in, w_out)
 
 
 def tp_forward_no_reduce(x, w_in, w_out):
@@ -350,13 +364,17 @@ def tp_forward_allreduce(x, w_in, w_out):
 
 # CX4: FSDP + tensor parallelism on a 4 x 2 mesh. In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X].
 def fsdp_tp_forward(x, w_in, w_out):
-    def block(x_block, w_in_block, w_out_block):  # [B/X, D/Y], [D/X, F/Y], [F/Y, D/X]
-        x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_X, D]: tensor parallelism
-        w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # W_in[D, F_Y]: FSDP
-        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]: FSDP
+    """Tensor parallelism over Y (gather the activations, ReduceScatter the output), FSDP over X
+    (gather the weights)."""
+    def block(x_block, w_in_block, w_out_block):  # f32[16, 32], f32[16, 128], f32[128, 16]
+        x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_X, D]
+        w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # W_in[D, F_Y]
+        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]
         partial = (x_rows @ w_in_cols) @ w_out_rows  # Out[B_X, D]{U_Y}
         return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # Out[B_X, D_Y]
-    return smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P("X", "Y"), P("X", "Y"), P("Y", "X")),
+                         out_specs=P("X", "Y"))(x, w_in, w_out)
 
 
 def fsdp_tp_scatters_over_x(x, w_in, w_out):

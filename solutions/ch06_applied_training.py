@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
@@ -134,12 +135,12 @@ def llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak):
     """(parameters, training FLOPs, days on ``chips`` at ``mfu``, training memory in bytes, the fewest
     chips that hold it, bytes per chip on ``chips``). Norms left out; bf16 weights, fp32 Adam moments,
     ``n_ckpt`` bf16 [batch, D] checkpoints per layer."""
-    L, D, F, N, K, H, V = (cfg[k] for k in "LDFNKHV")
-    params = m.params(L, D, F, N, K, H, V)
-    flops = m.train_flops(params, tokens)
-    memory = STATE_BYTES * params + ckpt_bytes(D, batch, n_ckpt, L)
-    return (float(params), float(flops), flops / (chips * peak * mfu) / DAY, float(memory), memory / hbm,
-            memory / chips)
+    L_, D_, F_, N_, K_, H_, V_ = (cfg[k] for k in "LDFNKHV")
+    params = L_ * (3 * D_ * F_ + 2 * D_ * (N_ + K_) * H_) + 2 * V_ * D_
+    flops = 6 * params * tokens
+    days = flops / (chips * peak * mfu) / 86400
+    memory = 10 * params + 2 * D_ * batch * n_ckpt * L_  # 2 + 4 + 4 bytes per parameter, bf16 checkpoints
+    return float(params), float(flops), days, float(memory), memory / hbm, memory / chips
 
 
 def llama_budget_mha(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak):
@@ -199,11 +200,17 @@ def _pieces(x_block, g_block, w_out_block):
 
 def multipod_grad(x, g, w_out):
     """Reduce-scatter inside the pod first (ICI), then all-reduce the smaller shard across pods (DCN)."""
-    def block(x_block, g_block, w_out_block):  # [B/4, D/2], [B/4, D/2], [F/2, D/2]
-        partial = _pieces(x_block, g_block, w_out_block)
-        shard = jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [D/2, F/2]{U_Z}
-        return jax.lax.psum(shard, "Z")  # over the DCN
-    return smap(block, ZXY, (P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), P("X", "Y"))(x, g, w_out)
+    def block(x_block, g_block, w_out_block):  # f32[16, 32], f32[16, 32], f32[128, 32]
+        x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_ZX, D]
+        g_rows = jax.lax.all_gather(g_block, "Y", axis=1, tiled=True)  # dOut[B_ZX, D]
+        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]
+        partial = x_rows.T @ (g_rows @ w_out_rows.T)  # dW_in[D, F_Y]{U_ZX}
+        shard = jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [D_X, F_Y]{U_Z}
+        return jax.lax.psum(shard, "Z")  # across pods, over the DCN
+
+    mesh = course.mesh(Z=2, X=2, Y=2)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")),
+                         out_specs=P("X", "Y"))(x, g, w_out)
 
 
 def multipod_grad_one_pod(x, g, w_out):

@@ -21,13 +21,14 @@ import random
 import numpy as np
 import sympy as sp
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, H, K, L, N, S, T, V, W, W_hbm, W_ici, X, Y, Z, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp, number, own_block, smap
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, own_block, smap
 
 V5E = hw.TPU_V5E
 SECTION = "inference/"
@@ -154,9 +155,13 @@ BOOK = {
 # --- CX2: the step-time calculator and the batch that fits -------------------------------------------
 
 def step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
-    """CX2: (seconds per decode step, tokens per second)."""
-    t = inf.decode_step_s(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s)
-    return t, inf.tokens_per_s(B, t)
+    """(seconds per decode step, tokens per second): reading the caches, then the weight matmuls, bound
+    by their FLOPs or by loading the weights, whichever is slower."""
+    bandwidth = n_chips * hbm_bytes_per_s
+    attention = B * kv_bytes_per_seq / bandwidth
+    matmuls = max(2 * B * param_count / (n_chips * flops_per_s), weight_bytes / bandwidth)
+    step = attention + matmuls
+    return step, B / step
 
 
 def cx2_memory_only(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
@@ -179,8 +184,9 @@ STEP_PROBES = (
 
 
 def max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
-    """CX2: the largest batch whose caches fit beside the weights."""
-    return float(inf.max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq))
+    """The largest batch whose caches fit beside the weights (0 when the weights alone do not fit)."""
+    free = n_chips * hbm_per_chip - weight_bytes
+    return max(0, math.floor(free / kv_bytes_per_seq))
 
 
 def cx2_not_rounded(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
@@ -220,7 +226,26 @@ BATCH_PROBES = (_fit(Q, Q2_CHIPS, Q2_CONTEXT, INT8, INT8), _fit(Q.with_(K=1), Q2
 # position lengths[b], attends to positions 0..lengths[b] with GQA (query head n uses KV head n // G)
 # and returns (attention output [B, N, H], updated k_cache, updated v_cache).
 
-def decode_step(q, k_new, v_new, k_cache, v_cache, lengths, mask=True, include_new=True, grouped=True):
+def decode_step(q, k_new, v_new, k_cache, v_cache, lengths):
+    """Write the new key and value at position lengths[b] of each sequence's cache, then attend to
+    positions 0..lengths[b], query head n using KV head n // G (G = N / K)."""
+    q, k_new, v_new, k_cache, v_cache = (np.array(a, dtype=np.float64) for a in (q, k_new, v_new, k_cache, v_cache))
+    lengths = np.asarray(lengths, dtype=int)
+    b_, n, h = q.shape
+    s, kv = k_cache.shape[1], k_cache.shape[2]
+    k_cache[np.arange(b_), lengths] = k_new              # [B, K, H] into position lengths[b]
+    v_cache[np.arange(b_), lengths] = v_new
+    qg = q.reshape(b_, kv, n // kv, h)                     # [B, K, G, H]
+    scores = np.einsum("bkgh,bskh->bkgs", qg, k_cache) / np.sqrt(h)
+    visible = np.arange(s)[None, :] <= lengths[:, None]   # [B, S]: positions 0..lengths[b]
+    scores = np.where(visible[:, None, None, :], scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    out = np.einsum("bkgs,bskh->bkgh", weights, v_cache).reshape(b_, n, h)
+    return out, k_cache, v_cache
+
+
+def decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, mask=True, include_new=True, grouped=True):
     """CX1's reference in numpy float64; the keyword switches give the typical slips."""
     q, k_new, v_new, k_cache, v_cache = (np.array(a, dtype=np.float64) for a in (q, k_new, v_new, k_cache, v_cache))
     lengths = np.asarray(lengths, dtype=int)
@@ -244,19 +269,19 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, lengths, mask=True, include_n
 
 
 def decode_step_reference(**probe):
-    return tuple(a.reshape(-1).tolist() for a in decode_step(**probe))
+    return tuple(a.reshape(-1).tolist() for a in decode_step_switched(**probe))
 
 
 def cx1_no_mask(q, k_new, v_new, k_cache, v_cache, lengths):
-    return decode_step(q, k_new, v_new, k_cache, v_cache, lengths, mask=False)
+    return decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, mask=False)
 
 
 def cx1_misses_new_token(q, k_new, v_new, k_cache, v_cache, lengths):
-    return decode_step(q, k_new, v_new, k_cache, v_cache, lengths, include_new=False)
+    return decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, include_new=False)
 
 
 def cx1_mha_grouping(q, k_new, v_new, k_cache, v_cache, lengths):
-    return decode_step(q, k_new, v_new, k_cache, v_cache, lengths, grouped=False)
+    return decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, grouped=False)
 
 
 def decode_probe(seed: int, lengths: list[int], b=2, s=8, n=4, kv=2, h=4) -> dict:
@@ -328,18 +353,29 @@ def _attend(q, k_cache, v_cache, grouped=True):
     return out.reshape(b, n, h)
 
 
+def attend(q, k_cache, v_cache):
+    """Scores times values for one device's heads: q[b, n, H], caches [b, S, k, H]; query head n uses KV head n // G."""
+    bq, n, h = q.shape
+    kv = k_cache.shape[2]
+    qg = q.reshape(bq, kv, n // kv, h)                          # [b, k, G, H]
+    scores = jnp.einsum("bkgh,bskh->bkgs", qg, k_cache)         # [b, k, G, S]
+    return jnp.einsum("bkgs,bskv->bkgv", scores, v_cache).reshape(bq, n, h)
+
+
 _HEADS_IN = ((), (None, "X", None), (None, None, "X", None), (None, None, "X", None), ("X", None, None))
 
 
 def decode_heads(x, w_q, k_cache, v_cache, w_o):
-    """CX3a: the KV cache split over its 8 heads, one per device. Every device projects its own query
-    heads, attends to its own cache heads and applies its rows of W_O; one AllReduce adds the heads."""
-    def block(x, wq, kc, vc, wo):  # x: f32[B, D]; wq: f32[D, N/8, H]; kc, vc: f32[B, S, K/8, H]; wo: f32[N/8, H, D]
-        q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B, N/8, H]: this device's query heads
-        o = _attend(q, kc, vc)  # f32[B, N/8, H]
-        out_partial = jnp.einsum("bnh,nhd->bd", o, wo)  # f32[B, D], this device's heads only
-        return jax.lax.psum(out_partial, "X")
-    return smap(block, MESH_X8, _HEADS_IN, ())(x, w_q, k_cache, v_cache, w_o)
+    """The KV cache split over its 8 heads, one per device. Every device projects its own query heads,
+    attends to its own cache heads and applies its rows of W_O; one AllReduce adds the heads."""
+    def block(x, wq, kc, vc, wo):  # x: f32[4, 32]; wq: f32[32, 2, 8]; kc, vc: f32[4, 16, 1, 8]; wo: f32[2, 8, 32]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)                    # f32[4, 2, 8]: this device's query heads
+        o = attend(q, kc, vc)                                   # f32[4, 2, 8]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "X")  # f32[4, 32], all heads added
+
+    cache = P(None, None, "X", None)
+    specs = (P(), P(None, "X", None), cache, cache, P("X", None, None))
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=specs, out_specs=P())(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx3a_forgets_sum(x, w_q, k_cache, v_cache, w_o):
@@ -364,16 +400,20 @@ _HB_IN = ((), (None, ("Y", "Z"), None), ("Z", None, "Y", None), ("Z", None, "Y",
 
 
 def decode_heads_batch(x, w_q, k_cache, v_cache, w_o):
-    """CX3b: only K = 4 cache heads for 8 devices, so the cache is split over heads along Y and over
-    batch along Z: K[B_Z, S, K_Y, H]. The projections stay split over all 8 devices by query head. An
+    """Only K = 4 cache heads for 8 devices, so the cache is split over heads along Y and over batch
+    along Z: K[B_Z, S, K_Y, H]. The projections stay split over all 8 devices by query head. An
     AllToAll over Z trades query heads for batch before attention, another trades them back after."""
-    def block(x, wq, kc, vc, wo):  # x: f32[B, D]; wq: f32[D, N/8, H]; kc, vc: f32[B/4, S, K/2, H]; wo: f32[N/8, H, D]
-        q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B, N/8, H]: all sequences, one query head
-        q = jax.lax.all_to_all(q, "Z", split_axis=0, concat_axis=1, tiled=True)  # f32[B/4, N/2, H]
-        o = _attend(q, kc, vc)  # f32[B/4, N/2, H]: this device's sequences, its Y group's heads
-        o = jax.lax.all_to_all(o, "Z", split_axis=1, concat_axis=0, tiled=True)  # f32[B, N/8, H]
-        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))  # f32[B, D]
-    return smap(block, MESH_YZ, _HB_IN, ())(x, w_q, k_cache, v_cache, w_o)
+    def block(x, wq, kc, vc, wo):  # x: f32[8, 32]; wq: f32[32, 1, 8]; kc, vc: f32[2, 16, 2, 8]; wo: f32[1, 8, 32]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)                                      # f32[8, 1, 8]
+        q = jax.lax.all_to_all(q, "Z", split_axis=0, concat_axis=1, tiled=True)    # f32[2, 4, 8]
+        o = attend(q, kc, vc)                                                     # f32[2, 4, 8]
+        o = jax.lax.all_to_all(o, "Z", split_axis=1, concat_axis=0, tiled=True)    # f32[8, 1, 8]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))        # f32[8, 32]
+
+    cache = P("Z", None, "Y", None)
+    specs = (P(), P(None, ("Y", "Z"), None), cache, cache, P(("Y", "Z"), None, None))
+    mesh = course.mesh(Y=2, Z=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P())(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx3b_mha_grouping(x, w_q, k_cache, v_cache, w_o):
@@ -399,17 +439,19 @@ def cx3b_gathers(x, w_q, k_cache, v_cache, w_o):
 _WS_IN = ((None, "X", "YZ"), ("X", "YZ"), ("YZ", "X"))
 
 
-def weight_stationary_2d(x, w_in, w_out):
-    """CX4: In[B, D_XYZ] . W_in[D_X, F_YZ] . W_out[F_YZ, D_X], weights never move: AllGather_YZ the
-    input, multiply, AllReduce_X the hidden, multiply, ReduceScatter_YZ the output."""
-    def block(xb, wi, wo):  # xb: f32[B, 1, D/8]; wi: f32[D/2, F/4]; wo: f32[F/4, D/2]
+def weight_stationary(x, w_in, w_out):
+    """In[B, D_XYZ] . W_in[D_X, F_YZ] . W_out[F_YZ, D_X], weights never move: AllGather_YZ the input,
+    multiply, AllReduce_X the hidden, multiply, ReduceScatter_YZ the output."""
+    def block(xb, wi, wo):  # xb: f32[16, 1, 8]; wi: f32[32, 64]; wo: f32[64, 32]
         b = xb.shape[0]
-        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)  # f32[B, D/2]: D_X
-        hidden = jax.lax.psum(x_dx @ wi, "X")  # f32[B, F/4]: F_YZ, summed over the D_X halves
-        out_partial = hidden @ wo  # f32[B, D/2]: D_X, a partial sum over YZ
-        out = jax.lax.psum_scatter(out_partial, "YZ", scatter_dimension=1, tiled=True)  # f32[B, D/8]
-        return out.reshape(b, 1, -1)
-    return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"))(x, w_in, w_out)
+        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)  # f32[16, 32]: In[B, D_X]
+        hidden = jax.lax.psum(x_dx @ wi, "X")                                    # f32[16, 64]: Tmp[B, F_YZ]
+        out = jax.lax.psum_scatter(hidden @ wo, "YZ", scatter_dimension=1, tiled=True)  # f32[16, 8]
+        return out.reshape(b, 1, -1)                                             # Out[B, D_XYZ]
+
+    specs = (P(None, "X", "YZ"), P("X", "YZ"), P("YZ", "X"))
+    mesh = course.mesh(X=2, YZ=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P(None, "X", "YZ"))(x, w_in, w_out)
 
 
 def cx4_forgets_allreduce(x, w_in, w_out):
@@ -665,7 +707,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
                    Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
     Program(qid="ch07-cx4-weight-stationary", points=3, section=_app_2d,
             prompt="Q7's 2D weight-stationary MLP on a 2 x 4 mesh: the weights never move.",
-            spec=WS_SPEC, model=weight_stationary_2d,
+            spec=WS_SPEC, model=weight_stationary,
             slips=(Slip(cx4_forgets_allreduce, "partial_sum:X"),
                    Slip(cx4_allreduce_then_slice, "collectives:all-gather,all-reduce"))),
 ))

@@ -19,6 +19,7 @@ import random
 import numpy as np
 import sympy as sp
 
+import course
 from autograder.kinds.function import vary
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
@@ -27,6 +28,7 @@ from course.symbols import B, G, N, P, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
 from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, jax, jnp, number, smap
+from solutions._kit import P as P_  # PartitionSpec: P is the parameter count's symbol here
 
 V5E = hw.TPU_V5E
 SECTION = "applied-inference/"
@@ -178,14 +180,13 @@ BOOK = {
 # --- CX1: a serving planner --------------------------------------------------------------------------
 
 def serving_plan(weight_bytes, kv_bytes_per_token, context, hbm_per_chip, hbm_bytes_per_s, decode_tokens, slices):
-    """CX1: on the smallest slice in ``slices`` (chip counts) that holds the weights, fill HBM with
-    caches: (chips, free HBM bytes, max batch, bandwidth-bound step seconds, queries/s per chip)."""
+    """On the smallest slice in ``slices`` (chip counts) that holds the weights, fill HBM with caches:
+    (chips, free HBM bytes, max batch, bandwidth-bound step seconds, queries/s per chip)."""
     chips = min(n for n in slices if n * hbm_per_chip >= weight_bytes)
     free = chips * hbm_per_chip - weight_bytes
     batch = math.floor(free / (kv_bytes_per_token * context))
-    step = inf.decode_step_memory_s(batch, kv_bytes_per_token * context, weight_bytes, chips, hbm_bytes_per_s)
-    return (float(chips), float(free), float(batch), step,
-            inf.queries_per_s_per_chip(batch, step, decode_tokens, chips))
+    step = (batch * kv_bytes_per_token * context + weight_bytes) / (chips * hbm_bytes_per_s)
+    return float(chips), float(free), float(batch), step, batch / (step * decode_tokens * chips)
 
 
 def cx1_ignores_caches_in_step(weight_bytes, kv_bytes_per_token, context, hbm_per_chip, hbm_bytes_per_s,
@@ -233,7 +234,7 @@ def draw_plan(rng: random.Random, probe: dict) -> dict:
 # --- CX2: the book's roofline script, with its grid bug fixed --------------------------------------------
 
 def largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip):
-    """CX2: the largest batch on the grid 1, 1 + step, 1 + 2 step, ... < 1024 whose caches and weights fit."""
+    """The largest batch on the grid 1, 1 + step, 1 + 2 step, ... < 1024 whose caches and weights fit."""
     grid = np.arange(1, 1024, step)
     fits = grid * kv_bytes_per_token * context + weight_bytes <= n_chips * hbm_per_chip
     return float(grid[fits][-1])
@@ -295,13 +296,20 @@ def _attend(q, k_cache, v_cache):
 
 
 def kv_sharded_decode(x, w_q, k_cache, v_cache, w_o):
-    """CX4: sequences split over 'batch', key/value heads over 'kv'. Each device reads only its block of
-    the cache; the heads' partial outputs are added over 'kv' (one AllReduce), never over 'batch'."""
-    def block(x, wq, kc, vc, wo):  # x: f32[B/2, D]; wq: f32[D, N/4, H]; kc, vc: f32[B/2, S, K/4, H]; wo: f32[N/4, H, D]
-        q = jnp.einsum("bd,dnh->bnh", x, wq)  # f32[B/2, N/4, H]
-        o = _attend(q, kc, vc)  # f32[B/2, N/4, H]
-        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "kv")  # f32[B/2, D]
-    return smap(block, MESH_BK, _KV_IN, ("batch", None))(x, w_q, k_cache, v_cache, w_o)
+    """Sequences split over 'batch', key/value heads over 'kv'. Each device reads only its block of the
+    cache; the heads' partial outputs are added over 'kv' (one AllReduce), never over 'batch'."""
+    def block(x, wq, kc, vc, wo):  # x: f32[4, 16]; wq: f32[16, 4, 8]; kc, vc: f32[4, 16, 2, 8]; wo: f32[4, 8, 16]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)                                  # f32[4, 4, 8]
+        b_, n, h = q.shape
+        kv = kc.shape[2]
+        scores = jnp.einsum("bkgh,bskh->bkgs", q.reshape(b_, kv, n // kv, h), kc)
+        o = jnp.einsum("bkgs,bskv->bkgv", scores, vc).reshape(b_, n, h)        # f32[4, 4, 8]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "kv")            # f32[4, 16]
+
+    cache = P_("batch", None, "kv", None)
+    specs = (P_("batch", None), P_(None, "kv", None), cache, cache, P_("kv", None, None))
+    mesh = course.mesh(batch=2, kv=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P_("batch", None))(x, w_q, k_cache, v_cache, w_o)
 
 
 def cx4_forgets_sum(x, w_q, k_cache, v_cache, w_o):

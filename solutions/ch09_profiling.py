@@ -21,13 +21,16 @@ import math
 import random
 import re
 
+import numpy as np
+
+import course
 from autograder.kinds.function import vary
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, N, T
 from course.timeline import Op
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, compiled_cost, jax, jnp, make_mesh, number
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, NamedSharding, P, jax, jnp, make_mesh, number
 
 V5E = hw.TPU_V5E
 SECTION = "profiling/"
@@ -38,7 +41,8 @@ MEMORY = SECTION + "#memory-profile"
 PROBLEMS = SECTION + "#worked-problems"
 COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 
-# --- reading HLO text: the reference parser (pure Python; the exercises' model answers) -------------
+# --- reading HLO text (pure Python): the exercises' answers, read_instruction, replica_groups and census,
+# and split_instruction with its parts, which the wrong answers, the drawn cases and the tests use ----------
 # HLO dtypes and their bytes per element (sub-byte types such as s4 do not occur in the probes).
 DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2, "f16": 2,
                "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
@@ -46,7 +50,7 @@ _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\](\{[^{}]*\})?")
 _OPEN, _CLOSE = "([{", ")]}"
 
 
-def _balanced_end(text: str, start: int) -> int:
+def _group_end(text: str, start: int) -> int:
     """Index just past the bracket group that opens at ``text[start]``."""
     depth = 0
     for i in range(start, len(text)):
@@ -67,17 +71,17 @@ def split_instruction(line: str) -> tuple[str, str, str, str, str]:
         raise ValueError(f"not an HLO instruction: {line[:60]!r}")
     i = m.end()
     if line[i] == "(":
-        end = _balanced_end(line, i)
+        end = _group_end(line, i)
     else:
         end = i
         while end < len(line) and not line[end].isspace():
-            end = _balanced_end(line, end) if line[end] in _OPEN else end + 1
+            end = _group_end(line, end) if line[end] in _OPEN else end + 1
     type_text = line[i:end]
     op = re.match(r"\s*([\w\-]+)\(", line[end:])
     if not op:
         raise ValueError(f"no opcode after the type in {line[:60]!r}")
     open_at = end + op.end() - 1
-    close = _balanced_end(line, open_at)
+    close = _group_end(line, open_at)
     return m.group(1), type_text, op.group(1), line[open_at + 1:close - 1], line[close:].lstrip(", ")
 
 
@@ -110,109 +114,82 @@ def padded_elements(shape: tuple[int, ...], minor_to_major: tuple[int, ...], til
     return math.prod(physical)
 
 
-def read_instruction(line: str) -> tuple[float, float, float, float]:
+def read_instruction(line):
     """CX1: (result bytes, result bytes once padded to its tiles, memory space of the result, number of
     operands) of one HLO instruction. A tuple result counts all its arrays; operands are the
     instructions it reads (``%name`` references), so parameter(0) and constant(...) have none."""
-    _, type_text, _, operands, _ = split_instruction(line)
-    found = arrays(type_text)
+    rhs = line.split("=", 1)[1].lstrip()
+    i = 0  # the result type ends at the first space outside brackets: one array, or a tuple in parentheses
+    if rhs[0] == "(":
+        i = _group_end(rhs, 0)
+    else:
+        while not rhs[i].isspace():
+            i = _group_end(rhs, i) if rhs[i] in "([{" else i + 1
+    result, rest = rhs[:i], rhs[i:].lstrip()
+    start = rest.index("(")
+    operands = rest[start:_group_end(rest, start)]
     plain = padded = 0
-    for dtype, shape, lay in found:
-        order, tiles, _ = layout(lay)
-        size = DTYPE_BYTES[dtype]
-        plain += size * math.prod(shape)
-        padded += size * (padded_elements(shape, order, tiles[0]) if tiles else math.prod(shape))
-    space = layout(found[0][2])[2] if found else 0
-    return float(plain), float(padded), float(space), float(operands.count("%"))
+    spaces = []
+    for dtype, dims, lay in re.findall(r"([a-z][a-z0-9]*)\[([0-9,]*)\](\{[^{}]*\})?", result):
+        shape = [int(n) for n in dims.split(",") if n]
+        order, _, extra = lay.strip("{}").partition(":")  # "{1,0:T(8,128)S(1)}": order, then tiles and space
+        major_first = [shape[int(d)] for d in reversed(order.split(",")) if d] or shape
+        tiles = re.findall(r"T\(([0-9,]+)\)", extra)
+        if tiles:  # the outer tile pads the minor-most dimensions in memory order
+            tile = [int(n) for n in tiles[0].split(",")]
+            for k in range(1, len(tile) + 1):
+                major_first[-k] = math.ceil(major_first[-k] / tile[-k]) * tile[-k]
+        plain += DTYPE_BYTES[dtype] * math.prod(shape)
+        padded += DTYPE_BYTES[dtype] * math.prod(major_first)
+        space = re.search(r"S\((\d+)\)", extra)
+        spaces.append(int(space.group(1)) if space else 0)
+    return plain, padded, spaces[0], operands.count("%")
 
 
-def _iota_groups(text: str) -> list[list[int]]:
-    """``[G,S]<=[d0,d1,...]T(p...)``: iota over prod(d), reshaped to d, transposed by p, cut into G rows."""
-    m = re.match(r"\[(\d+),(\d+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", text)
-    if not m:
-        raise ValueError(f"not an iota replica-group list: {text[:40]!r}")
-    g, s = int(m.group(1)), int(m.group(2))
-    dims = [int(n) for n in m.group(3).split(",")]
-    perm = [int(n) for n in m.group(4).split(",")] if m.group(4) else list(range(len(dims)))
-    ids = list(range(math.prod(dims)))
-
-    def at(index: list[int]) -> int:  # element of the transposed array at ``index``
-        source = [0] * len(dims)
-        for axis, p in enumerate(perm):
-            source[p] = index[axis]
-        flat = 0
-        for n, i in zip(dims, source, strict=True):
-            flat = flat * n + i
-        return ids[flat]
-    shape = [dims[p] for p in perm]
-    flat = [at(_unravel(k, shape)) for k in range(math.prod(shape))]
-    return [flat[r * s:(r + 1) * s] for r in range(g)]
-
-
-def _unravel(k: int, shape: list[int]) -> list[int]:
-    out = []
-    for n in reversed(shape):
-        out.append(k % n)
-        k //= n
-    return out[::-1]
-
-
-def _mesh_groups(text: str) -> list[list[int]]:
-    """``mesh['a'=2,'b'=4] {'b'}``: devices numbered row-major over the mesh; one group per setting of
-    the axes not listed, each holding the devices that differ along the listed axes."""
-    m = re.match(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}", text)
-    if not m:
-        raise ValueError(f"not a mesh replica-group list: {text[:40]!r}")
-    axes = [(a, int(n)) for a, n in re.findall(r"'([^']+)'=(\d+)", m.group(1))]
-    chosen = set(re.findall(r"'([^']+)'", m.group(2)))
-    shape = [n for _, n in axes]
-    groups: dict[tuple, list[int]] = {}
-    for device in range(math.prod(shape)):
-        coords = _unravel(device, shape)
-        key = tuple(c for (a, _), c in zip(axes, coords, strict=True) if a not in chosen)
-        groups.setdefault(key, []).append(device)
-    return list(groups.values())
-
-
-def replica_groups(line: str) -> tuple[float, float, list[float]]:
+def replica_groups(line):
     """CX2: (devices per group, number of groups, the ids of the group holding device 0 in increasing
     order) from a collective's replica groups, in any of the forms this JAX version prints: explicit
     lists ``{{0,1},{2,3}}``, iota ``[2,2]<=[4]`` (optionally transposed), mesh ``mesh['x'=2,'y'=2] {'y'}``,
     or StableHLO's ``dense<[[0, 1], [2, 3]]>``."""
-    m = re.search(r"replica_groups\s*=\s*", line)
-    if not m:
-        raise ValueError("no replica_groups in the line")
-    rest = line[m.end():]
-    if rest.startswith("{"):
-        groups = [[int(n) for n in g.split(",") if n.strip()] for g in re.findall(r"\{([0-9,\s]*)\}",
-                                                                                   rest[:_balanced_end(rest, 0)])]
-    elif rest.startswith("["):
-        groups = _iota_groups(rest)
-    elif rest.startswith("mesh"):
-        groups = _mesh_groups(rest)
-    elif rest.startswith("dense<"):
-        body = rest[len("dense<"):]
-        groups = [[int(n) for n in g.split(",")] for g in re.findall(r"\[([0-9,\s]+)\]", body[:_balanced_end(body, 0)])]
-    else:
-        raise ValueError(f"unknown replica-group syntax: {rest[:40]!r}")
-    first = sorted(next(g for g in groups if 0 in g))
-    return float(len(groups[0])), float(len(groups)), [float(i) for i in first]
+    rest = re.split(r"replica_groups\s*=\s*", line, maxsplit=1)[1]
+    if rest.startswith("mesh"):  # devices row-major over the mesh; a group varies only the listed axes
+        axes = re.findall(r"'([^']+)'=(\d+)", rest[:rest.index("]")])
+        chosen = re.findall(r"'([^']+)'", rest[rest.index("{"):rest.index("}")])
+        names, sizes = [a for a, _ in axes], [int(n) for _, n in axes]
+        ids = np.arange(math.prod(sizes)).reshape(sizes)
+        order = [i for i, a in enumerate(names) if a not in chosen] + [i for i, a in enumerate(names) if a in chosen]
+        size = math.prod(sizes[i] for i, a in enumerate(names) if a in chosen)
+        groups = ids.transpose(order).reshape(-1, size)
+    elif rest.startswith("["):  # iota: [G,S]<=[dims] reshapes arange(prod(dims)), transposed by T(perm)
+        m = re.match(r"\[(\d+),(\d+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", rest)
+        dims = [int(n) for n in m.group(3).split(",")]
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        if m.group(4):
+            ids = ids.transpose([int(n) for n in m.group(4).split(",")])
+        groups = ids.reshape(int(m.group(1)), int(m.group(2)))
+    else:  # explicit groups: {{...},{...}} or dense<[[...], [...]]>
+        body = rest[:rest.index("}}") + 2] if rest.startswith("{") else rest[:rest.index("]]") + 2]
+        groups = np.array([[int(n) for n in g.split(",")] for g in re.findall(r"[{\[]([0-9, ]+)[}\]]", body)])
+    first = sorted(int(i) for i in next(g for g in groups if 0 in g))
+    return len(groups[0]), len(groups), first
 
 
-def census(text: str, kind: str) -> tuple[float, float]:
+def census(text, kind):
     """CX3: how many collectives of ``kind`` a compiled program runs, and the bytes of their results
     (summed over the arrays of tuple results). An asynchronous pair (``kind-start`` ... ``kind-done``)
     counts once, at its start; names and operands that merely contain the word do not count."""
     count = nbytes = 0
     for line in text.splitlines():
-        try:
-            _, type_text, opcode, _, _ = split_instruction(line)
-        except (ValueError, IndexError):
+        m = re.match(r"\s*(?:ROOT\s+)?%[\w.\-]+\s*=\s*", line)
+        if not m:
             continue  # headers, braces, blank lines
+        rhs = line[m.end():]
+        i = _group_end(rhs, 0) if rhs[0] == "(" else rhs.index(" ")  # past the result type
+        opcode = rhs[i:].lstrip().split("(", 1)[0]
         if opcode in (kind, kind + "-start"):
             count += 1
-            nbytes += sum(DTYPE_BYTES[d] * math.prod(s) for d, s, _ in arrays(type_text))
-    return float(count), float(nbytes)
+            nbytes += read_instruction(line)[0]
+    return count, nbytes
 
 
 # --- typical wrong parsers (each must fail) -----------------------------------------------------------
@@ -525,7 +502,7 @@ def draw_groups(rng: random.Random, probe: dict) -> dict:
     at = re.search(r"replica_groups\s*=\s*", line).end()
     rest = line[at:]
     if rest.startswith("{"):
-        end, groups = _balanced_end(rest, 0), _partition(rng)
+        end, groups = _group_end(rest, 0), _partition(rng)
         text = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
     elif rest.startswith("["):
         end = re.match(r"\[\d+,\d+\]<=\[[0-9,]+\](?:T\([0-9,]+\))?", rest).end()
@@ -647,8 +624,9 @@ def _constrain(x, *spec):
 
 def mlp_fixed(x, w1, w2):
     """Keep the hidden activation sharded like the batch: each device's rows never leave it."""
-    h = _constrain(x @ w1, "X", None)  # h: f32[64, 256] @ P('X', None)
-    return _constrain(h @ w2, "X", None)  # f32[64, 128] @ P('X', None)
+    mesh = course.mesh(X=8)
+    h = jax.lax.with_sharding_constraint(x @ w1, NamedSharding(mesh, P("X", None)))  # f32[64, 256] @ P('X', None)
+    return jax.lax.with_sharding_constraint(h @ w2, NamedSharding(mesh, P("X", None)))  # f32[64, 128]
 
 
 def mlp_replicated_hidden(x, w1, w2):
@@ -669,7 +647,7 @@ def mlp_no_output_constraint(x, w1, w2):
 
 
 # --- CX5: XLA's cost model against the roofline ----------------------------------------------------------------
-def matmul_cost(B: int, D: int, F: int, batch_ways: int, f_ways: int, peak: float, bw: float):
+def matmul_roofline(B: int, D: int, F: int, batch_ways: int, f_ways: int, peak: float, bw: float):
     """Per device: FLOPs, HBM bytes and roofline seconds of f32 x[B, D] @ P('X', None) times
     w[D, F] @ P(None, 'Y') on a (X=batch_ways, Y=f_ways) mesh. Each device multiplies its own rows of x
     with its own columns of w: no communication."""
@@ -679,23 +657,23 @@ def matmul_cost(B: int, D: int, F: int, batch_ways: int, f_ways: int, peak: floa
     return float(flops), float(nbytes), max(flops / peak, nbytes / bw)
 
 
-def cx5_model(B, D, F, batch_ways, f_ways, peak, bw):
-    """What a student writes: compile the sharded matmul and read XLA's cost analysis."""
-    m = make_mesh((("X", batch_ways), ("Y", f_ways)))
-    x = jax.ShapeDtypeStruct((B, D), jnp.float32, sharding=jax.sharding.NamedSharding(m, P("X", None)))
-    w = jax.ShapeDtypeStruct((D, F), jnp.float32, sharding=jax.sharding.NamedSharding(m, P(None, "Y")))
-    cost = compiled_cost(lambda a, b: a @ b, x, w)
-    flops, nbytes = cost["flops"], cost["bytes accessed"]
-    return flops, nbytes, max(flops / peak, nbytes / bw)
+def matmul_cost(B, D, F, batch_ways, f_ways, peak, bw):
+    """Compile the sharded matmul for abstract inputs (nothing runs) and read XLA's per-device cost
+    analysis; the roofline time is the larger of compute time and HBM time."""
+    m = course.mesh(X=batch_ways, Y=f_ways)
+    x = jax.ShapeDtypeStruct((B, D), jnp.float32, sharding=NamedSharding(m, P("X", None)))
+    w = jax.ShapeDtypeStruct((D, F), jnp.float32, sharding=NamedSharding(m, P(None, "Y")))
+    cost = jax.jit(lambda a, b: a @ b).lower(x, w).compile().cost_analysis()
+    return cost["flops"], cost["bytes accessed"], max(cost["flops"] / peak, cost["bytes accessed"] / bw)
 
 
 def cx5_global_shapes(B, D, F, batch_ways, f_ways, peak, bw):
     """Forgets the sharding: the whole matmul's FLOPs and bytes."""
-    return matmul_cost(B, D, F, 1, 1, peak, bw)
+    return matmul_roofline(B, D, F, 1, 1, peak, bw)
 
 
 def cx5_sums_the_times(B, D, F, batch_ways, f_ways, peak, bw):
-    flops, nbytes, _ = matmul_cost(B, D, F, batch_ways, f_ways, peak, bw)
+    flops, nbytes, _ = matmul_roofline(B, D, F, batch_ways, f_ways, peak, bw)
     return flops, nbytes, flops / peak + nbytes / bw
 
 
@@ -818,7 +796,7 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     # CX5: cost and memory analysis against the roofline.
     Function(qid="ch09-cx5-matmul-cost", points=3, section=EXAMPLE,
              prompt="matmul_cost(B, D, F, batch_ways, f_ways, peak, bw): per-device FLOPs, bytes, roofline time.",
-             reference=matmul_cost, model=cx5_model, probes=CX5_PROBES, draw=draw_matmul,
+             reference=matmul_roofline, model=matmul_cost, probes=CX5_PROBES, draw=draw_matmul,
              output=(Output("number", tolerance=ONE_PERCENT), Output("number", tolerance=ONE_PERCENT),
                      Output("number", unit="s", tolerance=ONE_PERCENT)),
              slips=(Slip(cx5_global_shapes, "ratio:8"), Slip(cx5_sums_the_times, "close"))),

@@ -19,11 +19,24 @@ import random
 import numpy as np
 import sympy as sp
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
 from course.symbols import B, C, D, F, W_ici, X, Y
-from solutions._kit import ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, make_mesh, reshard_spec, ring, smap
+from solutions._kit import (
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    NamedSharding,
+    P,
+    jax,
+    jnp,
+    make_mesh,
+    reshard_spec,
+    ring,
+    smap,
+)
 
 V5E = hw.TPU_V5E
 SECTION = "jax-stuff/"
@@ -105,22 +118,24 @@ def ring_all_gather(x):
     """x[S_X, D] -> x[S, D] on every device: 7 steps, each passing one block to the right
     neighbour. The type system cannot see that every device ends with the same array, so the
     replication check is off (check_vma=False) and correctness is on us."""
+    mesh = course.mesh(X=8)
+
     def block(x_block):  # x_block: f32[S/8, D]
         n, idx = jax.lax.axis_size("X"), jax.lax.axis_index("X")
         rows = x_block.shape[0]
-        right = ring(n)
+        right = [(j, (j + 1) % n) for j in range(n)]
         out = jnp.zeros((n * rows, x_block.shape[1]), x_block.dtype)  # f32[S, D]
         out = jax.lax.dynamic_update_slice_in_dim(out, x_block, idx * rows, 0)
 
         def step(i, carry):
             out, travelling = carry
-            travelling = jax.lax.ppermute(travelling, "X", right)  # now holds block idx - i - 1
+            travelling = jax.lax.ppermute(travelling, "X", right)  # now block idx - i - 1
             out = jax.lax.dynamic_update_slice_in_dim(out, travelling, (idx - i - 1) % n * rows, 0)
             return out, travelling
 
         return jax.lax.fori_loop(0, n - 1, step, (out, x_block))[0]
 
-    return smap(block, RING_SPEC.mesh, [("X", None)], (), check_vma=False)(x)
+    return jax.shard_map(block, mesh=mesh, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
 
 
 def cx1_wrong_slot(x):
@@ -148,12 +163,12 @@ def cx1_builtin(x):
 def shard_sums(x):
     """x[S_X, D_Y] -> sums[X, Y]: entry (i, j) sums shard (i, j). Splitting each axis into
     (mesh axis, within-shard) keeps every shard on its device, so no collective is needed."""
-    mesh = _mesh(SUMS_SPEC)
+    mesh = course.mesh(X=2, Y=4)
     nx, ny = mesh.shape["X"], mesh.shape["Y"]
     s, d = x.shape
-    blocks = x.reshape(nx, s // nx, ny, d // ny)  # f32[X, S/X, Y, D/Y] @ P('X', None, 'Y', None)
-    blocks = jax.lax.with_sharding_constraint(blocks, jax.sharding.NamedSharding(mesh, P("X", None, "Y", None)))
-    return jax.lax.with_sharding_constraint(blocks.sum(axis=(1, 3)), jax.sharding.NamedSharding(mesh, P("X", "Y")))
+    blocks = x.reshape(nx, s // nx, ny, d // ny)  # f32[X, S/X, Y, D/Y]: shard (i, j) is blocks[i, :, j, :]
+    blocks = jax.lax.with_sharding_constraint(blocks, NamedSharding(mesh, P("X", None, "Y", None)))
+    return jax.lax.with_sharding_constraint(blocks.sum(axis=(1, 3)), NamedSharding(mesh, P("X", "Y")))
 
 
 def q1_wrong_reshape(x):
@@ -181,11 +196,15 @@ def roll_in_shard_reference(x: list, shift: int) -> list[float]:
 
 
 def roll_in_shard(x, shift):
-    """shard_map version: each device rolls its own rows; no communication."""
-    mesh = make_mesh(Q1_MESH.items())
-    x = jax.device_put(jnp.asarray(x, jnp.float32), jax.sharding.NamedSharding(mesh, P("X", "Y")))
-    fn = smap(lambda b: jnp.roll(b, shift, axis=0) - b, Q1_MESH.items(), (P("X", "Y"),), P("X", "Y"))
-    return np.asarray(jax.jit(fn)(x))
+    """Each device rolls its own rows (its block of X): no row crosses into another shard, so no
+    communication."""
+    mesh = course.mesh(X=2, Y=4)
+    x = jax.device_put(jnp.asarray(x, jnp.float32), NamedSharding(mesh, P("X", "Y")))
+
+    def body(block):  # block: f32[S/X, D/Y]
+        return jnp.roll(block, shift, axis=0) - block
+
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", "Y")))(x)
 
 
 def q1_global_roll(x, shift):
@@ -213,25 +232,27 @@ def collective_matmul(a, w):
     """A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] without an all-gather: Y-1 steps, each multiplying
     the A chunk this device holds by the matching rows of W while passing the chunk to the left
     neighbour. After i steps device k holds chunk (k + i) mod Y."""
+    mesh = course.mesh(X=2, Y=4)
+
     def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D, F/Y]
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
         chunk = a_block.shape[1]
-        left = ring(ny, -1)
+        left = [(j, (j - 1) % ny) for j in range(ny)]
 
-        def rows(i):  # the rows of W that meet the A chunk held after i steps: [D/Y, F/Y]
+        def rows(i):  # rows of W meeting the chunk held after i steps: [D/Y, F/Y]
             return jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % ny * chunk, chunk, 0)
 
         def step(i, carry):
             acc, a_chunk = carry
-            acc = acc + a_chunk @ rows(i)  # [B/X, F/Y]
-            return acc, jax.lax.ppermute(a_chunk, "Y", left)
+            acc = acc + a_chunk @ rows(i)                      # [B/X, F/Y]
+            return acc, jax.lax.ppermute(a_chunk, "Y", left)  # overlaps with the next product
 
-        acc = jax.lax.pcast(jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"),
-                            to="varying")
+        acc = jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype)
+        acc = jax.lax.pcast(acc, ("X", "Y"), to="varying")
         acc, a_chunk = jax.lax.fori_loop(0, ny - 1, step, (acc, a_block))
         return acc + a_chunk @ rows(ny - 1)
 
-    return smap(block, AG_MATMUL_SPEC.mesh, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))(a, w)
 
 
 def cx2_first_public_text(a, w):
@@ -265,11 +286,13 @@ def cx2_all_gather(a, w):
 def bidirectional_matmul(a, w):
     """Half of A's rows travel left, the other half right: each step sends two half-size messages,
     one on each direction of the ring's links, so each step's communication takes half as long."""
+    mesh = course.mesh(X=2, Y=4)
+
     def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D, F/Y]
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
         chunk, half = a_block.shape[1], a_block.shape[0] // 2
-        left = ring(ny, -1)
-        right = ring(ny)
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+        right = [(j, (j + 1) % ny) for j in range(ny)]
 
         def rows(j):
             return jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 0)
@@ -281,13 +304,11 @@ def bidirectional_matmul(a, w):
             return top_acc, bot_acc, jax.lax.ppermute(top, "Y", left), jax.lax.ppermute(bot, "Y", right)
 
         zeros = jax.lax.pcast(jnp.zeros((half, w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying")
-        top_acc, bot_acc, top, bot = jax.lax.fori_loop(0, ny - 1, step,
-                                                       (zeros, zeros, a_block[:half], a_block[half:]))
-        top_acc = top_acc + top @ rows(idx + ny - 1)
-        bot_acc = bot_acc + bot @ rows(idx - ny + 1)
-        return jnp.concatenate([top_acc, bot_acc], axis=0)
+        carry = (zeros, zeros, a_block[:half], a_block[half:])
+        top_acc, bot_acc, top, bot = jax.lax.fori_loop(0, ny - 1, step, carry)
+        return jnp.concatenate([top_acc + top @ rows(idx + ny - 1), bot_acc + bot @ rows(idx - ny + 1)], axis=0)
 
-    return smap(block, BIDI_SPEC.mesh, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))(a, w)
 
 
 def q4_same_direction(a, w):
@@ -322,20 +343,22 @@ def reduce_scatter_matmul(t, w2):
     """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y]: the partial sums travel instead of the
     inputs. Device k starts with its partial product for output chunk k + 1; Y-1 times it passes
     the running sum to the left and adds its own partial product for the chunk it received."""
+    mesh = course.mesh(X=2, Y=4)
+
     def block(t_block, w2_block):  # t_block: [B/X, F/Y], w2_block: [F/Y, D]
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
         chunk = w2_block.shape[1] // ny
-        left = ring(ny, -1)
+        left = [(j, (j - 1) % ny) for j in range(ny)]
 
         def partial(j):  # this device's share of output chunk j: [B/X, D/Y]
             return t_block @ jax.lax.dynamic_slice_in_dim(w2_block, j % ny * chunk, chunk, 1)
 
-        def step(i, acc):  # acc: the running sum for chunk idx + i (before the permute)
+        def step(i, acc):  # receive the running sum for chunk idx + i, add our share
             return jax.lax.ppermute(acc, "Y", left) + partial(idx + i + 1)
 
         return jax.lax.fori_loop(1, ny, step, partial(idx + 1))
 
-    return smap(block, RS_MATMUL_SPEC.mesh, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", "Y"))(t, w2)
 
 
 def q3_starts_at_own_chunk(t, w2):
@@ -383,15 +406,18 @@ def moe_all_gather(x, gates, w):
     """Out[s] = sum_e gates[s, e] * x[s] @ W[e]. Tokens and gates are gathered to every device, each
     device applies its own experts to all tokens, and a reduce-scatter returns each token's sum to
     the device that owns it. A one-hot gate row is the book's routing B[s]."""
+    mesh = course.mesh(X=8)
+
     def block(x_block, g_block, w_block):  # [S/X, D], [S/X, E], [E/X, D, F]
         n_local = w_block.shape[0]
-        xs = jax.lax.all_gather(x_block, "X", tiled=True)  # [S, D]
-        gs = jax.lax.all_gather(g_block, "X", tiled=True)  # [S, E]
+        xs = jax.lax.all_gather(x_block, "X", tiled=True)   # [S, D]
+        gs = jax.lax.all_gather(g_block, "X", tiled=True)   # [S, E]
         mine = jax.lax.dynamic_slice_in_dim(gs, jax.lax.axis_index("X") * n_local, n_local, 1)  # [S, E/X]
-        partial = jnp.einsum("se,sd,edf->sf", mine, xs, w_block)  # [S, F], this device's experts only
+        partial = jnp.einsum("se,sd,edf->sf", mine, xs, w_block)  # [S, F]: this device's experts only
         return jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)  # [S/X, F]
 
-    return smap(block, MOE_GATHER_SPEC.mesh, [("X", None), ("X", None), ("X", None, None)], ("X", None))(x, gates, w)
+    specs = (P("X", None), P("X", None), P("X", None, None))
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P("X", None))(x, gates, w)
 
 
 def q2_wrong_gate_columns(x, gates, w):
@@ -433,12 +459,15 @@ def moe_all_to_all(x, w):
     """x[G_X, E, C, D]: each group's tokens already sit in per-expert slots of capacity C. One
     all_to_all sends slot e to the device of expert e, the expert multiplies, a second all_to_all
     sends the results home. No device ever holds more than its share of tokens."""
+    mesh = course.mesh(X=8)
+
     def block(x_block, w_block):  # x_block: [G/X, E, C, D], w_block: [E/X, D, F]
         here = jax.lax.all_to_all(x_block, "X", split_axis=1, concat_axis=0, tiled=True)  # [G, E/X, C, D]
-        y = jnp.einsum("gecd,edf->gecf", here, w_block)  # [G, E/X, C, F]
-        return jax.lax.all_to_all(y, "X", split_axis=0, concat_axis=1, tiled=True)  # [G/X, E, C, F]
+        y = jnp.einsum("gecd,edf->gecf", here, w_block)                                  # [G, E/X, C, F]
+        return jax.lax.all_to_all(y, "X", split_axis=0, concat_axis=1, tiled=True)       # [G/X, E, C, F]
 
-    return smap(block, MOE_A2A_SPEC.mesh, [("X", None, None, None), ("X", None, None)], ("X", None, None, None))(x, w)
+    specs = (P("X", None, None, None), P("X", None, None))
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P("X", None, None, None))(x, w)
 
 
 def cx5_reshape_home(x, w):

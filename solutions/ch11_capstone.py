@@ -19,6 +19,7 @@ import random
 
 import numpy as np
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
@@ -29,10 +30,10 @@ from solutions._kit import (
     ONE_PERCENT,
     THREE_FIGURES,
     TWO_PERCENT,
+    NamedSharding,
     P,
     jax,
     jnp,
-    make_mesh,
     number,
     own_block,
     ring,
@@ -58,33 +59,32 @@ def dims(cfg: models.Config) -> dict[str, int]:
 
 # --- C1: training plan (Parts 5 and 6) ----------------------------------------------------------------------
 
-def power_of_two(x: float) -> int:
-    """The power of two nearest to x on a log scale."""
-    return 2 ** math.floor(math.log2(x) + 0.5)
+def param_count(L, D, F, N, K, H, V):
+    """Part 4's count: a gated MLP, grouped-query attention, two V x D embeddings; norms left out."""
+    return models.params(L, D, F, N, K, H, V)
 
 
 def plan_training(L, D, F, N, K, H, V, chips, mesh_axes, peak, ici_bw, batch, tokens, mfu):
     """(X, Y, step seconds, days) for a dense model on a TPU slice (Part 5's rules, Part 6's rounding).
 
     alpha = peak / ici_bw (bidirectional bytes/s of one link). With b = batch / chips tokens per chip:
-    pure FSDP (X = chips, Y = 1) when b > alpha / mesh_axes; else FSDP + TP when b > alpha^2 / (M_X M_Y F)
-    with M_X = mesh_axes - 1 axes for FSDP and M_Y = 1 for TP (Part 5 on a torus), X the power of two
-    nearest sqrt(batch / F * M_X / M_Y * chips) and Y the largest power of two with X Y <= chips; else no
-    strategy is compute-bound: X = Y = 0. Times use every chip: 6 P tokens / (chips peak mfu)."""
-    P = models.params(L, D, F, N, K, H, V)
+    pure FSDP (X = chips, Y = 1) when b > alpha / mesh_axes; else FSDP + TP when b > alpha^2 / (M_X F)
+    with M_X = mesh_axes - 1 torus axes for FSDP and one for TP (Part 5), X the power of two nearest
+    sqrt(batch / F * M_X * chips) and Y the largest power of two with X Y <= chips; else no strategy is
+    compute-bound: X = Y = 0. Times use every chip: 6 P tokens / (chips peak mfu)."""
+    P_ = param_count(L, D, F, N, K, H, V)  # P_: P is PartitionSpec in this notebook
     alpha = peak / ici_bw
-    per_chip = batch / chips
-    mx, my = max(mesh_axes - 1, 1), 1
-    if per_chip > alpha / mesh_axes:
+    b = batch / chips
+    mx = max(mesh_axes - 1, 1)
+    if b > alpha / mesh_axes:
         x, y = chips, 1
-    elif per_chip > alpha**2 / (mx * my * F):
-        x = min(power_of_two(math.sqrt(batch / F * mx / my * chips)), chips)
+    elif b > alpha**2 / (mx * F):
+        x = min(2 ** math.floor(math.log2(math.sqrt(batch / F * mx * chips)) + 0.5), chips)
         y = 2 ** int(math.log2(chips // x))
     else:
         x = y = 0
-    step = 6 * P * batch / (chips * peak * mfu)
-    days = 6 * P * tokens / (chips * peak * mfu) / DAY_S
-    return float(x), float(y), step, days
+    rate = chips * peak * mfu
+    return x, y, 6 * P_ * batch / rate, 6 * P_ * tokens / rate / 86400
 
 
 def plan_training_fsdp_only(L, D, F, N, K, H, V, chips, mesh_axes, peak, ici_bw, batch, tokens, mfu):
@@ -131,24 +131,19 @@ CAP_H100_COST = CAP_TRAIN_FLOPS / (H100.bf16_flops_per_s * H100_MFU) / 3600 * PR
 V5E_SLICE_CHIPS = (1, 4, 8, 16, 32, 64, 128, 256)
 
 
-def decode_step(P, weight_bytes, kv_bytes_per_seq, batch, chips, peak, hbm_bw):
-    """Part 7's decode step: the weight matmuls (compute- or bandwidth-bound) plus every sequence's KV
-    cache read once (always bandwidth-bound); the two parts do not overlap."""
-    weights = max(2 * batch * P / (chips * peak), P * weight_bytes / (chips * hbm_bw))
-    return weights + batch * kv_bytes_per_seq / (chips * hbm_bw)
-
-
 def plan_serving(L, D, F, N, K, H, V, weight_bytes, kv_bytes, context, batch, hbm, hbm_bw, peak, latency, slices):
     """(chips, decode step seconds): the smallest legal slice whose HBM holds the weights and the batch's
-    KV caches and whose decode step fits the latency budget; (0, 0) when none does."""
-    P = models.params(L, D, F, N, K, H, V)
-    kv_seq = models.kv_bytes_per_token(L, K, H, kv_bytes) * context
-    need = P * weight_bytes + batch * kv_seq
+    KV caches and whose decode step fits the latency budget; (0, 0) when none does. A decode step is
+    Part 7's: the weight matmuls (compute- or bandwidth-bound) plus every sequence's KV cache read once
+    (always bandwidth-bound); the two do not overlap."""
+    P_ = param_count(L, D, F, N, K, H, V)
+    cache = 2 * L * K * H * kv_bytes * context  # one sequence: a key and a value per layer and token
+    need = P_ * weight_bytes + batch * cache
     for n in sorted(slices):
-        step = decode_step(P, weight_bytes, kv_seq, batch, n, peak, hbm_bw)
+        step = max(2 * batch * P_ / (n * peak), P_ * weight_bytes / (n * hbm_bw)) + batch * cache / (n * hbm_bw)
         if n * hbm >= need and step <= latency:
-            return float(n), step
-    return 0.0, 0.0
+            return n, step
+    return 0, 0.0
 
 
 def plan_serving_memory_only(L, D, F, N, K, H, V, weight_bytes, kv_bytes, context, batch, hbm, hbm_bw, peak,
@@ -212,22 +207,29 @@ def _slice(w, index, size, axis):
 
 def collective_mlp(x, w_in, w_out):
     """x[B_X, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> [B_X, D_Y]: the AllGather of x over Y and the
-    ReduceScatter of the result, each done as N - 1 ppermutes overlapped with N partial matmuls."""
-    def block(x_block, w_in_block, w_out_block):  # f32[B/X, D/Y], f32[D, F/Y], f32[F/Y, D]
+    ReduceScatter of the result, each done as Y - 1 ppermutes overlapped with Y partial matmuls."""
+    def block(x_block, w_in_block, w_out_block):  # [B/X, D/Y], [D, F/Y], [F/Y, D]
         ny, i = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
-        right = ring(ny)
-        d_chunk = x_block.shape[1]
-        h = x_block @ _slice(w_in_block, i, d_chunk, 0)  # f32[B/X, F/Y], from our own chunk of x
-        piece = x_block
+        right = [(j, (j + 1) % ny) for j in range(ny)]
+        d, c = x_block.shape[1], w_out_block.shape[1] // ny
+
+        def rows(k):  # the rows of W_in that meet chunk k of x: [D/Y, F/Y]
+            return jax.lax.dynamic_slice_in_dim(w_in_block, k * d, d, axis=0)
+
+        def cols(k):  # the columns of W_out that make chunk k of the result: [F/Y, D/Y]
+            return jax.lax.dynamic_slice_in_dim(w_out_block, k * c, c, axis=1)
+
+        h, piece = x_block @ rows(i), x_block  # [B/X, F/Y], from our own chunk of x
         for s in range(1, ny):
-            piece = jax.lax.ppermute(piece, "Y", right)  # the chunk of device i - s
-            h = h + piece @ _slice(w_in_block, (i - s) % ny, d_chunk, 0)
-        out_chunk = w_out_block.shape[1] // ny
-        acc = h @ _slice(w_out_block, (i - 1) % ny, out_chunk, 1)  # partial sum of chunk i - 1
+            piece = jax.lax.ppermute(piece, "Y", right)  # chunk of device i - s
+            h = h + piece @ rows((i - s) % ny)
+        acc = h @ cols((i - 1) % ny)  # a partial sum of chunk i - 1
         for s in range(1, ny):
-            acc = jax.lax.ppermute(acc, "Y", right) + h @ _slice(w_out_block, (i - 1 - s) % ny, out_chunk, 1)
-        return acc  # f32[B/X, D/Y]: chunk i, summed over Y
-    return smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
+            acc = jax.lax.ppermute(acc, "Y", right) + h @ cols((i - 1 - s) % ny)
+        return acc  # chunk i of the sum: [B/X, D/Y]
+    mesh = course.mesh(X=2, Y=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y"), P("Y", None)),
+                         out_specs=P("X", "Y"))(x, w_in, w_out)
 
 
 def c2_library_collectives(x, w_in, w_out):
@@ -285,13 +287,14 @@ C4_B, C4_D, C4_F = 32, 64, 128
 def fsdp_tp_mlp(x, w_in, w_out):
     """In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X] -> Out[B_X, D_Y] (Part 5): gather the weights over
     X (FSDP), gather In over Y, multiply, reduce-scatter the partial sums over Y (TP)."""
-    def block(x_block, w_in_block, w_out_block):  # f32[B/X, D/Y], f32[D/X, F/Y], f32[F/Y, D/X]
-        x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # f32[B/X, D]
-        w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # f32[D, F/Y]
-        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # f32[F/Y, D]
-        partial = x_full @ w_in_full @ w_out_full  # f32[B/X, D], summed over Y next
-        return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # f32[B/X, D/Y]
-    return smap(block, C4_MESH, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
+    def block(x_block, w_in_block, w_out_block):  # [B/X, D/Y], [D/X, F/Y], [F/Y, D/X]
+        x_full = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # [B/X, D]
+        w_in_full = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # [D, F/Y]
+        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # [F/Y, D]
+        partial = x_full @ w_in_full @ w_out_full  # [B/X, D], a partial sum over Y
+        return jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # [B/X, D/Y]
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P("X", "Y"), P("X", "Y"), P("Y", "X")),
+                         out_specs=P("X", "Y"))(x, w_in, w_out)
 
 
 def c4_allreduce_then_slice(x, w_in, w_out):
@@ -345,13 +348,17 @@ def train_losses(steps: int, lr: float, seed: int, relu_mask: bool = True) -> li
     return losses
 
 
-def train_fsdp_tp(steps, lr, seed):
-    """The student's task: the same run on the (X=4, Y=2) mesh, batch and weights sharded FSDP + TP."""
-    m = make_mesh(C4_MESH)
+def train(steps, lr, seed):
+    """The loss before each of ``steps`` SGD updates of relu(x @ W_in) @ W_out (mean squared error) on the
+    (X=4, Y=2) mesh: the batch split over X, the weights FSDP + TP. jit adds the collectives; the
+    losses are a single device's."""
+    mesh = course.mesh(X=4, Y=2)
+
+    def put(a, *spec):
+        return jax.device_put(a, NamedSharding(mesh, P(*spec)))
+
     x, y, w_in, w_out = capstone_data(seed)
-    put = lambda a, *spec: jax.device_put(a, jax.sharding.NamedSharding(m, P(*spec)))  # noqa: E731
-    x, y = put(x, "X", None), put(y, "X", None)
-    params = (put(w_in, "X", "Y"), put(w_out, "Y", "X"))
+    x, y, params = put(x, "X", None), put(y, "X", None), (put(w_in, "X", "Y"), put(w_out, "Y", "X"))
 
     def loss(params, x, y):
         w_in, w_out = params
@@ -361,6 +368,7 @@ def train_fsdp_tp(steps, lr, seed):
     def step(params, x, y):
         value, grads = jax.value_and_grad(loss)(params, x, y)
         return value, jax.tree.map(lambda p, g: p - lr * g, params, grads)
+
     losses = []
     for _ in range(steps):
         value, params = step(params, x, y)
@@ -546,7 +554,7 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
                    Slip(c4_allreduce_then_slice, "collectives:all-gather,all-reduce"))),
     Function(qid="ch11-c4-train-losses", points=3, section=TRAINING,
              prompt="train(steps, lr, seed): the losses of an FSDP + TP SGD run, equal to one device's.",
-             reference=train_losses, model=train_fsdp_tp, probes=TRAIN_RUN_PROBES, draw=draw_run,
+             reference=train_losses, model=train, probes=TRAIN_RUN_PROBES, draw=draw_run,
              output=Output("number", tolerance=Tolerance(rtol=1e-3)),
              slips=(Slip(c4_no_relu_mask, "wrong_elements"), Slip(c4_sum_loss, "wrong_elements"))),
     number("ch11-c4-tokens-per-chip", section=TRAINING, prompt="Course-31B's tokens per chip on the budget.",

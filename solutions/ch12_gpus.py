@@ -14,6 +14,7 @@ import random
 
 import sympy as sp
 
+import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
 from course import hardware as hw
@@ -148,9 +149,15 @@ CX1_PROBES = (
 
 
 def tree_allgather(nbytes: float, levels: list[list[float]]) -> float:
-    """CX1's reference: bytes * max over levels of (D - 1) / (D * W)."""
+    """CX1's reference, from the course's fat-tree model: bytes * max over levels of (D - 1) / (D * W)."""
     tree = topo.FatTree(tuple(topo.Level(str(i), int(d), float(w)) for i, (d, w) in enumerate(levels)))
     return tree.allgather_s(nbytes)
+
+
+def t_allgather(nbytes, levels):
+    """Every level runs its own ring at once, so the slowest level sets the time: each of its D children
+    receives the (D - 1) / D of the array it lacks at W bytes/s."""
+    return nbytes * max((d - 1) / (d * w) for d, w in levels)
 
 
 def cx1_without_ring_factor(nbytes, levels):
@@ -166,15 +173,15 @@ NODE_FRACTION = 1 / CX2_SHAPE[1]  # after the ReduceScatter over Y each device h
 
 
 def hierarchical_allreduce(x):
-    """CX2's model: ReduceScatter inside each node (Y), AllReduce of the 1/Y shards across nodes (X),
-    AllGather inside the node. x: f32[2, 4, 32, 16] @ P('X', 'Y') -> f32[32, 16] replicated."""
-    def block(x_block):  # x_block: f32[1, 1, 32, 16], this device's partial sum
+    """ReduceScatter inside each node (Y), AllReduce of the 1/Y shards across nodes (X), AllGather
+    inside the node. x: f32[2, 4, 32, 16] @ P('X', 'Y') -> f32[32, 16] replicated."""
+    def block(x_block):  # f32[1, 1, 32, 16]: this device's partial sum
         partial = x_block[0, 0]  # f32[32, 16]
         shard = jax.lax.psum_scatter(partial, "Y", scatter_dimension=0, tiled=True)  # f32[8, 16], summed in-node
-        shard = jax.lax.psum(shard, "X")  # f32[8, 16], summed across nodes: 1/4 of the bytes cross X
+        shard = jax.lax.psum(shard, "X")  # f32[8, 16]: only these bytes cross nodes
         return jax.lax.all_gather(shard, "Y", axis=0, tiled=True, to="invarying")  # f32[32, 16]
 
-    return smap(block, CX2_MESH, (P("X", "Y"),), P())(x)
+    return jax.shard_map(block, mesh=course.mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P())(x)
 
 
 def cx2_flat_psum(x):
@@ -194,12 +201,12 @@ CX4_PROBES = tuple([dict(chip=g.name, channel="hbm") for g in (A100, H100, H200,
                    + [dict(chip=g.name, channel="scaleout") for g in (H100, B200)])
 
 
-def gpu_intensity(chip: str, channel: str) -> float:
+def gpu_intensity(chip, channel):
     """C / W of a GPU on "hbm", "nvlink" (its own NVLink bandwidth, one direction) or "scaleout"
-    (the node's InfiniBand egress of an 8-GPU node: the bandwidth a cross-node collective gets)."""
+    (the InfiniBand egress of an 8-GPU node: the bandwidth a cross-node collective gets)."""
     g = hw.by_name(chip)
-    w = {"hbm": g.hbm_bytes_per_s, "nvlink": g.nvlink_bytes_per_s, "scaleout": 8 * hw.NIC_BYTES_PER_S}[channel]
-    return g.bf16_flops_per_s / w
+    bandwidth = {"hbm": g.hbm_bytes_per_s, "nvlink": g.nvlink_bytes_per_s, "scaleout": 8 * hw.NIC_BYTES_PER_S}
+    return g.bf16_flops_per_s / bandwidth[channel]
 
 
 # Every GPU and channel; the grade draws among those not public.
@@ -593,7 +600,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     # CX1: collective costs on three networks.
     Function(qid="ch12-cx1-allgather", points=3, section=S["cross"],
              prompt="t_allgather(nbytes, levels): AllGather time on a tree given [children, bytes/s] per level.",
-             reference=tree_allgather, probes=CX1_PROBES, output=Output("number", tolerance=Tolerance(rtol=0.005)),
+             reference=tree_allgather, model=t_allgather, probes=CX1_PROBES,
+             output=Output("number", tolerance=Tolerance(rtol=0.005)),
              slips=(Slip(cx1_without_ring_factor, "close"),)),
     number("ch12-cx1-torus-time", section=S["beyond"],
            prompt="Seconds to AllGather 1e9 bytes over a TPU v5p 4x4x4 cube.", reference=CX1_TIMES["torus"], unit="s",

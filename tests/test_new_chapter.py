@@ -44,6 +44,7 @@ def test_a_new_chapter_from_the_recipe_releases_and_grades(tmp_path):
     written = source.read_text()
     cells = [c.source for c in nbformat.reads(written, as_version=4).cells]
     assert 'grade("ch13-q1-intensity", q1_intensity)' in "\n".join(cells)  # the builder completes each check
+    assert 'jax.lax.psum(x_block @ y_block, "X")' in "\n".join(cells)  # and writes the model into the stub
 
     released = _run(repo, "-c", CLI, "release", CHAPTER)
     assert f"released release/{CHAPTER}" in released.stdout

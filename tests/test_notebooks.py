@@ -1,5 +1,6 @@
 """Every chapter notebook matches its records, passes nbgrader validate, and its release fails it."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +10,13 @@ import nbformat
 import pytest
 
 from autograder.questions import AuthoringError, load_chapter
-from autograder.release import complete_notebook, complete_test_cells, source_chapters
+from autograder.release import (
+    complete_notebook,
+    complete_solution_cells,
+    complete_test_cells,
+    function_lines,
+    source_chapters,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = source_chapters(ROOT)
@@ -19,22 +26,52 @@ def _nb(chapter: str, folder: str = "source"):
     return nbformat.read(ROOT / folder / chapter / f"{chapter}.ipynb", as_version=4)
 
 
-def _as_written(nb):
-    """The notebook as its author writes it: each test cell one check line, with no nbgrader metadata."""
+def _as_written(nb, chapter: str):
+    """The notebook as its author writes it: each test cell one check line with no nbgrader metadata, and
+    each program or function answer a stub, which the release fills with the record's model."""
+    models = {q.qid for q in load_chapter(chapter).questions if q.kind in ("program", "function")}
+    solution = None
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("grade") and not meta.get("solution"):
+        if meta.get("solution"):
+            solution = cell
+        elif meta.get("grade"):
             cell.source = cell.source.splitlines()[-1]
             cell.metadata = {}
+            qid, name = re.match(r'check\("([^"]+)", (\w+)\)', cell.source).groups()
+            if qid in models:
+                head, body, tail = re.match(r"(.*?BEGIN SOLUTION\n)(.*?)(### END SOLUTION.*)", solution.source,
+                                            re.S).groups()
+                lines = body.splitlines(keepends=True)
+                first, end = function_lines(body)[name]
+                stub = f"def {name}(*args):\n    ...\n"
+                solution.source = head + "".join(lines[:first]) + stub + "".join(lines[end:]) + tail
     return nb
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
-def test_release_writes_each_test_cell_from_its_record(chapter):
-    """From one check line per question the release writes exactly the committed test cells."""
-    nb = _as_written(_nb(chapter))
-    assert complete_test_cells(load_chapter(chapter), nb) == []
+def test_release_writes_test_cells_and_models_from_the_records(chapter):
+    """From one check line per question and a stub per program or function, the release writes exactly
+    the committed notebook: the records are the one source of points, locks and model answers."""
+    nb = _as_written(_nb(chapter), chapter)
+    records = load_chapter(chapter)
+    assert complete_test_cells(records, nb) + complete_solution_cells(records, nb) == []
     assert nb == _nb(chapter)
+
+
+def test_the_release_names_a_model_it_cannot_place():
+    chapter = "ch01_rooflines"
+    nb = _as_written(_nb(chapter), chapter)
+    test = next(c for c in nb.cells if c.source == 'check("ch01-cx4-split-matmul", split_matmul)')
+    test.source = 'check("ch01-cx4-split-matmul", split)'
+    records = load_chapter(chapter)
+    assert complete_solution_cells(records, nb) == [
+        "ch01-cx4-split-matmul: the notebook's answer is split, the record's model split_matmul: give both one name"]
+    test.source = 'check("ch01-cx4-split-matmul", split_matmul)'
+    solution = nb.cells[nb.cells.index(test) - 1]
+    solution.source = solution.source.replace("def split_matmul(", "def split(")
+    assert complete_solution_cells(records, nb) == [
+        "ch01-cx4-split-matmul: its solution cell defines no function split_matmul"]
 
 
 def test_release_writes_points_and_locks_from_the_records(tmp_path):
@@ -59,7 +96,7 @@ def test_release_writes_points_and_locks_from_the_records(tmp_path):
 def test_the_release_refuses_a_notebook_whose_questions_do_not_match_its_records(tmp_path):
     """What the release cannot write from the records (autograder.release.complete_test_cells) is named."""
     chapter = "ch01_rooflines"
-    nb = _as_written(_nb(chapter))
+    nb = _as_written(_nb(chapter), chapter)
     tests = [c for c in nb.cells if c.source.startswith("check(")]
     qids = [t.source.split('"')[1] for t in tests]
     tests[1].source = tests[1].source.replace("check(", "print(")

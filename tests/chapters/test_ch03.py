@@ -63,7 +63,7 @@ def test_inspector_reads_each_case(qid):
 def test_case2_partial_sums_move_four_times_the_bytes():
     """Why case 2's psum variant is the wasteful one: with K = 512 its AllReduce moves 4x the gather."""
     args = program_inputs(CHAPTER["ch03-cx2-case2-allgather"])
-    (gather,), (reduce,) = comms.inspect(ch03.case2_allgather, *args), comms.inspect(ch03.case2_partial_sums, *args)
+    (gather,), (reduce,) = comms.inspect(ch03.case2, *args), comms.inspect(ch03.case2_partial_sums, *args)
     assert reduce.bytes_per_device == 4 * gather.bytes_per_device
 
 
@@ -88,9 +88,9 @@ def test_bookkeeping_matches_jax(probe):
 
 @pytest.mark.parametrize(("n", "p"), [(n, p) for n in range(1, 5) for p in range(1, 5)])
 def test_allgather_matrix_transposes_to_reducescatter(n, p):
-    g, r = ch03.e5_model(n, p)
+    g, r = ch03.gather_scatter_matrices(n, p)
     assert np.array_equal(g.T, r)
-    reference = ch03.gather_scatter_matrices(n, p)
+    reference = ch03.gather_scatter_reference(n, p)
     assert g.reshape(-1).tolist() == reference[0] and r.reshape(-1).tolist() == reference[1]
     shards = np.random.default_rng(n * 10 + p).standard_normal(n * p)
     assert np.allclose(g @ shards, np.tile(shards, p))  # every device ends with all p shards
