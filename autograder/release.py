@@ -8,10 +8,12 @@ the records in ``solutions/``) and ``release/<chapter>/`` (nbgrader's generate_a
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import json
 import os
 import re
+import symtable
 import sys
 import textwrap
 from pathlib import Path
@@ -116,6 +118,24 @@ def function_lines(code: str) -> dict[str, tuple[int, int]]:
             for node in ast.parse(code).body if isinstance(node, ast.FunctionDef)}
 
 
+def bound_names(code: str) -> set[str]:
+    """The names a notebook cell binds at its top level: imports, assignments, definitions."""
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        table = symtable.symtable(code, "<cell>", "exec")
+    except SyntaxError:
+        return set()
+    return {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+
+
+def globals_read(code: str) -> set[str]:
+    """The module-level names that the functions of ``code`` read, in any nested scope."""
+    def read(table: symtable.SymbolTable) -> set[str]:
+        names = {s.get_name() for s in table.get_symbols() if s.is_global() and s.is_referenced()}
+        return names.union(*(read(child) for child in table.get_children()))
+    return read(symtable.symtable(code, "<model>", "exec"))
+
+
 def _write_model(q: Question, variable: str, cell: Any) -> str | None:
     """Put the text of ``q``'s model where the solution ``cell`` defines the student's function; the
     problem, if that cannot be done."""
@@ -142,6 +162,16 @@ def _write_model(q: Question, variable: str, cell: Any) -> str | None:
     return None
 
 
+def _unknown_names(q: Question, cell: Any, bound: set[str]) -> str | None:
+    """A model written into the notebook may read only what the notebook has defined by then: a
+    constant or kit helper of the records would fail there, as a NameError in the instructor's run."""
+    missing = sorted(globals_read(textwrap.dedent(inspect.getsource(q.solution))) - bound - set(dir(builtins)))
+    if missing:
+        return (f"{q.qid}: its model reads {', '.join(missing)}, which the notebook does not define before "
+                f"its test cell")
+    return None
+
+
 def complete_solution_cells(chapter: Chapter, nb: Any) -> list[str]:
     """Write the model answer of every program and function question from its record, in place.
 
@@ -152,15 +182,18 @@ def complete_solution_cells(chapter: Chapter, nb: Any) -> list[str]:
     records = {q.qid: q for q in chapter.questions}
     problems = []
     solution_cell = None
+    bound: set[str] = set()  # what the notebook's code cells have defined so far
     for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
         if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             solution_cell = cell
-            continue
         question = _question_of(cell)
         q = records.get(question[0]) if question else None
         if q is not None and q.kind in WRITTEN_FROM_MODELS:
-            problem = _write_model(q, question[1], solution_cell)
+            problem = _write_model(q, question[1], solution_cell) or _unknown_names(q, solution_cell, bound)
             problems += [problem] if problem else []
+        bound |= bound_names(cell.source)
     return problems
 
 

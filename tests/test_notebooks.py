@@ -4,12 +4,13 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from autograder.questions import AuthoringError, load_chapter
+from autograder.questions import AuthoringError, Chapter, load_chapter
 from autograder.release import (
     complete_notebook,
     complete_solution_cells,
@@ -72,6 +73,15 @@ def test_the_release_names_a_model_it_cannot_place():
     solution.source = solution.source.replace("def split_matmul(", "def split(")
     assert complete_solution_cells(records, nb) == [
         "ch01-cx4-split-matmul: its solution cell defines no function split_matmul"]
+    solution.source = solution.source.replace("def split(", "def split_matmul(")
+    reads_a_constant = Chapter(records.name, records.title, tuple(
+        replace(q, model=split_matmul) if q.qid == "ch01-cx4-split-matmul" else q for q in records.questions))
+    assert complete_solution_cells(reads_a_constant, nb) == [
+        "ch01-cx4-split-matmul: its model reads RECORDS_MESH, which the notebook does not define before its test cell"]
+
+
+def split_matmul(x, y):  # a model written with a constant of the records, which the notebook lacks
+    return RECORDS_MESH(x, y)  # noqa: F821
 
 
 def test_release_writes_points_and_locks_from_the_records(tmp_path):
