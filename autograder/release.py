@@ -16,6 +16,7 @@ import re
 import symtable
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +137,17 @@ def globals_read(code: str) -> set[str]:
     return read(symtable.symtable(code, "<model>", "exec"))
 
 
-def _write_model(q: Question, variable: str, cell: Any) -> str | None:
-    """Put the text of ``q``'s model where the solution ``cell`` defines the student's function; the
-    problem, if that cannot be done."""
+def _is_stub(function: str) -> bool:
+    """A function whose body holds nothing but a docstring, ``...`` or ``pass``: a place for the model."""
+    body = ast.parse(textwrap.dedent(function)).body[0].body
+    return all(isinstance(n, ast.Pass) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+               for n in body)
+
+
+def _write_model(q: Question, variable: str, cell: Any, replaced: list[str]) -> str | None:
+    """Put the text of ``q``'s model where the solution ``cell`` defines the student's function (adding
+    its name to ``replaced`` where that overwrites another version, not a stub); the problem, if that
+    cannot be done."""
     try:
         model = q.solution
     except AuthoringError as e:
@@ -158,6 +167,9 @@ def _write_model(q: Question, variable: str, cell: Any) -> str | None:
     lines = block["body"].splitlines(keepends=True)
     first, end = functions[variable]
     text = textwrap.dedent(inspect.getsource(model))
+    before = "".join(lines[first:end])
+    if before != text and not _is_stub(before):
+        replaced.append(variable)
     cell.source = block["head"] + "".join(lines[:first]) + text + "".join(lines[end:]) + block["tail"]
     return None
 
@@ -172,13 +184,15 @@ def _unknown_names(q: Question, cell: Any, bound: set[str]) -> str | None:
     return None
 
 
-def complete_solution_cells(chapter: Chapter, nb: Any) -> list[str]:
+def complete_solution_cells(chapter: Chapter, nb: Any, replaced: list[str] | None = None) -> list[str]:
     """Write the model answer of every program and function question from its record, in place.
 
     The record's model (its reference, where the two are one) is the one text of the answer: the
     chapter's tests prove the grader accepts it, and the release copies it into the solution cell
     before the question's test cell, replacing that cell's function of the same name. What else the
-    cell holds (visible helpers, other answers) stays the author's."""
+    cell holds (visible helpers, other answers) stays the author's. ``replaced`` collects the names of
+    the functions whose notebook version, neither a stub nor the model, was overwritten."""
+    replaced = [] if replaced is None else replaced
     records = {q.qid: q for q in chapter.questions}
     problems = []
     solution_cell = None
@@ -191,27 +205,31 @@ def complete_solution_cells(chapter: Chapter, nb: Any) -> list[str]:
         question = _question_of(cell)
         q = records.get(question[0]) if question else None
         if q is not None and q.kind in WRITTEN_FROM_MODELS:
-            problem = _write_model(q, question[1], solution_cell) or _unknown_names(q, solution_cell, bound)
+            problem = _write_model(q, question[1], solution_cell, replaced) or _unknown_names(q, solution_cell, bound)
             problems += [problem] if problem else []
         bound |= bound_names(cell.source)
     return problems
 
 
-def complete_notebook(course_dir: Path, chapter: str) -> None:
+def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
     """Write the source notebook's test cells and model answers from the records (the file changes only
-    where they were incomplete or stale); refuse, naming every problem, a notebook that does not match."""
+    where they were incomplete or stale); refuse, naming every problem, a notebook that does not match.
+    Returns the names of the model answers written over another version in the notebook: a change made
+    there, not in the records, is what the author must hear was replaced."""
     import nbformat
 
     path = course_dir / "source" / chapter / f"{chapter}.ipynb"
     text = path.read_text()
     nb = nbformat.reads(text, as_version=4)
     records = load_chapter(chapter)
-    problems = complete_test_cells(records, nb) + complete_solution_cells(records, nb)
+    replaced: list[str] = []
+    problems = complete_test_cells(records, nb) + complete_solution_cells(records, nb, replaced)
     if problems:
         raise AuthoringError(f"source/{chapter} disagrees with solutions/{chapter}.py:\n  " + "\n  ".join(problems))
     completed = nbformat.writes(nb) + "\n"
     if completed != text:
         path.write_text(completed)
+    return replaced
 
 
 def write_fingerprints(chapter: str) -> Path:
@@ -260,8 +278,9 @@ def _load_course_config(course_dir: Path, config) -> None:
         config.CourseDirectory.root = str(course_dir)
 
 
-def release(course_dir: Path, chapters: list[str] | None = None) -> list[Path]:
-    """Regenerate fingerprints and release notebooks for ``chapters`` (default: all in source/)."""
+def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[str], None] = print) -> list[Path]:
+    """Regenerate fingerprints and release notebooks for ``chapters`` (default: all in source/); ``say``
+    tells what the release wrote over an author's own text."""
     names = chapters or source_chapters(course_dir)
     unknown = sorted(set(names) - set(source_chapters(course_dir)))
     if unknown:
@@ -269,7 +288,10 @@ def release(course_dir: Path, chapters: list[str] | None = None) -> list[Path]:
                                 f"{', '.join(source_chapters(course_dir)) or 'none'}")
     out = []
     for name in names:
-        complete_notebook(course_dir, name)
+        replaced = complete_notebook(course_dir, name)
+        if replaced:
+            say(f"source/{name}: wrote the model answers of solutions/{name}.py over other versions in the "
+                f"notebook: {', '.join(replaced)} (edit models in the records)")
         write_fingerprints(name)
         out.append(generate(course_dir, name))
     return out

@@ -16,6 +16,7 @@ from autograder.release import (
     complete_solution_cells,
     complete_test_cells,
     function_lines,
+    release,
     source_chapters,
 )
 
@@ -56,8 +57,10 @@ def test_release_writes_test_cells_and_models_from_the_records(chapter):
     the committed notebook: the records are the one source of points, locks and model answers."""
     nb = _as_written(_nb(chapter), chapter)
     records = load_chapter(chapter)
-    assert complete_test_cells(records, nb) + complete_solution_cells(records, nb) == []
+    replaced = []
+    assert complete_test_cells(records, nb) + complete_solution_cells(records, nb, replaced) == []
     assert nb == _nb(chapter)
+    assert replaced == []  # a stub is the model's place, nothing of the author's is written over
 
 
 def test_the_release_names_a_model_it_cannot_place():
@@ -99,8 +102,18 @@ def test_release_writes_points_and_locks_from_the_records(tmp_path):
     tests[1].metadata["nbgrader"]["locked"] = False
     tests[2].source = tests[2].source.splitlines()[-1]  # the check line alone, as an author writes it
     nbformat.write(nb, path)
-    complete_notebook(course, chapter)
+    assert complete_notebook(course, chapter) == []
     assert path.read_bytes() == (ROOT / "source" / chapter / f"{chapter}.ipynb").read_bytes()
+    # A model edited in the notebook, not in the records, is written over, and the release says so.
+    solution = next(c for c in nb.cells if "def split_matmul(" in c.source and "BEGIN SOLUTION" in c.source)
+    solution.source = solution.source.replace('"X")', '"X") * 1.0')
+    nbformat.write(nb, path)
+    said = []
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    release(course, [chapter], say=said.append)
+    assert path.read_bytes() == (ROOT / "source" / chapter / f"{chapter}.ipynb").read_bytes()
+    assert said == [f"source/{chapter}: wrote the model answers of solutions/{chapter}.py over other versions in "
+                    "the notebook: split_matmul (edit models in the records)"]
 
 
 def test_the_release_refuses_a_notebook_whose_questions_do_not_match_its_records(tmp_path):
