@@ -7,7 +7,9 @@ grader's feedback say the same thing in the same words. No sentence may contain 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 from . import bounds
 from .formula import Invalid
@@ -69,6 +71,98 @@ _WRONG = {
     "wrong_option": "Not the right choice: compare the numbers you computed with what each option implies.",
 }
 
+# Verdicts about the answer as a whole, not about its value: keyed by their full code (the part after ":"
+# says which variant of the diagnosis), looked up before the tables above.
+_VERDICTS = {
+    "correct": "Correct.",
+    "raised": "Your function raised an error: {error}",
+    "raised:case": "your function raised an error: {error}",  # inside a test case's frame
+    "raised:lowering": "Your function could not be lowered: {error}",
+    "no_program": "Expected a function (no program was recorded).",
+    "not_checked": "Your program could not be checked: {error}",
+    "program_failed": "Your program could not be run within the grader's limits (time or memory).",
+    "wrong_sharding": "Right numbers, but the result is sharded as {got}; expected {want}.",
+    "collectives": "Right numbers, but your program runs {found}; expected {expected}.",
+    "no_drawn_cases": "Your function's results on the test cases drawn at grading time were not recorded, so nothing "
+                      "can be credited (did the notebook change the grading environment?).",
+    "unknown_kind": "This course version cannot check {kind!r} answers.",
+    "too_expensive:limits": "Checking this answer exceeded the grader's limits (time or memory).",
+    "grader_error": "The grader could not check this answer ({error}); please tell the course staff.",
+}
+
+# What one element of an array answer gets instead of "not_equal"'s sentence, inside "wrong_elements".
+_ELEMENT_NOT_EQUAL = "neither the expected value nor a simple multiple of it"
+
+# Frames: where in a function's results a finding was made, put before its sentence.
+_FRAMES = {
+    "every_element": "every element: {message}",
+    "element": "element {index} of the array: {message}",
+    "returned_value": "returned value {n}: {message}",
+    "every_case": "In every test case: {message}",
+    "every_case:drawn": "In every test case drawn at grading time: {message}",
+    "failing_cases": "{failed} of {cases} test cases fail. First, with {args}: {message}",
+    "failing_cases:drawn": "{failed} of {cases} test cases drawn at grading time fail. First, with {args}: {message}",
+    "hints": "{message} Hint: {hints}",
+}
+_HINT_JOINER = " Or: "
+
+# Diagnoses of a wrong program result (``autograder.programs``). A sentence may quote values: the
+# inputs are drawn when the program is checked, so values give nothing away. "+" keys are added to
+# another sentence; "error:" keys are why a program could not be checked, after "not_checked"'s colon.
+_PROGRAM = {
+    "wrong_shape": "The result has shape {got}; expected shape {want}.",
+    "wrong_shape:nothing": "The program returned nothing; expected an array of shape {want}.",
+    # added to "wrong_shape" when the result is exactly one block of the expected one
+    "wrong_shape+block": " It is exactly one device's block of the expected result: block {block} of {n} along "
+                         "dimension {dim}, as {axes} splits it. Does out_specs name every axis the result is "
+                         "split over?",
+    "wrong_type": "The result has dtype {dtype}; expected real numbers.",
+    "not_finite": "{bad} of {size} entries of the result are NaN or infinite (the first at index {index}): look "
+                  "for a division by zero, an overflow, or an entry read before it is written.",
+    "zeros": "Every entry of the result is 0, and the expected one is not: is the result ever filled in (a buffer "
+             "a loop never updates, or a mask that is never true)?",
+    "scaled:mesh": "Every value is {k}x the expected one, and {k} is the number of devices along {axes}: is "
+                   "something summed over {axes} twice, e.g. a psum too many (a gradient psummed after autodiff "
+                   "already summed it)?",
+    "scaled:1/mesh": "Every value is 1/{n} of the expected one, and {n} is the number of devices along {axes}: is "
+                     "a psum (an AllReduce) over {axes} missing, or a pmean used where a sum belongs?",
+    "scaled:2": "Every value is twice the expected one: is something counted twice, e.g. a block added by both "
+                "directions of a ring, or a sum taken twice?",
+    "scaled:1/2": "Every value is half the expected one: is half of the terms missing, e.g. one direction of a "
+                  "bidirectional ring?",
+    "scaled:-1": "Every value has the wrong sign: the result is exactly the negative of the expected one. Is a "
+                 "difference taken the wrong way round?",
+    "scaled": "Every value is {k} times the expected one: look for a factor of {k} (a count of devices, steps or "
+              "copies) in how your program sums or scales.",
+    "scaled:negative": "Every value is {k} times the expected one: the sign is flipped, and the size is off by a "
+                       "factor of {size}.",
+    "transposed": "The result is the expected one transposed ({how}): check the order of a matmul's operands, a "
+                  ".T, or the output axes of an einsum.",
+    "partial_sum": "Each entry of the result is a partial sum where the expected one is the total: of the sum over "
+                   "{letters} in {einsum} it adds up only one share along {axes} ({n} shares in all). Is a psum "
+                   "(or psum_scatter) over {axes} missing?",
+    "misplaced_blocks": "Every block of the result is a block of the expected one, in the wrong place (dimension "
+                        "{dim} in {n} blocks, as {axes} splits it): block {i} holds what belongs at block {j}. "
+                        "Check the order in which blocks arrive, and the index you compute from axis_index.",
+    "same_block": "Every block of the result (dimension {dim} in {n} blocks, as {axes} splits it) holds block {j} "
+                  "of the expected one: does every device compute the same block? Use axis_index to pick each "
+                  "device's own.",
+    "wrong_values": "The result differs from {einsum} on random inputs in {bad} of {size} entries; the first is "
+                    "at index {index}: got {got}, expected {want}.",
+    "wrong_values:exact": "The result differs from {einsum} in {bad} of {size} counts (integers, compared "
+                          "exactly); the first is at index {index}: got {got}, expected {want}.",
+    # added to a wrong result when some blocks are right: where to look
+    "wrong_values+blocks": " Along dimension {dim} ({n} blocks, as {axes} splits it) only block{s} {right} "
+                           "{are} right.",
+    # added to "wrong_values" when an integer result is compared with an expected one that is not
+    "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is not whole numbers.",
+    "error:raised": "{kind}: {detail}",
+    "error:not_an_array": "the function returned {kind}, not an array",
+    "error:unreadable": "the recorded program cannot be read ({kind})",
+    "error:foreign_call": "the program calls {target!r}, which is not allowed here",
+    "error:signature": "the program takes {got} on {devices} devices",
+}
+
 # "too_expensive:notebook": an answer left unjudged because the notebook's answers used up its budget.
 _NOTEBOOK_SPENT = ("Not checked: checking this notebook's answers took more than {seconds:g} s, the most one "
                    "notebook may take. Simplify the answers that are slow to check (drop terms that add nothing) "
@@ -76,14 +170,15 @@ _NOTEBOOK_SPENT = ("Not checked: checking this notebook's answers took more than
 
 
 def phrase(code: str, **ctx: object) -> str:
-    """The sentence for a diagnosis code. ``ctx`` supplies names, unit and options."""
+    """The sentence for a diagnosis code. ``ctx`` supplies names, unit and options, and the facts a
+    verdict quotes (an error, a sharding)."""
     head, _, arg = code.partition(":")
     if head == "ratio":
         return _ratio_sentence(arg)
     if head == "too_expensive" and arg == "notebook":
         return _NOTEBOOK_SPENT.format(seconds=bounds.NOTEBOOK_SECONDS)
     fields = {"detail": arg or ctx.get("detail", ""), **ctx}
-    template = _INVALID.get(head) or _WRONG.get(head)
+    template = _VERDICTS.get(code) or _INVALID.get(head) or _WRONG.get(head)
     if template is None:
         return "Not the expected answer."
     if head == "implicit_multiplication":
@@ -97,7 +192,44 @@ def phrase(code: str, **ctx: object) -> str:
         fields["factor"] = f"10^{arg}" if arg else "a power of ten"
     if head == "extra_symbol" or head == "missing_symbol":
         fields["detail"] = " and ".join(arg.split(","))
+    if head == "wrong_elements":  # ``finding``: the first wrong element's sentence, ``finding_code`` its code
+        fields["finding"] = _ELEMENT_NOT_EQUAL if ctx.get("finding_code") == "not_equal" \
+            else str(ctx.get("finding", "")).rstrip(".")
     return template.format_map(_Default(fields))
+
+
+def frame(name: str, message: str, **ctx: object) -> str:
+    """``message`` (a finding's sentence) said of the part of a function's results named by ``name``
+    (one element, one returned value, the failing test cases), so a finding reads the same wherever it
+    is made."""
+    return _FRAMES[name].format(message=message, **ctx)
+
+
+def with_hints(message: str, hints: Sequence[str]) -> str:
+    """``message`` followed by the hints of the slips the answer behaves like, if any, unless it gives a
+    hint already (a returned number's own slip, which names the slip more closely)."""
+    if not hints or "Hint:" in message:
+        return message
+    return _FRAMES["hints"].format(message=message, hints=_HINT_JOINER.join(hints))
+
+
+def phrase_program(code: str, **ctx: Any) -> str:
+    """The sentence of a program diagnosis (``_PROGRAM``). Strict, unlike ``phrase``: these sentences quote
+    values the checker measured, so a missing one is the checker's bug, not a gap to paper over."""
+    fields = dict(ctx)
+    if code == "scaled":  # ``k``: the factor; some have a sentence of their own, a negative one says so
+        own = f"scaled:{ctx['k']}"
+        code = own if own in _PROGRAM else "scaled:negative" if str(ctx["k"]).startswith("-") else "scaled"
+    if code == "transposed":  # ``perm``: the order of axes that turns the expected result into this one
+        perm = tuple(ctx["perm"])  # type: ignore[arg-type]
+        fields["how"] = "rows and columns swapped" if perm == (1, 0) else f"its axes in the order {perm}"
+    if "axes" in fields and not fields["axes"]:  # a block split by no named axis: by all of them
+        fields["axes"] = "the mesh"
+    if code == "wrong_values+blocks":  # ``right``: the blocks that are right
+        right = list(ctx["right"])  # type: ignore[call-overload]
+        fields.update(s="s" if len(right) > 1 else "", right=", ".join(map(str, right)),
+                      are="are" if len(right) > 1 else "is")
+    return _PROGRAM[code].format(**fields)
 
 
 def phrase_invalid(inv: Invalid, **ctx: object) -> str:

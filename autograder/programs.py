@@ -32,6 +32,7 @@ import numpy as np
 
 from .collectives import Collective, census, compiled_census, inspect_text
 from .meshes import MeshFactory
+from .messages import phrase, phrase_program
 from .questions import ProgramSpec
 from .verdict import Status, Verdict
 
@@ -101,9 +102,9 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         found = tuple(inspect_text(lowered.as_text(), q.mesh))
         counts = census(found) if found else compiled_census(lowered.compile().as_text())
     except Exception as e:  # the student's program failed to trace, compile or run
-        return Report(error=f"{type(e).__name__}: {str(e)[:400]}")
+        return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=str(e)[:400]))
     if not isinstance(out, jax.Array):
-        return Report(error=f"the function returned {type(out).__name__}, not an array", error_code="wrong_type")
+        return Report(error=phrase_program("error:not_an_array", kind=type(out).__name__), error_code="wrong_type")
     spec = getattr(out.sharding, "spec", None)
     return Report(np.asarray(out), tuple(spec) if spec is not None else None, counts, found)
 
@@ -121,14 +122,15 @@ def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory
     try:
         exported = jax.export.deserialize(bytearray(base64.b64decode(blob, validate=True)))
     except Exception as e:
-        return Report(error=f"the recorded program cannot be read ({type(e).__name__})", error_code="bad_program")
+        return Report(error=phrase_program("error:unreadable", kind=type(e).__name__), error_code="bad_program")
     foreign = foreign_calls(exported.mlir_module())
     if foreign:
-        return Report(error=f"the program calls {foreign[0]!r}, which is not allowed here", error_code="bad_program")
+        return Report(error=phrase_program("error:foreign_call", target=foreign[0]), error_code="bad_program")
     want = [(tuple(op.shape), np.dtype(op.dtype)) for op in q.operands]
     got = [(tuple(a.shape), np.dtype(a.dtype)) for a in exported.in_avals]
     if got != want or exported.nr_devices != _device_count(q):
-        return Report(error=f"the program takes {got} on {exported.nr_devices} devices", error_code="bad_program")
+        return Report(error=phrase_program("error:signature", got=got, devices=exported.nr_devices),
+                      error_code="bad_program")
     return run(q, exported.call, seed, make_mesh=make_mesh)
 
 
@@ -205,56 +207,7 @@ def describe_counts(counts: dict[str, Any]) -> str:
 
 # --- diagnoses: what a wrong result most likely means ---------------------------------------------
 # One code per finding. The self-check and the grader both call ``judge_report``, so both say the
-# same. The sentences sit here, beside their codes, until ``messages.py`` takes them over. A sentence
-# may quote values: the inputs are drawn when the program is checked, so values give nothing away.
-
-SENTENCES: dict[str, str] = {
-    "wrong_shape": "The result has shape {got}; expected shape {want}.",
-    "wrong_shape:nothing": "The program returned nothing; expected an array of shape {want}.",
-    # added to "wrong_shape" when the result is exactly one block of the expected one
-    "wrong_shape+block": " It is exactly one device's block of the expected result: block {block} of {n} along "
-                         "dimension {dim}, as {axes} splits it. Does out_specs name every axis the result is "
-                         "split over?",
-    "wrong_type": "The result has dtype {dtype}; expected real numbers.",
-    "not_finite": "{bad} of {size} entries of the result are NaN or infinite (the first at index {index}): look "
-                  "for a division by zero, an overflow, or an entry read before it is written.",
-    "zeros": "Every entry of the result is 0, and the expected one is not: is the result ever filled in (a buffer "
-             "a loop never updates, or a mask that is never true)?",
-    "scaled:mesh": "Every value is {k}x the expected one, and {k} is the number of devices along {axes}: is "
-                   "something summed over {axes} twice, e.g. a psum too many (a gradient psummed after autodiff "
-                   "already summed it)?",
-    "scaled:1/mesh": "Every value is 1/{n} of the expected one, and {n} is the number of devices along {axes}: is "
-                     "a psum (an AllReduce) over {axes} missing, or a pmean used where a sum belongs?",
-    "scaled:2": "Every value is twice the expected one: is something counted twice, e.g. a block added by both "
-                "directions of a ring, or a sum taken twice?",
-    "scaled:1/2": "Every value is half the expected one: is half of the terms missing, e.g. one direction of a "
-                  "bidirectional ring?",
-    "scaled:-1": "Every value has the wrong sign: the result is exactly the negative of the expected one. Is a "
-                 "difference taken the wrong way round?",
-    "scaled": "Every value is {k} times the expected one: look for a factor of {k} (a count of devices, steps or "
-              "copies) in how your program sums or scales.",
-    "scaled:negative": "Every value is {k} times the expected one: the sign is flipped, and the size is off by a "
-                       "factor of {size}.",
-    "transposed": "The result is the expected one transposed ({how}): check the order of a matmul's operands, a "
-                  ".T, or the output axes of an einsum.",
-    "partial_sum": "Each entry of the result is a partial sum where the expected one is the total: of the sum over "
-                   "{letters} in {einsum} it adds up only one share along {axes} ({n} shares in all). Is a psum "
-                   "(or psum_scatter) over {axes} missing?",
-    "misplaced_blocks": "Every block of the result is a block of the expected one, in the wrong place (dimension "
-                        "{dim} in {n} blocks, as {axes} splits it): block {i} holds what belongs at block {j}. "
-                        "Check the order in which blocks arrive, and the index you compute from axis_index.",
-    "same_block": "Every block of the result (dimension {dim} in {n} blocks, as {axes} splits it) holds block {j} "
-                  "of the expected one: does every device compute the same block? Use axis_index to pick each "
-                  "device's own.",
-    "wrong_values": "The result differs from {einsum} on random inputs in {bad} of {size} entries; the first is "
-                    "at index {index}: got {got}, expected {want}.",
-    "wrong_values:exact": "The result differs from {einsum} in {bad} of {size} counts (integers, compared "
-                          "exactly); the first is at index {index}: got {got}, expected {want}.",
-    # added to a wrong result when some blocks are right: where to look
-    "wrong_values+blocks": " Along dimension {dim} ({n} blocks, as {axes} splits it) only block{s} {right} "
-                           "{are} right.",
-    "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is {kind}.",
-}
+# same; the sentences are in ``messages.py`` (``phrase_program``).
 
 
 @dataclass(frozen=True)
@@ -326,13 +279,11 @@ def _scaled(k: Fraction, mesh: Sequence[tuple[str, int]]) -> Finding:
     """Name the factor, and the mesh axes whose device count it is (a psum too many, or one missing)."""
     groups, text = _axis_groups(mesh), _factor_text(k)
     if k > 1 and k.denominator == 1 and k.numerator in groups:
-        message = SENTENCES["scaled:mesh"].format(k=text, axes=_axes_names(groups[k.numerator]))
+        message = phrase_program("scaled:mesh", k=text, axes=_axes_names(groups[k.numerator]))
     elif 0 < k < 1 and k.numerator == 1 and k.denominator in groups:
-        message = SENTENCES["scaled:1/mesh"].format(n=k.denominator, axes=_axes_names(groups[k.denominator]))
-    elif f"scaled:{text}" in SENTENCES:
-        message = SENTENCES[f"scaled:{text}"]
+        message = phrase_program("scaled:1/mesh", n=k.denominator, axes=_axes_names(groups[k.denominator]))
     else:
-        message = SENTENCES["scaled:negative" if k < 0 else "scaled"].format(k=text, size=_factor_text(-k))
+        message = phrase_program("scaled", k=text, size=_factor_text(-k))
     return Finding(f"scaled:{text}", message, {"factor": text})
 
 
@@ -352,8 +303,7 @@ def _transposition(got: np.ndarray, want: np.ndarray, tol: _Tolerance) -> tuple[
 
 
 def _transposed(perm: tuple[int, ...]) -> Finding:
-    how = "rows and columns swapped" if perm == (1, 0) else f"its axes in the order {perm}"
-    return Finding("transposed", SENTENCES["transposed"].format(how=how), {"axes": list(perm)})
+    return Finding("transposed", phrase_program("transposed", perm=perm), {"axes": list(perm)})
 
 
 def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
@@ -362,7 +312,7 @@ def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
     None when they agree. Integer results are compared exactly. Shared by program questions and any
     checker of array answers, so a factor of 8 reads the same wherever it is found."""
     if got.dtype.kind not in "biuf":  # complex, text, records: not a real-valued result
-        return Finding("wrong_type", SENTENCES["wrong_type"].format(dtype=got.dtype))
+        return Finding("wrong_type", phrase_program("wrong_type", dtype=got.dtype))
     exact = got.dtype.kind in "biu"
     tol = _Tolerance(rtol, atol, exact)
     g = got.astype(np.float64)
@@ -370,7 +320,7 @@ def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
         perm = _transposition(g, want, tol)
         if perm is not None:
             return _transposed(perm)
-        return Finding("wrong_shape", SENTENCES["wrong_shape"].format(got=got.shape, want=want.shape))
+        return Finding("wrong_shape", phrase_program("wrong_shape", got=got.shape, want=want.shape))
     bad = ~tol.close(g, want)
     if not bad.any():
         return None
@@ -384,10 +334,10 @@ def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
     finite = np.isfinite(g)
     if not finite.all():
         index = tuple(int(i) for i in np.argwhere(~finite)[0])
-        return Finding("not_finite", SENTENCES["not_finite"].format(bad=int((~finite).sum()), size=g.size,
-                                                                    index=index), {"index": list(index)})
+        return Finding("not_finite", phrase_program("not_finite", bad=int((~finite).sum()), size=g.size, index=index),
+                       {"index": list(index)})
     if not g.any():
-        return Finding("zeros", SENTENCES["zeros"])
+        return Finding("zeros", phrase_program("zeros"))
     k = _scale_factor(g, want, tol)
     if k is not None:
         return _scaled(k, mesh)
@@ -398,10 +348,10 @@ def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
 def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str, exact: bool) -> Finding:
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     key = "wrong_values:exact" if exact and np.all(want == np.round(want)) else "wrong_values"
-    message = SENTENCES[key].format(einsum=what, bad=int(bad.sum()), size=bad.size, index=index,
-                                    got=_number(got[index], exact), want=_number(want[index], key != "wrong_values"))
+    message = phrase_program(key, einsum=what, bad=int(bad.sum()), size=bad.size, index=index,
+                             got=_number(got[index], exact), want=_number(want[index], key != "wrong_values"))
     if exact and key == "wrong_values":
-        message += SENTENCES["wrong_values+dtype"].format(dtype=got.dtype, kind="not whole numbers")
+        message += phrase_program("wrong_values+dtype", dtype=got.dtype)
     return Finding("wrong_values", message, {"index": list(index), "bad": int(bad.sum())})
 
 
@@ -518,7 +468,7 @@ def _partial_sum(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance,
                         return None
                     hit |= tol.close(g, part)
                 if hit.all():
-                    return Finding(f"partial_sum:{','.join(missing)}", SENTENCES["partial_sum"].format(
+                    return Finding(f"partial_sum:{','.join(missing)}", phrase_program("partial_sum",
                         letters=" and ".join(repr(c) for c in letters), einsum=q.einsum,
                         axes=_axes_text(missing), n=len(positions)),
                         {"indices": list(letters), "axes": list(missing)})
@@ -569,20 +519,18 @@ def _blocks(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
         mine = [np.compress(m, g, axis=dim) for m in blocks]
         theirs = [np.compress(m, want, axis=dim) for m in blocks]
         source = [next((j for j, w in enumerate(theirs) if tol.same(t, w)), None) for t in mine]
-        ctx = {"dim": dim, "n": len(blocks), "axes": _axes_text(axes) or "the mesh"}
+        ctx = {"dim": dim, "n": len(blocks), "axes": _axes_text(axes)}
         if all(j is not None for j in source):
             if len(set(source)) == 1:
-                return Finding(f"same_block:{','.join(axes)}", SENTENCES["same_block"].format(j=source[0], **ctx),
+                return Finding(f"same_block:{','.join(axes)}", phrase_program("same_block", j=source[0], **ctx),
                                {"dim": dim, "block": source[0]}), ""
             i = next(i for i, j in enumerate(source) if j != i)
             return Finding(f"misplaced_blocks:{','.join(axes)}",
-                           SENTENCES["misplaced_blocks"].format(i=i, j=source[i], **ctx),
+                           phrase_program("misplaced_blocks", i=i, j=source[i], **ctx),
                            {"dim": dim, "sources": source}), ""
         right = [i for i, j in enumerate(source) if j == i]
         if right and not note:
-            note = SENTENCES["wrong_values+blocks"].format(s="s" if len(right) > 1 else "",
-                                                           right=", ".join(map(str, right)),
-                                                           are="are" if len(right) > 1 else "is", **ctx)
+            note = phrase_program("wrong_values+blocks", right=right, **ctx)
     return None, note
 
 
@@ -592,8 +540,7 @@ def _block_of_wrong_shape(q: ProgramSpec, got: np.ndarray, want: np.ndarray, tol
     for dim, axes, blocks in _partitions(q, want.shape, shares):
         for b, m in enumerate(blocks):
             if tol.same(got, np.compress(m, want, axis=dim)):
-                return SENTENCES["wrong_shape+block"].format(block=b, dim=dim, n=len(blocks),
-                                                             axes=_axes_text(axes) or "the mesh")
+                return phrase_program("wrong_shape+block", block=b, dim=dim, n=len(blocks), axes=_axes_text(axes))
     return ""
 
 
@@ -630,35 +577,34 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
     then the collectives: a right but wasteful program earns partial credit."""
     if report.error:
-        return Verdict(Status.INCORRECT, 0.0, report.error_code, f"Your program could not be checked: {report.error}")
+        return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
     if report.output is None:
         return Verdict(Status.INCORRECT, 0.0, "wrong_shape",
-                       SENTENCES["wrong_shape:nothing"].format(want=expected(q, seed).shape))
+                       phrase_program("wrong_shape:nothing", want=expected(q, seed).shape))
     finding = diagnose(q, report.output, seed)
     if finding is not None:
         return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)
     if _normal_spec(report.out_spec) != _normal_spec(q.out_spec):
         return Verdict(Status.PARTIAL, 0.5, "wrong_sharding",
-                       f"Right numbers, but the result is sharded as {_spec_text(report.out_spec)}; "
-                       f"expected {_spec_text(q.out_spec)}.")
+                       phrase("wrong_sharding", got=_spec_text(report.out_spec), want=_spec_text(q.out_spec)))
     counts = {k: v for k, v in (report.census or {}).items() if v}
     expected_counts = {k: v for k, v in q.collectives.items() if v}
     details = [c.describe() for c in report.collectives]
     if not counts_match(counts, expected_counts):
         found = "; ".join(details) if details else describe_counts(counts)
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),
-                       f"Right numbers, but your program runs {found}; expected {describe_counts(expected_counts)}.",
+                       phrase("collectives", found=found, expected=describe_counts(expected_counts)),
                        {"collectives": details})
-    return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", {"collectives": details or counts})
+    return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"), {"collectives": details or counts})
 
 
 def not_a_program(blob: Any) -> Verdict | None:
     """The verdict on a record that holds no program (the kernel could not lower the function, or
     recorded something else), or None for an artefact to run."""
     if isinstance(blob, dict) and "error" in blob:
-        return Verdict(Status.INCORRECT, 0.0, "raised", f"Your function could not be lowered: {blob['error']}")
+        return Verdict(Status.INCORRECT, 0.0, "raised", phrase("raised:lowering", error=blob["error"]))
     if not isinstance(blob, str):
-        return Verdict(Status.INVALID, 0.0, "wrong_type", "Expected a function (no program was recorded).")
+        return Verdict(Status.INVALID, 0.0, "wrong_type", phrase("no_program"))
     return None
 
 

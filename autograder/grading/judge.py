@@ -79,6 +79,8 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
                                              "seed": seed}, BATCH_SECONDS)
     if isinstance(raw, dict) and set(raw) == set(answers):
         return {qid: Verdict.from_json(v) for qid, v in raw.items()}
+    from ..messages import phrase  # only here: this process judges nothing itself
+
     out = {}
     for item in items:  # find the answer that broke the batch, each in a process of its own
         alone = _judging(course_dir, max_requests=1)
@@ -86,8 +88,7 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
                             ALONE_SECONDS)
         alone.close()
         out[item["qid"]] = Verdict.from_json(one[item["qid"]]) if isinstance(one, dict) and item["qid"] in one \
-            else Verdict(Status.INVALID, 0.0, "too_expensive",
-                         "Checking this answer exceeded the grader's limits (time or memory).")
+            else Verdict(Status.INVALID, 0.0, "too_expensive", phrase("too_expensive:limits"))
     return out
 
 
@@ -162,6 +163,7 @@ def _canonical(question: Any, answer: Any) -> Any:
 def _judge_one(judge: Any, question: Any, answer: Any, deadline: float) -> Verdict:
     """One answer's verdict, judged within its bounds and what is left of the notebook's."""
     from ..kinds.common import too_expensive
+    from ..messages import phrase
 
     try:
         with bounds.bounded(bounds.ANSWER_CPU_SECONDS, min(bounds.ANSWER_WALL_SECONDS, deadline - time.monotonic())):
@@ -169,8 +171,7 @@ def _judge_one(judge: Any, question: Any, answer: Any, deadline: float) -> Verdi
     except bounds.TooExpensive:
         return too_expensive(notebook=time.monotonic() >= deadline - 0.01)
     except Exception as e:  # a grader bug must not cost the student: flag it for a person
-        return Verdict(Status.INVALID, 0.0, "grader_error", f"The grader could not check this answer "
-                       f"({type(e).__name__}); please tell the course staff.")
+        return Verdict(Status.INVALID, 0.0, "grader_error", phrase("grader_error", error=type(e).__name__))
 
 
 def handle(request: dict[str, Any]) -> dict[str, Any]:

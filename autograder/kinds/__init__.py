@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from ..bounds import TooExpensive, bounded
+from ..messages import phrase
 from ..questions import Question
 from ..verdict import Status, Verdict
 from .common import too_expensive
@@ -78,8 +79,7 @@ def selfcheck(fp: dict[str, Any], qid: str, recorded: Any) -> Verdict:
     as it would be in the grade."""
     kind = KINDS.get(fp.get("kind", ""))
     if kind is None or not hasattr(kind, "selfcheck"):
-        return Verdict(Status.INVALID, 0.0, "unknown_kind",
-                       f"This course version cannot check {fp.get('kind')!r} answers.")
+        return Verdict(Status.INVALID, 0.0, "unknown_kind", phrase("unknown_kind", kind=fp.get("kind")))
     try:
         with bounded():
             return kind.selfcheck(fp, qid, recorded)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..formula import Invalid
-from ..messages import phrase, phrase_invalid
+from ..messages import phrase, phrase_invalid, with_hints
 from ..verdict import Status, Verdict
 
 
@@ -16,15 +16,12 @@ def invalid(inv: Invalid, **ctx: Any) -> Verdict:
 
 def wrong(code: str, hints: Sequence[str] = (), **ctx: Any) -> Verdict:
     """A wrong answer; ``hints`` are those of the slips it matches exactly (none if it matches none)."""
-    message = phrase(code, **ctx)
-    distinct = list(dict.fromkeys(h for h in hints if h))
-    if distinct:
-        message += " Hint: " + " Or: ".join(distinct)
+    message = with_hints(phrase(code, **ctx), list(dict.fromkeys(h for h in hints if h)))
     return Verdict(Status.INCORRECT, 0.0, code, message)
 
 
 def correct(**data: Any) -> Verdict:
-    return Verdict(Status.CORRECT, 1.0, "correct", "Correct.", data)
+    return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"), data)
 
 
 def partial(credit: float, message: str) -> Verdict:

@@ -23,7 +23,7 @@ from typing import Any
 from .. import probes as builders
 from .. import record
 from ..formula import Invalid
-from ..messages import phrase
+from ..messages import frame, phrase, with_hints
 from ..questions import Function, Output
 from ..verdict import Status, Verdict
 from . import formula, number
@@ -35,8 +35,9 @@ SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
 ItemJudge = Callable[[Any], Verdict]
 
 
-def _raised(error: Any, where: str) -> Verdict:
-    return Verdict(Status.INCORRECT, 0.0, "raised", f"{where} raised an error: {error}")
+def _raised(error: Any, code: str = "raised") -> Verdict:
+    """``code``: "raised" for the function as a whole, "raised:case" inside one test case."""
+    return Verdict(Status.INCORRECT, 0.0, "raised", phrase(code, error=error))
 
 
 def _short(v: Any) -> str:
@@ -63,14 +64,12 @@ def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
         codes = {v.diagnosis for _, v in bad}
         if len(bad) == len(verdicts) and len(codes) == 1 and bad[0][1].diagnosis.startswith("ratio:"):
             v = bad[0][1]
-            return Verdict(v.status, 0.0, v.diagnosis, f"every element: {v.message}")
+            return Verdict(v.status, 0.0, v.diagnosis, frame("every_element", v.message))
         i, v = bad[0]
         if v.status is Status.INVALID:
-            return Verdict(v.status, 0.0, v.diagnosis, f"element {i} of the array: {v.message}")
-        finding = "neither the expected value nor a simple multiple of it" if v.diagnosis == "not_equal" \
-            else v.message.rstrip(".")
-        return Verdict(v.status, 0.0, "wrong_elements",
-                       phrase("wrong_elements", bad=len(bad), length=length, index=i, finding=finding))
+            return Verdict(v.status, 0.0, v.diagnosis, frame("element", v.message, index=i))
+        return Verdict(v.status, 0.0, "wrong_elements", phrase("wrong_elements", bad=len(bad), length=length, index=i,
+                                                               finding=v.message, finding_code=v.diagnosis))
     return judge
 
 
@@ -121,11 +120,12 @@ def _slip_targets(q: Function) -> tg.Targets:
 
 
 def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any,
-             hints: Any = lambda outputs: [], where: str = "") -> Verdict:
+             hints: Any = lambda outputs: [], drawn: bool = False) -> Verdict:
     """``judges[i][n]`` judges the n-th returned item of probe i; ``outputs`` is the record; ``hints``
-    gives the hints of the slips the outputs behave like; ``where`` qualifies "test cases" in the message."""
+    gives the hints of the slips the outputs behave like; ``drawn``: the probes were drawn at grading
+    time, and the message says so."""
     if isinstance(outputs, dict) and "error" in outputs:
-        return _raised(outputs["error"], "Your function")
+        return _raised(outputs["error"])
     if not isinstance(outputs, list) or len(outputs) != len(probes):
         return invalid(Invalid("wrong_type", type(outputs).__name__), expected="one result per test case")
     failures = []
@@ -139,20 +139,19 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     status = Status.PARTIAL if score > 0 else Status.INCORRECT
     first, v = failures[0]
     codes = {f.diagnosis for _, f in failures}
+    suffix = ":drawn" if drawn else ""
     if len(failures) == len(probes) > 1 and len(codes) == 1 and v.diagnosis.startswith("ratio:"):
-        message = f"In every test case{where}: {v.message}"
+        message = frame("every_case" + suffix, v.message)
     else:
         args = ", ".join(f"{k}={_short(val)}" for k, val in probes[first].items())
-        message = f"{len(failures)} of {len(probes)} test cases{where} fail. First, with {args}: {v.message}"
-    found = list(dict.fromkeys(hints(outputs)))
-    if found and "Hint:" not in message:
-        message += " Hint: " + " Or: ".join(found)
+        message = frame("failing_cases" + suffix, v.message, failed=len(failures), cases=len(probes), args=args)
+    message = with_hints(message, list(dict.fromkeys(hints(outputs))))
     return Verdict(status, score, v.diagnosis, message, {"failed": [i for i, _ in failures]})
 
 
 def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
     if isinstance(items, dict) and "error" in items:
-        return _raised(items["error"], "your function")
+        return _raised(items["error"], "raised:case")
     if len(judges) == 1:
         items = [items[0] if isinstance(items, list) and len(items) == 1 else items]
     if not isinstance(items, list) or len(items) != len(judges):
@@ -161,8 +160,8 @@ def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
     for n, (item, judge) in enumerate(zip(items, judges, strict=True)):
         v = judge(item)
         if not v.ok:
-            where = f"returned value {n + 1}: " if len(judges) > 1 else ""
-            return Verdict(v.status, 0.0, v.diagnosis, where + v.message)
+            message = frame("returned_value", v.message, n=n + 1) if len(judges) > 1 else v.message
+            return Verdict(v.status, 0.0, v.diagnosis, message)
     return correct()
 
 
@@ -290,12 +289,10 @@ def judge(q: Function, outputs: Any, seed: str | None = None) -> Verdict:
     if isinstance(outputs, dict) and "error" in outputs:  # not a function: nothing was called
         return diagnose(q.probes, [], outputs)
     if not (isinstance(outputs, dict) and "drawn" in outputs):
-        return Verdict(Status.INCORRECT, 0.0, "no_drawn_cases",
-                       "Your function's results on the test cases drawn at grading time were not recorded, "
-                       "so nothing can be credited (did the notebook change the grading environment?).")
+        return Verdict(Status.INCORRECT, 0.0, "no_drawn_cases", phrase("no_drawn_cases"))
     drawn = drawn_probes(q, seed)
     return diagnose(drawn, _judges(q, drawn), outputs["drawn"], lambda got: _drawn_hints(q, drawn, got),
-                    " drawn at grading time")
+                    drawn=True)
 
 
 # --- the self-check -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from ..meshes import mesh
+from ..messages import phrase
 from ..questions import Program, ProgramSpec
 from ..verdict import Status, Verdict
 
@@ -75,8 +76,7 @@ def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run)
         if isinstance(reports, dict) and qid in reports:
             verdicts[qid] = judge_report(chapter[qid].spec, report_from_json(reports[qid]), item["seed"])
         else:
-            verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed",
-                                    "Your program could not be run within the grader's limits (time or memory).")
+            verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed", phrase("program_failed"))
     return verdicts
 
 

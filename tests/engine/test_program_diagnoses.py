@@ -10,7 +10,8 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from autograder.grading.judge import judge_programs
-from autograder.programs import SENTENCES, diagnose_array, export, judge_report, run, wrong_numbers
+from autograder.messages import _PROGRAM
+from autograder.programs import diagnose_array, export, judge_report, run, wrong_numbers
 from autograder.questions import Chapter, Operand, Program, ProgramSpec, Slip
 from autograder.verdict import Status
 from course.devices import mesh
@@ -220,6 +221,6 @@ def test_every_code_has_a_sentence():
     """The codes move to messages.py with their sentences: none may lack one."""
     codes = [c for _, _, c, _ in SLIPS] + ["wrong_shape", "wrong_type", "not_finite", "zeros", "transposed",
                                            "scaled:2", "scaled:1/2", "scaled:3", "scaled:-8"]
-    heads = {k.split(":")[0].split("+")[0] for k in SENTENCES}
+    heads = {k.split(":")[0].split("+")[0] for k in _PROGRAM}
     assert all(c.split(":")[0] in heads and wrong_numbers(c) for c in codes)
     assert not wrong_numbers("wrong_sharding") and not wrong_numbers("collectives:all-gather")
