@@ -21,7 +21,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from .questions import AuthoringError, load_chapter
-from .release import complete_solution_cells, complete_test_cells
+from .release import complete_solution_cells, complete_test_cells, nbgrader_meta
 
 REPOSITORY = "https://github.com/scaling-course/scaling-course"
 # The first lines of every setup cell. On Colab, or any Python without the course, they install the
@@ -44,14 +44,6 @@ def bootstrap(version: str | None = None) -> str:
     return BOOTSTRAP.format(repository=REPOSITORY, version=version or installed_version("scaling-course"))
 
 
-def _meta(grade_id: str, *, grade: bool, solution: bool, locked: bool, points: float | None = None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution,
-            "task": False}
-    if points is not None:
-        meta["points"] = points
-    return meta
-
-
 class NotebookBuilder:
     def __init__(self, chapter: str):
         self.chapter = load_chapter(chapter)
@@ -68,7 +60,7 @@ class NotebookBuilder:
         """The locked first code cell: the bootstrap (install if missing, course.setup() before anything
         touches JAX), then ``source``, the chapter's imports."""
         cell = new_code_cell(bootstrap() + "\n" + source.strip("\n"))
-        cell.metadata.update(nbgrader=_meta("setup", grade=False, solution=False, locked=True),
+        cell.metadata.update(nbgrader=nbgrader_meta("setup", grade=False, solution=False, locked=True),
                              deletable=False, editable=False)
         self.cells.append(cell)
 
@@ -76,7 +68,7 @@ class NotebookBuilder:
         """A solution cell: ``before`` stays visible to students, ``solution`` becomes the stub."""
         head = before.strip("\n") + "\n" if before else ""
         cell = new_code_cell(f"{head}### BEGIN SOLUTION\n{solution.strip(chr(10))}\n### END SOLUTION")
-        cell.metadata.update(nbgrader=_meta(cell_id, grade=False, solution=True, locked=False))
+        cell.metadata.update(nbgrader=nbgrader_meta(cell_id, grade=False, solution=True, locked=False))
         self.cells.append(cell)
 
     def test(self, qid: str, variable: str) -> None:

@@ -62,11 +62,18 @@ def test_cell_source(qid: str, variable: str) -> str:
     return f'### BEGIN HIDDEN TESTS\ngrade("{qid}", {variable})\n### END HIDDEN TESTS\ncheck("{qid}", {variable})'
 
 
+def nbgrader_meta(grade_id: str, *, grade: bool, solution: bool, locked: bool,
+                  points: float | None = None) -> dict[str, Any]:
+    """A cell's nbgrader metadata, in the one form the course's cells carry."""
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution,
+            "task": False}
+    return meta if points is None else {**meta, "points": points}
+
+
 def test_cell_metadata(qid: str, points: float) -> dict[str, Any]:
     """What nbgrader needs to grade, lock and never delete a question's test cell; the points are the record's."""
     return {"deletable": False, "editable": False,
-            "nbgrader": {"grade": True, "grade_id": qid, "locked": True, "points": points, "schema_version": 3,
-                         "solution": False, "task": False}}
+            "nbgrader": nbgrader_meta(qid, grade=True, solution=False, locked=True, points=points)}
 
 
 def _question_of(cell: Any) -> tuple[str, str] | None:
@@ -144,10 +151,11 @@ def _is_stub(function: str) -> bool:
                for n in body)
 
 
-def _write_model(q: Question, variable: str, cell: Any, replaced: list[str]) -> str | None:
+def _write_model(q: Question, variable: str, cell: Any, bound: set[str], replaced: list[str]) -> str | None:
     """Put the text of ``q``'s model where the solution ``cell`` defines the student's function (adding
     its name to ``replaced`` where that overwrites another version, not a stub); the problem, if that
-    cannot be done."""
+    cannot be done. The model may read only what the notebook has defined by then (``bound``): a
+    constant or kit helper of the records would fail there, as a NameError in the instructor's run."""
     try:
         model = q.solution
     except AuthoringError as e:
@@ -164,23 +172,17 @@ def _write_model(q: Question, variable: str, cell: Any, replaced: list[str]) -> 
         return f"{q.qid}: its solution cell does not parse ({e.msg}, line {e.lineno})"
     if variable not in functions:
         return f"{q.qid}: its solution cell defines no function {variable}"
+    text = textwrap.dedent(inspect.getsource(model))
+    missing = sorted(globals_read(text) - bound - set(dir(builtins)))
+    if missing:
+        return (f"{q.qid}: its model reads {', '.join(missing)}, which the notebook does not define before "
+                f"its test cell")
     lines = block["body"].splitlines(keepends=True)
     first, end = functions[variable]
-    text = textwrap.dedent(inspect.getsource(model))
     before = "".join(lines[first:end])
     if before != text and not _is_stub(before):
         replaced.append(variable)
     cell.source = block["head"] + "".join(lines[:first]) + text + "".join(lines[end:]) + block["tail"]
-    return None
-
-
-def _unknown_names(q: Question, cell: Any, bound: set[str]) -> str | None:
-    """A model written into the notebook may read only what the notebook has defined by then: a
-    constant or kit helper of the records would fail there, as a NameError in the instructor's run."""
-    missing = sorted(globals_read(textwrap.dedent(inspect.getsource(q.solution))) - bound - set(dir(builtins)))
-    if missing:
-        return (f"{q.qid}: its model reads {', '.join(missing)}, which the notebook does not define before "
-                f"its test cell")
     return None
 
 
@@ -205,7 +207,7 @@ def complete_solution_cells(chapter: Chapter, nb: Any, replaced: list[str] | Non
         question = _question_of(cell)
         q = records.get(question[0]) if question else None
         if q is not None and q.kind in WRITTEN_FROM_MODELS:
-            problem = _write_model(q, question[1], solution_cell, replaced) or _unknown_names(q, solution_cell, bound)
+            problem = _write_model(q, question[1], solution_cell, bound, replaced)
             problems += [problem] if problem else []
         bound |= bound_names(cell.source)
     return problems

@@ -1,6 +1,5 @@
 """Every chapter notebook matches its records, passes nbgrader validate, and its release fails it."""
 
-import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import pytest
 
 from autograder.questions import AuthoringError, Chapter, load_chapter
 from autograder.release import (
+    CHECK_LINE,
+    SOLUTION_BLOCK,
     complete_notebook,
     complete_solution_cells,
     complete_test_cells,
@@ -40,10 +41,9 @@ def _as_written(nb, chapter: str):
         elif meta.get("grade"):
             cell.source = cell.source.splitlines()[-1]
             cell.metadata = {}
-            qid, name = re.match(r'check\("([^"]+)", (\w+)\)', cell.source).groups()
+            qid, name = CHECK_LINE.match(cell.source).groups()
             if qid in models:
-                head, body, tail = re.match(r"(.*?BEGIN SOLUTION\n)(.*?)(### END SOLUTION.*)", solution.source,
-                                            re.S).groups()
+                head, body, tail = SOLUTION_BLOCK.match(solution.source).groups()
                 lines = body.splitlines(keepends=True)
                 first, end = function_lines(body)[name]
                 stub = f"def {name}(*args):\n    ...\n"
