@@ -21,7 +21,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from .questions import AuthoringError, load_chapter
-from .release import complete_solution_cells, complete_test_cells, nbgrader_meta
+from .release import complete_cells, nbgrader_meta
 
 REPOSITORY = "https://github.com/scaling-course/scaling-course"
 # The first lines of every setup cell. On Colab, or any Python without the course, they install the
@@ -64,6 +64,11 @@ class NotebookBuilder:
                              deletable=False, editable=False)
         self.cells.append(cell)
 
+    def setting(self, name: str, variable: str) -> None:
+        """Show a varied exercise's values (``variable = course.setting(name)``), before its questions;
+        ``write`` locks the cell."""
+        self.cells.append(new_code_cell(f'{variable} = course.setting("{name}")'))
+
     def answer(self, cell_id: str, solution: str, before: str = "") -> None:
         """A solution cell: ``before`` stays visible to students, ``solution`` becomes the stub."""
         head = before.strip("\n") + "\n" if before else ""
@@ -77,7 +82,7 @@ class NotebookBuilder:
 
     def write(self, path: str | Path) -> None:
         nb = new_notebook(cells=self.cells)
-        problems = complete_test_cells(self.chapter, nb) + complete_solution_cells(self.chapter, nb)
+        problems = complete_cells(self.chapter, nb)
         if problems:
             raise AuthoringError(f"the notebook does not match solutions/{self.chapter.name}.py:\n  "
                                  + "\n  ".join(problems))

@@ -14,6 +14,7 @@ examples:
   scaling-course release                       # regenerate release/ and the self-check data from source/
   scaling-course release ch01_rooflines
   scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
+  scaling-course variant ch01_rooflines --student jdoe   # a student's values and reference answers
   scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
   scaling-course equiv "N-1" "N" --symbols "N:count" --json
   scaling-course selfcheck my-work/ch01_rooflines.ipynb  # self-study: run and check your own notebook
@@ -69,6 +70,31 @@ def cmd_grade(args: argparse.Namespace) -> int:
             print(f"  {student}: {'; '.join(problems)}")
     print(f"\nGraded {len(summary.results)} submission(s) in {summary.seconds:.0f} s "
           f"({summary.skipped} unchanged). Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
+    return 0
+
+
+def cmd_variant(args: argparse.Namespace) -> int:
+    from .course_config import ConfigError
+    from .questions import AuthoringError
+    from .variant_report import student_answers
+    from .variants import describe
+
+    try:
+        out = student_answers(Path(args.course_dir).resolve(), args.assignment, args.student)
+    except (ConfigError, AuthoringError, KeyError, ModuleNotFoundError) as e:
+        print(f"scaling-course variant: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({k: out[k] for k in ("assignment", "student", "parameters", "answers")}, indent=1))
+        return 0
+    state = "on" if out["enabled"] else "off: every student has the book's values"
+    print(f"{out['assignment']} for {out['student']} (variants {state})")
+    for name, labels in out["setting"].items():
+        print(f"  {name}: {describe(labels)}")
+    width = max(len(q) for q in out["answers"])
+    print(f"\n{'question':<{width}}  reference answer")
+    for qid, answer in out["answers"].items():
+        print(f"{qid:<{width}}  {format(answer, '.6g') if isinstance(answer, float) else answer}")
     return 0
 
 
@@ -138,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 "
                    "(workers need this package and the course directory at the same path)")
     p.set_defaults(func=cmd_grade)
+    p = sub.add_parser("variant", help="a student's values of the varied exercises and their reference answers")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--student", required=True, metavar="ID", help="the student's id, as in submitted/<ID>/")
+    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="one JSON object: assignment, student, parameters, answers")
+    p.set_defaults(func=cmd_variant)
     p = sub.add_parser("equiv", help="judge a candidate formula against a reference, as the grader would")
     p.add_argument("reference")
     p.add_argument("candidate")

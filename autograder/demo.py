@@ -2,7 +2,8 @@
 
 Builds the release, makes three sample submissions per chapter from the records alone (the
 reference solution; a partly wrong one, where every other question gets one of its listed slips;
-an untouched release copy), grades them, and prints the grade table.
+an untouched release copy), grades them, and prints the grade table and the values each sample
+student was dealt for the varied exercises (variants.py): each is graded with their own.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
 from .grading.pipeline import grade
 from .questions import Choice, Formula, Number, load_chapter
-from .release import release, source_chapters
+from .release import release, released, source_chapters
+from .variants import dealt, describe
 
 STUDENTS = ("reference", "partly-wrong", "untouched")
 _TEST_LINE = re.compile(r'^check\("(?P<qid>[^"]+)",\s*(?P<var>\w+)\)\s*$', re.M)
@@ -35,27 +38,32 @@ def filled_notebook(release_nb: nbformat.NotebookNode, source_nb: nbformat.Noteb
     return nb
 
 
-def with_slips(nb: nbformat.NotebookNode, chapter: str, every: int = 2) -> nbformat.NotebookNode:
-    """Every ``every``-th formula, number or choice question answered with its first listed slip,
-    assigned at the end of the solution cell that precedes its test cell."""
-    ch = load_chapter(chapter)
+def with_answers(nb: nbformat.NotebookNode, answers: dict[str, Any], note: str) -> nbformat.NotebookNode:
+    """The notebook with each question of ``answers`` (qid -> a formula, number or option) answered so,
+    assigned at the end of the solution cell that precedes its test cell, with the comment ``note``."""
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
-    scalar = [q for q in ch.questions if isinstance(q, Formula | Number | Choice)]
-    chosen = {q.qid: q for q in scalar[::every]}
     solution = None
     for c in nb.cells:
         if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
             solution = c
         m = _TEST_LINE.search(c.source) if c.cell_type == "code" else None
-        if m and m["qid"] in chosen and solution is not None:
-            q = chosen[m["qid"]]
-            slip = q.slips[0].answer
-            if isinstance(q, Formula):  # an expression, as a student would have it: later cells compute with it
-                value = f"__import__('sympy').sympify({str(slip)!r})"
-            else:
-                value = repr(slip) if isinstance(slip, str | float | int) else repr(str(slip))
-            solution.source += f"\n{m['var']} = {value}  # a typical slip"
+        if m and m["qid"] in answers and solution is not None:
+            answer = answers[m["qid"]]
+            if isinstance(answer, str | float | int):
+                value = repr(answer)
+            else:  # an expression, as a student would have it: later cells compute with it
+                value = f"__import__('sympy').sympify({str(answer)!r})"
+            solution.source += f"\n{m['var']} = {value}  # {note}"
     return nb
+
+
+def with_slips(nb: nbformat.NotebookNode, chapter: str, every: int = 2,
+               setting: dict[str, dict] | None = None) -> nbformat.NotebookNode:
+    """Every ``every``-th formula, number or choice question answered with its first listed slip;
+    ``setting``: the student's values (variants.py), whose records' slips these are."""
+    ch = load_chapter(chapter).variant(setting or {})
+    scalar = [q for q in ch.questions if isinstance(q, Formula | Number | Choice)]
+    return with_answers(nb, {q.qid: q.slips[0].answer for q in scalar[::every]}, "a typical slip")
 
 
 def make_submissions(course: Path, chapter: str) -> None:
@@ -63,11 +71,18 @@ def make_submissions(course: Path, chapter: str) -> None:
     release_nb = nbformat.read(course / "release" / chapter / name, as_version=4)
     source_nb = nbformat.read(course / "source" / chapter / name, as_version=4)
     reference = filled_notebook(release_nb, source_nb)
-    notebooks = {"reference": reference, "partly-wrong": with_slips(reference, chapter), "untouched": release_nb}
+    slips = with_slips(reference, chapter, setting=settings_of(chapter, "partly-wrong"))
+    notebooks = {"reference": reference, "partly-wrong": slips, "untouched": release_nb}
     for student, nb in notebooks.items():
         folder = course / "submitted" / student / chapter
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / name)
+
+
+def settings_of(chapter: str, student: str) -> dict[str, dict]:
+    """The values ``student`` is dealt in ``chapter`` (the released plan: on, unless the config says off)."""
+    data = released(chapter)
+    return dealt(data, student) if data else {}
 
 
 def run_demo(repo: Path, keep: Path | None = None, jobs: int | None = None,
@@ -84,11 +99,20 @@ def run_demo(repo: Path, keep: Path | None = None, jobs: int | None = None,
         print(f"\nGrading {chapter} for {', '.join(STUDENTS)} ...")
         summary = grade(course, chapter, jobs=jobs, force=True)
         print_table(chapter, summary.results)
+        print_settings(summary.results)
         for student, problems in sorted(summary.problems.items()):
             print(f"  notes for {student}: {'; '.join(problems)}")
     print(f"\nFeedback: {course / 'feedback'}/<student>/<chapter>/<chapter>.html")
     print(f"Grades:   {course / 'grades.csv'} (and nbgrader's gradebook {course / 'gradebook.db'})")
     return 0
+
+
+def print_settings(results: list[dict]) -> None:
+    """Each sample student's values of the varied exercises: their grades were judged with them."""
+    for r in sorted(results, key=lambda r: STUDENTS.index(r["student"]) if r["student"] in STUDENTS else 99):
+        if r.get("setting"):
+            print(f"  {r['student']}'s setting: " + "; ".join(f"{name} {describe(labels)}"
+                                                          for name, labels in r["setting"].items()))
 
 
 def print_table(chapter: str, results: list[dict]) -> None:

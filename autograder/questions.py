@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -283,11 +283,32 @@ class Program(Question):
 
 @dataclass(frozen=True)
 class Chapter:
+    """A chapter's questions in the prose's order. An item is a question, or a ``variants.Setting``: a
+    group of questions built from values dealt per student. ``choice`` names the values of each
+    setting (labels, by setting name; a setting not named takes the book's), and ``questions`` holds
+    the records built for them: ``variant`` makes a student's chapter from the book's."""
+
     name: str  # the nbgrader assignment and notebook name, e.g. "ch01_rooflines"
     title: str
-    questions: tuple[Question, ...]
+    items: tuple[Any, ...]
+    choice: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    questions: tuple[Question, ...] = field(init=False)
 
     def __post_init__(self) -> None:
+        from .variants import Setting
+
+        unknown = sorted(set(self.choice) - {s.name for s in self.settings})
+        if unknown:
+            raise KeyError(f"{self.name} has no setting {unknown[0]!r}")
+        built: list[Question] = []
+        for item in self.items:
+            if isinstance(item, Setting):
+                built += item.questions(self.choice.get(item.name))
+            elif isinstance(item, Question):
+                built.append(item)
+            else:
+                raise AuthoringError(f"{self.name}: {item!r} is neither a question nor a setting")
+        object.__setattr__(self, "questions", tuple(built))  # frozen: set once, here
         seen: set[str] = set()
         for q in self.questions:
             if q.qid in seen:
@@ -295,12 +316,29 @@ class Chapter:
             if q.chapter != self.name[:4]:
                 raise AuthoringError(f"{q.qid}: belongs to {q.chapter}, not {self.name}")
             seen.add(q.qid)
+        for s in self.settings:
+            if not s.name.startswith(self.name[:4] + "-"):
+                raise AuthoringError(f"setting {s.name}: names start with the chapter's prefix, {self.name[:4]}-")
 
     def __getitem__(self, qid: str) -> Question:
         for q in self.questions:
             if q.qid == qid:
                 return q
         raise KeyError(qid)
+
+    @property
+    def settings(self) -> tuple[Any, ...]:
+        from .variants import Setting
+
+        return tuple(i for i in self.items if isinstance(i, Setting))
+
+    def setting_of(self, qid: str) -> Any:
+        """The setting that builds question ``qid``, or None (the same for every student)."""
+        return next((s for s in self.settings if qid in s.qids), None)
+
+    def variant(self, choice: Mapping[str, Mapping[str, Any]]) -> Chapter:
+        """This chapter with each named setting's records built for its values (labels)."""
+        return Chapter(self.name, self.title, self.items, dict(choice)) if choice else self
 
     @property
     def total_points(self) -> float:

@@ -25,6 +25,9 @@ GRADER_ENV = "SCALING_COURSE_GRADER"
 # Also set there: a JSON file of the test cases drawn for this submission, by question id, on which
 # grade() calls a function answer besides the public ones (see kinds/function.py).
 DRAWN_ENV = "SCALING_COURSE_DRAWN_CASES"
+# The student whose variant a kernel computes with (variants.py): set by the grader from the submission's
+# folder, in a class by whoever starts the student's kernels, or by course.setup(student=...).
+STUDENT_ENV = "SCALING_COURSE_STUDENT"
 
 
 def encode_scalar(kind: str, answer: Any) -> Any:

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .course_config import variant_plan
 from .fingerprint import make_chapter
 from .grading import STATE
 from .questions import AuthoringError, Chapter, Question, load_chapter
 
+COURSE_ROOT = Path(__file__).resolve().parents[1]  # this repository: the course directory it ships
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
 # A question's test cell as the author writes it (one line), and as the release completes it: the hidden
 # line records the answer for the grader, the visible one self-checks it.
@@ -38,15 +40,20 @@ def fingerprint_dir() -> Path:
     return Path(course.__file__).parent / "fingerprints"
 
 
-def released_questions(chapter: str) -> dict[str, dict[str, Any]] | None:
-    """The released self-check data of ``chapter`` by question id (kind, points, ...: written from its
-    records), or None where there is none (an assignment that is not a chapter)."""
+def released(chapter: str) -> dict[str, Any] | None:
+    """The released self-check data of ``chapter`` (written from its records and the course's variant
+    plan), or None where there is none (an assignment that is not a chapter)."""
     try:
         data = json.loads((fingerprint_dir() / f"{chapter}.json").read_text())
     except (OSError, ValueError):
         return None
-    questions = data.get("questions") if isinstance(data, dict) else None
-    return questions if isinstance(questions, dict) else None
+    return data if isinstance(data, dict) and isinstance(data.get("questions"), dict) else None
+
+
+def released_questions(chapter: str) -> dict[str, dict[str, Any]] | None:
+    """The released self-check data of ``chapter`` by question id (kind, points, ...), or None."""
+    data = released(chapter)
+    return None if data is None else data["questions"]
 
 
 def source_chapters(course_dir: Path) -> list[str]:
@@ -54,8 +61,17 @@ def source_chapters(course_dir: Path) -> list[str]:
     return sorted(d.name for d in source.iterdir() if d.is_dir() and CHAPTER_DIR.match(d.name))
 
 
-def fingerprint_text(chapter: str) -> str:
-    return json.dumps(make_chapter(load_chapter(chapter)), indent=1, sort_keys=True) + "\n"
+def fingerprint_text(chapter: str, course_dir: Path = COURSE_ROOT) -> str:
+    """The chapter's self-check data, with the variant plan of ``course_dir``'s nbgrader_config.py."""
+    data = make_chapter(load_chapter(chapter), variant_plan(course_dir, chapter))
+
+    def compact(x: Any) -> str:
+        return json.dumps(x, sort_keys=True, separators=(",", ":"))
+    # One line per question, compact inside: a third of the size of indented JSON (the data of every choice
+    # of every setting ships with the package), and a change to one record is still a one-line diff.
+    head = [f"{json.dumps(k)}:{compact(v)}" for k, v in sorted(data.items()) if k != "questions"]
+    questions = ",\n".join(f"{json.dumps(q)}:{compact(e)}" for q, e in sorted(data["questions"].items()))
+    return "{" + ",\n".join(head) + ',\n"questions":{\n' + questions + "}}\n"
 
 
 def test_cell_source(qid: str, variable: str) -> str:
@@ -113,6 +129,60 @@ def complete_test_cells(chapter: Chapter, nb: Any) -> list[str]:
         seen.add(qid)
     problems += [f"{q} has a record but no test cell" for q in records if q not in seen]
     return problems
+
+
+# A varied exercise's values, shown to the student in a locked cell of its own before its questions.
+SETTING_LINE = re.compile(r'^(?P<var>[A-Za-z_]\w*) = course\.setting\("(?P<name>[^"]+)"\)$')
+
+
+def setting_cell_metadata(name: str) -> dict[str, Any]:
+    return {"deletable": False, "editable": False,
+            "nbgrader": nbgrader_meta(f"{name}-setting", grade=False, solution=False, locked=True)}
+
+
+def complete_setting_cells(chapter: Chapter, nb: Any) -> list[str]:
+    """Lock every setting cell, ``<variable> = course.setting("<name>")`` (a graded id, so the grader runs
+    the assignment's own line, never a student's edit), and name what cannot stand: a setting of the
+    records that no cell shows before its first question, a name with no setting, one shown twice."""
+    settings = {s.name: s for s in chapter.settings}
+    shown: dict[str, int] = {}
+    first_test: dict[str, int] = {}
+    problems = []
+    for i, cell in enumerate(nb.cells):
+        if cell.get("cell_type") != "code":
+            continue
+        question = _question_of(cell)
+        if question:
+            first_test.setdefault(question[0], i)
+        m = SETTING_LINE.match(cell.source.strip())
+        if m is None:
+            if "course.setting(" in cell.source:
+                problems.append(f"a cell asks for a setting other than as one line "
+                                f'<variable> = course.setting("<name>"): {cell.source.strip()[:80]!r}')
+            continue
+        name = m["name"]
+        if name not in settings:
+            problems.append(f"setting {name} has no record in solutions/ (settings: {', '.join(settings) or 'none'})")
+        elif name in shown:
+            problems.append(f"setting {name} is shown twice")
+        else:
+            cell.source = m.group(0)
+            cell.metadata.update(setting_cell_metadata(name))
+        shown.setdefault(name, i)
+    for name, s in settings.items():
+        tests = [first_test[q] for q in s.qids if q in first_test]
+        if name not in shown:
+            problems.append(f'setting {name} is never shown: add a cell `{name.split("-")[-1]} = '
+                            f'course.setting("{name}")` before its questions')
+        elif tests and min(tests) < shown[name]:
+            problems.append(f"setting {name} is shown after the test cell of one of its questions")
+    return problems
+
+
+def complete_cells(chapter: Chapter, nb: Any, replaced: list[str] | None = None) -> list[str]:
+    """Every cell the records write (test cells, model answers, setting cells), and what stands in the way."""
+    return (complete_test_cells(chapter, nb) + complete_solution_cells(chapter, nb, replaced)
+            + complete_setting_cells(chapter, nb))
 
 
 # The block between the solution markers of a solution cell.
@@ -225,7 +295,7 @@ def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
     nb = nbformat.reads(text, as_version=4)
     records = load_chapter(chapter)
     replaced: list[str] = []
-    problems = complete_test_cells(records, nb) + complete_solution_cells(records, nb, replaced)
+    problems = complete_cells(records, nb, replaced)
     if problems:
         raise AuthoringError(f"source/{chapter} disagrees with solutions/{chapter}.py:\n  " + "\n  ".join(problems))
     completed = nbformat.writes(nb) + "\n"
@@ -234,10 +304,10 @@ def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
     return replaced
 
 
-def write_fingerprints(chapter: str) -> Path:
+def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
     path = fingerprint_dir() / f"{chapter}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = fingerprint_text(chapter)
+    text = fingerprint_text(chapter, course_dir)
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
@@ -294,6 +364,6 @@ def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[
         if replaced:
             say(f"source/{name}: wrote the model answers of solutions/{name}.py over other versions in the "
                 f"notebook: {', '.join(replaced)} (edit models in the records)")
-        write_fingerprints(name)
+        write_fingerprints(name, course_dir)
         out.append(generate(course_dir, name))
     return out

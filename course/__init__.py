@@ -12,7 +12,7 @@ from importlib import import_module
 from typing import Any
 
 _LAZY = {"check": "answers", "grade": "answers", "hint": "answers", "AnswerError": "answers",
-         "setup": "devices", "mesh": "devices",
+         "setup": "devices", "mesh": "devices", "setting": "variant",
          "as_expr": "answerforms", "as_number": "answerforms", "UnreadableAnswer": "answerforms"}
 __all__ = sorted(_LAZY)
 

@@ -19,7 +19,7 @@ from typing import Any
 from autograder import kinds, record
 from autograder.verdict import Status, Verdict
 
-from . import progress
+from . import progress, variant
 
 
 class AnswerError(AssertionError):
@@ -36,12 +36,18 @@ def _files() -> list[Any]:
 
 
 @cache
-def fingerprints(prefix: str) -> dict[str, Any]:
-    """The self-check data of chapter ``prefix`` (e.g. "ch01"), by question id."""
+def _chapter_data(prefix: str) -> dict[str, Any]:
     for f in _files():
         if f.name.startswith(prefix + "_"):
-            return json.loads(f.read_text())["questions"]
+            return json.loads(f.read_text())
     raise LookupError(f"No self-check data for {prefix}: run 'scaling-course release' (instructors).")
+
+
+def fingerprints(prefix: str, whole: bool = False) -> dict[str, Any]:
+    """The self-check data of chapter ``prefix`` (e.g. "ch01"), by question id; ``whole``: the chapter's
+    file as released, its variant plan included."""
+    data = _chapter_data(prefix)
+    return data if whole else data["questions"]
 
 
 def chapter_table() -> dict[str, tuple[str, list[str]]]:
@@ -54,12 +60,13 @@ def chapter_table() -> dict[str, tuple[str, list[str]]]:
 
 
 def _entry(qid: str) -> dict[str, Any]:
+    """Question ``qid``'s self-check data, for the values this student computes with (variant.py)."""
     if not isinstance(qid, str):
         raise TypeError("the first argument is the question id, e.g. 'ch01-e3-critical-batch'")
-    table = fingerprints(qid.split("-", 1)[0])
-    if qid not in table:
+    data = _chapter_data(qid.split("-", 1)[0])
+    if qid not in data["questions"]:
         raise LookupError(f"Unknown question id {qid!r}. Did a cell's text change? Re-download the notebook.")
-    return table[qid]
+    return variant.entry(data, qid)
 
 
 def encode(qid: str, answer: Any) -> Any:

@@ -45,14 +45,20 @@ def quiet() -> None:
         warnings.filterwarnings("ignore", module=module)
 
 
-def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | None = None) -> str:
+def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | None = None, *,
+          student: str | None = None, variant: str | None = None) -> str:
     """Configure JAX's devices and return a one-line description.
 
     ``devices``: "cpu" (``count`` simulated CPU devices), "real" (the machine's accelerators), or "auto":
     the environment variable SCALING_COURSE_DEVICES if set, else real accelerators when there are at least
     ``count`` of them (the exercises' meshes need that many), else simulated CPU devices. ``version``: the
     course version the notebook was released with; another installed version adds a note, since its
-    self-check data may not know the notebook's questions."""
+    self-check data may not know the notebook's questions. ``student``: your id in a class, whose values
+    ``course.setting`` deals (course/variant.py); ``variant``: "student" (the default: your dealt values,
+    or the book's when no id is known), "book" or "practice" (fresh values each time you ask)."""
+    from .variant import configure
+
+    configure(student, variant)
     if devices == "auto":
         devices = os.environ.get("SCALING_COURSE_DEVICES", "auto")
     if devices not in ("auto", "cpu", "real"):

@@ -30,6 +30,26 @@ def number(qid: str, *, section: str, prompt: str, reference: float, slips: tupl
                   tolerance=tolerance, slips=slips, exact=exact)
 
 
+def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCENT, unit: str = "") -> str:
+    """The diagnosis the number judge gives ``answer``, a slip whose ratio to the reference moves with a
+    student's values (a hop count, a layer count, a plan's split): in the judge's order and with its
+    constants (a simple factor, a unit slip, within 25%, a power of ten, anything else), so that the slip's
+    code holds at every choice of a setting. Tests still judge each slip and compare."""
+    from autograder.equivalence import NICE_FACTORS
+    from autograder.kinds.number import CLOSE, DECADE, MAGNITUDES, factor_code
+
+    lo, hi = tolerance.bounds(reference)
+    for k in NICE_FACTORS:
+        if lo <= answer / float(k) <= hi:
+            return factor_code(k, unit, None)
+    if abs(answer / reference - 1) <= CLOSE:
+        return "close"
+    for d in MAGNITUDES:
+        if reference / DECADE <= answer / 10.0**d <= reference * DECADE:
+            return f"magnitude:{d:+d}"
+    return "not_equal"
+
+
 # --- program specs --------------------------------------------------------------------------------------------
 X8 = (("X", 8),)  # the course's one-axis mesh: 8 simulated devices along X
 

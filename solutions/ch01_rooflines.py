@@ -29,18 +29,20 @@ from autograder.questions import (
     ProgramSpec,
     Slip,
 )
+from autograder.variants import chips, values, vary
 from course import hardware as hw
 from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
 from solutions._derived.hardware import critical_intensity
 from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, compiled_cost, jax, smap
 
 V5E, V6E, H100 = hw.TPU_V5E, hw.TPU_V6E, hw.H100
+# The chips a student's variant may use (autograder/variants.py), the book's first where it names one.
+TPUS = (V5E, hw.TPU_V5P, V6E, hw.TPU_V4P, hw.TPU_V3)
+GPUS = (H100, hw.H200, hw.B200, hw.A100)
 SECTION = "roofline/"
 X8 = (("X", 8),)  # CX4's mesh: 8 devices along X
 
 # --- the chapter's formulas, each once ------------------------------------------------------------
-T_1E12_H100 = 1e12 / H100.bf16_flops_per_s
-T_1E12_V6E = 1e12 / V6E.bf16_flops_per_s
 CRIT_V5E = V5E.bf16_flops_per_s / V5E.hbm_bytes_per_s  # 240.24 FLOPs/byte
 
 
@@ -190,8 +192,6 @@ def cx3_without_output_bytes(act_bytes, weight_bytes, out_bytes, peak, bw):
 
 
 Q3_D_LARGE, Q3_D_SMALL = 4096, 1024
-E5_TILE = 512
-E6_SEQUENCES, E6_SEQ_LEN, E6_GPUS = 512, 4096, 2048
 
 # The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
 BOOK = {
@@ -207,18 +207,130 @@ _int8 = matmul_bytes(1, 1, 1)
 _mixed = matmul_bytes(2, 1, 2)
 _row_weights = B * D + B * D * F + B * F
 
+
+
+# --- the exercises whose numbers each student is dealt (variants.py); the book's values first ----------------
+def e1(flops: float) -> tuple[Number, ...]:
+    """E1: time for ``flops`` bf16 FLOPs at peak on an H100 and a TPU v6e."""
+    h100, v6e = flops / H100.bf16_flops_per_s, flops / V6E.bf16_flops_per_s
+    return (
+        Number(qid="ch01-e1-h100-time", points=1, section=SECTION + "#the-roofline-model",
+               prompt=f"Seconds for {flops:.3g} bf16 FLOPs on an H100 at dense peak.",
+               reference=h100, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(flops / hw.H100_SPARSE_BF16_FLOPS_PER_S, "ratio:1/2",
+                           "the datasheet's 1.979e15 assumes 2:4 sparsity; use the dense peak."),
+                      Slip(h100 * 1e3, "unit:1000"))),
+        Number(qid="ch01-e1-v6e-time", points=1, section=SECTION + "#the-roofline-model",
+               prompt=f"Seconds for {flops:.3g} bf16 FLOPs on a TPU v6e at peak.",
+               reference=v6e, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(v6e / 2, "ratio:1/2"), Slip(v6e * 1e6, "unit:1000000"))))
+
+
+def e3(chip: hw.TPU) -> tuple[Number, ...]:
+    """E3: the batch above which a bf16 matmul is compute-bound on ``chip``."""
+    crit = critical_intensity(chip)
+    return (Number(qid="ch01-e3-critical-batch", points=1, section=SECTION + "#matrix-multiplication",
+                   prompt=f"The token batch above which a bf16 matmul is compute-bound on {chip.name}.",
+                   reference=crit, tolerance=ONE_PERCENT,
+                   slips=(Slip(crit / 2, "ratio:1/2"), Slip(crit * 2, "ratio:2"))),)
+
+
+def e4(chip: hw.TPU) -> tuple[Number, ...]:
+    """E4: the D above which a contraction split over two ``chip``s, partial sums over one link, is
+    compute-bound."""
+    per_half = chip.bf16_flops_per_s / chip.ici_bytes_per_s_per_link
+    return (Number(qid="ch01-e4-d-threshold", points=1, section=SECTION + "#network-communication-rooflines",
+                   prompt=f"The D above which the two-chip matmul is compute-bound ({chip.name}, one link each way).",
+                   reference=2 * per_half, tolerance=ONE_PERCENT,
+                   slips=(Slip(per_half, "ratio:1/2", "that is the condition on D/2, each chip's half."),)),)
+
+
+def e5(bm: int, bn: int) -> tuple[Number, ...]:
+    """E5: the on-chip intensity of bm x bn output tiles over a long contraction."""
+    tile = bm * bn / (bm + bn)
+    return (Number(qid="ch01-e5-tile-intensity", points=1, section=SECTION + "#matrix-multiplication",
+                   prompt=f"Approximate on-chip intensity with bm = {bm}, bn = {bn} (long contraction).",
+                   reference=tile, tolerance=ONE_PERCENT, slips=(Slip(2 * tile, "ratio:2"),)),)
+
+
+def e6(sequences: int, seq_len: int, gpus: int) -> tuple[Number, ...]:
+    """E6: tokens, not sequences, in a batch and per GPU."""
+    tokens = sequences * seq_len
+    tokens_only = f"magnitude:{-round(math.log10(seq_len))}"
+    return (
+        Number(qid="ch01-e6-global-tokens", points=1, section=SECTION + "#matrix-multiplication",
+               prompt=f"Tokens in a batch of {sequences} sequences of {seq_len} tokens.",
+               reference=tokens, tolerance=THREE_FIGURES, slips=(Slip(sequences, tokens_only),)),
+        Number(qid="ch01-e6-local-batch", points=1, section=SECTION + "#matrix-multiplication",
+               prompt=f"Tokens per GPU when that batch is split over {gpus} GPUs (pure data parallelism).",
+               reference=tokens / gpus, tolerance=THREE_FIGURES,
+               slips=(Slip(sequences / gpus, tokens_only, "count tokens, not sequences."),)))
+
+
+def q1(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q1: the batch above which an all-int8 matmul is compute-bound (int8 peak)."""
+    batch = chip.int8_ops_per_s / chip.hbm_bytes_per_s / 2
+    return (Number(qid="ch01-q1-critical-batch", points=1, section=SECTION + "#worked-problems",
+                   prompt=f"The batch above which the all-int8 matmul is compute-bound on {chip.name} (int8 peak).",
+                   reference=batch, tolerance=ONE_PERCENT,
+                   slips=(Slip(2 * batch, "ratio:2", "the int8 intensity is about 2B, not B."),)),)
+
+
+def q2(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q2: int8 weights halve the bytes per FLOP, and so the critical batch."""
+    crit = critical_intensity(chip)
+    return (Number(qid="ch01-q2-critical-batch", points=1, section=SECTION + "#worked-problems",
+                   prompt=f"The batch above which that matmul is compute-bound on {chip.name}.",
+                   reference=crit / 2, tolerance=ONE_PERCENT,
+                   slips=(Slip(crit, "ratio:2", "int8 weights halve the bytes per FLOP."),)),)
+
+
+def q3(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q3: the exact crossovers of the Q2 matmul for two square sizes."""
+    crit = critical_intensity(chip)
+    exact = [crossover_reference(d, d, chip.bf16_flops_per_s, chip.hbm_bytes_per_s, 2, 1, 2)
+             for d in (Q3_D_LARGE, Q3_D_SMALL)]
+    return tuple(
+        Number(qid=f"ch01-q3-crossover-{size}", points=1, section=SECTION + "#worked-problems",
+               prompt=f"Exact crossover batch of the Q2 matmul on {chip.name} with D = F = {d}.",
+               reference=b, tolerance=Tolerance(rtol=0.005),
+               slips=(Slip(crit / 2, diagnosis, "that is the B << D limit; use the exact byte count."),))
+        for size, d, b, diagnosis in (("large", Q3_D_LARGE, exact[0], "close"),
+                                      ("small", Q3_D_SMALL, exact[1], "not_equal")))
+
+
+def q3_valid(chip: hw.TPU) -> bool:
+    """The smaller matmul must turn compute-bound at all (2D*W > 4C: not on a v6e at D = 1024), and its
+    B << D limit stay a slip that is not close to the answer."""
+    small = crossover_reference(Q3_D_SMALL, Q3_D_SMALL, chip.bf16_flops_per_s, chip.hbm_bytes_per_s, 2, 1, 2)
+    return small > 0 and abs(small / (critical_intensity(chip) / 2) - 1) > 0.25
+
+
+def q5(gpu: hw.GPU) -> tuple[Number, ...]:
+    """Q5: the critical batch of a GPU, at its dense bf16 peak."""
+    crit = critical_intensity(gpu)
+    return (Number(qid="ch01-q5-critical-batch", points=1, section=SECTION + "#worked-problems",
+                   prompt=f"The batch above which a bf16 matmul is compute-bound on one {gpu.name} (dense peak).",
+                   reference=crit, tolerance=TWO_PERCENT,
+                   slips=(Slip(2 * crit, "ratio:2", "datasheets quote peaks with 2:4 sparsity; use the dense one."),)),)
+
+
+def cx4(B: int, D: int, F: int) -> tuple[Program, ...]:
+    """CX4: E4's split of the contraction on 8 devices, for a student's shapes."""
+    return (Program(qid="ch01-cx4-split-matmul", points=3, section=SECTION + "#network-communication-rooflines",
+                    prompt=f"x[{B}, {D}] @ y[{D}, {F}] with the contraction split over 8 devices, partial sums "
+                           "combined once.",
+                    spec=ProgramSpec(mesh=X8, einsum="bd,df->bf",
+                                     operands=(Operand((B, D), (None, "X")), Operand((D, F), ("X", None))),
+                                     out_spec=(), collectives={"all-reduce": 1}),
+                    model=split_matmul,
+                    slips=(Slip(cx4_forgets_the_sum, "partial_sum:X"),
+                           Slip(cx4_gathers_everything, "collectives:all-gather"))),)
+
+
 CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
-    # E1: time for 1e12 FLOPs at peak.
-    Number(qid="ch01-e1-h100-time", points=1, section=SECTION + "#the-roofline-model",
-           prompt="Seconds for 1e12 bf16 FLOPs on an H100 at dense peak.",
-           reference=T_1E12_H100, unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(1e12 / hw.H100_SPARSE_BF16_FLOPS_PER_S, "ratio:1/2",
-                       "the datasheet's 1.979e15 assumes 2:4 sparsity; use the dense peak."),
-                  Slip(T_1E12_H100 * 1e3, "unit:1000"))),
-    Number(qid="ch01-e1-v6e-time", points=1, section=SECTION + "#the-roofline-model",
-           prompt="Seconds for 1e12 bf16 FLOPs on a TPU v6e at peak.",
-           reference=T_1E12_V6E, unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(T_1E12_V6E / 2, "ratio:1/2"), Slip(T_1E12_V6E * 1e6, "unit:1000000"))),
+    # E1: time for a number of FLOPs at peak.
+    vary("ch01-e1", e1, flops=values(1e12, 4e12, 2.5e11, 8e12, 6e11)),
     # E2: dot product of two bf16 vectors of length N.
     Formula(qid="ch01-e2-dot-flops", points=1, section=SECTION + "#arithmetic-intensity",
             prompt="FLOPs of a dot product of two length-N vectors.",
@@ -250,10 +362,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             prompt="The intensity of the bf16 matmul to leading order when B << D, F.",
             reference=B, symbols="B D F",
             slips=(Slip(2 * B, "ratio:2"), Slip(D, "extra_symbol:D"))),
-    Number(qid="ch01-e3-critical-batch", points=1, section=SECTION + "#matrix-multiplication",
-           prompt="The token batch above which a bf16 matmul is compute-bound on TPU v5e.",
-           reference=CRIT_V5E, tolerance=ONE_PERCENT,
-           slips=(Slip(CRIT_V5E / 2, "ratio:1/2"), Slip(CRIT_V5E * 2, "ratio:2"))),
+    vary("ch01-e3", e3, chip=chips(*TPUS)),
     # E4: contraction split over two chips, partial sums over one link.
     Formula(qid="ch01-e4-t-math", points=1, section=SECTION + "#network-communication-rooflines",
             prompt="Compute time per chip when D is split over 2 chips (peak C).",
@@ -264,11 +373,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             reference=2 * B * F / W_link, symbols="B D F C W_link",
             slips=(Slip(B * F / W_link, "ratio:1/2", "bf16 takes 2 bytes per element."),
                    Slip(2 * B * D / W_link, "extra_symbol:D"))),
-    Number(qid="ch01-e4-d-threshold", points=1, section=SECTION + "#network-communication-rooflines",
-           prompt="The D above which the two-chip matmul is compute-bound (TPU v5e, one link each way).",
-           reference=2 * V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, tolerance=ONE_PERCENT,
-           slips=(Slip(V5E.bf16_flops_per_s / V5E.ici_bytes_per_s_per_link, "ratio:1/2",
-                       "that is the condition on D/2, each chip's half."),)),
+    vary("ch01-e4", e4, chip=chips(*TPUS)),
     # E5: tiled matmul.
     Formula(qid="ch01-e5-tiled-bytes", points=2, section=SECTION + "#matrix-multiplication",
             prompt="HBM bytes of a bf16 tiled matmul with tiles bm x bk x bn and tile counts tm, tn, tk.",
@@ -276,19 +381,10 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             slips=(Slip(tm * tn * (tk * (bm * bk + bk * bn) + bm * bn), "ratio:1/2"),
                    Slip(2 * tm * tn * tk * (bm * bk + bk * bn), "lower_terms",
                         "each output tile is written once as well."))),
-    Number(qid="ch01-e5-tile-intensity", points=1, section=SECTION + "#matrix-multiplication",
-           prompt="Approximate on-chip intensity with bm = bn = 512 (long contraction).",
-           reference=E5_TILE * E5_TILE / (E5_TILE + E5_TILE), tolerance=ONE_PERCENT,
-           slips=(Slip(E5_TILE, "ratio:2"),)),
+    vary("ch01-e5", e5, bm=values(512, 256, 1024), bn=values(512, 128, 2048)),
     # E6: tokens per GPU.
-    Number(qid="ch01-e6-global-tokens", points=1, section=SECTION + "#matrix-multiplication",
-           prompt="Tokens in a batch of 512 sequences of 4096 tokens.",
-           reference=E6_SEQUENCES * E6_SEQ_LEN, tolerance=THREE_FIGURES,
-           slips=(Slip(E6_SEQUENCES, "magnitude:-4"),)),
-    Number(qid="ch01-e6-local-batch", points=1, section=SECTION + "#matrix-multiplication",
-           prompt="Tokens per GPU when that batch is split over 2048 GPUs (pure data parallelism).",
-           reference=E6_SEQUENCES * E6_SEQ_LEN / E6_GPUS, tolerance=THREE_FIGURES,
-           slips=(Slip(E6_SEQUENCES / E6_GPUS, "magnitude:-4", "count tokens, not sequences."),)),
+    vary("ch01-e6", e6, sequences=values(512, 256, 1024), seq_len=values(4096, 2048, 8192),
+         gpus=values(2048, 1024, 512)),
     # E7: vector unit.
     Number(qid="ch01-e7-vpu-intensity", points=1, section=SECTION + "#arithmetic-intensity",
            prompt="Critical intensity of TPU v5p vector work (VPU FLOP/s over HBM bandwidth).",
@@ -306,11 +402,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             prompt="Integer operations of that matmul.",
             reference=2 * B * D * F, symbols="B D F",
             slips=(Slip(B * D * F, "ratio:1/2", "each multiply comes with an add."),)),
-    Number(qid="ch01-q1-critical-batch", points=1, section=SECTION + "#worked-problems",
-           prompt="The batch above which the all-int8 matmul is compute-bound on TPU v5e (int8 peak).",
-           reference=V5E.int8_ops_per_s / V5E.hbm_bytes_per_s / 2, tolerance=ONE_PERCENT,
-           slips=(Slip(V5E.int8_ops_per_s / V5E.hbm_bytes_per_s, "ratio:2",
-                       "the int8 intensity is about 2B, not B."),)),
+    vary("ch01-q1", q1, chip=chips(*TPUS)),
     Formula(qid="ch01-q1-t-lower", points=1, section=SECTION + "#worked-problems",
             prompt="Lower bound on the runtime (int8 peak C8, HBM bandwidth W).",
             reference=sp.Max(2 * B * D * F / C8, _int8 / W), symbols="B D F C8 W",
@@ -326,21 +418,9 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             prompt="Exact intensity of bf16[B,D] @ int8[D,F] -> bf16[B,F].",
             reference=2 * B * D * F / _mixed, symbols="B D F",
             slips=(Slip(2 * B * D * F / _bf16, "not_equivalent", "the weights are int8: 1 byte each."),)),
-    Number(qid="ch01-q2-critical-batch", points=1, section=SECTION + "#worked-problems",
-           prompt="The batch above which that matmul is compute-bound on TPU v5e.",
-           reference=CRIT_V5E / 2, tolerance=ONE_PERCENT,
-           slips=(Slip(CRIT_V5E, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
+    vary("ch01-q2", q2, chip=chips(*TPUS)),
     # Q3: exact crossovers for D = F.
-    Number(qid="ch01-q3-crossover-large", points=1, section=SECTION + "#worked-problems",
-           prompt="Exact crossover batch of the Q2 matmul with D = F = 4096.",
-           reference=crossover_reference(Q3_D_LARGE, Q3_D_LARGE, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
-           tolerance=Tolerance(rtol=0.005),
-           slips=(Slip(CRIT_V5E / 2, "close", "that is the B << D limit; use the exact byte count."),)),
-    Number(qid="ch01-q3-crossover-small", points=1, section=SECTION + "#worked-problems",
-           prompt="Exact crossover batch of the Q2 matmul with D = F = 1024.",
-           reference=crossover_reference(Q3_D_SMALL, Q3_D_SMALL, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s, 2, 1, 2),
-           tolerance=Tolerance(rtol=0.005),
-           slips=(Slip(CRIT_V5E / 2, "not_equal", "that is the B << D limit; use the exact byte count."),)),
+    vary("ch01-q3", q3, chip=chips(*TPUS), valid=q3_valid),
     Choice(qid="ch01-q3-sooner", points=1, section=SECTION + "#worked-problems",
            prompt="Which matmul reaches peak throughput at the smaller batch?",
            reference="D=F=4096", options=("D=F=4096", "D=F=1024"),
@@ -360,11 +440,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
            reference="never", options=("yes", "never"),
            slips=(Slip("yes", "wrong_option", "its intensity does not grow with B."),)),
     # Q5: H100.
-    Number(qid="ch01-q5-critical-batch", points=1, section=SECTION + "#worked-problems",
-           prompt="The batch above which a bf16 matmul is compute-bound on an H100 (dense peak).",
-           reference=critical_intensity(H100), tolerance=TWO_PERCENT,
-           slips=(Slip(hw.H100_SPARSE_BF16_FLOPS_PER_S / H100.hbm_bytes_per_s, "ratio:2",
-                       "the datasheet's 1.979e15 assumes 2:4 sparsity."),)),
+    vary("ch01-q5", q5, gpu=chips(*GPUS)),
     # CX1-CX3: functions the student writes, run on public test cases.
     Function(qid="ch01-cx1-intensity", points=3, section=SECTION + "#arithmetic-intensity",
              prompt="intensity(f, *args): FLOPs, bytes and FLOPs/byte from XLA's cost analysis.",
@@ -402,12 +478,5 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
              output=(Output("formula", symbols="D F"), Output("number", tolerance=Tolerance(rtol=0.001))),
              slips=(Slip(cx3_without_output_bytes, "missing_symbol:D"),)),
     # CX4: the E4 split, on 8 simulated devices.
-    Program(qid="ch01-cx4-split-matmul", points=3, section=SECTION + "#network-communication-rooflines",
-            prompt="x @ y with the contraction dimension split over 8 devices, partial sums combined once.",
-            spec=ProgramSpec(mesh=X8, einsum="bd,df->bf",
-                             operands=(Operand((64, 256), (None, "X")), Operand((256, 128), ("X", None))),
-                             out_spec=(), collectives={"all-reduce": 1}),
-            model=split_matmul,
-            slips=(Slip(cx4_forgets_the_sum, "partial_sum:X"),
-                   Slip(cx4_gathers_everything, "collectives:all-gather"))),
+    vary("ch01-cx4", cx4, B=values(64, 32, 128), D=values(256, 512), F=values(128, 64)),
 ))

@@ -19,11 +19,12 @@ import sympy as sp
 import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.variants import chips, values, vary
 from course import hardware as hw
 from course.symbols import C8, B, C, W, symbol
 from solutions._derived import topology as topo
-from solutions._derived.hardware import chips_per_host, critical_intensity, pod_chips
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, ring, smap
+from solutions._derived.hardware import chips_per_host, critical_intensity, pod_chips, torus_axes
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, ring, slip_code, smap
 
 V3, V4P, V5P, V5E, V6E, V7X = hw.TPU_V3, hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V5E, hw.TPU_V6E, hw.TPU7X
 W_pcie = symbol("W_pcie")
@@ -35,11 +36,6 @@ APPENDIX_B = SECTION + "#appendix-b-how-does-a-systolic-array-work"
 
 # --- E1: one MXU pass is bf16[8, 128] @ bf16[128, 128] every 8 cycles ------------------------------
 MXU_FLOPS_PER_CYCLE = 2 * hw.MXU_ROWS_PER_PASS * V5E.mxu_size * V5E.mxu_size / hw.MXU_CYCLES_PER_PASS  # 32768
-MXU_FLOPS_PER_S = MXU_FLOPS_PER_CYCLE * hw.TPU_V5E_MXU_CLOCK_HZ
-V5E_CHIP_FLOPS_PER_S = MXU_FLOPS_PER_S * V5E.mxus_per_tensorcore * V5E.tensorcores_per_chip
-
-# --- E2: weights in VMEM ---------------------------------------------------------------------------
-VMEM_INTENSITY = V5E.bf16_flops_per_s / (hw.VMEM_OVER_HBM_BANDWIDTH * V5E.hbm_bytes_per_s)
 
 # --- E3: critical intensities per channel ----------------------------------------------------------
 E3_PROBES = tuple([dict(chip=c.name, channel="hbm") for c in hw.TPUS]
@@ -128,62 +124,6 @@ def hops(src, dst, shape, wrap):
 def cx1_ignores_wraparound(src, dst, shape, wrap):
     return np.abs(np.asarray(src) - np.asarray(dst)).sum(axis=1)
 
-
-# --- Q1: streaming a 200B-parameter bf16 model from HBM on 32 v4p chips --------------------------------
-Q1_PARAMS, Q1_CHIPS = 200e9, 32
-Q1_SECONDS = Q1_PARAMS * hw.BYTES_PER_ELEMENT["bf16"] / Q1_CHIPS / V4P.hbm_bytes_per_s
-
-# --- Q2: pod inventory ---------------------------------------------------------------------------------
-
-
-def pod(chip: hw.TPU) -> dict[str, float]:
-    pod = pod_chips(chip)
-    return {"hosts": pod / chips_per_host(chip), "cores": pod * chip.tensorcores_per_chip,
-            "flops": pod * chip.bf16_flops_per_s, "hbm": pod * chip.hbm_bytes}
-
-
-Q2 = {"v5e": pod(V5E), "v5p": pod(V5P)}
-
-# --- Q3: a matmul fed over PCIe (F = 4D, B << D): 8BD^2/C > 8D^2/W_pcie -------------------------------
-Q3_PCIE_BYTES_PER_S = V5E.pcie_bytes_per_s  # the 1.6e10 the question states (v6e's own link is 3.2e10)
-Q3_BATCH = V6E.bf16_flops_per_s / Q3_PCIE_BYTES_PER_S
-
-# --- Q4: int8 weights [16384, 4096] times int8 activations [B, 4096] on one v5e ------------------------
-Q4_F, Q4_D = 16384, 4096
-Q4_T = sp.Max(2 * Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / W)
-
-
-def q4_crossover(bandwidth: float) -> float:
-    """The batch where the int8 matmul's compute time equals its memory time at ``bandwidth``."""
-    eq = (2 * Q4_D * Q4_F * B / sp.nsimplify(V5E.int8_ops_per_s)
-          - (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / sp.nsimplify(bandwidth))
-    return float(sp.solve(eq, B)[0])
-
-
-Q4_HBM = q4_crossover(V5E.hbm_bytes_per_s)  # 259.3
-Q4_VMEM = q4_crossover(hw.VMEM_OVER_HBM_BANDWIDTH * V5E.hbm_bytes_per_s)  # 10.96
-# The book rounds 2*4096*16384 = 1.34e8 down to 1.3e8 and 20480 to 2e4 (its 267 and 11).
-Q4_HBM_ROUNDED = 6.7e7 / (1.3e8 * V5E.hbm_bytes_per_s / V5E.int8_ops_per_s - 2e4)
-
-# --- Q5: bf16[8, 128, 8192] from (0, 0) to (3, 3) of a v5e 4x4 slice -----------------------------------
-Q5_BYTES = 2 * 8 * 128 * 8192
-Q5_SRC, Q5_DST = (0, 0), (3, 3)
-Q5_FIRST_BYTE = E4_SLICE.hops(Q5_SRC, Q5_DST) * hw.ICI_HOP_LATENCY_S
-Q5_PORTS = min(E4_SLICE.links(Q5_SRC), E4_SLICE.links(Q5_DST))
-Q5_BANDWIDTH_TIME = Q5_BYTES / (Q5_PORTS * V5E.ici_bytes_per_s_per_link)
-Q5_TOTAL = E4_SLICE.transfer_s(Q5_BYTES, Q5_SRC, Q5_DST)
-
-# --- Q6: int8[128*1024, 128*1024] from the host DRAM of a v5e 4x4 to chip (0, 0), times bf16[8, 128*1024] -
-Q6_N = 128 * 1024
-Q6_BYTES = 16e9  # the book's rounding of the exact 2**34 bytes; all stage times scale with it
-Q6_CHIPS = E4_SLICE.chips
-Q6_STAGES = {
-    "pcie": Q6_BYTES / (Q6_CHIPS * V5E.pcie_bytes_per_s),  # every chip loads its 1/16 over its own link
-    "ici": Q6_BYTES * (Q6_CHIPS - 1) / Q6_CHIPS / (E4_SLICE.links((0, 0)) * V5E.ici_bytes_per_s_per_link),
-    "hbm": Q6_BYTES / V5E.hbm_bytes_per_s,
-    "flops": 2 * 8 * Q6_N * Q6_N / V5E.bf16_flops_per_s,
-}
-Q6_PIPELINED, Q6_SERIAL = max(Q6_STAGES.values()), sum(Q6_STAGES.values())
 
 # --- PQ1: the v5p VPU ----------------------------------------------------------------------------------
 VPU_FLOPS_PER_S = hw.VPU_SUBLANES * hw.VPU_LANES * hw.VPU_ALUS_PER_LANE_V5 * hw.TPU_V5P_CLOCK_HZ  # per core
@@ -290,10 +230,6 @@ def cx3_arrival_order(x):
     return smap(block, CX3_MESH, (P("X", "Y"),), P(), check_vma=False)(x)
 
 
-# --- CX4: bisection bandwidth ----------------------------------------------------------------------------
-BISECT_POD = E4_POD.bisection_bytes_per_s  # full v5e pod, 16 x 16 with wraparound
-BISECT_SLICE = topo.Torus.slice(V5E, (8, 16)).bisection_bytes_per_s  # wraps on the 16-long axis only
-
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
     "ch02-e1-mxu-flops": 5e13, "ch02-e1-chip-flops": 2e14, "ch02-e2-vmem-intensity": 10,
@@ -316,12 +252,285 @@ E3_SYLLABUS = {
 }
 
 
-def _q2(chip: str, quantity: str, prompt: str, slips: tuple[Slip, ...]) -> Number:
+# --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first --
+
+
+def _at(coord: tuple[int, ...]) -> str:
+    """A chip's coordinates as the book writes them: (0,0)."""
+    return "(" + ",".join(map(str, coord)) + ")"
+
+
+# E1: the clock each chip's MXUs run at: the v5e's from the book's MXU example, the v5p's from Appendix A;
+# the v4p's is the clock at which its 2 x 4 MXUs give the table's FLOP/s.
+E1_CLOCKS = {V5E.name: hw.TPU_V5E_MXU_CLOCK_HZ, V5P.name: hw.TPU_V5P_CLOCK_HZ, V4P.name: 1.05e9}
+
+
+def e1(chip: hw.TPU, clock: float) -> tuple[Number, ...]:
+    """E1: FLOP/s of one MXU at ``clock``, and of a whole ``chip`` from its MXUs (megacore chips have two
+    TensorCores)."""
+    mxu = MXU_FLOPS_PER_CYCLE * clock
+    per_core = chip.mxus_per_tensorcore
+    total = per_core * chip.tensorcores_per_chip
+    slips = [Slip(mxu, f"ratio:{Fraction(1, total)}",
+                  f"a {chip.name} chip has {chip.tensorcores_per_chip} TensorCore(s) of {per_core} MXUs.")]
+    if chip.tensorcores_per_chip > 1:
+        slips.append(Slip(mxu * per_core, "ratio:1/2", f"a {chip.name} chip is a megacore: count both TensorCores."))
+    return (
+        number("ch02-e1-mxu-flops", section=WHAT, prompt=f"bf16 FLOP/s of one MXU at {clock / 1e9:g} GHz.",
+               reference=mxu, unit="FLOP/s", slips=(Slip(mxu * 8, "ratio:8", "one pass takes 8 cycles."),)),
+        number("ch02-e1-chip-flops", section=WHAT, prompt=f"bf16 FLOP/s of a {chip.name} chip from its MXUs at "
+               f"{clock / 1e9:g} GHz.", reference=mxu * total, unit="FLOP/s", slips=tuple(slips)))
+
+
+def e1_valid(chip: hw.TPU, clock: float) -> bool:
+    """Each chip at its own clock, so that the result can be compared with the table's FLOP/s."""
+    return E1_CLOCKS[chip.name] == clock
+
+
+def e2(chip: hw.TPU) -> tuple[Number, ...]:
+    """E2: the critical intensity of a matmul whose operands stream from VMEM, about 22x HBM's bandwidth."""
+    hbm = critical_intensity(chip)
+    vmem = hbm / hw.VMEM_OVER_HBM_BANDWIDTH
+    # the book says "10-20" for the v5e; other chips are judged to 2%
+    tolerance = Tolerance(low=10, high=20) if chip is V5E else TWO_PERCENT
+    return (number("ch02-e2-vmem-intensity", section=WHAT,
+                   prompt=f"Critical intensity of a {chip.name} matmul fed from VMEM (22x HBM bandwidth).",
+                   reference=vmem, tolerance=tolerance,
+                   slips=(Slip(hbm, slip_code(hbm, vmem, tolerance),
+                               "that is the HBM intensity; VMEM is about 22 times faster."),
+                          Slip(hbm * hw.VMEM_OVER_HBM_BANDWIDTH, "magnitude:+3",
+                               "faster memory lowers the intensity needed."))),)
+
+
+def e4(slice_dst: tuple[int, int], pod_dst: tuple[int, int], cube_dst: tuple[int, int, int]) -> tuple[Number, ...]:
+    """E4: hops from the origin on a v5e 4x4 slice (no wraparound), a full v5e pod (wraparound on both
+    axes) and a v4p 4x4x4 cube (wraparound on every axis); each slip is the count with the other rule."""
+    cases = (("slice", E4_SLICE, slice_dst, "TPU v5e 4x4 slice",
+              "a v5e slice narrower than 16 has no wraparound links."),
+             ("pod", E4_POD, pod_dst, "full TPU v5e 16x16 pod", "a full 16-wide axis wraps around."),
+             ("cube", E4_CUBE, cube_dst, "TPU v4p 4x4x4 cube", "a full 4x4x4 cube has optical wraparound links."))
+    out = []
+    for name, torus, dst, where, hint in cases:
+        origin = (0,) * len(dst)
+        right = torus.hops(origin, dst)
+        other = topo.hops(origin, dst, torus.shape, [not w for w in torus.wrap])
+        out.append(number(f"ch02-e4-hops-{name}", section=NET, reference=right, exact=True,
+                          prompt=f"How many hops from {_at(origin)} to {_at(dst)} on a {where}?",
+                          slips=(Slip(other, slip_code(other, right, Tolerance.exact_count()), hint),)
+                          if other != right else ()))
+    return tuple(out)
+
+
+Q1_BOOK = (V4P, 200e9, 32)  # the book's question: 200B parameters on 32 v4p chips
+
+
+def q1(chip: hw.TPU, n_params: float, n_chips: int) -> tuple[Number, ...]:
+    """Q1: a lower bound on one decode step: every bf16 weight read once from HBM, the chips in parallel."""
+    seconds = n_params * hw.BYTES_PER_ELEMENT["bf16"] / n_chips / chip.hbm_bytes_per_s
+    return (number("ch02-q1-load-time", section=PROBLEMS,
+                   prompt=f"Seconds to stream a {n_params / 1e9:g}B-parameter bf16 model from HBM on {n_chips} "
+                          f"{chip.name}.", reference=seconds, unit="s",
+                   # the book's 10 ms uses 1.23e12 B/s for the v4p, 4% off the table's
+                   tolerance=Tolerance(rtol=0.05) if (chip, n_params, n_chips) == Q1_BOOK else TWO_PERCENT,
+                   slips=(Slip(seconds / 2, "ratio:1/2", "bf16 is 2 bytes per parameter."),
+                          Slip(seconds * 1e3, "unit:1000"))),)
+
+
+def q1_valid(chip: hw.TPU, n_params: float, n_chips: int) -> bool:
+    """The model must fit: each chip's share of the weights within its HBM."""
+    return n_params * hw.BYTES_PER_ELEMENT["bf16"] / n_chips <= chip.hbm_bytes
+
+
+def pod(chip: hw.TPU) -> dict[str, float]:
+    """Q2's inventory of a full pod of ``chip``: hosts, TensorCores, bf16 FLOP/s, HBM bytes."""
+    chips = pod_chips(chip)
+    return {"hosts": chips / chips_per_host(chip), "cores": chips * chip.tensorcores_per_chip,
+            "flops": chips * chip.bf16_flops_per_s, "hbm": chips * chip.hbm_bytes}
+
+
+def _q2(key: str, chip: hw.TPU, quantity: str, prompt: str, slips: tuple[Slip, ...]) -> Number:
+    reference = pod(chip)[quantity]
     if quantity in ("hosts", "cores"):  # counts of machines: the whole number
-        return number(f"ch02-q2-{chip}-{quantity}", section=PROBLEMS, prompt=prompt, reference=Q2[chip][quantity],
-                      exact=True, slips=slips)
-    return number(f"ch02-q2-{chip}-{quantity}", section=PROBLEMS, prompt=prompt, reference=Q2[chip][quantity],
-                  unit={"flops": "FLOP/s", "hbm": "B"}.get(quantity, ""), tolerance=Tolerance(rtol=0.03), slips=slips)
+        return number(f"ch02-q2-{key}-{quantity}", section=PROBLEMS, prompt=prompt, reference=reference, exact=True,
+                      slips=slips)
+    return number(f"ch02-q2-{key}-{quantity}", section=PROBLEMS, prompt=prompt, reference=reference,
+                  unit={"flops": "FLOP/s", "hbm": "B"}[quantity], tolerance=Tolerance(rtol=0.03), slips=slips)
+
+
+def q2(chip_2d: hw.TPU, chip_3d: hw.TPU) -> tuple[Number, ...]:
+    """Q2: the inventory of a full pod of a 2D-torus chip and of a 3D-torus chip. (The question ids keep the
+    book's chips, v5e and v5p, whichever chips a student is dealt.)"""
+    flat, cube = pod(chip_2d), pod(chip_3d)
+    other_cores = 3 - chip_2d.tensorcores_per_chip  # one core where there are two, or two where there is one
+    per_host = chips_per_host(chip_2d)
+    return (
+        _q2("v5e", chip_2d, "hosts", f"How many CPU hosts does a full {chip_2d.name} pod have?",
+            (Slip(flat["hosts"] * 2, "ratio:2", f"a {chip_2d.name} host has {per_host} chips."),)),
+        _q2("v5e", chip_2d, "cores", f"How many TensorCores does a full {chip_2d.name} pod have?",
+            (Slip(flat["cores"] * other_cores / chip_2d.tensorcores_per_chip,
+                  f"ratio:{Fraction(other_cores, chip_2d.tensorcores_per_chip)}",
+                  f"a {chip_2d.name} chip has {chip_2d.tensorcores_per_chip} TensorCore(s)."),)),
+        _q2("v5e", chip_2d, "flops", f"bf16 FLOP/s of a full {chip_2d.name} pod.",
+            (Slip(flat["flops"] / 8, "ratio:1/8"),)),
+        _q2("v5e", chip_2d, "hbm", f"Bytes of HBM in a full {chip_2d.name} pod.", (Slip(flat["hbm"] * 2, "ratio:2"),)),
+        _q2("v5p", chip_3d, "hosts", f"How many CPU hosts does a full {chip_3d.name} pod "
+            f"({'x'.join(map(str, chip_3d.full_pod))}) have?",
+            (Slip(pod_chips(chip_3d) / 2 * 2, "ratio:4", "divide by the 4 chips of a host: 2*2 in parentheses."),)),
+        _q2("v5p", chip_3d, "cores", f"How many TensorCores does a full {chip_3d.name} pod have?",
+            (Slip(pod_chips(chip_3d), "ratio:1/2", f"a {chip_3d.name} chip is a megacore of two TensorCores."),)),
+        _q2("v5p", chip_3d, "flops", f"bf16 FLOP/s of a full {chip_3d.name} pod.",
+            (Slip(cube["flops"] * 2, "ratio:2", "the table's FLOP/s are per chip, not per core."),)),
+        _q2("v5p", chip_3d, "hbm", f"Bytes of HBM in a full {chip_3d.name} pod.",
+            (Slip(cube["hbm"] / 1e3, "unit:1/1000", "the table gives GB per chip."),)))
+
+
+Q3_PCIE_BYTES_PER_S = V5E.pcie_bytes_per_s  # the 1.6e10 the question states (v6e's own link is 3.2e10)
+
+
+def q3(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q3: the batch C / W_pcie above which a matmul fed over PCIe at the stated 1.6e10 B/s is compute-bound."""
+    peak = chip.bf16_flops_per_s
+    batch = peak / Q3_PCIE_BYTES_PER_S
+    slips = [Slip(peak / 1.5e10, "close", "use the PCIe bandwidth the question states.")]  # the first edition's
+    if chip.pcie_bytes_per_s != Q3_PCIE_BYTES_PER_S:  # the chip's own link, where the table gives another
+        own = Fraction(Q3_PCIE_BYTES_PER_S / chip.pcie_bytes_per_s)
+        slips.append(Slip(peak / chip.pcie_bytes_per_s, f"ratio:{own}", "use the PCIe bandwidth the question states."))
+    return (number("ch02-q3-min-batch", section=PROBLEMS,
+                   prompt=f"That batch for a {chip.name} over PCIe at {Q3_PCIE_BYTES_PER_S:.2g} B/s.",
+                   reference=batch, tolerance=ONE_PERCENT, slips=tuple(slips)),)
+
+
+# Q4: int8 weights [16384, 4096] times int8 activations [B, 4096] on one chip
+Q4_F, Q4_D = 16384, 4096
+Q4_T = sp.Max(2 * Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / W)
+
+
+def q4_crossover(chip: hw.TPU, bandwidth: float) -> float:
+    """The batch where the int8 matmul's compute time on ``chip`` equals its memory time at ``bandwidth``."""
+    eq = (2 * Q4_D * Q4_F * B / sp.nsimplify(chip.int8_ops_per_s)
+          - (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / sp.nsimplify(bandwidth))
+    return float(sp.solve(eq, B)[0])
+
+
+def q4(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q4: the exact crossovers of the int8 matmul with its operands in HBM and in VMEM (22x HBM)."""
+    hbm = q4_crossover(chip, chip.hbm_bytes_per_s)
+    vmem = q4_crossover(chip, hw.VMEM_OVER_HBM_BANDWIDTH * chip.hbm_bytes_per_s)
+    return (
+        number("ch02-q4-crossover-hbm", section=PROBLEMS,
+               prompt=f"Batch where that matmul turns compute-bound on a {chip.name}, operands in HBM.",
+               reference=hbm,
+               # the book's 267 for the v5e rounds the FLOP coefficient down
+               tolerance=Tolerance(rtol=0.035) if chip is V5E else TWO_PERCENT,
+               slips=(Slip(chip.int8_ops_per_s / chip.hbm_bytes_per_s / 2, "close",
+                           "that is the B << D limit; keep the activation and output bytes."),)),
+        number("ch02-q4-crossover-vmem", section=PROBLEMS,
+               prompt=f"The same crossover on a {chip.name} with operands served from VMEM (22x HBM).",
+               reference=vmem, tolerance=TWO_PERCENT,
+               slips=(Slip(hbm / hw.VMEM_OVER_HBM_BANDWIDTH, "close",
+                           "the crossover does not scale exactly with bandwidth: solve again."),
+                      Slip(hbm, "magnitude:+1"))))
+
+
+def q5(dst: tuple[int, int], shape: tuple[int, ...]) -> tuple[Number, ...]:
+    """Q5: a bf16 array of ``shape`` sent from (0, 0) to ``dst`` on a v5e 4x4 slice (no wraparound): the
+    latency of the hops, the bytes over the links both corners can use, and their sum."""
+    src = (0, 0)
+    nbytes = hw.BYTES_PER_ELEMENT["bf16"] * math.prod(shape)
+    hops = E4_SLICE.hops(src, dst)
+    wrapped = topo.hops(src, dst, E4_SLICE.shape, (True, True))
+    first, wrong_first = hops * hw.ICI_HOP_LATENCY_S, wrapped * hw.ICI_HOP_LATENCY_S
+    ports = min(E4_SLICE.links(src), E4_SLICE.links(dst))
+    streaming = nbytes / (ports * V5E.ici_bytes_per_s_per_link)
+    total = E4_SLICE.transfer_s(nbytes, src, dst)
+    one_link = E4_SLICE.transfer_s(nbytes, src, dst, ports=1)
+    array = f"bf16[{', '.join(map(str, shape))}]"
+    return (
+        number("ch02-q5-first-byte", section=PROBLEMS,
+               prompt=f"Seconds until the first byte from (0,0) reaches {_at(dst)} on a v5e 4x4.", reference=first,
+               unit="s", slips=(Slip(wrong_first, slip_code(wrong_first, first),
+                                     "a 4x4 slice has no wraparound."), Slip(first * 1e6, "unit:1000000"))),
+        number("ch02-q5-bandwidth-time", section=PROBLEMS,
+               prompt=f"Seconds of the bandwidth term for {array} over the usable links.", reference=streaming,
+               unit="s", slips=(Slip(streaming * 2, "ratio:2", "both of the source's links can send at once."),
+                                Slip(streaming / 2, "ratio:1/2",
+                                     f"one direction of a link carries {V5E.ici_bytes_per_s_per_link:.2g} B/s."))),
+        number("ch02-q5-total", section=PROBLEMS, prompt="Seconds until the whole array has arrived.",
+               reference=total, unit="s",
+               slips=(Slip(one_link, slip_code(one_link, total),
+                           "both of the source's links can send at once."),)))
+
+
+# Q6: int8[128*1024, 128*1024] from the host DRAM of a slice to chip (0, 0), times bf16[8, 128*1024]
+Q6_N = 128 * 1024
+Q6_BYTES = 16e9  # the book's rounding of the exact 2**34 bytes; all stage times scale with it
+
+
+def q6_stages(chip: hw.TPU, shape: tuple[int, ...]) -> dict[str, float]:
+    """The time of each stage of the pcie-ici plan on a ``shape`` slice of ``chip``."""
+    torus = topo.Torus.slice(chip, shape)
+    corner = (0,) * len(shape)
+    return {
+        "pcie": Q6_BYTES / (torus.chips * chip.pcie_bytes_per_s),  # every chip loads its share over its own link
+        "ici": Q6_BYTES * (torus.chips - 1) / torus.chips / (torus.links(corner) * chip.ici_bytes_per_s_per_link),
+        "hbm": Q6_BYTES / chip.hbm_bytes_per_s,
+        "flops": 2 * 8 * Q6_N * Q6_N / chip.bf16_flops_per_s,
+    }
+
+
+def q6(chip: hw.TPU, shape: tuple[int, ...]) -> tuple[Number, ...]:
+    """Q6: the stages of bringing A from the hosts of a ``shape`` slice of ``chip`` to its corner chip and
+    multiplying it there, and the pipelined total (the slowest stage; at most their sum)."""
+    stages = q6_stages(chip, shape)
+    torus = topo.Torus.slice(chip, shape)
+    corner = _at((0,) * len(shape))
+    links = torus.links((0,) * len(shape))
+    where = f"a {chip.name} {'x'.join(map(str, shape))} slice"
+    pipelined, serial = max(stages.values()), sum(stages.values())
+    out = [number(f"ch02-q6-{stage}", section=PROBLEMS, prompt=prompt, reference=stages[stage], unit="s",
+                  tolerance=Tolerance(rtol=0.03), slips=(Slip(stages[stage] * Fraction(k), f"ratio:{k}", hint),))
+           for stage, prompt, k, hint in (
+               ("pcie", f"Seconds to load A from host DRAM onto the {torus.chips} chips of {where}.", "2",
+                f"every chip has its own PCIe link, {torus.chips} in all."),
+               ("ici", f"Seconds to gather the other chips' shards to {corner} over ICI.", "1/2",
+                f"{corner} has {links} usable links at {chip.ici_bytes_per_s_per_link:.2g} B/s each way."),
+               ("hbm", "Seconds to stream A from HBM into the MXUs.", "2", "A is int8: one byte per element."),
+               ("flops", "Seconds of MXU work for the bf16[8, 128*1024] product.", "1/2",
+                "a multiply-add is 2 FLOPs."))]
+    # the book: "at least 167 ms, closer to 200"; an answer rounded to 3 figures passes
+    between = Tolerance(low=pipelined * 0.995, high=serial)
+    out.append(number("ch02-q6-total", section=PROBLEMS, prompt="Estimated total time, with the stages pipelined.",
+                      reference=pipelined, unit="s", tolerance=between,
+                      slips=(Slip(stages["flops"], slip_code(stages["flops"], pipelined, between),
+                                  "the matmul is the quickest stage; what limits a pipeline?"),)))
+    return tuple(out)
+
+
+def q6_valid(chip: hw.TPU, shape: tuple[int, ...]) -> bool:
+    """A slice has as many axes as the chip's torus (2 on v5e, v6e and v3; 3 on v4p and v5p)."""
+    return len(shape) == torus_axes(chip)
+
+
+def cx4(chip: hw.TPU, shape: tuple[int, int]) -> tuple[Number, ...]:
+    """CX4: the bisection bandwidth of a full pod of ``chip`` and of a ``shape`` slice, whose long axis wraps
+    around only where it spans the pod; the slip gets that rule the wrong way round."""
+    full = topo.Torus.slice(chip, chip.full_pod)
+    part = topo.Torus.slice(chip, shape)
+    flipped = topo.Torus(part.shape, (part.wrap[0], not part.wrap[1]), part.link_bytes_per_s)
+    ratio = Fraction(flipped.bisection_links(), part.bisection_links())
+    long_axis = (f"the {shape[1]}-long axis of a {chip.name} slice wraps around." if part.wrap[1] else
+                 f"a {chip.name} axis wraps around only when it spans the pod ({chip.full_pod[1]} chips).")
+    size = "x".join(map(str, shape))
+    return (
+        number("ch02-cx4-bisection-pod", section=NET,
+               prompt=f"Bisection bandwidth (both directions) of a full {chip.name} "
+                      f"{'x'.join(map(str, chip.full_pod))} pod.",
+               reference=full.bisection_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
+               slips=(Slip(full.bisection_bytes_per_s / 2, "ratio:1/2", "the wraparound links cross the cut too."),)),
+        number("ch02-cx4-bisection-slice", section=NET,
+               prompt=f"Bisection bandwidth (both directions) of a {chip.name} {size} slice.",
+               reference=part.bisection_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
+               slips=(Slip(flipped.bisection_bytes_per_s, f"ratio:{ratio}", long_axis),)))
 
 
 CHAPTER = Chapter("ch02_tpus", "TPUs", (
@@ -331,19 +540,9 @@ CHAPTER = Chapter("ch02_tpus", "TPUs", (
            reference=MXU_FLOPS_PER_CYCLE, tolerance=THREE_FIGURES,
            slips=(Slip(MXU_FLOPS_PER_CYCLE / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."),
                   Slip(MXU_FLOPS_PER_CYCLE * 8, "ratio:8", "one pass takes 8 cycles."))),
-    number("ch02-e1-mxu-flops", section=WHAT, prompt="bf16 FLOP/s of one MXU at 1.5 GHz.", reference=MXU_FLOPS_PER_S,
-           unit="FLOP/s", slips=(Slip(MXU_FLOPS_PER_S * 8, "ratio:8", "one pass takes 8 cycles."),)),
-    number("ch02-e1-chip-flops", section=WHAT, prompt="bf16 FLOP/s of a TPU v5e chip from its MXUs.",
-           reference=V5E_CHIP_FLOPS_PER_S, unit="FLOP/s",
-           slips=(Slip(MXU_FLOPS_PER_S, "ratio:1/4", "a v5e TensorCore has 4 MXUs."),)),
+    vary("ch02-e1", e1, chip=chips(V5E, V5P, V4P), clock=values(*E1_CLOCKS.values()), valid=e1_valid),
     # E2: VMEM.
-    number("ch02-e2-vmem-intensity", section=WHAT,
-           prompt="Critical intensity of a v5e matmul fed from VMEM (22x HBM bandwidth).", reference=VMEM_INTENSITY,
-           tolerance=Tolerance(low=10, high=20),  # the book says "10-20"; 10.9 computed
-           slips=(Slip(critical_intensity(V5E), "ratio:16",
-                       "that is the HBM intensity; VMEM is about 22 times faster."),
-                  Slip(critical_intensity(V5E) * hw.VMEM_OVER_HBM_BANDWIDTH, "magnitude:+3",
-                       "faster memory lowers the intensity needed."))),
+    vary("ch02-e2", e2, chip=chips(V5E, V5P, V6E, V3)),
     # E3: critical intensity per channel, every chip.
     Function(qid="ch02-e3-critical-intensity", points=3, section=SPECS,
              prompt="channel_intensity(chip, channel): C / W for channel 'hbm', 'ici' (bidirectional), 'pcie', 'dcn'.",
@@ -351,109 +550,44 @@ CHAPTER = Chapter("ch02_tpus", "TPUs", (
              output=Output("number", tolerance=Tolerance(rtol=0.005)),
              slips=(Slip(e3_one_way_ici, "ratio:2"),)),
     # E4: hops with and without wraparound.
-    number("ch02-e4-hops-slice", section=NET, prompt="How many hops from (0,0) to (3,3) on a TPU v5e 4x4 slice?",
-           reference=E4_SLICE.hops((0, 0), (3, 3)), exact=True,
-           slips=(Slip(2, "ratio:1/3", "a v5e slice narrower than 16 has no wraparound links."),)),
-    number("ch02-e4-hops-pod", section=NET, prompt="How many hops from (0,0) to (15,15) on a full TPU v5e 16x16 pod?",
-           reference=E4_POD.hops((0, 0), (15, 15)), exact=True,
-           slips=(Slip(30, "magnitude:+1", "a full 16-wide axis wraps around."),)),
-    number("ch02-e4-hops-cube", section=NET, prompt="How many hops from (0,0,0) to (3,3,3) on a TPU v4p 4x4x4 cube?",
-           reference=E4_CUBE.hops((0, 0, 0), (3, 3, 3)), exact=True,
-           slips=(Slip(9, "ratio:3", "a full 4x4x4 cube has optical wraparound links."),)),
+    vary("ch02-e4", e4, slice_dst=values((3, 3), (3, 1), (3, 0)), pod_dst=values((15, 15), (12, 14), (13, 15)),
+         cube_dst=values((3, 3, 3), (3, 3, 2), (3, 3, 0))),
     Function(qid="ch02-cx1-hops", points=3, section=NET,
              prompt="hops(src, dst, shape, wrap): hop counts for arrays of (src, dst) pairs on a torus.",
              reference=bfs_hops, model=hops, probes=CX1_PROBES, draw=draw_hops,
              output=Output("number", tolerance=EXACT),
              slips=(Slip(cx1_ignores_wraparound, "wrong_elements"),)),
     # Q1: weight streaming.
-    number("ch02-q1-load-time", section=PROBLEMS,
-           prompt="Seconds to stream a 200B-parameter bf16 model from HBM on 32 TPU v4p.", reference=Q1_SECONDS,
-           unit="s",
-           tolerance=Tolerance(rtol=0.05),  # the book's 10 ms uses 1.23e12 B/s
-           slips=(Slip(Q1_SECONDS / 2, "ratio:1/2", "bf16 is 2 bytes per parameter."),
-                  Slip(Q1_SECONDS * 1e3, "unit:1000"))),
+    vary("ch02-q1", q1, chip=chips(V4P, V5P, V5E, V6E), n_params=values(200e9, 70e9, 110e9),
+         n_chips=values(32, 128), valid=q1_valid),
     # Q2: pod inventory.
-    _q2("v5e", "hosts", "How many CPU hosts does a full TPU v5e pod have?",
-        (Slip(Q2["v5e"]["hosts"] * 2, "ratio:2", "a v5e host has 8 chips."),)),
-    _q2("v5e", "cores", "How many TensorCores does a full TPU v5e pod have?",
-        (Slip(Q2["v5e"]["cores"] * 2, "ratio:2", "a v5e chip has one TensorCore."),)),
-    _q2("v5e", "flops", "bf16 FLOP/s of a full TPU v5e pod.",
-        (Slip(Q2["v5e"]["flops"] / 8, "ratio:1/8"),)),
-    _q2("v5e", "hbm", "Bytes of HBM in a full TPU v5e pod.",
-        (Slip(Q2["v5e"]["hbm"] * 2, "ratio:2"),)),
-    _q2("v5p", "hosts", "How many CPU hosts does a full TPU v5p pod (16x20x28) have?",
-        (Slip(pod_chips(V5P) / 2 * 2, "ratio:4", "divide by the 4 chips of a host: 2*2 in parentheses."),)),
-    _q2("v5p", "cores", "How many TensorCores does a full TPU v5p pod have?",
-        (Slip(pod_chips(V5P), "ratio:1/2", "a v5p chip is a megacore of two TensorCores."),)),
-    _q2("v5p", "flops", "bf16 FLOP/s of a full TPU v5p pod.",
-        (Slip(Q2["v5p"]["flops"] * 2, "ratio:2", "the table's FLOP/s are per chip, not per core."),)),
-    _q2("v5p", "hbm", "Bytes of HBM in a full TPU v5p pod.",
-        (Slip(Q2["v5p"]["hbm"] / 1e3, "unit:1/1000", "the table gives GB per chip."),)),
+    vary("ch02-q2", q2, chip_2d=chips(V5E, V6E, V3), chip_3d=chips(V5P, V4P, V7X)),
     # Q3: PCIe.
     Formula(qid="ch02-q3-batch-formula", points=1, section=PROBLEMS,
             prompt="Smallest B keeping a host-fed matmul compute-bound (F = 4D, B << D), in C and W_pcie.",
             reference=C / W_pcie, symbols="C W_pcie",
             slips=(Slip(C / (4 * W_pcie), "ratio:1/4", "F = 4D multiplies both the FLOPs and the weight bytes."),
                    Slip(W_pcie / C, "not_equivalent"))),
-    number("ch02-q3-min-batch", section=PROBLEMS, prompt="That batch for a TPU v6e over PCIe at 1.6e10 B/s.",
-           reference=Q3_BATCH, tolerance=ONE_PERCENT,
-           slips=(Slip(V6E.bf16_flops_per_s / 1.5e10, "close", "use the PCIe bandwidth the question states."),
-                  Slip(V6E.bf16_flops_per_s / V6E.pcie_bytes_per_s, "ratio:1/2",
-                       "use the PCIe bandwidth the question states."))),
-    # Q4: int8 matmul on one v5e.
+    vary("ch02-q3", q3, chip=chips(V6E, V5E, V5P, V4P, V3)),
+    # Q4: int8 matmul on one chip.
     Formula(qid="ch02-q4-time", points=2, section=PROBLEMS,
             prompt="Runtime of int8[B,4096] x int8[4096,16384] with peak C8 and bandwidth W (perfect overlap).",
             reference=Q4_T, symbols="B C8 W",
             slips=(Slip(sp.Max(2 * Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B) / W), "partly",
                         "the int8[B, 16384] result is written back to memory too."),
                    Slip(sp.Max(Q4_D * Q4_F * B / C8, (Q4_F * Q4_D + Q4_D * B + Q4_F * B) / W), "partly"))),
-    number("ch02-q4-crossover-hbm", section=PROBLEMS,
-           prompt="Batch where that matmul turns compute-bound, operands in HBM.", reference=Q4_HBM,
-           tolerance=Tolerance(rtol=0.035),  # the book's 267 rounds the FLOP coefficient down
-           slips=(Slip(V5E.int8_ops_per_s / V5E.hbm_bytes_per_s / 2, "close",
-                       "that is the B << D limit; keep the activation and output bytes."),)),
-    number("ch02-q4-crossover-vmem", section=PROBLEMS,
-           prompt="The same crossover with operands served from VMEM (22x HBM).", reference=Q4_VMEM,
-           tolerance=TWO_PERCENT,
-           slips=(Slip(Q4_HBM / hw.VMEM_OVER_HBM_BANDWIDTH, "close",
-                       "the crossover does not scale exactly with bandwidth: solve again."),
-                  Slip(Q4_HBM, "magnitude:+1"))),
+    vary("ch02-q4", q4, chip=chips(V5E, V6E, V5P, V7X, V4P)),
     # Q5: point to point.
-    number("ch02-q5-first-byte", section=PROBLEMS,
-           prompt="Seconds until the first byte from (0,0) reaches (3,3) on a v5e 4x4.", reference=Q5_FIRST_BYTE,
-           unit="s",
-           slips=(Slip(2 * hw.ICI_HOP_LATENCY_S, "ratio:1/3", "a 4x4 slice has no wraparound."),
-                  Slip(Q5_FIRST_BYTE * 1e6, "unit:1000000"))),
-    number("ch02-q5-bandwidth-time", section=PROBLEMS,
-           prompt="Seconds of the bandwidth term for bf16[8,128,8192] over the usable links.",
-           reference=Q5_BANDWIDTH_TIME, unit="s",
-           slips=(Slip(Q5_BANDWIDTH_TIME * 2, "ratio:2", "both of the source's links can send at once."),
-                  Slip(Q5_BANDWIDTH_TIME / 2, "ratio:1/2", "one direction of a link carries 4.5e10 B/s."))),
-    number("ch02-q5-total", section=PROBLEMS, prompt="Seconds until the whole array has arrived.", reference=Q5_TOTAL,
-           unit="s",
-           slips=(Slip(Q5_BANDWIDTH_TIME * 2 + Q5_FIRST_BYTE, "ratio:2",
-                       "both of the source's links can send at once."),)),
+    vary("ch02-q5", q5, dst=values((3, 3), (3, 1), (3, 0)),
+         shape=values((8, 128, 8192), (12, 128, 8192), (8, 128, 16384), (20, 128, 8192))),
     # Q6: host DRAM -> chip (0, 0) -> matmul.
     Choice(qid="ch02-q6-plan", points=1, section=PROBLEMS,
            prompt="Fastest way to bring A to chip (0,0): 'dcn' (to host 0, then PCIe) or 'pcie-ici' (every chip "
                   "loads its shard over PCIe, then ICI gathers to (0,0)).",
            reference="pcie-ici", options=("dcn", "pcie-ici"),
            slips=(Slip("dcn", "wrong_option", "DCN is slower than ICI, and one host's PCIe links are fewer."),)),
-    # Each stage's time (Q6_STAGES), with the slip its hint answers.
-    *(number(f"ch02-q6-{stage}", section=PROBLEMS, prompt=prompt, reference=Q6_STAGES[stage], unit="s",
-             tolerance=Tolerance(rtol=0.03), slips=(Slip(Q6_STAGES[stage] * Fraction(k), f"ratio:{k}", hint),))
-      for stage, prompt, k, hint in (
-          ("pcie", "Seconds to load A from host DRAM onto the 16 chips.", "2",
-           "every chip has its own PCIe link, 16 in all."),
-          ("ici", "Seconds to gather the other chips' shards to (0,0) over ICI.", "1/2",
-           "(0,0) has 2 usable links at 4.5e10 B/s each way."),
-          ("hbm", "Seconds to stream A from HBM into the MXUs.", "2", "A is int8: one byte per element."),
-          ("flops", "Seconds of MXU work for the bf16[8, 128*1024] product.", "1/2", "a multiply-add is 2 FLOPs."))),
-    number("ch02-q6-total", section=PROBLEMS, prompt="Estimated total time, with the stages pipelined.",
-           reference=Q6_PIPELINED, unit="s",
-           tolerance=Tolerance(low=Q6_PIPELINED, high=Q6_SERIAL),  # book: "at least 167, closer to 200"
-           slips=(Slip(Q6_STAGES["flops"], "magnitude:-2",
-                       "the matmul is the quickest stage; what limits a pipeline?"),)),
+    vary("ch02-q6", q6, chip=chips(V5E, V6E, V3, V4P, V5P), shape=values((4, 4), (4, 8), (2, 4, 4), (4, 4, 4)),
+         valid=q6_valid),
     # PQ1: the VPU.
     number("ch02-pq1-vpu-flops", section=APPENDIX_A, prompt="Vector FLOP/s of one TPU v5p TensorCore.",
            reference=VPU_FLOPS_PER_S, unit="FLOP/s", tolerance=Tolerance(rtol=0.03),
@@ -481,14 +615,5 @@ CHAPTER = Chapter("ch02_tpus", "TPUs", (
             model=ring_allgather,
             slips=(Slip(cx3_all_gather, "collectives:all-gather"), Slip(cx3_arrival_order, "misplaced_blocks:Y"))),
     # CX4: bisection bandwidth.
-    number("ch02-cx4-bisection-pod", section=NET,
-           prompt="Bisection bandwidth (both directions) of a full TPU v5e 16x16 pod.", reference=BISECT_POD,
-           unit="B/s", tolerance=ONE_PERCENT,
-           slips=(Slip(BISECT_POD / 2, "ratio:1/2", "the wraparound links cross the cut too."),)),
-    number("ch02-cx4-bisection-slice", section=NET,
-           prompt="Bisection bandwidth (both directions) of a TPU v5e 8x16 slice.", reference=BISECT_SLICE, unit="B/s",
-           tolerance=ONE_PERCENT,
-           slips=(Slip(BISECT_SLICE / 2, "ratio:1/2", "the 16-long axis of a v5e slice wraps around."),)),
+    vary("ch02-cx4", cx4, chip=chips(V5E, V3), shape=values((8, 16), (4, 16), (2, 16))),
 ))
-
-assert math.isclose(Q5_BYTES, 16_777_216)

@@ -5,6 +5,9 @@ Numbers are computed from ``course.hardware`` (never typed in); where the book p
 differently-based value, the tolerance admits it and ``BOOK`` records it for the tests. Labels follow
 the syllabus: E1-E5 worked examples, PQ0-PQ2 pop quizzes, Q1-Q10 questions, CX1-CX5 coding exercises.
 
+Most exercises are settings (``vary`` below): each student is dealt a mesh, a chip or sizes, the book's
+first, and the records are built from them.
+
 Program questions run on 8 simulated devices. Their collectives are counted in the lowered program
 (shard_map states them explicitly), so every model below is a ``jax.shard_map`` and the collective it
 uses is the student's choice, not the compiler's.
@@ -21,6 +24,7 @@ import sympy as sp
 import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.variants import chips, values, vary
 from course import hardware as hw
 from course.symbols import B, C, D, F, I, J, K, M, N, V, W, X, Y, Z
 from solutions._kit import (
@@ -116,15 +120,6 @@ SHAPE_PROBES = (E1_A, E1_B, E3, PQ0, PQ1, Q1, dict(global_shape=[64, 48], spec=[
 BYTES_PROBES = tuple(dict(p, bytes_per_element=b) for p, b in zip(
     SHAPE_PROBES, (BF16, BF16, FP32, FP32, INT8, BF16) + (FP32, BF16, INT8) * 4, strict=False))
 
-E1_A_BYTES = math.prod(local_shape(**E1_A)) * BF16
-E1_B_BYTES = math.prod(local_shape(**E1_B)) * BF16
-E2_WAYS = math.prod(E2_MESH.values())
-E3_FRACTION = math.prod(local_shape(**E3)) / math.prod(E3["global_shape"])
-PQ0_BYTES = math.prod(local_shape(**PQ0)) * FP32
-PQ0_SECONDS = PQ0_BYTES / H100.hbm_bytes_per_s
-PQ1_BYTES = math.prod(local_shape(**PQ1)) * INT8
-PQ1_TOTAL = total_bytes(bytes_per_element=INT8, **PQ1)
-Q1_RATIO = total_bytes(bytes_per_element=1, **Q1) / math.prod(Q1["global_shape"])
 
 
 # --- collective costs (E4, PQ2, Q2, Q3, CX5) ----------------------------------------------------------
@@ -153,27 +148,12 @@ def cx5_ignores_latency(op, V, W, N, axes=1, wrap=True, hop_s=HOP_S):
 
 W_V5E, W_V4P = V5E.ici_bidirectional_bytes_per_s, V4P.ici_bidirectional_bytes_per_s
 
-# E4: below this many bytes per hop, the 1 us hop latency dominates a one-way link.
-E4_BYTES = V5E.ici_bytes_per_s_per_link * HOP_S
-
-# PQ2: AllGather_Y([E_Y, F]) on a v5e {X: 8, Y: 4}; a 4-long v5e axis has no wraparound.
+# The book's PQ2 (a v5e axis of 4, no wraparound) and Q2/Q3 (a full v4p 4x4x4 cube), as CX5's probes.
 PQ2_N = 4
-PQ2_A_BYTES = BF16 * 2048 * 8192  # the whole gathered array
-PQ2_B_BYTES = BF16 * 256 * 256
-PQ2_IDEAL = collective_time("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N)
-PQ2_NOWRAP = collective_time("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N, wrap=False)
-PQ2_HOP = PQ2_B_BYTES / PQ2_N / V5E.ici_bytes_per_s_per_link  # one shard over one link, one way
-PQ2_SMALL = collective_time("all-gather", PQ2_B_BYTES, W_V5E, PQ2_N, wrap=False)
-
-# Q2 and Q3: a full v4p 4x4x4 cube (wraparound on every axis), B = 1024, D = 4096, bf16.
-Q2_B, Q2_D, Q2_AXIS = 1024, 4096, 4
-Q2_FULL = BF16 * Q2_B * Q2_D
-Q2_GATHER_X = collective_time("all-gather", Q2_FULL / Q2_AXIS, W_V4P, Q2_AXIS)  # -> [B, D_Y]
-Q2_GATHER_XY = collective_time("all-gather", Q2_FULL, W_V4P, Q2_AXIS, axes=2)  # -> [B, D]
-Q2_ALLREDUCE_Z = collective_time("all-reduce", Q2_FULL / Q2_AXIS**2, W_V4P, Q2_AXIS)  # [B_X, D_Y]{U_Z}
-Q2_RESHARD_X = collective_time("all-gather", Q2_FULL / Q2_AXIS, W_V4P, Q2_AXIS, axes=2)  # [B_XZ, D_Y]
-Q2_RESHARD_XY = collective_time("all-gather", Q2_FULL, W_V4P, Q2_AXIS, axes=3)  # [B_XZ, D_Y] -> [B, D]
-Q2_V0_ALLREDUCE = 2 * Q2_FULL / W_V4P  # the first edition reduced the whole unsharded array
+PQ2_A_BYTES = BF16 * 2048 * 8192  # the whole gathered array of PQ2(a)
+PQ2_B_BYTES = BF16 * 256 * 256  # and of PQ2(b)
+Q2_AXIS = 4
+Q2_FULL = BF16 * 1024 * 4096  # bf16[B, D] of Q2
 Q3_BYTES = BF16 * 128
 Q3_TIME = collective_time("all-gather", Q3_BYTES, W_V4P, Q2_AXIS)
 
@@ -234,25 +214,14 @@ def draw_e5(rng: random.Random, probe: dict) -> dict:
 # --- Q4-Q7, Q9, Q10: strategies -------------------------------------------------------------------------
 T_S1 = sp.Max(2 * B * D * F / C, 2 * D * F / W)  # AllGather Y[D_X, F] (bf16), then the full matmul
 T_S2 = sp.Max(2 * B * D * F / (X * C), 4 * B * F / W)  # partial matmul, AllReduce of bf16[B, F]
-V5P_ICI_INTENSITY = V5P.bf16_flops_per_s / V5P.ici_bidirectional_bytes_per_s  # C / W = 2550
-Q4_B_THRESHOLD = V5P_ICI_INTENSITY  # strategy 1 is comms-bound below this batch
-Q4_D_THRESHOLD = 2 * V5P_ICI_INTENSITY  # with B above it, strategy 2 wins for D above this
-
 Q5_CHIPS = math.prod((4, 4, 4))  # TPU v4p 4x4x4
 Q5_FLOPS = 2 * I * J * K / Q5_CHIPS
 Q5_GATHER = BF16 * I * K / (3 * W)  # AllGather of bf16 C[I_XYZ, K] over 3 axes at once
 Q5_ALLREDUCE = 2 * BF16 * I * K / (3 * W)  # AllReduce of bf16 C[I, K]{U_XYZ} over 3 axes
 
-Q6_AXIS = 4  # TPU v5e 4x4
-Q6_A_J = 2 * Q6_AXIS * V5E.bf16_flops_per_s / W_V5E  # 2IJK/16 / C > IK/W  <=>  J > 8C/W
-Q6_B_I = Q6_AXIS * V5E.bf16_flops_per_s / W_V5E  # 2IJK/16 / C > JK/(2W)  <=>  I > 4C/W
 COLLECTIVES = ("none", "all-gather", "reduce-scatter", "all-reduce", "all-to-all")
 
-Q7_B, Q7_D, Q7_F, Q7_CHIPS = 128, 8192, 32768, 4  # TPU v5e 2x2
-Q7_WEIGHT = BF16 * Q7_D * Q7_F  # one of W_in, W_out
-Q7_PER_CHIP = 2 * Q7_WEIGHT / Q7_CHIPS  # tensor parallel: both weights split four ways
-Q7_FLOP_TIME = 2 * 2 * Q7_B * Q7_D * Q7_F / Q7_CHIPS / V5E.bf16_flops_per_s
-Q7_COMM = collective_time("all-gather", BF16 * Q7_B * Q7_D, W_V5E, 2, axes=2)  # In[B, D_XY] -> [B, D]
+Q7_CHIPS, Q7_FREE = 4, 300e6  # TPU v5e 2x2, with 300 MB of HBM free on each chip
 
 Q10_ALLGATHER = N**2 * (1 - 1 / D)  # scalars over one link, unidirectional ring of D devices
 Q10_ALLTOALL = N**2 * (1 - 1 / D) / 2
@@ -271,13 +240,15 @@ BOOK = {
 
 
 # --- programs (CX2-CX5, Q9): models and typical wrong versions --------------------------------------------
-# Shapes: x f32[64, 256] (I = 64 rows, J = 256 contraction), y f32[256, 128] (K = 128), 8 devices (X8).
+# Shapes: x f32[I, J] (I rows, J the contraction), y f32[J, K]; 8 devices (X8), or a 2-D mesh of 8 for
+# case 3. The book's are I = 64, J = 256, K = 128, on a 2 x 4 mesh; each student is dealt others
+# (``cx2`` below), so every model reads its shapes (and case 3 its mesh) from its inputs.
 
 # Case 1: A[I_X, J] . B[J, K] -> C[I_X, K]: nothing to communicate.
 def case1(x, y):
     """Case 1: A[I_X, J] . B[J, K] -> C[I_X, K]. B is whole on every device: nothing to communicate."""
-    def block(x_block, y_full):  # x_block: f32[8, 256], y_full: f32[256, 128]
-        return x_block @ y_full  # f32[8, 128]: this device's rows of C
+    def block(x_block, y_full):  # x_block: f32[I/8, J], y_full: f32[J, K]
+        return x_block @ y_full  # f32[I/8, K]: this device's rows of C
 
     return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P()), out_specs=P("X", None))(x, y)
 
@@ -291,15 +262,16 @@ def case1_gathers_anyway(x, y):
                 (P("X", None), P()), P("X", None))(x, y)
 
 
-# Case 2: A[I, J_X] . B[J, K] -> C[I, K]: AllGather the sharded contraction first.
-CASE2_K = 512  # wide enough that summing [I, K] partials moves 4x the bytes of gathering A
+# Case 2: A[I, J_X] . B[J, K] -> C[I, K]: AllGather the sharded contraction first. K = 2J: wide enough
+# that summing [I, K] partial sums moves 4x the bytes of gathering A.
+CASE2_WIDEN = 2
 
 
 def case2(x, y):
     """Case 2: A[I, J_X] . B[J, K] -> C[I, K]. AllGather A's sharded contraction once, then multiply."""
-    def block(x_block, y_full):  # x_block: f32[64, 32], y_full: f32[256, 512]
-        x_full = jax.lax.all_gather(x_block, "X", axis=1, tiled=True, to="invarying")  # f32[64, 256]
-        return x_full @ y_full  # f32[64, 512], the same on every device
+    def block(x_block, y_full):  # x_block: f32[I, J/8], y_full: f32[J, K]
+        x_full = jax.lax.all_gather(x_block, "X", axis=1, tiled=True, to="invarying")  # f32[I, J]
+        return x_full @ y_full  # f32[I, K], the same on every device
 
     return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P()), out_specs=P())(x, y)
 
@@ -313,38 +285,38 @@ def case2_partial_sums(x, y):
     return smap(lambda a, b: jax.lax.psum(a @ own_block(b, "X"), "X"), X8, (P(None, "X"), P()), P())(x, y)
 
 
-# Case 3 (replicated result), on a 2 x 4 mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] via AllReduce over Y.
-MESH_2D = (("X", 2), ("Y", 4))
-
-
+# Case 3 (replicated result), on a 2-D mesh of 8 ({X: 2, Y: 4} in the book, or {X: 4, Y: 2}):
+# A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] via AllReduce over Y.
 def case3_allreduce(x, y):
-    """Case 3 on a 2 x 4 mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K]. Multiply the blocks, then AllReduce
-    the partial sums over Y."""
-    def block(x_block, y_block):  # x_block: f32[32, 64], y_block: f32[64, 128]
-        partial = x_block @ y_block  # f32[32, 128]: C[I_X, K]{U_Y}
-        return jax.lax.psum(partial, "Y")  # summed over the 4 devices of this Y ring
+    """Case 3 on a 2-D mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K]. Multiply the blocks, then AllReduce
+    the partial sums over Y. The mesh is the one the inputs live on, whichever shape it has."""
+    def block(x_block, y_block):  # x_block: f32[I/|X|, J/|Y|], y_block: f32[J/|Y|, K]
+        partial = x_block @ y_block  # f32[I/|X|, K]: C[I_X, K]{U_Y}
+        return jax.lax.psum(partial, "Y")  # summed over the |Y| devices of this Y ring
 
-    mesh = course.mesh(X=2, Y=4)
+    mesh = jax.typeof(x).sharding.mesh  # the inputs' mesh: {X: 2, Y: 4} or {X: 4, Y: 2}
     return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", None))(x, y)
 
 
 def case3_forgets_sum(x, y):
-    return smap(lambda a, b: a @ b, MESH_2D, (P("X", "Y"), P("Y", None)), P("X", None), check_vma=False)(x, y)
+    return jax.shard_map(lambda a, b: a @ b, mesh=jax.typeof(x).sharding.mesh, in_specs=(P("X", "Y"), P("Y", None)),
+                         out_specs=P("X", None), check_vma=False)(x, y)
 
 
 def case3_gathers_both(x, y):
     def block(a, b):
         return (jax.lax.all_gather(a, "Y", axis=1, tiled=True, to="invarying")
                 @ jax.lax.all_gather(b, "Y", axis=0, tiled=True, to="invarying"))
-    return smap(block, MESH_2D, (P("X", "Y"), P("Y", None)), P("X", None))(x, y)
+    return jax.shard_map(block, mesh=jax.typeof(x).sharding.mesh, in_specs=(P("X", "Y"), P("Y", None)),
+                         out_specs=P("X", None))(x, y)
 
 
 # Case 3 (sharded result): A[I, J_X] . B[J_X, K] -> C[I_X, K] via ReduceScatter.
 def case3_reducescatter(x, y):
     """Case 3, sharded result: A[I, J_X] . B[J_X, K] -> C[I_X, K]. Multiply the blocks, then ReduceScatter
     the partial sums so that each device keeps its rows of C."""
-    def block(x_block, y_block):  # f32[64, 32] @ f32[32, 128] -> f32[64, 128] partial sums
-        return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[8, 128]
+    def block(x_block, y_block):  # f32[I, J/8] @ f32[J/8, K] -> f32[I, K] partial sums
+        return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[I/8, K]
 
     return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P("X", None)),
                          out_specs=P("X", None))(x, y)
@@ -364,9 +336,9 @@ def case3_reduces_then_slices(x, y):
 def case4(x, y):
     """Case 4: A[I_X, J] . B[J, K_X] -> C[I_X, K]. Both split X over a non-contracting dimension: gather
     one operand (B) and keep A's rows."""
-    def block(x_block, y_block):  # x_block: f32[8, 256], y_block: f32[256, 16]
-        y_full = jax.lax.all_gather(y_block, "X", axis=1, tiled=True)  # f32[256, 128]
-        return x_block @ y_full  # f32[8, 128]
+    def block(x_block, y_block):  # x_block: f32[I/8, J], y_block: f32[J, K/8]
+        y_full = jax.lax.all_gather(y_block, "X", axis=1, tiled=True)  # f32[J, K]
+        return x_block @ y_full  # f32[I/8, K]
 
     return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P(None, "X")),
                          out_specs=P("X", None))(x, y)
@@ -387,17 +359,19 @@ def case4_gathers_both(x, y):
 def q9_partial_sums(x, y):
     """Q9: A[N, M_X] . B[M, K] (B replicated) -> C[N_X, K]. Take the rows of B that meet this device's
     columns of A (a local slice), multiply, and ReduceScatter the partial sums."""
-    def block(x_block, y_full):  # x_block: f32[64, 32]; y_full: f32[256, 128] on every device
+    def block(x_block, y_full):  # x_block: f32[N, M/8]; y_full: f32[M, K] on every device
         rows = y_full.shape[0] // jax.lax.axis_size("X")
-        y_block = jax.lax.dynamic_slice_in_dim(y_full, jax.lax.axis_index("X") * rows, rows, axis=0)  # f32[32, 128]
-        return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[8, 128]
+        y_block = jax.lax.dynamic_slice_in_dim(y_full, jax.lax.axis_index("X") * rows, rows, axis=0)  # f32[M/8, K]
+        return jax.lax.psum_scatter(x_block @ y_block, "X", scatter_dimension=0, tiled=True)  # f32[N/8, K]
 
     return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P()), out_specs=P("X", None))(x, y)
 
 
 def q9_first_block_everywhere(x, y):
-    return smap(lambda a, b: jax.lax.psum_scatter(a @ b[:32], "X", scatter_dimension=0, tiled=True), X8,
-                (P(None, "X"), P()), P("X", None))(x, y)
+    """Every device multiplies by the first rows of B, not by the rows that meet its columns of A."""
+    def block(a, b):
+        return jax.lax.psum_scatter(a @ b[:a.shape[1]], "X", scatter_dimension=0, tiled=True)
+    return smap(block, X8, (P(None, "X"), P()), P("X", None))(x, y)
 
 
 def q9_gathers_a(x, y):
@@ -556,7 +530,7 @@ def bidi_reducescatter_wrong_chunk(partials):
 # CX4: AllToAll moves the subscript: [I_X, J] -> [I, J_X].
 def alltoall(x):
     """Reshard [I_X, J] -> [I, J_X] with one AllToAll: the subscript moves from I to J."""
-    def block(x_block):  # f32[8, 32] -> f32[64, 4]: cut the columns in 8, glue the rows
+    def block(x_block):  # f32[I/8, J] -> f32[I, J/8]: cut the columns in 8, glue the rows
         return jax.lax.all_to_all(x_block, "X", split_axis=1, concat_axis=0, tiled=True)
 
     return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=P("X", None), out_specs=P(None, "X"))(x)
@@ -569,7 +543,7 @@ def alltoall_axes_swapped(x):
 
 def alltoall_by_gathering(x):
     def block(b):
-        full = jax.lax.all_gather(b, "X", axis=0, tiled=True)  # f32[64, 32]
+        full = jax.lax.all_gather(b, "X", axis=0, tiled=True)  # f32[I, J]
         cols = full.shape[1] // jax.lax.axis_size("X")
         return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index("X") * cols, cols, axis=1)
     return smap(block, X8, (P("X", None),), P(None, "X"))(x)
@@ -601,30 +575,361 @@ def gradient_by_hand_allreduce(x, y):
                 P("X", None))(x, y)
 
 
-# --- the questions -------------------------------------------------------------------------------------------
+# --- the exercises whose values each student is dealt (autograder/variants.py); the book's values first ----------
+# A mesh is a tuple of axis sizes, X first: (4, 2) is {X: 4, Y: 2}.
 
-XY_IN, YK_IN = Operand((64, 256), (None, "X")), Operand((256, 128), ("X", None))
+def _axes(mesh: tuple[int, ...]) -> dict[str, int]:
+    """A dealt mesh shape as the axis-size dict that ``local_shape`` and ``total_bytes`` take."""
+    return dict(zip("XYZ", mesh, strict=False))
+
+
+def e1(mesh: tuple[int, int], dtype: str) -> tuple[Number, ...]:
+    """E1: the bytes one device holds of the JAX example's arrays, for a student's mesh and dtype; the
+    two mesh shapes of 8 devices split B's columns differently, the dtype scales both."""
+    m, bpe = _axes(mesh), hw.BYTES_PER_ELEMENT[dtype]
+    a = math.prod(local_shape([8, 2048], ["X", "Y"], m)) * bpe
+    b = math.prod(local_shape([2048, 8192], ["", "Y"], m)) * bpe
+    return (
+        Number(qid="ch03-e1-a-bytes", points=1, section=NOTATION,
+               prompt=f"Bytes of A = {dtype}[8, 2048] @ P('X', 'Y') on each device of a {mesh} mesh.",
+               reference=a, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(a * m["Y"], f"ratio:{m['Y']}", "A's columns are split along Y as well."),
+                      Slip(a / bpe, f"ratio:1/{bpe}", f"{dtype} takes {bpe} bytes per element."))),
+        Number(qid="ch03-e1-b-bytes", points=1, section=NOTATION,
+               prompt=f"Bytes of B = {dtype}[2048, 8192] @ P(None, 'Y') on each device of the same mesh.",
+               reference=b, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(b / m["X"], f"ratio:1/{m['X']}", "B is not split along X: it is replicated there."),)))
+
+
+def e2(mesh: tuple[int, int]) -> tuple[Number, ...]:
+    """E2: a flattened subscript splits a dimension by the product of its axes' sizes."""
+    nx, ny = mesh
+    return (Number(qid="ch03-e2-ways", points=1, section=NOTATION,
+                   prompt=f"Into how many pieces is I split in A[I_XY, J] on a mesh {{X: {nx}, Y: {ny}}}?",
+                   reference=nx * ny, exact=True,
+                   slips=(Slip(ny, f"ratio:1/{nx}", "I is split over X and then over Y: the sizes multiply."),
+                          Slip(nx, f"ratio:1/{ny}"))),)
+
+
+def e3(mesh: tuple[int, int]) -> tuple[Number, ...]:
+    """E3: the share of a [4, 128] array that one device of a 2-D mesh holds."""
+    m = _axes(mesh)
+    fraction = math.prod(local_shape([4, 128], ["X", "Y"], m)) / (4 * 128)
+    return (Number(qid="ch03-e3-fraction", points=1, section=NOTATION,
+                   prompt=f"Fraction of A[I_X, J_Y] = [4, 128] held by one device of a {mesh[0]} x {mesh[1]} mesh.",
+                   reference=fraction, tolerance=THREE_FIGURES,
+                   slips=(Slip(fraction * m["Y"], f"ratio:{m['Y']}", "both dimensions are split."),)),)
+
+
+def pq0(gpu: hw.GPU, mesh: tuple[int, int]) -> tuple[Number, ...]:
+    """PQ0: the block of fp32[1024, 4096] @ A[I_XY, J] and the time to read it from a GPU's HBM."""
+    m = _axes(mesh)
+    block = math.prod(local_shape([1024, 4096], ["XY", ""], m)) * FP32
+    seconds = block / gpu.hbm_bytes_per_s
+    return (
+        Number(qid="ch03-pq0-bytes", points=1, section=NOTATION,
+               prompt=f"Bytes per device of fp32[1024, 4096] @ A[I_XY, J] on {{X: {m['X']}, Y: {m['Y']}}}.",
+               reference=block, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(block / 2, "ratio:1/2", "fp32 takes 4 bytes per element."),
+                      Slip(block * m["Y"], f"ratio:{m['Y']}", "I is split over both axes, X and Y."))),
+        number("ch03-pq0-time", section=NOTATION, prompt=f"Seconds to read that block from the HBM of one {gpu.name}.",
+               reference=seconds, unit="s",
+               tolerance=Tolerance(rtol=0.055),  # the book divides 1e6 B, not 2**20 B: 294 ns on its H100
+               slips=(Slip(seconds * 1e9, "unit:1000000000"), Slip(seconds / 2, "ratio:1/2"))))
+
+
+def pq1(mesh: tuple[int, int, int]) -> tuple[Number, ...]:
+    """PQ1: bytes per device and over all devices of int8[128, 2048] @ A[I_XY, J]; Z copies it."""
+    m = _axes(mesh)
+    per_device = math.prod(local_shape([128, 2048], ["XY", ""], m)) * INT8
+    total = total_bytes([128, 2048], INT8, ["XY", ""], m)
+    return (
+        Number(qid="ch03-pq1-bytes-per-device", points=1, section=NOTATION,
+               prompt=f"Bytes per device of int8[128, 2048] @ A[I_XY, J] on {{X: {m['X']}, Y: {m['Y']}, Z: {m['Z']}}}.",
+               reference=per_device, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(per_device / m["Z"], f"ratio:1/{m['Z']}", "Z does not split A: it copies it."),)),
+        Number(qid="ch03-pq1-total-bytes", points=1, section=NOTATION,
+               prompt=f"Bytes of that array summed over all {math.prod(mesh)} devices.",
+               reference=total, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(total / m["Z"], f"ratio:1/{m['Z']}", "there is one copy per Z coordinate."),)))
+
+
+def q1(mesh: tuple[int, int, int]) -> tuple[Number, ...]:
+    """Q1: bytes over all chips per copy of A[I_X, J, K]: the axes that do not split it copy it."""
+    m = _axes(mesh)
+    ratio = total_bytes([64, 32, 16], 1, ["X", "", ""], m) / (64 * 32 * 16)
+    return (Number(qid="ch03-q1-ratio", points=1, section=PROBLEMS,
+                   prompt=f"Total bytes over all chips / bytes of one copy, for A[I_X, J, K] on "
+                          f"{{X: {m['X']}, Y: {m['Y']}, Z: {m['Z']}}}.",
+                   reference=ratio, tolerance=THREE_FIGURES,
+                   slips=(Slip(ratio / m["X"], f"ratio:1/{m['X']}",
+                               "count copies: every device holds only its block of the array."),)),)
+
+
+def e4(chip: hw.TPU) -> tuple[Number, ...]:
+    """E4: the payload per hop below which a chip's link is latency-bound (one direction, 1 us a hop)."""
+    latency_bytes = chip.ici_bytes_per_s_per_link * HOP_S
+    return (Number(qid="ch03-e4-latency-bytes", points=1, section=ALLGATHER,
+                   prompt=f"Bytes per hop below which a {chip.name} link is latency-bound (1 us per hop, one "
+                          "direction).",
+                   reference=latency_bytes, unit="B", tolerance=ONE_PERCENT,
+                   slips=(Slip(2 * latency_bytes, "ratio:2",
+                               "one hop sends in one direction: use the one-way rate."),)),)
+
+
+def pq2(N: int, E: int) -> tuple[Number, ...]:
+    """PQ2: AllGather_Y([E_Y, 8192]) on a v5e axis of N chips, which has no wraparound (v5e has it only
+    on axes of 16); part (b), bf16[256, 256], stays latency-bound: hops, not bytes."""
+    big, small_bytes = BF16 * E * 8192, BF16 * 256 * 256
+    ideal = collective_time("all-gather", big, W_V5E, N)
+    nowrap = collective_time("all-gather", big, W_V5E, N, wrap=False)
+    hop = small_bytes / N / V5E.ici_bytes_per_s_per_link  # one shard over one link, one way
+    small = collective_time("all-gather", small_bytes, W_V5E, N, wrap=False)
+    hops = N - 1
+    slice_ = f"v5e {{X: {32 // N}, Y: {N}}}"
+    # The ideal ring over the line's time is N / (2 (N - 1)): 2/3 on the book's axis of 4.
+    nowrap_code = "ratio:2/3" if N == 4 else "not_equal"
+    # The book's 8 us were measured; on a longer axis, assuming wraparound (N/2 hops) is the slip to name.
+    small_slip = (Slip(8e-6, "ratio:8/3", "8 us was measured; the model counts hops.") if N == 4 else
+                  Slip(N // 2 * HOP_S, "ratio:1/2", "this axis has no wraparound link."))
+    return (
+        number("ch03-pq2-ideal", section=ALLGATHER,
+               prompt=f"PQ2(a): AllGather_Y of bf16[{E}, 8192] on {slice_}, ideal ring with wraparound.",
+               reference=ideal, unit="s",
+               slips=(Slip(2 * ideal, "ratio:2"), Slip(ideal * 1e6, "unit:1000000"))),
+        number("ch03-pq2-nowrap", section=ALLGATHER,
+               prompt=f"PQ2(a) again, for the {N}-long v5e axis as it is: without wraparound.", reference=nowrap,
+               unit="s", tolerance=Tolerance(rtol=0.03),
+               slips=(Slip(ideal, nowrap_code, "this axis has no wraparound link."),)),
+        number("ch03-pq2-hop-time", section=ALLGATHER,
+               prompt=f"PQ2(b): seconds for one shard of bf16[256, 256] / {N} to cross one v5e link one way.",
+               reference=hop, unit="s", tolerance=Tolerance(rtol=0.05), slips=(Slip(hop / 2, "ratio:1/2"),)),
+        number("ch03-pq2-small", section=ALLGATHER,
+               prompt=f"PQ2(b): the whole AllGather of bf16[256, 256] over the {N}-long axis (latency-bound).",
+               reference=small, unit="s",
+               tolerance=Tolerance(low=2 * hops / 3 * HOP_S, high=4 * hops / 3 * HOP_S),  # the book: 2-4 us
+               slips=(small_slip,)))
+
+
+def pq2_valid(N: int, E: int) -> bool:
+    """Part (a) bandwidth-bound and part (b) latency-bound, as in the book."""
+    big, small_bytes = BF16 * E * 8192, BF16 * 256 * 256
+    return (cx5_ignores_latency("all-gather", big, W_V5E, N, wrap=False) > (N - 1) * HOP_S
+            and cx5_ignores_latency("all-gather", small_bytes, W_V5E, N, wrap=False) < (N - 1) * HOP_S)
+
+
+def q2(B: int, D: int) -> tuple[Number, ...]:
+    """Q2: collectives of bf16[B, D] sharded [B_X, D_Y] on a full v4p 4x4x4 cube (wraparound on every axis)."""
+    full, axis = BF16 * B * D, 4
+    gather_x = collective_time("all-gather", full / axis, W_V4P, axis)  # one Y group gathers [B, D_Y]
+    gather_xy = collective_time("all-gather", full, W_V4P, axis, axes=2)  # -> [B, D]
+    allreduce_z = collective_time("all-reduce", full / axis**2, W_V4P, axis)  # [B_X, D_Y]{U_Z}
+    reshard_x = collective_time("all-gather", full / axis, W_V4P, axis, axes=2)  # [B_XZ, D_Y] over X and Z
+    reshard_xy = collective_time("all-gather", full, W_V4P, axis, axes=3)  # [B_XZ, D_Y] -> [B, D]
+    v0_allreduce = 2 * full / W_V4P  # the first edition reduced the whole unsharded array
+    return (
+        number("ch03-q2-gather-x", section=PROBLEMS,
+               prompt=f"Q2(1): AllGather_X([B_X, D_Y]) on a v4p 4x4x4, B = {B}, D = {D}, bf16.", reference=gather_x,
+               unit="s", slips=(Slip(4 * gather_x, "ratio:4", "only D_Y's share is gathered: divide by |Y|."),)),
+        number("ch03-q2-gather-xy", section=PROBLEMS, prompt="Q2(2): AllGather_XY([B_X, D_Y]) on the same cube.",
+               reference=gather_xy, unit="s",
+               slips=(Slip(2 * gather_xy, "ratio:2", "two axes gather at once, on their own links."),)),
+        number("ch03-q2-allreduce-z", section=PROBLEMS, prompt="Q2(3): AllReduce_Z([B_X, D_Y]{U_Z}) on the same cube.",
+               reference=allreduce_z, unit="s",
+               slips=(Slip(v0_allreduce, "ratio:16", "each device holds only a [B/4, D/4] block."),)),
+        number("ch03-q2-reshard-x", section=PROBLEMS,
+               prompt="Q2(1) after resharding to [B_XZ, D_Y] locally, so Z's links help the gather.",
+               reference=reshard_x, unit="s", slips=(Slip(gather_x, "ratio:2"),)),
+        number("ch03-q2-reshard-xy", section=PROBLEMS,
+               prompt="Q2(2) after the same reshard: gather over X, Y and Z at once.", reference=reshard_xy, unit="s",
+               slips=(Slip(gather_xy, "ratio:3/2"),)))
+
+
+def q2_valid(B: int, D: int) -> bool:
+    """Every collective of Q2 stays bandwidth-bound (as in the book), so its slips keep their factors."""
+    full, axis = BF16 * B * D, 4
+    cases = (("all-gather", full / axis, 1), ("all-gather", full, 2), ("all-reduce", full / axis**2, 1),
+             ("all-gather", full / axis, 2), ("all-gather", full, 3))
+    return all(cx5_ignores_latency(op, v, W_V4P, axis, axes=k) > collective_time(op, 0, W_V4P, axis, axes=k)
+               for op, v, k in cases)
+
+
+def q4(chip: hw.TPU) -> tuple[Formula | Number, ...]:
+    """Q4: gather the weight or reduce the output; the thresholds are the chip's C / W per ICI axis."""
+    intensity = chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s  # C / W: 2550 on a v5p
+    return (
+        Formula(qid="ch03-q4-t-s1", points=1, section=PROBLEMS,
+                prompt="Q4 strategy 1 (AllGather Y[D_X, F], then multiply): lower bound on its time.",
+                reference=T_S1, symbols="B D F X C W", counts="X",
+                slips=(Slip(sp.Max(2 * B * D * F / (X * C), 2 * D * F / W), "extra_symbol:X",
+                            "after the gather every device does the whole matmul."),)),
+        Formula(qid="ch03-q4-t-s2", points=1, section=PROBLEMS,
+                prompt="Q4 strategy 2 (local partial matmul, then AllReduce): lower bound on its time.",
+                reference=T_S2, symbols="B D F X C W", counts="X",
+                slips=(Slip(sp.Max(2 * B * D * F / C, 4 * B * F / W), "missing_symbol:X",
+                            "each chip multiplies only its 1/X share of the contraction."),)),
+        Number(qid="ch03-q4-b-threshold", points=1, section=PROBLEMS,
+               prompt=f"Q4 on {chip.name}: the batch below which strategy 1 is communication-bound.",
+               reference=intensity, tolerance=ONE_PERCENT,
+               slips=(Slip(intensity / 2, "ratio:1/2", "W is the bidirectional bandwidth."),)),
+        Formula(qid="ch03-q4-d-small-batch", points=1, section=PROBLEMS,
+                prompt="Q4 when both strategies are communication-bound: strategy 2 wins for D above what?",
+                reference=2 * B, symbols="B D F X C W", counts="X",
+                slips=(Slip(B, "ratio:1/2", "the AllReduce moves 4BF bytes, the gather 2DF."),)),
+        Number(qid="ch03-q4-d-threshold", points=1, section=PROBLEMS,
+               prompt=f"Q4 on {chip.name} with B above that batch: strategy 2 wins for D above what?",
+               reference=2 * intensity, tolerance=ONE_PERCENT,
+               slips=(Slip(intensity, "ratio:1/2", "compare 2BDF/C with 4BF/W."),)))
+
+
+def q6(chip: hw.TPU, mesh: tuple[int, int]) -> tuple[Choice | Number, ...]:
+    """Q6: three matmuls on a 2-D TPU slice. (a) is compute-bound for J > 2|Y| C/W (an AllReduce over Y
+    of C[I_X, K]), (b) for I > |X| C/W (an AllGather over X of B[J_X, K_Y]); (c) needs no collective."""
+    nx, ny = mesh
+    intensity = chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
+    a_j, b_i = 2 * ny * intensity, nx * intensity
+    where = f"a {chip.name} {nx}x{ny}"
+    return (
+        Choice(qid="ch03-q6-a-collective", points=1, section=PROBLEMS,
+               prompt=f"Q6(a): the collective of A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] on {where}.",
+               reference="all-reduce", options=COLLECTIVES,
+               slips=(Slip("all-gather", "wrong_option", "the contraction is sharded on both sides: partial sums."),)),
+        Number(qid="ch03-q6-a-threshold", points=1, section=PROBLEMS,
+               prompt=f"Q6(a) on {where}: the J above which it is compute-bound (bidirectional ring, wraparound "
+                      "assumed).",
+               reference=a_j, tolerance=TWO_PERCENT,
+               slips=(Slip(a_j / 2, "ratio:1/2", "an AllReduce costs two gathers' worth."),)),
+        Choice(qid="ch03-q6-b-collective", points=1, section=PROBLEMS,
+               prompt="Q6(b): the collective of A[I_X, J] . B[J_X, K_Y] -> C[I_X, K_Y].",
+               reference="all-gather", options=COLLECTIVES,
+               slips=(Slip("all-reduce", "wrong_option", "A is not sharded on J: gather B's J first."),)),
+        Number(qid="ch03-q6-b-threshold", points=1, section=PROBLEMS,
+               prompt=f"Q6(b) on {where}: the I above which it is compute-bound.",
+               reference=b_i, tolerance=TWO_PERCENT,
+               slips=(Slip(b_i * 2, "ratio:2", f"the gathered B is bf16[J, K_Y]: 2JK/{ny} bytes."),)),
+        Choice(qid="ch03-q6-c-collective", points=1, section=PROBLEMS,
+               prompt="Q6(c): the collective of A[I_X, J] . B[J, K_Y] -> C[I_X, K_Y].",
+               reference="none", options=COLLECTIVES,
+               slips=(Slip("all-gather", "wrong_option", "the contraction is not sharded at all."),)))
+
+
+def _q7_sizes(DF: tuple[int, int], B: int) -> tuple[float, float, float, float]:
+    """Q7's weight matrix, tensor-parallel weights per chip, FLOP time and input AllGather time."""
+    D_, F_ = DF
+    weight = BF16 * D_ * F_  # one of W_in, W_out
+    per_chip = 2 * weight / Q7_CHIPS  # tensor parallel: both weights split four ways
+    flop_time = 2 * 2 * B * D_ * F_ / Q7_CHIPS / V5E.bf16_flops_per_s
+    comm = collective_time("all-gather", BF16 * B * D_, W_V5E, 2, axes=2)  # In[B, D_XY] -> [B, D]
+    return weight, per_chip, flop_time, comm
+
+
+def q7(DF: tuple[int, int], B: int) -> tuple[Choice | Number, ...]:
+    """Q7: an MLP block on a v5e 2x2 with 300 MB free per chip, for a student's model width and batch."""
+    weight, per_chip, flop_time, comm = _q7_sizes(DF, B)
+    return (
+        Number(qid="ch03-q7-weight-bytes", points=1, section=PROBLEMS,
+               prompt=f"Q7: bytes of one bf16 weight matrix [{DF[0]}, {DF[1]}].",
+               reference=weight, unit="B", tolerance=ONE_PERCENT,
+               slips=(Slip(weight / 2, "ratio:1/2"),)),
+        Choice(qid="ch03-q7-strategy", points=1, section=PROBLEMS,
+               prompt="Q7: shard for speed within 300 MB per chip: 'fsdp' or 'tensor' parallel.",
+               reference="tensor", options=("fsdp", "tensor"),
+               slips=(Slip("fsdp", "wrong_option", "FSDP gathers both full weight matrices at every step."),)),
+        Number(qid="ch03-q7-bytes-per-chip", points=1, section=PROBLEMS,
+               prompt="Q7: weight bytes per chip with tensor parallelism over all 4 chips.",
+               reference=per_chip, unit="B", tolerance=ONE_PERCENT,
+               slips=(Slip(per_chip / 2, "ratio:1/2", "there are two weight matrices."),)),
+        number("ch03-q7-flop-time", section=PROBLEMS,
+               prompt=f"Q7: seconds of matmul per chip for the MLP block with B = {B} (tensor parallel, v5e).",
+               reference=flop_time, unit="s", slips=(Slip(flop_time * 4, "ratio:4", "each chip does a quarter."),)),
+        number("ch03-q7-comm-time", section=PROBLEMS,
+               prompt="Q7: seconds for the AllGather of In[B, D_XY] over both axes (wraparound assumed).",
+               reference=comm, unit="s", slips=(Slip(comm * 2, "ratio:2", "two axes gather at once."),)))
+
+
+def q7_valid(DF: tuple[int, int], B: int) -> bool:
+    """As in the book: the two weights do not fit unsharded but fit tensor-parallel, the gather of the
+    input is bandwidth-bound, and the block is compute-bound."""
+    weight, per_chip, flop_time, comm = _q7_sizes(DF, B)
+    return 2 * weight > Q7_FREE >= per_chip and comm > 2 * HOP_S and flop_time > 2 * comm
+
+
+def cx2(I: int, J: int, mesh: tuple[int, int]) -> tuple[Program | Formula, ...]:
+    """CX2 and Q9: the sharded-matmul cases for a student's x[I, J] (y[J, K]), case 3 on their 2-D mesh.
+    Case 2 takes K = 2J, so that its partial-sum alternative moves four times the bytes of the gather."""
+    mesh_2d = (("X", mesh[0]), ("Y", mesh[1]))
+    x_cols, y_rows = Operand((I, J), (None, "X")), Operand((J, 128), ("X", None))
+    return (
+        Program(qid="ch03-cx2-case1-local", points=2, section=CASE1,
+                prompt=f"Case 1: A[I_X, J] . B[J, K] -> C[I_X, K] with no communication (x[{I}, {J}], y[{J}, 128]).",
+                spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(Operand((I, J), ("X", None)),
+                                                                        Operand((J, 128), (None, None))),
+                                 out_spec=("X", None), collectives={}),
+                model=case1,
+                slips=(Slip(case1_claims_replicated, "wrong_shape"),
+                       Slip(case1_gathers_anyway, "collectives:all-gather"))),
+        Program(qid="ch03-cx2-case2-allgather", points=3, section=CASE2,
+                prompt=f"Case 2: A[I, J_X] . B[J, K] -> C[I, K] (replicated), gathering A once (x[{I}, {J}], "
+                       f"y[{J}, {CASE2_WIDEN * J}]).",
+                spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik",
+                                 operands=(x_cols, Operand((J, CASE2_WIDEN * J), (None, None))),
+                                 out_spec=(), collectives={"all-gather": 1}),
+                model=case2,
+                slips=(Slip(case2_no_sum, "partial_sum:X"), Slip(case2_partial_sums, "collectives:all-reduce"))),
+        Program(qid="ch03-cx2-case3-allreduce", points=3, section=CASE3,
+                prompt=f"Case 3 on a {mesh[0]} x {mesh[1]} mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] with one "
+                       f"AllReduce over Y (x[{I}, {J}], y[{J}, 128]).",
+                spec=ProgramSpec(mesh=mesh_2d, einsum="ij,jk->ik",
+                                 operands=(Operand((I, J), ("X", "Y")), Operand((J, 128), ("Y", None))),
+                                 out_spec=("X", None), collectives={"all-reduce": 1}),
+                model=case3_allreduce,
+                slips=(Slip(case3_forgets_sum, "partial_sum:Y"), Slip(case3_gathers_both, "collectives:all-gather"))),
+        Program(qid="ch03-cx2-case3-reducescatter", points=3, section=CASE3,
+                prompt=f"Case 3, sharded result: A[I, J_X] . B[J_X, K] -> C[I_X, K] with one ReduceScatter "
+                       f"(x[{I}, {J}], y[{J}, 128]).",
+                spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(x_cols, y_rows), out_spec=("X", None),
+                                 collectives={"reduce-scatter": 1}),
+                model=case3_reducescatter,
+                slips=(Slip(case3_scatters_columns, "wrong_shape"),
+                       Slip(case3_reduces_then_slices, "collectives:all-reduce"))),
+        Program(qid="ch03-cx2-case4-gather-one", points=3, section=CASE4,
+                prompt=f"Case 4: A[I_X, J] . B[J, K_X] -> C[I_X, K], gathering only B (x[{I}, {J}], y[{J}, 128]).",
+                spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik",
+                                 operands=(Operand((I, J), ("X", None)), Operand((J, 128), (None, "X"))),
+                                 out_spec=("X", None), collectives={"all-gather": 1}),
+                model=case4,
+                slips=(Slip(case4_local_only, "wrong_shape"), Slip(case4_gathers_both, "collectives:all-gather"))),
+        Program(qid="ch03-q9-partial-sums", points=3, section=PROBLEMS,
+                prompt=f"Q9: A[N, M_X] . B[M, K] (B replicated) -> C[N_X, K]: local partial sums, one ReduceScatter "
+                       f"(x[{I}, {J}], y[{J}, 128]).",
+                spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(x_cols, Operand((J, 128), (None, None))),
+                                 out_spec=("X", None), collectives={"reduce-scatter": 1}),
+                model=q9_partial_sums,
+                slips=(Slip(q9_first_block_everywhere, "wrong_values"), Slip(q9_gathers_a, "collectives:all-gather"))),
+        Formula(qid="ch03-q9-ratio", points=1, section=PROBLEMS,
+                prompt="Bytes moved by AllGather-A-then-multiply over bytes moved by multiply-then-ReduceScatter.",
+                reference=M / K, symbols="N M K",
+                slips=(Slip(K / M, "not_equivalent", "A is N x M; the output is N x K."),)))
+
+
+def cx4(I: int, J: int) -> tuple[Program, ...]:
+    """CX4: an AllToAll that moves the subscript of a student's f32[I, J] from I to J."""
+    return (Program(qid="ch03-cx4-alltoall", points=2, section=ALLTOALL,
+                    prompt=f"Reshard f32[{I}, {J}] from [I_X, J] to [I, J_X] with one AllToAll.",
+                    spec=ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((I, J), ("X", None)),),
+                                     out_spec=(None, "X"), collectives={"all-to-all": 1}),
+                    model=alltoall,
+                    slips=(Slip(alltoall_axes_swapped, "wrong_shape"),
+                           Slip(alltoall_by_gathering, "collectives:all-gather"))),)
+
+
+# --- the questions -------------------------------------------------------------------------------------------
 
 CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
     # 1. Notation and bookkeeping.
-    Number(qid="ch03-e1-a-bytes", points=1, section=NOTATION,
-           prompt="Bytes of A = bf16[8, 2048] @ P('X', 'Y') on each device of a (4, 2) mesh.",
-           reference=E1_A_BYTES, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(2 * E1_A_BYTES, "ratio:2", "the mesh is (4, 2): X has 4 devices."),
-                  Slip(E1_A_BYTES / 2, "ratio:1/2", "bf16 takes 2 bytes per element."))),
-    Number(qid="ch03-e1-b-bytes", points=1, section=NOTATION,
-           prompt="Bytes of B = bf16[2048, 8192] @ P(None, 'Y') on each device of the same mesh.",
-           reference=E1_B_BYTES, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(E1_B_BYTES / 4, "ratio:1/4", "B is not split along X: it is replicated there."),)),
-    Number(qid="ch03-e2-ways", points=1, section=NOTATION,
-           prompt="Into how many pieces is I split in A[I_XY, J] on a mesh {X: 4, Y: 8}?",
-           reference=E2_WAYS, exact=True,
-           slips=(Slip(E2_MESH["Y"], "ratio:1/4", "I is split over X and then over Y: the sizes multiply."),
-                  Slip(E2_MESH["X"], "ratio:1/8"))),
-    Number(qid="ch03-e3-fraction", points=1, section=NOTATION,
-           prompt="Fraction of A[I_X, J_Y] = [4, 128] held by one device of a 2 x 2 mesh.",
-           reference=E3_FRACTION, tolerance=THREE_FIGURES,
-           slips=(Slip(2 * E3_FRACTION, "ratio:2", "both dimensions are split."),)),
+    vary("ch03-e1", e1, mesh=values((4, 2), (2, 4)), dtype=values("bf16", "fp32")),
+    vary("ch03-e2", e2, mesh=values((4, 8), (2, 8), (8, 16), (4, 2), (16, 4))),
+    vary("ch03-e3", e3, mesh=values((2, 2), (4, 2), (2, 8), (4, 8))),
     Function(qid="ch03-cx1-local-shape", points=2, section=NOTATION,
              prompt="local_shape(global_shape, spec, mesh): the block shape on one device.",
              reference=local_shape, probes=SHAPE_PROBES, draw=random_case, output=Output("number", tolerance=EXACT),
@@ -633,76 +938,15 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
              prompt="total_bytes(global_shape, bytes_per_element, spec, mesh): bytes summed over all devices.",
              reference=total_bytes, probes=BYTES_PROBES, draw=random_case, output=Output("number", tolerance=EXACT),
              slips=(Slip(cx1_one_copy, "ratio:1/4"),)),
-    Number(qid="ch03-pq0-bytes", points=1, section=NOTATION,
-           prompt="Bytes per device of fp32[1024, 4096] @ A[I_XY, J] on {X: 8, Y: 2}.",
-           reference=PQ0_BYTES, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(PQ0_BYTES / 2, "ratio:1/2", "fp32 takes 4 bytes per element."),
-                  Slip(PQ0_BYTES * 2, "ratio:2", "I is split over both axes: 16 ways."))),
-    number("ch03-pq0-time", section=NOTATION, prompt="Seconds to read that block from an H100's HBM.",
-           reference=PQ0_SECONDS, unit="s",
-           tolerance=Tolerance(rtol=0.055),  # the book divides 1e6 B, not 2**20 B: 294 ns
-           slips=(Slip(PQ0_SECONDS * 1e9, "unit:1000000000"), Slip(PQ0_SECONDS / 2, "ratio:1/2"))),
-    Number(qid="ch03-pq1-bytes-per-device", points=1, section=NOTATION,
-           prompt="Bytes per device of int8[128, 2048] @ A[I_XY, J] on {X: 2, Y: 8, Z: 2}.",
-           reference=PQ1_BYTES, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(PQ1_BYTES / 2, "ratio:1/2", "Z does not split A: it copies it."),)),
-    Number(qid="ch03-pq1-total-bytes", points=1, section=NOTATION,
-           prompt="Bytes of that array summed over all 32 devices.",
-           reference=PQ1_TOTAL, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(PQ1_TOTAL / 2, "ratio:1/2", "there are two copies, one per Z coordinate."),)),
-    Number(qid="ch03-q1-ratio", points=1, section=PROBLEMS,
-           prompt="Total bytes over all chips / bytes of one copy, for A[I_X, J, K] on {X: 4, Y: 8, Z: 2}.",
-           reference=Q1_RATIO, tolerance=THREE_FIGURES,
-           slips=(Slip(Q1_RATIO / 4, "ratio:1/4", "count copies: every device holds a quarter of the array."),)),
+    vary("ch03-pq0", pq0, gpu=chips(H100, hw.H200, hw.B200), mesh=values((8, 2), (4, 2), (8, 4))),
+    vary("ch03-pq1", pq1, mesh=values((2, 8, 2), (2, 4, 4), (4, 8, 2), (2, 2, 8), (4, 4, 4))),
+    vary("ch03-q1", q1, mesh=values((4, 8, 2), (2, 4, 2), (8, 4, 8), (4, 2, 2), (2, 8, 8))),
     Formula(qid="ch03-q1-ratio-formula", points=1, section=PROBLEMS,
             prompt="The same ratio for A[I_X, J, ...] on a mesh {X, Y, Z}, in X, Y, Z.",
             reference=Y * Z, symbols="X Y Z", counts="X Y Z",
             slips=(Slip(X * Y * Z, "extra_symbol:X", "A is split along X, not copied."),)),
     # 2. The four matmul cases, with shard_map.
-    Program(qid="ch03-cx2-case1-local", points=2, section=CASE1,
-            prompt="Case 1: A[I_X, J] . B[J, K] -> C[I_X, K] with no communication.",
-            spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(Operand((64, 256), ("X", None)),
-                                                                    Operand((256, 128), (None, None))),
-                             out_spec=("X", None), collectives={}),
-            model=case1,
-            slips=(Slip(case1_claims_replicated, "wrong_shape"), Slip(case1_gathers_anyway, "collectives:all-gather"))),
-    Program(qid="ch03-cx2-case2-allgather", points=3, section=CASE2,
-            prompt="Case 2: A[I, J_X] . B[J, K] -> C[I, K] (replicated), gathering A once.",
-            spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(XY_IN, Operand((256, CASE2_K), (None, None))),
-                             out_spec=(), collectives={"all-gather": 1}),
-            model=case2,
-            slips=(Slip(case2_no_sum, "partial_sum:X"), Slip(case2_partial_sums, "collectives:all-reduce"))),
-    Program(qid="ch03-cx2-case3-allreduce", points=3, section=CASE3,
-            prompt="Case 3 on a 2 x 4 mesh: A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] with one AllReduce over Y.",
-            spec=ProgramSpec(mesh=MESH_2D, einsum="ij,jk->ik",
-                             operands=(Operand((64, 256), ("X", "Y")), Operand((256, 128), ("Y", None))),
-                             out_spec=("X", None), collectives={"all-reduce": 1}),
-            model=case3_allreduce,
-            slips=(Slip(case3_forgets_sum, "partial_sum:Y"), Slip(case3_gathers_both, "collectives:all-gather"))),
-    Program(qid="ch03-cx2-case3-reducescatter", points=3, section=CASE3,
-            prompt="Case 3, sharded result: A[I, J_X] . B[J_X, K] -> C[I_X, K] with one ReduceScatter.",
-            spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(XY_IN, YK_IN), out_spec=("X", None),
-                             collectives={"reduce-scatter": 1}),
-            model=case3_reducescatter,
-            slips=(Slip(case3_scatters_columns, "wrong_shape"),
-                   Slip(case3_reduces_then_slices, "collectives:all-reduce"))),
-    Program(qid="ch03-cx2-case4-gather-one", points=3, section=CASE4,
-            prompt="Case 4: A[I_X, J] . B[J, K_X] -> C[I_X, K], gathering only B.",
-            spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik",
-                             operands=(Operand((64, 256), ("X", None)), Operand((256, 128), (None, "X"))),
-                             out_spec=("X", None), collectives={"all-gather": 1}),
-            model=case4,
-            slips=(Slip(case4_local_only, "wrong_shape"), Slip(case4_gathers_both, "collectives:all-gather"))),
-    Program(qid="ch03-q9-partial-sums", points=3, section=PROBLEMS,
-            prompt="Q9: A[N, M_X] . B[M, K] (B replicated) -> C[N_X, K]: local partial sums, one ReduceScatter.",
-            spec=ProgramSpec(mesh=X8, einsum="ij,jk->ik", operands=(XY_IN, Operand((256, 128), (None, None))),
-                             out_spec=("X", None), collectives={"reduce-scatter": 1}),
-            model=q9_partial_sums,
-            slips=(Slip(q9_first_block_everywhere, "wrong_values"), Slip(q9_gathers_a, "collectives:all-gather"))),
-    Formula(qid="ch03-q9-ratio", points=1, section=PROBLEMS,
-            prompt="Bytes moved by AllGather-A-then-multiply over bytes moved by multiply-then-ReduceScatter.",
-            reference=M / K, symbols="N M K",
-            slips=(Slip(K / M, "not_equivalent", "A is N x M; the output is N x K."),)),
+    vary("ch03-cx2", cx2, I=values(64, 128), J=values(256, 128), mesh=values((2, 4), (4, 2))),
     # 3. Collectives and what they cost.
     Formula(qid="ch03-cx5-t-allgather", points=1, section=ALLGATHER,
             prompt="Time of a bandwidth-bound AllGather of V bytes (whole array) on a ring with wraparound "
@@ -724,44 +968,14 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             reference=T_LINE, symbols="V W N", counts="N",
             slips=(Slip(2 * V / W, "missing_symbol:N", "count the N-1 shards exactly, as in PQ2."),
                    Slip((N - 1) * V / (N * W), "ratio:1/2", "a line uses each link in one direction only."))),
-    Number(qid="ch03-e4-latency-bytes", points=1, section=ALLGATHER,
-           prompt="Bytes per hop below which a TPU v5e link is latency-bound (1 us per hop, one direction).",
-           reference=E4_BYTES, unit="B", tolerance=ONE_PERCENT,
-           slips=(Slip(2 * E4_BYTES, "ratio:2", "one hop sends in one direction: use the one-way rate."),)),
+    vary("ch03-e4", e4, chip=chips(V5E, V5P, hw.TPU_V3)),
     Function(qid="ch03-cx5-collective-time", points=3, section=ALLGATHER,
              prompt="collective_time(op, V, W, N, axes, wrap, hop_s): Part 3's time for one collective.",
              reference=collective_time, probes=CX5_PROBES, output=Output("number", unit="s",
                                                                          tolerance=Tolerance(rtol=0.001)),
              slips=(Slip(cx5_ignores_latency, "not_equal"),)),
-    number("ch03-pq2-ideal", section=ALLGATHER,
-           prompt="PQ2(a): AllGather_Y of bf16[2048, 8192] on v5e {X: 8, Y: 4}, ideal ring with wraparound.",
-           reference=PQ2_IDEAL, unit="s",
-           slips=(Slip(2 * PQ2_IDEAL, "ratio:2"), Slip(PQ2_IDEAL * 1e6, "unit:1000000"))),
-    number("ch03-pq2-nowrap", section=ALLGATHER,
-           prompt="PQ2(a) again, for the 4-long v5e axis as it is: without wraparound.", reference=PQ2_NOWRAP, unit="s",
-           tolerance=Tolerance(rtol=0.03), slips=(Slip(PQ2_IDEAL, "ratio:2/3", "this axis has no wraparound link."),)),
-    number("ch03-pq2-hop-time", section=ALLGATHER,
-           prompt="PQ2(b): seconds for one shard of bf16[256, 256] / 4 to cross one v5e link one way.",
-           reference=PQ2_HOP, unit="s", tolerance=Tolerance(rtol=0.05), slips=(Slip(PQ2_HOP / 2, "ratio:1/2"),)),
-    number("ch03-pq2-small", section=ALLGATHER,
-           prompt="PQ2(b): the whole AllGather of bf16[256, 256] over the 4-long axis (latency-bound).",
-           reference=PQ2_SMALL, unit="s", tolerance=Tolerance(low=2e-6, high=4e-6),
-           slips=(Slip(8e-6, "ratio:8/3", "8 us was measured; the model counts hops."),)),
-    number("ch03-q2-gather-x", section=PROBLEMS,
-           prompt="Q2(1): AllGather_X([B_X, D_Y]) on a v4p 4x4x4, B = 1024, D = 4096, bf16.", reference=Q2_GATHER_X,
-           unit="s", slips=(Slip(4 * Q2_GATHER_X, "ratio:4", "only D_Y's share is gathered: divide by |Y|."),)),
-    number("ch03-q2-gather-xy", section=PROBLEMS, prompt="Q2(2): AllGather_XY([B_X, D_Y]) on the same cube.",
-           reference=Q2_GATHER_XY, unit="s",
-           slips=(Slip(2 * Q2_GATHER_XY, "ratio:2", "two axes gather at once, on their own links."),)),
-    number("ch03-q2-allreduce-z", section=PROBLEMS, prompt="Q2(3): AllReduce_Z([B_X, D_Y]{U_Z}) on the same cube.",
-           reference=Q2_ALLREDUCE_Z, unit="s",
-           slips=(Slip(Q2_V0_ALLREDUCE, "ratio:16", "each device holds only a [B/4, D/4] block."),)),
-    number("ch03-q2-reshard-x", section=PROBLEMS,
-           prompt="Q2(1) after resharding to [B_XZ, D_Y] locally, so Z's links help the gather.",
-           reference=Q2_RESHARD_X, unit="s", slips=(Slip(Q2_GATHER_X, "ratio:2"),)),
-    number("ch03-q2-reshard-xy", section=PROBLEMS,
-           prompt="Q2(2) after the same reshard: gather over X, Y and Z at once.", reference=Q2_RESHARD_XY, unit="s",
-           slips=(Slip(Q2_GATHER_XY, "ratio:3/2"),)),
+    vary("ch03-pq2", pq2, N=values(4, 8), E=values(2048, 1024, 4096), valid=pq2_valid),
+    vary("ch03-q2", q2, B=values(1024, 2048, 512), D=values(4096, 6144), valid=q2_valid),
     number("ch03-q3-latency", section=PROBLEMS, prompt="Q3: AllGather_X([B_X]) of bf16[128] on a v4p 4x4x4.",
            reference=Q3_TIME, unit="s", tolerance=Tolerance(low=1.5e-6, high=3e-6),
            slips=(Slip(4 * HOP_S, "ratio:3/2", "with wraparound the farthest of 4 devices is 2 hops away."),)),
@@ -811,11 +1025,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             model=bidi_reducescatter,
             slips=(Slip(bidi_reducescatter_wrong_chunk, "wrong_values"),
                    Slip(ring_reducescatter, "collectives:collective-permute"))),
-    Program(qid="ch03-cx4-alltoall", points=2, section=ALLTOALL,
-            prompt="Reshard f32[64, 32] from [I_X, J] to [I, J_X] with one AllToAll.",
-            spec=reshard_spec((None, "X"), {"all-to-all": 1}),
-            model=alltoall,
-            slips=(Slip(alltoall_axes_swapped, "wrong_shape"), Slip(alltoall_by_gathering, "collectives:all-gather"))),
+    vary("ch03-cx4", cx4, I=values(64, 128), J=values(32, 64, 16)),
     Program(qid="ch03-cx5-grad-transpose", points=3, section=REDUCESCATTER,
             prompt="jax.grad of a loss built on all_gather: x * sum_d y_d, whose backward pass is a ReduceScatter.",
             spec=ProgramSpec(mesh=X8, einsum="ab,kab->ab",
@@ -825,28 +1035,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(gradient_forgets_other_devices, "partial_sum:X"),
                    Slip(gradient_by_hand_allreduce, "collectives:all-reduce"))),
     # 4. Choosing a strategy.
-    Formula(qid="ch03-q4-t-s1", points=1, section=PROBLEMS,
-            prompt="Q4 strategy 1 (AllGather Y[D_X, F], then multiply): lower bound on its time.",
-            reference=T_S1, symbols="B D F X C W", counts="X",
-            slips=(Slip(sp.Max(2 * B * D * F / (X * C), 2 * D * F / W), "extra_symbol:X",
-                        "after the gather every device does the whole matmul."),)),
-    Formula(qid="ch03-q4-t-s2", points=1, section=PROBLEMS,
-            prompt="Q4 strategy 2 (local partial matmul, then AllReduce): lower bound on its time.",
-            reference=T_S2, symbols="B D F X C W", counts="X",
-            slips=(Slip(sp.Max(2 * B * D * F / C, 4 * B * F / W), "missing_symbol:X",
-                        "each chip multiplies only its 1/X share of the contraction."),)),
-    Number(qid="ch03-q4-b-threshold", points=1, section=PROBLEMS,
-           prompt="Q4 on TPU v5p: the batch below which strategy 1 is communication-bound.",
-           reference=Q4_B_THRESHOLD, tolerance=ONE_PERCENT,
-           slips=(Slip(Q4_B_THRESHOLD / 2, "ratio:1/2", "W is the bidirectional bandwidth."),)),
-    Formula(qid="ch03-q4-d-small-batch", points=1, section=PROBLEMS,
-            prompt="Q4 when both strategies are communication-bound: strategy 2 wins for D above what?",
-            reference=2 * B, symbols="B D F X C W", counts="X",
-            slips=(Slip(B, "ratio:1/2", "the AllReduce moves 4BF bytes, the gather 2DF."),)),
-    Number(qid="ch03-q4-d-threshold", points=1, section=PROBLEMS,
-           prompt="Q4 on TPU v5p with B above that batch: strategy 2 wins for D above what?",
-           reference=Q4_D_THRESHOLD, tolerance=ONE_PERCENT,
-           slips=(Slip(Q4_B_THRESHOLD, "ratio:1/2", "compare 2BDF/C with 4BF/W."),)),
+    vary("ch03-q4", q4, chip=chips(V5P, V5E, hw.TPU_V6E, V4P)),
     Formula(qid="ch03-q5-flops", points=1, section=PROBLEMS,
             prompt="Q5: FLOPs per chip of A[I, J] . B[J, K] on a v4p 4x4x4 with one operand dimension split 64 ways.",
             reference=Q5_FLOPS, symbols="I J K W",
@@ -863,42 +1052,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            prompt="Q5: the lowest-latency way for large I, J, K.",
            reference="split-output", options=("split-output", "split-contraction", "replicate"),
            slips=(Slip("split-contraction", "wrong_option", "its AllReduce moves twice the bytes."),)),
-    Choice(qid="ch03-q6-a-collective", points=1, section=PROBLEMS,
-           prompt="Q6(a): the collective of A[I_X, J_Y] . B[J_Y, K] -> C[I_X, K] on a v5e 4x4.",
-           reference="all-reduce", options=COLLECTIVES,
-           slips=(Slip("all-gather", "wrong_option", "the contraction is sharded on both sides: partial sums."),)),
-    Number(qid="ch03-q6-a-threshold", points=1, section=PROBLEMS,
-           prompt="Q6(a): the J above which it is compute-bound (bidirectional ring, wraparound assumed).",
-           reference=Q6_A_J, tolerance=TWO_PERCENT,
-           slips=(Slip(Q6_A_J / 2, "ratio:1/2", "an AllReduce costs two gathers' worth."),)),
-    Choice(qid="ch03-q6-b-collective", points=1, section=PROBLEMS,
-           prompt="Q6(b): the collective of A[I_X, J] . B[J_X, K_Y] -> C[I_X, K_Y].",
-           reference="all-gather", options=COLLECTIVES,
-           slips=(Slip("all-reduce", "wrong_option", "A is not sharded on J: gather B's J first."),)),
-    Number(qid="ch03-q6-b-threshold", points=1, section=PROBLEMS,
-           prompt="Q6(b): the I above which it is compute-bound.",
-           reference=Q6_B_I, tolerance=TWO_PERCENT,
-           slips=(Slip(Q6_B_I * 2, "ratio:2", "the gathered B is bf16[J, K_Y]: 2JK/4 bytes."),)),
-    Choice(qid="ch03-q6-c-collective", points=1, section=PROBLEMS,
-           prompt="Q6(c): the collective of A[I_X, J] . B[J, K_Y] -> C[I_X, K_Y].",
-           reference="none", options=COLLECTIVES,
-           slips=(Slip("all-gather", "wrong_option", "the contraction is not sharded at all."),)),
-    Number(qid="ch03-q7-weight-bytes", points=1, section=PROBLEMS,
-           prompt="Q7: bytes of one bf16 weight matrix [8192, 32768].",
-           reference=Q7_WEIGHT, unit="B", tolerance=ONE_PERCENT,
-           slips=(Slip(Q7_WEIGHT / 2, "ratio:1/2"),)),
-    Choice(qid="ch03-q7-strategy", points=1, section=PROBLEMS,
-           prompt="Q7: shard for speed within 300 MB per chip: 'fsdp' or 'tensor' parallel.",
-           reference="tensor", options=("fsdp", "tensor"),
-           slips=(Slip("fsdp", "wrong_option", "FSDP gathers both full weight matrices at every step."),)),
-    Number(qid="ch03-q7-bytes-per-chip", points=1, section=PROBLEMS,
-           prompt="Q7: weight bytes per chip with tensor parallelism over all 4 chips.",
-           reference=Q7_PER_CHIP, unit="B", tolerance=ONE_PERCENT,
-           slips=(Slip(Q7_PER_CHIP / 2, "ratio:1/2", "there are two weight matrices."),)),
-    number("ch03-q7-flop-time", section=PROBLEMS,
-           prompt="Q7: seconds of matmul per chip for the MLP block (tensor parallel, v5e).", reference=Q7_FLOP_TIME,
-           unit="s", slips=(Slip(Q7_FLOP_TIME * 4, "ratio:4", "each chip does a quarter."),)),
-    number("ch03-q7-comm-time", section=PROBLEMS,
-           prompt="Q7: seconds for the AllGather of In[B, D_XY] over both axes (wraparound assumed).",
-           reference=Q7_COMM, unit="s", slips=(Slip(Q7_COMM * 2, "ratio:2", "two axes gather at once."),)),
+    vary("ch03-q6", q6, chip=chips(V5E, hw.TPU_V6E), mesh=values((4, 4), (4, 8), (8, 4), (2, 4))),
+    vary("ch03-q7", q7, DF=values((8192, 32768), (6144, 24576), (5120, 20480), (7168, 28672)),
+         B=values(128, 256, 64), valid=q7_valid),
 ))

@@ -16,31 +16,31 @@ import string
 import numpy as np
 import sympy as sp
 
+import course.symbols as sym
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Output, Slip
+from autograder.variants import chips, models, values, vary
 from course import hardware as hw
 from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import critical_intensity
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp, slip_code
 
 V5E = hw.TPU_V5E
+# The chips a student's variant may use (autograder/variants.py), the book's first.
+TPUS = (V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V4P, hw.TPU_V3)
 SECTION = "transformers/"
 alpha, k = symbol("alpha"), symbol("k")
 M1, M2, L1, L2 = symbols("M1 M2 L1 L2")
 
 # --- the chapter's inputs, each with where it comes from ------------------------------------------
 Q1 = m.PART4_Q1  # question 1's model: one D-sized norm per layer, separate embeddings, int8 KV
+# Q1 for a student: the book's model or a real one, each with separate input and output embeddings (a tied
+# one would change what the question counts). The count keeps the book's one D-sized norm per layer.
+Q1_MODELS = (Q1, m.LLAMA3_8B, m.LLAMA2_13B, m.LLAMA3_70B, m.LLAMA31_405B)
 Q1_NORMS = 1
-E3_D = 8192  # "when does attention dominate", a D = 8192 model
-GEMMA_27B_D = 4608  # Gemma-27B's d_model, quoted in the same paragraph
-# Gradient checkpointing example: 4M tokens per batch, 64 layers of D = 8192, bf16; the "dots"
-# policy also needs F and the heads, which the book does not give: F = 4D, MHA with N*H = D.
-E4_TOKENS, E4_L, E4_D = 4e6, 64, 8192
-E4_F, E4_NH = 4 * E4_D, E4_D
-E5_S, E5_L, E5_KH = 8192, 64, 8192  # KV-cache example: 8k context, 64 layers, K*H = 8192, int8
+GEMMA_27B_D = 4608  # the book's second width in E3, Gemma-27B's d_model (its erratum's range is for it)
 Q2_MESH = {"X": 4, "Y": 8, "Z": 4}  # A[B_X, D_Y] . W[D_Y, F] on a 4 x 8 x 4 mesh
-Q5_D = 4096
 # Question 7: DeepSeek-V3 trained in FP8 on H800s, whose datasheet's 3.026e15 FLOP/s assumes 2:4
 # sparsity; the dense rate is half. (A chip constant the question states; course.hardware has no H800.)
 H800_FP8_SPARSE_FLOPS_PER_S = 3.026e15
@@ -48,9 +48,6 @@ H800_FP8_FLOPS_PER_S = H800_FP8_SPARSE_FLOPS_PER_S / 2
 DS = m.DEEPSEEK_V3
 
 # --- references ------------------------------------------------------------------------------------
-Q1_TOTAL = m.params_of(Q1, norms=Q1_NORMS)
-Q1_ATTN_FRACTION = Q1.L * m.attention_params(Q1.D, Q1.N, Q1.K, Q1.H) / Q1_TOTAL
-Q1_KV = m.kv_bytes_per_token_of(Q1, bpe=1)
 LAYER_PARAMS = m.layer_params(D, F, N, K, H, norms=1)
 TRAIN = m.TRAIN_OVER_FORWARD
 MLP_TRAIN = TRAIN * m.mlp_flops(B * T, D, F)
@@ -61,11 +58,6 @@ _dense = {F: 4 * D, K: N, H: D / N}
 E3_RATIO = sp.simplify((ATTN_TRAIN / (MLP_TRAIN + QKVO_TRAIN)).subs(_dense))
 E3_T = sp.solve(sp.Eq(E3_RATIO, 1), T)[0]  # attention equals the matmuls at T = 8D
 Q5_T = sp.solve(sp.Eq(ATTN_TRAIN, QKVO_TRAIN.subs(K, N)), T)[0]  # attention equals the projections
-
-
-def e4_bytes(policy: str) -> float:
-    saved = m.saved_per_token(policy, E4_D, E4_F, E4_NH, E4_NH, 1)  # N*H = K*H = D (MHA)
-    return m.activation_bytes(E4_TOKENS, E4_L, saved)
 
 
 # Block remat runs the forward pass twice: 2 + 2 + 4 FLOPs per parameter per token instead of 2 + 4.
@@ -382,7 +374,8 @@ PARAM_PROBES = tuple(_cfg_probe(c, *SHAPE, "E", "tied")
                      for c in (m.LLAMA3_8B, m.LLAMA3_70B, m.LLAMA31_405B, m.PART7_MOE))
 FLOP_PROBES = (_cfg_probe(m.LLAMA3_70B, *SHAPE, "k", T=4096), _cfg_probe(m.LLAMA3_8B, *SHAPE, "k", T=131_072),
                _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=2048))
-KV_PROBES = (dict(L=E5_L, K=64, H=128, S=E5_S, bpe=1), _cfg_probe(Q1, "L", "K", "H", S=1, bpe=1),
+KV_PROBES = (dict(L=64, K=64, H=128, S=8192, bpe=1),  # E5's example as the book gives it
+             _cfg_probe(Q1, "L", "K", "H", S=1, bpe=1),
              _cfg_probe(m.LLAMA3_70B, "L", "K", "H", S=32_768, bpe=1))
 CX2_PROBE = dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32)
 
@@ -403,6 +396,124 @@ _layer = f"{SECTION}#global-flops-and-params-calculation"
 _wp = f"{SECTION}#a-few-problems-to-work"
 _attn = f"{SECTION}#fractional-cost-of-attention-with-context-length"
 _mem = f"{SECTION}#gradient-checkpointing"
+
+
+# --- the exercises whose numbers each student is dealt (variants.py); the book's values first ----------------
+
+
+def q1(model: m.Config) -> tuple[Number, ...]:
+    """Q1: a config's parameters (one D-sized norm per layer, separate embeddings), the attention projections'
+    share of them, and its int8 KV cache per token. The book's model keeps the ranges of its erratum (its
+    rounded 16e9 and its per-layer 1/4); another model has one exact answer each."""
+    total = m.params_of(model, norms=Q1_NORMS)
+    attention = model.L * m.attention_params(model.D, model.N, model.K, model.H)
+    mlp = model.L * m.mlp_params(model.D, model.F)
+    kv = m.kv_bytes_per_token_of(model, bpe=1)
+    book = model == Q1
+    total_tolerance = Tolerance(low=1.6e10, high=1.75e10) if book else ONE_PERCENT
+    share_tolerance = Tolerance(low=0.245, high=0.2505) if book else ONE_PERCENT
+    share = attention / total
+    return (
+        Number(qid="ch04-q1-total-params", points=1, section=_wp,
+               prompt=f"Total parameters of the config {model.name} (one D-sized norm per layer, separate "
+                      "embeddings).",
+               reference=total, tolerance=total_tolerance,
+               slips=(Slip(total / model.L, slip_code(total / model.L, total, total_tolerance),
+                           f"that is about one layer; there are {model.L}."),
+                      Slip(2 * total, "ratio:2", "count parameters, not bf16 bytes."))),
+        Number(qid="ch04-q1-attn-fraction", points=1, section=_wp,
+               prompt=f"Fraction of all the parameters of {model.name} in the attention projections.",
+               reference=share, tolerance=share_tolerance,
+               slips=(Slip(attention / mlp, slip_code(attention / mlp, share, share_tolerance),
+                           "divide by all parameters, not by the MLP's."),
+                      Slip(mlp / total, slip_code(mlp / total, share, share_tolerance), "that is the MLP's share."))),
+        Number(qid="ch04-q1-kv-bytes", points=1, unit="B", section=_wp,
+               prompt=f"Bytes of int8 KV cache per token for {model.name}.",
+               reference=kv, tolerance=THREE_FIGURES,
+               slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer."),
+                      Slip(2 * kv, "ratio:2", "the cache is int8: 1 byte per element."))))
+
+
+def e3(D: int, D2: int) -> tuple[Number, ...]:
+    """E3: the context length above which attention dominates (T = 8D) for two model widths. The first
+    accepts 2.5%, the book's "~64K" for 65,536; the book's second (Gemma-27B) keeps its erratum's range."""
+    first, second = float(E3_T.subs(sym.D, D)), float(E3_T.subs(sym.D, D2))
+    second_tolerance = Tolerance(low=32_000, high=37_000) if D2 == GEMMA_27B_D else ONE_PERCENT
+    return (
+        Number(qid="ch04-e3-t-d8192", points=1, section=_attn,
+               prompt=f"Sequence length above which attention dominates for D = {D}.",
+               reference=first, tolerance=Tolerance(rtol=0.025), slips=(Slip(D, "ratio:1/8"),)),
+        Number(qid="ch04-e3-t-gemma", points=1, section=_attn,
+               prompt=f"The same for a model of width D = {D2}.",
+               reference=second, tolerance=second_tolerance, slips=(Slip(D2, "ratio:1/8"),)))
+
+
+def q5(D: int) -> tuple[Number, ...]:
+    """Q5: the length at which attention's FLOPs equal the projections' (T = 2D), for a width D."""
+    t = float(Q5_T.subs(sym.D, D))
+    return (Number(qid="ch04-q5-t-d4096", points=1, section=_wp,
+                   prompt=f"That length for D = {D}.",
+                   reference=t, tolerance=THREE_FIGURES,
+                   slips=(Slip(4 * t, "ratio:4", "compare with the projections only, not the MLP."),)),)
+
+
+def e4(tokens: float, L: int, D: int) -> tuple[Number, ...]:
+    """E4: bf16 activations saved by a batch of ``tokens`` through L layers of width D under three
+    checkpointing policies. The "dots" policy needs F and the heads, which the book does not give:
+    F = 4D and MHA with N*H = K*H = D."""
+    def saved(policy: str) -> float:
+        return m.activation_bytes(tokens, L, m.saved_per_token(policy, D, 4 * D, D, D, 1))
+
+    everything, block, dots = saved("everything"), saved("block"), saved("dots")
+    setting = f"{tokens:,.0f} tokens, L = {L}, D = {D}, bf16"
+    return (
+        Number(qid="ch04-e4-no-remat", points=1, unit="B", section=_mem,
+               prompt=f"Bytes of saved activations, 20 D-sized tensors per layer ({setting}).",
+               reference=everything, tolerance=TWO_PERCENT,
+               slips=(Slip(everything / 2, "ratio:1/2", "bf16: 2 bytes per element."),
+                      Slip(everything / L, slip_code(everything / L, everything),
+                           "every layer saves its own."))),
+        Number(qid="ch04-e4-block-remat", points=1, unit="B", section=_mem,
+               prompt="The same when each layer saves only its input.",
+               reference=block, tolerance=TWO_PERCENT,
+               slips=(Slip(block / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
+        Number(qid="ch04-e4-dots-remat", points=1, unit="B", section=_mem,
+               prompt="The same when each layer saves the outputs of its seven big matmuls (F = 4D, MHA).",
+               reference=dots, tolerance=TWO_PERCENT,
+               slips=(Slip(m.activation_bytes(tokens, L, 7 * D), "not_equal",
+                           "the MLP's up and gate outputs have F elements per token, not D."),)))
+
+
+def e5(S: int, L: int, KH: int) -> tuple[Number, ...]:
+    """E5: the int8 KV cache of one sequence of S tokens, L layers, K*H = KH."""
+    kv = m.kv_bytes_per_token(L, KH, 1, bpe=1) * S
+    return (Number(qid="ch04-e5-kv-bytes", points=1, unit="B", section=f"{SECTION}#key-value-kv-caching",
+                   prompt=f"That for S = {S}, L = {L}, K*H = {KH}.",
+                   reference=kv, tolerance=THREE_FIGURES,
+                   slips=(Slip(kv / 2, "ratio:1/2"), Slip(2 * kv, "ratio:2", "int8: 1 byte per element."))),)
+
+
+def q4(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q4: the prefill length above which attention is compute-bound on ``chip`` for large G: its C/W. The
+    book's v5e keeps the erratum's range (up to the MHA threshold, twice as long)."""
+    crit = critical_intensity(chip)
+    tolerance = Tolerance(low=237, high=485) if chip is V5E else ONE_PERCENT
+    return (Number(qid="ch04-q4-prefill-threshold", points=1, section=_wp,
+                   prompt=f"Prefill length above which attention is compute-bound on {chip.name} (large G).",
+                   reference=crit, tolerance=tolerance,
+                   slips=(Slip(crit / 2, slip_code(crit / 2, crit, tolerance),
+                               "attention's intensity must exceed the chip's C/W, and for large G it is about T."),)),)
+
+
+def q8(chip: hw.TPU, E: int, k: int) -> tuple[Number, ...]:
+    """Q8: the token batch above which an int8-weight MoE matmul with E experts, k per token, is
+    compute-bound on ``chip``."""
+    crit = critical_intensity(chip)
+    return (Number(qid="ch04-q8-deepseek-batch", points=1, section=_wp,
+                   prompt=f"That batch for E = {E} experts, k = {k} per token, on {chip.name}.",
+                   reference=m.moe_critical_batch(E, k, crit), tolerance=ONE_PERCENT,
+                   slips=(Slip(crit * E / k, "ratio:2", "int8 weights: 1 byte per parameter."),)),)
+
 
 CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     # E1: FLOPs and data of basic contractions (A[N, P] . B[P, M]).
@@ -443,21 +554,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
                    Slip(2 * D * F + m.attention_params(D, N, K, H) + D, "lower_terms",
                         "a gated MLP has three D x F matrices."),
                    Slip(m.layer_params(D, F, N, K, H), "lower_terms", "count the norm's D scales too."))),
-    Number(qid="ch04-q1-total-params", points=1, section=_wp,
-           prompt="Total parameters of the question 1 model (one norm per layer, separate embeddings).",
-           reference=Q1_TOTAL, tolerance=Tolerance(low=1.6e10, high=1.75e10),
-           slips=(Slip(Q1_TOTAL / Q1.L, "ratio:1/64", "that is one layer; there are 64."),
-                  Slip(2 * Q1_TOTAL, "ratio:2", "count parameters, not bf16 bytes."))),
-    Number(qid="ch04-q1-attn-fraction", points=1, section=_wp,
-           prompt="Fraction of all the question 1 model's parameters in attention projections.",
-           reference=Q1_ATTN_FRACTION, tolerance=Tolerance(low=0.245, high=0.2505),
-           slips=(Slip(1 / 3, "ratio:4/3", "divide by all parameters, not by the MLP's."),
-                  Slip(0.75, "ratio:3", "that is the MLP's share."))),
-    Number(qid="ch04-q1-kv-bytes", points=1, unit="B", section=_wp,
-           prompt="Bytes of int8 KV cache per token for the question 1 model.",
-           reference=Q1_KV, tolerance=THREE_FIGURES,
-           slips=(Slip(Q1_KV / 2, "ratio:1/2", "a key and a value per layer."),
-                  Slip(2 * Q1_KV, "ratio:2", "the cache is int8: 1 byte per element."))),
+    vary("ch04-q1", q1, model=models(*Q1_MODELS)),
     # E3: FLOPs per layer, and when attention dominates.
     Formula(qid="ch04-e3-mlp-flops", points=1, section=_layer,
             prompt="Training FLOPs of one layer's gated MLP for B sequences of T tokens.",
@@ -479,23 +576,13 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             reference=E3_RATIO, symbols="T D",
             slips=(Slip(T / (6 * D), "ratio:4/3", "the projections are matmuls too."),
                    Slip(T / (2 * D), "ratio:4", "compare with the MLP as well as the projections."))),
-    Number(qid="ch04-e3-t-d8192", points=1, section=_attn,
-           prompt="Sequence length above which attention dominates for D = 8192.",
-           reference=float(E3_T.subs(D, E3_D)), tolerance=Tolerance(rtol=0.025),
-           slips=(Slip(E3_D, "ratio:1/8"),)),
-    Number(qid="ch04-e3-t-gemma", points=1, section=_attn,
-           prompt="The same for Gemma-27B (D = 4608).",
-           reference=float(E3_T.subs(D, GEMMA_27B_D)), tolerance=Tolerance(low=32_000, high=37_000),
-           slips=(Slip(GEMMA_27B_D, "ratio:1/8"),)),
+    vary("ch04-e3", e3, D=values(8192, 4096, 16384), D2=values(GEMMA_27B_D, 2560, 3072, 5120)),
     # Q5: attention vs the projections alone.
     Formula(qid="ch04-q5-crossover", points=1, section=_wp,
             prompt="Sequence length at which self-attention FLOPs equal the QKVO projection FLOPs (MHA).",
             reference=Q5_T, symbols="D",
             slips=(Slip(8 * D, "ratio:4", "compare with the projections only, not the MLP."),)),
-    Number(qid="ch04-q5-t-d4096", points=1, section=_wp,
-           prompt="That length for D = 4096.",
-           reference=float(Q5_T.subs(D, Q5_D)), tolerance=THREE_FIGURES,
-           slips=(Slip(4 * float(Q5_T.subs(D, Q5_D)), "ratio:4"),)),
+    vary("ch04-q5", q5, D=values(4096, 2048, 8192, 5120, 16384)),
     # Q2 and Q3: FLOPs of sharded and general contractions.
     Formula(qid="ch04-q2-total-flops", points=1, section=_wp,
             prompt="FLOPs all chips perform for A[B_X, D_Y] . W[D_Y, F] on a mesh X: 4, Y: 8, Z: 4.",
@@ -512,20 +599,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             slips=(Slip(I * J * K * L * M * N * O, "ratio:1/2"),
                    Slip(2 * K * L * M * N * O, "missing_symbol:I,J", "the contracted I and J multiply the work too."))),
     # E4 and Q6: activation memory and gradient checkpointing.
-    Number(qid="ch04-e4-no-remat", points=1, unit="B", section=_mem,
-           prompt="Bytes of saved activations, 20 D-sized tensors per layer (4M tokens, L = 64, D = 8192, bf16).",
-           reference=e4_bytes("everything"), tolerance=TWO_PERCENT,
-           slips=(Slip(e4_bytes("everything") / 2, "ratio:1/2", "bf16: 2 bytes per element."),
-                  Slip(e4_bytes("everything") / E4_L, "ratio:1/64", "every layer saves its own."))),
-    Number(qid="ch04-e4-block-remat", points=1, unit="B", section=_mem,
-           prompt="The same when each layer saves only its input.",
-           reference=e4_bytes("block"), tolerance=TWO_PERCENT,
-           slips=(Slip(e4_bytes("block") / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
-    Number(qid="ch04-e4-dots-remat", points=1, unit="B", section=_mem,
-           prompt="The same when each layer saves the outputs of its seven big matmuls (F = 4D, MHA).",
-           reference=e4_bytes("dots"), tolerance=TWO_PERCENT,
-           slips=(Slip(m.activation_bytes(E4_TOKENS, E4_L, 7 * E4_D), "not_equal",
-                       "the MLP's up and gate outputs have F elements per token, not D."),)),
+    vary("ch04-e4", e4, tokens=values(4e6, 1e6, 16e6), L=values(64, 80), D=values(8192, 4096, 12288)),
     Number(qid="ch04-e4-remat-flops-ratio", points=1, section=_mem,
            prompt="Training FLOPs with block remat over training FLOPs without.",
            reference=E4_REMAT_RATIO, tolerance=ONE_PERCENT,
@@ -541,11 +615,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             reference=KV_PER_SEQ, symbols="S L N K H",
             slips=(Slip(KV_PER_SEQ / 2, "ratio:1/2", "a key and a value per layer."),
                    Slip(2 * S * L * N * H, "extra_symbol:N", "the cache holds the K key/value heads."))),
-    Number(qid="ch04-e5-kv-bytes", points=1, unit="B", section=f"{SECTION}#key-value-kv-caching",
-           prompt="That for S = 8192, L = 64, K*H = 8192.",
-           reference=m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S, tolerance=THREE_FIGURES,
-           slips=(Slip(m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=1) * E5_S / 2, "ratio:1/2"),
-                  Slip(m.kv_bytes_per_token(E5_L, E5_KH, 1, bpe=2) * E5_S, "ratio:2", "int8: 1 byte per element."))),
+    vary("ch04-e5", e5, S=values(8192, 32768, 2048), L=values(64, 80), KH=values(8192, 1024)),
     # Q4: attention intensity.
     Formula(qid="ch04-q4-flops", points=1, section=_wp,
             prompt="FLOPs of self-attention alone (Q.K^T and softmax.V), T queries and S keys.",
@@ -560,11 +630,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             prompt="Its arithmetic intensity in T, S and G = N/K.",
             reference=Q4_INTENSITY, symbols="T S G",
             slips=(Slip(T * S / (T + S), "missing_symbol:G", "that is MHA (G = 1)."),)),
-    Number(qid="ch04-q4-prefill-threshold", points=1, section=_wp,
-           prompt="Prefill length above which attention is compute-bound on TPU v5e (large G).",
-           reference=critical_intensity(V5E), tolerance=Tolerance(low=237, high=485),
-           slips=(Slip(critical_intensity(V5E) / 2, "ratio:1/4",
-                       "attention's intensity must exceed the chip's C/W, and for large G it is about T."),)),
+    vary("ch04-q4", q4, chip=chips(*TPUS)),
     Formula(qid="ch04-q4-decode-limit", points=1, section=_wp,
             prompt="The intensity of generation (T = 1) as S grows large.",
             reference=Q4_DECODE_LIMIT, symbols="S G",
@@ -584,12 +650,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             reference=Q8_BATCH, symbols="alpha E k",
             slips=(Slip(alpha * E / k, "ratio:2", "int8 weights: 1 byte per parameter."),
                    Slip(alpha / 2, "missing_symbol:E,k"))),
-    Number(qid="ch04-q8-deepseek-batch", points=1, section=_wp,
-           prompt="That batch for DeepSeek-V3 (E = 256, k = 8) on TPU v5e.",
-           reference=m.moe_critical_batch(m.DEEPSEEK_V3_EXPERTS, m.DEEPSEEK_V3_EXPERTS_PER_TOKEN,
-                                          critical_intensity(V5E)), tolerance=ONE_PERCENT,
-           slips=(Slip(critical_intensity(V5E) * m.DEEPSEEK_V3_EXPERTS / m.DEEPSEEK_V3_EXPERTS_PER_TOKEN,
-                       "ratio:2"),)),
+    vary("ch04-q8", q8, chip=chips(*TPUS), E=values(256, 160), k=values(8, 6)),
     # Q7: a real run's utilisation.
     Number(qid="ch04-q7-training-flops", points=1, unit="FLOP", section=_wp,
            prompt="Training FLOPs of DeepSeek-V3 (activated parameters, tokens).",

@@ -27,11 +27,24 @@ import sympy as sp
 import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.variants import chips, values, vary
 from course import hardware as hw
 from course.symbols import B, C, D, F, H, L, M, N, S, V, W, X, Y, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, own_block, smap
+from solutions._kit import (
+    EXACT,
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    P,
+    jax,
+    jnp,
+    number,
+    own_block,
+    slip_code,
+    smap,
+)
 
 M_X, M_Y = symbols("M_X M_Y")  # mesh axes an FSDP / a tensor-parallel collective runs over at once
 V5P = hw.TPU_V5P
@@ -56,23 +69,18 @@ PROBLEMS = SECTION + "#some-problems-to-work"
 BACKWARD = SECTION + "#appendix-b-deriving-the-comms-necessary-for-the-backward-passes"
 
 # --- inputs the chapter states (each with where it comes from) ----------------------------------------
-# LLaMA 3-70B as the chapter quotes it inline: F "about 30,000" (the config has 28,672), 15e12 training
-# tokens of a 70e9-parameter model (6 * 70e9 * 15e12 = 6.3e24 FLOPs), a 16e6-token batch (Part 6 uses
-# 4 * 2**20), 50% utilisation.
-LLAMA70_F = 30_000
+# LLaMA 3-70B as the chapter quotes it inline: D = 8192, F "about 30,000" (the config has 28,672), 15e12
+# training tokens of a 70e9-parameter model (6 * 70e9 * 15e12 = 6.3e24 FLOPs). The sizes an exercise
+# deals to each student (E4's batch, DeepSeek-V2's 40e6 tokens in the book; E5's 16e6-token batch at 50%
+# utilisation; ...) are the values of its setting below, the book's first.
+LLAMA70_D, LLAMA70_F = 8192, 30_000
 LLAMA70_PARAMS = 70e9  # the nominal size the book multiplies with
 LLAMA70_TOKENS = 15e12
 LLAMA70_FLOPS = m.train_flops(LLAMA70_PARAMS, LLAMA70_TOKENS)
-E5_BATCH, E5_MFU = 16e6, 0.5
-GEMMA7_F = 50_000  # Gemma 7B's MLP width, "about 50,000" in the text
-DEEPSEEK_BATCH = 40e6  # DeepSeek-V2's batch in tokens, as the text quotes it
-E9_N, E9_B, E9_F, E9_MX_OVER_MY = 64, 48 * 1024, 32_768, 2  # a 4x4x4 slice; the book's B is 48 * 1024
-E10_F = 32_768
-E14_BATCH, E14_POD_BATCH = 2e6, 1e6
+E9_N, E9_B, E9_F = 64, 48 * 1024, 32_768  # a 4x4x4 slice; the book's B is 48 * 1024
 Q = m.LLAMA2_13B  # Q1-Q3's model: LLaMA-2 13B (MHA, gated MLP, separate embeddings)
-Q2_BATCH = 16e6
-Q3_BATCH, Q3_MFU = 3e6, 0.4  # 3e6 tokens (96 sequences of 32k), 40% utilisation
-Q3_MX, Q3_MY = 2, 1  # on a 3D torus FSDP gets two axes, tensor parallelism one
+Q3_BATCH = 3e6  # 3e6 tokens (96 sequences of 32k)
+Q3_MX, Q3_MY = 2, 1  # on a 3D torus FSDP gets two axes, tensor parallelism one (E9-E11, E14, Q3)
 
 # --- the chapter's formulas, each once --------------------------------------------------------------
 # B is the global token batch, X the data-parallel (FSDP) ways, Y the tensor-parallel ways, N = X * Y
@@ -87,6 +95,7 @@ FSDP_BOUND = sp.solve(sp.Eq(FSDP_T_MATH, FSDP_T_COMMS.subs(W, M_X * W)), B)[0] /
 TP_T_MATH = 4 * B * D * F / (Y * C)
 TP_T_COMMS = 2 * (BF16 * B * D) / W  # AllGather In[B, D_Y], ReduceScatter Out[B, D]{U_Y}
 TP_MAX_Y = sp.solve(sp.Eq(TP_T_MATH, TP_T_COMMS.subs(W, M_Y * W)), Y)[0]  # M_Y F W / C
+TP_MIN_F = sp.solve(sp.Eq(TP_MAX_Y, Y), F)[0]  # the F that Y ways need: Y C / (M_Y W)
 MIX_T_MATH = 4 * B * D * F / (N * C)
 MIX_T_FSDP = BF16 * 2 * D * F / (Y * M_X * W)  # each chip gathers W_in[D, F_Y] and W_out[F_Y, D]
 MIX_T_TP = BF16 * 2 * B * D / (X * M_Y * W)  # ... and In[B_X, D], Out[B_X, D]
@@ -103,35 +112,10 @@ def value(expr: sp.Expr, **at: float) -> float:
     return float(expr.subs({sp.Symbol(k, positive=True): v for k, v in subs.items()}))
 
 
-# --- references -------------------------------------------------------------------------------------
-E1_PARAMS = V5P.hbm_bytes / STATE_BYTES
-E2_BATCH = value(DP_BOUND)
-E2_BATCH_3 = value(FSDP_BOUND, M_X=TORUS_AXES)  # DP and FSDP share the bound
-E2_POD_BATCH = E2_BATCH_3 * POD
-E4_CHIPS = DEEPSEEK_BATCH / E2_BATCH_3
-E5_CHIPS = E5_BATCH / E2_BATCH_3
-E5_SECONDS = LLAMA70_FLOPS / (E5_CHIPS * PEAK * E5_MFU)
+# --- references the settings do not vary ---------------------------------------------------------------
 DAY = 86_400.0
-E7_LIMIT = value(TP_MAX_Y, F=LLAMA70_F, M_Y=1)
-E7_MIN_F = float(sp.solve(sp.Eq(TP_MAX_Y.subs({M_Y: 1, C: PEAK, W: ICI}), 8), F)[0])
-E8_LIMIT = value(TP_MAX_Y, F=GEMMA7_F, M_Y=1)
-E9_X = value(X_OPT, B=E9_B, N=E9_N, F=E9_F, M_X=E9_MX_OVER_MY, M_Y=1)
-E10_BOUND = value(MIX_BOUND, F=E10_F, M_X=2, M_Y=1)
-E11_BATCH = E10_BOUND * SLICE_16
-E13_BATCH = PEAK / V5P.dcn_bytes_per_s  # batch per slice above which the DCN AllReduce hides
-E14_FSDP_CHIPS = E14_BATCH / E2_BATCH_3
-E14_MIX_BOUND = value(MIX_BOUND, F=LLAMA70_F, M_X=2, M_Y=1)
-E14_MIX_CHIPS = E14_BATCH / E14_MIX_BOUND
-E14_TWO_PODS = E14_POD_BATCH / POD
-BUBBLE_4X8 = float(BUBBLE.subs({S: 4, M: 8}))
 Q1_PARAMS = m.params_of(Q)
 Q2_STATE = STATE_BYTES * Q1_PARAMS
-Q2_CKPT = value(CKPT_BYTES, L=Q.L, B=Q2_BATCH, D=Q.D, F=Q.F)
-Q3_CKPT = value(CKPT_BYTES, L=Q.L, B=Q3_BATCH, D=Q.D, F=Q.F)
-Q3_FSDP_BYTES_PER_CHIP = (Q3_CKPT + Q2_STATE) / SLICE_16
-Q3_MIX_BOUND = value(MIX_BOUND, F=Q.F, M_X=Q3_MX, M_Y=Q3_MY)
-Q3_X = value(X_OPT, B=Q3_BATCH, N=SLICE_16, F=Q.F, M_X=Q3_MX, M_Y=Q3_MY)
-Q3_STEP = m.train_flops(Q1_PARAMS, Q3_BATCH) / (SLICE_16 * PEAK * Q3_MFU)
 
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
@@ -423,14 +407,279 @@ MIX_SPEC = ProgramSpec(mesh=XY42, einsum="bd,df,fe->be",
 
 FORMULA_SYMBOLS = "B D F X Y N C W M_X M_Y"
 
+
+# --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first -------
+
+
+def pow2_mesh(x_opt: float, chips: int) -> tuple[str, str]:
+    """The mesh "XxY" with X = X_opt rounded to the nearest power of two in log scale, and the mesh of the
+    other neighbouring power of two (the rounding slip)."""
+    k = math.log2(x_opt)
+    near, other = 2 ** round(k), 2 ** (math.floor(k) if round(k) > k else math.ceil(k))
+    return f"{near}x{chips // near}", f"{other}x{chips // other}"
+
+
+def alpha_of(chip: hw.TPU) -> float:
+    """C / W: a chip's FLOP/s per byte/s of one ICI axis, both directions."""
+    return chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
+
+
+# The book rounds E1's 9.6e9 down to "about 9 billion": the same relative range is accepted for every chip.
+E1_ROUNDED_DOWN = BOOK["ch05-e1-dp-max-params"] / (V5P.hbm_bytes / STATE_BYTES)
+
+
+def e1(chip: hw.TPU) -> tuple[Number, ...]:
+    """E1: data parallelism keeps every weight and both Adam moments on every chip, so the model is
+    bounded by one chip's HBM."""
+    params = chip.hbm_bytes / STATE_BYTES
+    return (number("ch05-e1-dp-max-params", section=DP,
+                   prompt=f"E1: the largest model (parameters) pure data parallelism trains on a "
+                          f"{chip.hbm_bytes / 1e9:.0f} GB {chip.name}, with bf16 weights and fp32 Adam moments.",
+                   reference=params, tolerance=Tolerance(low=params * E1_ROUNDED_DOWN * 0.99, high=params * 1.01),
+                   slips=(Slip(chip.hbm_bytes / 16, "ratio:2/3",
+                               "gradients are not kept: count 2 + 4 + 4 bytes per parameter."),
+                          Slip(params / 1e9, "ratio:1/1000000000", "give the number of parameters, not billions."))),)
+
+
+def e2(chip: hw.TPU) -> tuple[Number, ...]:
+    """E2: data parallelism's per-chip bound is the chip's C / W, divided by the torus axes the AllReduce
+    uses; a whole pod needs that many tokens on every chip."""
+    per_chip = value(DP_BOUND, C=chip.bf16_flops_per_s, W=chip.ici_bidirectional_bytes_per_s)
+    axes, pod = torus_axes(chip), pod_chips(chip)
+    all_axes = value(FSDP_BOUND, C=chip.bf16_flops_per_s, W=chip.ici_bidirectional_bytes_per_s, M_X=axes)
+    return (
+        number("ch05-e2-dp-batch", section=DP, prompt=f"E2: that per-chip batch on {chip.name}, one mesh axis.",
+               reference=per_chip, tolerance=ONE_PERCENT,
+               slips=(Slip(per_chip * 2, "ratio:2", "W is the bidirectional bandwidth of an axis, both directions "
+                                                    "of its link."),)),
+        number("ch05-e2-dp-batch-3axes", section=DP,
+               prompt=f"E2: the same with the AllReduce over all {axes} axes of the {chip.name} torus.",
+               reference=all_axes, tolerance=ONE_PERCENT,
+               slips=(Slip(per_chip, f"ratio:{axes}", "each axis adds its links to the AllReduce."),)),
+        number("ch05-e2-pod-batch", section=DP,
+               prompt=f"E2: the smallest global batch (tokens) that keeps a whole {pod}-chip {chip.name} pod "
+                      "compute-bound under data parallelism, all axes used.",
+               reference=all_axes * pod, tolerance=ONE_PERCENT,
+               slips=(Slip(per_chip * pod, f"ratio:{axes}"),
+                      Slip(all_axes, slip_code(all_axes, all_axes * pod, ONE_PERCENT), "per chip times chips."))))
+
+
+def e4(batch: float) -> tuple[Number, ...]:
+    """E4: FSDP's bound caps the chips a batch can keep busy: batch / (C / 3W) on v5p."""
+    bound = value(FSDP_BOUND, M_X=TORUS_AXES)
+    return (number("ch05-e4-fsdp-chips", section=FSDP,
+                   prompt=f"E4: chips FSDP can use on v5p (three axes) with a {batch:.3g}-token batch.",
+                   reference=batch / bound, tolerance=TWO_PERCENT,
+                   slips=(Slip(batch / ALPHA, "ratio:1/3", "use the three-axis bound."),)),)
+
+
+def e5(batch: float, mfu: float) -> tuple[Number, ...]:
+    """E5: the chips a batch keeps compute-bound under FSDP, and how long LLaMA 3-70B's 6.3e24 FLOPs take
+    on them at a given utilisation."""
+    chips = batch / value(FSDP_BOUND, M_X=TORUS_AXES)
+    days = LLAMA70_FLOPS / (chips * PEAK * mfu) / DAY
+    return (
+        number("ch05-e5-chips", section=FSDP,
+               prompt=f"E5: chips for LLaMA 3-70B with a {batch:.3g}-token batch, FSDP at the three-axis bound.",
+               reference=chips, tolerance=TWO_PERCENT, slips=(Slip(batch / ALPHA, "ratio:1/3"),)),
+        number("ch05-e5-days", section=FSDP,
+               prompt=f"E5: days to train LLaMA 3-70B (6.3e24 FLOPs) on those chips at {mfu:.0%} utilisation.",
+               reference=days, unit="days", tolerance=TWO_PERCENT,
+               slips=(Slip(days * mfu, slip_code(days * mfu, days), f"at {mfu:.0%}, not 100%, of peak."),
+                      Slip(days * DAY, "magnitude:+5", "the answer is in days."))))
+
+
+def e7(F: int, ways: int) -> tuple[Number | Choice, ...]:
+    """E7: tensor parallelism's limit F / (C/W) for one model width, whether 16 ways pass it, and the
+    width a given degree needs."""
+    limit = value(TP_MAX_Y, F=F, M_Y=1)
+    sixteen = "compute-bound" if limit > 16 else "comms-bound"
+    min_f = value(TP_MIN_F, Y=ways, M_Y=1)
+    return (
+        number("ch05-e7-tp-limit", section=TP,
+               prompt=f"E7: the largest tensor-parallel degree for a model with F = {F:,} on one v5p axis.",
+               reference=limit, tolerance=ONE_PERCENT,
+               slips=(Slip(2 * limit, "ratio:2"),
+                      Slip(LLAMA70_D / ALPHA, slip_code(LLAMA70_D / ALPHA, limit, ONE_PERCENT),
+                           "the limit involves F, not D."))),
+        Choice(qid="ch05-e7-sixteen-way", points=1, section=TP,
+               prompt=f"E7: is 16-way tensor parallelism of that model (F = {F:,}) on one axis compute-bound or "
+                      "comms-bound?",
+               reference=sixteen, options=("compute-bound", "comms-bound"),
+               slips=(Slip(next(o for o in ("compute-bound", "comms-bound") if o != sixteen), "wrong_option",
+                           "compare 16 with the largest degree."),)),
+        number("ch05-e7-min-f", section=TP,
+               prompt=f"E7: the smallest F for which {ways}-way tensor parallelism on one v5p axis is compute-bound.",
+               reference=min_f, tolerance=ONE_PERCENT, slips=(Slip(min_f / ways, f"ratio:1/{ways}"),)))
+
+
+def e8(F: int) -> tuple[Number, ...]:
+    """E8: the degree at which tensor parallelism of a wide MLP turns comms-bound; a whole number of ways
+    either side of it is accepted, as the book rounds it down."""
+    limit = value(TP_MAX_Y, F=F, M_Y=1)
+    return (number("ch05-e8-gemma-tp", section=TP,
+                   prompt=f"E8: the tensor-parallel degree at which a model with F = {F:,} turns comms-bound, "
+                          "one v5p axis.", reference=limit,
+                   tolerance=Tolerance(low=math.floor(limit), high=math.ceil(limit)),
+                   slips=(Slip(limit * 2, "ratio:2"),)),)
+
+
+def e9(B: int) -> tuple[Number | Choice, ...]:
+    """E9: X_opt on a 4x4x4 slice for a batch, and the power-of-two mesh it rounds to."""
+    x = value(X_OPT, B=B, N=E9_N, F=E9_F, M_X=Q3_MX, M_Y=Q3_MY)
+    mesh, other = pow2_mesh(x, E9_N)
+    return (
+        number("ch05-e9-x-opt-value", section=MIX,
+               prompt=f"E9: that X for 64 chips (4x4x4), M_X/M_Y = 2, B = {B:,} tokens, F = 32,768.", reference=x,
+               tolerance=TWO_PERCENT, slips=(Slip(x**2, slip_code(x**2, x)),)),
+        Choice(qid="ch05-e9-mesh", points=1, section=MIX,
+               prompt=f"E9: the mesh (FSDP ways x tensor-parallel ways) to use for B = {B:,}, powers of two.",
+               reference=mesh, options=("8x8", "16x4", "32x2", "64x1"),
+               slips=(Slip(other, "wrong_option", "round X_opt to the nearest power of two (in log scale)."),)))
+
+
+def e10(F: int, shape: tuple[int, ...]) -> tuple[Number, ...]:
+    """E10-E11: the FSDP + tensor-parallel per-chip bound for one model width, and the global batch a
+    whole slice needs."""
+    bound = value(MIX_BOUND, F=F, M_X=Q3_MX, M_Y=Q3_MY)
+    chips = math.prod(shape)
+    return (
+        number("ch05-e10-mix-batch", section=MIX,
+               prompt=f"E10: that per-chip batch for F = {F:,} and M_X * M_Y = 2 on TPU v5p.", reference=bound,
+               tolerance=ONE_PERCENT, slips=(Slip(4 * bound, "ratio:4", "the two collectives overlap."),)),
+        number("ch05-e11-slice-batch", section=MIX,
+               prompt=f"E11: the global batch below which a {'x'.join(map(str, shape))} v5p slice ({chips} chips) "
+                      "with that model turns comms-bound.", reference=bound * chips, tolerance=TWO_PERCENT,
+               slips=(Slip(bound, slip_code(bound, bound * chips), "per chip times chips."),)))
+
+
+def cx5(S: int, M: int) -> tuple[Number, ...]:
+    """The GPipe bubble for a number of stages and microbatches."""
+    bubble = value(BUBBLE, S=S, M=M)
+    return (number("ch05-cx5-bubble-value", section=PIPE,
+                   prompt=f"That fraction for {S} stages and {M} microbatches.",
+                   reference=bubble, tolerance=THREE_FIGURES,
+                   slips=(Slip((S - 1) / M, slip_code((S - 1) / M, bubble, THREE_FIGURES),
+                               "divide by the total number of ticks."),)),)
+
+
+def cx5_valid(S: int, M: int) -> bool:
+    """At least as many microbatches as stages: fewer leave some stage idle most of the time."""
+    return M >= S
+
+
+def e13(chip: hw.TPU) -> tuple[Number, ...]:
+    """E13: the batch per slice that hides a DCN AllReduce is the chip's FLOP/s over its DCN bytes/s."""
+    batch = chip.bf16_flops_per_s / chip.dcn_bytes_per_s
+    per_pod_chip = batch / pod_chips(chip)
+    return (number("ch05-e13-dcn-batch", section=PODS,
+                   prompt=f"E13: the batch per {chip.name} slice (tokens) above which pure data parallelism across "
+                          "slices over the DCN stays compute-bound.", reference=batch, tolerance=Tolerance(rtol=0.005),
+                   slips=(Slip(batch / 2, "ratio:1/2"),
+                          Slip(per_pod_chip, slip_code(per_pod_chip, batch, Tolerance(rtol=0.005)),
+                               "the DCN rate is per chip, and so is each chip's share."))),)
+
+
+def e14_pods(batch: float, F: int) -> int:
+    """Whole v5p pods the FSDP + tensor-parallel bound lets a batch keep busy."""
+    return math.floor(batch / value(MIX_BOUND, F=F, M_X=Q3_MX, M_Y=Q3_MY) / POD)
+
+
+def e14(batch: float, F: int) -> tuple[Number, ...]:
+    """E14: how far FSDP alone and FSDP + tensor parallelism scale with one batch, and the tokens per chip
+    once the batch is split over as many whole pods as the mix can use."""
+    fsdp_chips = batch / value(FSDP_BOUND, M_X=TORUS_AXES)
+    bound = value(MIX_BOUND, F=F, M_X=Q3_MX, M_Y=Q3_MY)
+    pods = e14_pods(batch, F)
+    per_chip = batch / (pods * POD)
+    return (
+        number("ch05-e14-fsdp-chips", section=TAKEAWAYS,
+               prompt=f"E14: chips pure FSDP (three axes) can use with a {batch:.3g}-token batch.",
+               reference=fsdp_chips, tolerance=Tolerance(rtol=0.03), slips=(Slip(batch / ALPHA, "ratio:1/3"),)),
+        number("ch05-e14-mix-bound", section=TAKEAWAYS,
+               prompt=f"E14: the FSDP + tensor-parallel per-chip batch bound for F = {F:,}, M_X * M_Y = 2.",
+               reference=bound, tolerance=ONE_PERCENT, slips=(Slip(4 * bound, "ratio:4"),)),
+        number("ch05-e14-mix-chips", section=TAKEAWAYS,
+               prompt=f"E14: chips FSDP + tensor parallelism can use with that {batch:.3g}-token batch.",
+               reference=batch / bound, tolerance=Tolerance(rtol=0.03), slips=(Slip(batch / bound / 4, "ratio:1/4"),)),
+        number("ch05-e14-two-pods", section=TAKEAWAYS,
+               prompt="E14: tokens per chip when that batch is split evenly over as many whole v5p pods as "
+                      "FSDP + tensor parallelism can use.", reference=per_chip, tolerance=Tolerance(rtol=0.03),
+               slips=(Slip(batch / POD, slip_code(batch / POD, per_chip, Tolerance(rtol=0.03)),
+                           "split the batch over the pods."),)))
+
+
+def e14_valid(batch: float, F: int) -> bool:
+    """The batch must need more than one pod, as the book's does (the point: DCN comes in)."""
+    return e14_pods(batch, F) >= 2
+
+
+def q2(batch: float) -> tuple[Number, ...]:
+    """Q2: the checkpoints grow with the batch, the weights and optimizer state do not."""
+    ckpt = value(CKPT_BYTES, L=Q.L, B=batch, D=Q.D, F=Q.F)
+    return (number("ch05-q2-ckpt-bytes", section=PROBLEMS,
+                   prompt=f"Q2: those checkpoint bytes for a {batch:.3g}-token batch.",
+                   reference=ckpt, unit="B", tolerance=TWO_PERCENT, slips=(Slip(ckpt / 2, "ratio:1/2"),)),)
+
+
+def q3(chip: hw.TPU, batch: float, mfu: float) -> tuple[Number | Choice, ...]:
+    """Q3: a training plan for LLaMA-2 13B on a 16x16x16 slice: whether data parallelism fits, what FSDP
+    costs, and the FSDP + tensor-parallel mesh and step time, for one chip, batch and utilisation."""
+    alpha = alpha_of(chip)
+    at = dict(C=chip.bf16_flops_per_s, W=chip.ici_bidirectional_bytes_per_s)
+    ckpt = value(CKPT_BYTES, L=Q.L, B=batch, D=Q.D, F=Q.F)
+    per_chip = (ckpt + Q2_STATE) / SLICE_16
+    fits = "yes" if chip.hbm_bytes >= Q2_STATE else "no"
+    fsdp = "compute-bound" if batch / SLICE_16 > alpha / TORUS_AXES else "comms-bound"
+    bound = value(MIX_BOUND, F=Q.F, M_X=Q3_MX, M_Y=Q3_MY, **at)
+    x = value(X_OPT, B=batch, N=SLICE_16, F=Q.F, M_X=Q3_MX, M_Y=Q3_MY)
+    mesh, other = pow2_mesh(x, SLICE_16)
+    step = m.train_flops(Q1_PARAMS, batch) / (SLICE_16 * chip.bf16_flops_per_s * mfu)
+    unsharded_state = ckpt / SLICE_16 + Q2_STATE
+    yes_no, bounds = ("yes", "no"), ("compute-bound", "comms-bound")
+    return (
+        Choice(qid="ch05-q3-dp-fits", points=1, section=PROBLEMS,
+               prompt=f"Q3(1): does pure data parallelism of LLaMA-2 13B fit on {chip.hbm_bytes / 1e9:.0f} GB "
+                      f"{chip.name} chips?", reference=fits, options=yes_no,
+               slips=(Slip(next(o for o in yes_no if o != fits), "wrong_option",
+                           "every chip holds all weights and optimizer state."),)),
+        number("ch05-q3-fsdp-bytes-per-chip", section=PROBLEMS,
+               prompt=f"Q3(2): bytes per chip under pure FSDP of a {batch:.3g}-token batch on the 4096-chip slice "
+                      "(weights, optimizer state and checkpoints, all sharded).", reference=per_chip, unit="B",
+               tolerance=TWO_PERCENT,
+               slips=(Slip(unsharded_state, slip_code(unsharded_state, per_chip),
+                           "FSDP shards the optimizer state too."),)),
+        Choice(qid="ch05-q3-fsdp-bound", points=1, section=PROBLEMS,
+               prompt=f"Q3(2): is pure FSDP (three axes) of the {batch:.3g}-token batch on 4096 {chip.name} chips "
+                      "compute-bound?", reference=fsdp, options=bounds,
+               slips=(Slip(next(o for o in bounds if o != fsdp), "wrong_option",
+                           "compare tokens per chip with the three-axis bound."),)),
+        number("ch05-q3-mix-bound", section=PROBLEMS,
+               prompt=f"Q3(3): the FSDP + tensor-parallel per-chip batch bound for LLaMA-2 13B on {chip.name}, "
+                      "M_X * M_Y = 2.", reference=bound, tolerance=ONE_PERCENT, slips=(Slip(4 * bound, "ratio:4"),)),
+        number("ch05-q3-x-opt", section=PROBLEMS,
+               prompt=f"Q3(3): X_opt for the {batch:.3g}-token batch on 4096 chips (M_X = 2, M_Y = 1).", reference=x,
+               tolerance=ONE_PERCENT,
+               slips=(Slip(x / math.sqrt(2), "not_equal", "FSDP runs over two axes: M_X / M_Y = 2."),)),
+        Choice(qid="ch05-q3-mesh", points=1, section=PROBLEMS,
+               prompt="Q3(3): FSDP ways x tensor-parallel ways, powers of two.",
+               reference=mesh, options=("512x8", "1024x4", "2048x2", "4096x1"),
+               slips=(Slip(other, "wrong_option", "round X_opt to the nearest power of two (in log scale)."),)),
+        number("ch05-q3-step-time", section=PROBLEMS,
+               prompt=f"Q3(3): seconds per training step at {mfu:.0%} utilisation.",
+               reference=step, unit="s", tolerance=Tolerance(rtol=0.05),
+               slips=(Slip(step / 3, "ratio:1/3", "training costs 6 FLOPs per parameter per token, not 2."),)))
+
+
+def q3_valid(chip: hw.TPU, batch: float, mfu: float) -> bool:
+    """FSDP + tensor parallelism must stay compute-bound, as in the book (its answer to Q3(3) is yes)."""
+    bound = value(MIX_BOUND, F=Q.F, M_X=Q3_MX, M_Y=Q3_MY, C=chip.bf16_flops_per_s, W=chip.ici_bidirectional_bytes_per_s)
+    return batch / SLICE_16 > bound
+
+
 CHAPTER = Chapter("ch05_training", "Parallel training", (
     # 1. Data parallelism.
-    number("ch05-e1-dp-max-params", section=DP,
-           prompt="E1: the largest model (parameters) pure data parallelism trains on a 96 GB "
-                  "TPU v5p, with bf16 weights and fp32 Adam moments.", reference=E1_PARAMS,
-           tolerance=Tolerance(low=9e9 * 0.99, high=E1_PARAMS * 1.01),
-           slips=(Slip(V5P.hbm_bytes / 16, "ratio:2/3", "gradients are not kept: count 2 + 4 + 4 bytes per parameter."),
-                  Slip(E1_PARAMS / 1e9, "ratio:1/1000000000", "give the number of parameters, not billions."))),
+    vary("ch05-e1", e1, chip=chips(V5P, hw.TPU_V5E, hw.TPU_V6E, hw.TPU7X)),
     Formula(qid="ch05-e2-dp-t-math", points=1, section=DP,
             prompt="Data parallelism over X chips, global batch B tokens: seconds of matmul per chip in the "
                    "backward pass of one MLP block.",
@@ -450,16 +699,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             reference=DP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(X * C / W, "extra_symbol:X", "asked per chip: that is the global batch."),
                    Slip(2 * C / W, "ratio:2"))),
-    number("ch05-e2-dp-batch", section=DP, prompt="E2: that per-chip batch on TPU v5p, one mesh axis.",
-           reference=E2_BATCH, tolerance=ONE_PERCENT,
-           slips=(Slip(E2_BATCH * 2, "ratio:2", "W is the bidirectional bandwidth of an axis: 1.8e11 B/s."),)),
-    number("ch05-e2-dp-batch-3axes", section=DP,
-           prompt="E2: the same with the AllReduce over all three axes of the v5p torus.", reference=E2_BATCH_3,
-           tolerance=ONE_PERCENT, slips=(Slip(E2_BATCH, "ratio:3", "three axes give three times the links."),)),
-    number("ch05-e2-pod-batch", section=DP,
-           prompt="E2: the smallest global batch (tokens) that keeps a whole 8960-chip v5p pod "
-                  "compute-bound under data parallelism.", reference=E2_POD_BATCH, tolerance=ONE_PERCENT,
-           slips=(Slip(E2_BATCH * POD, "ratio:3"), Slip(E2_BATCH_3, "magnitude:-4", "per chip times chips."))),
+    vary("ch05-e2", e2, chip=chips(V5P, hw.TPU_V4P, hw.TPU7X, hw.TPU_V5E, hw.TPU_V6E)),
     # 2. FSDP.
     Formula(qid="ch05-e3-fsdp-t-comms", points=1, section=FSDP,
             prompt="FSDP over X chips, one mesh axis: seconds per chip for the collectives of the forward pass "
@@ -472,18 +712,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             prompt="The per-chip batch above which FSDP is compute-bound when its collectives run over M_X axes.",
             reference=FSDP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(C / W, "missing_symbol:M_X"), Slip(M_X * C / W, "not_equivalent"))),
-    number("ch05-e4-fsdp-chips", section=FSDP,
-           prompt="E4: chips FSDP can use on v5p (three axes) with DeepSeek-V2's 40e6-token batch.", reference=E4_CHIPS,
-           tolerance=TWO_PERCENT,
-           slips=(Slip(DEEPSEEK_BATCH / E2_BATCH, "ratio:1/3", "use the three-axis bound."),)),
-    number("ch05-e5-chips", section=FSDP,
-           prompt="E5: chips for LLaMA 3-70B's 16e6-token batch with FSDP at the three-axis bound.", reference=E5_CHIPS,
-           tolerance=TWO_PERCENT, slips=(Slip(E5_BATCH / E2_BATCH, "ratio:1/3"),)),
-    number("ch05-e5-days", section=FSDP,
-           prompt="E5: days to train LLaMA 3-70B (6.3e24 FLOPs) on those chips at 50% utilisation.",
-           reference=E5_SECONDS / DAY, unit="days", tolerance=TWO_PERCENT,
-           slips=(Slip(E5_SECONDS / DAY / 2, "ratio:1/2", "at 50%, not 100%, of peak."),
-                  Slip(E5_SECONDS, "magnitude:+5", "the answer is in days."))),
+    vary("ch05-e4", e4, batch=values(40e6, 20e6, 60e6, 30e6, 50e6)),
+    vary("ch05-e5", e5, batch=values(16e6, 8e6, 4e6, 32e6), mfu=values(0.5, 0.4, 0.6)),
     # 3. Tensor parallelism.
     Formula(qid="ch05-e6-tp-t-comms", points=1, section=TP,
             prompt="Tensor parallelism over Y chips, one mesh axis: seconds per chip for the collectives of the "
@@ -500,22 +730,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
            prompt="E6: with int8 matmuls and int8 activations, how does that largest Y change?",
            reference="same", options=("same", "double", "half"),
            slips=(Slip("double", "wrong_option", "int8 doubles the FLOP/s, but also halves the bytes moved."),)),
-    number("ch05-e7-tp-limit", section=TP,
-           prompt="E7: the largest tensor-parallel degree for LLaMA 3-70B (F = 30,000) on one v5p axis.",
-           reference=E7_LIMIT, tolerance=ONE_PERCENT,
-           slips=(Slip(2 * E7_LIMIT, "ratio:2"),
-                  Slip(8192 / ALPHA, "magnitude:-1", "the limit involves F, not D."))),
-    Choice(qid="ch05-e7-sixteen-way", points=1, section=TP,
-           prompt="E7: is 16-way tensor parallelism of that model on one axis compute-bound or comms-bound?",
-           reference="comms-bound", options=("compute-bound", "comms-bound"),
-           slips=(Slip("compute-bound", "wrong_option"),)),
-    number("ch05-e7-min-f", section=TP,
-           prompt="E7: the smallest F for which 8-way tensor parallelism on one v5p axis is compute-bound.",
-           reference=E7_MIN_F, tolerance=ONE_PERCENT, slips=(Slip(E7_MIN_F / 8, "ratio:1/8"),)),
-    number("ch05-e8-gemma-tp", section=TP,
-           prompt="E8: the tensor-parallel degree at which Gemma 7B (F = 50,000) turns comms-bound, "
-                  "one v5p axis.", reference=E8_LIMIT, tolerance=Tolerance(low=19, high=20),
-           slips=(Slip(E8_LIMIT * 2, "ratio:2"),)),
+    vary("ch05-e7", e7, F=values(LLAMA70_F, 20_480, 43_008, 36_864), ways=values(8, 4, 16)),
+    vary("ch05-e8", e8, F=values(50_000, 36_864, 24_576, 65_536, 45_056)),
     # 4. FSDP and tensor parallelism together.
     Formula(qid="ch05-e9-x-opt", points=2, section=MIX,
             prompt="N = X*Y chips, FSDP over X (M_X axes), tensor parallelism over Y (M_Y axes): the X at which "
@@ -523,53 +739,25 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             reference=X_OPT, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(sp.sqrt(B * N / F), "missing_symbol:M_X,M_Y"),
                    Slip(B * N * M_X / (F * M_Y), "not_equivalent", "balance the two times, then take a root."))),
-    number("ch05-e9-x-opt-value", section=MIX,
-           prompt="E9: that X for 64 chips (4x4x4), M_X/M_Y = 2, B = 48 * 1024 tokens, F = 32,768.", reference=E9_X,
-           tolerance=TWO_PERCENT, slips=(Slip(E9_X**2, "magnitude:+1"),)),
-    Choice(qid="ch05-e9-mesh", points=1, section=MIX,
-           prompt="E9: the mesh (FSDP ways x tensor-parallel ways) to use, powers of two.",
-           reference="16x4", options=("8x8", "16x4", "32x2", "64x1"),
-           slips=(Slip("8x8", "wrong_option", "round X_opt to the nearest power of two."),)),
+    vary("ch05-e9", e9, B=values(E9_B, 24 * 1024, 96 * 1024, 40 * 1024, 160 * 1024)),
     Formula(qid="ch05-e10-mix-bound", points=2, section=MIX,
             prompt="At X_opt: the per-chip batch B/N above which FSDP + tensor parallelism is compute-bound "
                    "(collectives overlapped with each other and with compute).",
             reference=MIX_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
             slips=(Slip(4 * MIX_BOUND, "ratio:4", "the two collectives run at the same time, not one after the other."),
                    Slip(C / (M_X * W), "missing_symbol:F,M_Y", "that is FSDP's bound alone."))),
-    number("ch05-e10-mix-batch", section=MIX,
-           prompt="E10: that per-chip batch for F = 32,768 and M_X * M_Y = 2 on TPU v5p.", reference=E10_BOUND,
-           tolerance=ONE_PERCENT, slips=(Slip(4 * E10_BOUND, "ratio:4", "the two collectives overlap."),)),
-    number("ch05-e11-slice-batch", section=MIX,
-           prompt="E11: the global batch below which a 16x16x16 v5p slice (4096 chips) with that "
-                  "model turns comms-bound.", reference=E11_BATCH, tolerance=TWO_PERCENT,
-           slips=(Slip(E10_BOUND, "magnitude:-4", "per chip times chips."),)),
+    vary("ch05-e10", e10, F=values(32_768, 28_672, 53_248, 20_480),
+         shape=values((16, 16, 16), (16, 16, 24), (8, 16, 16))),
     # 5. Pipelining.
     Formula(qid="ch05-cx5-bubble", points=1, section=PIPE,
             prompt="GPipe with S stages and M microbatches: the fraction of the forward pass's time a stage idles.",
             reference=BUBBLE, symbols="S M", counts="S M",
             slips=(Slip((S - 1) / M, "not_equivalent", "divide by the total number of ticks, M + S - 1."),
                    Slip(S / (M + S), "lower_terms"))),
-    number("ch05-cx5-bubble-value", section=PIPE, prompt="That fraction for 4 stages and 8 microbatches.",
-           reference=BUBBLE_4X8, tolerance=THREE_FIGURES,
-           slips=(Slip(3 / 8, "not_equal", "divide by the total number of ticks."),)),
+    vary("ch05-cx5", cx5, S=values(4, 2, 8), M=values(8, 16, 32, 64), valid=cx5_valid),
     # 6. Across pods.
-    number("ch05-e13-dcn-batch", section=PODS,
-           prompt="E13: the batch per v5p slice (tokens) above which pure data parallelism across "
-                  "slices over the DCN stays compute-bound.", reference=E13_BATCH, tolerance=Tolerance(rtol=0.005),
-           slips=(Slip(E13_BATCH / 2, "ratio:1/2"), Slip(PEAK / V5P.dcn_bytes_per_s / pod_chips(V5P), "magnitude:-4",
-                                                          "the DCN rate is per chip, and so is each chip's share."))),
-    number("ch05-e14-fsdp-chips", section=TAKEAWAYS,
-           prompt="E14: chips pure FSDP (three axes) can use with a 2e6-token batch.", reference=E14_FSDP_CHIPS,
-           tolerance=Tolerance(rtol=0.03), slips=(Slip(E14_BATCH / E2_BATCH, "ratio:1/3"),)),
-    number("ch05-e14-mix-bound", section=TAKEAWAYS,
-           prompt="E14: the FSDP + tensor-parallel per-chip batch bound for F = 30,000, M_X * M_Y = 2.",
-           reference=E14_MIX_BOUND, tolerance=ONE_PERCENT, slips=(Slip(4 * E14_MIX_BOUND, "ratio:4"),)),
-    number("ch05-e14-mix-chips", section=TAKEAWAYS,
-           prompt="E14: chips FSDP + tensor parallelism can use with that 2e6-token batch.", reference=E14_MIX_CHIPS,
-           tolerance=Tolerance(rtol=0.03), slips=(Slip(E14_MIX_CHIPS / 4, "ratio:1/4"),)),
-    number("ch05-e14-two-pods", section=TAKEAWAYS,
-           prompt="E14: tokens per chip when each of two pods trains on 1e6 tokens.", reference=E14_TWO_PODS,
-           tolerance=Tolerance(rtol=0.03), slips=(Slip(E14_BATCH / POD, "ratio:2"),)),
+    vary("ch05-e13", e13, chip=chips(V5P, hw.TPU_V5E, hw.TPU7X)),
+    vary("ch05-e14", e14, batch=values(2e6, 3e6, 4e6), F=values(LLAMA70_F, 24_576, 40_960), valid=e14_valid),
     # 7. Worked problems.
     Formula(qid="ch05-q1-params-formula", points=1, section=PROBLEMS,
             prompt="Q1: parameters of an MHA transformer (K = N) with a gated MLP and separate embeddings, "
@@ -590,35 +778,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             reference=CKPT_BYTES, symbols="B D F L",
             slips=(Slip(L * B * (D + 2 * F), "ratio:1/2", "bf16: 2 bytes each."),
                    Slip(2 * L * B * 3 * F, "missing_symbol:D", "the down projection's output has width D."))),
-    number("ch05-q2-ckpt-bytes", section=PROBLEMS, prompt="Q2: those checkpoint bytes for a 16e6-token batch.",
-           reference=Q2_CKPT, unit="B", tolerance=TWO_PERCENT, slips=(Slip(Q2_CKPT / 2, "ratio:1/2"),)),
-    Choice(qid="ch05-q3-dp-fits", points=1, section=PROBLEMS,
-           prompt="Q3(1): does pure data parallelism of LLaMA-2 13B fit on 96 GB v5p chips?",
-           reference="no", options=("yes", "no"),
-           slips=(Slip("yes", "wrong_option", "every chip holds all weights and optimizer state."),)),
-    number("ch05-q3-fsdp-bytes-per-chip", section=PROBLEMS,
-           prompt="Q3(2): bytes per chip under pure FSDP on the 4096-chip slice (weights, "
-                  "optimizer state and checkpoints, all sharded).", reference=Q3_FSDP_BYTES_PER_CHIP, unit="B",
-           tolerance=TWO_PERCENT,
-           slips=(Slip(Q3_CKPT / SLICE_16 + Q2_STATE, "magnitude:+2", "FSDP shards the optimizer state too."),)),
-    Choice(qid="ch05-q3-fsdp-bound", points=1, section=PROBLEMS,
-           prompt="Q3(2): is pure FSDP (three axes) of the 3e6-token batch on 4096 chips compute-bound?",
-           reference="comms-bound", options=("compute-bound", "comms-bound"),
-           slips=(Slip("compute-bound", "wrong_option", "compare tokens per chip with the three-axis bound."),)),
-    number("ch05-q3-mix-bound", section=PROBLEMS,
-           prompt="Q3(3): the FSDP + tensor-parallel per-chip batch bound for LLaMA-2 13B, M_X * M_Y = 2.",
-           reference=Q3_MIX_BOUND, tolerance=ONE_PERCENT, slips=(Slip(4 * Q3_MIX_BOUND, "ratio:4"),)),
-    number("ch05-q3-x-opt", section=PROBLEMS,
-           prompt="Q3(3): X_opt for the 3e6-token batch on 4096 chips (M_X = 2, M_Y = 1).", reference=Q3_X,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(Q3_X / math.sqrt(2), "not_equal", "FSDP runs over two axes: M_X / M_Y = 2."),)),
-    Choice(qid="ch05-q3-mesh", points=1, section=PROBLEMS,
-           prompt="Q3(3): FSDP ways x tensor-parallel ways, powers of two.",
-           reference="1024x4", options=("512x8", "1024x4", "2048x2", "4096x1"),
-           slips=(Slip("2048x2", "wrong_option", "round X_opt to the nearest power of two."),)),
-    number("ch05-q3-step-time", section=PROBLEMS, prompt="Q3(3): seconds per training step at 40% utilisation.",
-           reference=Q3_STEP, unit="s", tolerance=Tolerance(rtol=0.05),
-           slips=(Slip(Q3_STEP / 3, "ratio:1/3", "training costs 6 FLOPs per parameter per token, not 2."),)),
+    vary("ch05-q2", q2, batch=values(16e6, 8e6, 4e6, 32e6)),
+    vary("ch05-q3", q3, chip=chips(V5P, hw.TPU_V4P), batch=values(Q3_BATCH, 2e6, 1.2e6, 5e6),
+         mfu=values(0.4, 0.5), valid=q3_valid),
     # Programs: CX1-CX4.
     Program(qid="ch05-cx1-dp-grad", points=3, section=DP,
             prompt="Data parallelism: dW_in[D, F], replicated, from In[B_X, D], dOut[B_X, D] and a replicated W_out.",

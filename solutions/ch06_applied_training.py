@@ -19,12 +19,13 @@ import math
 
 import course
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.variants import chips, models, values, vary
 from course import hardware as hw
 from course.symbols import D, F, H, K, L, N, V
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
-from solutions._kit import ONE_PERCENT, TWO_PERCENT, P, jax, number, own_block, smap
+from solutions._kit import ONE_PERCENT, TWO_PERCENT, P, jax, number, own_block, slip_code, smap
 
 V5P = hw.TPU_V5P
 PEAK = V5P.bf16_flops_per_s
@@ -58,17 +59,10 @@ W1_PODS, W2_PODS = 4, 8
 W1_MESH, W1_MESH_ALT = (896, 10), (1120, 8)  # factorisations of 8960 near W1's optimum
 W2_BATCH = 16 * 2**20
 
-# --- references ------------------------------------------------------------------------------------------
+# --- references the settings do not vary ----------------------------------------------------------------
 PARAMS_FORMULA = m.params(L, D, F, N, K, H, V)
-A1_MLP = M70.L * m.mlp_params(M70.D, M70.F)
-A1_ATTN = M70.L * m.attention_params(M70.D, M70.N, M70.K, M70.H)
-A1_VOCAB = m.embedding_params(M70.D, M70.V)
-A1_PARAMS = m.params_of(M70)
 A2_FLOPS = m.train_flops(NOMINAL_70B, 1)
-A2_SECONDS = A2_FLOPS / PEAK
 A3_FLOPS = m.train_flops(NOMINAL_70B, TOKENS)
-A3_YEARS = A3_FLOPS / PEAK / YEAR
-A4_SECONDS = A3_FLOPS / (POD * PEAK * MFU)
 
 
 def ckpt_bytes(D: float, tokens: float, n_ckpt: float, L: float) -> float:
@@ -76,16 +70,7 @@ def ckpt_bytes(D: float, tokens: float, n_ckpt: float, L: float) -> float:
     return BF16 * D * tokens * n_ckpt * L
 
 
-A5_CKPT = ckpt_bytes(M70.D, MEMORY_BATCH, N_CKPT, M70.L)
-A5_TOTAL = STATE_BYTES * NOMINAL_70B + A5_CKPT
-A5_CHIPS = A5_TOTAL / V5P.hbm_bytes
-A5_DAYS = A3_FLOPS / (A5_CHIPS * PEAK * MFU) / DAY
-A6_PER_CHIP = A5_TOTAL / POD
-A6_PER_CHIP_12 = (STATE_BYTES * NOMINAL_70B + ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD
-A7_WAYS = BATCH / SEQ_LEN
-A8_PER_CHIP = BATCH / POD
 A9_BOUND = ALPHA**2 / (M_X * M_Y * M70.F)
-A9_X = math.sqrt(BATCH * POD * M_X / (M70.F * M_Y))
 
 
 def comm_ratio(B, X, Y, F, alpha, M_X, M_Y):
@@ -100,11 +85,6 @@ def comm_ratio_summed(B, X, Y, F, alpha, M_X, M_Y):
 
 W1_CHIPS = W1_PODS * POD
 W1_POD_BATCH = BATCH / W1_PODS
-W1_PER_CHIP = W1_POD_BATCH / POD
-W1_X = math.sqrt(W1_POD_BATCH * POD * M_X / (M70.F * M_Y))
-W1_RATIO = comm_ratio(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y)
-W1_COMPUTE_DAYS = A3_FLOPS / (W1_CHIPS * PEAK * MFU) / DAY
-W1_DAYS = W1_COMPUTE_DAYS * max(1.0, W1_RATIO)
 
 W2_PARAMS = m.params_of(M405)
 W2_FLOPS_PER_TOKEN = m.train_flops(W2_PARAMS, 1)
@@ -112,11 +92,6 @@ W2_FLOPS = m.train_flops(NOMINAL_405B, TOKENS)
 W2_CHIPS = W2_PODS * POD
 W2_TP_LIMIT = M405.F / ALPHA
 W2_BOUND = ALPHA**2 / (M_X * M_Y * M405.F)
-W2_MIN_BATCH = W2_BOUND * W2_CHIPS
-W2_DAYS = W2_FLOPS / (W2_CHIPS * PEAK * MFU) / DAY
-# Weights and optimizer state are sharded within a pod and copied across pods; the checkpoints of the
-# batch are spread over every chip.
-W2_PER_CHIP = STATE_BYTES * NOMINAL_405B / POD + ckpt_bytes(M405.D, W2_BATCH, N_CKPT, M405.L) / W2_CHIPS
 
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
@@ -236,6 +211,226 @@ MULTIPOD_SPEC = ProgramSpec(
     rtol=1e-3, atol=1e-3 * math.sqrt(PB * PD))
 
 
+# --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first -------
+
+
+def pow2_mesh(x_opt: float, chips: int) -> tuple[str, str]:
+    """The mesh "XxY": X = X_opt rounded to the nearest power of two in log scale, Y the largest power of
+    two with X * Y <= chips; and the mesh of the other neighbouring power of two (the rounding slip)."""
+    k = math.log2(x_opt)
+    near, other = 2 ** round(k), 2 ** (math.floor(k) if round(k) > k else math.ceil(k))
+    return f"{near}x{2 ** math.floor(math.log2(chips / near))}", f"{other}x{2 ** math.floor(math.log2(chips / other))}"
+
+
+def a1(model: m.Config) -> tuple[Number, ...]:
+    """A1: a GQA model's parameters, counted from its configuration, part by part."""
+    mlp = model.L * m.mlp_params(model.D, model.F)
+    attn = model.L * m.attention_params(model.D, model.N, model.K, model.H)
+    mha = model.L * m.attention_params(model.D, model.N, model.N, model.H)
+    vocab = m.embedding_params(model.D, model.V)
+    total = m.params_of(model)
+    one_embedding = total - vocab / 2
+    return (
+        number("ch06-a1-mlp-params", section=COUNTING, prompt=f"A1: {model.name}'s MLP parameters.", reference=mlp,
+               tolerance=ONE_PERCENT, slips=(Slip(mlp * 2 / 3, "ratio:2/3", "a gated MLP has three D x F matrices."),)),
+        number("ch06-a1-attn-params", section=COUNTING, prompt=f"A1: {model.name}'s attention parameters.",
+               reference=attn, tolerance=ONE_PERCENT,
+               slips=(Slip(mha, slip_code(mha, attn, ONE_PERCENT), f"only K = {model.K} heads of keys and values."),)),
+        number("ch06-a1-vocab-params", section=COUNTING,
+               prompt=f"A1: {model.name}'s embedding parameters (input and output).", reference=vocab,
+               tolerance=ONE_PERCENT,
+               slips=(Slip(vocab / 2, "ratio:1/2", "the input embedding and the output projection are separate."),)),
+        number("ch06-a1-params", section=COUNTING, prompt=f"A1: {model.name}'s total parameter count.",
+               reference=total, tolerance=ONE_PERCENT,
+               slips=(Slip(one_embedding, slip_code(one_embedding, total, ONE_PERCENT)),)))
+
+
+def a2(chip: hw.TPU) -> tuple[Number, ...]:
+    """A2: seconds per token on one chip at peak. The book rounds the v5p's 0.915 ms up to about 1 ms, so
+    answers from 2% below the exact time to 10% above it pass, for every chip."""
+    seconds = A2_FLOPS / chip.bf16_flops_per_s
+    return (number("ch06-a2-seconds-per-token", section=COUNTING,
+                   prompt=f"A2: seconds per token on one {chip.name} at peak.", reference=seconds, unit="s",
+                   tolerance=Tolerance(low=0.98 * seconds, high=1.1 * seconds),
+                   slips=(Slip(seconds / 3, "ratio:1/3"), Slip(seconds * 1e3, "unit:1000"))),)
+
+
+def a3(chip: hw.TPU, mfu: float) -> tuple[Number, ...]:
+    """A3-A4: the run's FLOPs on one chip at peak (years), and on a full pod of that chip at a utilisation
+    (days)."""
+    years = A3_FLOPS / chip.bf16_flops_per_s / YEAR
+    pod = pod_chips(chip)
+    days = A3_FLOPS / (pod * chip.bf16_flops_per_s * mfu) / DAY
+    return (
+        number("ch06-a3-years", section=COUNTING,
+               prompt=f"A3: years that takes on one {chip.name} at peak (a number of years).", reference=years,
+               tolerance=ONE_PERCENT, slips=(Slip(years * 365.25, "magnitude:+3", "in years, not days."),)),
+        number("ch06-a4-pod-days", section=COUNTING,
+               prompt=f"A4: days on a full {pod}-chip {chip.name} pod at {mfu:.0%} utilisation.", reference=days,
+               unit="days", tolerance=TWO_PERCENT,
+               slips=(Slip(days * mfu, slip_code(days * mfu, days), "divide by the utilisation."),
+                      Slip(days * DAY, "magnitude:+5"))))
+
+
+# The book rounds A6's 7.1e9 bytes per chip (12 checkpoints) up to "about 8 GB": the same relative margin
+# is accepted for every batch.
+A6_ROUNDED_UP = BOOK["ch06-a6-bytes-per-chip-12"] / (
+    (STATE_BYTES * NOMINAL_70B + ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD)
+
+
+def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
+    """A5-A6: LLaMA 3-70B's training memory for one batch (weights, Adam state, 4 bf16 checkpoints per
+    layer), the fewest chips of a kind that hold it and how slow training on just those would be, and
+    its share per chip of a v5p pod."""
+    state = STATE_BYTES * NOMINAL_70B
+    ckpt = ckpt_bytes(M70.D, batch, N_CKPT, M70.L)
+    total = state + ckpt
+    fewest = total / chip.hbm_bytes
+    days = A3_FLOPS / (fewest * chip.bf16_flops_per_s * MFU) / DAY
+    per_chip = total / POD
+    per_chip_12 = (state + ckpt_bytes(M70.D, batch, 12, M70.L)) / POD
+    doubled_12 = (state + 2 * ckpt_bytes(M70.D, batch, 12, M70.L)) / POD
+    tol_12 = Tolerance(low=per_chip_12 * 0.98, high=per_chip_12 * A6_ROUNDED_UP * 1.01)
+    no_optimizer, no_weights = BF16 * NOMINAL_70B + ckpt, ckpt / POD
+    return (
+        number("ch06-a5-ckpt-bytes", section=COUNTING,
+               prompt=f"A5: bytes of checkpoints: 4 bf16 [tokens, D] tensors per layer, a {batch:.3g}-token batch.",
+               reference=ckpt, unit="B", tolerance=ONE_PERCENT,
+               slips=(Slip(ckpt / 2, "ratio:1/2", "bf16 is 2 bytes."),)),
+        number("ch06-a5-total-bytes", section=COUNTING,
+               prompt="A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
+               reference=total, unit="B", tolerance=ONE_PERCENT,
+               slips=(Slip(no_optimizer, slip_code(no_optimizer, total, ONE_PERCENT),
+                           "the optimizer state: 8 bytes per parameter."),)),
+        number("ch06-a5-min-chips", section=COUNTING,
+               prompt=f"A5: the fewest {chip.hbm_bytes / 1e9:.0f} GB {chip.name} chips that hold it.", reference=fewest,
+               tolerance=Tolerance(low=math.floor(fewest), high=math.ceil(fewest)),
+               slips=(Slip(fewest * 2, "ratio:2"),)),
+        number("ch06-a5-days", section=COUNTING,
+               prompt=f"A5: days to train on that many {chip.name} chips at 40% utilisation.",
+               reference=days, unit="days", tolerance=ONE_PERCENT,
+               slips=(Slip(days / 365.25, "magnitude:-3", "in days."),)),
+        number("ch06-a6-bytes-per-chip", section=COUNTING, prompt="A6: bytes per chip of that memory on 8960 chips.",
+               reference=per_chip, unit="B", tolerance=TWO_PERCENT,
+               slips=(Slip(no_weights, slip_code(no_weights, per_chip),
+                           "weights and optimizer state take memory too."),)),
+        number("ch06-a6-bytes-per-chip-12", section=COUNTING,
+               prompt="A6: bytes per chip with 12 checkpoints per layer instead of 4.", reference=per_chip_12, unit="B",
+               tolerance=tol_12,
+               slips=(Slip(doubled_12, slip_code(doubled_12, per_chip_12, tol_12),
+                           "bf16 checkpoints: 2 bytes per element."),)))
+
+
+def a7(batch: int, seq_len: int) -> tuple[Number | Choice, ...]:
+    """A7-A8: pure FSDP is capped by the sequences in a batch; split inside sequences, a pod leaves each
+    chip batch / 8960 tokens, which FSDP's three-axis bound judges."""
+    ways = batch / seq_len
+    per_chip = batch / POD
+    rounded = batch / 2**20 * 1e6
+    fsdp = "compute-bound" if per_chip > ALPHA / TORUS_AXES else "comms-bound"
+    bounds = ("compute-bound", "comms-bound")
+    return (
+        number("ch06-a7-max-ways", section=SHARDING,
+               prompt=f"A7: how many ways, at most, pure FSDP can split a {batch // 2**20} * 2**20-token batch of "
+                      f"{seq_len}-token sequences without splitting sequences.", reference=ways, exact=True,
+               slips=(Slip(ways / 2, "ratio:1/2", f"the sequences are {seq_len} tokens long."),
+                      Slip(float(POD), slip_code(POD, ways, Tolerance.exact_count())))),
+        number("ch06-a8-tokens-per-chip", section=SHARDING,
+               prompt=f"A8: tokens per chip with FSDP over batch and sequence on 8960 chips, a {batch // 2**20} * 2**20"
+                      "-token batch.",
+               reference=per_chip, tolerance=ONE_PERCENT,
+               slips=(Slip(rounded / POD, slip_code(rounded / POD, per_chip, ONE_PERCENT),
+                           f"the batch is {batch // 2**20} * 2**20 tokens."),)),
+        Choice(qid="ch06-a8-fsdp-bound", points=1, section=SHARDING,
+               prompt="A8: is that FSDP (three axes) compute-bound or comms-bound?",
+               reference=fsdp, options=bounds,
+               slips=(Slip(next(o for o in bounds if o != fsdp), "wrong_option",
+                           "compare with FSDP's three-axis bound."),)))
+
+
+def a9(batch: int) -> tuple[Number | Choice, ...]:
+    """A9: X_opt on a v5p pod for a batch, and the power-of-two mesh it rounds to."""
+    x = math.sqrt(batch * POD * M_X / (M70.F * M_Y))
+    mesh, other = pow2_mesh(x, POD)
+    return (
+        number("ch06-a9-x-opt", section=SHARDING,
+               prompt=f"A9: X_opt for a {batch // 2**20} * 2**20-token batch on 8960 chips.", reference=x,
+               tolerance=ONE_PERCENT,
+               slips=(Slip(x / math.sqrt(2), "not_equal", "FSDP has two axes: M_X / M_Y = 2."),)),
+        Choice(qid="ch06-a9-mesh", points=1, section=SHARDING,
+               prompt="A9: FSDP ways x tensor-parallel ways for that batch, powers of two.",
+               reference=mesh, options=("1024x8", "2048x4", "4096x2", "8192x1"),
+               slips=(Slip(other, "wrong_option", "round X_opt to the nearest power of two (in log scale)."),)))
+
+
+def w1_mesh(x_opt: float) -> tuple[int, int]:
+    """The split X x Y of a pod's 8960 chips (2**8 * 5 * 7, so no power-of-two mesh fills it) with Y a
+    whole number from 4 to 32 and X nearest X_opt in log scale: 896 x 10 for the book's W1."""
+    ys = [y for y in range(4, 33) if POD % y == 0]
+    y = min(ys, key=lambda y: abs(math.log(POD / y / x_opt)))
+    return POD // y, y
+
+
+def w1(pods: int, batch: int) -> tuple[Number, ...]:
+    """W1: LLaMA 3-70B over several pods, data parallel across them: tokens per chip, X_opt inside a
+    pod, how far the nearest split of the pod is from compute-bound, and the days with and without that
+    penalty."""
+    pod_batch = batch / pods
+    per_chip = pod_batch / POD
+    x = math.sqrt(pod_batch * POD * M_X / (M70.F * M_Y))
+    x_whole = math.sqrt(batch * POD * M_X / (M70.F * M_Y))
+    mesh = w1_mesh(x)
+    ratio = comm_ratio(pod_batch, *mesh, M70.F, ALPHA, M_X, M_Y)
+    summed = comm_ratio_summed(pod_batch, *mesh, M70.F, ALPHA, M_X, M_Y)
+    compute_days = A3_FLOPS / (pods * POD * PEAK * MFU) / DAY
+    days = compute_days * max(1.0, ratio)
+    one_pod, added = compute_days * pods, compute_days * (1 + ratio)
+    size = f"{batch // 2**20} * 2**20-token batch"
+    return (
+        number("ch06-w1-tokens-per-chip", section=WORKED,
+               prompt=f"W1: tokens per chip on {pods} v5p pods with a {size}.", reference=per_chip,
+               tolerance=TWO_PERCENT, slips=(Slip(batch / POD, slip_code(batch / POD, per_chip)),)),
+        number("ch06-w1-x-opt", section=WORKED, prompt="W1: X_opt inside one pod (DP across pods, M_X = 2, M_Y = 1).",
+               reference=x, tolerance=TWO_PERCENT,
+               slips=(Slip(x_whole, slip_code(x_whole, x), f"each pod has 1/{pods} of the batch."),)),
+        number("ch06-w1-ratio", section=WORKED,
+               prompt="W1: communication over compute time at the split of the pod nearest X_opt.",
+               reference=ratio, tolerance=TWO_PERCENT,
+               slips=(Slip(summed, slip_code(summed, ratio), "the collectives overlap: take the larger."),)),
+        number("ch06-w1-compute-days", section=WORKED,
+               prompt=f"W1: days on {pods} pods at 40% utilisation if compute-bound.",
+               reference=compute_days, unit="days", tolerance=TWO_PERCENT,
+               slips=(Slip(one_pod, slip_code(one_pod, compute_days)),)),
+        number("ch06-w1-days", section=WORKED,
+               prompt="W1: days at that split, with the step as long as the slower of compute and communication.",
+               reference=days, unit="days", tolerance=TWO_PERCENT,
+               slips=(Slip(added, slip_code(added, days), "they overlap: take the larger."),)))
+
+
+def w2(pods: int, batch: int) -> tuple[Number, ...]:
+    """W2: LLaMA 3.1-405B over several pods: the batch that keeps them compute-bound, the days, and the
+    bytes per chip (weights and optimizer state sharded inside a pod, checkpoints over every chip)."""
+    chips_ = pods * POD
+    min_batch = W2_BOUND * chips_
+    days = W2_FLOPS / (chips_ * PEAK * MFU) / DAY
+    ckpt = ckpt_bytes(M405.D, batch, N_CKPT, M405.L)
+    per_chip = STATE_BYTES * NOMINAL_405B / POD + ckpt / chips_
+    spread = STATE_BYTES * NOMINAL_405B / chips_ + ckpt / chips_
+    return (
+        number("ch06-w2-min-batch", section=WORKED,
+               prompt=f"W2: the smallest global batch (tokens) that keeps {pods} pods compute-bound.",
+               reference=min_batch, tolerance=TWO_PERCENT,
+               slips=(Slip(W2_BOUND * POD, slip_code(W2_BOUND * POD, min_batch),
+                           f"all {pods} pods' chips share the batch."),)),
+        number("ch06-w2-days", section=WORKED, prompt=f"W2: days on {pods} pods at 40% utilisation.", reference=days,
+               unit="days", tolerance=TWO_PERCENT, slips=(Slip(days * pods, slip_code(days * pods, days)),)),
+        number("ch06-w2-bytes-per-chip", section=WORKED,
+               prompt=f"W2: bytes per chip with a {batch // 2**20} * 2**20-token batch and 4 checkpoints per layer.",
+               reference=per_chip, unit="B", tolerance=TWO_PERCENT,
+               slips=(Slip(spread, slip_code(spread, per_chip),
+                           "weights and optimizer state are copied in every pod."),)))
+
+
 CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     # 1. Parameters.
     Formula(qid="ch06-a1-params-formula", points=2, section=COUNTING,
@@ -244,103 +439,32 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             reference=PARAMS_FORMULA, symbols="L D F N K H V",
             slips=(Slip(m.params(L, D, F, N, N, H, V), "missing_symbol:K", "K heads of keys and values, not N."),
                    Slip(PARAMS_FORMULA - L * D * F, "lower_terms", "a gated MLP has three D x F matrices."))),
-    number("ch06-a1-mlp-params", section=COUNTING, prompt="A1: LLaMA 3-70B's MLP parameters.", reference=A1_MLP,
-           tolerance=ONE_PERCENT, slips=(Slip(A1_MLP * 2 / 3, "ratio:2/3", "a gated MLP has three D x F matrices."),)),
-    number("ch06-a1-attn-params", section=COUNTING, prompt="A1: its attention parameters.", reference=A1_ATTN,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(M70.L * m.attention_params(M70.D, M70.N, M70.N, M70.H), "not_equal",
-                       "only K = 8 heads of keys and values."),)),
-    number("ch06-a1-vocab-params", section=COUNTING, prompt="A1: its embedding parameters (input and output).",
-           reference=A1_VOCAB, tolerance=ONE_PERCENT,
-           slips=(Slip(A1_VOCAB / 2, "ratio:1/2", "the input embedding and the output projection are separate."),)),
-    number("ch06-a1-params", section=COUNTING, prompt="A1: its total parameter count.", reference=A1_PARAMS,
-           tolerance=ONE_PERCENT, slips=(Slip(A1_PARAMS - A1_VOCAB / 2, "close"),)),
+    vary("ch06-a1", a1, model=models(M70, m.LLAMA3_8B)),
     # 2. FLOPs and time.
     number("ch06-a2-flops-per-token", section=COUNTING,
            prompt="A2: training FLOPs per token (use the nominal 70e9 parameters).", reference=A2_FLOPS,
            tolerance=ONE_PERCENT,
            slips=(Slip(A2_FLOPS / 3, "ratio:1/3", "the backward pass costs twice the forward."),)),
-    number("ch06-a2-seconds-per-token", section=COUNTING, prompt="A2: seconds per token on one TPU v5p at peak.",
-           reference=A2_SECONDS, unit="s", tolerance=Tolerance(low=0.9e-3, high=1.0e-3),
-           slips=(Slip(A2_SECONDS / 3, "ratio:1/3"), Slip(A2_SECONDS * 1e3, "unit:1000"))),
+    vary("ch06-a2", a2, chip=chips(V5P, hw.TPU_V4P, hw.TPU_V5E, hw.TPU_V6E, hw.TPU7X)),
     number("ch06-a3-total-flops", section=COUNTING, prompt="A3: training FLOPs for 15e12 tokens.", reference=A3_FLOPS,
            tolerance=ONE_PERCENT, slips=(Slip(A3_FLOPS / 3, "ratio:1/3"),)),
-    number("ch06-a3-years", section=COUNTING, prompt="A3: years that takes on one TPU v5p at peak (a number of years).",
-           reference=A3_YEARS, tolerance=ONE_PERCENT,
-           slips=(Slip(A3_YEARS * 365.25, "magnitude:+3", "in years, not days."),)),
-    number("ch06-a4-pod-days", section=COUNTING, prompt="A4: days on a full 8960-chip v5p pod at 40% utilisation.",
-           reference=A4_SECONDS / DAY, unit="days", tolerance=TWO_PERCENT,
-           slips=(Slip(A4_SECONDS / DAY * MFU, "not_equal", "divide by the utilisation."),
-                  Slip(A4_SECONDS, "magnitude:+5"))),
+    vary("ch06-a3", a3, chip=chips(V5P, hw.TPU_V4P, hw.TPU7X, hw.TPU_V6E), mfu=values(MFU, 0.5, 0.3)),
     # 3. Memory.
-    number("ch06-a5-ckpt-bytes", section=COUNTING,
-           prompt="A5: bytes of checkpoints: 4 bf16 [tokens, D] tensors per layer, the book's 4e6 tokens.",
-           reference=A5_CKPT, unit="B", tolerance=ONE_PERCENT,
-           slips=(Slip(A5_CKPT / 2, "ratio:1/2", "bf16 is 2 bytes."),)),
-    number("ch06-a5-total-bytes", section=COUNTING,
-           prompt="A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
-           reference=A5_TOTAL, unit="B", tolerance=ONE_PERCENT,
-           slips=(Slip(BF16 * NOMINAL_70B + A5_CKPT, "close", "the optimizer state: 8 bytes per parameter."),)),
-    number("ch06-a5-min-chips", section=COUNTING, prompt="A5: the fewest 96 GB v5p chips that hold it.",
-           reference=A5_CHIPS, tolerance=Tolerance(low=225, high=226), slips=(Slip(A5_CHIPS * 2, "ratio:2"),)),
-    number("ch06-a5-days", section=COUNTING, prompt="A5: days to train on that many chips at 40% utilisation.",
-           reference=A5_DAYS, unit="days", tolerance=ONE_PERCENT,
-           slips=(Slip(A5_DAYS / 365.25, "magnitude:-3", "in days."),)),
-    number("ch06-a6-bytes-per-chip", section=COUNTING, prompt="A6: bytes per chip of that memory on 8960 chips.",
-           reference=A6_PER_CHIP, unit="B", tolerance=TWO_PERCENT,
-           slips=(Slip(A5_CKPT / POD, "close", "weights and optimizer state take memory too."),)),
-    number("ch06-a6-bytes-per-chip-12", section=COUNTING,
-           prompt="A6: bytes per chip with 12 checkpoints per layer instead of 4.", reference=A6_PER_CHIP_12, unit="B",
-           tolerance=Tolerance(low=A6_PER_CHIP_12 * 0.98, high=8e9 * 1.01),
-           slips=(Slip((STATE_BYTES * NOMINAL_70B + 2 * ckpt_bytes(M70.D, MEMORY_BATCH, 12, M70.L)) / POD, "ratio:2",
-                 "bf16 checkpoints: 2 bytes per element."),)),
+    vary("ch06-a5", a5, batch=values(MEMORY_BATCH, 2e6, 1e6, 3e6),
+         chip=chips(V5P, hw.TPU_V4P, hw.TPU7X)),
     # 4. Sharding.
-    number("ch06-a7-max-ways", section=SHARDING,
-           prompt="A7: how many ways, at most, pure FSDP can split the 4 * 2**20-token batch without "
-                  "splitting sequences.", reference=A7_WAYS, exact=True,
-           slips=(Slip(A7_WAYS / 2, "ratio:1/2", "the sequences are 4096 tokens long."),
-                  Slip(float(POD), "magnitude:+1"))),
-    number("ch06-a8-tokens-per-chip", section=SHARDING,
-           prompt="A8: tokens per chip with FSDP over batch and sequence on 8960 chips.", reference=A8_PER_CHIP,
-           tolerance=ONE_PERCENT, slips=(Slip(MEMORY_BATCH / POD, "close", "the batch is 4 * 2**20 tokens."),)),
-    Choice(qid="ch06-a8-fsdp-bound", points=1, section=SHARDING,
-           prompt="A8: is that FSDP (three axes) compute-bound or comms-bound?",
-           reference="comms-bound", options=("compute-bound", "comms-bound"),
-           slips=(Slip("compute-bound", "wrong_option", "compare with FSDP's three-axis bound."),)),
+    vary("ch06-a7", a7, batch=values(BATCH, 2 * 2**20, 8 * 2**20), seq_len=values(SEQ_LEN, 8192, 2048)),
     number("ch06-a9-mix-bound", section=SHARDING,
            prompt="A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B (M_X = 2, M_Y = 1).",
            reference=A9_BOUND, tolerance=ONE_PERCENT,
            slips=(Slip(4 * A9_BOUND, "ratio:4", "the two collectives overlap."),)),
-    number("ch06-a9-x-opt", section=SHARDING, prompt="A9: X_opt for the 4 * 2**20-token batch on 8960 chips.",
-           reference=A9_X, tolerance=ONE_PERCENT,
-           slips=(Slip(A9_X / math.sqrt(2), "not_equal", "FSDP has two axes: M_X / M_Y = 2."),)),
-    Choice(qid="ch06-a9-mesh", points=1, section=SHARDING,
-           prompt="A9: FSDP ways x tensor-parallel ways, powers of two.",
-           reference="2048x4", options=("1024x8", "2048x4", "4096x2", "8192x1"),
-           slips=(Slip("1024x8", "wrong_option", "round X_opt to the nearest power of two."),)),
+    vary("ch06-a9", a9, batch=values(BATCH, 2 * 2**20, 8 * 2**20, 16 * 2**20, 3 * 2**20)),
     Function(qid="ch06-cx2-comm-ratio", points=2, section=PART5_MIX,
              prompt="comm_ratio(B, X, Y, F, alpha, M_X, M_Y): communication over compute time of FSDP + TP.",
              reference=comm_ratio, probes=COMM_PROBES, output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(comm_ratio_summed, "not_equal"),)),
     # 5. Worked problem 1: four pods.
-    number("ch06-w1-tokens-per-chip", section=WORKED,
-           prompt="W1: tokens per chip on 4 v5p pods with the 4 * 2**20-token batch.", reference=W1_PER_CHIP,
-           tolerance=TWO_PERCENT, slips=(Slip(A8_PER_CHIP, "ratio:4"),)),
-    number("ch06-w1-x-opt", section=WORKED, prompt="W1: X_opt inside one pod (DP across pods, M_X = 2, M_Y = 1).",
-           reference=W1_X, tolerance=TWO_PERCENT,
-           slips=(Slip(A9_X, "ratio:2", "each pod has a quarter of the batch."),)),
-    number("ch06-w1-ratio", section=WORKED,
-           prompt="W1: communication over compute time at 896-way FSDP x 10-way tensor parallelism.",
-           reference=W1_RATIO, tolerance=TWO_PERCENT,
-           slips=(Slip(comm_ratio_summed(W1_POD_BATCH, *W1_MESH, M70.F, ALPHA, M_X, M_Y), "not_equal",
-                       "the collectives overlap: take the larger."),)),
-    number("ch06-w1-compute-days", section=WORKED, prompt="W1: days on 4 pods at 40% utilisation if compute-bound.",
-           reference=W1_COMPUTE_DAYS, unit="days", tolerance=TWO_PERCENT,
-           slips=(Slip(W1_COMPUTE_DAYS * 4, "ratio:4"),)),
-    number("ch06-w1-days", section=WORKED,
-           prompt="W1: days at 896 x 10, with the step as long as the slower of compute and communication.",
-           reference=W1_DAYS, unit="days", tolerance=TWO_PERCENT,
-           slips=(Slip(W1_COMPUTE_DAYS * (1 + W1_RATIO), "not_equal", "they overlap: take the larger."),)),
+    vary("ch06-w1", w1, pods=values(W1_PODS, 2, 3, 6), batch=values(BATCH, 8 * 2**20)),
     # 6. Worked problem 2: LLaMA 3.1-405B.
     number("ch06-w2-params", section=WORKED, prompt="W2: LLaMA 3.1-405B's parameter count (public config).",
            reference=W2_PARAMS, tolerance=ONE_PERCENT,
@@ -355,17 +479,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     number("ch06-w2-mix-bound", section=WORKED,
            prompt="W2: the FSDP + tensor-parallel per-chip bound (M_X = 2, M_Y = 1).", reference=W2_BOUND,
            tolerance=TWO_PERCENT, slips=(Slip(4 * W2_BOUND, "ratio:4"),)),
-    number("ch06-w2-min-batch", section=WORKED,
-           prompt="W2: the smallest global batch (tokens) that keeps 8 pods compute-bound.", reference=W2_MIN_BATCH,
-           tolerance=TWO_PERCENT,
-           slips=(Slip(W2_BOUND * POD, "ratio:1/8", "all 8 pods' chips share the batch."),)),
-    number("ch06-w2-days", section=WORKED, prompt="W2: days on 8 pods at 40% utilisation.", reference=W2_DAYS,
-           unit="days", tolerance=TWO_PERCENT, slips=(Slip(W2_DAYS * 8, "ratio:8"),)),
-    number("ch06-w2-bytes-per-chip", section=WORKED,
-           prompt="W2: bytes per chip with a 16 * 2**20-token batch and 4 checkpoints per layer.",
-           reference=W2_PER_CHIP, unit="B", tolerance=TWO_PERCENT,
-           slips=(Slip(STATE_BYTES * NOMINAL_405B / W2_CHIPS + ckpt_bytes(M405.D, W2_BATCH, N_CKPT, M405.L)
-                       / W2_CHIPS, "close", "weights and optimizer state are copied in every pod."),)),
+    vary("ch06-w2", w2, pods=values(W2_PODS, 4, 16, 12), batch=values(W2_BATCH, 8 * 2**20, 32 * 2**20)),
     # Coding exercises.
     Function(qid="ch06-cx1-llama-budget", points=3, section=COUNTING,
              prompt="llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak): parameters, FLOPs, days, "

@@ -23,12 +23,37 @@ import sympy as sp
 
 import course
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Question,
+    Slip,
+)
+from autograder.variants import chips, models, values, vary
 from course import hardware as hw
 from course.symbols import B, C, D, F, H, K, L, N, S, T, V, W, W_hbm, W_ici, X, Y, Z, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, jnp, number, own_block, smap
+from solutions._kit import (
+    EXACT,
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    P,
+    jax,
+    jnp,
+    number,
+    own_block,
+    slip_code,
+    smap,
+)
 
 V5E = hw.TPU_V5E
 SECTION = "inference/"
@@ -49,86 +74,51 @@ _app_2d = SECTION + "#appendix-b-2d-weight-stationary-sharding"
 _app_latency = SECTION + "#appendix-c-latency-bound-communications"
 
 # --- E1-E4: rooflines of prefill and decode ---------------------------------------------------------
-E1 = inf.critical_batch(C_BF16, W_V5E)  # 240.24
-E2_INT8_WEIGHTS = inf.critical_batch(C_BF16, W_V5E, INT8)  # int8 weights, bf16 math
-E2_INT8_MATH = inf.critical_batch(C_INT8, W_V5E, INT8)  # int8 weights, int8 math (twice the OP/s)
+E1 = inf.critical_batch(C_BF16, W_V5E)  # 240.24 on the book's v5e, which Q5 keeps
 B_CRIT = inf.critical_batch(C, W_hbm, b_w)
-E3 = float(sp.solve(sp.Eq(inf.attention_intensity(T, T), E1), T)[0])  # prefill: T/2 > C/W
 E4_INTENSITY = inf.attention_intensity(T, S)
 E4_LIMIT = float(sp.limit(E4_INTENSITY.subs(T, 1), S, sp.oo))
+# The chips a student's variant may use, the book's first. E1-E2 need int8 math at twice the bf16 rate
+# (v4p and v3 run int8 no faster, which would make E2's two answers one).
+E1_CHIPS = (V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU7X)
+E3_CHIPS = (V5E, hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V3)
 
-# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e ------------------------------------------------------------
+# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e; CX2's probes keep the book's model --------------------------
 L13 = m.LLAMA2_13B
-E5_VOCAB = m.embedding_params(L13.D, L13.V)
 E5_TOTAL = m.params_of(L13)
 E5_BYTES = BF16 * E5_TOTAL
-E6_TOKENS = 8192
-E6_BYTES = BF16 * E6_TOKENS * L13.D  # one bf16[8192, 5120] activation
 E7_CONTEXT = 8192
 E7_KV = inf.kv_bytes_per_sequence(L13, E7_CONTEXT, BF16)
-E7_SEQUENCES = math.ceil(E5_BYTES / E7_KV)  # sequences whose caches outweigh the weights
 E8_CHIPS = 8
 E8_BATCHES = (1, 8, 16, 32, 64, 240)
 E8_KV = {"MHA": E7_KV, "GQA": inf.kv_bytes_per_sequence(L13.with_(K=8), E7_CONTEXT, BF16)}
+# A student's model and context for E5-E7. Every product context x D differs, so E6 differs too.
+E5_MODELS = (L13, m.LLAMA3_8B, m.LLAMA3_70B)
+E5_CONTEXTS = (E7_CONTEXT, 2048, 32768)
 
 # --- E9-E14: sharding, prefix caching, the appendix -------------------------------------------------
-E9_F, E9_B = 16_384, 32
 E9_FORMULA = inf.tp_limit_memory(F, B, W_hbm / W_ici)
-E9 = inf.tp_limit_memory(E9_F, E9_B, inf.BETA_BOOK)
-E9_PINNED = inf.tp_limit_memory(E9_F, E9_B, inf.hbm_over_ici())  # the pinned beta: an erratum
 E10 = sp.Rational(1, 3)  # "I like cats" after "I like dogs": only 1 of 3 tokens needs prefill
-E11_PARAMS, E11_WAYS = 600e6, 4
-E11 = BF16 * E11_PARAMS / E11_WAYS / W_V5E
-E12_WAYS = 8
-E12 = inf.latency_bound_bytes(E12_WAYS, V5E.ici_bytes_per_s_per_link)
-E13_B, E13_D = 16, 8192
-E13_BYTES = INT8 * E13_B * E13_D
+E13_D = 8192  # E13's activation width
+E12_WAYS = 8  # the book's ring, whose whole-buffer threshold E14's slip compares a shard with
 # Megatron over Y chips moves int8 shards of B*D/Y bytes: latency-bound when a shard crosses a link
 # faster than one hop's latency, i.e. for Y above B*D / (W_link * hop). A byte count is whole.
 E14_SHARD = sp.Integer(round(inf.latency_bound_bytes(1, V5E.ici_bytes_per_s_per_link)))
 E14 = B * D / E14_SHARD
 
-# --- PQ1: a 30e9-parameter dense model, int8 weights, bf16 FLOPs, v5e 4x4 -------------------------
+# --- PQ1: a dense model, int8 weights, bf16 FLOPs, v5e 4x4; CX2's probes keep the book's numbers ------
 PQ1_PARAMS, PQ1_CHIPS, PQ1_CONTEXT, PQ1_KV_PER_TOKEN = 30e9, 16, 8192, 1e5
 PQ1_KV = PQ1_KV_PER_TOKEN * PQ1_CONTEXT
-
-
-def pq1(batch: int, flops: bool = True) -> float:
-    if not flops:
-        return inf.decode_step_memory_s(batch, PQ1_KV, INT8 * PQ1_PARAMS, PQ1_CHIPS, W_V5E)
-    return inf.decode_step_s(batch, PQ1_KV, INT8 * PQ1_PARAMS, PQ1_PARAMS, PQ1_CHIPS, C_BF16, W_V5E)
-
 
 # --- Q1-Q6: the worked-problem model (tied embedding, GQA) and its MoE ----------------------------
 Q = m.PART7_MODEL
 Q1_FORMULA = m.params(L, D, F, N, K, H, V, tied=True)
 Q1_PARAMS = m.params_of(Q)
 Q1_KV = m.kv_bytes_per_token_of(Q, INT8)
-Q2_CHIPS, Q2_CONTEXT = 16, 128_000
-Q2_HBM = Q2_CHIPS * V5E.hbm_bytes
-
-
-def q2(cfg: m.Config, context: int = Q2_CONTEXT) -> int:
-    kv = inf.kv_bytes_per_sequence(cfg, context, INT8)
-    return inf.max_batch(V5E.hbm_bytes, Q2_CHIPS, INT8 * m.params_of(cfg), kv)
-
-
-Q2 = q2(Q)
-Q2_MQA = q2(Q.with_(K=1))
-Q3 = INT8 * Q1_PARAMS / (Q2_CHIPS * W_V5E)
-ALPHA = inf.ici_intensity()
-Q4_ONE_AXIS = inf.tp_limit_compute(Q.F, ALPHA)
-Q4_TWO_AXES = inf.tp_limit_compute(Q.F, ALPHA, n_axes=2)
-MOE = m.PART7_MOE
-Q5_TOTAL, Q5_ACTIVE = m.params_of(MOE), m.active_params_of(MOE)
-Q5_CRIT = m.moe_critical_batch(MOE.E, MOE.k, E1, weight_bpe=BF16)
-Q5_FLOPS = m.forward_flops_per_token_of(MOE) * T  # 2 x activated parameters per token (attention left out)
+Q2_CHIPS, Q2_CONTEXT = 16, 128_000  # the book's v5e 4x4 and "128k" context (CX2's probes)
 Q6_CHIPS = 8 * 16  # v5e 8x16, the experts split E_Z over Z = 16 and F_Y over Y = 8
-Q6_PER_CHIP = INT8 * Q5_TOTAL / Q6_CHIPS
-Q6_TIME = Q6_PER_CHIP / W_V5E
-Q6_FREE = V5E.hbm_bytes - Q6_PER_CHIP
-Q6_SLICE = inf.smallest_slice(INT8 * Q5_TOTAL)
-SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8")
+# The slices Q6 may answer; 8x16 is there for a student whose bf16 slip needs it.
+SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8", "8x16")
 
 # --- Q7: 2D weight-stationary sharding (appendix), derived with sympy -----------------------------
 Q7_T_MATH = m.contraction_flops(B, D, F) * 2 / (X * Y * Z * C)  # two D x F matmuls over X*Y*Z chips
@@ -137,7 +127,6 @@ _t_of_x = inf.weight_stationary_2d_comms_s(B, D, F, X, N / X, W)
 Q7_X_OPT = next(r for r in sp.solve(sp.diff(_t_of_x, X), X) if r.is_positive)
 Q7_T_OPT = sp.simplify(_t_of_x.subs(X, Q7_X_OPT))
 Q7_CROSSOVER = sp.solve(sp.Eq(Q7_T_OPT, inf.model_parallel_1d_comms_s(B, D, W)), N)[0]
-Q7_CROSSOVER_F4D = float(Q7_CROSSOVER.subs(F, 4 * D))
 
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
@@ -150,6 +139,12 @@ BOOK = {
     "ch07-q5-total-params": 212e9, "ch07-q5-active-params": 31.2e9, "ch07-q5-critical-batch": 1920,
     "ch07-q7-crossover-f4d": 72,
 }
+
+
+def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
+    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip."""
+    lo, hi = tolerance.bounds(reference)
+    return tuple(Slip(a, slip_code(a, reference, tolerance), hint) for a, hint in wrong if not lo <= a <= hi)
 
 
 # --- CX2: the step-time calculator and the batch that fits -------------------------------------------
@@ -306,7 +301,8 @@ def draw_decode(rng: random.Random, probe: dict) -> dict:
 
 # --- CX3 and CX4: sharded decode steps (shard_map), models and typical wrong versions ----------------
 # Shapes. CX3a, heads over X = 8: B 4, S 16, D 32, N 16, K 8 (G 2), H 8. CX3b, heads over Y = 2 and
-# batch over Z = 4: B 8, S 16, D 32, N 8, K 4 (G 2), H 8. CX4: B 16, D 64, F 256 on X = 2, YZ = 4.
+# batch over Z = 4: B 8, S 16, D 32, N 8, K 4 (G 2), H 8. CX4: D 64 on X = 2, YZ = 4, with a student's B
+# and F (the book's B 16, F 256).
 # The einsum is attention without softmax or scale: out = sum over s of (q . k_s) v_s, projected by
 # W_O; W_Q [D, N, H] is seen as [D, K, G, H] and W_O [N, H, D] as [K, G, H, D] (head n = k*G + g).
 ATTN = "bd,dkgh,bskh,bskv,kgve->be"
@@ -315,7 +311,7 @@ MESH_YZ = (("Y", 2), ("Z", 4))
 MESH_2D = (("X", 2), ("YZ", 4))
 H8 = dict(B=4, S=16, D=32, N=16, K=8, H=8)
 HB = dict(B=8, S=16, D=32, N=8, K=4, H=8)
-W2D = dict(B=16, D=64, F=256)
+W2D_D = 64  # CX4's width, whatever batch and hidden width a student is dealt
 
 
 def _attention_operands(B, S, D, N, K, H, q_heads, cache) -> tuple[Operand, ...]:
@@ -331,13 +327,16 @@ HEADS_SPEC = ProgramSpec(mesh=MESH_X8, einsum=ATTN,
 HEADS_BATCH_SPEC = ProgramSpec(mesh=MESH_YZ, einsum=ATTN,
                                operands=_attention_operands(**HB, q_heads=("Y", "Z"), cache=("Z", None, "Y", None)),
                                out_spec=(), collectives={"all-to-all": 2, "all-reduce": 1}, atol=0.05)
-# The layer's input and output keep D split over X and YZ together. Written [B, X, D/X] (X cutting
-# the middle dimension, YZ the last), each mesh axis cuts one dimension: the book's In[B, D_XYZ].
-WS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df,fe->be",
-                      operands=(Operand((W2D["B"], 2, W2D["D"] // 2), (None, "X", "YZ"), view=(W2D["B"], W2D["D"])),
-                                Operand((W2D["D"], W2D["F"]), ("X", "YZ")), Operand((W2D["F"], W2D["D"]), ("YZ", "X"))),
-                      out_spec=(None, "X", "YZ"), out_shape=(W2D["B"], 2, W2D["D"] // 2),
-                      collectives={"all-gather": 1, "all-reduce": 1, "reduce-scatter": 1})
+def ws_spec(B: int, F: int) -> ProgramSpec:
+    """CX4's spec for a batch B and hidden width F. The layer's input and output keep D split over X and YZ
+    together. Written [B, X, D/X] (X cutting the middle dimension, YZ the last), each mesh axis cuts one
+    dimension: the book's In[B, D_XYZ]."""
+    d = W2D_D
+    return ProgramSpec(mesh=MESH_2D, einsum="bd,df,fe->be",
+                       operands=(Operand((B, 2, d // 2), (None, "X", "YZ"), view=(B, d)),
+                                 Operand((d, F), ("X", "YZ")), Operand((F, d), ("YZ", "X"))),
+                       out_spec=(None, "X", "YZ"), out_shape=(B, 2, d // 2),
+                       collectives={"all-gather": 1, "all-reduce": 1, "reduce-scatter": 1})
 
 
 def _attend(q, k_cache, v_cache, grouped=True):
@@ -442,11 +441,11 @@ _WS_IN = ((None, "X", "YZ"), ("X", "YZ"), ("YZ", "X"))
 def weight_stationary(x, w_in, w_out):
     """In[B, D_XYZ] . W_in[D_X, F_YZ] . W_out[F_YZ, D_X], weights never move: AllGather_YZ the input,
     multiply, AllReduce_X the hidden, multiply, ReduceScatter_YZ the output."""
-    def block(xb, wi, wo):  # xb: f32[16, 1, 8]; wi: f32[32, 64]; wo: f32[64, 32]
+    def block(xb, wi, wo):  # xb: f32[B, 1, D/8]; wi: f32[D/2, F/4]; wo: f32[F/4, D/2]
         b = xb.shape[0]
-        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)  # f32[16, 32]: In[B, D_X]
-        hidden = jax.lax.psum(x_dx @ wi, "X")                                    # f32[16, 64]: Tmp[B, F_YZ]
-        out = jax.lax.psum_scatter(hidden @ wo, "YZ", scatter_dimension=1, tiled=True)  # f32[16, 8]
+        x_dx = jax.lax.all_gather(xb, "YZ", axis=2, tiled=True).reshape(b, -1)  # f32[B, D/2]: In[B, D_X]
+        hidden = jax.lax.psum(x_dx @ wi, "X")                                    # f32[B, F/4]: Tmp[B, F_YZ]
+        out = jax.lax.psum_scatter(hidden @ wo, "YZ", scatter_dimension=1, tiled=True)  # f32[B, D/8]
         return out.reshape(b, 1, -1)                                             # Out[B, D_XYZ]
 
     specs = (P(None, "X", "YZ"), P("X", "YZ"), P("YZ", "X"))
@@ -472,32 +471,273 @@ def cx4_allreduce_then_slice(x, w_in, w_out):
     return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"))(x, w_in, w_out)
 
 
+# --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---
+
+def e1(chip: hw.TPU) -> tuple[Question, ...]:
+    """E1, E2: the critical batch of a bf16 weight matmul on ``chip``, and with int8 weights (bf16, then
+    int8 math). The formula between them holds for every chip."""
+    crit = inf.critical_batch(chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+    int8_weights = inf.critical_batch(chip.bf16_flops_per_s, chip.hbm_bytes_per_s, INT8)
+    int8_math = inf.critical_batch(chip.int8_ops_per_s, chip.hbm_bytes_per_s, INT8)
+    inverted = chip.hbm_bytes_per_s / chip.bf16_flops_per_s
+    return (
+        Number(qid="ch07-e1-critical-batch", points=1, section=_lin,
+               prompt=f"Tokens per step above which a bf16 weight matmul is compute-bound on {chip.name}.",
+               reference=crit, tolerance=ONE_PERCENT,
+               slips=(Slip(crit / 2, "ratio:1/2", "bf16 weights are 2 bytes each: 2BDF FLOPs over 2DF bytes."),
+                      Slip(inverted, slip_code(inverted, crit, ONE_PERCENT), "divide FLOP/s by bytes/s."))),
+        Formula(qid="ch07-e2-critical-batch-formula", points=1, section=_lin,
+                prompt="The critical batch for weights of b_w bytes each, matmuls at C FLOP/s, HBM W_hbm bytes/s.",
+                reference=B_CRIT, symbols="C W_hbm b_w",
+                slips=(Slip(C / W_hbm, "missing_symbol:b_w", "the bytes per weight set the bytes per FLOP."),
+                       Slip(C * b_w / W_hbm, "ratio:2", "each weight is used in a multiply and an add."))),
+        Number(qid="ch07-e2-int8-weights", points=1, section=_lin,
+               prompt=f"Critical batch on {chip.name} with int8 weights and bf16 math.",
+               reference=int8_weights, tolerance=ONE_PERCENT,
+               slips=(Slip(crit, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
+        Number(qid="ch07-e2-int8-math", points=1, section=_lin,
+               prompt=f"Critical batch on {chip.name} with int8 weights and int8 math.",
+               reference=int8_math, tolerance=ONE_PERCENT,
+               slips=(Slip(int8_weights, slip_code(int8_weights, int8_math, ONE_PERCENT),
+                           "int8 math runs at twice the bf16 rate."),)))
+
+
+def e3(chip: hw.TPU) -> tuple[Number, ...]:
+    """E3: the prompt length at which prefill attention (intensity T/2) reaches ``chip``'s critical batch."""
+    crit = inf.critical_batch(chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+    length = float(sp.solve(sp.Eq(inf.attention_intensity(T, T), crit), T)[0])
+    return (Number(qid="ch07-e3-prefill-length", points=1, section=_roof,
+                   prompt=f"Prompt length above which prefill self-attention (MHA, bf16) is compute-bound on "
+                          f"{chip.name}.",
+                   reference=length, tolerance=ONE_PERCENT,
+                   slips=(Slip(crit, "ratio:1/2", "prefill attention's intensity is T/2, not T."),)),)
+
+
+def e5(model: m.Config, context: int) -> tuple[Number, ...]:
+    """E5-E7: a model's parameters and bf16 bytes, one prefill activation and one sequence's bf16 KV cache
+    of ``context`` tokens, and how few such caches outweigh the weights. The book's rounded 0.3e9 and
+    "80MB" widen the tolerance only for its own model and context."""
+    book = model is L13 and context == E7_CONTEXT
+    vocab = m.embedding_params(model.D, model.V)
+    total = m.params_of(model)
+    weight_bytes = BF16 * total
+    activation = BF16 * context * model.D
+    kv = inf.kv_bytes_per_sequence(model, context, BF16)
+    caches = math.ceil(weight_bytes / kv)
+    one_mlp_matrix_less = total - model.L * model.D * model.F
+    exact = Tolerance.exact_count()
+    return (
+        Number(qid="ch07-e5-vocab-params", points=1, section=_kv,
+               prompt=f"{model.name}: parameters in its input and output embeddings (separate).",
+               reference=vocab, tolerance=Tolerance(low=0.3e9, high=0.33e9) if book else ONE_PERCENT,
+               slips=(Slip(vocab / 2, "ratio:1/2", "the input and output embeddings are separate matrices."),)),
+        Number(qid="ch07-e5-total-params", points=1, section=_kv,
+               prompt=f"{model.name}: all parameters (norms left out).",
+               reference=total, tolerance=ONE_PERCENT,
+               slips=slips(total, ONE_PERCENT, (one_mlp_matrix_less, "a gated MLP has three D x F matrices."))),
+        Number(qid="ch07-e5-weight-bytes", points=1, unit="B", section=_kv,
+               prompt=f"{model.name}: bytes of its bf16 weights.",
+               reference=weight_bytes, tolerance=ONE_PERCENT,
+               slips=(Slip(total, "ratio:1/2", "bf16: 2 bytes per parameter."),)),
+        Number(qid="ch07-e6-activation-bytes", points=1, unit="B", section=_kv,
+               prompt=f"Bytes of one bf16 activation [{context}, {model.D}] of a {context}-token prefill.",
+               reference=activation, tolerance=Tolerance(low=80e6, high=84e6) if book else ONE_PERCENT,
+               slips=(Slip(activation / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
+        Number(qid="ch07-e7-kv-bytes", points=1, unit="B", section=_kv,
+               prompt=f"{model.name}: bytes of the bf16 KV cache of one {context}-token sequence.",
+               reference=kv, tolerance=ONE_PERCENT,
+               slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer."),
+                      *slips(kv, ONE_PERCENT, (kv / model.L, "every layer keeps its own keys and values.")))),
+        number("ch07-e7-sequences", section=_kv, exact=True,
+               prompt=f"The fewest {context}-token sequences (an exact count) whose bf16 caches outweigh "
+                      f"{model.name}'s bf16 weights.",
+               reference=caches,
+               slips=slips(caches, exact, (caches - 1, "round up: the caches must exceed the weights."))))
+
+
+def e5_valid(model: m.Config, context: int) -> bool:
+    """At least two caches to outweigh the weights: one that alone outweighs them asks nothing."""
+    return BF16 * m.params_of(model) > 1.05 * inf.kv_bytes_per_sequence(model, context, BF16)
+
+
+def e9(F: int, B: int) -> tuple[Number, ...]:
+    """E9: the memory-bound model-parallel limit F / (B beta), with the book's beta = 8."""
+    limit = inf.tp_limit_memory(F, B, inf.BETA_BOOK)
+    pinned = inf.tp_limit_memory(F, B, inf.hbm_over_ici())  # the pinned beta: an erratum
+    return (Number(qid="ch07-e9-tp-limit", points=1, section=_shard,
+                   prompt=f"That Y for F = {F:,} and B = {B}, taking W_hbm / W_ici = 8 as the book does.",
+                   reference=limit, tolerance=THREE_FIGURES,
+                   slips=(Slip(F / B, "ratio:8"), Slip(pinned, "close", "the question takes the ratio as 8."))),)
+
+
+def e11(params: float, ways: int) -> tuple[Number, ...]:
+    """E11: the least time for each of ``ways`` v5e chips to read its share of a bf16 layer."""
+    seconds = BF16 * params / ways / W_V5E
+    return (number("ch07-e11-layer-time", section=_app, unit="s", tolerance=ONE_PERCENT,
+                   prompt=f"Seconds to stream a {params:.3g}-parameter bf16 layer sharded {ways} ways on v5e.",
+                   reference=seconds,
+                   slips=(Slip(ways * seconds, f"ratio:{ways}", "each chip reads only its share."),
+                          Slip(seconds / 2, "ratio:1/2", "bf16: 2 bytes per parameter."))),)
+
+
+def e12(ways: int, batch: int) -> tuple[Question, ...]:
+    """E12, E13: the buffer below which a ``ways``-way v5e ring collective is latency-bound, and whether an
+    int8 activation of ``batch`` x 8192 is (the answer turns with the values: both options stay)."""
+    threshold = inf.latency_bound_bytes(ways, V5E.ici_bytes_per_s_per_link)
+    activation = INT8 * batch * E13_D
+    bound = "latency" if activation < threshold else "bandwidth"
+    other = "bandwidth" if bound == "latency" else "latency"
+    return (
+        Number(qid="ch07-e12-latency-bytes", points=1, unit="B", section=_app_latency,
+               prompt=f"Buffer below which a {ways}-way v5e collective is latency-bound (1 us per hop).",
+               reference=threshold, tolerance=THREE_FIGURES,
+               slips=(Slip(2 * threshold, "ratio:2", "a shard crosses one link in one direction."),
+                      Slip(threshold / ways, f"ratio:1/{ways}",
+                           f"that is one shard; the buffer holds {ways}."))),
+        Number(qid="ch07-e13-activation-bytes", points=1, unit="B", section=_app_latency,
+               prompt=f"Bytes of an int8 activation of batch {batch}, D = {E13_D}.",
+               reference=activation, tolerance=THREE_FIGURES,
+               slips=(Slip(2 * activation, "ratio:2", "int8: 1 byte per element."),)),
+        Choice(qid="ch07-e13-bound", points=1, section=_app_latency,
+               prompt=f"Is a {ways}-way collective over that activation latency- or bandwidth-bound?",
+               reference=bound, options=("latency", "bandwidth"),
+               slips=(Slip(other, "wrong_option", "compare it with your E12 threshold."),)))
+
+
+def pq1(params: float, context: int) -> tuple[Number, ...]:
+    """PQ1: lower bounds on a decode step of a dense int8 model on a v5e 4x4, at batch 4 (below the critical
+    batch: every byte once) and 256 (above it: the weight matmuls are FLOP-bound, whatever the size)."""
+    kv = PQ1_KV_PER_TOKEN * context
+
+    def step(batch: int) -> float:
+        return inf.decode_step_s(batch, kv, INT8 * params, params, PQ1_CHIPS, C_BF16, W_V5E)
+    b4, b256 = step(4), step(256)
+    without_caches = b4 - 4 * kv / (PQ1_CHIPS * W_V5E)
+    memory_only = inf.decode_step_memory_s(256, kv, INT8 * params, PQ1_CHIPS, W_V5E)
+    setup = f"{params:.3g} params int8, 16 v5e, {context}-token context"
+    return (
+        number("ch07-pq1-batch4", section=_mem, unit="s", reference=b4,
+               prompt=f"PQ1: lower bound on a decode step at batch 4 ({setup}).",
+               slips=slips(b4, TWO_PERCENT, (without_caches, "the KV caches are read too."))),
+        number("ch07-pq1-batch256", section=_mem, unit="s", reference=b256,
+               prompt=f"PQ1: the same at batch 256 ({setup}).",
+               slips=slips(b256, TWO_PERCENT,
+                           (memory_only, "batch 256 is above the critical batch: the MLP is FLOP-bound."))))
+
+
+def q2(context: int, chips: int) -> tuple[Number, ...]:
+    """Q2, Q3: how many ``context``-token int8 caches fit beside the int8 weights on ``chips`` v5e (with
+    the model's 8 key/value heads, then one), and the weight read that bounds every step."""
+    weights = INT8 * Q1_PARAMS
+
+    def fit(cfg: m.Config, tokens: int, bpe: int = INT8) -> int:
+        return inf.max_batch(V5E.hbm_bytes, chips, weights, inf.kv_bytes_per_sequence(cfg, tokens, bpe))
+    batch, mqa = fit(Q, context), fit(Q.with_(K=1), context)
+    binary = context // 1000 * 1024  # "128k" read as 131,072
+    no_weights = math.floor(chips * V5E.hbm_bytes / inf.kv_bytes_per_sequence(Q.with_(K=1), context, INT8))
+    load = weights / (chips * W_V5E)
+    exact, about = Tolerance.exact_count(), Tolerance(low=mqa, high=mqa + 1)
+    return (
+        number("ch07-q2-max-batch", section=_wp, exact=True, reference=batch,
+               prompt=f"Q2: the largest batch (an exact count) of {context:,}-token sequences on a {chips}-chip "
+                      "v5e slice, int8 weights and cache.",
+               slips=slips(batch, exact, (fit(Q, binary), f"{context // 1000}k here means {context:,} tokens."),
+                           (fit(Q, context, BF16), "the cache is int8."))),
+        number("ch07-q2-max-batch-mqa", section=_wp, reference=mqa, tolerance=about,
+               prompt="Q2: the same with one key/value head (K = 1).",
+               slips=slips(mqa, about, (no_weights, "the weights take their share of HBM first."))),
+        number("ch07-q3-weight-load", section=_wp, unit="s", tolerance=ONE_PERCENT, reference=load,
+               prompt=f"Q3: lower bound on a decode step from loading the int8 weights on {chips} v5e chips.",
+               slips=(Slip(2 * load, "ratio:2", "int8: 1 byte per parameter."),
+                      Slip(chips * load, f"ratio:{chips}", f"all {chips} chips read their shares at once."))))
+
+
+def q4(chip: hw.TPU) -> tuple[Number, ...]:
+    """Q4: how far model parallelism stays compute-bound over one and two ICI axes of ``chip``."""
+    alpha = inf.ici_intensity(chip)
+    one, two = inf.tp_limit_compute(Q.F, alpha), inf.tp_limit_compute(Q.F, alpha, n_axes=2)
+    hbm_rule = Q.F / inf.critical_batch(chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+    return (
+        Number(qid="ch07-q4-tp-one-axis", points=1, section=_wp,
+               prompt=f"Q4: largest compute-bound model parallelism over one {chip.name} axis (F = 16,384, "
+                      "alpha = C / W_ici).",
+               reference=one, tolerance=TWO_PERCENT,
+               slips=(Slip(one / 2, "ratio:1/2", "W_ici is the bidirectional bandwidth of a link."),
+                      *slips(one, TWO_PERCENT, (hbm_rule, "that uses the HBM intensity; the collectives run "
+                                                          "over ICI.")))),
+        Number(qid="ch07-q4-tp-two-axes", points=1, section=_wp,
+               prompt="Q4: the same over two axes of a 2D slice.",
+               reference=two, tolerance=TWO_PERCENT,
+               slips=(Slip(one, "ratio:1/2", "two axes carry the collectives together."),)))
+
+
+def q5(E: int, k: int) -> tuple[Question, ...]:
+    """Q5, Q6: the worked-problem model with E expert MLPs per layer, k per token: its parameters, the
+    batch its expert matmuls need on v5e (bf16), its FLOPs, and its int8 experts split [E_Z, D_X, F_Y]
+    over a v5e 8x16 (E a multiple of Z = 16)."""
+    moe = Q.with_(E=E, k=k)
+    total, active = m.params_of(moe), m.active_params_of(moe)
+    crit = m.moe_critical_batch(E, k, E1, weight_bpe=BF16)
+    flops = m.forward_flops_per_token_of(moe) * T  # 2 x activated parameters per token (attention left out)
+    per_chip = INT8 * total / Q6_CHIPS
+    seconds, free = per_chip / W_V5E, V5E.hbm_bytes - per_chip
+    return (
+        Number(qid="ch07-q5-total-params", points=1, section=_wp,
+               prompt=f"Q5: total parameters of the model as an MoE with E = {E} experts.",
+               reference=total, tolerance=ONE_PERCENT,
+               slips=slips(total, ONE_PERCENT, (E * Q1_PARAMS, "only the MLPs are replicated per expert."))),
+        Number(qid="ch07-q5-active-params", points=1, section=_wp,
+               prompt=f"Q5: parameters each token uses (k = {k} experts).",
+               reference=active, tolerance=ONE_PERCENT,
+               slips=slips(active, ONE_PERCENT, (Q1_PARAMS, f"each token passes through k = {k} expert MLPs."))),
+        Number(qid="ch07-q5-critical-batch", points=1, section=_wp,
+               prompt="Q5: tokens per step for the MoE's expert matmuls to be compute-bound on v5e (bf16).",
+               reference=crit, tolerance=ONE_PERCENT,
+               slips=(Slip(m.moe_critical_batch(E, k, E1, weight_bpe=INT8), "ratio:1/2",
+                           "bf16 weights: 2 bytes each."),)),
+        Formula(qid="ch07-q5-flops", points=1, section=_wp,
+                prompt="Q5: forward FLOPs of the MoE for T tokens (attention left out).",
+                reference=flops, symbols="T",
+                slips=(Slip(3 * flops, "ratio:3", "the forward pass only."),
+                       Slip(flops / 2, "ratio:1/2", "2 FLOPs per parameter per token: a multiply and an add."))),
+        number("ch07-q6-weight-time", section=_wp, unit="s", reference=seconds,
+               prompt="Q6: seconds to read each chip's int8 expert weights on a v5e 8x16.",
+               slips=(Slip(2 * seconds, "ratio:2", "int8: 1 byte per parameter."),)),
+        Number(qid="ch07-q6-free-hbm", points=1, unit="B", section=_wp,
+               prompt="Q6: HBM left per chip after those weights.",
+               reference=free, tolerance=TWO_PERCENT,
+               slips=slips(free, TWO_PERCENT, (V5E.hbm_bytes - 2 * per_chip, "int8: 1 byte per parameter."))),
+        Choice(qid="ch07-q6-smallest-slice", points=1, section=_wp,
+               prompt="Q6: the smallest v5e slice that holds the int8 MoE's weights.",
+               reference=inf.smallest_slice(INT8 * total), options=SLICE_OPTIONS,
+               slips=(Slip(inf.smallest_slice(BF16 * total), "wrong_option", "the weights are int8."),)))
+
+
+def q7(f_over_d: float) -> tuple[Number, ...]:
+    """Q7: the chip count above which 2D weight-stationary beats 1D, 18 F / D, for F = ``f_over_d`` D."""
+    crossover = float(Q7_CROSSOVER.subs(F, f_over_d * D))
+    return (Number(qid="ch07-q7-crossover-f4d", points=1, section=_app,
+                   prompt=f"Q7: that N for F = {f_over_d:g} D.",
+                   reference=crossover, tolerance=THREE_FIGURES,
+                   slips=(Slip(crossover * 9 / 8, "close", "(3/4)^2 is 9/16."),)),)
+
+
+def cx4(B: int, F: int) -> tuple[Program, ...]:
+    """CX4: Q7's 2D weight-stationary MLP for a student's batch and hidden width."""
+    return (Program(qid="ch07-cx4-weight-stationary", points=3, section=_app_2d,
+                    prompt=f"Q7's 2D weight-stationary MLP on a 2 x 4 mesh (B = {B}, D = {W2D_D}, F = {F}): the "
+                           "weights never move.",
+                    spec=ws_spec(B, F), model=weight_stationary,
+                    slips=(Slip(cx4_forgets_allreduce, "partial_sum:X"),
+                           Slip(cx4_allreduce_then_slice, "collectives:all-gather,all-reduce"))),)
+
+
 # --- the records -------------------------------------------------------------------------------------
 
 CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     # 1. Rooflines of prefill and decode.
-    Number(qid="ch07-e1-critical-batch", points=1, section=_lin,
-           prompt="Tokens per step above which a bf16 weight matmul is compute-bound on TPU v5e.",
-           reference=E1, tolerance=ONE_PERCENT,
-           slips=(Slip(E1 / 2, "ratio:1/2", "bf16 weights are 2 bytes each: 2BDF FLOPs over 2DF bytes."),
-                  Slip(W_V5E / C_BF16, "magnitude:-5", "divide FLOP/s by bytes/s."))),
-    Formula(qid="ch07-e2-critical-batch-formula", points=1, section=_lin,
-            prompt="The critical batch for weights of b_w bytes each, matmuls at C FLOP/s, HBM W_hbm bytes/s.",
-            reference=B_CRIT, symbols="C W_hbm b_w",
-            slips=(Slip(C / W_hbm, "missing_symbol:b_w", "the bytes per weight set the bytes per FLOP."),
-                   Slip(C * b_w / W_hbm, "ratio:2", "each weight is used in a multiply and an add."))),
-    Number(qid="ch07-e2-int8-weights", points=1, section=_lin,
-           prompt="Critical batch on v5e with int8 weights and bf16 math.",
-           reference=E2_INT8_WEIGHTS, tolerance=ONE_PERCENT,
-           slips=(Slip(E1, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
-    Number(qid="ch07-e2-int8-math", points=1, section=_lin,
-           prompt="Critical batch on v5e with int8 weights and int8 math.",
-           reference=E2_INT8_MATH, tolerance=ONE_PERCENT,
-           slips=(Slip(E2_INT8_WEIGHTS, "ratio:1/2", "int8 math runs at twice the bf16 rate."),)),
-    Number(qid="ch07-e3-prefill-length", points=1, section=_roof,
-           prompt="Prompt length above which prefill self-attention (MHA, bf16) is compute-bound on v5e.",
-           reference=E3, tolerance=ONE_PERCENT,
-           slips=(Slip(E1, "ratio:1/2", "prefill attention's intensity is T/2, not T."),)),
+    vary("ch07-e1", e1, chip=chips(*E1_CHIPS)),
+    vary("ch07-e3", e3, chip=chips(*E3_CHIPS)),
     Formula(qid="ch07-e4-attention-intensity", points=1, section=_roof,
             prompt="Intensity of bf16 MHA attention, T queries over S keys (read Q, K, V; write O).",
             reference=E4_INTENSITY, symbols="T S",
@@ -507,32 +747,8 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
            prompt="That intensity in decode (T = 1) as the context S grows.",
            reference=E4_LIMIT, tolerance=ONE_PERCENT,
            slips=(Slip(0.5, "ratio:1/2", "with T = 1 the S terms dominate."),)),
-    # 2. Memory: LLaMA 2-13B.
-    Number(qid="ch07-e5-vocab-params", points=1, section=_kv,
-           prompt="LLaMA 2-13B: parameters in its input and output embeddings (separate).",
-           reference=E5_VOCAB, tolerance=Tolerance(low=0.3e9, high=0.33e9),
-           slips=(Slip(E5_VOCAB / 2, "ratio:1/2", "the input and output embeddings are separate matrices."),)),
-    Number(qid="ch07-e5-total-params", points=1, section=_kv,
-           prompt="LLaMA 2-13B: all parameters (norms left out).",
-           reference=E5_TOTAL, tolerance=ONE_PERCENT,
-           slips=(Slip(E5_TOTAL - L13.L * L13.D * L13.F, "close", "a gated MLP has three D x F matrices."),)),
-    Number(qid="ch07-e5-weight-bytes", points=1, unit="B", section=_kv,
-           prompt="LLaMA 2-13B: bytes of its bf16 weights.",
-           reference=E5_BYTES, tolerance=ONE_PERCENT,
-           slips=(Slip(E5_TOTAL, "ratio:1/2", "bf16: 2 bytes per parameter."),)),
-    Number(qid="ch07-e6-activation-bytes", points=1, unit="B", section=_kv,
-           prompt="Bytes of one bf16 activation [8192, 5120] of an 8k-token prefill.",
-           reference=E6_BYTES, tolerance=Tolerance(low=80e6, high=84e6),
-           slips=(Slip(E6_BYTES / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
-    Number(qid="ch07-e7-kv-bytes", points=1, unit="B", section=_kv,
-           prompt="LLaMA 2-13B: bytes of the bf16 KV cache of one 8192-token sequence.",
-           reference=E7_KV, tolerance=ONE_PERCENT,
-           slips=(Slip(E7_KV / 2, "ratio:1/2", "a key and a value per layer."),
-                  Slip(E7_KV / L13.L, "magnitude:-2", "every layer keeps its own keys and values."))),
-    Number(qid="ch07-e7-sequences", points=1, section=_kv,
-           prompt="The fewest 8k sequences (an exact count) whose bf16 caches outweigh LLaMA 2-13B's bf16 weights.",
-           reference=E7_SEQUENCES, exact=True,
-           slips=(Slip(E7_SEQUENCES - 1, "ratio:3/4", "round up: the caches must exceed the weights."),)),
+    # 2. Memory: a model's weights and caches (the book's is LLaMA 2-13B).
+    vary("ch07-e5", e5, model=models(*E5_MODELS), context=values(*E5_CONTEXTS), valid=e5_valid),
     Function(qid="ch07-cx2-step-time", points=3, section=_mem,
              prompt="step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, "
                     "hbm_bytes_per_s): seconds per decode step and tokens per second.",
@@ -549,45 +765,20 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             prompt="Largest model-parallel Y of a memory-bound decode matmul (B tokens, width F).",
             reference=E9_FORMULA, symbols="F B W_hbm W_ici",
             slips=(Slip(F / B, "missing_symbol:W_hbm,W_ici", "the collective hides behind the weight reads."),)),
-    Number(qid="ch07-e9-tp-limit", points=1, section=_shard,
-           prompt="That Y for F = 16,384 and B = 32, taking W_hbm / W_ici = 8 as the book does.",
-           reference=E9, tolerance=THREE_FIGURES,
-           slips=(Slip(E9_F / E9_B, "ratio:8"), Slip(E9_PINNED, "close", "the question takes the ratio as 8."))),
+    vary("ch07-e9", e9, F=values(16_384, 28_672, 53_248), B=values(32, 16, 64)),
     Number(qid="ch07-e10-prefix-fraction", points=1, section=_serve,
            prompt="Fraction of prefill FLOPs 'I like cats' needs once 'I like dogs' is cached (3 tokens each).",
            reference=float(E10), tolerance=ONE_PERCENT,
            slips=(Slip(2 / 3, "ratio:2", "the cached tokens need no prefill."),)),
-    number("ch07-e11-layer-time", section=_app,
-           prompt="Seconds to stream a 600e6-parameter bf16 layer sharded 4 ways on v5e.", reference=E11, unit="s",
-           tolerance=ONE_PERCENT,
-           slips=(Slip(4 * E11, "ratio:4", "each chip reads only its quarter."),
-                  Slip(E11 / 2, "ratio:1/2", "bf16: 2 bytes per parameter."))),
-    Number(qid="ch07-e12-latency-bytes", points=1, unit="B", section=_app_latency,
-           prompt="Buffer below which an 8-way v5e collective is latency-bound (1 us per hop).",
-           reference=E12, tolerance=THREE_FIGURES,
-           slips=(Slip(2 * E12, "ratio:2", "a shard crosses one link in one direction."),
-                  Slip(E12 / E12_WAYS, "ratio:1/8", "that is one shard; the buffer holds eight."))),
-    Number(qid="ch07-e13-activation-bytes", points=1, unit="B", section=_app_latency,
-           prompt="Bytes of an int8 activation of batch 16, D = 8192.",
-           reference=E13_BYTES, tolerance=THREE_FIGURES,
-           slips=(Slip(2 * E13_BYTES, "ratio:2", "int8: 1 byte per element."),)),
-    Choice(qid="ch07-e13-bound", points=1, section=_app_latency,
-           prompt="Is an 8-way collective over that activation latency- or bandwidth-bound?",
-           reference="latency", options=("latency", "bandwidth"),
-           slips=(Slip("bandwidth", "wrong_option", "compare it with the 360 kB threshold."),)),
+    vary("ch07-e11", e11, params=values(600e6, 900e6, 350e6), ways=values(4, 2, 8)),
+    vary("ch07-e12", e12, ways=values(E12_WAYS, 4, 16), batch=values(16, 64, 128)),
     Formula(qid="ch07-e14-y-threshold", points=1, section=_app_latency,
             prompt="Y above which a Y-way int8 Megatron collective of B x D activations is latency-bound (v5e).",
             reference=E14, symbols="B D",
             slips=(Slip(B * D / (E12_WAYS * E14_SHARD), "ratio:1/8", "compare one shard, B*D/Y, with 45 kB."),
                    Slip(2 * E14, "ratio:2", "int8: 1 byte per element."))),
     # 4. The pop quiz and the worked problems.
-    number("ch07-pq1-batch4", section=_mem,
-           prompt="PQ1: lower bound on a decode step at batch 4 (30e9 params int8, 16 v5e, 8k context).",
-           reference=pq1(4), unit="s",
-           slips=(Slip(pq1(4) - PQ1_KV * 4 / (PQ1_CHIPS * W_V5E), "close", "the KV caches are read too."),)),
-    number("ch07-pq1-batch256", section=_mem, prompt="PQ1: the same at batch 256.", reference=pq1(256), unit="s",
-           slips=(Slip(pq1(256, flops=False), "close",
-                       "batch 256 is above the critical batch: the MLP is FLOP-bound."),)),
+    vary("ch07-pq1", pq1, params=values(PQ1_PARAMS, 20e9, 50e9), context=values(PQ1_CONTEXT, 4096, 16384)),
     Formula(qid="ch07-q1-params-formula", points=2, section=_wp,
             prompt="Q1: parameters of the worked-problem model (GQA, gated MLP, one tied V x D embedding).",
             reference=Q1_FORMULA, symbols="L D F N K H V",
@@ -601,66 +792,14 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
            reference=Q1_KV, tolerance=Tolerance(rtol=0.005),
            slips=(Slip(2 * Q1_KV, "ratio:2", "int8: 1 byte per element."),
                   Slip(Q.N / Q.K * Q1_KV, "ratio:4", "the cache holds the K key/value heads, not the N query heads."))),
-    Number(qid="ch07-q2-max-batch", points=1, section=_wp,
-           prompt="Q2: the largest batch (an exact count) of 128,000-token sequences on a v5e 4x4, int8 weights "
-                  "and cache.",
-           reference=Q2, exact=True,
-           slips=(Slip(q2(Q, 131_072), "close", "128k here means 128,000 tokens."),
-                  Slip(inf.max_batch(V5E.hbm_bytes, Q2_CHIPS, INT8 * Q1_PARAMS, 2 * Q1_KV * Q2_CONTEXT), "not_equal",
-                       "the cache is int8."))),
-    Number(qid="ch07-q2-max-batch-mqa", points=1, section=_wp,
-           prompt="Q2: the same with one key/value head (K = 1).",
-           reference=Q2_MQA, tolerance=Tolerance(low=Q2_MQA, high=Q2_MQA + 1),
-           slips=(Slip(math.floor(Q2_HBM / inf.kv_bytes_per_sequence(Q.with_(K=1), Q2_CONTEXT, INT8)), "close",
-                       "the weights take their share of HBM first."),)),
-    number("ch07-q3-weight-load", section=_wp,
-           prompt="Q3: lower bound on a decode step from loading the int8 weights on a v5e 4x4.", reference=Q3,
-           unit="s", tolerance=ONE_PERCENT,
-           slips=(Slip(2 * Q3, "ratio:2", "int8: 1 byte per parameter."),
-                  Slip(Q2_CHIPS * Q3, "ratio:16", "all 16 chips read their shares at once."))),
-    Number(qid="ch07-q4-tp-one-axis", points=1, section=_wp,
-           prompt="Q4: largest compute-bound model parallelism over one v5e axis (F = 16,384, alpha = C / W_ici).",
-           reference=Q4_ONE_AXIS, tolerance=TWO_PERCENT,
-           slips=(Slip(Q4_ONE_AXIS / 2, "ratio:1/2", "W_ici is the bidirectional bandwidth of a link."),
-                  Slip(Q.F / E1, "magnitude:+1", "that uses the HBM intensity; the collectives run over ICI."))),
-    Number(qid="ch07-q4-tp-two-axes", points=1, section=_wp,
-           prompt="Q4: the same over both axes of the 4x4.",
-           reference=Q4_TWO_AXES, tolerance=TWO_PERCENT,
-           slips=(Slip(Q4_ONE_AXIS, "ratio:1/2", "two axes carry the collectives together."),)),
+    vary("ch07-q2", q2, context=values(Q2_CONTEXT, 64_000, 32_000), chips=values(Q2_CHIPS, 32, 8)),
+    vary("ch07-q4", q4, chip=chips(V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V4P)),
     Choice(qid="ch07-q4-kv-sharding", points=1, section=_kv_shard,
            prompt="Q4: how to shard its KV cache (K = 8) for decode on 16 chips.",
            reference="heads-then-batch", options=("heads-then-batch", "sequence", "replicated", "fsdp"),
            slips=(Slip("sequence", "wrong_option", "decode reads the whole context for one new token."),
                   Slip("replicated", "wrong_option"))),
-    Number(qid="ch07-q5-total-params", points=1, section=_wp,
-           prompt="Q5: total parameters of the model as an MoE with E = 16 experts.",
-           reference=Q5_TOTAL, tolerance=ONE_PERCENT,
-           slips=(Slip(MOE.E * Q1_PARAMS, "not_equal", "only the MLPs are replicated per expert."),)),
-    Number(qid="ch07-q5-active-params", points=1, section=_wp,
-           prompt="Q5: parameters each token uses (k = 2 experts).",
-           reference=Q5_ACTIVE, tolerance=ONE_PERCENT,
-           slips=(Slip(Q1_PARAMS, "not_equal", "each token passes through k = 2 expert MLPs."),)),
-    Number(qid="ch07-q5-critical-batch", points=1, section=_wp,
-           prompt="Q5: tokens per step for the MoE's expert matmuls to be compute-bound on v5e (bf16).",
-           reference=Q5_CRIT, tolerance=ONE_PERCENT,
-           slips=(Slip(m.moe_critical_batch(MOE.E, MOE.k, E1, weight_bpe=INT8), "ratio:1/2",
-                       "bf16 weights: 2 bytes each."),)),
-    Formula(qid="ch07-q5-flops", points=1, section=_wp,
-            prompt="Q5: forward FLOPs of the MoE for T tokens (attention left out).",
-            reference=Q5_FLOPS, symbols="T",
-            slips=(Slip(3 * Q5_FLOPS, "ratio:3", "the forward pass only."),
-                   Slip(Q5_FLOPS / 2, "ratio:1/2", "2 FLOPs per parameter per token: a multiply and an add."))),
-    number("ch07-q6-weight-time", section=_wp,
-           prompt="Q6: seconds to read each chip's int8 expert weights on a v5e 8x16.", reference=Q6_TIME, unit="s",
-           slips=(Slip(2 * Q6_TIME, "ratio:2", "int8: 1 byte per parameter."),)),
-    Number(qid="ch07-q6-free-hbm", points=1, unit="B", section=_wp,
-           prompt="Q6: HBM left per chip after those weights.",
-           reference=Q6_FREE, tolerance=TWO_PERCENT,
-           slips=(Slip(V5E.hbm_bytes - 2 * Q6_PER_CHIP, "close", "int8: 1 byte per parameter."),)),
-    Choice(qid="ch07-q6-smallest-slice", points=1, section=_wp,
-           prompt="Q6: the smallest v5e slice that holds the int8 MoE's weights.",
-           reference=Q6_SLICE, options=SLICE_OPTIONS,
-           slips=(Slip(inf.smallest_slice(BF16 * Q5_TOTAL), "wrong_option", "the weights are int8."),)),
+    vary("ch07-q5", q5, E=values(16, 48), k=values(2, 3, 4)),
     Formula(qid="ch07-q7-t-math", points=1, section=_app_2d,
             prompt="Q7: FLOP time of the 2D weight-stationary MLP (two D x F matmuls) on X*Y*Z chips.",
             reference=Q7_T_MATH, symbols="B D F X Y Z C W", counts="X Y Z",
@@ -679,10 +818,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             prompt="Q7: the chip count N above which 2D beats 1D weight-stationary (T_1D = 4BD/(3W)).",
             reference=Q7_CROSSOVER, symbols="D F",
             slips=(Slip(Q7_CROSSOVER / 2, "ratio:1/2", "the AllReduce of the hidden moves twice a gather's bytes."),)),
-    Number(qid="ch07-q7-crossover-f4d", points=1, section=_app,
-           prompt="Q7: that N for F = 4D.",
-           reference=Q7_CROSSOVER_F4D, tolerance=THREE_FIGURES,
-           slips=(Slip(81, "close", "(3/4)^2 is 9/16."),)),
+    vary("ch07-q7", q7, f_over_d=values(4, 3.5, 3.25, 2.7)),
     # 5. Programs: a decode step, with a cache.
     Function(qid="ch07-cx1-decode-step", points=3, section=_kv,
              prompt="decode_step(q, k_new, v_new, k_cache, v_cache, lengths): write the new key and value "
@@ -705,9 +841,5 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             spec=HEADS_BATCH_SPEC, model=decode_heads_batch,
             slips=(Slip(cx3b_mha_grouping, "wrong_values"),
                    Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
-    Program(qid="ch07-cx4-weight-stationary", points=3, section=_app_2d,
-            prompt="Q7's 2D weight-stationary MLP on a 2 x 4 mesh: the weights never move.",
-            spec=WS_SPEC, model=weight_stationary,
-            slips=(Slip(cx4_forgets_allreduce, "partial_sum:X"),
-                   Slip(cx4_allreduce_then_slice, "collectives:all-gather,all-reduce"))),
+    vary("ch07-cx4", cx4, B=values(16, 32), F=values(256, 128)),
 ))

@@ -20,14 +20,27 @@ import numpy as np
 import sympy as sp
 
 import course
-from autograder.kinds.function import vary
+from autograder.kinds.function import vary as rescaled
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Question,
+    Slip,
+)
+from autograder.variants import values, vary
 from course import hardware as hw
 from course.symbols import B, G, N, P, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, jax, jnp, number, smap
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp, number, slip_code, smap
 from solutions._kit import P as P_  # PartitionSpec: P is the parameter count's symbol here
 
 V5E = hw.TPU_V5E
@@ -43,37 +56,19 @@ _wp = SECTION + "#worked-problems"
 
 # --- E1: FLOPs per dollar ------------------------------------------------------------------------------
 PRICE = hw.PRICE_USD_PER_CHIP_HOUR
-E1 = {name: inf.flops_per_dollar(hw.by_name(name).bf16_flops_per_s, PRICE[name]) for name in PRICE}
+E1_CHIPS = {"H100": hw.H100, "TPU v5p": hw.TPU_V5P, "TPU v5e": V5E}
 
 # --- IQ1-IQ4: LLaMA 3-70B, int8 weights and cache -----------------------------------------------------
 L70 = m.LLAMA3_70B
 P70 = inf.LLAMA3_70B_PARAMS_BOOK
 KV8 = m.kv_bytes_per_token_of(L70, INT8)  # bytes per token, int8
-IQ1_CONTEXT, IQ1_SEQS = 32_768, 240
-IQ1_SEQ = KV8 * IQ1_CONTEXT
-IQ1_TOTAL = IQ1_SEQS * IQ1_SEQ
-IQ1_CHIPS = math.ceil(inf.min_chips(INT8 * P70 + IQ1_TOTAL))
-IQ2_BATCH, IQ2_CONTEXT = 32, 8192
-IQ2_KV = IQ2_BATCH * KV8 * IQ2_CONTEXT
-IQ2_TOTAL = INT8 * P70 + IQ2_KV
-IQ2_SLICE = inf.smallest_slice(IQ2_TOTAL)
 SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8")
-
-
-def iq3_step(chips: int) -> float:
-    return inf.decode_step_s(IQ2_BATCH, KV8 * IQ2_CONTEXT, INT8 * P70, P70, chips, C_BF16, W_V5E)
-
-
-IQ3_STEP_8 = iq3_step(8)
-IQ3_TOKENS = inf.tokens_per_s(IQ2_BATCH, IQ3_STEP_8)
-IQ3_PER_CHIP = IQ3_TOKENS / 8
 ALPHA = inf.ici_intensity()
 IQ3_TP = inf.tp_limit_compute(L70.F, ALPHA, n_axes=2)
-IQ3_STEP_16 = iq3_step(16)
 IQ4 = inf.critical_batch(C_BF16, W_V5E, INT8)
 
 # --- IQ5-IQ8: which dtype, which slice, how many queries ----------------------------------------------
-CONTEXT = 8192
+CONTEXT = 8192  # the book's context, which CX1's probes keep
 DTYPES = {"bf16": BF16, "int8": INT8, "int4": INT4}  # weights and cache in the same precision
 STEP_FULL = inf.hbm_full_step_s(V5E)  # a step that reads all of HBM: 16e9 / 8.2e11
 DECODE = inf.MEDIAN_DECODE_TOKENS
@@ -85,51 +80,21 @@ def chips_for(dtype: str, double: bool = False) -> int:
     return 2 * chips if double else chips
 
 
-def batch_for(dtype: str, chips: int) -> int:
-    return inf.max_batch(HBM, chips, DTYPES[dtype] * P70, m.kv_bytes_per_token_of(L70, DTYPES[dtype]) * CONTEXT)
+def batch_for(dtype: str, chips: int, context: int = CONTEXT) -> int:
+    """Sequences of ``context`` tokens whose caches fit beside the weights, all in ``dtype``."""
+    return inf.max_batch(HBM, chips, DTYPES[dtype] * P70, m.kv_bytes_per_token_of(L70, DTYPES[dtype]) * context)
 
 
-IQ5_BATCH = {d: batch_for(d, chips_for(d)) for d in DTYPES}  # 43 in every row
-IQ6_DECODE_S = DECODE * STEP_FULL
 IQ6_INT4_WEIGHTS = INT4 * P70 / (chips_for("int4") * W_V5E)
-IQ7 = {d: inf.queries_per_s_per_chip(IQ5_BATCH[d], STEP_FULL, DECODE, chips_for(d)) for d in DTYPES}
-IQ8_BATCH = {d: batch_for(d, chips_for(d, double=True)) for d in DTYPES}  # 138 in every row
-IQ8 = {d: inf.queries_per_s_per_chip(IQ8_BATCH[d], STEP_FULL, DECODE, chips_for(d, double=True)) for d in DTYPES}
-# DERIVED: at IQ8's batch, int4 weights with bf16 arithmetic are FLOP-bound (critical batch 60), so the
-# HBM-full step understates it; the book's QPS assumes a bandwidth-bound step throughout.
-IQ8_INT4 = inf.decode_parts_s(IQ8_BATCH["int4"], m.kv_bytes_per_token_of(L70, INT4) * CONTEXT, INT4 * P70, P70,
-                              chips_for("int4", double=True), C_BF16, W_V5E)
-IQ8_INT4_BOUND = "flops" if IQ8_INT4["flops"] > IQ8_INT4["weights"] else "weights"
-
-# --- IQ9: bf16 on a 4x8, one matmul of a decode step --------------------------------------------------
-IQ9_B, IQ9_Y = 64, 32
-IQ9_TP_MEMORY = inf.tp_limit_memory(L70.F, IQ9_B, inf.BETA_BOOK)
-IQ9 = inf.megatron_times_s(IQ9_B, L70.D, L70.F, IQ9_Y, C_BF16, W_V5E, V5E.ici_bidirectional_bytes_per_s)
-IQ9_BOUND = max(IQ9, key=IQ9.get)
 
 # --- IQ10-IQ12: prefill, continuous batching, disaggregation ------------------------------------------
-IQ10_TOKENS, IQ10_CHIPS = 8192, 16
-IQ10 = inf.prefill_s(P70, IQ10_TOKENS, IQ10_CHIPS, C_BF16, inf.PREFILL_MFU)
-IQ11_B, IQ11_P, IQ11_G = 32, 8192, 4096
-IQ11_FINISHED = IQ11_B / IQ11_G
-IQ11_EVICTED = inf.evicted_tokens_per_step(IQ11_B, IQ11_P, IQ11_G)
+IQ10_CHIPS = 16
+IQ11_G = 4096  # IQ11's decode length
 IQ11_FORMULA = inf.evicted_tokens_per_step(B, P, G)
-IQ12_B = 32
-IQ12 = inf.prefill_to_generate_servers(IQ12_B, IQ10, STEP_FULL, DECODE)
 IQ12_FORMULA = inf.prefill_to_generate_servers(B, t_pre, t_step, G)
 
-# --- IQ13: the latency-throughput frontier, int8 on 16 chips ------------------------------------------
-IQ13_CHIPS, IQ13_CONTEXT, IQ13_PLATEAU_B = 16, 2048, 120
-
-
-def frontier_point(batch: int, context: int = IQ13_CONTEXT) -> tuple[float, float]:
-    """(seconds per step, tokens per second per chip) of int8 LLaMA 3-70B on 16 v5e, bf16 math."""
-    step = inf.decode_step_s(batch, KV8 * context, INT8 * P70, P70, IQ13_CHIPS, C_BF16, W_V5E)
-    return step, batch / step / IQ13_CHIPS
-
-
-IQ13_LATENCY = frontier_point(1)[0]
-IQ13_PLATEAU = frontier_point(IQ13_PLATEAU_B)[1] / 1e3  # tokens per ms per chip
+# --- IQ13: the latency-throughput frontier, int8, bf16 math ---------------------------------------------
+IQ13_PLATEAU_B = 120
 
 # --- W1-W3: LLaMA 3-8B and 3.1-405B (no book answers) ---------------------------------------------------
 P405 = inf.LLAMA31_405B_PARAMS_BOOK
@@ -137,31 +102,30 @@ W1_FLOPS = 2 * P405
 W1_FLOP_BOUND = sp.nsimplify(W1_FLOPS) / (N * sp.nsimplify(C_BF16))
 W1_HBM_BOUND = sp.nsimplify(INT8 * P405) / (N * sp.nsimplify(W_V5E))
 L8 = m.LLAMA3_8B
-W2_BATCH = 240
 W2_KV = m.kv_bytes_per_token_of(L8, INT8)
-W2_TOTAL = INT8 * m.params_of(L8) + W2_BATCH * W2_KV * CONTEXT
-W2_SLICE = inf.smallest_slice(W2_TOTAL)
 L405 = m.LLAMA31_405B
-W3_LIMIT_S = 0.015
-W3_KV = m.kv_bytes_per_token_of(L405, INT8) * CONTEXT
-W3_MIN_CHIPS = INT8 * P405 / (W3_LIMIT_S * W_V5E)
-W3_SLICE = next(name for name, n in sorted(inf.V5E_SLICES.items(), key=lambda kv: kv[1]) if n >= W3_MIN_CHIPS)
-W3_CHIPS = inf.V5E_SLICES[W3_SLICE]
-W3_MIN_STEP = INT8 * P405 / (W3_CHIPS * W_V5E)
 
 
-def w3_batch(with_flops: bool) -> int:
-    """The largest batch whose decode step stays within 15 ms on the 8x8 (and fits in its HBM)."""
-    fits = inf.max_batch(HBM, W3_CHIPS, INT8 * P405, W3_KV)
-    for b in range(fits, 0, -1):
-        step = (inf.decode_step_s(b, W3_KV, INT8 * P405, P405, W3_CHIPS, C_BF16, W_V5E) if with_flops
-                else inf.decode_step_memory_s(b, W3_KV, INT8 * P405, W3_CHIPS, W_V5E))
-        if step <= W3_LIMIT_S:
-            return b
-    return 0
+def w3_plan(limit: float, context: int) -> dict:
+    """W3: the smallest slice whose chips read the int8 weights within ``limit`` seconds, its shortest step,
+    and the largest batches of ``context``-token caches within the limit, by HBM bytes alone and with the
+    weight matmuls' FLOPs counted (both within what fits in its HBM)."""
+    kv = m.kv_bytes_per_token_of(L405, INT8) * context
+    need = INT8 * P405 / (limit * W_V5E)
+    name = next(s for s, n in sorted(inf.V5E_SLICES.items(), key=lambda kv_: kv_[1]) if n >= need)
+    chips = inf.V5E_SLICES[name]
+    fits = inf.max_batch(HBM, chips, INT8 * P405, kv)
 
+    def largest(with_flops: bool) -> int:
+        for b in range(fits, 0, -1):
+            step = (inf.decode_step_s(b, kv, INT8 * P405, P405, chips, C_BF16, W_V5E) if with_flops
+                    else inf.decode_step_memory_s(b, kv, INT8 * P405, chips, W_V5E))
+            if step <= limit:
+                return b
+        return 0
+    return dict(slice=name, chips=chips, min_step=INT8 * P405 / (chips * W_V5E), fits=fits,
+                hbm=largest(False), flops=largest(True))
 
-W3_BATCH_HBM, W3_BATCH_FLOPS = w3_batch(False), w3_batch(True)
 
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
@@ -223,7 +187,7 @@ def draw_plan(rng: random.Random, probe: dict) -> dict:
     """CX1's grading-time cases: the probe with its floats rescaled (``vary``), where one of its slices
     holds the weights and at least one sequence beside them."""
     while True:
-        case = vary(rng, probe)
+        case = rescaled(rng, probe)
         try:
             if serving_plan(**case)[2] >= 1:
                 return case
@@ -269,23 +233,28 @@ def draw_largest(rng: random.Random, probe: dict) -> dict:
             return case
 
 # --- CX4: a KV-sharded decode step on a ('batch', 'kv') mesh ---------------------------------------------
-# Mesh batch = 2, kv = 4: B 8, S 16, D 16, N 16, K 8 (G 2), H 8. Attention without softmax or scale
-# (scores times values; see Chapter 7), W_Q seen as [D, K, G, H] and W_O as [K, G, H, D].
+# Mesh batch = 2, kv = 4: D 16, N 16, K 8 (G 2), H 8, with a student's batch B and context S (the book's B 8,
+# S 16). Attention without softmax or scale (scores times values; see Chapter 7), W_Q seen as
+# [D, K, G, H] and W_O as [K, G, H, D].
 MESH_BK = (("batch", 2), ("kv", 4))
-KS = dict(B=8, S=16, D=16, N=16, K=8, H=8)
-_G = KS["N"] // KS["K"]
+CX4_D, CX4_N, CX4_K, CX4_H = 16, 16, 8, 8
+_G = CX4_N // CX4_K
 _CACHE = ("batch", None, "kv", None)
 _KV_IN = (("batch", None), (None, "kv", None), _CACHE, _CACHE, ("kv", None, None))  # the operands' specs
-KV_SPEC = ProgramSpec(
-    mesh=MESH_BK, einsum="bd,dkgh,bskh,bskv,kgve->be",
-    operands=(Operand((KS["B"], KS["D"]), ("batch", None)),
-              Operand((KS["D"], KS["N"], KS["H"]), (None, "kv", None), view=(KS["D"], KS["K"], _G, KS["H"])),
-              Operand((KS["B"], KS["S"], KS["K"], KS["H"]), _CACHE),
-              Operand((KS["B"], KS["S"], KS["K"], KS["H"]), _CACHE),
-              Operand((KS["N"], KS["H"], KS["D"]), ("kv", None, None), view=(KS["K"], _G, KS["H"], KS["D"]))),
-    out_spec=("batch", None), collectives={"all-reduce": 1}, atol=0.05)
 CX4_DEVICES = 8
-CX4_BYTES_PER_DEVICE = 2 * KS["B"] * KS["S"] * KS["K"] * KS["H"] * hw.BYTES_PER_ELEMENT["fp32"] / CX4_DEVICES
+
+
+def kv_spec(B: int, S: int) -> ProgramSpec:
+    """CX4's spec for B sequences (split over 'batch', so even) with caches of S positions."""
+    d, n, k, h = CX4_D, CX4_N, CX4_K, CX4_H
+    return ProgramSpec(
+        mesh=MESH_BK, einsum="bd,dkgh,bskh,bskv,kgve->be",
+        operands=(Operand((B, d), ("batch", None)),
+                  Operand((d, n, h), (None, "kv", None), view=(d, k, _G, h)),
+                  Operand((B, S, k, h), _CACHE),
+                  Operand((B, S, k, h), _CACHE),
+                  Operand((n, h, d), ("kv", None, None), view=(k, _G, h, d))),
+        out_spec=("batch", None), collectives={"all-reduce": 1}, atol=0.05)
 
 
 def _attend(q, k_cache, v_cache):
@@ -298,13 +267,13 @@ def _attend(q, k_cache, v_cache):
 def kv_sharded_decode(x, w_q, k_cache, v_cache, w_o):
     """Sequences split over 'batch', key/value heads over 'kv'. Each device reads only its block of the
     cache; the heads' partial outputs are added over 'kv' (one AllReduce), never over 'batch'."""
-    def block(x, wq, kc, vc, wo):  # x: f32[4, 16]; wq: f32[16, 4, 8]; kc, vc: f32[4, 16, 2, 8]; wo: f32[4, 8, 16]
-        q = jnp.einsum("bd,dnh->bnh", x, wq)                                  # f32[4, 4, 8]
+    def block(x, wq, kc, vc, wo):  # x: f32[B/2, D]; wq: f32[D, N/4, H]; kc, vc: f32[B/2, S, K/4, H]; wo: f32[N/4, H, D]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)                                  # f32[B/2, N/4, H]
         b_, n, h = q.shape
         kv = kc.shape[2]
         scores = jnp.einsum("bkgh,bskh->bkgs", q.reshape(b_, kv, n // kv, h), kc)
-        o = jnp.einsum("bkgs,bskv->bkgv", scores, vc).reshape(b_, n, h)        # f32[4, 4, 8]
-        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "kv")            # f32[4, 16]
+        o = jnp.einsum("bkgs,bskv->bkgv", scores, vc).reshape(b_, n, h)        # f32[B/2, N/4, H]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "kv")            # f32[B/2, D]
 
     cache = P_("batch", None, "kv", None)
     specs = (P_("batch", None), P_(None, "kv", None), cache, cache, P_("kv", None, None))
@@ -328,55 +297,340 @@ def cx4_gathers_cache(x, w_q, k_cache, v_cache, w_o):
     return smap(block, MESH_BK, _KV_IN, ("batch", None))(x, w_q, k_cache, v_cache, w_o)
 
 
+# --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---
+
+
+def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
+    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip."""
+    lo, hi = tolerance.bounds(reference)
+    return tuple(Slip(a, slip_code(a, reference, tolerance), hint) for a, hint in wrong if not lo <= a <= hi)
+
+
+def _below(name: str) -> str:
+    """The slice one size smaller than ``name`` among the options: the classic off-by-one-slice answer."""
+    return SLICE_OPTIONS[SLICE_OPTIONS.index(name) - 1]
+
+
+E1_TOLERANCE = Tolerance(rtol=0.025)  # the book prints 5.8e17 for the v5e's 5.91e17
+
+
+def e1(h100_usd: float, v5p_usd: float, v5e_usd: float) -> tuple[Number, ...]:
+    """E1: the FLOPs a dollar buys on each chip at its dense bf16 peak, at the prices per chip-hour a
+    student's cloud quotes (the book's: Google Cloud's of February 2025)."""
+    prices = {"H100": h100_usd, "TPU v5p": v5p_usd, "TPU v5e": v5e_usd}
+    out = {n: inf.flops_per_dollar(chip.bf16_flops_per_s, prices[n]) for n, chip in E1_CHIPS.items()}
+    per_hour = "prices are per hour, FLOP/s per second."
+    return (
+        number("ch08-e1-h100", section=_story, reference=out["H100"], tolerance=E1_TOLERANCE,
+               prompt=f"FLOPs per dollar of an H100 at its dense bf16 peak (${h100_usd:g} per hour).",
+               slips=(Slip(out["H100"] / 3600, "magnitude:-4", per_hour),)),
+        number("ch08-e1-v5p", section=_story, reference=out["TPU v5p"], tolerance=E1_TOLERANCE,
+               prompt=f"FLOPs per dollar of a TPU v5p (${v5p_usd:g} per hour).",
+               slips=(Slip(out["TPU v5p"] / 3600, "magnitude:-4", per_hour),)),
+        number("ch08-e1-v5e", section=_story, reference=out["TPU v5e"], tolerance=E1_TOLERANCE,
+               prompt=f"FLOPs per dollar of a TPU v5e (${v5e_usd:g} per hour).",
+               slips=(Slip(out["TPU v5e"] / 3600, "magnitude:-4", per_hour),
+                      Slip(out["TPU v5e"] * 2, "ratio:2", "use the bf16 rate."))))
+
+
+def iq1(context: int, sequences: int) -> tuple[Number, ...]:
+    """IQ1: the int8 caches of ``sequences`` sequences of ``context`` tokens, and the v5e chips that hold
+    them beside the int8 weights (the whole number, or one more as the book's rounded bytes give)."""
+    seq = KV8 * context
+    total = sequences * seq
+    chips = math.ceil(inf.min_chips(INT8 * P70 + total))
+    whole = Tolerance(low=chips, high=chips + 1)
+    wide = Tolerance(rtol=0.025)
+    return (
+        number("ch08-iq1-kv-32k", section=_story, prompt=f"Its int8 cache for one {context:,}-token sequence.",
+               reference=seq, unit="B", tolerance=wide,
+               slips=(Slip(seq / L70.L, "magnitude:-2", "every layer keeps its own."),)),
+        number("ch08-iq1-kv-240", section=_story, prompt=f"The caches of {sequences} such sequences.",
+               reference=total, unit="B", tolerance=wide, slips=(Slip(total / 2, "ratio:1/2"),)),
+        number("ch08-iq1-chips", section=_story,
+               prompt="v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights.", reference=chips,
+               tolerance=whole,
+               slips=slips(chips, whole, (math.ceil(inf.min_chips(total)), "the weights need room too."))))
+
+
+def iq2(batch: int, context: int) -> tuple[Question, ...]:
+    """IQ2, IQ3: a batch of int8 caches beside the int8 weights, the smallest slice for them, and the
+    memory-bound decode step there and on twice the chips. Every batch stays below the critical batch (120),
+    as the book's 32 does; the compute-bound TP limit between them does not depend on the values."""
+    kv_seq = KV8 * context
+    kv = batch * kv_seq
+    total = INT8 * P70 + kv
+    name = inf.smallest_slice(total)
+    chips = inf.V5E_SLICES[name]
+
+    def step(n: int) -> float:
+        return inf.decode_step_s(batch, kv_seq, INT8 * P70, P70, n, C_BF16, W_V5E)
+    small, large = step(chips), step(2 * chips)
+    tokens = inf.tokens_per_s(batch, small)
+    per_chip = tokens / chips
+    t3 = Tolerance(rtol=0.03)
+    return (
+        number("ch08-iq2-kv-bytes", section=_story, prompt=f"int8 caches of {batch} sequences of {context} tokens.",
+               reference=kv, unit="B", tolerance=t3, slips=(Slip(2 * kv, "ratio:2", "int8: 1 byte per element."),)),
+        number("ch08-iq2-total-bytes", section=_story, prompt="Those caches plus the int8 weights.", reference=total,
+               unit="B", tolerance=t3, slips=slips(total, t3, (kv, "add the 70e9 B of weights."))),
+        Choice(qid="ch08-iq2-slice", points=1, section=_story, prompt="The smallest v5e slice that holds them.",
+               reference=name, options=SLICE_OPTIONS,
+               slips=(Slip("2x2", "wrong_option", "4 chips hold 64e9 B."),)),
+        number("ch08-iq3-step-4x2", section=_story,
+               prompt=f"Decode step lower bound at batch {batch} on that slice (bf16 math).", reference=small, unit="s",
+               slips=slips(small, TWO_PERCENT, (INT8 * P70 / (chips * W_V5E), "the caches are read every step too."))),
+        number("ch08-iq3-tokens-per-s", section=_story, prompt="Its throughput in tokens per second.",
+               reference=tokens,
+               slips=slips(tokens, TWO_PERCENT, (1 / small, "each step yields one token per sequence."))),
+        number("ch08-iq3-per-chip", section=_story, prompt="Its throughput per chip.", reference=per_chip,
+               slips=slips(per_chip, TWO_PERCENT, (tokens, ""))),
+        number("ch08-iq3-tp-limit", section=_story,
+               prompt="Largest compute-bound model parallelism over both axes of a v5e 2D slice (F = 28,672).",
+               reference=IQ3_TP, slips=(Slip(IQ3_TP / 2, "ratio:1/2", "two axes share the collectives."),)),
+        number("ch08-iq3-step-4x4", section=_story,
+               prompt=f"The batch-{batch} step lower bound on a slice with twice those chips.", reference=large,
+               unit="s", slips=slips(large, TWO_PERCENT, (small, "twice the chips read at twice the bandwidth."))))
+
+
+def iq5(context: int, decode: int) -> tuple[Question, ...]:
+    """IQ5-IQ8: for each precision of weights and cache, the batch of ``context``-token caches that fills
+    its smallest slice and twice that slice, the full-HBM step, and queries per second per chip for
+    ``decode``-token answers. The batch is one number for all three precisions, whatever the context."""
+    book = (context, decode) == (CONTEXT, DECODE)
+    batch = batch_for("int8", chips_for("int8"), context)
+    batch2 = batch_for("int8", chips_for("int8", double=True), context)
+    seconds = decode * STEP_FULL
+    qps = {d: inf.queries_per_s_per_chip(batch, STEP_FULL, decode, chips_for(d)) for d in DTYPES}
+    qps2 = {d: inf.queries_per_s_per_chip(batch2, STEP_FULL, decode, chips_for(d, double=True)) for d in DTYPES}
+    # DERIVED: at IQ8's batch, int4 weights with bf16 arithmetic are FLOP-bound (critical batch 60), so the
+    # HBM-full step understates it; the book's QPS assumes a bandwidth-bound step throughout.
+    int4 = inf.decode_parts_s(batch2, m.kv_bytes_per_token_of(L70, INT4) * context, INT4 * P70, P70,
+                              chips_for("int4", double=True), C_BF16, W_V5E)
+    bound = "flops" if int4["flops"] > int4["weights"] else "weights"
+    exact = Tolerance.exact_count()
+    decode_tol = Tolerance(low=9 * 0.99, high=seconds * 1.01) if book else TWO_PERCENT  # the book: "about 9 s"
+    q7, q8 = Tolerance(rtol=0.04), Tolerance(rtol=0.05)  # the book's 19 ms step raises its QPS a few percent
+    return (
+        number("ch08-iq5-sequences", section=_story, exact=True,
+               prompt=f"How many {context}-token sequences fit beside int8 weights on the smallest slice for them?",
+               reference=batch, slips=slips(batch, exact, (batch + 1, "round down: a partial cache is no cache."))),
+        number("ch08-iq6-step-full", section=_story,
+               prompt="The step time when every chip's HBM is full and read once per step.", reference=STEP_FULL,
+               unit="s", tolerance=Tolerance(low=0.019 * 0.99, high=STEP_FULL * 1.03),
+               slips=(Slip(8 * STEP_FULL, "ratio:8", "each chip reads its own HBM, all at once."),)),
+        number("ch08-iq6-decode-time", section=_story, prompt=f"Seconds to decode {decode} tokens at that step.",
+               reference=seconds, unit="s", tolerance=decode_tol,
+               slips=slips(seconds, decode_tol, (STEP_FULL, "one step per token."))),
+        number("ch08-iq6-int4-weights", section=_story,
+               prompt="Step time on a 2x2 reading only int4 weights (batch 1, short context).",
+               reference=IQ6_INT4_WEIGHTS, unit="s",
+               tolerance=Tolerance(low=0.010 * 0.99, high=IQ6_INT4_WEIGHTS * 1.02),
+               slips=(Slip(2 * IQ6_INT4_WEIGHTS, "ratio:2", "int4: half a byte per parameter."),)),
+        *(number(f"ch08-iq7-{d}", section=_story,
+                 prompt=f"Queries/s per chip: {d} on its smallest slice, batch filling HBM, {decode} tokens each.",
+                 reference=qps[d], tolerance=q7,
+                 slips=slips(qps[d], q7, (qps[d] * decode, f"a query takes {decode} steps.")))
+          for d in DTYPES),
+        number("ch08-iq8-batch", section=_story, exact=True,
+               prompt=f"How many {context}-token sequences fit on twice the smallest slice (any of the three "
+                      "dtypes)?",
+               reference=batch2, slips=slips(batch2, exact, (2 * batch, "the weights do not double."))),
+        *(number(f"ch08-iq8-{d}", section=_story, prompt=f"Queries per second per chip: {d} on twice its smallest "
+                                                         "slice.",
+                 reference=qps2[d], tolerance=q8,
+                 slips=slips(qps2[d], q8, (qps[d], "the batch more than triples on twice the chips.")))
+          for d in DTYPES),
+        Choice(qid="ch08-iq8-int4-bound", points=1, section=_story,
+               prompt="At that batch on a 2x4 with int4 weights and bf16 math: more time in the weight matmuls' "
+                      "'flops' or in reading the 'weights'?",
+               reference=bound, options=("flops", "weights"),
+               slips=(Slip("weights" if bound == "flops" else "flops", "wrong_option",
+                           "int4 weights with bf16 math: the critical batch is 60."),)))
+
+
+def iq5_valid(context: int, decode: int) -> bool:
+    """IQ8's point (twice the chips more than double the batch) and its FLOP-bound int4 step must hold."""
+    batch, batch2 = (batch_for("int8", chips_for("int8", d), context) for d in (False, True))
+    return batch2 > 2 * batch and batch2 > inf.critical_batch(C_BF16, W_V5E, INT4)
+
+
+def iq9(B: int, Y: int) -> tuple[Question, ...]:
+    """IQ9: one D x F weight matmul of a bf16 decode step at batch ``B`` split ``Y`` ways: the memory-bound
+    TP limit (beta = 8, as the book takes it) and the collective, weight-read and FLOP times."""
+    book = (B, Y) == (64, 32)
+    limit = inf.tp_limit_memory(L70.F, B, inf.BETA_BOOK)
+    t = inf.megatron_times_s(B, L70.D, L70.F, Y, C_BF16, W_V5E, V5E.ici_bidirectional_bytes_per_s)
+    bound = max(t, key=t.get)
+    t3 = Tolerance(rtol=0.03)
+    ici_tol = Tolerance(low=11e-6 * 0.99, high=t["ici"] * 1.02) if book else t3  # the book's 11 us
+    math_tol = Tolerance(low=4e-6 * 0.99, high=t["flops"] * 1.03) if book else t3  # the book's 4 us
+    return (
+        number("ch08-iq9-tp-memory", section=_story,
+               prompt=f"Memory-bound limit F / (8B) at batch {B} (W_hbm / W_ici taken as 8).", reference=limit,
+               tolerance=THREE_FIGURES, slips=(Slip(L70.F / B, "ratio:8"),)),
+        number("ch08-iq9-t-ici", section=_story,
+               prompt=f"One decode matmul on {Y} chips, batch {B}, bf16: the activations' collective (D = 8192).",
+               reference=t["ici"], unit="s", tolerance=ici_tol,
+               slips=(Slip(t["ici"] * 2, "ratio:2", "W_ici is the bidirectional bandwidth."),)),
+        number("ch08-iq9-t-hbm", section=_story, prompt="Its time to read the chip's share of the bf16 D x F weight.",
+               reference=t["hbm"], unit="s", tolerance=t3,
+               slips=(Slip(t["hbm"] * Y, f"ratio:{Y}", f"each of {Y} chips reads 1/{Y}."),)),
+        number("ch08-iq9-t-math", section=_story, prompt="Its FLOP time.", reference=t["flops"], unit="s",
+               tolerance=math_tol,
+               slips=(Slip(t["flops"] * Y, f"ratio:{Y}", f"each chip does 1/{Y} of the FLOPs."),)),
+        Choice(qid="ch08-iq9-bound", points=1, section=_story, prompt="Which of the three bounds that matmul?",
+               reference=bound, options=("ici", "hbm", "flops"),
+               slips=(Slip(next(o for o in ("ici", "flops", "hbm") if o != bound), "wrong_option",
+                           "compare the three times."),)))
+
+
+def iq10(prompt: int, batch: int) -> tuple[Question, ...]:
+    """IQ10-IQ12: prefilling a ``prompt``-token request of 70e9 parameters on 16 v5e at the book's MFU, the
+    cache a continuous batch of ``batch`` frees per step, and prefill servers per generate server (the
+    formulas between them do not depend on the values)."""
+    book = (prompt, batch) == (8192, 32)
+    prefill = inf.prefill_s(P70, prompt, IQ10_CHIPS, C_BF16, inf.PREFILL_MFU)
+    finished = batch / IQ11_G
+    evicted = inf.evicted_tokens_per_step(batch, prompt, IQ11_G)
+    ratio = inf.prefill_to_generate_servers(batch, prefill, STEP_FULL, DECODE)
+    ratio_tol = Tolerance(low=2.88, high=3.02) if book else TWO_PERCENT  # the book: 0.91 s, 19 ms, about 3
+    return (
+        number("ch08-iq10-prefill", section=_prefill,
+               prompt=f"Seconds to prefill {prompt} tokens of 70e9 parameters on 16 v5e at 40% MFU.",
+               reference=prefill, unit="s", tolerance=ONE_PERCENT,
+               slips=(Slip(prefill * inf.PREFILL_MFU, "not_equal", "divide by the MFU."),)),
+        number("ch08-iq11-finished", section=_prefill,
+               prompt=f"Continuous batching, batch {batch}, {IQ11_G}-token decodes: sequences finishing per step.",
+               reference=finished, tolerance=THREE_FIGURES,
+               slips=slips(finished, THREE_FIGURES, (1 / IQ11_G, "B sequences finish every G steps."))),
+        number("ch08-iq11-evicted", section=_prefill, prompt=f"Tokens of cache freed per step with {prompt}-token "
+                                                             "prompts.",
+               reference=evicted, tolerance=THREE_FIGURES,
+               slips=slips(evicted, THREE_FIGURES, (batch * prompt / IQ11_G,
+                                                    "the generated tokens' cache is freed too."))),
+        Formula(qid="ch08-iq11-formula", points=1, section=_prefill,
+                prompt="Cache tokens freed per step: batch B, prompts of P tokens, decodes of G tokens.",
+                reference=IQ11_FORMULA, symbols="B P G",
+                slips=(Slip(B * P / G, "not_equivalent", "the generated tokens' cache is freed too."),)),
+        Formula(qid="ch08-iq12-formula", points=1, section=_prefill,
+                prompt="Prefill servers per generate server: batch B, t_pre per prefill, t_step per step, G-token "
+                       "decodes.",
+                reference=IQ12_FORMULA, symbols="B G t_pre t_step",
+                slips=(Slip(t_pre / (t_step * G), "missing_symbol:B",
+                            "a generate server finishes B requests at once."),)),
+        number("ch08-iq12-ratio", section=_prefill,
+               prompt=f"That ratio with batch {batch}, 512-token decodes, IQ10's prefill and a full-HBM step.",
+               reference=ratio, tolerance=ratio_tol,
+               slips=slips(ratio, ratio_tol, (ratio / batch, "a generate server finishes B requests every G steps."))))
+
+
+def iq13(context: int, chips: int) -> tuple[Number, ...]:
+    """IQ13: two points of the frontier of int8 LLaMA 3-70B on ``chips`` v5e with bf16 math: the step at
+    batch 1 and the throughput per chip at batch 120, with ``context``-token caches."""
+    book = (context, chips) == (2048, 16)
+
+    def point(batch: int) -> tuple[float, float]:
+        step = inf.decode_step_s(batch, KV8 * context, INT8 * P70, P70, chips, C_BF16, W_V5E)
+        return step, batch / step / chips
+    latency = point(1)[0]
+    plateau = point(IQ13_PLATEAU_B)[1] / 1e3  # tokens per ms per chip
+    plateau_tol = Tolerance(low=0.85, high=1.05) if book else Tolerance(rtol=0.05)  # the book reads "around 1"
+    return (
+        number("ch08-iq13-latency-b1", section=_pareto,
+               prompt=f"Frontier: step time at batch 1, {context}-token context, int8 on {chips} v5e.",
+               reference=latency, unit="s", tolerance=Tolerance(rtol=0.05),
+               slips=(Slip(latency * 2, "ratio:2", "int8: 1 byte per parameter."),)),
+        number("ch08-iq13-plateau", section=_pareto,
+               prompt=f"Frontier: tokens per ms per chip at batch {IQ13_PLATEAU_B} with a {context}-token context.",
+               reference=plateau, tolerance=plateau_tol,
+               slips=slips(plateau, plateau_tol, (plateau * chips, "per chip."))))
+
+
+def iq13_valid(context: int, chips: int) -> bool:
+    """Batch 120's caches must fit beside the weights."""
+    return inf.max_batch(HBM, chips, INT8 * P70, KV8 * context) >= IQ13_PLATEAU_B
+
+
+def w2(batch: int) -> tuple[Question, ...]:
+    """W2: LLaMA 3-8B's int8 weights and ``batch`` int8 caches of 8192 tokens, and the smallest slice."""
+    weights = INT8 * m.params_of(L8)
+    total = weights + batch * W2_KV * CONTEXT
+    name = inf.smallest_slice(total)
+    below = _below(name)
+    return (
+        number("ch08-w2-total-bytes", section=_wp,
+               prompt=f"W2: int8 weights plus {batch} int8 caches of 8192 tokens.", reference=total, unit="B",
+               slips=slips(total, TWO_PERCENT, (total - weights, "count the weights too."))),
+        Choice(qid="ch08-w2-slice", points=1, section=_wp, prompt="W2: the smallest v5e slice for it.",
+               reference=name, options=SLICE_OPTIONS,
+               slips=(Slip(below, "wrong_option", f"{inf.V5E_SLICES[below]} chips hold "
+                                                  f"{inf.V5E_SLICES[below] * HBM:.3g} B."),)))
+
+
+def w3(limit: float, context: int) -> tuple[Question, ...]:
+    """W3: LLaMA 3.1-405B within ``limit`` seconds per step, ``context``-token caches: the slice, its
+    shortest step, and the largest batch by HBM bytes and with FLOPs."""
+    plan = w3_plan(limit, context)
+    ms = f"{limit * 1e3:g} ms"
+    below = _below(plan["slice"])
+    exact = Tolerance.exact_count()
+    return (
+        Choice(qid="ch08-w3-slice", points=1, section=_wp,
+               prompt=f"W3: smallest v5e slice that reads 405e9 B of int8 weights within {ms}.",
+               reference=plan["slice"], options=SLICE_OPTIONS,
+               slips=(Slip(below, "wrong_option",
+                           f"{inf.V5E_SLICES[below]} chips need more than {ms} for the weights alone."),)),
+        number("ch08-w3-min-step", section=_wp, prompt="W3: the minimum decode step on that slice.",
+               reference=plan["min_step"], unit="s",
+               slips=(Slip(2 * plan["min_step"], "ratio:2", "int8: 1 byte per parameter."),)),
+        number("ch08-w3-batch-hbm", section=_wp, exact=True,
+               prompt=f"W3: the largest {context}-token batch (an exact count) within {ms} by HBM bandwidth alone.",
+               reference=plan["hbm"],
+               slips=slips(plan["hbm"], exact, (plan["fits"], "that is what fits, not what the limit allows."))),
+        number("ch08-w3-batch-flops", section=_wp, exact=True,
+               prompt="W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted.",
+               reference=plan["flops"],
+               slips=slips(plan["flops"], exact, (plan["hbm"], "above batch 120 the weight matmuls are FLOP-bound."))))
+
+
+def w3_valid(limit: float, context: int) -> bool:
+    """As in the book's setting: the limit, not HBM, caps the batch, and the FLOPs lower it (a batch above
+    the critical one)."""
+    plan = w3_plan(limit, context)
+    return plan["fits"] > plan["hbm"] > plan["flops"] > inf.critical_batch(C_BF16, W_V5E, INT8)
+
+
+def cx4(B: int, S: int) -> tuple[Question, ...]:
+    """CX4: the KV-sharded decode step for a student's batch and context, and the cache bytes each of the 8
+    devices reads."""
+    per_device = 2 * B * S * CX4_K * CX4_H * hw.BYTES_PER_ELEMENT["fp32"] / CX4_DEVICES
+    return (
+        Program(qid="ch08-cx4-kv-sharded-decode", points=3, section=_story,
+                prompt=f"A decode step's attention on a ('batch': 2, 'kv': 4) mesh (B = {B}, S = {S}): sequences and "
+                       "cache heads split.",
+                spec=kv_spec(B, S), model=kv_sharded_decode,
+                slips=(Slip(cx4_forgets_sum, "partial_sum:kv"), Slip(cx4_gathers_cache, "collectives:all-gather"))),
+        number("ch08-cx4-kv-bytes", section=_story,
+               prompt="CX4: bytes of f32 key and value cache each device reads in that program.",
+               reference=per_device, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(CX4_DEVICES * per_device, "ratio:8", "each device reads its block."),
+                      Slip(per_device / 2, "ratio:1/2", "keys and values."))))
+
+
 # --- the records -------------------------------------------------------------------------------------
-
-def _no_3600(value: float) -> Slip:
-    return Slip(value / 3600, "magnitude:-4", "prices are per hour, FLOP/s per second.")
-
 
 CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     # 1. Which chip.
-    number("ch08-e1-h100", section=_story,
-           prompt="FLOPs per dollar of an H100 at its dense bf16 peak ($10.8 per hour).", reference=E1["H100"],
-           tolerance=Tolerance(rtol=0.025), slips=(_no_3600(E1["H100"]),)),
-    number("ch08-e1-v5p", section=_story, prompt="FLOPs per dollar of a TPU v5p ($4.2 per hour).",
-           reference=E1["TPU v5p"], tolerance=Tolerance(rtol=0.025), slips=(_no_3600(E1["TPU v5p"]),)),
-    number("ch08-e1-v5e", section=_story, prompt="FLOPs per dollar of a TPU v5e ($1.2 per hour).",
-           reference=E1["TPU v5e"], tolerance=Tolerance(rtol=0.025),
-           slips=(_no_3600(E1["TPU v5e"]), Slip(E1["TPU v5e"] * 2, "ratio:2", "use the bf16 rate."))),
+    vary("ch08-e1", e1, h100_usd=values(PRICE["H100"], 9.0, 12.6), v5p_usd=values(PRICE["TPU v5p"], 3.5, 5.0),
+         v5e_usd=values(PRICE["TPU v5e"], 1.0, 1.5)),
     # 2. Memory: what fits where.
     number("ch08-iq1-kv-per-token", section=_story, prompt="LLaMA 3-70B: int8 KV cache bytes per token.", reference=KV8,
            unit="B", tolerance=Tolerance(rtol=0.025),
            slips=(Slip(2 * KV8, "ratio:2", "int8: 1 byte per element."),
                   Slip(KV8 * L70.N // L70.K, "ratio:8", "the cache holds the 8 key/value heads."))),
-    number("ch08-iq1-kv-32k", section=_story, prompt="Its int8 cache for one 32,768-token sequence.", reference=IQ1_SEQ,
-           unit="B", tolerance=Tolerance(rtol=0.025),
-           slips=(Slip(IQ1_SEQ / L70.L, "magnitude:-2", "every layer keeps its own."),)),
-    number("ch08-iq1-kv-240", section=_story, prompt="The caches of 240 such sequences.", reference=IQ1_TOTAL, unit="B",
-           tolerance=Tolerance(rtol=0.025), slips=(Slip(IQ1_TOTAL / 2, "ratio:1/2"),)),
-    number("ch08-iq1-chips", section=_story,
-           prompt="v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights.", reference=IQ1_CHIPS,
-           tolerance=Tolerance(low=IQ1_CHIPS, high=IQ1_CHIPS + 1),
-           slips=(Slip(math.ceil(inf.min_chips(IQ1_TOTAL)), "close", "the weights need room too."),)),
-    number("ch08-iq2-kv-bytes", section=_story, prompt="int8 caches of 32 sequences of 8192 tokens.", reference=IQ2_KV,
-           unit="B", tolerance=Tolerance(rtol=0.03), slips=(Slip(2 * IQ2_KV, "ratio:2", "int8: 1 byte per element."),)),
-    number("ch08-iq2-total-bytes", section=_story, prompt="Those caches plus the int8 weights.", reference=IQ2_TOTAL,
-           unit="B", tolerance=Tolerance(rtol=0.03), slips=(Slip(IQ2_KV, "ratio:3/8", "add the 70e9 B of weights."),)),
-    Choice(qid="ch08-iq2-slice", points=1, section=_story, prompt="The smallest v5e slice that holds them.",
-           reference=IQ2_SLICE, options=SLICE_OPTIONS,
-           slips=(Slip("2x2", "wrong_option", "4 chips hold 64e9 B."),)),
-    number("ch08-iq3-step-4x2", section=_story, prompt="Decode step lower bound at batch 32 on that 4x2 (bf16 math).",
-           reference=IQ3_STEP_8, unit="s",
-           slips=(Slip(INT8 * P70 / (8 * W_V5E), "not_equal", "the caches are read every step too."),)),
-    number("ch08-iq3-tokens-per-s", section=_story, prompt="Its throughput in tokens per second.", reference=IQ3_TOKENS,
-           slips=(Slip(1 / IQ3_STEP_8, "ratio:1/32", "each step yields one token per sequence."),)),
-    number("ch08-iq3-per-chip", section=_story, prompt="Its throughput per chip.", reference=IQ3_PER_CHIP,
-           slips=(Slip(IQ3_TOKENS, "ratio:8"),)),
-    number("ch08-iq3-tp-limit", section=_story,
-           prompt="Largest compute-bound model parallelism over both axes of a v5e 2D slice (F = 28,672).",
-           reference=IQ3_TP, slips=(Slip(IQ3_TP / 2, "ratio:1/2", "two axes share the collectives."),)),
-    number("ch08-iq3-step-4x4", section=_story, prompt="The batch-32 step lower bound on a 4x4.", reference=IQ3_STEP_16,
-           unit="s", slips=(Slip(IQ3_STEP_8, "ratio:2", "twice the chips read at twice the bandwidth."),)),
+    vary("ch08-iq1", iq1, context=values(32_768, 16_384, 65_536), sequences=values(240, 100, 64)),
+    vary("ch08-iq2", iq2, batch=values(32, 16, 48), context=values(CONTEXT, 2048)),
     number("ch08-iq4-int8-weights", section=_story, prompt="Critical batch on v5e with int8 weights and bf16 math.",
            reference=IQ4, tolerance=ONE_PERCENT,
            slips=(Slip(2 * IQ4, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
@@ -388,84 +642,11 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
                      Output("number", tolerance=EXACT), Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
                      Output("number", tolerance=Tolerance(rtol=1e-6))),
              slips=(Slip(cx1_ignores_caches_in_step, "not_equal"), Slip(cx1_ignores_slices, "ratio:1/2"))),
-    number("ch08-iq5-sequences", section=_story,
-           prompt="How many 8k sequences fit beside int8 weights on the smallest slice for them?",
-           reference=IQ5_BATCH["int8"], exact=True,
-           slips=(Slip(IQ5_BATCH["int8"] + 1, "close", "round down: a partial cache is no cache."),)),
-    number("ch08-iq6-step-full", section=_story,
-           prompt="The step time when every chip's HBM is full and read once per step.", reference=STEP_FULL, unit="s",
-           tolerance=Tolerance(low=0.019 * 0.99, high=STEP_FULL * 1.03),
-           slips=(Slip(8 * STEP_FULL, "ratio:8", "each chip reads its own HBM, all at once."),)),
-    number("ch08-iq6-decode-time", section=_story, prompt="Seconds to decode 512 tokens at that step.",
-           reference=IQ6_DECODE_S, unit="s", tolerance=Tolerance(low=9 * 0.99, high=IQ6_DECODE_S * 1.01),
-           slips=(Slip(IQ6_DECODE_S / DECODE, "magnitude:-3", "one step per token."),)),
-    number("ch08-iq6-int4-weights", section=_story,
-           prompt="Step time on a 2x2 reading only int4 weights (batch 1, short context).", reference=IQ6_INT4_WEIGHTS,
-           unit="s", tolerance=Tolerance(low=0.010 * 0.99, high=IQ6_INT4_WEIGHTS * 1.02),
-           slips=(Slip(2 * IQ6_INT4_WEIGHTS, "ratio:2", "int4: half a byte per parameter."),)),
-    *(number(f"ch08-iq7-{d}", section=_story,
-             prompt=f"Queries/s per chip: {d} on its smallest slice, batch filling HBM, 512 tokens each.",
-             reference=IQ7[d], tolerance=Tolerance(rtol=0.04),
-             slips=(Slip(IQ7[d] * DECODE, "magnitude:+3", "a query takes 512 steps."),))
-      for d in DTYPES),
-    number("ch08-iq8-batch", section=_story,
-           prompt="How many 8k sequences fit on twice the smallest slice (any of the three dtypes)?",
-           reference=IQ8_BATCH["int8"], exact=True,
-           slips=(Slip(2 * IQ5_BATCH["int8"], "not_equal", "the weights do not double."),)),
-    *(number(f"ch08-iq8-{d}", section=_story, prompt=f"Queries per second per chip: {d} on twice its smallest slice.",
-             reference=IQ8[d], tolerance=Tolerance(rtol=0.05),
-             slips=(Slip(IQ7[d], "not_equal", "the batch more than triples on twice the chips."),)) for d in DTYPES),
-    Choice(qid="ch08-iq8-int4-bound", points=1, section=_story,
-           prompt="At that batch on a 2x4 with int4 weights and bf16 math: more time in the weight matmuls' "
-                  "'flops' or in reading the 'weights'?",
-           reference=IQ8_INT4_BOUND, options=("flops", "weights"),
-           slips=(Slip("weights", "wrong_option", "int4 weights with bf16 math: the critical batch is 60."),)),
+    vary("ch08-iq5", iq5, context=values(CONTEXT, 4096, 16_384), decode=values(DECODE, 300), valid=iq5_valid),
     # 3. Sharding and serving.
-    number("ch08-iq9-tp-memory", section=_story,
-           prompt="Memory-bound limit F / (8B) at batch 64 (W_hbm / W_ici taken as 8).", reference=IQ9_TP_MEMORY,
-           tolerance=THREE_FIGURES, slips=(Slip(L70.F / IQ9_B, "ratio:8"),)),
-    number("ch08-iq9-t-ici", section=_story,
-           prompt="One decode matmul on a 4x8, batch 64, bf16: the activations' collective (D = 8192).",
-           reference=IQ9["ici"], unit="s", tolerance=Tolerance(low=11e-6 * 0.99, high=IQ9["ici"] * 1.02),
-           slips=(Slip(IQ9["ici"] * 2, "ratio:2", "W_ici is the bidirectional bandwidth."),)),
-    number("ch08-iq9-t-hbm", section=_story, prompt="Its time to read the chip's share of the bf16 D x F weight.",
-           reference=IQ9["hbm"], unit="s", tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(IQ9["hbm"] * IQ9_Y, "ratio:32", "each of 32 chips reads 1/32."),)),
-    number("ch08-iq9-t-math", section=_story, prompt="Its FLOP time.", reference=IQ9["flops"], unit="s",
-           tolerance=Tolerance(low=4e-6 * 0.99, high=IQ9["flops"] * 1.03),
-           slips=(Slip(IQ9["flops"] * IQ9_Y, "ratio:32", "each chip does 1/32 of the FLOPs."),)),
-    Choice(qid="ch08-iq9-bound", points=1, section=_story, prompt="Which of the three bounds that matmul?",
-           reference=IQ9_BOUND, options=("ici", "hbm", "flops"),
-           slips=(Slip("ici", "wrong_option", "compare the three times."),)),
-    number("ch08-iq10-prefill", section=_prefill,
-           prompt="Seconds to prefill 8192 tokens of 70e9 parameters on 16 v5e at 40% MFU.", reference=IQ10, unit="s",
-           tolerance=ONE_PERCENT, slips=(Slip(IQ10 * inf.PREFILL_MFU, "not_equal", "divide by the MFU."),)),
-    number("ch08-iq11-finished", section=_prefill,
-           prompt="Continuous batching, batch 32, 4096-token decodes: sequences finishing per step.",
-           reference=IQ11_FINISHED, tolerance=THREE_FIGURES,
-           slips=(Slip(1 / IQ11_G, "ratio:1/32", "B sequences finish every G steps."),)),
-    number("ch08-iq11-evicted", section=_prefill, prompt="Tokens of cache freed per step with 8192-token prompts.",
-           reference=IQ11_EVICTED, tolerance=THREE_FIGURES,
-           slips=(Slip(IQ11_B * IQ11_P / IQ11_G, "ratio:2/3", "the generated tokens' cache is freed too."),)),
-    Formula(qid="ch08-iq11-formula", points=1, section=_prefill,
-            prompt="Cache tokens freed per step: batch B, prompts of P tokens, decodes of G tokens.",
-            reference=IQ11_FORMULA, symbols="B P G",
-            slips=(Slip(B * P / G, "not_equivalent", "the generated tokens' cache is freed too."),)),
-    Formula(qid="ch08-iq12-formula", points=1, section=_prefill,
-            prompt="Prefill servers per generate server: batch B, t_pre per prefill, t_step per step, G-token decodes.",
-            reference=IQ12_FORMULA, symbols="B G t_pre t_step",
-            slips=(Slip(t_pre / (t_step * G), "missing_symbol:B", "a generate server finishes B requests at once."),)),
-    number("ch08-iq12-ratio", section=_prefill,
-           prompt="That ratio with batch 32, 512-token decodes, IQ10's prefill and a full-HBM step.", reference=IQ12,
-           tolerance=Tolerance(low=2.88, high=3.02),
-           slips=(Slip(IQ12 / IQ12_B, "ratio:1/32", "a generate server finishes B requests every G steps."),)),
-    number("ch08-iq13-latency-b1", section=_pareto,
-           prompt="Frontier: step time at batch 1, 2048-token context, int8 on 16 v5e.", reference=IQ13_LATENCY,
-           unit="s", tolerance=Tolerance(rtol=0.05),
-           slips=(Slip(IQ13_LATENCY * 2, "ratio:2", "int8: 1 byte per parameter."),)),
-    number("ch08-iq13-plateau", section=_pareto,
-           prompt="Frontier: tokens per ms per chip at batch 120 with a 2048-token context.", reference=IQ13_PLATEAU,
-           tolerance=Tolerance(low=0.85, high=1.05), slips=(Slip(IQ13_PLATEAU * IQ13_CHIPS, "ratio:16", "per chip."),)),
+    vary("ch08-iq9", iq9, B=values(64, 32, 96), Y=values(32, 16)),
+    vary("ch08-iq10", iq10, prompt=values(8192, 4096, 16_384), batch=values(32, 20, 48)),
+    vary("ch08-iq13", iq13, context=values(2048, 4096, 8192), chips=values(16, 32), valid=iq13_valid),
     Function(qid="ch08-cx2-largest-batch", points=2, section=_pareto,
              prompt="largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip): "
                     "the largest batch on the grid that fits.",
@@ -486,35 +667,8 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     number("ch08-w2-kv-per-token", section=_wp, prompt="W2: LLaMA 3-8B's int8 cache bytes per token.", reference=W2_KV,
            unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(4 * W2_KV, "ratio:4", "the cache holds 8 key/value heads, not 32."),)),
-    number("ch08-w2-total-bytes", section=_wp, prompt="W2: int8 weights plus 240 int8 caches of 8192 tokens.",
-           reference=W2_TOTAL, unit="B",
-           slips=(Slip(W2_TOTAL - INT8 * m.params_of(L8), "close", "count the weights too."),)),
-    Choice(qid="ch08-w2-slice", points=1, section=_wp, prompt="W2: the smallest v5e slice for it.",
-           reference=W2_SLICE, options=SLICE_OPTIONS,
-           slips=(Slip("4x2", "wrong_option", "8 chips hold 128e9 B."),)),
-    Choice(qid="ch08-w3-slice", points=1, section=_wp,
-           prompt="W3: smallest v5e slice that reads 405e9 B of int8 weights within 15 ms.",
-           reference=W3_SLICE, options=SLICE_OPTIONS,
-           slips=(Slip("4x8", "wrong_option", "32 chips need more than 15 ms for the weights alone."),)),
-    number("ch08-w3-min-step", section=_wp, prompt="W3: the minimum decode step on that slice.", reference=W3_MIN_STEP,
-           unit="s", slips=(Slip(2 * W3_MIN_STEP, "ratio:2", "int8: 1 byte per parameter."),)),
-    number("ch08-w3-batch-hbm", section=_wp,
-           prompt="W3: the largest 8k-context batch (an exact count) within 15 ms by HBM bandwidth alone.",
-           reference=W3_BATCH_HBM, exact=True,
-           slips=(Slip(inf.max_batch(HBM, W3_CHIPS, INT8 * P405, W3_KV), "not_equal",
-                       "that is what fits, not what 15 ms allows."),)),
-    number("ch08-w3-batch-flops", section=_wp,
-           prompt="W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted.",
-           reference=W3_BATCH_FLOPS, exact=True,
-           slips=(Slip(W3_BATCH_HBM, "not_equal", "above batch 120 the weight matmuls are FLOP-bound."),)),
+    vary("ch08-w2", w2, batch=values(240, 120, 480, 360)),
+    vary("ch08-w3", w3, limit=values(0.015, 0.013, 0.012), context=values(CONTEXT, 4096, 2048), valid=w3_valid),
     # 5. A program.
-    Program(qid="ch08-cx4-kv-sharded-decode", points=3, section=_story,
-            prompt="A decode step's attention on a ('batch': 2, 'kv': 4) mesh: sequences and cache heads split.",
-            spec=KV_SPEC, model=kv_sharded_decode,
-            slips=(Slip(cx4_forgets_sum, "partial_sum:kv"), Slip(cx4_gathers_cache, "collectives:all-gather"))),
-    number("ch08-cx4-kv-bytes", section=_story,
-           prompt="CX4: bytes of f32 key and value cache each device reads in that program.",
-           reference=CX4_BYTES_PER_DEVICE, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(CX4_DEVICES * CX4_BYTES_PER_DEVICE, "ratio:8", "each device reads its block."),
-                  Slip(CX4_BYTES_PER_DEVICE / 2, "ratio:1/2", "keys and values."))),
+    vary("ch08-cx4", cx4, B=values(8, 4, 16), S=values(16, 24)),
 ))

@@ -20,17 +20,43 @@ from __future__ import annotations
 import math
 import random
 import re
+from fractions import Fraction
 
 import numpy as np
 
 import course
-from autograder.kinds.function import vary
-from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
+import course.symbols as sym
+from autograder.kinds.function import vary as rescale
+from autograder.numbers import Tolerance, round_figures
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Slip,
+)
+from autograder.variants import values, vary
 from course import hardware as hw
 from course.symbols import B, C, D, F, N, T
 from course.timeline import Op
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, NamedSharding, P, jax, jnp, make_mesh, number
+from solutions._kit import (
+    EXACT,
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    NamedSharding,
+    P,
+    jax,
+    jnp,
+    make_mesh,
+    number,
+    slip_code,
+)
 
 V5E = hw.TPU_V5E
 SECTION = "profiling/"
@@ -236,7 +262,9 @@ CX4_X, CX4_W1, CX4_W2 = (64, 128), (128, 256), (256, 128)
 # Q1 on the simulated mesh: the book's two matmuls, 8-way model parallel, shrunk to D = 512, F = 4 D.
 Q1_CPU = dict(B=8, D=512, F=2048)
 # Q2's mock layer: B sequences of T tokens, width D, MLP width F, N heads of H; (X=4 data) x (Y=2 model).
-MOCK = dict(B=16, T=128, D=256, F=1024, N=8, H=32)
+# A student is dealt B, T and F (autograder/variants.py); MOCK holds the book's CPU variant, their first values.
+Q2_B, Q2_T, Q2_F = (16, 24, 40), (128, 64), (1024, 2048)
+MOCK = dict(B=Q2_B[0], T=Q2_T[0], D=256, F=Q2_F[0], N=8, H=32)
 MOCK_MESH = (("X", 4), ("Y", 2))
 # Both CX3 programs compile the same reduction and matmul fusion; they differ in the result's layout and in
 # the ENTRY, where BLOCKS slices its own columns out of the all-reduced rows.
@@ -409,17 +437,37 @@ ENTRY %main.3_spmd (param: f32[4,128,256], param.2: f32[256,4,32], param.3: f32[
 # Lines of HLO in the grammar of the book's TPU profiles (tiles T(...), memory spaces S(n), typed
 # operands), written by the course from the chapter's shapes; and an excerpt in the style of a GPU
 # program (asynchronous -start/-done pairs, a combined tuple all-reduce).
-E2_LINE = ("%fusion.7 = bf16[32,32,4096]{2,1,0:T(8,128)(2,1)S(1)} fusion(bf16[32,32,8192]{2,1,0:T(8,128)(2,1)S(1)} "
-           "%fusion.41), kind=kCustom, calls=%all-reduce-scatter.7")
+def e2_line(batch: int, width: int) -> str:
+    """E2's fusion: a reduce-scatter fused into the op that made bf16[batch, 32, 8192], keeping ``width``
+    columns, its result in VMEM."""
+    tiled = "{2,1,0:T(8,128)(2,1)S(1)}"
+    return (f"%fusion.7 = bf16[{batch},32,{width}]{tiled} fusion(bf16[{batch},32,{E2_IN_WIDTH}]{tiled} "
+            "%fusion.41), kind=kCustom, calls=%all-reduce-scatter.7")
+
+
+def q1_lines(batch: int, block: int, groups: str) -> tuple[str, str]:
+    """Q1's two instructions: the first matmul's fusion (x[batch, 8192] with one device's block of w1,
+    ``block`` rows) and the all-reduce that ends the program, over ``groups`` (an iota form)."""
+    tiled = "{1,0:T(8,128)(2,1)}"
+    fusion = (f"%fusion.1 = bf16[{batch},{block}]{{1,0:T(8,128)(2,1)S(1)}} fusion(bf16[{batch},{Q1_D}]{tiled} "
+              f"%param.3, bf16[{block},{Q1_D}]{tiled} %param.4), kind=kOutput, calls=%fused_computation.2")
+    allreduce = (f"%all-reduce.4 = bf16[{batch},{Q1_D}]{tiled} all-reduce(bf16[{batch},{Q1_D}]{tiled} %fusion.9), "
+                 f"channel_id=5, replica_groups={groups}, use_global_device_ids=true, to_apply=%add.6")
+    return fusion, allreduce
+
+
+E2_IN_WIDTH = 8192  # the last dimension entering E2's reduce-scatter
+Q1_D = 8192  # d_model of the book's Q1 profile
+# The values a student may be dealt (autograder/variants.py), the book's first.
+E2_BATCH, E2_WIDTH = (32, 24, 40), (4096, 2048, 1024)
+Q1_BATCH_SIZES, Q1_BLOCKS = (8, 16, 4), (4096, 3072)
+Q1_GROUPS = ("[16,8]<=[8,16]T(1,0)", "[32,4]<=[4,32]T(1,0)", "[8,16]<=[16,8]T(1,0)")  # 128 devices, 8/4/16-way
+E2_LINE = e2_line(E2_BATCH[0], E2_WIDTH[0])
 E3_LINE = "%param.5 = f32[3,5]{1,0:T(2,2)} parameter(0)"
 E4_LINE = "%param.6 = bf16[4,8]{1,0:T(2,4)(2,1)} parameter(1)"
 E6_LINE = ("%fusion.2 = bf16[8,1024,4096]{2,1,0:T(8,128)(2,1)} fusion(bf16[8,1024,8192]{2,1,0:T(8,128)(2,1)} "
            "%fusion.30), kind=kCustom, calls=%all-reduce-scatter.2")
-Q1_LINE = ("%fusion.1 = bf16[8,4096]{1,0:T(8,128)(2,1)S(1)} fusion(bf16[8,8192]{1,0:T(8,128)(2,1)} %param.3, "
-           "bf16[4096,8192]{1,0:T(8,128)(2,1)} %param.4), kind=kOutput, calls=%fused_computation.2")
-Q1_ALLREDUCE = ("%all-reduce.4 = bf16[8,8192]{1,0:T(8,128)(2,1)} all-reduce(bf16[8,8192]{1,0:T(8,128)(2,1)} "
-                "%fusion.9), channel_id=5, replica_groups=[16,8]<=[8,16]T(1,0), use_global_device_ids=true, "
-                "to_apply=%add.6")
+Q1_LINE, Q1_ALLREDUCE = q1_lines(Q1_BATCH_SIZES[0], Q1_BLOCKS[0], Q1_GROUPS[0])
 Q1_GROUPS_LISTED = "replica_groups={" + ",".join(
     "{" + ",".join(str(g + 16 * k) for k in range(8)) + "}" for g in range(16)) + "}"
 PADDED_BF16 = ("%convert.8 = bf16[3,200]{1,0:T(8,128)(2,1)} convert(f32[3,200]{1,0:T(8,128)} %param.7)")
@@ -531,7 +579,7 @@ def draw_groups(rng: random.Random, probe: dict) -> dict:
 def draw_matmul(rng: random.Random, probe: dict) -> dict:
     """CX5's grading-time cases: the probe's mesh; B, D, F fresh powers of two (B and F split evenly),
     peak and bandwidth rescaled."""
-    return vary(rng, probe) | dict(B=probe["batch_ways"] * 2 ** rng.randint(1, 7), D=2 ** rng.randint(6, 10),
+    return rescale(rng, probe) | dict(B=probe["batch_ways"] * 2 ** rng.randint(1, 7), D=2 ** rng.randint(6, 10),
                                    F=probe["f_ways"] * 2 ** rng.randint(3, 8))
 
 
@@ -554,56 +602,226 @@ CX3_PROBES = tuple(dict(text=t, kind=k) for t, k in (
     (MOCK_LAYER_ENTRY_HLO, "all-gather"), (GPU_STYLE_HLO, "all-reduce"), (GPU_STYLE_HLO, "collective-permute"),
     (GPU_STYLE_HLO, "reduce-scatter")))
 
-# --- E1: a dot on CPU ----------------------------------------------------------------------------------
-E1_DOT_FLOPS = 2 * E1_X[0] * E1_X[1] * E1_Y[1]  # 2 * b * f * d
-E1_CONVERT_FLOPS = math.prod(E1_Y)  # one operation per converted element
-E1_ARGUMENT_BYTES = 4 * math.prod(E1_X) + 2 * math.prod(E1_Y)
+# --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---------
 
-# --- E2-E4: reading a TPU instruction --------------------------------------------------------------------
-E2_OUT_BYTES, _, E2_SPACE, _ = read_instruction(E2_LINE)
-E2_WAYS = arrays(E2_LINE.split("fusion(", 1)[1])[0][1][-1] / arrays(split_instruction(E2_LINE)[1])[0][1][-1]
-E3_SHAPE, E3_TILE = (3, 5), (2, 2)
-E3_PADDED = padded_elements(E3_SHAPE, (1, 0), E3_TILE)
-E3_BLOWUP = E3_PADDED / math.prod(E3_SHAPE)
 
-# --- E5-E7: the book's mock transformer on 8 TPU v2 cores (4-way data x 2-way model) ---------------------
+# E1: the einsum 'bf,fd->db' of x f32[b, f] and y bf16[f, d] on CPU (the book's b = 128, d = 16; f = 256).
+E1_X, E1_Y = (128, 256), (256, 16)
+E1_B, E1_D = (E1_X[0], 96, 160, 224), (E1_Y[1], 8, 32)
+
+
+def e1(b: int, d: int) -> tuple[Number, ...]:
+    """E1: what XLA counts for the student's einsum: the dot's FLOPs, the convert's, the argument bytes."""
+    f = E1_X[1]
+    dot, convert, arguments = 2 * b * f * d, f * d, 4 * b * f + 2 * f * d
+    shapes = f"x f32[{b}, {f}], y bf16[{f}, {d}]"
+    return (
+        number("ch09-e1-dot-flops", section=STACK, prompt=f"FLOPs of the dot of E1 ({shapes}).", reference=dot,
+               unit="FLOP", tolerance=THREE_FIGURES,
+               slips=(Slip(dot / 2, "ratio:1/2", "count the multiply and the add."),)),
+        number("ch09-e1-convert-flops", section=STACK,
+               prompt=f"FLOPs cost_analysis() counts beyond the dot ({shapes}).", reference=convert,
+               unit="FLOP", tolerance=THREE_FIGURES,
+               slips=(Slip(2 * convert, "ratio:2", "one operation per converted element."),)),
+        number("ch09-e1-argument-bytes", section=MEMORY,
+               prompt=f"memory_analysis() argument bytes of the E1 program ({shapes}).", reference=arguments,
+               unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(4 * (b * f + f * d), "close", "y is passed in bf16."),)))
+
+
+def e2(batch: int, width: int) -> tuple[Number, ...]:
+    """E2: the bytes of the fusion's result and the ways it scatters, read from the student's line."""
+    line = e2_line(batch, width)
+    out_bytes = read_instruction(line)[0]
+    ways = arrays(line.split("fusion(", 1)[1])[0][1][-1] / arrays(split_instruction(line)[1])[0][1][-1]
+    return (
+        number("ch09-e2-output-bytes", section=READ_OP,
+               prompt=f"Bytes of fusion.7's result bf16[{batch},32,{width}] (no padding: the tiles divide it).",
+               reference=out_bytes, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(2 * out_bytes, "ratio:2", "bf16 is 2 bytes."),)),
+        number("ch09-e2-ways", section=READ_OP,
+               prompt=f"Over how many devices does fusion.7 scatter ({E2_IN_WIDTH} columns in, {width} out)?",
+               reference=ways, exact=True,
+               slips=(Slip(width, slip_code(width, ways, Tolerance.exact_count()),
+                           "compare the input's and the output's last dimension."),)))
+
+
+# E3: an f32 array and its tile (the book's f32[3,5] in T(2,2)); every pair pads, each to its own blow-up.
+E3_SHAPES, E3_TILES = ((3, 5), (5, 13), (9, 9), (13, 13), (5, 5)), ((2, 2), (4, 4))
+
+
+def e3(shape: tuple[int, int], tile: tuple[int, int]) -> tuple[Number, ...]:
+    """E3: elements once padded to whole tiles, and the blow-up over the plain array."""
+    padded = padded_elements(shape, (1, 0), tile)
+    plain = math.prod(shape)
+    blowup = padded / plain
+    array = f"f32[{shape[0]},{shape[1]}]{{1,0:T({tile[0]},{tile[1]})}}"
+    return (
+        number("ch09-e3-padded-elements", section=READ_OP, prompt=f"How many elements does {array} occupy in memory?",
+               reference=padded, exact=True,
+               slips=(Slip(plain, slip_code(plain, padded, Tolerance.exact_count()),
+                           "tiles are whole: each dimension rounds up to a multiple of the tile."),)),
+        number("ch09-e3-blowup", section=READ_OP, prompt=f"The memory blow-up of {array} over the unpadded array.",
+               reference=blowup, tolerance=ONE_PERCENT,
+               slips=(Slip(1 / blowup, slip_code(1 / blowup, blowup, ONE_PERCENT),
+                           "padded over unpadded, not the other way round."),)))
+
+
+# E5-E7: the book's mock transformer on the 8 cores of a TPU v2-8 (4-way data x 2-way model): X bf16[B, T, D],
+# W_in bf16[D, F] with F = 4 D, and W_Q[D, heads, D / heads]. A student is dealt B and D (the book's 32, 8192).
 V2_CORE = hw.TPU_V2_BF16_FLOPS_PER_S_PER_CORE
-V2_CORES, V2_DATA, V2_MODEL = 8, 4, 2
-MOCK_TPU = dict(B=32, T=1024, D=8192, F=32768, heads=32, head_dim=256)
-E5_TOKENS = MOCK_TPU["B"] // V2_DATA * MOCK_TPU["T"]
+V2_CORES, V2_DATA = 8, 4
+MOCK_TPU_T, MOCK_TPU_HEADS = 1024, 32
+MOCK_TPU_B, MOCK_TPU_D = (32, 40, 56), (8192, 4096, 6144)
 T_MATMUL = 2 * B * T * D * F / (N * C)
-E5_TIME = float(T_MATMUL.subs({B: MOCK_TPU["B"], T: MOCK_TPU["T"], D: MOCK_TPU["D"], F: MOCK_TPU["F"],
-                               N: V2_CORES, C: V2_CORE}))
-E6_BYTES = 2 * MOCK_TPU["B"] // V2_DATA * MOCK_TPU["T"] * MOCK_TPU["D"]  # bf16[8, 1024, 8192] per data shard
-E6_TIME = E6_BYTES / hw.TPU_V2_ICI_BIDIRECTIONAL_BYTES_PER_S  # one hop
-E7_TIME = 2 * MOCK_TPU["B"] * MOCK_TPU["T"] * MOCK_TPU["D"] * MOCK_TPU["heads"] * MOCK_TPU["head_dim"] / (
-    V2_CORES * V2_CORE)
 
-# --- Q1: the book's profile ----------------------------------------------------------------------------------
-Q1_WAYS = int(replica_groups(Q1_ALLREDUCE)[0])
-Q1_LOCAL = arrays(Q1_LINE.split("fusion(", 1)[1])  # x bf16[8, 8192] and w1's block bf16[4096, 8192]
-Q1_BATCH = Q1_LOCAL[0][1][0]
-Q1_D_FF = Q1_LOCAL[1][1][0] * Q1_WAYS
 
-# --- Q2 (CPU variant): the mock layer on (X=4 data) x (Y=2 model) -------------------------------------------
-MB, MT, MD, MF, MN, MH = (MOCK[k] for k in ("B", "T", "D", "F", "N", "H"))
-MX, MY = (n for _, n in MOCK_MESH)
-MOCK_DEVICES = MX * MY
-MOCK_FLOPS = {  # forward FLOPs of the whole layer (all devices), per part
-    "projections": 4 * 2 * MB * MT * MD * MN * MH,  # Q, K, V and the output projection
-    "attention": 2 * 2 * MB * MT * MT * MN * MH,  # scores and the weighted sum of values
-    "mlp": 2 * 2 * MB * MT * MD * MF,  # up and down projections
-}
-Q2_FLOPS_PER_DEVICE = sum(MOCK_FLOPS.values()) / MOCK_DEVICES
-Q2_MLP_SHARE = MOCK_FLOPS["mlp"] / sum(MOCK_FLOPS.values())
+def e5(B: int, D: int) -> tuple[Number | Formula, ...]:
+    """E5-E7: roofline times of the up-projection, of the reduce-scatter after the down-projection (one
+    hop) and of the Q projection, for a student's batch and width."""
+    seq, ff, heads = MOCK_TPU_T, 4 * D, MOCK_TPU_HEADS
+    tokens = B // V2_DATA * seq
+    t_up = float(T_MATMUL.subs({sym.B: B, sym.T: seq, sym.D: D, sym.F: ff, sym.N: V2_CORES, sym.C: V2_CORE}))
+    shard = 2 * B // V2_DATA * seq * D  # bf16[B/4, T, D] per data shard
+    t_rs = shard / hw.TPU_V2_ICI_BIDIRECTIONAL_BYTES_PER_S  # one hop
+    t_q = 2 * B * seq * D * (heads * (D // heads)) / (V2_CORES * V2_CORE)
+    x = f"X bf16[{B}, {seq}, {D}]"
+    return (
+        number("ch09-e5-tokens-per-shard", section=EXAMPLE, prompt=f"Tokens per data-parallel shard of {x}.",
+               reference=tokens, tolerance=THREE_FIGURES,
+               slips=(Slip(B * seq // V2_CORES, "ratio:1/2", "only the batch is split four ways."),)),
+        Formula(qid="ch09-e5-time-formula", points=1, section=EXAMPLE,
+                prompt="Time of X[B, T, D] @ W_in[D, F] on N devices of C FLOP/s each, compute-bound.",
+                reference=T_MATMUL, symbols="B T D F N C", counts="N",
+                slips=(Slip(2 * sym.B * T * sym.D * F / C, "missing_symbol:N", "N devices share the work."),
+                       Slip(sym.B * T * sym.D * F / (N * C), "ratio:1/2"))),
+        number("ch09-e5-time", section=EXAMPLE,
+               prompt=f"Expected time of the up-projection {x} @ W_in bf16[{D}, {ff}] on 8 TPU v2 cores.",
+               reference=t_up, unit="s", tolerance=ONE_PERCENT,
+               slips=(Slip(t_up * 2, "ratio:2"), Slip(t_up * 1e3, "unit:1000"))),
+        number("ch09-e6-shard-bytes", section=EXAMPLE,
+               prompt=f"Bytes of one data shard bf16[{B // V2_DATA}, {seq}, {D}] entering the ReduceScatter.",
+               reference=shard, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(shard * 4, "ratio:4", "the batch is split four ways."),)),
+        number("ch09-e6-time", section=EXAMPLE, prompt="Expected time of that ReduceScatter over one TPU v2 hop.",
+               reference=t_rs, unit="s",
+               # the book rounds its time to two figures ("roughly 1.1 ms"): that passes too
+               tolerance=Tolerance(low=min(t_rs, round_figures(t_rs, 2)) * 0.99, high=t_rs * 1.02),
+               slips=(Slip(t_rs * 2, "ratio:2", "1.2e11 B/s is the bidirectional bandwidth."),)),
+        number("ch09-e7-time", section=EXAMPLE,
+               prompt=f"Expected time of the Q projection (W_Q[{D}, {heads}, {D // heads}]) on 8 TPU v2 cores.",
+               reference=t_q, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_q * 4, "ratio:4", "W_Q has heads x head width = D columns, a quarter of W_in's."),)))
+
+
+def q1(batch: int, block: int, groups: str) -> tuple[Number, ...]:
+    """Q1: the model-parallel degree, the global hidden width and the batch, read from the student's two
+    instructions."""
+    fusion, allreduce = q1_lines(batch, block, groups)
+    ways, n_groups, _ = replica_groups(allreduce)
+    local = arrays(fusion.split("fusion(", 1)[1])  # x bf16[batch, D] and w1's block bf16[block, D]
+    x_rows, d_ff = local[0][1][0], local[1][1][0] * ways
+    return (
+        number("ch09-q1-model-ways", section=PROBLEMS,
+               prompt=f"Q1: the degree of model parallelism, replica_groups={groups} (exact).", reference=ways,
+               exact=True, slips=(Slip(n_groups, f"ratio:{Fraction(n_groups, ways)}",
+                                       "a group lists the devices that sum together."),)),
+        number("ch09-q1-d-ff", section=PROBLEMS, prompt="Q1: the global hidden width d_ff (exact).",
+               reference=d_ff, exact=True,
+               slips=(Slip(d_ff // ways, f"ratio:{Fraction(1, ways)}", f"{block} is one device's block."),)),
+        number("ch09-q1-batch", section=PROBLEMS, prompt="Q1: the batch size (exact).", reference=x_rows, exact=True,
+               slips=(Slip(x_rows * ways, f"ratio:{ways}", "x is replicated, not sharded."),)))
+
+
+# Q2 (CPU variant): the mock layer on (X=4 data) x (Y=2 model); a student is dealt B, T and F.
+MOCK_X, MOCK_Y = (n for _, n in MOCK_MESH)
+MOCK_DEVICES = MOCK_X * MOCK_Y
 Q2_ALLREDUCES = 2  # after the attention output projection and after the MLP down-projection
-Q2_ALLREDUCE_BYTES = 4 * (MB // MX) * MT * MD  # f32 partial sums [B/X, T, D] on each device
-# On a TPU v5e the same program runs in bf16: matmuls at the bf16 peak, collectives half the CPU's bytes.
-Q2_T_MATH = Q2_FLOPS_PER_DEVICE / V5E.bf16_flops_per_s
-Q2_T_ALLREDUCE = 2 * (Q2_ALLREDUCE_BYTES / 2) / V5E.ici_bidirectional_bytes_per_s  # Part 3: 2 V / W
-Q2_T_COMMS = Q2_ALLREDUCES * Q2_T_ALLREDUCE
-MOCK_ARGUMENT_BYTES = 4 * (MB // MX * MT * MD + 4 * MD * MN * MH // MY + 2 * MD * MF // MY)
-MOCK_OUTPUT_BYTES = 4 * MB // MX * MT * MD
+
+
+def mock_counts(B: int, T: int, F: int) -> dict[str, float | dict[str, int]]:
+    """What the mock layer of B sequences of T tokens and MLP width F costs: forward FLOPs of the whole
+    layer per part (all devices), per device, the f32 bytes of each all-reduce's operand and of the
+    arguments and output on one device."""
+    D, heads, width = MOCK["D"], MOCK["N"], MOCK["H"]
+    flops = {"projections": 4 * 2 * B * T * D * heads * width,  # Q, K, V and the output projection
+             "attention": 2 * 2 * B * T * T * heads * width,  # scores and the weighted sum of values
+             "mlp": 2 * 2 * B * T * D * F}  # up and down projections
+    return {"flops": flops, "flops_per_device": sum(flops.values()) / MOCK_DEVICES,
+            "allreduce_bytes": 4 * (B // MOCK_X) * T * D,  # f32 partial sums [B/X, T, D] on each device
+            "argument_bytes": 4 * (B // MOCK_X * T * D + 4 * D * heads * width // MOCK_Y + 2 * D * F // MOCK_Y),
+            "output_bytes": 4 * B // MOCK_X * T * D}
+
+
+def q2_times(B: int, T: int, F: int) -> tuple[float, float]:
+    """The same program on eight TPU v5e chips in bf16: matmuls at the bf16 peak, and two all-reduces of
+    half the CPU's bytes, each 2 V / W on the links (Part 3)."""
+    c = mock_counts(B, T, F)
+    t_allreduce = 2 * (c["allreduce_bytes"] / 2) / V5E.ici_bidirectional_bytes_per_s
+    return c["flops_per_device"] / V5E.bf16_flops_per_s, Q2_ALLREDUCES * t_allreduce
+
+
+def q2_valid(B: int, T: int, F: int) -> bool:
+    """The layer the prose describes: the MLP does the most FLOPs, and the all-reduces outlast them."""
+    flops = mock_counts(B, T, F)["flops"]
+    t_math, t_comms = q2_times(B, T, F)
+    return max(flops, key=flops.get) == "mlp" and t_comms > t_math
+
+
+def q2(B: int, T: int, F: int) -> tuple[Number | Choice, ...]:
+    """Q2 (CPU variant): the layer's sharding, sizes, collectives and FLOPs read from its compiled
+    program, and its times on TPU v5e; with memory_analysis()'s argument bytes (CX5)."""
+    c = mock_counts(B, T, F)
+    flops, per_device, allreduce_bytes = c["flops"], c["flops_per_device"], c["allreduce_bytes"]
+    share = flops["mlp"] / sum(flops.values())
+    no_attention = flops["mlp"] / (flops["mlp"] + flops["projections"])
+    t_math, t_comms = q2_times(B, T, F)
+    return (
+        number("ch09-cx5-argument-bytes", section=MEMORY,
+               prompt="memory_analysis() argument bytes per device of your mock layer.",
+               reference=c["argument_bytes"], unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(c["argument_bytes"] * 2, "ratio:2", "the weights are split over Y."),)),
+        Choice(qid="ch09-q2-strategy", points=1, section=PROBLEMS, prompt="The mock layer's sharding strategy.",
+               reference="dp4-mp2", options=("dp8", "mp8", "dp4-mp2", "dp2-mp4"),
+               slips=(Slip("dp2-mp4", "wrong_option", "each all-reduce group has two devices."),)),
+        number("ch09-q2-batch", section=PROBLEMS, prompt="The mock layer's global batch in sequences (exact).",
+               reference=B, exact=True,
+               slips=(Slip(B // MOCK_X, "ratio:1/4", "the parameter's shape is one device's block."),)),
+        number("ch09-q2-d-ff", section=PROBLEMS, prompt="The mock layer's global MLP width (exact).", reference=F,
+               exact=True, slips=(Slip(F // MOCK_Y, "ratio:1/2", "W_in's columns are split over the model axis."),)),
+        Choice(qid="ch09-q2-collective", points=1, section=PROBLEMS, prompt="The collective the mock layer runs.",
+               reference="all-reduce", options=COLLECTIVES,
+               slips=(Slip("all-gather", "wrong_option"),)),
+        number("ch09-q2-allreduce-count", section=PROBLEMS, prompt="How many times it runs per layer.",
+               reference=Q2_ALLREDUCES, exact=True,
+               slips=(Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),)),
+        number("ch09-q2-allreduce-bytes", section=PROBLEMS,
+               prompt="Bytes of each all-reduce's operand per device (as compiled, f32).", reference=allreduce_bytes,
+               unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(allreduce_bytes * MOCK_X, "ratio:4", "each device reduces its own batch rows."),
+                      Slip(allreduce_bytes / 2, "ratio:1/2", "the CPU program is f32."))),
+        Choice(qid="ch09-q2-dominant", points=1, section=PROBLEMS, prompt="Which part of the layer has the most FLOPs?",
+               reference=max(flops, key=flops.get), options=tuple(flops),
+               slips=(Slip("attention", "wrong_option",
+                           f"per token, attention costs 4 T N H FLOPs (T = {T}), the MLP 4 D F: compare them."),)),
+        number("ch09-q2-mlp-share", section=PROBLEMS,
+               prompt=f"The MLP's share of the layer's matmul FLOPs (T = {T}).", reference=share,
+               tolerance=ONE_PERCENT, slips=(Slip(no_attention, "close", "count attention's FLOPs too."),)),
+        number("ch09-q2-flops-per-device", section=PROBLEMS, prompt="The layer's matmul FLOPs per device.",
+               reference=per_device, unit="FLOP",
+               tolerance=ONE_PERCENT,  # cost_analysis() adds softmax and elementwise work: 0.5% more
+               slips=(Slip(per_device * MOCK_DEVICES, "ratio:8", "per device: divide by all 8."),)),
+        number("ch09-q2-t-math", section=PROBLEMS, prompt="Time of those FLOPs per chip on a TPU v5e (bf16 peak).",
+               reference=t_math, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_math * MOCK_DEVICES, "ratio:8"),)),
+        number("ch09-q2-t-comms", section=PROBLEMS, prompt="Time of the layer's all-reduces on TPU v5e links, in bf16.",
+               reference=t_comms, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_comms * 2, "ratio:2", "on a TPU the partial sums are bf16: half the CPU's bytes."),
+                      Slip(t_comms / 2, "ratio:1/2", "an all-reduce costs twice an all-gather."))),
+        Choice(qid="ch09-q2-bound", points=1, section=PROBLEMS,
+               prompt="At these sizes on TPU v5e, is the layer compute- or communication-bound?",
+               reference="communication" if t_comms > t_math else "compute", options=("compute", "communication"),
+               slips=(Slip("compute", "wrong_option", "compare your two times."),)))
 
 
 def mock_timeline(t_proj: float, t_attn: float, t_mlp: float, t_allreduce: float):
@@ -694,77 +912,33 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     Choice(qid="ch09-e1-computes", points=1, section=STACK,
            prompt="What does dot(convert(y), x) with lhs_contracting_dims={0}, rhs_contracting_dims={1} compute?",
            reference="(x@y).T", options=("x@y", "(x@y).T", "elementwise"),
-           slips=(Slip("x@y", "wrong_option", "the result is f32[16,128]: d comes before b."),)),
+           slips=(Slip("x@y", "wrong_option", "the result is f32[d, b]: d comes before b."),)),
     Choice(qid="ch09-e1-convert", points=1, section=STACK,
            prompt="Why does the compiled program convert y before the dot?",
            reference="promote", options=("promote", "cpu-has-no-bf16", "layout"),
            slips=(Slip("cpu-has-no-bf16", "wrong_option", "the convert is already in the lowered StableHLO, "
                        "before any CPU-specific compilation."),)),
-    number("ch09-e1-dot-flops", section=STACK, prompt="FLOPs of the dot of E1.", reference=E1_DOT_FLOPS, unit="FLOP",
-           tolerance=THREE_FIGURES, slips=(Slip(E1_DOT_FLOPS / 2, "ratio:1/2", "count the multiply and the add."),)),
-    number("ch09-e1-convert-flops", section=STACK, prompt="FLOPs cost_analysis() counts beyond the dot.",
-           reference=E1_CONVERT_FLOPS, unit="FLOP", tolerance=THREE_FIGURES,
-           slips=(Slip(2 * E1_CONVERT_FLOPS, "ratio:2", "one operation per converted element."),)),
-    number("ch09-e1-argument-bytes", section=MEMORY, prompt="memory_analysis() argument bytes of the E1 program.",
-           reference=E1_ARGUMENT_BYTES, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(4 * (math.prod(E1_X) + math.prod(E1_Y)), "close", "y is passed in bf16."),)),
+    vary("ch09-e1", e1, b=values(*E1_B), d=values(*E1_D)),
     # E2-E4: one TPU instruction.
     Choice(qid="ch09-e2-memory", points=1, section=READ_OP, prompt="Where does the result of fusion.7 live?",
            reference="VMEM", options=("HBM", "VMEM", "host"),
            slips=(Slip("HBM", "wrong_option", "S(1) is not the default space."),)),
     Choice(qid="ch09-e2-collective", points=1, section=READ_OP, prompt="Which collective does fusion.7 perform?",
            reference="reduce-scatter", options=COLLECTIVES,
-           slips=(Slip("all-reduce", "wrong_option", "its output has half the last dimension of its input."),)),
-    number("ch09-e2-output-bytes", section=READ_OP,
-           prompt="Bytes of fusion.7's result (no padding: the tiles divide it).", reference=E2_OUT_BYTES, unit="B",
-           tolerance=THREE_FIGURES, slips=(Slip(2 * E2_OUT_BYTES, "ratio:2", "bf16 is 2 bytes."),)),
-    number("ch09-e2-ways", section=READ_OP, prompt="Over how many devices does fusion.7 scatter?", reference=E2_WAYS,
-           exact=True, slips=(Slip(4096, "magnitude:+3", "compare the input's and the output's last dimension."),)),
-    number("ch09-e3-padded-elements", section=READ_OP,
-           prompt="How many elements does f32[3,5]{1,0:T(2,2)} occupy in memory?", reference=E3_PADDED, exact=True,
-           slips=(Slip(15, "not_equal", "tiles are whole: each dimension rounds up to a multiple of 2."),)),
-    number("ch09-e3-blowup", section=READ_OP, prompt="Its memory blow-up over the unpadded array.", reference=E3_BLOWUP,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(1 / E3_BLOWUP, "not_equal", "padded over unpadded, not the other way round."),)),
+           slips=(Slip("all-reduce", "wrong_option", "its output keeps only part of its input's last dimension."),)),
+    vary("ch09-e2", e2, batch=values(*E2_BATCH), width=values(*E2_WIDTH)),
+    vary("ch09-e3", e3, shape=values(*E3_SHAPES), tile=values(*E3_TILES)),
     Choice(qid="ch09-e4-inner-tile", points=1, section=READ_OP, prompt="Why do bf16 arrays carry an inner (2,1) tile?",
            reference="4-byte-words", options=("4-byte-words", "padding", "two-cores", "transpose"),
            slips=(Slip("two-cores", "wrong_option", "the tile is about bytes, not cores."),)),
     # E5-E7: the book's mock transformer on 8 TPU v2 cores.
-    number("ch09-e5-tokens-per-shard", section=EXAMPLE,
-           prompt="Tokens per data-parallel shard of X bf16[32, 1024, 8192].", reference=E5_TOKENS,
-           tolerance=THREE_FIGURES,
-           slips=(Slip(MOCK_TPU["B"] * MOCK_TPU["T"] // V2_CORES, "ratio:1/2",
-                       "only the batch is split four ways."),)),
-    Formula(qid="ch09-e5-time-formula", points=1, section=EXAMPLE,
-            prompt="Time of X[B, T, D] @ W_in[D, F] on N devices of C FLOP/s each, compute-bound.",
-            reference=T_MATMUL, symbols="B T D F N C", counts="N",
-            slips=(Slip(2 * B * T * D * F / C, "missing_symbol:N", "N devices share the work."),
-                   Slip(B * T * D * F / (N * C), "ratio:1/2"))),
-    number("ch09-e5-time", section=EXAMPLE, prompt="Expected time of the up-projection on 8 TPU v2 cores.",
-           reference=E5_TIME, unit="s", tolerance=ONE_PERCENT,
-           slips=(Slip(E5_TIME * 2, "ratio:2"), Slip(E5_TIME * 1e3, "unit:1000"))),
-    number("ch09-e6-shard-bytes", section=EXAMPLE,
-           prompt="Bytes of one data shard bf16[8, 1024, 8192] entering the ReduceScatter.", reference=E6_BYTES,
-           unit="B", tolerance=THREE_FIGURES, slips=(Slip(E6_BYTES * 4, "ratio:4", "the batch is split four ways."),)),
-    number("ch09-e6-time", section=EXAMPLE, prompt="Expected time of that ReduceScatter over one TPU v2 hop.",
-           reference=E6_TIME, unit="s",
-           tolerance=Tolerance(low=1.1e-3 * 0.99, high=E6_TIME * 1.02),  # the book rounds to "roughly 1.1 ms"
-           slips=(Slip(E6_TIME * 2, "ratio:2", "1.2e11 B/s is the bidirectional bandwidth."),)),
-    number("ch09-e7-time", section=EXAMPLE,
-           prompt="Expected time of the Q projection (W_Q[8192, 32, 256]) on 8 TPU v2 cores.", reference=E7_TIME,
-           unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(E7_TIME * 4, "ratio:4", "W_Q has 32 x 256 = 8192 columns, a quarter of W_in's."),)),
+    vary("ch09-e5", e5, B=values(*MOCK_TPU_B), D=values(*MOCK_TPU_D)),
     # Q1: the book's profile.
     Choice(qid="ch09-q1-program", points=1, section=PROBLEMS,
            prompt="What does the profile of Q1 compute?", reference="two-matmuls",
            options=("one-matmul", "two-matmuls", "matmul-and-softmax"),
            slips=(Slip("one-matmul", "wrong_option", "the all-reduce sums the second matmul's partial results."),)),
-    number("ch09-q1-model-ways", section=PROBLEMS, prompt="Q1: the degree of model parallelism (exact).",
-           reference=Q1_WAYS, exact=True, slips=(Slip(16, "ratio:2", "a group lists the devices that sum together."),)),
-    number("ch09-q1-d-ff", section=PROBLEMS, prompt="Q1: the global hidden width d_ff (exact).", reference=Q1_D_FF,
-           exact=True, slips=(Slip(Q1_D_FF // Q1_WAYS, "ratio:1/8", "4096 is one device's block."),)),
-    number("ch09-q1-batch", section=PROBLEMS, prompt="Q1: the batch size (exact).", reference=Q1_BATCH, exact=True,
-           slips=(Slip(Q1_BATCH * Q1_WAYS, "ratio:8", "x is replicated, not sharded."),)),
+    vary("ch09-q1", q1, batch=values(*Q1_BATCH_SIZES), block=values(*Q1_BLOCKS), groups=values(*Q1_GROUPS)),
     # CX1-CX3: read HLO text.
     Function(qid="ch09-cx1-read-instruction", points=3, section=READ_OP,
              prompt="read_instruction(line): result bytes, padded bytes, memory space, operand count.",
@@ -800,49 +974,6 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
              output=(Output("number", tolerance=ONE_PERCENT), Output("number", tolerance=ONE_PERCENT),
                      Output("number", unit="s", tolerance=ONE_PERCENT)),
              slips=(Slip(cx5_global_shapes, "ratio:8"), Slip(cx5_sums_the_times, "close"))),
-    number("ch09-cx5-argument-bytes", section=MEMORY,
-           prompt="memory_analysis() argument bytes per device of the mock layer.", reference=MOCK_ARGUMENT_BYTES,
-           unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(MOCK_ARGUMENT_BYTES * 2, "ratio:2", "the weights are split over Y."),)),
-    # Q2, CPU variant: read the mock layer's compiled program.
-    Choice(qid="ch09-q2-strategy", points=1, section=PROBLEMS, prompt="The mock layer's sharding strategy.",
-           reference="dp4-mp2", options=("dp8", "mp8", "dp4-mp2", "dp2-mp4"),
-           slips=(Slip("dp2-mp4", "wrong_option", "each all-reduce group has two devices."),)),
-    number("ch09-q2-batch", section=PROBLEMS, prompt="The mock layer's global batch in sequences (exact).",
-           reference=MB, exact=True,
-           slips=(Slip(MB // MX, "ratio:1/4", "the parameter's shape is one device's block."),)),
-    number("ch09-q2-d-ff", section=PROBLEMS, prompt="The mock layer's global MLP width (exact).", reference=MF,
-           exact=True, slips=(Slip(MF // MY, "ratio:1/2", "W_in's columns are split over the model axis."),)),
-    Choice(qid="ch09-q2-collective", points=1, section=PROBLEMS, prompt="The collective the mock layer runs.",
-           reference="all-reduce", options=COLLECTIVES,
-           slips=(Slip("all-gather", "wrong_option"),)),
-    number("ch09-q2-allreduce-count", section=PROBLEMS, prompt="How many times it runs per layer.",
-           reference=Q2_ALLREDUCES, exact=True,
-           slips=(Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),)),
-    number("ch09-q2-allreduce-bytes", section=PROBLEMS,
-           prompt="Bytes of each all-reduce's operand per device (as compiled, f32).", reference=Q2_ALLREDUCE_BYTES,
-           unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(Q2_ALLREDUCE_BYTES * MX, "ratio:4", "each device reduces its own batch rows."),
-                  Slip(Q2_ALLREDUCE_BYTES / 2, "ratio:1/2", "the CPU program is f32."))),
-    Choice(qid="ch09-q2-dominant", points=1, section=PROBLEMS, prompt="Which part of the layer has the most FLOPs?",
-           reference="mlp", options=tuple(MOCK_FLOPS),
-           slips=(Slip("attention", "wrong_option", "T = 128 is short next to D = 256."),)),
-    number("ch09-q2-mlp-share", section=PROBLEMS, prompt="The MLP's share of the layer's matmul FLOPs.",
-           reference=Q2_MLP_SHARE, tolerance=ONE_PERCENT,
-           slips=(Slip(0.5, "close", "count the projections and attention too."),)),
-    number("ch09-q2-flops-per-device", section=PROBLEMS, prompt="The layer's matmul FLOPs per device.",
-           reference=Q2_FLOPS_PER_DEVICE, unit="FLOP",
-           tolerance=ONE_PERCENT,  # cost_analysis() adds softmax and elementwise work: 0.5% more
-           slips=(Slip(Q2_FLOPS_PER_DEVICE * MOCK_DEVICES, "ratio:8", "per device: divide by all 8."),)),
-    number("ch09-q2-t-math", section=PROBLEMS, prompt="Time of those FLOPs per chip on a TPU v5e (bf16 peak).",
-           reference=Q2_T_MATH, unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(Q2_T_MATH * MOCK_DEVICES, "ratio:8"),)),
-    number("ch09-q2-t-comms", section=PROBLEMS, prompt="Time of the layer's all-reduces on TPU v5e links, in bf16.",
-           reference=Q2_T_COMMS, unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(Q2_T_COMMS * 2, "ratio:2", "on a TPU the partial sums are bf16: half the CPU's bytes."),
-                  Slip(Q2_T_COMMS / 2, "ratio:1/2", "an all-reduce costs twice an all-gather."))),
-    Choice(qid="ch09-q2-bound", points=1, section=PROBLEMS,
-           prompt="At these sizes on TPU v5e, is the layer compute- or communication-bound?",
-           reference="communication", options=("compute", "communication"),
-           slips=(Slip("compute", "wrong_option", "compare your two times."),)),
+    # Q2, CPU variant: read the mock layer's compiled program (and its memory_analysis(), CX5).
+    vary("ch09-q2", q2, B=values(*Q2_B), T=values(*Q2_T), F=values(*Q2_F), valid=q2_valid),
 ))

@@ -6,7 +6,9 @@ Numbers are computed from ``course.hardware`` and from the book's own example si
 ``BOOK`` records it for the tests.
 
 Program questions run on 8 simulated CPU devices. Meshes come from ``course.mesh`` (Auto axes, the
-behaviour the book's ``jit`` examples assume; the notebook shows Explicit axes separately). Every
+behaviour the book's ``jit`` examples assume; the notebook shows Explicit axes separately); the ring
+programs (CX2, Q3, Q4) take theirs from their input (``jax.typeof(a).sharding.mesh``), since a student
+may be dealt another X x Y mesh than the book's 2 x 4. Every
 ``shard_map`` program is graded on the collectives it states, read from its lowered StableHLO with
 loop trip counts multiplied; the one ``jit`` program (Q1.1) is graded on the compiled program, where
 the only expected count is zero, which no CPU quirk can change.
@@ -15,13 +17,17 @@ the only expected count is zero, which no CPU quirk can change.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
 
 import course
+import course.symbols as sym
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
+from autograder.variants import chips, values, vary
 from course import hardware as hw
 from course.symbols import B, C, D, F, W_ici, X, Y
 from solutions._kit import (
@@ -35,6 +41,7 @@ from solutions._kit import (
     make_mesh,
     reshard_spec,
     ring,
+    slip_code,
     smap,
 )
 
@@ -45,11 +52,12 @@ PROBLEMS = SECTION + "#worked-problems"
 BF16 = hw.BYTES_PER_ELEMENT["bf16"]
 
 # --- E1: the book's jit example: In[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] on a 4 x 2 mesh ----------
-E1_MESH = {"X": 4, "Y": 2}
-E1_B, E1_D, E1_F = 8, 2048, 8192
+# The values a student may be dealt (autograder/variants.py), the book's first: the mesh (X, Y), B and D.
+E1_MESHES, E1_BATCHES, E1_WIDTHS = ((4, 2), (2, 4)), (8, 24, 40), (2048, 1024, 3072)
 
-# --- E3: slice_and_average on arange(512) over a 2 x 4 mesh --------------------------------------
-E3_SIZE, E3_DEVICES, E3_KEEP = 512, 8, 4
+# --- E3: slice_and_average on arange(512) over a 2 x 4 mesh (a student is dealt the size and the slice) ---
+E3_SIZES, E3_KEEPS, E3_DEVICES = (512, 1024, 256), (4, 2, 8), 8
+E3_SIZE, E3_KEEP = E3_SIZES[0], E3_KEEPS[0]
 
 
 def slice_and_average(size: int = E3_SIZE, devices: int = E3_DEVICES, keep: int = E3_KEEP) -> np.ndarray:
@@ -70,7 +78,15 @@ MIN_F = sp.solve(sp.Eq(CHUNK_COMPUTE, CHUNK_COMM), F)[0]  # compute hides the pe
 MIN_F_BIDI = sp.solve(sp.Eq(CHUNK_COMPUTE, CHUNK_COMM / 2), F)[0]  # half of each chunk goes each way
 CM_VALUES = {B: CM_B, D: CM_D, F: CM_F, X: CM_X, Y: CM_Y, C: V5E.bf16_flops_per_s,
              W_ici: V5E.ici_bytes_per_s_per_link}
-PERMUTE_TIME = float(((CM_Y - 1) * CHUNK_COMM).subs(CM_VALUES))  # all Y-1 steps, one direction
+# A student prices the permutes on one of these chips' links, for one of these batches (the book's first);
+# each pair of a link bandwidth and a batch gives its own time.
+E4_CHIPS, E4_BATCHES = (V5E, hw.TPU_V5P, hw.TPU_V3), (CM_B, 1536, 1280)
+
+
+def permute_time(chip: hw.TPU, B: int) -> float:
+    """Seconds of all Y-1 permutes of the collective matmul at the book's D and mesh, one direction of
+    ``chip``'s links, for a batch of B."""
+    return float(((CM_Y - 1) * CHUNK_COMM).subs({**CM_VALUES, sym.B: B, W_ici: chip.ici_bytes_per_s_per_link}))
 
 
 # --- program questions ---------------------------------------------------------------------------
@@ -85,19 +101,46 @@ RING_SPEC = reshard_spec((), {"collective-permute": 7})
 SUMS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="iajb->ij",
                         operands=(Operand((64, 32), ("X", "Y"), view=(2, 32, 4, 8)),),
                         out_spec=("X", "Y"), collectives={})
-AG_MATMUL_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
-                             operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), (None, "Y"))),
-                             out_spec=("X", "Y"), collectives={"collective-permute": 3})
-BIDI_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
-                        operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), (None, "Y"))),
-                        out_spec=("X", "Y"), collectives={"collective-permute": 6})
-RS_MATMUL_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bf,fd->bd",
-                             operands=(Operand((S, FM), ("X", "Y")), Operand((FM, DM), ("Y", None))),
-                             out_spec=("X", "Y"), collectives={"collective-permute": 3})
-BLOCK_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df,fe->be",
-                         operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), (None, "Y")),
-                                   Operand((FM, DM), ("Y", None))),
-                         out_spec=("X", "Y"), collectives={"collective-permute": 6})
+# The ring programs (CX2, Q4, Q3) run on any X x Y mesh; for CX2 and Q3 a student is dealt the mesh (both axes
+# longer than 1: an axis of one device drops out of the result's sharding) and some sizes.
+CX2_MESHES, CX2_BATCHES, CX2_WIDTHS = ((2, 4), (4, 2)), (S, 32, 128), (FM, 512)
+Q3_MESHES, Q3_BATCHES, Q3_WIDTHS = ((2, 4), (4, 2)), (S, 32, 128), (FM, 512)
+
+
+def _mesh_axes(mesh: tuple[int, int]) -> tuple[tuple[str, int], ...]:
+    return (("X", mesh[0]), ("Y", mesh[1]))
+
+
+def ag_matmul_spec(mesh: tuple[int, int], B: int, F: int, directions: int = 1) -> ProgramSpec:
+    """A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] as a ring of Y - 1 steps, each sending ``directions``
+    messages (CX2: one; Q4: one each way)."""
+    return ProgramSpec(mesh=_mesh_axes(mesh), einsum="bd,df->bf",
+                       operands=(Operand((B, DM), ("X", "Y")), Operand((DM, F), (None, "Y"))),
+                       out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)})
+
+
+def rs_matmul_spec(mesh: tuple[int, int], B: int, F: int) -> ProgramSpec:
+    """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], the partial sums passed Y - 1 times."""
+    return ProgramSpec(mesh=_mesh_axes(mesh), einsum="bf,fd->bd",
+                       operands=(Operand((B, F), ("X", "Y")), Operand((F, DM), ("Y", None))),
+                       out_spec=("X", "Y"), collectives={"collective-permute": mesh[1] - 1})
+
+
+def block_spec(mesh: tuple[int, int], B: int, F: int) -> ProgramSpec:
+    """Both collective matmuls of an MLP block: 2 (Y - 1) permutes."""
+    return ProgramSpec(mesh=_mesh_axes(mesh), einsum="bd,df,fe->be",
+                       operands=(Operand((B, DM), ("X", "Y")), Operand((DM, F), (None, "Y")),
+                                 Operand((F, DM), ("Y", None))),
+                       # two f32 matmuls of random normals: entries reach a few hundred, so an absolute
+                       # tolerance of 1e-2 is float32 rounding (summed in another order), not a wrong value
+                       out_spec=("X", "Y"), collectives={"collective-permute": 2 * (mesh[1] - 1)}, atol=1e-2)
+
+
+# The book's mesh and the course's small shapes: each setting's first choice.
+AG_MATMUL_SPEC = ag_matmul_spec(CX2_MESHES[0], CX2_BATCHES[0], CX2_WIDTHS[0])
+BIDI_SPEC = ag_matmul_spec(CX2_MESHES[0], CX2_BATCHES[0], CX2_WIDTHS[0], directions=2)
+RS_MATMUL_SPEC = rs_matmul_spec(Q3_MESHES[0], Q3_BATCHES[0], Q3_WIDTHS[0])
+BLOCK_SPEC = block_spec(Q3_MESHES[0], Q3_BATCHES[0], Q3_WIDTHS[0])
 # Gathering the tokens and their gates may be one all-gather (concatenated) or two.
 MOE_GATHER_SPEC = ProgramSpec(mesh=MESH_1D, einsum="sd,se,edf->sf",
                               operands=(Operand((MOE_S, MOE_D), ("X", None)), Operand((MOE_S, MOE_E), ("X", None)),
@@ -111,6 +154,15 @@ MOE_A2A_SPEC = ProgramSpec(mesh=MESH_1D, einsum="gecd,edf->gecf",
 
 def _mesh(spec: ProgramSpec):
     return make_mesh(spec.mesh)
+
+
+def on_input_mesh(block: Callable, in_specs: Sequence[tuple], out_specs: tuple, *, check_vma: bool = True) -> Callable:
+    """``jax.shard_map(block)`` on the mesh its first argument is laid out on, as the chapter's ring
+    programs find theirs: the wrong answers below run on whichever mesh a student was dealt."""
+    def run(*args):
+        return jax.shard_map(block, mesh=jax.typeof(args[0]).sharding.mesh, in_specs=tuple(P(*s) for s in in_specs),
+                             out_specs=P(*out_specs), check_vma=check_vma)(*args)
+    return run
 
 
 # CX1: an all-gather from ppermute alone.
@@ -231,8 +283,9 @@ def draw_roll(rng: random.Random, probe: dict) -> dict:
 def collective_matmul(a, w):
     """A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] without an all-gather: Y-1 steps, each multiplying
     the A chunk this device holds by the matching rows of W while passing the chunk to the left
-    neighbour. After i steps device k holds chunk (k + i) mod Y."""
-    mesh = course.mesh(X=2, Y=4)
+    neighbour. After i steps device k holds chunk (k + i) mod Y. The mesh is the one ``a`` is laid
+    out on (``jax.typeof`` carries it), so the same code runs on any X x Y mesh."""
+    mesh = jax.typeof(a).sharding.mesh
 
     def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D, F/Y]
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
@@ -271,7 +324,7 @@ def cx2_first_public_text(a, w):
         acc, a_chunk = jax.lax.fori_loop(0, ny - 1, step, (acc, a_block))
         return acc + a_chunk @ jax.lax.dynamic_slice_in_dim(w_block, (ny - 1) * chunk, chunk, 0)
 
-    return smap(block, AG_MATMUL_SPEC.mesh, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+    return on_input_mesh(block, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
 
 
 def cx2_all_gather(a, w):
@@ -279,14 +332,14 @@ def cx2_all_gather(a, w):
     def block(a_block, w_block):
         return jax.lax.all_gather(a_block, "Y", axis=1, tiled=True) @ w_block
 
-    return smap(block, AG_MATMUL_SPEC.mesh, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+    return on_input_mesh(block, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
 
 
 # Q4: the same matmul, bidirectional.
 def bidirectional_matmul(a, w):
     """Half of A's rows travel left, the other half right: each step sends two half-size messages,
     one on each direction of the ring's links, so each step's communication takes half as long."""
-    mesh = course.mesh(X=2, Y=4)
+    mesh = jax.typeof(a).sharding.mesh  # the mesh a is laid out on: any X x Y
 
     def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D, F/Y]
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
@@ -331,7 +384,7 @@ def q4_same_direction(a, w):
                                                                          a_block[half:]))
         return jnp.concatenate([top_acc + top @ rows(idx + ny - 1), bot_acc + bot @ rows(idx - ny + 1)], axis=0)
 
-    return smap(block, BIDI_SPEC.mesh, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
+    return on_input_mesh(block, [("X", "Y"), (None, "Y")], ("X", "Y"))(a, w)
 
 
 def q4_unidirectional(a, w):
@@ -343,7 +396,7 @@ def reduce_scatter_matmul(t, w2):
     """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y]: the partial sums travel instead of the
     inputs. Device k starts with its partial product for output chunk k + 1; Y-1 times it passes
     the running sum to the left and adds its own partial product for the chunk it received."""
-    mesh = course.mesh(X=2, Y=4)
+    mesh = jax.typeof(t).sharding.mesh  # the mesh t is laid out on: any X x Y
 
     def block(t_block, w2_block):  # t_block: [B/X, F/Y], w2_block: [F/Y, D]
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
@@ -375,7 +428,7 @@ def q3_starts_at_own_chunk(t, w2):
 
         return jax.lax.fori_loop(1, ny, step, partial(idx))
 
-    return smap(block, RS_MATMUL_SPEC.mesh, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+    return on_input_mesh(block, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
 
 
 def q3_psum_scatter(t, w2):
@@ -383,7 +436,7 @@ def q3_psum_scatter(t, w2):
     def block(t_block, w2_block):
         return jax.lax.psum_scatter(t_block @ w2_block, "Y", scatter_dimension=1, tiled=True)
 
-    return smap(block, RS_MATMUL_SPEC.mesh, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+    return on_input_mesh(block, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
 
 
 # Q3.3: both collective matmuls in one block.
@@ -487,22 +540,89 @@ def cx5_gathers_the_experts(x, w):
     return smap(block, MOE_A2A_SPEC.mesh, [("X", None, None, None), ("X", None, None)], ("X", None, None, None))(x, w)
 
 
+# --- the exercises whose values each student is dealt (autograder/variants.py); the book's values first ---------
+
+
+def e1(mesh: tuple[int, int], B: int, D: int) -> tuple[Number, ...]:
+    """E1: the block of In[B_X, D_Y] each device holds on an X x Y mesh."""
+    nx, ny = mesh
+    return (
+        Number(qid="ch10-e1-local-rows", points=1, section=HOW,
+               prompt=f"How many rows of In[{B}, {D}] each device holds in the jit example ({nx} x {ny} mesh, "
+                      "In[B_X, D_Y]).",
+               reference=B / nx, exact=True,
+               slips=(Slip(B / ny, f"ratio:{Fraction(nx, ny)}", f"the mesh here is {nx} x {ny}: X has {nx} devices."),
+                      Slip(B / (nx * ny), f"ratio:{Fraction(1, ny)}", "only the X axis splits the batch."))),
+        Number(qid="ch10-e1-local-cols", points=1, section=HOW,
+               prompt=f"How many columns of In[{B}, {D}] each device holds (D split over Y, {nx} x {ny} mesh).",
+               reference=D / ny, exact=True,
+               slips=(Slip(D, f"ratio:{ny}", "D is sharded over Y."),)))
+
+
+def e3(size: int, keep: int) -> tuple[Number, ...]:
+    """E3: slice_and_average on arange(size) over the 2 x 4 mesh, each device keeping ``keep`` entries."""
+    out = slice_and_average(size, E3_DEVICES, keep)
+    first = float(out[0])
+    own_mean = float(np.arange(keep).mean())
+    return (
+        Number(qid="ch10-e3-length", points=1, section=HOW,
+               prompt=f"Length of slice_and_average's output, each device keeping {keep} entries (exact).",
+               reference=float(out.size), exact=True,
+               slips=(Slip(out.size * E3_DEVICES, "ratio:8", "pmean averages; it does not concatenate."),)),
+        Number(qid="ch10-e3-first", points=1, section=HOW,
+               prompt=f"First entry of slice_and_average's output on arange({size}), each device keeping {keep}.",
+               reference=first, tolerance=THREE_FIGURES,
+               slips=(Slip(first * E3_DEVICES, "ratio:8", "psum adds; pmean also divides by 8."),
+                      Slip(own_mean, slip_code(own_mean, first, THREE_FIGURES),
+                           f"inside shard_map, x[:{keep}] slices the device's own block, not the global array."))))
+
+
+def e4(chip: hw.TPU, B: int) -> tuple[Number, ...]:
+    """E4: the time of the collective matmul's permutes on ``chip``'s links, for a batch of B."""
+    t = permute_time(chip, B)
+    return (Number(qid="ch10-e4-permute-time", points=1, section=HOW, unit="s",
+                   prompt=f"Seconds all permutes of the collective matmul take on {chip.name} links "
+                          f"(bf16, B = {B}, D = {CM_D}, F = {CM_F}, {CM_X} x {CM_Y} mesh).",
+                   reference=t, tolerance=TWO_PERCENT,
+                   slips=(Slip(t / 2, "ratio:1/2", "a permute uses one direction of one link."),
+                          Slip(t / (CM_Y - 1), f"ratio:{Fraction(1, CM_Y - 1)}", "there are Y - 1 steps."))),)
+
+
+def cx2(mesh: tuple[int, int], B: int, F: int) -> tuple[Program, ...]:
+    """CX2: the all-gather collective matmul on a student's mesh and sizes (Y - 1 permutes)."""
+    nx, ny = mesh
+    return (Program(qid="ch10-cx2-collective-matmul", points=4, section=HOW,
+                    prompt=f"A[{B}, {DM}] @ W[{DM}, {F}] on a {nx} x {ny} mesh, A[B_X, D_Y] and W[D, F_Y] -> "
+                           "Out[B_X, F_Y], with a ppermute ring, no all-gather.",
+                    spec=ag_matmul_spec(mesh, B, F), model=collective_matmul,
+                    slips=(Slip(cx2_first_public_text, "wrong_values"),
+                           Slip(cx2_all_gather, "collectives:all-gather"))),)
+
+
+def q3(mesh: tuple[int, int], B: int, F: int) -> tuple[Program, ...]:
+    """Q3: the reduce-scatter collective matmul and the MLP block on a student's mesh and sizes."""
+    nx, ny = mesh
+    return (
+        Program(qid="ch10-q3-reduce-scatter-matmul", points=3, section=PROBLEMS,
+                prompt=f"Tmp[{B}, {F}] @ W2[{F}, {DM}] on a {nx} x {ny} mesh, Tmp[B_X, F_Y] and W2[F_Y, D] -> "
+                       "Out[B_X, D_Y], passing partial sums around the ring.",
+                spec=rs_matmul_spec(mesh, B, F), model=reduce_scatter_matmul,
+                slips=(Slip(q3_starts_at_own_chunk, "misplaced_blocks:Y"),
+                       Slip(q3_psum_scatter, "collectives:reduce-scatter"))),
+        Program(qid="ch10-q3-mlp-block", points=2, section=PROBLEMS,
+                prompt=f"In[{B}, {DM}] @ W_in[{DM}, {F}] @ W_out[{F}, {DM}] on a {nx} x {ny} mesh, In[B_X, D_Y] -> "
+                       "Out[B_X, D_Y] with only collective-permutes.",
+                spec=block_spec(mesh, B, F), model=mlp_block,
+                slips=(Slip(q3_block_off_by_one, "misplaced_blocks:Y"),)))
+
+
 # The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
 BOOK = {"ch10-e4-speedup": 1.27, "ch10-e4-overhead": 1.09, "ch10-e1-local-rows": 2, "ch10-e1-local-cols": 1024}
 
-E3_OUT = slice_and_average()
 
 CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
     # E1: the communication that out_shardings forces.
-    Number(qid="ch10-e1-local-rows", points=1, section=HOW,
-           prompt="How many rows of In each device holds in the jit example (4 x 2 mesh, In[B_X, D_Y]).",
-           reference=E1_B / E1_MESH["X"], exact=True,
-           slips=(Slip(E1_B / 2, "ratio:2", "the mesh here is 4 x 2: X has 4 devices."),
-                  Slip(E1_B / 8, "ratio:1/2", "only the X axis splits the batch."))),
-    Number(qid="ch10-e1-local-cols", points=1, section=HOW,
-           prompt="How many columns of In each device holds (D split over Y).",
-           reference=E1_D / E1_MESH["Y"], exact=True,
-           slips=(Slip(E1_D, "ratio:2", "D is sharded over Y."),)),
+    vary("ch10-e1", e1, mesh=values(*E1_MESHES), B=values(*E1_BATCHES), D=values(*E1_WIDTHS)),
     Choice(qid="ch10-e1-collective", points=1, section=HOW,
            prompt="The collective XLA adds so that Out is P('X', None).",
            reference="all-reduce over Y",
@@ -520,16 +640,7 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
            reference="pins", options=("pins", "hint", "copies"),
            slips=(Slip("hint", "wrong_option", "the compiler must honour it, adding collectives if needed."),)),
     # E3: slice and average.
-    Number(qid="ch10-e3-length", points=1, section=HOW,
-           prompt="Length of slice_and_average's output (exact).",
-           reference=float(E3_OUT.size), exact=True,
-           slips=(Slip(E3_OUT.size * E3_DEVICES, "ratio:8", "pmean averages; it does not concatenate."),)),
-    Number(qid="ch10-e3-first", points=1, section=HOW,
-           prompt="First entry of slice_and_average's output on arange(512).",
-           reference=float(E3_OUT[0]), tolerance=THREE_FIGURES,
-           slips=(Slip(float(E3_OUT[0]) * E3_DEVICES, "ratio:8", "psum adds; pmean also divides by 8."),
-                  Slip(float(np.arange(E3_KEEP).mean()), "magnitude:-2",
-                       "inside shard_map, x[:4] slices the device's own block, not the global array."))),
+    vary("ch10-e3", e3, size=values(*E3_SIZES), keep=values(*E3_KEEPS)),
     # E4: the book's timings and the cost model of the collective matmul.
     Number(qid="ch10-e4-speedup", points=1, section=HOW,
            prompt="Speed-up of the collective matmul over the jit version (book timings).",
@@ -555,11 +666,7 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             reference=MIN_F, symbols="B D F X Y C W_ici", counts="X Y",
             slips=(Slip(C / W_ici, "missing_symbol:Y", "both sides depend on Y differently: F/Y meets C/W_ici."),
                    Slip(2 * MIN_F, "ratio:2"))),
-    Number(qid="ch10-e4-permute-time", points=1, section=HOW, unit="s",
-           prompt="Seconds all permutes of the book-size collective matmul take on TPU v5e links (bf16).",
-           reference=PERMUTE_TIME, tolerance=TWO_PERCENT,
-           slips=(Slip(PERMUTE_TIME / 2, "ratio:1/2", "a permute uses one direction of one link."),
-                  Slip(PERMUTE_TIME / (CM_Y - 1), "ratio:1/3", "there are Y - 1 steps."))),
+    vary("ch10-e4", e4, chip=chips(*E4_CHIPS), B=values(*E4_BATCHES)),
     Formula(qid="ch10-q4-min-f", points=1, section=PROBLEMS,
             prompt="The same threshold on F when each step sends half of the chunk each way.",
             reference=MIN_F_BIDI, symbols="B D F X Y C W_ici", counts="X Y",
@@ -581,24 +688,13 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             spec=RING_SPEC, model=ring_all_gather,
             slips=(Slip(cx1_wrong_slot, "wrong_values"), Slip(cx1_builtin, "collectives:all-gather"))),
     # CX2: the chapter's collective matmul.
-    Program(qid="ch10-cx2-collective-matmul", points=4, section=HOW,
-            prompt="A[B_X, D_Y] @ W[D, F_Y] -> Out[B_X, F_Y] with a ppermute ring, no all-gather.",
-            spec=AG_MATMUL_SPEC, model=collective_matmul,
-            slips=(Slip(cx2_first_public_text, "wrong_values"), Slip(cx2_all_gather, "collectives:all-gather"))),
+    vary("ch10-cx2", cx2, mesh=values(*CX2_MESHES), B=values(*CX2_BATCHES), F=values(*CX2_WIDTHS)),
     Program(qid="ch10-q4-bidirectional-matmul", points=3, section=PROBLEMS,
             prompt="The collective matmul with half of A's rows sent each way around the ring.",
             spec=BIDI_SPEC, model=bidirectional_matmul,
             slips=(Slip(q4_same_direction, "wrong_values"), Slip(q4_unidirectional, "collectives:collective-permute"))),
     # Q3: the reduce-scatter collective matmul and the whole block.
-    Program(qid="ch10-q3-reduce-scatter-matmul", points=3, section=PROBLEMS,
-            prompt="Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], passing partial sums around the ring.",
-            spec=RS_MATMUL_SPEC, model=reduce_scatter_matmul,
-            slips=(Slip(q3_starts_at_own_chunk, "misplaced_blocks:Y"),
-                   Slip(q3_psum_scatter, "collectives:reduce-scatter"))),
-    Program(qid="ch10-q3-mlp-block", points=2, section=PROBLEMS,
-            prompt="In[B_X, D_Y] @ W_in[D, F_Y] @ W_out[F_Y, D] -> Out[B_X, D_Y] with only collective-permutes.",
-            spec=BLOCK_SPEC, model=mlp_block,
-            slips=(Slip(q3_block_off_by_one, "misplaced_blocks:Y"),)),
+    vary("ch10-q3", q3, mesh=values(*Q3_MESHES), B=values(*Q3_BATCHES), F=values(*Q3_WIDTHS)),
     # Q2 and CX5: mixture of experts.
     Program(qid="ch10-q2-moe-all-gather", points=3, section=PROBLEMS,
             prompt="Out[S_X, F] = sum_e gates[s, e] x[s] @ W[e] with experts W[E_X, D, F]: gather, then scatter.",

@@ -21,7 +21,20 @@ import numpy as np
 
 import course
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Function, Operand, Output, Program, ProgramSpec, Slip
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Question,
+    Slip,
+)
+from autograder.variants import chips, values, vary
+from autograder.variants import models as model_params
 from course import hardware as hw
 from solutions._derived import models
 from solutions._derived.hardware import pod_chips, torus_axes
@@ -37,6 +50,7 @@ from solutions._kit import (
     number,
     own_block,
     ring,
+    slip_code,
     smap,
 )
 
@@ -117,14 +131,24 @@ TRAIN_PROBES = (
     _train(COURSE_31B, V5P_4096, V5P, 2 * 2**20, 6e12),  # the capstone's budget
 )
 
-# The capstone's budget: a v5p 16x16x16 slice, 2M-token batches, 6T tokens at 40% MFU; or H100s at 45%.
+# The capstone's budget: a v5p 16x16x16 slice, 2M-token batches, 6T tokens at 40% MFU; or H100s at 45%. These
+# are the course's own values; each student is dealt a batch, a slice and a token count (c1_train, c4_scale).
 BUDGET = TRAIN_PROBES[-1]
 CAP_P = models.params_of(COURSE_31B)
-CAP_TRAIN_FLOPS = 6 * CAP_P * BUDGET["tokens"]
-CAP_X, CAP_Y, CAP_STEP, CAP_DAYS = plan_training(**BUDGET)
-CAP_TRAIN_COST = V5P_4096 * CAP_DAYS * 24 * PRICE["TPU v5p"]
-H100_MFU = 0.45  # Part 12's assumption for H100 training (Q5.2)
-CAP_H100_COST = CAP_TRAIN_FLOPS / (H100.bf16_flops_per_s * H100_MFU) / 3600 * PRICE["H100"]
+H100_MFU = 0.45  # Part 12's assumption for H100 training (Q5.2); Part 2 takes it for every GPU
+
+
+def capstone_plan(batch: int, chips: int, tokens: float = BUDGET["tokens"]) -> tuple[int, int, float, float]:
+    """Course-31B's training plan on a v5p slice of ``chips`` (a 3-D torus) at the budget's 40% MFU:
+    (X, Y, step seconds, days), as the student's planner computes it."""
+    return plan_training(**_train(COURSE_31B, chips, V5P, batch, tokens))
+
+
+def fsdp_tp_regime(batch: int, chips: int) -> bool:
+    """Whether a batch on ``chips`` v5p chips needs FSDP + TP (pure FSDP is not compute-bound, and FSDP + TP
+    is, with Y > 1): the regime the capstone's prose and slips are written for."""
+    x, y, _, _ = capstone_plan(batch, chips)
+    return x > 0 and y > 1
 
 # --- C1: serving plan (Parts 7 and 8) --------------------------------------------------------------------
 # Chips in the legal TPU v5e slices (1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16; Cloud TPU documentation).
@@ -177,24 +201,32 @@ SERVE_PROBES = (
 )
 SERVE = SERVE_PROBES[2]
 CAP_KV_PER_TOKEN = models.kv_bytes_per_token(COURSE_31B.L, COURSE_31B.K, COURSE_31B.H, SERVE["kv_bytes"])
-CAP_MEMORY_CHIPS = next(n for n in V5E_SLICE_CHIPS
-                        if n * V5E.hbm_bytes >= CAP_P * SERVE["weight_bytes"]
-                        + SERVE["batch"] * CAP_KV_PER_TOKEN * SERVE["context"])
-CAP_SERVE_CHIPS, CAP_SERVE_STEP = plan_serving(**SERVE)
-CAP_SERVE_TOKENS_PER_S_PER_CHIP = SERVE["batch"] / CAP_SERVE_STEP / CAP_SERVE_CHIPS
-CAP_USD_PER_MTOK = CAP_SERVE_CHIPS * PRICE["TPU v5e"] / 3600 / (SERVE["batch"] / CAP_SERVE_STEP) * 1e6
+
+
+def serving_plan(batch: int, context: int) -> tuple[int, int, float]:
+    """Course-31B served int8 on v5e slices within the budget's latency: (chips of the smallest slice that
+    holds weights and caches, chips of the one that also meets the latency, its step seconds)."""
+    need = CAP_P * SERVE["weight_bytes"] + batch * CAP_KV_PER_TOKEN * context
+    memory = next((n for n in V5E_SLICE_CHIPS if n * V5E.hbm_bytes >= need), 0)
+    chips, step = plan_serving(**(SERVE | {"batch": batch, "context": context}))
+    return memory, chips, step
 
 # --- C1, GPU variant: LLaMA 3-70B on 4096 H100s (Part 12, Q5.2) ----------------------------------------------
-Q52_GPUS, Q52_BATCH, Q52_TOKENS = 4096, 4e6, 15e12
-L70 = models.LLAMA3_70B
-H100_MIN_GPUS = math.ceil(models.TRAIN_STATE_BYTES * models.params_of(L70) / H100.hbm_bytes)
-H100_DAYS = 6 * models.params_of(L70) * Q52_TOKENS / (Q52_GPUS * H100.bf16_flops_per_s * H100_MFU) / DAY_S
-H100_TP_LIMIT = L70.F * H100.nvlink_bytes_per_s / H100.bf16_flops_per_s  # Y < F W_nvlink / C
-H100_PER_GPU_BATCH = Q52_BATCH / Q52_GPUS
-H100_NODE_EGRESS = hw.DGX_H100.egress_bytes_per_s
-H100_DP_THRESHOLD = H100.bf16_flops_per_s / H100_NODE_EGRESS  # tokens per GPU, DP across nodes
-H100_PP = 8
-H100_PP_THRESHOLD = H100.bf16_flops_per_s / (H100_PP * H100_NODE_EGRESS)
+# A student may get another node (its GPU) or model; the GPU count, tokens and MFU stay the book's.
+Q52_GPUS, Q52_TOKENS = 4096, 15e12
+GPU_PP = GPU_TP = 8  # the configurations' 8-way pipeline and 8-way TP inside a node
+
+
+def gpu_plan(node: hw.GPUNode, model: models.Config, batch: float) -> dict[str, float]:
+    """Part 12's Q5.2 for ``model`` on 4096 GPUs of ``node``: the fewest GPUs that hold the training state,
+    the days, the largest TP degree NVLink keeps compute-bound (Y < F W / C), tokens per GPU, and the
+    tokens per GPU that DP across nodes needs, without and with 8-way pipelining."""
+    gpu, p = node.gpu, models.params_of(model)
+    dp = gpu.bf16_flops_per_s / node.egress_bytes_per_s
+    return dict(min_gpus=math.ceil(models.TRAIN_STATE_BYTES * p / gpu.hbm_bytes),
+                days=6 * p * Q52_TOKENS / (Q52_GPUS * gpu.bf16_flops_per_s * H100_MFU) / DAY_S,
+                tp_limit=model.F * gpu.nvlink_bytes_per_s / gpu.bf16_flops_per_s, per_gpu=batch / Q52_GPUS,
+                dp=dp, pp=dp / GPU_PP, state_per_gpu=models.TRAIN_STATE_BYTES * p / GPU_TP)
 
 # --- C2: an MLP with collective matmuls (Part 10) on (X=2, Y=4) ------------------------------------------------
 C2_MESH = (("X", 2), ("Y", 4))
@@ -393,11 +425,13 @@ def draw_run(rng: random.Random, probe: dict) -> dict:
     diverges), fresh data and weights."""
     return dict(steps=probe["steps"], lr=round(probe["lr"] * rng.uniform(0.5, 1), 3), seed=rng.randint(3, 2**31))
 
-# The capstone's plan at scale: Course-31B, 2M-token batch, v5p 16x16x16 at (CAP_X, CAP_Y), M_X = 2, M_Y = 1.
-CAP_TRAIN_TOKENS_PER_CHIP = BUDGET["batch"] / BUDGET["chips"]
-CAP_T_MATH, CAP_T_FSDP, CAP_T_TP = fsdp_tp_times(BUDGET["batch"], COURSE_31B.D, COURSE_31B.F, CAP_X, CAP_Y,
-                                                 V5P.bf16_flops_per_s, W_V5P, MX=2, MY=1)
-CAP_BOUND = "communication" if max(CAP_T_FSDP, CAP_T_TP) > CAP_T_MATH else "compute"
+
+# The capstone's plan at scale: Course-31B on the v5p 16x16x16 at the planner's (X, Y), M_X = 2, M_Y = 1.
+def capstone_times(batch: int) -> tuple[float, float, float]:
+    """Part 5's forward MLP times of one Course-31B layer, (T_math, T_FSDP, T_TP), for ``batch`` tokens on the
+    16x16x16 slice at the plan the planner gives it (FSDP over M_X = 2 torus axes, TP over M_Y = 1)."""
+    x, y, _, _ = capstone_plan(batch, V5P_4096)
+    return fsdp_tp_times(batch, COURSE_31B.D, COURSE_31B.F, x, y, V5P.bf16_flops_per_s, W_V5P, MX=2, MY=1)
 
 
 # The chapters' printed answers this capstone reproduces (syllabus, pinned V2).
@@ -407,6 +441,181 @@ BOOK_PLANS = {"ch11-c1-plan-training": {0: (1024, 4, 0.300, None), 1: (2048, 4, 
 BOOK = {"ch11-c1-h100-min-gpus": 9, "ch11-c1-h100-days": 40, "ch11-c1-h100-tp-limit": 14.37,
         "ch11-c1-h100-per-gpu-batch": 976.6, "ch11-c1-h100-dp-threshold": 2475,
         "ch11-c1-h100-pp-threshold": 309.4}
+
+
+# --- the exercises whose numbers each student is dealt (variants.py); the course's own values first ----------
+
+
+EXACT_COUNT = Tolerance.exact_count()
+
+
+def c1_train(batch: int, chips: int, tokens: float) -> tuple[Question, ...]:
+    """C1, the new model's training: FLOPs, plan, days and cost of Course-31B for a batch, a v5p slice and a
+    token count, and the same FLOPs on H100s."""
+    x, y, _, days = capstone_plan(batch, chips, tokens)
+    flops = 6 * CAP_P * tokens
+    cost = chips * days * 24 * PRICE["TPU v5p"]
+    h100_cost = flops / (H100.bf16_flops_per_s * H100_MFU) / 3600 * PRICE["H100"]
+    cheaper, dearer = ("TPU v5p", "H100") if cost < h100_cost else ("H100", "TPU v5p")
+    budget = f"{chips} v5p chips, {batch / 2**20:g}M-token batches"
+    return (
+        number("ch11-c1-train-flops", section="transformers/",
+               prompt=f"Training FLOPs of Course-31B on {tokens / 1e12:g}T tokens.",
+               reference=flops, unit="FLOP", tolerance=ONE_PERCENT,
+               slips=(Slip(flops / 3, "ratio:1/3",
+                           "a training token costs forward and backward: 6 FLOPs per parameter."),)),
+        number("ch11-c1-train-x", section=TRAINING, prompt=f"FSDP degree X (exact) for Course-31B on {budget}.",
+               reference=x, exact=True,
+               slips=(Slip(chips, slip_code(chips, x, EXACT_COUNT),
+                           "the tokens per chip fall below the pure-FSDP bound over 3 axes."),)),
+        number("ch11-c1-train-y", section=TRAINING, prompt="Its tensor-parallel degree Y (exact).", reference=y,
+               exact=True, slips=(Slip(1, slip_code(1, y, EXACT_COUNT)),)),
+        number("ch11-c1-train-days", section=APPLIED_TRAINING,
+               prompt=f"Days to train Course-31B on {tokens / 1e12:g}T tokens with that slice at 40% MFU.",
+               reference=days, unit="days", tolerance=ONE_PERCENT,
+               slips=(Slip(days * 24, "magnitude:+1", "the answer is in days."),)),
+        number("ch11-c1-train-cost", section=SERVING, prompt="Its cost in US dollars at the v5p on-demand price.",
+               reference=cost, tolerance=ONE_PERCENT,
+               slips=(Slip(cost / 24, "magnitude:-1", "prices are per chip-hour."),)),
+        number("ch11-c1-h100-cost", section=GPUS, prompt="The same training on H100s at 45% MFU, in US dollars.",
+               reference=h100_cost, tolerance=ONE_PERCENT,
+               slips=(Slip(h100_cost * H100_MFU / 0.4, "close", "H100s here reach 45% MFU."),)),
+        Choice(qid="ch11-c1-cheaper", points=1, section=SERVING, prompt="Which trains Course-31B for less money?",
+               reference=cheaper, options=("TPU v5p", "H100"),
+               slips=(Slip(dearer, "wrong_option", "compare dollars per useful FLOP, not FLOP/s per chip."),)))
+
+
+def c1_train_valid(batch: int, chips: int, tokens: float) -> bool:
+    """The capstone is about FSDP + TP: keep the batches and slices where it, and not pure FSDP, is the plan."""
+    return fsdp_tp_regime(batch, chips)
+
+
+def c1_serve(batch: int, context: int) -> tuple[Number, ...]:
+    """C1, the new model's serving: the slices memory and the latency budget ask for, the step time, the
+    throughput per chip and the price of a million tokens, for ``batch`` sequences of ``context`` tokens."""
+    memory, chips_, step = serving_plan(batch, context)
+    per_chip = batch / step / chips_
+    usd = chips_ * PRICE["TPU v5e"] / 3600 / (batch / step) * 1e6
+    return (
+        number("ch11-c1-memory-chips", section=SERVING,
+               prompt=f"How many chips are in the smallest v5e slice that holds the serving batch ({batch} "
+                      f"sequences of {context} tokens)?", reference=memory, exact=True,
+               slips=(Slip(memory / 2, "ratio:1/2", "the batch's KV caches need room too."),)),
+        number("ch11-c1-serve-chips", section=SERVING,
+               prompt="How many chips are in the slice that also meets the 15 ms step budget?", reference=chips_,
+               exact=True, slips=(Slip(memory, slip_code(memory, chips_, EXACT_COUNT),
+                                       "that slice fits but is too slow."),)),
+        number("ch11-c1-serve-step", section=INFERENCE, prompt="Its decode step time.", reference=step, unit="s",
+               tolerance=ONE_PERCENT, slips=(Slip(step * 2, "ratio:2"),)),
+        number("ch11-c1-serve-tokens-per-chip", section=SERVING, prompt="Generated tokens per second per chip.",
+               reference=per_chip, tolerance=ONE_PERCENT,
+               slips=(Slip(per_chip * chips_, slip_code(per_chip * chips_, per_chip, ONE_PERCENT),
+                           "per chip: divide by the slice's chips."),)),
+        number("ch11-c1-serve-cost", section=SERVING,
+               prompt="US dollars per million generated tokens at the v5e price.",
+               reference=usd, tolerance=ONE_PERCENT,
+               slips=(Slip(usd * 3600, "magnitude:+4", "prices are per hour, steps in seconds."),)))
+
+
+def c1_serve_valid(batch: int, context: int) -> bool:
+    """Memory and latency must pull apart, as the exercise asks: some slice meets the budget, and it is larger
+    than the smallest one that holds the batch."""
+    memory, chips_, _ = serving_plan(batch, context)
+    return 0 < memory < chips_
+
+
+def c1_gpu(node: hw.GPUNode, model: models.Config, batch: float) -> tuple[Question, ...]:
+    """C1's GPU variant, Part 12's Q5.2 for a node's GPU, a model and a batch: memory, days, the TP limit and
+    the per-GPU batches that decide which configuration is compute-bound."""
+    g, gpu = gpu_plan(node, model, batch), node.gpu
+    book = node is hw.DGX_H100 and model is models.LLAMA3_70B
+    # the book's 14.37 uses C = 1995 TF: the book's own case accepts it
+    tp_tolerance = Tolerance(low=g["tp_limit"] * 0.99, high=BOOK["ch11-c1-h100-tp-limit"] * 1.01) if book \
+        else ONE_PERCENT
+    state = models.TRAIN_STATE_BYTES * models.params_of(model)
+    short = math.ceil(2 * models.params_of(model) / gpu.hbm_bytes)
+    if g["per_gpu"] > g["dp"]:
+        config = "tp8-zero512"
+    elif g["per_gpu"] > g["pp"]:
+        config = "tp8-pp8-zero"
+    else:
+        config = "none"  # c1_gpu_valid keeps this out
+    return (
+        number("ch11-c1-h100-min-gpus", section=GPUS,
+               prompt=f"How many {gpu.name}s are needed to hold {model.name}'s parameters and Adam state?",
+               reference=g["min_gpus"], exact=True,
+               slips=(Slip(short, slip_code(short, g["min_gpus"], EXACT_COUNT),
+                           "Adam keeps two fp32 moments per parameter: 10 bytes in all."),)),
+        number("ch11-c1-h100-days", section=GPUS,
+               prompt=f"Days to train {model.name} on 15T tokens with 4096 {gpu.name}s at 45% MFU.",
+               reference=g["days"], unit="days", tolerance=TWO_PERCENT,
+               slips=(Slip(g["days"] * 0.45 / 0.4, "close", "this run assumes 45% MFU."),)),
+        number("ch11-c1-h100-tp-limit", section=GPUS,
+               prompt=f"The largest tensor-parallel degree that stays compute-bound over NVLink ({gpu.name}, "
+                      f"{model.name}).", reference=g["tp_limit"], tolerance=tp_tolerance,
+               slips=(Slip(g["tp_limit"] * 2, slip_code(g["tp_limit"] * 2, g["tp_limit"], tp_tolerance),
+                           "use the NVLink bandwidth in one direction."),)),
+        number("ch11-c1-h100-per-gpu-batch", section=GPUS,
+               prompt=f"Tokens per GPU of a {batch / 1e6:g}M-token batch on 4096 GPUs.", reference=g["per_gpu"],
+               tolerance=ONE_PERCENT,
+               slips=(Slip(batch / (Q52_GPUS / 8), "ratio:8", "every GPU holds a share of the batch."),)),
+        number("ch11-c1-h100-dp-threshold", section=GPUS,
+               prompt="Tokens per GPU above which DP across nodes is compute-bound.", reference=g["dp"],
+               tolerance=ONE_PERCENT,
+               slips=(Slip(g["dp"] * 8, "ratio:8", "the node's egress is shared by its 8 GPUs."),)),
+        number("ch11-c1-h100-pp-threshold", section=GPUS,
+               prompt="That threshold when 8-way pipelining spreads DP over 8x the links.", reference=g["pp"],
+               tolerance=ONE_PERCENT, slips=(Slip(g["dp"], "ratio:8"),)),
+        Choice(qid="ch11-c1-h100-config", points=1, section=GPUS,
+               prompt=f"Which configuration trains {model.name} compute-bound on 4096 {gpu.name}s?",
+               reference=config, options=("tp8-dp512", "tp8-zero512", "tp8-pp8-zero"),
+               slips=(Slip("tp8-zero512", "wrong_option", "compare the tokens per GPU with the DP threshold."),
+                      Slip("tp8-dp512", "wrong_option",
+                           f"8-way TP alone leaves {state / GPU_TP / 1e9:.1f} GB of state per GPU."))))
+
+
+def c1_gpu_valid(node: hw.GPUNode, model: models.Config, batch: float) -> bool:
+    """Keep Q5.2's regime, which its Choice and hints assume: 8-way TP stays compute-bound over NVLink, 8-way
+    TP alone cannot hold the training state, ZeRO across nodes is short of its bound and 8-way pipelining
+    reaches it."""
+    g = gpu_plan(node, model, batch)
+    return (g["tp_limit"] > GPU_TP and g["state_per_gpu"] > node.gpu.hbm_bytes
+            and g["pp"] < g["per_gpu"] < g["dp"])
+
+
+def c4_scale(batch: int) -> tuple[Question, ...]:
+    """C4 at scale: Course-31B's tokens per chip and forward MLP times per layer on the 16x16x16 slice for a
+    batch, at the plan the planner gives it, and which bound wins."""
+    x, y, _, _ = capstone_plan(batch, V5P_4096)
+    t_math, t_fsdp, t_tp = capstone_times(batch)
+    bound = "communication" if max(t_fsdp, t_tp) > t_math else "compute"
+    per_chip = batch / V5P_4096
+    return (
+        number("ch11-c4-tokens-per-chip", section=TRAINING,
+               prompt=f"Course-31B's tokens per chip on the 16x16x16 slice with {batch / 2**20:g}M-token batches.",
+               reference=per_chip, tolerance=THREE_FIGURES,
+               slips=(Slip(batch / (V5P_4096 // y), slip_code(batch / (V5P_4096 // y), per_chip, THREE_FIGURES),
+                           "every chip holds a share of the batch."),)),
+        number("ch11-c4-t-math", section=TRAINING, prompt="Forward MLP FLOP time per layer per chip at that scale.",
+               reference=t_math, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_math / 2, "ratio:1/2", "the MLP has two matmuls of 2BDF FLOPs each."),)),
+        number("ch11-c4-t-fsdp", section=TRAINING, prompt="Its FSDP weight-gather time per layer.", reference=t_fsdp,
+               unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_fsdp * 2, "ratio:2", "FSDP runs over two torus axes at once."),)),
+        number("ch11-c4-t-tp", section=TRAINING, prompt="Its TP activation gather and scatter time per layer.",
+               reference=t_tp, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_tp * y, slip_code(t_tp * y, t_tp)),)),
+        Choice(qid="ch11-c4-bound", points=1, section=TRAINING, prompt="Is that layer compute- or communication-bound?",
+               reference=bound, options=("compute", "communication"),
+               slips=(Slip("communication" if bound == "compute" else "compute", "wrong_option",
+                           "compare T_math with the slower of the two communications."),)))
+
+
+def c4_scale_valid(batch: int) -> bool:
+    """FSDP + TP on the 16x16x16 slice, as the exercise's formulas assume, and a bound that is clear: the
+    slower communication at least 10% away from the matmuls' time."""
+    t_math, t_fsdp, t_tp = capstone_times(batch)
+    return fsdp_tp_regime(batch, V5P_4096) and abs(max(t_fsdp, t_tp) / t_math - 1) > 0.1
 
 
 STRATEGIES = ("dp", "fsdp", "tp", "fsdp+tp")
@@ -433,77 +642,17 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
            tolerance=THREE_FIGURES,
            slips=(Slip(CAP_P + COURSE_31B.L * 2 * COURSE_31B.D * (COURSE_31B.N - COURSE_31B.K) * COURSE_31B.H, "close",
                        "K and V have K = 8 heads, not N = 48."),)),
-    number("ch11-c1-train-flops", section="transformers/", prompt="Training FLOPs of Course-31B on 6T tokens.",
-           reference=CAP_TRAIN_FLOPS, unit="FLOP", tolerance=ONE_PERCENT,
-           slips=(Slip(CAP_TRAIN_FLOPS / 3, "ratio:1/3",
-                       "a training token costs forward and backward: 6 FLOPs per parameter."),)),
-    number("ch11-c1-train-x", section=TRAINING,
-           prompt="FSDP degree X (exact) for Course-31B on the v5p 16x16x16 budget.", reference=CAP_X, exact=True,
-           slips=(Slip(BUDGET["chips"], "ratio:4", "512 tokens per chip is below the pure-FSDP bound over 3 axes."),)),
-    number("ch11-c1-train-y", section=TRAINING, prompt="Its tensor-parallel degree Y (exact).", reference=CAP_Y,
-           exact=True, slips=(Slip(1, "ratio:1/4"),)),
-    number("ch11-c1-train-days", section=APPLIED_TRAINING, prompt="Days to train Course-31B on the budget at 40% MFU.",
-           reference=CAP_DAYS, unit="days", tolerance=ONE_PERCENT,
-           slips=(Slip(CAP_DAYS * 24, "magnitude:+1", "the answer is in days."),)),
-    number("ch11-c1-train-cost", section=SERVING, prompt="Its cost in US dollars at the v5p on-demand price.",
-           reference=CAP_TRAIN_COST, tolerance=ONE_PERCENT,
-           slips=(Slip(CAP_TRAIN_COST / 24, "magnitude:-1", "prices are per chip-hour."),)),
-    number("ch11-c1-h100-cost", section=GPUS, prompt="The same training on H100s at 45% MFU, in US dollars.",
-           reference=CAP_H100_COST, tolerance=ONE_PERCENT,
-           slips=(Slip(CAP_H100_COST * H100_MFU / 0.4, "close", "H100s here reach 45% MFU."),)),
-    Choice(qid="ch11-c1-cheaper", points=1, section=SERVING, prompt="Which trains Course-31B for less money?",
-           reference="TPU v5p" if CAP_TRAIN_COST < CAP_H100_COST else "H100", options=("TPU v5p", "H100"),
-           slips=(Slip("H100" if CAP_TRAIN_COST < CAP_H100_COST else "TPU v5p", "wrong_option",
-                       "compare dollars per useful FLOP, not FLOP/s per chip."),)),
+    vary("ch11-c1-train", c1_train, valid=c1_train_valid, batch=values(2 * 2**20, 2**20, 3 * 2**20, 2**19),
+         chips=values(V5P_4096, V5P_4096 // 2), tokens=values(6e12, 4e12, 9e12)),
     number("ch11-c1-kv-bytes", section=INFERENCE, prompt="Course-31B's int8 KV cache per token, in bytes.",
            reference=CAP_KV_PER_TOKEN, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(CAP_KV_PER_TOKEN * COURSE_31B.N // COURSE_31B.K, "magnitude:+1",
                        "GQA caches K = 8 heads, not 48."),)),
-    number("ch11-c1-memory-chips", section=SERVING,
-           prompt="How many chips are in the smallest v5e slice that holds the serving "
-                  "batch?", reference=CAP_MEMORY_CHIPS, exact=True,
-           slips=(Slip(CAP_MEMORY_CHIPS / 2, "ratio:1/2", "the batch's KV caches need room too."),)),
-    number("ch11-c1-serve-chips", section=SERVING,
-           prompt="How many chips are in the slice that also meets the 15 ms step budget?", reference=CAP_SERVE_CHIPS,
-           exact=True, slips=(Slip(CAP_MEMORY_CHIPS, "ratio:1/2", "that slice fits but is too slow."),)),
-    number("ch11-c1-serve-step", section=INFERENCE, prompt="Its decode step time.", reference=CAP_SERVE_STEP, unit="s",
-           tolerance=ONE_PERCENT, slips=(Slip(CAP_SERVE_STEP * 2, "ratio:2"),)),
-    number("ch11-c1-serve-tokens-per-chip", section=SERVING, prompt="Generated tokens per second per chip.",
-           reference=CAP_SERVE_TOKENS_PER_S_PER_CHIP, tolerance=ONE_PERCENT,
-           slips=(Slip(CAP_SERVE_TOKENS_PER_S_PER_CHIP * CAP_SERVE_CHIPS, "ratio:16",
-                       "per chip: divide by the slice's chips."),)),
-    number("ch11-c1-serve-cost", section=SERVING, prompt="US dollars per million generated tokens at the v5e price.",
-           reference=CAP_USD_PER_MTOK, tolerance=ONE_PERCENT,
-           slips=(Slip(CAP_USD_PER_MTOK * 3600, "magnitude:+4", "prices are per hour, steps in seconds."),)),
+    vary("ch11-c1-serve", c1_serve, valid=c1_serve_valid, batch=values(64, 48, 80, 128),
+         context=values(8192, 4096, 12288, 16384)),
     # C1, GPU variant: LLaMA 3-70B on 4096 H100s (Part 12, Q5.2).
-    number("ch11-c1-h100-min-gpus", section=GPUS,
-           prompt="How many H100s are needed to hold LLaMA 3-70B's parameters and Adam "
-                  "state?", reference=H100_MIN_GPUS, exact=True,
-           slips=(Slip(math.ceil(2 * models.params_of(L70) / H100.hbm_bytes), "magnitude:-1",
-                       "Adam keeps two fp32 moments per parameter: 10 bytes in all."),)),
-    number("ch11-c1-h100-days", section=GPUS,
-           prompt="Days to train LLaMA 3-70B on 15T tokens with 4096 H100s at 45% MFU.", reference=H100_DAYS,
-           unit="days", tolerance=TWO_PERCENT,
-           slips=(Slip(H100_DAYS * 0.45 / 0.4, "close", "this run assumes 45% MFU."),)),
-    number("ch11-c1-h100-tp-limit", section=GPUS,
-           prompt="The largest tensor-parallel degree that stays compute-bound over NVLink.", reference=H100_TP_LIMIT,
-           tolerance=Tolerance(low=H100_TP_LIMIT * 0.99, high=14.37 * 1.01),  # the book's 14.37 uses C = 1995 TF
-           slips=(Slip(H100_TP_LIMIT * 2, "ratio:2", "use the NVLink bandwidth in one direction."),)),
-    number("ch11-c1-h100-per-gpu-batch", section=GPUS, prompt="Tokens per GPU of a 4M-token batch on 4096 GPUs.",
-           reference=H100_PER_GPU_BATCH, tolerance=ONE_PERCENT,
-           slips=(Slip(Q52_BATCH / 512, "ratio:8", "every GPU holds a share of the batch."),)),
-    number("ch11-c1-h100-dp-threshold", section=GPUS,
-           prompt="Tokens per GPU above which DP across nodes is compute-bound.", reference=H100_DP_THRESHOLD,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(H100_DP_THRESHOLD * 8, "ratio:8", "the node's egress is shared by its 8 GPUs."),)),
-    number("ch11-c1-h100-pp-threshold", section=GPUS,
-           prompt="That threshold when 8-way pipelining spreads DP over 8x the links.", reference=H100_PP_THRESHOLD,
-           tolerance=ONE_PERCENT, slips=(Slip(H100_DP_THRESHOLD, "ratio:8"),)),
-    Choice(qid="ch11-c1-h100-config", points=1, section=GPUS,
-           prompt="Which configuration trains LLaMA 3-70B compute-bound on 4096 H100s?",
-           reference="tp8-pp8-zero", options=("tp8-dp512", "tp8-zero512", "tp8-pp8-zero"),
-           slips=(Slip("tp8-zero512", "wrong_option", "compare the tokens per GPU with the DP threshold."),
-                  Slip("tp8-dp512", "wrong_option", "8-way TP alone leaves 87.5 GB of state per GPU."))),
+    vary("ch11-c1-gpu", c1_gpu, valid=c1_gpu_valid, node=chips(hw.DGX_H100, hw.DGX_H200, hw.DGX_B200),
+         model=model_params(models.LLAMA3_70B, models.LLAMA31_405B), batch=values(4e6, 2e6, 8e6)),
     # C2: collective matmuls.
     Program(qid="ch11-c2-collective-mlp", points=4, section=JAX,
             prompt="x[B_X, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> [B_X, D_Y] with collective matmuls (ppermute only).",
@@ -557,20 +706,6 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
              reference=train_losses, model=train, probes=TRAIN_RUN_PROBES, draw=draw_run,
              output=Output("number", tolerance=Tolerance(rtol=1e-3)),
              slips=(Slip(c4_no_relu_mask, "wrong_elements"), Slip(c4_sum_loss, "wrong_elements"))),
-    number("ch11-c4-tokens-per-chip", section=TRAINING, prompt="Course-31B's tokens per chip on the budget.",
-           reference=CAP_TRAIN_TOKENS_PER_CHIP, tolerance=THREE_FIGURES,
-           slips=(Slip(BUDGET["batch"] / (BUDGET["chips"] // CAP_Y), "ratio:4",
-                       "every chip holds a share of the batch."),)),
-    number("ch11-c4-t-math", section=TRAINING, prompt="Forward MLP FLOP time per layer per chip at that scale.",
-           reference=CAP_T_MATH, unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(CAP_T_MATH / 2, "ratio:1/2", "the MLP has two matmuls of 2BDF FLOPs each."),)),
-    number("ch11-c4-t-fsdp", section=TRAINING, prompt="Its FSDP weight-gather time per layer.", reference=CAP_T_FSDP,
-           unit="s", tolerance=TWO_PERCENT,
-           slips=(Slip(CAP_T_FSDP * 2, "ratio:2", "FSDP runs over two torus axes at once."),)),
-    number("ch11-c4-t-tp", section=TRAINING, prompt="Its TP activation gather and scatter time per layer.",
-           reference=CAP_T_TP, unit="s", tolerance=TWO_PERCENT, slips=(Slip(CAP_T_TP * CAP_Y, "ratio:4"),)),
-    Choice(qid="ch11-c4-bound", points=1, section=TRAINING, prompt="Is that layer compute- or communication-bound?",
-           reference=CAP_BOUND, options=("compute", "communication"),
-           slips=(Slip("communication" if CAP_BOUND == "compute" else "compute", "wrong_option",
-                       "compare T_math with the slower of the two communications."),)),
+    vary("ch11-c4-scale", c4_scale, valid=c4_scale_valid,
+         batch=values(2 * 2**20, 3 * 2**20, 3 * 2**19, 5 * 2**19, 7 * 2**18)),
 ))

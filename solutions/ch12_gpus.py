@@ -5,30 +5,47 @@ Numbers are computed from ``course.hardware`` with ``solutions._derived`` (never
 prints a rounded or differently-based value, the tolerance admits it and ``BOOK`` records it for the
 tests. Labels follow the syllabus with the dot of "Quiz 1, Question 1" dropped (Q1.1 -> q11, grade ids
 allow no dots); PQ1-PQ3 are the pop quizzes, E1-E13 worked examples, CX1-CX4 coding exercises.
+
+Most exercises plug a GPU, a node or a few sizes into a formula, so each student is dealt their own
+(``autograder/variants.py``): the build functions below take those values, the book's first, and a
+question id keeps the book's name (``q13-h100-intensity``) whatever GPU it is built for.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import sympy as sp
 
 import course
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Operand, Output, Program, ProgramSpec, Slip
+from autograder.questions import (
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Question,
+    Slip,
+)
+from autograder.variants import chips, values, vary
 from course import hardware as hw
 from course.symbols import B, D, F, M, N, V, W, Y
 from solutions._derived import topology as topo
 from solutions._derived.hardware import critical_intensity, cuda_cores
-from solutions._kit import ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, number, smap
+from solutions._kit import ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, jax, number, slip_code, smap
 
 H100, H200, B200, A100, H800, V5P = hw.H100, hw.H200, hw.B200, hw.A100, hw.H800, hw.TPU_V5P
 NODE = hw.DGX_H100
 W_GPU, W_NODE = NODE.nvlink_bytes_per_s_per_gpu, NODE.egress_bytes_per_s  # 4.5e11, 4e11 B/s
 C_H100 = H100.bf16_flops_per_s
 POD = topo.superpod()  # the 1024-GPU H100 SuperPod: node, leaf, spine levels
-SU = topo.superpod(sus=1)  # one scalable unit (256 GPUs)
 
 SECTION = "gpus/"
 S = {k: SECTION + "#" + v for k, v in {
@@ -40,6 +57,9 @@ S = {k: SECTION + "#" + v for k, v in {
     "quiz5": "quiz-5-llm-rooflines", "gb200": "appendix-a-how-does-this-change-with-gb200",
     "appendix_b": "appendix-b-more-networking-details"}.items()}
 BF16 = hw.BYTES_PER_ELEMENT["bf16"]
+
+# GPU nodes whose NVLink and egress differ (an H200 node would repeat the H100's numbers).
+NODES = (NODE, hw.DGX_B200, hw.H800_NODE)
 
 
 # --- Quiz 1: the chip ------------------------------------------------------------------------------
@@ -56,82 +76,436 @@ def matmul_time(chip: hw.GPU, b: int, d: int, f: int, bytes_per_element: int = 2
     return flops / chip.bf16_flops_per_s, moved / chip.hbm_bytes_per_s
 
 
-Q14_SMALL = matmul_time(B200, 64, 4096, 8192)
-Q14_LARGE = matmul_time(B200, 512, 4096, 8192)
-SMEM_BYTES = H100.sms * H100.smem_bytes_per_sm
-REGISTER_BYTES = H100.sms * H100.register_bytes_per_sm
-ON_CHIP_OVER_VMEM = (SMEM_BYTES + REGISTER_BYTES) / V5P.vmem_bytes
+def q13(gpu1: hw.GPU, gpu2: hw.GPU) -> tuple[Number, ...]:
+    """Q1.3: the bf16 and fp8 critical intensities of two GPUs (the book's H100 and B200). The 3%
+    tolerance admits the book's own bandwidths (3.35e12 for the H100, 2.25e15 FLOP/s for the B200)."""
+    bf16, fp8 = [], []
+    for slot, gpu in (("h100", gpu1), ("b200", gpu2)):
+        crit = critical_intensity(gpu)
+        slips = (Slip(2 * crit, "ratio:2", "use the dense peak, not the 2:4-sparse datasheet figure."),)
+        if gpu is B200:  # the book's prose quotes 9 TB/s for the B200's HBM
+            slips += (Slip(B200.bf16_flops_per_s / 9e12, "close", "use the table's HBM bandwidth."),)
+        bf16.append(number(f"ch12-q13-{slot}-intensity", section=S["quiz1"],
+                           prompt=f"Critical bf16 matmul intensity of one {gpu.name}.", reference=crit,
+                           tolerance=Tolerance(rtol=0.03), slips=slips))
+        fp8.append(number(f"ch12-q13-{slot}-fp8-intensity", section=S["quiz1"],
+                          prompt=f"Critical fp8 matmul intensity of one {gpu.name}.",
+                          reference=gpu.fp8_flops_per_s / gpu.hbm_bytes_per_s, tolerance=Tolerance(rtol=0.03),
+                          slips=(Slip(crit, "ratio:1/2", "fp8 doubles the FLOP rate."),)))
+    return (*bf16, *fp8)
+
+
+def q13_valid(gpu1: hw.GPU, gpu2: hw.GPU) -> bool:
+    """Two different GPUs."""
+    return gpu1 is not gpu2
+
+
+Q14_BATCHES, Q14_D = (64, 512), 4096
+
+
+def q14(gpu: hw.GPU, F: int) -> tuple[Question, ...]:
+    """Q1.4: a small-batch and a large-batch fp16 matmul on one GPU, and which limit binds each."""
+    (small_math, small_mem), (large_math, large_mem) = (matmul_time(gpu, b, Q14_D, F) for b in Q14_BATCHES)
+    small, large = max(small_math, small_mem), max(large_math, large_mem)
+    b_small, b_large = Q14_BATCHES
+    return (
+        number("ch12-q14-small-time", section=S["quiz1"],
+               prompt=f"Seconds for fp16[{b_small},{Q14_D}] x fp16[{Q14_D},{F}] on one {gpu.name}.", reference=small,
+               unit="s", slips=(Slip(small_math, slip_code(small_math, small),
+                                     "that is the compute time; which one is larger?"),
+                                Slip(2 * small, "ratio:2", "fp16 is 2 bytes per element."))),
+        Choice(qid="ch12-q14-small-bound", points=1, section=S["quiz1"],
+               prompt=f"Is the B = {b_small} matmul compute- or memory-bound?",
+               reference="compute" if small_math > small_mem else "memory", options=("compute", "memory"),
+               slips=(Slip("compute", "wrong_option",
+                           f"compare {b_small} with the {gpu.name}'s critical intensity."),)),
+        number("ch12-q14-large-time", section=S["quiz1"],
+               prompt=f"Seconds for fp16[{b_large},{Q14_D}] x fp16[{Q14_D},{F}] on one {gpu.name}.", reference=large,
+               unit="s", slips=(Slip(large_mem, slip_code(large_mem, large),
+                                     "that is the memory time; which one is larger?"),)),
+        Choice(qid="ch12-q14-large-bound", points=1, section=S["quiz1"],
+               prompt=f"Is the B = {b_large} matmul compute- or memory-bound?",
+               reference="compute" if large_math > large_mem else "memory", options=("compute", "memory"),
+               slips=(Slip("memory", "wrong_option",
+                           f"compare {b_large} with the {gpu.name}'s critical intensity."),)))
+
+
+def q14_valid(gpu: hw.GPU, F: int) -> bool:
+    """The book's regimes: the small batch memory-bound, the large one compute-bound."""
+    (small_math, small_mem), (large_math, large_mem) = (matmul_time(gpu, b, Q14_D, F) for b in Q14_BATCHES)
+    return small_mem > small_math and large_math > large_mem
+
+
+def q15(gpu: hw.GPU) -> tuple[Number, ...]:
+    """Q1.5: a GPU's SMEM and registers over all its SMs, against a TPU v5p's VMEM. For the H100 the
+    book says "about 33MB" of each; the ratio's 8% admits its comparison with "120MB" of VMEM."""
+    smem, regs = gpu.sms * gpu.smem_bytes_per_sm, gpu.sms * gpu.register_bytes_per_sm
+    ratio = (smem + regs) / V5P.vmem_bytes
+    size = Tolerance(low=33e6, high=35e6) if gpu is H100 else TWO_PERCENT
+    per_vmem = Tolerance(rtol=0.08)
+    return (
+        number("ch12-q15-smem-bytes", section=S["quiz1"],
+               prompt=f"Bytes of SMEM (L1) on one {gpu.name}, all SMs together.", reference=smem, unit="B",
+               tolerance=size, slips=(Slip(smem / 1e3, "unit:1/1000", "1 kB is 1000 bytes."),)),
+        number("ch12-q15-register-bytes", section=S["quiz1"],
+               prompt=f"Bytes of registers on one {gpu.name}, all SMs together.", reference=regs, unit="B",
+               tolerance=size,
+               slips=(Slip(regs / 4, "ratio:1/4", "each register holds 32 bits: 4 bytes."),)),
+        number("ch12-q15-vmem-ratio", section=S["quiz1"],
+               prompt=f"(SMEM + registers) of one {gpu.name} over a TPU v5p's VMEM.", reference=ratio,
+               tolerance=per_vmem,
+               slips=(Slip(smem / V5P.vmem_bytes, slip_code(smem / V5P.vmem_bytes, ratio, per_vmem),
+                           "add the registers to the SMEM."),)))
+
+
 B200_CLOCK_HZ = hw.B200_FP32_VECTOR_FLOPS_PER_S_FMA / (cuda_cores(B200) * 2)
 VADD_BYTES_PER_ELEMENT = 3 * hw.BYTES_PER_ELEMENT["fp32"]  # read x and y, write x + y
+Q17_SIZES = {"64k": 65536, "1k": 1024, "1g": 1024**3}
 
 
-def vadd_time(n: int) -> float:
-    """fp32[n] + fp32[n] on an H100: memory-bound, 12 bytes per element over HBM."""
-    return VADD_BYTES_PER_ELEMENT * n / H100.hbm_bytes_per_s
+def q17(gpu: hw.GPU) -> tuple[Number, ...]:
+    """Q1.7: fp32[N] + fp32[N] on one GPU is memory-bound: 12 bytes per element over HBM."""
+    t = {k: VADD_BYTES_PER_ELEMENT * n / gpu.hbm_bytes_per_s for k, n in Q17_SIZES.items()}
+    compute = (Slip(Q17_SIZES["64k"] / VECTOR_FLOPS_BOOST, slip_code(Q17_SIZES["64k"] / VECTOR_FLOPS_BOOST, t["64k"]),
+                    "the add is memory-bound."),) if gpu is H100 else ()
+    return (
+        number("ch12-q17-time-64k", section=S["quiz1"],
+               prompt=f"Seconds for the add with N = 65,536 on one {gpu.name}.",
+               reference=t["64k"], unit="s", slips=(*compute, Slip(t["64k"] * 1e6, "unit:1000000"))),
+        number("ch12-q17-time-1k", section=S["quiz1"], prompt=f"Seconds for N = 1024 on one {gpu.name}.",
+               reference=t["1k"], unit="s",
+               slips=(Slip(t["1k"] / 3, "ratio:1/3", "3 arrays of 4-byte elements move."),)),
+        number("ch12-q17-time-1g", section=S["quiz1"], prompt=f"Seconds for N = 1024**3 on one {gpu.name}.",
+               reference=t["1g"], unit="s", slips=(Slip(t["1g"] / 2, "ratio:1/2", "fp32 is 4 bytes per element."),)))
 
 
 # --- Quizzes 2 and 3: the network ----------------------------------------------------------------------
 NODE_SWITCH_BYTES_PER_S = NODE.nvswitches * NODE.nvswitch_bytes_per_s  # 6.4e12
 NODE_GPU_BYTES_PER_S = NODE.gpus * W_GPU  # 3.6e12
-Q23_BYTES = BF16 * 4096 * 65536
+Q23_F = 65536
+Q23_BYTES = BF16 * 4096 * Q23_F
 SU_BYTES_PER_S = topo.su_bytes_per_s()  # 1.28e13
 SPINE_BYTES_PER_S = topo.spine_bytes_per_s()  # 5.12e13
 POD_NODES = hw.SU_NODES * hw.SUPERPOD_SUS
 
+
+def q23(node: hw.GPUNode, D: int) -> tuple[Number, ...]:
+    """Q2.3: the ring AllGather of bf16[D_X, F] inside one node, (N - 1)/N of it at each GPU's NVLink."""
+    nbytes, w = BF16 * D * Q23_F, node.nvlink_bytes_per_s_per_gpu
+    t = topo.node_allgather_s(nbytes, node.gpus, w)
+    return (number("ch12-q23-allgather-time", section=S["quiz2"],
+                   prompt=f"Seconds to AllGather bf16[D_X, F], D = {D}, F = 65,536, on one {node.name}.",
+                   reference=t, unit="s",
+                   slips=(Slip(nbytes / w, "close", "keep the exact (N - 1)/N factor."),
+                          Slip(2 * t, "ratio:2", "bf16 is 2 bytes."))),)
+
+
 # --- collectives -----------------------------------------------------------------------------------------
-PQ1_BYTES = BF16 * 1024 * 16384
-PQ3_BYTES = BF16 * 8192 * 32768
+PQ1_F = 16384
+PQ1_BYTES = BF16 * 1024 * PQ1_F
+PQ3_F = 32768
+PQ3_BYTES = BF16 * 8192 * PQ3_F
+PQ3_Y = 16
 
 
-def pq3_time(y: int) -> float:
-    """AllGather_X(bf16[D_X, F_Y]) over one SU, Y the inner axis: with Y <= 8 the leaf level bounds it;
-    beyond, each of the Y-way shards' groups spans Y/8 nodes, so the leaf bandwidth grows by Y/8."""
-    if y <= NODE.gpus:
-        return PQ3_BYTES * (hw.SU_NODES - 1) / (hw.SU_NODES * W_NODE)
-    return PQ3_BYTES * SU.gpus / (y * SU_BYTES_PER_S)
+def pq1(node: hw.GPUNode, B: int) -> tuple[Number, ...]:
+    """PQ1: AllGather of bf16[B_X, F] in one node, roughly (bytes / W) and with the (N - 1)/N factor."""
+    nbytes, w = BF16 * B * PQ1_F, node.nvlink_bytes_per_s_per_gpu
+    approx = nbytes / w
+    return (
+        number("ch12-pq1-approx", section=S["intra"],
+               prompt=f"AllGather bf16[B_X, F], B = {B}, F = 16,384, on one {node.name}, as bytes / W (s).",
+               reference=approx, unit="s", slips=(Slip(2 * approx, "ratio:2", "bf16 is 2 bytes."),)),
+        number("ch12-pq1-exact", section=S["intra"], prompt="The same with the exact (N - 1)/N factor (s).",
+               reference=topo.node_allgather_s(nbytes, node.gpus, w), unit="s",
+               slips=(Slip(approx, "close", "keep the (N - 1)/N factor."),)))
 
 
-TWO_NODES = topo.superpod(nodes_per_su=2, sus=1)
-Q45_CROSS = TWO_NODES.levels[1].collective_bytes_per_s  # 2 * 4e11 / (2 - 1)
-E5_SLOWDOWN = (NODE.gpus * W_GPU) / (2 * W_NODE)  # B / (2 W_node) over B / (8 W_gpu)
+def pq3(D: int) -> tuple[Number, ...]:
+    """PQ3: AllGather_X(bf16[D_X, F_Y]) over one SU of 32 H100 nodes. With Y <= 8 the leaf level bounds
+    it; with Y = 16 each F shard's group spans two nodes, so it gets Y NICs of bandwidth."""
+    nbytes = BF16 * D * PQ3_F
+    small = nbytes * (hw.SU_NODES - 1) / (hw.SU_NODES * W_NODE)
+    y16 = nbytes / (PQ3_Y * hw.NIC_BYTES_PER_S)
+    return (
+        number("ch12-pq3-small-y", section=S["cross"],
+               prompt=f"AllGather_X(bf16[D_X, F_Y]) over one SU, D = {D}, F = 32,768, Y <= 8 (s).", reference=small,
+               unit="s", slips=(Slip(nbytes / W_GPU, "close", "the leaf level is the bottleneck."),)),
+        number("ch12-pq3-y16", section=S["cross"], prompt=f"The same with Y = {PQ3_Y} (s).", reference=y16, unit="s",
+               slips=(Slip(small, slip_code(small, y16),
+                           "a 16-way inner axis spans 2 nodes, doubling the leaf bandwidth."),)))
+
+
+def q45(nodes: int) -> tuple[Question, ...]:
+    """Q4.5: an AllGather over exactly M H100 nodes: the cross-node level gives M W_node / (M - 1), more
+    than the node level's 8 W_gpu / 7 for small M, so NVLink bounds it."""
+    cross = topo.superpod(nodes_per_su=nodes, sus=1).levels[1].collective_bytes_per_s
+    node_level = POD.levels[0].collective_bytes_per_s
+    return (
+        number("ch12-q45-cross-node-bandwidth", section=S["quiz4"],
+               prompt=f"AllGather bandwidth across exactly {nodes} H100 nodes, B/s (B over the time).", reference=cross,
+               unit="B/s", tolerance=ONE_PERCENT,
+               slips=(Slip(W_NODE, f"ratio:{Fraction(nodes - 1, nodes)}",
+                           f"(M - 1)/M with M = {nodes} is {nodes - 1}/{nodes}."),)),
+        Choice(qid="ch12-q45-bound", points=1, section=S["quiz4"],
+               prompt=f"Which level bounds an AllGather over exactly {nodes} nodes: 'node' or 'cross-node'?",
+               reference="node" if node_level < cross else "cross-node", options=("node", "cross-node"),
+               slips=(Slip("cross-node", "wrong_option",
+                           f"compare B * 7/(8 * 450e9) with B * {nodes - 1}/({nodes} * 400e9)."),)))
+
+
+def q45_valid(nodes: int) -> bool:
+    """The book's regime: the node level, not the cross-node one, bounds it."""
+    cross = topo.superpod(nodes_per_su=nodes, sus=1).levels[1].collective_bytes_per_s
+    return POD.levels[0].collective_bytes_per_s < cross
+
 
 # --- Quiz 5 and the LLM rooflines ------------------------------------------------------------------------
 DGX_B200 = hw.DGX_B200
-Q52_PARAMS, Q52_TOKENS, Q52_GPUS, Q52_MFU, Q52_BATCH, Q52_F = 70e9, 15e12, 4096, 0.45, 4e6, 28_672
+Q52_TOKENS, Q52_GPUS, Q52_MFU = 15e12, 4096, 0.45
 Q52_BYTES_PER_PARAM = 2 + 8  # bf16 weights, fp32 Adam moments (two of them)
-Q52_DAYS = 6 * Q52_PARAMS * Q52_TOKENS / (Q52_GPUS * C_H100 * Q52_MFU) / 86400
-Q52_TP = Q52_F * W_GPU / C_H100
-Q52_PP_THRESHOLD = C_H100 / (8 * W_NODE)  # 8-way pipelining: each DP group spans 8 nodes' egress
+Q52_TP_WAYS, Q52_PP_WAYS = 8, 8
+# Dense models of the size of LLaMA 3-70B (the book's, with F = 28,672) and two larger ones; each still
+# overflows an 80 GB GPU under 8-way TP alone, so the book's choice of plan stands.
+Q52_MODELS = ((70e9, 28_672), (90e9, 32_768), (110e9, 36_864))
+Q52_PP_THRESHOLD = C_H100 / (Q52_PP_WAYS * W_NODE)  # 8-way pipelining: each DP group spans 8 nodes' egress
 DP_NODE, DP_SCALEOUT = C_H100 / W_GPU, C_H100 / W_NODE
+
+
+def q52(params: float, F: int, batch: float) -> tuple[Number, ...]:
+    """Q5.2: memory, training time, TP limit and batch per GPU of a dense model trained on 4096 H100s."""
+    state = params * Q52_BYTES_PER_PARAM
+    days = 6 * params * Q52_TOKENS / (Q52_GPUS * C_H100 * Q52_MFU) / 86400
+    tp = F * W_GPU / C_H100
+    # the book divides F by "1995", not the in-node C/W of 2200: its 14.37 is accepted for its own model
+    tp_tolerance = Tolerance(low=tp * 0.99, high=14.4) if (params, F) == Q52_MODELS[0] else TWO_PERCENT
+    return (
+        number("ch12-q52-min-gpus", section=S["quiz5"],
+               prompt=f"How many H100s, at fewest, hold the bf16 weights and fp32 Adam state of {params:.3g} "
+                      "parameters?",
+               reference=math.ceil(state / H100.hbm_bytes), exact=True,
+               slips=(Slip(state / H100.hbm_bytes, "close", "a GPU is indivisible."),)),
+        number("ch12-q52-days", section=S["quiz5"],
+               prompt=f"Days to train {params:.3g} parameters on 15e12 tokens with 4096 H100s at 45% MFU.",
+               reference=days, unit="days",
+               slips=(Slip(days * Q52_MFU, "not_equal", "divide by the utilisation: only 45% of peak is achieved."),)),
+        number("ch12-q52-tp-limit", section=S["quiz5"],
+               prompt=f"Largest tensor parallelism inside a node before comms dominate (F = {F:,}).", reference=tp,
+               tolerance=tp_tolerance,
+               slips=(Slip(F * W_NODE / C_H100, "close", "inside a node, NVLink is the link."),)),
+        number("ch12-q52-memory-per-gpu", section=S["quiz5"],
+               prompt="Bytes of weights and optimizer state per GPU with only 8-way TP.",
+               reference=state / Q52_TP_WAYS, unit="B", tolerance=ONE_PERCENT,
+               slips=(Slip(params * 2 / Q52_TP_WAYS, "magnitude:-1",
+                           "Adam's two fp32 moments are 8 bytes per parameter."),)),
+        number("ch12-q52-batch-per-gpu", section=S["quiz5"],
+               prompt=f"Tokens per GPU of a {batch:.3g}-token batch on 4096 GPUs.",
+               reference=batch / Q52_GPUS, tolerance=ONE_PERCENT,
+               slips=(Slip(batch / Q52_GPUS * 8, "ratio:8", "per GPU, not per node."),)))
+
+
+def q52_valid(params: float, F: int, batch: float) -> bool:
+    """A listed model, and the book's plan stays the one that fits and is compute-bound: 8-way TP alone
+    overflows 80 GB, and the batch per GPU lies between the pipelined and the plain DP thresholds."""
+    per_gpu = batch / Q52_GPUS
+    return ((params, F) in Q52_MODELS and params * Q52_BYTES_PER_PARAM / Q52_TP_WAYS > H100.hbm_bytes
+            and Q52_PP_THRESHOLD < per_gpu < DP_SCALEOUT)
+
+
 SEQ = 4096
 Q53 = {"16b": (192, 192, 8), "70b": (384, 768, 16), "314b": (1536, 3072, 64)}  # sequences, GPUs, model-parallel ways
 
 
-def megatron_threshold(model_parallel: int) -> float:
-    """Per-GPU token batch for compute-bound DP when model parallelism spans model_parallel/8 nodes."""
-    return DP_SCALEOUT / (model_parallel / NODE.gpus)
+def q53(seq_len: int, node: hw.GPUNode) -> tuple[Number, ...]:
+    """Q5.3: Megatron-LM's three runs: tokens per GPU, and the cross-node DP threshold once model
+    parallelism spans mp/8 nodes (their egress adds up)."""
+    scaleout = node.gpu.bf16_flops_per_s / node.egress_bytes_per_s
+    sequences_only = f"magnitude:{-round(math.log10(seq_len))}"
+    return (
+        *[number(f"ch12-q53-tokens-{name}", section=S["quiz5"],
+                 prompt=f"Tokens per GPU of Megatron-LM's {name.upper()} run with {seq_len}-token sequences.",
+                 reference=seqs * seq_len / gpus, tolerance=THREE_FIGURES,
+                 slips=(Slip(seqs / gpus, sequences_only, f"count tokens: sequences times {seq_len}."),))
+          for name, (seqs, gpus, _) in Q53.items()],
+        *[number(f"ch12-q53-threshold-{name}", section=S["quiz5"],
+                 prompt=f"Per-GPU DP threshold of the {name.upper()} run ({ways}-way model parallelism) "
+                        f"on {node.name}s.",
+                 reference=scaleout / (ways / node.gpus), tolerance=Tolerance(rtol=0.05),
+                 slips=(Slip(scaleout, f"ratio:{ways // node.gpus}",
+                             f"model parallelism over {ways // node.gpus} nodes."),))
+          for name, (_, _, ways) in Q53.items() if name != "16b"])
 
 
 # --- inline examples -------------------------------------------------------------------------------------
 TC_FLOPS_PER_CYCLE = {g.name: g.bf16_flops_per_s / (g.sms * g.tensor_cores_per_sm * g.tensor_clock_hz)
                       for g in (H100, B200)}
-REGISTERS_PER_THREAD = 256
-RESIDENT_WARPS = H100.register_bytes_per_sm / (4 * 32 * REGISTERS_PER_THREAD)  # 32-bit registers, 32 threads
 E6_SHARD_BYTES = BF16 * 8192 * (28_672 // 8)
 E7_SHARP = hw.NVLINK_ALLREDUCE_MEASURED_BYTES_PER_S * (1 + hw.SHARP_MEASURED_GAIN)
-E10_TOKENS = 4096 * 15360
-E11_PER_GPU = 16e6 / 16384
 E12_GAIN = (hw.GB200_NVL72.egress_bytes_per_s / B200.bf16_flops_per_s) / (W_NODE / C_H100)
 E13_PER_GPU = SPINE_BYTES_PER_S / POD.gpus
+WARP_LIMIT = 64  # warps an SM's schedulers can keep resident
+
+
+def e2(registers: int) -> tuple[Number, ...]:
+    """E2: registers per thread limit how many warps fit in an SM's register file."""
+    warps = H100.register_bytes_per_sm / (4 * 32 * registers)  # 32-bit registers, 32 threads a warp
+    return (number("ch12-e2-warps", section=S["memory"],
+                   prompt=f"How many warps are resident per SM when each thread uses {registers} registers?",
+                   reference=warps, exact=True,
+                   slips=(Slip(WARP_LIMIT, f"ratio:{Fraction(WARP_LIMIT, round(warps))}",
+                               f"{WARP_LIMIT} is the scheduler's limit; registers run out first."),)),)
+
+
+def e2_valid(registers: int) -> bool:
+    """Registers, not the scheduler, must be what limits residency."""
+    return H100.register_bytes_per_sm / (4 * 32 * registers) < WARP_LIMIT
+
+
+# Pods of SUs of H100 or B200 nodes: (nodes per SU, SUs), the book's first.
+E4_PODS = ((hw.SU_NODES, hw.SUPERPOD_SUS), (16, 2), (8, 8))
+
+
+def pod(node: hw.GPUNode, nodes_per_su: int, sus: int) -> topo.FatTree:
+    """A full-bisection fat tree: each SU's uplink carries all its nodes' egress (32 x 4e11 = 1.28e13 B/s in
+    the book's SuperPod)."""
+    return topo.FatTree((topo.Level("node", node.gpus, node.nvlink_bytes_per_s_per_gpu),
+                         topo.Level("leaf", nodes_per_su, node.egress_bytes_per_s),
+                         topo.Level("spine", sus, nodes_per_su * node.egress_bytes_per_s)))
+
+
+def e4(node: hw.GPUNode, nodes_per_su: int, sus: int) -> tuple[Number, ...]:
+    """E4: the AllGather bandwidth D W / (D - 1) of each level of a pod."""
+    return tuple(number(f"ch12-e4-{lv.name}-level", section=S["cross"],
+                        prompt=f"AllGather bandwidth at the {lv.name} level of a pod of {sus} SUs, each of "
+                               f"{nodes_per_su} nodes ({node.name}), B/s.",
+                        reference=lv.collective_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
+                        slips=(Slip(lv.child_bytes_per_s * (lv.children - 1) / lv.children,
+                                    slip_code(lv.child_bytes_per_s * (lv.children - 1) / lv.children,
+                                              lv.collective_bytes_per_s, ONE_PERCENT),
+                                    "D * W / (D - 1)."),))
+                 for lv in pod(node, nodes_per_su, sus).levels)
+
+
+def e4_valid(node: hw.GPUNode, nodes_per_su: int, sus: int) -> bool:
+    """A listed pod, and the leaf level stays the bottleneck (the Choice that follows)."""
+    return (nodes_per_su, sus) in E4_PODS and pod(node, nodes_per_su, sus).bottleneck.name == "leaf"
+
+
+def e5(nodes: int) -> tuple[Number, ...]:
+    """E5: the rough AllToAll cost B/(8 W_gpu) inside a node against B/(M W_node) across M nodes."""
+    slowdown = (NODE.gpus * W_GPU) / (nodes * W_NODE)
+    return (number("ch12-e5-slowdown", section=S["cross"],
+                   prompt=f"AllToAll slowdown from 8 GPUs in a node to {nodes} nodes (rough forms).",
+                   reference=slowdown, tolerance=ONE_PERCENT,
+                   slips=(Slip(slowdown / 2, "ratio:1/2", f"B/({nodes} W_node) over B/(8 W_gpu)."),)),)
+
+
+# Dealt together: an MoE's E/k, a cluster of H800s and a fleet of GPUs (the book's: 32, DeepSeek's 2048 and
+# LLaMA-3's 16,000).
+E8_DEALS = ((32, 2048, 16000), (16, 1024, 8000), (64, 4096, 24000))
+
+
+def e8(node: hw.GPUNode, moe: int, h800s: int, fleet: int) -> tuple[Number, ...]:
+    """E8: data-parallel thresholds C / W inside a node (NVLink) and across nodes (the node's egress),
+    and the global batches they imply."""
+    c = node.gpu.bf16_flops_per_s
+    dp_node, dp_out = c / node.nvlink_bytes_per_s_per_gpu, c / node.egress_bytes_per_s
+    deepseek = h800s * H800.bf16_flops_per_s / H800.nvlink_bytes_per_s
+    llama = fleet * dp_out
+    deepseek_slips = (Slip(h800s * H800.bf16_flops_per_s / hw.H800_NODE.egress_bytes_per_s, "ratio:3/4",
+                           "inside the node the H800's NVLink applies, not the node egress."),)
+    if h800s == 2048:
+        deepseek_slips += (Slip(4e6, slip_code(4e6, deepseek), "that is the batch DeepSeek used."),)
+    llama_slips = (Slip(16e6, slip_code(16e6, llama), "that is the batch LLaMA-3 used."),) if fleet == 16000 else ()
+    gpu = node.gpu.name
+    return (
+        number("ch12-e8-dp-node", section=S["dp"],
+               prompt=f"Per-GPU token batch for compute-bound DP inside an {node.name}.", reference=dp_node,
+               slips=(Slip(dp_out, slip_code(dp_out, dp_node),
+                           "inside the node the GPU's NVLink bandwidth applies."),)),
+        number("ch12-e8-dp-scaleout", section=S["dp"], prompt="The same across nodes.", reference=dp_out,
+               slips=(Slip(dp_out * 8, "ratio:8", "a collective across nodes gets the whole node's egress."),)),
+        number("ch12-e8-llama-batch", section=S["dp"],
+               prompt=f"Global token batch {fleet:,} {gpu}s would need for pure DP.", reference=llama,
+               slips=(*llama_slips, Slip(fleet * dp_node, slip_code(fleet * dp_node, llama),
+                                         "across nodes the node egress applies, not NVLink."))),
+        number("ch12-e8-deepseek-batch", section=S["dp"],
+               prompt=f"Global batch {h800s:,} H800s (300 GB/s NVLink) would need.", reference=deepseek,
+               slips=deepseek_slips),
+        number("ch12-e8-moe", section=S["dp"], prompt=f"Cross-node DP threshold of an MoE with E/k = {moe}.",
+               reference=moe * dp_out,
+               slips=(Slip(dp_out, f"ratio:{Fraction(1, moe)}", "an MoE moves E/k times more weights per FLOP."),)),
+        number("ch12-e8-two-nodes", section=S["dp"],
+               prompt="Per-GPU DP threshold with data parallelism over only 2 nodes.", reference=dp_out * (2 - 1) / 2,
+               slips=(Slip(dp_out, "ratio:2", "the (X - 1)/X factor with X = 2."),)))
+
+
+def e8_valid(node: hw.GPUNode, moe: int, h800s: int, fleet: int) -> bool:
+    """One of the dealt triples."""
+    return (moe, h800s, fleet) in E8_DEALS
+
+
+def e9(F: int) -> tuple[Number, ...]:
+    """E9: TP beyond a node pays the node egress: Y < F / (C / W_node), plus 8 free ways inside it."""
+    tp = F / DP_SCALEOUT
+    tol = Tolerance(rtol=0.03)
+    return (
+        number("ch12-e9-tp-max", section=S["tp"], prompt=f"Largest TP beyond a node for F = {F:,}.", reference=tp,
+               tolerance=tol, slips=(Slip(F / DP_NODE, "close", "beyond the node the node egress applies."),)),
+        number("ch12-e9-two-node-tp", section=S["tp"],
+               prompt=f"Largest TP spanning 2 nodes (F = {F:,}), the ways beyond 8 using node egress.",
+               reference=tp + NODE.gpus, tolerance=tol,
+               slips=(Slip(tp, slip_code(tp, tp + NODE.gpus, tol), "add the 8 in-node ways."),)))
+
+
+def e9_valid(F: int) -> bool:
+    """TP beyond the node pays: more than the 8 in-node ways stay compute-bound."""
+    tp = F / DP_SCALEOUT
+    return tp > NODE.gpus
+
+
+E10_SEQ_LEN, E10_PP = 15_360, 16
+E10_RUNS = ((4096, 2048), (3072, 4096), (5120, 1024))  # (sequences per batch, GPUs), the book's first
+
+
+def e10(sequences: int, gpus: int, ep: int) -> tuple[Number, ...]:
+    """E10: DeepSeek-V3's batch, per GPU, and its model parallelism (EP x PP, without the DP ways)."""
+    tokens, mp = sequences * E10_SEQ_LEN, ep * E10_PP
+    dp = gpus // mp
+    return (
+        number("ch12-e10-tokens", section=S["examples"],
+               prompt=f"Tokens in a batch of {sequences} sequences of 15,360.", reference=tokens,
+               tolerance=THREE_FIGURES,
+               slips=(Slip(sequences, "magnitude:-4", "count tokens, not sequences."),)),
+        number("ch12-e10-per-gpu", section=S["examples"], prompt=f"Tokens per GPU over {gpus} GPUs.",
+               reference=tokens / gpus, tolerance=Tolerance(rtol=0.03), slips=(Slip(tokens / (gpus / 2), "ratio:2"),)),
+        number("ch12-e10-model-parallel", section=S["examples"],
+               prompt=f"How many ways of model parallelism ({ep}-way EP x {E10_PP}-way PP on {gpus} GPUs)?",
+               reference=mp, exact=True,
+               slips=(Slip(mp * dp, f"ratio:{dp}", f"the {dp}-way DP is not model parallelism."),)))
+
+
+def e10_valid(sequences: int, gpus: int, ep: int) -> bool:
+    """A listed run whose GPUs hold a whole number of model-parallel groups, at least 2 of them."""
+    return (sequences, gpus) in E10_RUNS and gpus % (ep * E10_PP) == 0 and gpus // (ep * E10_PP) >= 2
+
+
+E11_BATCH = 16e6
+
+
+def e11(gpus: int) -> tuple[Number, ...]:
+    """E11: LLaMA-3's batch per GPU: divide by every GPU, not by the data-parallel ways."""
+    dp = gpus // (8 * 16)  # 8-way TP, 16-way PP
+    return (number("ch12-e11-per-gpu", section=S["examples"],
+                   prompt=f"Tokens per GPU of a 16e6-token batch on {gpus:,} GPUs (8-way TP, 16-way PP).",
+                   reference=E11_BATCH / gpus, tolerance=Tolerance(rtol=0.03),
+                   slips=(Slip(E11_BATCH / dp, "magnitude:+2", "divide by all GPUs, not the DP ways."),)),)
+
 
 # --- CX1: one AllGather, three networks --------------------------------------------------------------
-CX1_BYTES = 1e9
 CX1_TORUS = topo.Torus.slice(V5P, (4, 4, 4))  # 64 v5p chips, wraparound on every axis
-CX1_TIMES = {
-    "torus": CX1_TORUS.allgather_s(CX1_BYTES),
-    "nvlink": topo.nvlink_domain(NODE).allgather_s(CX1_BYTES),
-    "infiniband": topo.superpod(nodes_per_su=8, sus=1).allgather_s(CX1_BYTES),  # 64 H100s in 8 nodes
-}
+CX1_IB_NODES = 8  # 64 GPUs in 8 nodes, under one leaf level
+TWO_NODES = topo.superpod(nodes_per_su=2, sus=1)
 
 
 def level_list(tree: topo.FatTree) -> list[list[float]]:
@@ -164,42 +538,108 @@ def cx1_without_ring_factor(nbytes, levels):
     return nbytes / min(w for _, w in levels)
 
 
+def cx1(nbytes: float, node: hw.GPUNode) -> tuple[Number, ...]:
+    """CX1: one AllGather of ``nbytes`` on a v5p cube, inside one node, and over 8 nodes of InfiniBand
+    (the slower of NVLink and the leaf level bounds it)."""
+    torus = CX1_TORUS.allgather_s(nbytes)
+    nvlink = topo.nvlink_domain(node).allgather_s(nbytes)
+    tree = topo.superpod(node, nodes_per_su=CX1_IB_NODES, sus=1)
+    ib = tree.allgather_s(nbytes)
+    if tree.bottleneck.name == "leaf":
+        ib_slip = Slip(ib * 8, "ratio:8", "the node's 8 NICs work together.")
+    else:
+        leaf_only = nbytes / tree.levels[1].collective_bytes_per_s
+        ib_slip = Slip(leaf_only, slip_code(leaf_only, ib),
+                       "the slowest level bounds it: compare NVLink with the leaf.")
+    gpus = CX1_IB_NODES * node.gpus
+    return (
+        number("ch12-cx1-torus-time", section=S["beyond"],
+               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over a TPU v5p 4x4x4 cube.", reference=torus, unit="s",
+               slips=(Slip(torus * 2, "ratio:2", "a full cube wraps: both directions of each link."),)),
+        number("ch12-cx1-nvlink-time", section=S["intra"],
+               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over one {node.name}.", reference=nvlink, unit="s",
+               slips=(Slip(nvlink * 2, "ratio:2", "an AllGather is half an AllReduce."),)),
+        number("ch12-cx1-ib-time", section=S["cross"],
+               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over {gpus} {node.gpu.name}s in {CX1_IB_NODES} nodes.",
+               reference=ib, unit="s", slips=(ib_slip,)))
+
+
 # --- CX2: hierarchical AllReduce on a (node, gpu) mesh -------------------------------------------------------
-CX2_SHAPE = (2, 4, 32, 16)  # one partial f32[32, 16] per device of the X=2 (nodes) x Y=4 (GPUs) mesh
-CX2_MESH = (("X", 2), ("Y", 4))
-RING_STEPS, RING_BYTES = topo.ring_allreduce_steps(8)
-TREE_STEPS, TREE_BYTES = topo.tree_allreduce_steps(8)
-NODE_FRACTION = 1 / CX2_SHAPE[1]  # after the ReduceScatter over Y each device holds 1/Y of the array
+CX2_BLOCK = (32, 16)  # each device's partial sum, f32
 
 
 def hierarchical_allreduce(x):
     """ReduceScatter inside each node (Y), AllReduce of the 1/Y shards across nodes (X), AllGather
-    inside the node. x: f32[2, 4, 32, 16] @ P('X', 'Y') -> f32[32, 16] replicated."""
+    inside the node. x: f32[X, Y, 32, 16] @ P('X', 'Y'), X nodes of Y GPUs -> f32[32, 16] replicated."""
     def block(x_block):  # f32[1, 1, 32, 16]: this device's partial sum
         partial = x_block[0, 0]  # f32[32, 16]
-        shard = jax.lax.psum_scatter(partial, "Y", scatter_dimension=0, tiled=True)  # f32[8, 16], summed in-node
-        shard = jax.lax.psum(shard, "X")  # f32[8, 16]: only these bytes cross nodes
+        shard = jax.lax.psum_scatter(partial, "Y", scatter_dimension=0, tiled=True)  # f32[32/Y, 16], summed in-node
+        shard = jax.lax.psum(shard, "X")  # f32[32/Y, 16]: only these bytes cross nodes
         return jax.lax.all_gather(shard, "Y", axis=0, tiled=True, to="invarying")  # f32[32, 16]
 
-    return jax.shard_map(block, mesh=course.mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P())(x)
+    nodes, gpus = x.shape[:2]
+    return jax.shard_map(block, mesh=course.mesh(X=nodes, Y=gpus), in_specs=P("X", "Y"), out_specs=P())(x)
+
+
+def _mesh_of(x) -> tuple[tuple[str, int], ...]:
+    return (("X", x.shape[0]), ("Y", x.shape[1]))
 
 
 def cx2_flat_psum(x):
-    return smap(lambda b: jax.lax.psum(b[0, 0], ("X", "Y")), CX2_MESH, (P("X", "Y"),), P())(x)
+    return smap(lambda b: jax.lax.psum(b[0, 0], ("X", "Y")), _mesh_of(x), (P("X", "Y"),), P())(x)
 
 
 def cx2_forgets_nodes(x):
     def block(b):
         shard = jax.lax.psum_scatter(b[0, 0], "Y", scatter_dimension=0, tiled=True)
         return jax.lax.all_gather(shard, "Y", axis=0, tiled=True, to="invarying")
-    return smap(block, CX2_MESH, (P("X", "Y"),), P(), check_vma=False)(x)
+    return smap(block, _mesh_of(x), (P("X", "Y"),), P(), check_vma=False)(x)
+
+
+def cx2(n: int, mesh: tuple[int, int]) -> tuple[Question, ...]:
+    """CX2: ring against recursive-doubling AllReduce on ``n`` devices, then the hierarchical AllReduce on a
+    mesh of X nodes of Y GPUs, where only 1/Y of the bytes cross nodes."""
+    ring_steps, ring_bytes = topo.ring_allreduce_steps(n)
+    tree_steps, tree_bytes = topo.tree_allreduce_steps(n)
+    nodes, gpus = mesh
+    shape = (nodes, gpus, *CX2_BLOCK)
+    exact = Tolerance.exact_count()
+    return (
+        number("ch12-cx2-ring-steps", section=S["intra"],
+               prompt=f"How many neighbour steps does a ring AllReduce on {n} devices take?", reference=ring_steps,
+               exact=True, slips=(Slip(ring_steps / 2, "ratio:1/2", "a ReduceScatter, then an AllGather."),)),
+        number("ch12-cx2-ring-bytes", section=S["intra"],
+               prompt="Bytes each device sends in that ring AllReduce, as a multiple of the array.",
+               reference=ring_bytes, tolerance=ONE_PERCENT,
+               slips=(Slip(2.0, slip_code(2.0, ring_bytes, ONE_PERCENT),
+                           "a device never sends its own final shard."),)),
+        number("ch12-cx2-tree-steps", section=S["intra"],
+               prompt=f"How many steps does a recursive-doubling AllReduce on {n} devices take?", reference=tree_steps,
+               exact=True, slips=(Slip(ring_steps, slip_code(ring_steps, tree_steps, exact),
+                                       "one exchange per doubling: log2(N) of them."),)),
+        number("ch12-cx2-tree-bytes", section=S["intra"],
+               prompt="Bytes each device sends in it, as a multiple of the array.", reference=tree_bytes,
+               tolerance=ONE_PERCENT,
+               slips=(Slip(ring_bytes, slip_code(ring_bytes, tree_bytes, ONE_PERCENT),
+                           "every step exchanges the whole array."),)),
+        number("ch12-cx2-node-fraction", section=S["cross"],
+               prompt=f"Bytes crossing nodes in the hierarchical AllReduce over a flat one's ({gpus} GPUs per node).",
+               reference=1 / gpus, tolerance=ONE_PERCENT,
+               slips=(Slip(1.0, f"ratio:{gpus}", f"the in-node ReduceScatter leaves each GPU 1/{gpus}."),)),
+        Program(qid="ch12-cx2-hierarchical-allreduce", points=3, section=S["cross"],
+                prompt=f"Sum f32[{nodes},{gpus},32,16] @ P('X','Y') over both axes: ReduceScatter(Y), AllReduce(X), "
+                       "AllGather(Y).",
+                spec=ProgramSpec(mesh=(("X", nodes), ("Y", gpus)), einsum="xyab->ab",
+                                 operands=(Operand(shape, ("X", "Y")),), out_spec=(),
+                                 collectives={"reduce-scatter": 1, "all-reduce": 1, "all-gather": 1}),
+                model=hierarchical_allreduce,
+                slips=(Slip(cx2_flat_psum, "collectives:all-reduce"), Slip(cx2_forgets_nodes, "partial_sum:X"))))
 
 
 # --- CX4: critical batches of every GPU ------------------------------------------------------------------------
 CX4_PROBES = tuple([dict(chip=g.name, channel="hbm") for g in (A100, H100, H200, B200)]
                    + [dict(chip=g.name, channel="nvlink") for g in (A100, H100, B200, H800)]
                    + [dict(chip=g.name, channel="scaleout") for g in (H100, B200)])
-
 
 def gpu_intensity(chip, channel):
     """C / W of a GPU on "hbm", "nvlink" (its own NVLink bandwidth, one direction) or "scaleout"
@@ -276,50 +716,12 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            reference=TENSOR_OVER_VECTOR,
            tolerance=Tolerance(low=29, high=30),  # the book: "around 30x"
            slips=(Slip(TENSOR_OVER_VECTOR / 2, "ratio:1/2", "the vector rate here has no FMA doubling."),)),
-    # Q1.3: critical intensities.
-    number("ch12-q13-h100-intensity", section=S["quiz1"], prompt="Critical bf16 matmul intensity of an H100.",
-           reference=critical_intensity(H100),
-           tolerance=Tolerance(rtol=0.03),  # the book's 295 uses 3.35e12 B/s
-           slips=(Slip(hw.H100_SPARSE_BF16_FLOPS_PER_S / H100.hbm_bytes_per_s, "ratio:2",
-                       "use the dense peak, not the 2:4-sparse datasheet figure."),)),
-    number("ch12-q13-b200-intensity", section=S["quiz1"], prompt="Critical bf16 matmul intensity of a B200.",
-           reference=critical_intensity(B200),
-           tolerance=Tolerance(rtol=0.03),  # the book's 281 uses 2.25e15 FLOP/s
-           slips=(Slip(B200.bf16_flops_per_s / 9e12, "close", "use the table's HBM bandwidth."),)),
-    number("ch12-q13-h100-fp8-intensity", section=S["quiz1"], prompt="Critical fp8 matmul intensity of an H100.",
-           reference=H100.fp8_flops_per_s / H100.hbm_bytes_per_s, tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(critical_intensity(H100), "ratio:1/2", "fp8 doubles the FLOP rate."),)),
-    number("ch12-q13-b200-fp8-intensity", section=S["quiz1"], prompt="Critical fp8 matmul intensity of a B200.",
-           reference=B200.fp8_flops_per_s / B200.hbm_bytes_per_s, tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(critical_intensity(B200), "ratio:1/2", "fp8 doubles the FLOP rate."),)),
-    # Q1.4: two matmuls on a B200.
-    number("ch12-q14-small-time", section=S["quiz1"], prompt="Seconds for fp16[64,4096] x fp16[4096,8192] on a B200.",
-           reference=max(Q14_SMALL), unit="s",
-           slips=(Slip(Q14_SMALL[0], "magnitude:-1", "that is the compute time; which one is larger?"),
-                  Slip(2 * max(Q14_SMALL), "ratio:2", "fp16 is 2 bytes per element."))),
-    Choice(qid="ch12-q14-small-bound", points=1, section=S["quiz1"],
-           prompt="Is the B = 64 matmul compute- or memory-bound?",
-           reference="memory", options=("compute", "memory"),
-           slips=(Slip("compute", "wrong_option", "compare 64 with the B200's critical intensity."),)),
-    number("ch12-q14-large-time", section=S["quiz1"], prompt="Seconds for fp16[512,4096] x fp16[4096,8192] on a B200.",
-           reference=max(Q14_LARGE), unit="s",
-           slips=(Slip(Q14_LARGE[1], "ratio:2/3", "that is the memory time; which one is larger?"),)),
-    Choice(qid="ch12-q14-large-bound", points=1, section=S["quiz1"],
-           prompt="Is the B = 512 matmul compute- or memory-bound?",
-           reference="compute", options=("compute", "memory"),
-           slips=(Slip("memory", "wrong_option", "compare 512 with the B200's critical intensity."),)),
+    # Q1.3: critical intensities of two GPUs.
+    vary("ch12-q13", q13, gpu1=chips(H100, A100, H200), gpu2=chips(B200, A100, H200), valid=q13_valid),
+    # Q1.4: two matmuls on one GPU.
+    vary("ch12-q14", q14, gpu=chips(B200, H100, A100), F=values(8192, 16384), valid=q14_valid),
     # Q1.5: on-chip memory.
-    number("ch12-q15-smem-bytes", section=S["quiz1"], prompt="Bytes of SMEM (L1) on an H100, all SMs together.",
-           reference=SMEM_BYTES, unit="B",
-           tolerance=Tolerance(low=33e6, high=35e6),  # the book: "about 33MB" of each
-           slips=(Slip(SMEM_BYTES / 1e3, "unit:1/1000", "256 kB is 256e3 bytes."),)),
-    number("ch12-q15-register-bytes", section=S["quiz1"], prompt="Bytes of registers on an H100, all SMs together.",
-           reference=REGISTER_BYTES, unit="B", tolerance=Tolerance(low=33e6, high=35e6),
-           slips=(Slip(REGISTER_BYTES / 4, "ratio:1/4", "each register holds 32 bits: 4 bytes."),)),
-    number("ch12-q15-vmem-ratio", section=S["quiz1"], prompt="(SMEM + registers) of an H100 over a TPU v5p's VMEM.",
-           reference=ON_CHIP_OVER_VMEM,
-           tolerance=Tolerance(rtol=0.1),  # the book compares 66 MB with "120MB"
-           slips=(Slip(SMEM_BYTES / V5P.vmem_bytes, "ratio:1/2", "add the registers to the SMEM."),)),
+    vary("ch12-q15", q15, gpu=chips(H100, A100, B200)),
     # Q1.6: B200 clock.
     number("ch12-q16-b200-clock", section=S["quiz1"],
            prompt="Clock (Hz) implied by 8e13 fp32 vector FLOP/s (FMA counted as 2).", reference=B200_CLOCK_HZ,
@@ -337,14 +739,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            prompt="The H100's vector critical intensity (boost vector FLOP/s over HBM).",
            reference=VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, tolerance=TWO_PERCENT,
            slips=(Slip(2 * VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, "ratio:2"),)),
-    number("ch12-q17-time-64k", section=S["quiz1"], prompt="Seconds for the add with N = 65,536.",
-           reference=vadd_time(65536), unit="s",
-           slips=(Slip(65536 / VECTOR_FLOPS_BOOST, "magnitude:-2", "the add is memory-bound."),
-                  Slip(vadd_time(65536) * 1e6, "unit:1000000"))),
-    number("ch12-q17-time-1k", section=S["quiz1"], prompt="Seconds for N = 1024.", reference=vadd_time(1024), unit="s",
-           slips=(Slip(vadd_time(1024) / 3, "ratio:1/3", "3 arrays of 4-byte elements move."),)),
-    number("ch12-q17-time-1g", section=S["quiz1"], prompt="Seconds for N = 1024**3.", reference=vadd_time(1024**3),
-           unit="s", slips=(Slip(vadd_time(1024**3) / 2, "ratio:1/2", "fp32 is 4 bytes per element."),)),
+    vary("ch12-q17", q17, gpu=chips(H100, A100, H200, B200)),
     # Quiz 2: nodes.
     number("ch12-q21-node-bandwidth", section=S["quiz2"],
            prompt="Total GPU-to-GPU bandwidth of an 8 x H100 node with 4 NVSwitches (B/s).",
@@ -359,11 +754,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
             reference=B * (N - 1) / (N * W), symbols="B N W", counts="N",
             slips=(Slip(B / W, "missing_symbol:N", "each GPU already holds its own 1/N."),
                    Slip(2 * B * (N - 1) / (N * W), "ratio:2", "that is an AllReduce."))),
-    number("ch12-q23-allgather-time", section=S["quiz2"],
-           prompt="Seconds to AllGather bf16[D_X, F], D = 4096, F = 65,536, on 8 x H100.",
-           reference=topo.node_allgather_s(Q23_BYTES, NODE.gpus, W_GPU), unit="s",
-           slips=(Slip(Q23_BYTES / W_GPU, "close", "keep the exact (N - 1)/N factor."),
-                  Slip(2 * topo.node_allgather_s(Q23_BYTES, NODE.gpus, W_GPU), "ratio:2", "bf16 is 2 bytes."))),
+    vary("ch12-q23", q23, node=chips(*NODES), D=values(4096, 5120)),
     # Quiz 3: the SuperPod.
     number("ch12-q31-node-egress", section=S["quiz3"],
            prompt="Scale-out bandwidth of one H100 node (8 x 400 Gb/s), B/s.", reference=W_NODE, unit="B/s",
@@ -391,12 +782,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            reference="core-layer", options=("more-spines", "core-layer", "bigger-nodes"),
            slips=(Slip("more-spines", "wrong_option", "count the leaf switches a 64-port spine can reach."),)),
     # Collectives in a node.
-    number("ch12-pq1-approx", section=S["intra"],
-           prompt="AllGather bf16[B_X, F], B = 1024, F = 16,384, on 8 x H100, as bytes / W (s).",
-           reference=PQ1_BYTES / W_GPU, unit="s", slips=(Slip(2 * PQ1_BYTES / W_GPU, "ratio:2", "bf16 is 2 bytes."),)),
-    number("ch12-pq1-exact", section=S["intra"], prompt="The same with the exact (N - 1)/N factor (s).",
-           reference=topo.node_allgather_s(PQ1_BYTES, NODE.gpus, W_GPU), unit="s",
-           slips=(Slip(PQ1_BYTES / W_GPU, "close", "keep the (N - 1)/N factor."),)),
+    vary("ch12-pq1", pq1, node=chips(*NODES), B=values(1024, 2560)),
     Formula(qid="ch12-pq2-dense", points=1, section=S["intra"],
             prompt="AllToAll of V bytes over N GPUs of W bytes/s each way (exact).",
             reference=V * (N - 1) / (W * N**2), symbols="V N W", counts="N",
@@ -406,11 +792,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
             prompt="The same when only half of each GPU's destination shards are non-zero.",
             reference=V * (N - 1) / (2 * W * N**2), symbols="V N W", counts="N",
             slips=(Slip(V * (N - 1) / (W * N**2), "ratio:2", "zero shards need not be sent."),)),
-    number("ch12-pq3-small-y", section=S["cross"],
-           prompt="AllGather_X(bf16[D_X, F_Y]) over one SU, D = 8192, F = 32,768, Y <= 8 (s).", reference=pq3_time(8),
-           unit="s", slips=(Slip(PQ3_BYTES / W_GPU, "close", "the leaf level is the bottleneck."),)),
-    number("ch12-pq3-y16", section=S["cross"], prompt="The same with Y = 16 (s).", reference=pq3_time(16), unit="s",
-           slips=(Slip(pq3_time(8), "not_equal", "a 16-way inner axis spans 2 nodes, doubling the leaf bandwidth."),)),
+    vary("ch12-pq3", pq3, D=values(8192, 4096, 16384, 12288)),
     Formula(qid="ch12-pq3-formula", points=1, section=S["cross"],
             prompt="That time for Y > 8 in D, F, Y and the per-GPU scale-out bandwidth W.",
             reference=2 * D * F / (Y * W), symbols="D F Y W",
@@ -441,14 +823,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
             reference=BF16 * D * F / sp.nsimplify(SU_BYTES_PER_S), symbols="D F",
             slips=(Slip(BF16 * D * F / sp.nsimplify(SU_BYTES_PER_S / 2), "ratio:2",
                         "the current text's spine has 51.2 TB/s over 4 SUs."),)),
-    number("ch12-q45-cross-node-bandwidth", section=S["quiz4"],
-           prompt="AllGather bandwidth across exactly 2 H100 nodes, B/s (B over the time).", reference=Q45_CROSS,
-           unit="B/s", tolerance=ONE_PERCENT,
-           slips=(Slip(W_NODE, "ratio:1/2", "(M - 1)/M with M = 2 is 1/2."),)),
-    Choice(qid="ch12-q45-bound", points=1, section=S["quiz4"],
-           prompt="Which level bounds an AllGather over exactly 2 nodes: 'node' or 'cross-node'?",
-           reference="node", options=("node", "cross-node"),
-           slips=(Slip("cross-node", "wrong_option", "compare B * 7/(8 * 450e9) with B/(2 * 400e9)."),)),
+    vary("ch12-q45", q45, nodes=values(2, 3, 4), valid=q45_valid),
     # Quiz 5: rooflines.
     number("ch12-q51-flops-ratio", section=S["quiz5"], prompt="B200 bf16 FLOP/s over H100's.",
            reference=B200.bf16_flops_per_s / C_H100,
@@ -466,24 +841,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            prompt="Compared with H100, is cross-node data parallelism on B200 DGX 'easier', 'same' or 'harder'?",
            reference="harder", options=("easier", "same", "harder"),
            slips=(Slip("easier", "wrong_option", "more FLOPs per GPU, same scale-out bandwidth."),)),
-    number("ch12-q52-min-gpus", section=S["quiz5"],
-           prompt="How many H100s, at fewest, hold LLaMA 3-70B's bf16 weights and fp32 Adam state?",
-           reference=math.ceil(Q52_PARAMS * Q52_BYTES_PER_PARAM / H100.hbm_bytes), exact=True,
-           slips=(Slip(Q52_PARAMS * Q52_BYTES_PER_PARAM / H100.hbm_bytes, "close", "a GPU is indivisible."),)),
-    number("ch12-q52-days", section=S["quiz5"], prompt="Days to train it on 15e12 tokens with 4096 H100s at 45% MFU.",
-           reference=Q52_DAYS, unit="days",
-           slips=(Slip(Q52_DAYS * Q52_MFU, "not_equal", "divide by the utilisation: only 45% of peak is achieved."),)),
-    number("ch12-q52-tp-limit", section=S["quiz5"],
-           prompt="Largest tensor parallelism inside a node before comms dominate (F = 28,672).", reference=Q52_TP,
-           tolerance=Tolerance(low=Q52_TP * 0.99, high=14.4),  # the book divides by "1995": 14.37
-           slips=(Slip(Q52_F * W_NODE / C_H100, "close", "inside a node, NVLink is the link."),)),
-    number("ch12-q52-memory-per-gpu", section=S["quiz5"],
-           prompt="Bytes of weights and optimizer state per GPU with only 8-way TP.",
-           reference=Q52_PARAMS * Q52_BYTES_PER_PARAM / 8, unit="B", tolerance=ONE_PERCENT,
-           slips=(Slip(Q52_PARAMS * 2 / 8, "magnitude:-1", "Adam's two fp32 moments are 8 bytes per parameter."),)),
-    number("ch12-q52-batch-per-gpu", section=S["quiz5"], prompt="Tokens per GPU of a 4e6-token batch on 4096 GPUs.",
-           reference=Q52_BATCH / Q52_GPUS, tolerance=ONE_PERCENT,
-           slips=(Slip(Q52_BATCH / Q52_GPUS * 8, "ratio:8", "per GPU, not per node."),)),
+    vary("ch12-q52", q52, params=values(*(p for p, _ in Q52_MODELS)), F=values(*(f for _, f in Q52_MODELS)),
+         batch=values(4e6, 2e6, 6e6), valid=q52_valid),
     number("ch12-q52-pp-threshold", section=S["quiz5"],
            prompt="Per-GPU batch threshold with 8-way pipelining (DP groups spanning 8 nodes).",
            reference=Q52_PP_THRESHOLD, slips=(Slip(DP_SCALEOUT, "ratio:8", "8 nodes' egress serves each group."),)),
@@ -492,18 +851,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            reference="tp8-pp8-zero", options=("tp8-dp512", "tp8-zero3", "tp8-pp8-zero"),
            slips=(Slip("tp8-dp512", "wrong_option", "check the memory per GPU."),
                   Slip("tp8-zero3", "wrong_option", "compare the batch per GPU with the DP threshold."))),
-    *[number(f"ch12-q53-tokens-{name}", section=S["quiz5"],
-             prompt=f"Tokens per GPU of Megatron-LM's {name.upper()} run.", reference=seqs * SEQ / gpus,
-             tolerance=THREE_FIGURES, slips=(Slip(seqs / gpus, "magnitude:-4", "count tokens: sequences times 4096."),))
-      for name, (seqs, gpus, _) in Q53.items()],
-    number("ch12-q53-threshold-70b", section=S["quiz5"],
-           prompt="Per-GPU DP threshold of the 70B run (16-way model parallelism).",
-           reference=megatron_threshold(Q53["70b"][2]), tolerance=Tolerance(rtol=0.05),
-           slips=(Slip(DP_SCALEOUT, "ratio:2", "model parallelism over 2 nodes doubles the bandwidth."),)),
-    number("ch12-q53-threshold-314b", section=S["quiz5"],
-           prompt="Per-GPU DP threshold of the 314B run (64-way model parallelism).",
-           reference=megatron_threshold(Q53["314b"][2]), tolerance=Tolerance(rtol=0.05),
-           slips=(Slip(DP_SCALEOUT, "ratio:8", "model parallelism over 8 nodes."),)),
+    vary("ch12-q53", q53, seq_len=values(SEQ, 2048, 8192), node=chips(NODE, DGX_B200)),
     # E1-E13.
     number("ch12-e1-h100-tc-flops", section=S["gpu"], prompt="bf16 FLOPs per cycle of one H100 tensor core (1.76 GHz).",
            reference=TC_FLOPS_PER_CYCLE["H100"],
@@ -512,9 +860,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     number("ch12-e1-b200-tc-flops", section=S["gpu"], prompt="bf16 FLOPs per cycle of one B200 tensor core (1.86 GHz).",
            reference=TC_FLOPS_PER_CYCLE["B200"], tolerance=Tolerance(rtol=0.05),
            slips=(Slip(4 * TC_FLOPS_PER_CYCLE["B200"], "ratio:4", "4 per SM."),)),
-    number("ch12-e2-warps", section=S["memory"],
-           prompt="How many warps are resident per SM when each thread uses 256 registers?", reference=RESIDENT_WARPS,
-           exact=True, slips=(Slip(64, "ratio:8", "64 is the scheduler's limit; registers run out first."),)),
+    vary("ch12-e2", e2, registers=values(256, 128, 64), valid=e2_valid),
     number("ch12-e3-gpu-egress", section=S["node"], prompt="NVLink bandwidth of one H100, each direction (B/s).",
            reference=hw.H100_NVLINK_LINKS * hw.NVLINK4_LINK_BYTES_PER_S, unit="B/s", tolerance=THREE_FIGURES,
            slips=(Slip(2 * W_GPU, "ratio:2", "each direction, not both."),)),
@@ -522,19 +868,13 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            prompt="Port bandwidth of a node's 4 NVSwitches together (B/s).", reference=NODE_SWITCH_BYTES_PER_S,
            unit="B/s", tolerance=THREE_FIGURES,
            slips=(Slip(NODE_SWITCH_BYTES_PER_S / 4, "ratio:1/4", "there are 4 switches."),)),
-    *[number(f"ch12-e4-{lv.name}-level", section=S["cross"],
-             prompt=f"AllGather bandwidth at the {lv.name} level of the SuperPod, B/s.",
-             reference=lv.collective_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
-             slips=(Slip(lv.child_bytes_per_s * (lv.children - 1) / lv.children,
-                         "close" if lv.children > 4 else "not_equal", "D * W / (D - 1)."),)) for lv in POD.levels],
+    vary("ch12-e4", e4, node=chips(NODE, DGX_B200), nodes_per_su=values(*(n for n, _ in E4_PODS)),
+         sus=values(*(s for _, s in E4_PODS)), valid=e4_valid),
     Choice(qid="ch12-e4-bottleneck", points=1, section=S["cross"],
-           prompt="Which level bounds the SuperPod's AllGather?",
+           prompt="Which level bounds the pod's AllGather?",
            reference=POD.bottleneck.name, options=tuple(lv.name for lv in POD.levels),
            slips=(Slip("node", "wrong_option", "compare the three bandwidths."),)),
-    number("ch12-e5-slowdown", section=S["cross"],
-           prompt="AllToAll slowdown from 8 GPUs in a node to 2 nodes (rough forms).", reference=E5_SLOWDOWN,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(E5_SLOWDOWN / 2, "ratio:1/2", "B/(2 W_node) over B/(8 W_gpu)."),)),
+    vary("ch12-e5", e5, nodes=values(2, 3, 4)),
     number("ch12-e6-shard-bytes", section=S["intra"], prompt="Bytes of the bf16[8192, 3584] MLP shard.",
            reference=E6_SHARD_BYTES, unit="B", tolerance=THREE_FIGURES,
            slips=(Slip(E6_SHARD_BYTES / 2, "ratio:1/2", "bf16 is 2 bytes."),)),
@@ -545,43 +885,12 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     number("ch12-e7-sharp-bandwidth", section=S["intra"],
            prompt="Effective AllReduce bandwidth with SHARP's measured 30% gain, B/s.", reference=E7_SHARP, unit="B/s",
            slips=(Slip(W_GPU * (1 + hw.SHARP_MEASURED_GAIN), "close", "start from the measured 370 GB/s."),)),
-    number("ch12-e8-dp-node", section=S["dp"], prompt="Per-GPU token batch for compute-bound DP inside an H100 node.",
-           reference=DP_NODE,
-           slips=(Slip(DP_SCALEOUT, "close", "inside the node the GPU's NVLink bandwidth applies."),)),
-    number("ch12-e8-dp-scaleout", section=S["dp"], prompt="The same across nodes.", reference=DP_SCALEOUT,
-           slips=(Slip(DP_SCALEOUT * 8, "ratio:8", "a collective across nodes gets the whole node's egress."),)),
-    number("ch12-e8-llama-batch", section=S["dp"],
-           prompt="Global token batch LLaMA-3's 16,000 H100s would need for pure DP.", reference=16000 * DP_SCALEOUT,
-           slips=(Slip(16e6, "not_equal", "that is the batch they used."),)),
-    number("ch12-e8-deepseek-batch", section=S["dp"],
-           prompt="Global batch DeepSeek's 2048 H800s (300 GB/s NVLink) would need.",
-           reference=2048 * H800.bf16_flops_per_s / H800.nvlink_bytes_per_s,
-           slips=(Slip(4e6, "not_equal", "that is the batch they used."),)),
-    number("ch12-e8-moe", section=S["dp"], prompt="Cross-node DP threshold of an MoE with E/k = 32.",
-           reference=32 * DP_SCALEOUT,
-           slips=(Slip(DP_SCALEOUT, "ratio:1/32", "an MoE moves E/k times more weights per FLOP."),)),
-    number("ch12-e8-two-nodes", section=S["dp"], prompt="Per-GPU DP threshold with data parallelism over only 2 nodes.",
-           reference=DP_SCALEOUT * (2 - 1) / 2,
-           slips=(Slip(DP_SCALEOUT, "ratio:2", "the (X - 1)/X factor with X = 2."),)),
-    number("ch12-e9-tp-max", section=S["tp"], prompt="Largest TP beyond a node for F = 28,000.",
-           reference=28000 / DP_SCALEOUT, tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(28000 / DP_NODE, "close", "beyond the node the node egress applies."),)),
-    number("ch12-e9-two-node-tp", section=S["tp"],
-           prompt="Largest TP spanning 2 nodes, the ways beyond 8 using node egress.",
-           reference=28000 / DP_SCALEOUT + NODE.gpus, tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(28000 / DP_SCALEOUT, "not_equal", "add the 8 in-node ways."),)),
-    number("ch12-e10-tokens", section=S["examples"], prompt="Tokens in DeepSeek-V3's batch (4096 sequences of 15,360).",
-           reference=E10_TOKENS, tolerance=THREE_FIGURES,
-           slips=(Slip(4096, "magnitude:-4", "count tokens, not sequences."),)),
-    number("ch12-e10-per-gpu", section=S["examples"], prompt="Tokens per GPU over 2048 GPUs.",
-           reference=E10_TOKENS / 2048, tolerance=Tolerance(rtol=0.03), slips=(Slip(E10_TOKENS / 1024, "ratio:2"),)),
-    number("ch12-e10-model-parallel", section=S["examples"],
-           prompt="How many ways of model parallelism (64-way EP x 16-way PP)?", reference=64 * 16, exact=True,
-           slips=(Slip(64 * 16 * 2, "ratio:2", "the 2-way DP is not model parallelism."),)),
-    number("ch12-e11-per-gpu", section=S["examples"],
-           prompt="Tokens per GPU of LLaMA-3's 16e6-token batch on 16,384 GPUs.", reference=E11_PER_GPU,
-           tolerance=Tolerance(rtol=0.03),
-           slips=(Slip(16e6 / 128, "magnitude:+2", "divide by all GPUs, not the DP ways."),)),
+    vary("ch12-e8", e8, node=chips(NODE, DGX_B200), moe=values(*(m for m, _, _ in E8_DEALS)),
+         h800s=values(*(h for _, h, _ in E8_DEALS)), fleet=values(*(f for _, _, f in E8_DEALS)), valid=e8_valid),
+    vary("ch12-e9", e9, F=values(28000, 24000, 36000, 48000), valid=e9_valid),
+    vary("ch12-e10", e10, sequences=values(*(s for s, _ in E10_RUNS)), gpus=values(*(g for _, g in E10_RUNS)),
+         ep=values(64, 32, 128), valid=e10_valid),
+    vary("ch12-e11", e11, gpus=values(16384, 12288, 24576)),
     number("ch12-e12-egress", section=S["gb200"], prompt="Scale-out egress of a GB200 NVL72 node, B/s.",
            reference=hw.GB200_NVL72.egress_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
            slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s * 8, "ratio:8", "400 Gb/s is 50 GB/s."),)),
@@ -603,40 +912,9 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
              reference=tree_allgather, model=t_allgather, probes=CX1_PROBES,
              output=Output("number", tolerance=Tolerance(rtol=0.005)),
              slips=(Slip(cx1_without_ring_factor, "close"),)),
-    number("ch12-cx1-torus-time", section=S["beyond"],
-           prompt="Seconds to AllGather 1e9 bytes over a TPU v5p 4x4x4 cube.", reference=CX1_TIMES["torus"], unit="s",
-           slips=(Slip(CX1_TIMES["torus"] * 2, "ratio:2", "a full cube wraps: both directions of each link."),)),
-    number("ch12-cx1-nvlink-time", section=S["intra"], prompt="Seconds to AllGather 1e9 bytes over one 8 x H100 node.",
-           reference=CX1_TIMES["nvlink"], unit="s",
-           slips=(Slip(CX1_TIMES["nvlink"] * 2, "ratio:2", "an AllGather is half an AllReduce."),)),
-    number("ch12-cx1-ib-time", section=S["cross"], prompt="Seconds to AllGather 1e9 bytes over 64 H100s in 8 nodes.",
-           reference=CX1_TIMES["infiniband"], unit="s",
-           slips=(Slip(CX1_TIMES["infiniband"] * 8, "ratio:8", "the node's 8 NICs work together."),)),
-    # CX2: AllReduce algorithms.
-    number("ch12-cx2-ring-steps", section=S["intra"],
-           prompt="How many neighbour steps does a ring AllReduce on 8 devices take?", reference=RING_STEPS, exact=True,
-           slips=(Slip(RING_STEPS / 2, "ratio:1/2", "a ReduceScatter, then an AllGather."),)),
-    number("ch12-cx2-ring-bytes", section=S["intra"],
-           prompt="Bytes each device sends in that ring AllReduce, as a multiple of the array.", reference=RING_BYTES,
-           tolerance=ONE_PERCENT, slips=(Slip(2.0, "close", "a device never sends its own final shard."),)),
-    number("ch12-cx2-tree-steps", section=S["intra"],
-           prompt="How many steps does a recursive-doubling AllReduce on 8 devices take?", reference=TREE_STEPS,
-           exact=True, slips=(Slip(RING_STEPS, "magnitude:+1", "pairs, then fours, then eights."),)),
-    number("ch12-cx2-tree-bytes", section=S["intra"],
-           prompt="Bytes each device sends in it, as a multiple of the array.", reference=TREE_BYTES,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(RING_BYTES, "not_equal", "every step exchanges the whole array."),)),
-    number("ch12-cx2-node-fraction", section=S["cross"],
-           prompt="Bytes crossing nodes in the hierarchical AllReduce over a flat one's.", reference=NODE_FRACTION,
-           tolerance=ONE_PERCENT,
-           slips=(Slip(1.0, "ratio:4", "the in-node ReduceScatter leaves each GPU 1/4."),)),
-    Program(qid="ch12-cx2-hierarchical-allreduce", points=3, section=S["cross"],
-            prompt="Sum f32[2,4,32,16] @ P('X','Y') over both axes: ReduceScatter(Y), AllReduce(X), AllGather(Y).",
-            spec=ProgramSpec(mesh=CX2_MESH, einsum="xyab->ab",
-                             operands=(Operand(CX2_SHAPE, ("X", "Y")),), out_spec=(),
-                             collectives={"reduce-scatter": 1, "all-reduce": 1, "all-gather": 1}),
-            model=hierarchical_allreduce,
-            slips=(Slip(cx2_flat_psum, "collectives:all-reduce"), Slip(cx2_forgets_nodes, "partial_sum:X"))),
+    vary("ch12-cx1", cx1, nbytes=values(1e9, 2.5e9, 6e8), node=chips(NODE, hw.H800_NODE)),
+    # CX2: AllReduce algorithms, and the hierarchical AllReduce.
+    vary("ch12-cx2", cx2, n=values(8, 16, 4), mesh=values((2, 4), (4, 2))),
     # CX4: every GPU's critical batches.
     Function(qid="ch12-cx4-critical-batch", points=3, section=S["dp"],
              prompt="gpu_intensity(chip, channel): C / W for 'hbm', 'nvlink' or 'scaleout' (8-GPU node egress).",

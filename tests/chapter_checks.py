@@ -12,15 +12,16 @@ from typing import Any
 from autograder import fingerprint, kinds
 from autograder.questions import Chapter, Function, Program, Question
 
-_PRINTS: dict[tuple[str, int], dict] = {}
+_PRINTS: dict[tuple[str, int], tuple[Question, dict]] = {}
 
 
 def printed(q: Question) -> dict:
-    """The question's self-check data, made once per question object."""
+    """The question's self-check data, made once per question object. The cache holds the question too:
+    the records of a setting's choices are built and dropped, and a dropped object's id may be reused."""
     key = (q.qid, id(q))
-    if key not in _PRINTS:
-        _PRINTS[key] = fingerprint.make(q)
-    return _PRINTS[key]
+    if key not in _PRINTS or _PRINTS[key][0] is not q:
+        _PRINTS[key] = (q, fingerprint.make(q))
+    return _PRINTS[key][1]
 
 
 def recorded(q: Question, answer: Any) -> Any:

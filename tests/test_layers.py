@@ -33,7 +33,7 @@ from autograder.questions import Number, load_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 # The applications: command-line programs built on the core that may use ``course`` and the grader.
-APPLICATIONS = {"cli", "demo", "release", "authoring", "selfcheck"}
+APPLICATIONS = {"cli", "demo", "release", "authoring", "selfcheck", "variant_report"}
 FORBIDDEN = ("course", "autograder.grading")
 
 

@@ -17,6 +17,8 @@ from typing import Any
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
+from ..variants import describe
+
 _HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
 
 
@@ -108,8 +110,10 @@ def _cell(cell: dict[str, Any]) -> str:
     return f"<div class='cell code'>{_code(str(cell.get('source', '')))}{outputs}</div>"
 
 
-def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any]], problems: list[str]) -> str:
-    """The student's report: the score table first, then the annotated notebook."""
+def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any]], problems: list[str],
+                setting: dict[str, dict[str, Any]] | None = None) -> str:
+    """The student's report: the score table first (after the student's values of the varied
+    exercises, which the grade was judged with), then the annotated notebook."""
     total = sum(q["score"] for q in questions.values())
     maximum = sum(q["points"] for q in questions.values())
     rows = "".join(
@@ -117,9 +121,13 @@ def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any
         f"<td>{html.escape(q['message'])}</td><td><code>{html.escape(q.get('answer_text') or '')}</code></td></tr>"
         for qid, q in questions.items())
     notes = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+    values = "".join(f"<li>{html.escape(name)}: {html.escape(describe(labels))}</li>"
+                     for name, labels in (setting or {}).items())
     summary = (f"<section id='scaling-course-summary'>"
                f"<h1>{html.escape(title)}: {total:g} / {maximum:g}</h1>"
                + (f"<p>Notes from the grader:</p><ul>{notes}</ul>" if notes else "")
+               + (f"<p>Your setting (the values your answers were graded with):</p><ul>{values}</ul>"
+                  if values else "")
                + "<table><tr><th>question</th><th>score</th><th>feedback</th><th>your answer</th></tr>"
                + rows + "</table></section>")
     cells = "\n".join(_cell(c) for c in nb.cells)

@@ -68,15 +68,16 @@ def _worker_judge(course_dir: Path) -> Service:
     return _judge
 
 
-def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
-                  seed: str | None = None) -> dict[str, Verdict]:
+def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any], seed: str | None = None,
+                  setting: dict[str, Any] | None = None) -> dict[str, Verdict]:
     """Verdicts for ``answers`` (qid -> recorded answer), computed out of process. ``seed``: the
-    submission's grading seed (seeds.py), from which function and program inputs are drawn."""
+    submission's grading seed (seeds.py), from which function and program inputs are drawn; ``setting``:
+    the student's values of the chapter's settings (variants.py), for which the records are built."""
     if not answers:
         return {}
     items = [{"qid": q, "answer": a} for q, a in answers.items()]
-    raw = _worker_judge(course_dir).request({"chapter": chapter, "course_dir": str(course_dir), "items": items,
-                                             "seed": seed}, BATCH_SECONDS)
+    request = {"chapter": chapter, "course_dir": str(course_dir), "seed": seed, "setting": setting or {}}
+    raw = _worker_judge(course_dir).request({**request, "items": items}, BATCH_SECONDS)
     if isinstance(raw, dict) and set(raw) == set(answers):
         return {qid: Verdict.from_json(v) for qid, v in raw.items()}
     from ..messages import phrase  # only here: this process judges nothing itself
@@ -84,19 +85,19 @@ def judge_answers(chapter: str, course_dir: Path, answers: dict[str, Any],
     out = {}
     for item in items:  # find the answer that broke the batch, each in a process of its own
         alone = _judging(course_dir, max_requests=1)
-        one = alone.request({"chapter": chapter, "course_dir": str(course_dir), "items": [item], "seed": seed},
-                            ALONE_SECONDS)
+        one = alone.request({**request, "items": [item]}, ALONE_SECONDS)
         alone.close()
         out[item["qid"]] = Verdict.from_json(one[item["qid"]]) if isinstance(one, dict) and item["qid"] in one \
             else Verdict(Status.INVALID, 0.0, "too_expensive", phrase("too_expensive:limits"))
     return out
 
 
-def draw_cases(chapter: str, course_dir: Path, seed: str) -> dict[str, list[dict[str, Any]]]:
+def draw_cases(chapter: str, course_dir: Path, seed: str,
+               setting: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The cases each function question of a submission is run on (seeds.py), drawn by this worker's
     judging process, which has the chapter's references loaded: the course's own where it has them."""
     reply = _worker_judge(course_dir).request({"draw": True, "chapter": chapter, "course_dir": str(course_dir),
-                                               "seed": seed}, BATCH_SECONDS)
+                                               "seed": seed, "setting": setting or {}}, BATCH_SECONDS)
     if not isinstance(reply, dict) or not isinstance(reply.get("cases"), dict):
         raise RuntimeError(f"the judging process could not draw the test cases: {str(reply)[:300]}")
     return reply["cases"]
@@ -139,9 +140,11 @@ MEMO_ENTRIES = 100_000
 _TRANSIENT = ("too_expensive", "grader_error", "program_failed")  # judged again
 
 
-def _memo_key(request: dict[str, Any], item: dict[str, Any], seed: str | None = None) -> tuple[str, str, str, str]:
-    """``seed``: the grading seed, for an answer judged on inputs drawn from it (a function, a program)."""
-    answer = json.dumps([item["answer"], seed] if seed else item["answer"], sort_keys=True, default=str)
+def _memo_key(request: dict[str, Any], item: dict[str, Any], seed: str | None = None,
+              values: Any = None) -> tuple[str, str, str, str]:
+    """``seed``: the grading seed, for an answer judged on inputs drawn from it (a function, a program);
+    ``values``: the student's values of the question's setting, for a varied question."""
+    answer = json.dumps([item["answer"], seed, values], sort_keys=True, default=str)
     return (request["course_dir"], request["chapter"], item["qid"], hashlib.sha256(answer.encode()).hexdigest())
 
 
@@ -174,6 +177,27 @@ def _judge_one(judge: Any, question: Any, answer: Any, deadline: float) -> Verdi
         return Verdict(Status.INVALID, 0.0, "grader_error", phrase("grader_error", error=type(e).__name__))
 
 
+_chapters: dict[str, Any] = {}  # a student's chapter by its values: students share them
+CHAPTERS = 256
+
+
+def student_chapter(name: str, setting: dict[str, Any]) -> Any:
+    """The records of chapter ``name`` built for a student's values (labels by setting)."""
+    from ..questions import load_chapter
+
+    key = json.dumps([name, setting], sort_keys=True)
+    if key not in _chapters:
+        if len(_chapters) > CHAPTERS:
+            _chapters.clear()
+        _chapters[key] = load_chapter(name).variant(setting)
+    return _chapters[key]
+
+
+def _values_of(chapter: Any, qid: str) -> Any:
+    s = chapter.setting_of(qid)
+    return None if s is None else chapter.choice.get(s.name)
+
+
 def handle(request: dict[str, Any]) -> dict[str, Any]:
     """Verdicts (as JSON) for one notebook's answers."""
     course_dir = Path(request["course_dir"])
@@ -182,17 +206,17 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     from ..checks import judge
     from ..kinds import DRAWN
     from ..kinds.common import too_expensive
-    from ..questions import Program, load_chapter
+    from ..questions import Program
 
+    chapter = student_chapter(request["chapter"], request.get("setting") or {})
     if request.get("draw"):
         from .seeds import drawn_cases
 
-        return {"cases": drawn_cases(request["chapter"], request["seed"])}
-    chapter = load_chapter(request["chapter"])
+        return {"cases": drawn_cases(chapter, request["seed"])}
     seed = request.get("seed")
     items = [{**i, "answer": _canonical(chapter[i["qid"]], i["answer"])} for i in request["items"]]
-    keys = {item["qid"]: _memo_key(request, item, seed if chapter[item["qid"]].kind in DRAWN else None)
-            for item in items}
+    keys = {item["qid"]: _memo_key(request, item, seed if chapter[item["qid"]].kind in DRAWN else None,
+                                   _values_of(chapter, item["qid"])) for item in items}
     out = {qid: _memo[key] for qid, key in keys.items() if key in _memo}
     programs = [i for i in items if i["qid"] not in out and isinstance(chapter[i["qid"]], Program)]
     out |= {qid: v.to_json() for qid, v in judge_programs(chapter, programs, course_dir, seed).items()}

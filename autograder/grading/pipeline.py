@@ -47,6 +47,9 @@ class Assignment:
     master: Path  # source notebook
     stubs: dict[str, str]
     questions: dict[str, float]  # qid -> points, in notebook order
+    # The released data the students' settings are dealt from (``variants.dealt``): the chapter's name and
+    # its variant plan; None for an assignment that is not a chapter.
+    variants: dict[str, Any] | None = None
     jax_cache: Path | None = None  # compiled programs of the reference run, read-only to kernels (warmup.py)
 
     @property
@@ -98,7 +101,29 @@ def prepare(course_dir: Path, name: str) -> Assignment:
         if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
             points[meta["grade_id"]] = float(meta.get("points", 0))
     _agree_with_records(name, points)
-    return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points)
+    return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points,
+                      _released_plan(course_dir, name))
+
+
+def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
+    """The variant plan the students were shown (the released self-check data), checked against the one
+    ``nbgrader_config.py`` asks for now: after a change there, the release must be made again first."""
+    from ..course_config import ConfigError, variant_plan
+    from ..release import released
+
+    data = released(name)
+    if data is None:
+        return None
+    try:
+        plan = variant_plan(course_dir, name).to_json()
+    except ConfigError as e:
+        raise CourseError(str(e)) from None
+    shown = {k: v for k, v in (data.get("variants") or {}).items() if k not in ("settings", "order")}
+    if shown != plan:
+        raise CourseError(f"the variant settings of nbgrader_config.py ({plan}) differ from those {name} was "
+                          f"released with ({shown}): run `scaling-course release {name}`, give students the new "
+                          "notebooks, then grade")
+    return {"chapter": data["chapter"], "variants": data.get("variants")}
 
 
 def _agree_with_records(name: str, points: dict[str, float]) -> None:

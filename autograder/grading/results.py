@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..variants import dealt
 from . import STATE
 from .feedback import write_atomic
 from .gradebook import write_csv, write_result
@@ -19,7 +20,6 @@ from .submissions import fingerprint
 
 if TYPE_CHECKING:
     from .pipeline import Assignment
-
 
 
 def _folder(a: Assignment) -> Path:
@@ -44,6 +44,8 @@ def unchanged(a: Assignment, student: str, folder: Path) -> dict[str, Any] | Non
     kept = stored(a, student)
     if not kept or kept.get("sha256") != fingerprint(folder, a.notebook):
         return None
+    if kept.get("setting", {}) != (dealt(a.variants, student) if a.variants else {}):
+        return None  # graded with other values (variants turned on or off since): grade again
     write_result(a.db_url, kept)
     return kept
 

@@ -21,9 +21,12 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import STATE
+
+if TYPE_CHECKING:
+    from ..questions import Chapter
 
 SECRET = Path(STATE) / "secret"  # inside the course directory, which kernels cannot read
 CASES_FILE = ".drawn-cases.json"  # in the kernel's work folder
@@ -54,14 +57,14 @@ def submission_seed(course_dir: Path, assignment: str, student: str, sha: str) -
     return hmac.new(secret(course_dir), message, hashlib.sha256).hexdigest()
 
 
-def drawn_cases(chapter: str, seed: str) -> dict[str, list[dict[str, Any]]]:
-    """The test cases of every function question of ``chapter`` drawn for ``seed``, by question id.
-    Called in the judging process (judge.draw_cases), which loads the references the judge uses: the
-    course's own solutions where it has them."""
+def drawn_cases(chapter: Chapter, seed: str) -> dict[str, list[dict[str, Any]]]:
+    """The test cases of every function question of ``chapter`` (a student's, variants.py) drawn for
+    ``seed``, by question id. Called in the judging process (judge.draw_cases), which loads the references
+    the judge uses: the course's own solutions where it has them."""
     from ..kinds.function import drawn_probes
-    from ..questions import Function, load_chapter
+    from ..questions import Function
 
-    return {q.qid: drawn_probes(q, seed) for q in load_chapter(chapter).questions if isinstance(q, Function)}
+    return {q.qid: drawn_probes(q, seed) for q in chapter.questions if isinstance(q, Function)}
 
 
 def write_cases(work: Path, cases: dict[str, list[dict[str, Any]]]) -> Path:

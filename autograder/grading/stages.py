@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 from nbformat import NotebookNode
 
-from ..record import DRAWN_ENV
+from ..record import DRAWN_ENV, STUDENT_ENV
+from ..variants import dealt
 from ..verdict import Status, Verdict
 from . import STATE
 from .collect import NO_ANSWER, Collected
@@ -57,6 +58,7 @@ class Job:
     problems: list[str] = field(default_factory=list)  # for the student, from every stage
     notebook: NotebookNode | None = None  # sanitized, then executed, then annotated
     seed: str = ""  # the submission's grading seed (seeds.py)
+    setting: dict[str, dict[str, Any]] = field(default_factory=dict)  # the student's values, by setting
     cache: bool = False  # kernels were pointed at the reference run's compilation cache
     run: Execution | None = None
     recorded: dict[str, Collected] = field(default_factory=dict)
@@ -78,6 +80,8 @@ def _master(path: Path, mtime_ns: int) -> nbformat.NotebookNode:
 
 def sanitize(job: Job) -> None:
     a = job.a
+    # The student's values come from the submission's folder name, never from the notebook.
+    job.setting = dealt(a.variants, job.student) if a.variants else {}
     job.sha = fingerprint(job.folder, a.notebook)  # before reading: a newer upload must not inherit this grade
     shutil.rmtree(job.work, ignore_errors=True)
     _copy_supporting_files(a, job.work)
@@ -91,8 +95,8 @@ def execute(job: Job) -> None:
     a = job.a
     deny, allow = isolation_paths(a.course_dir)
     job.seed = submission_seed(a.course_dir, a.name, job.student, job.sha)
-    cases = draw_cases(a.name, a.course_dir, job.seed)
-    env = {DRAWN_ENV: str(write_cases(job.work, cases))} if cases else {}
+    cases = draw_cases(a.name, a.course_dir, job.seed, job.setting)
+    env = {STUDENT_ENV: job.student} | ({DRAWN_ENV: str(write_cases(job.work, cases))} if cases else {})
     # Kernels read the compilation cache once the reference run has filled it, and never write it.
     cache = ready_cache(a)
     if cache is not None:
@@ -112,7 +116,7 @@ def collect(job: Job) -> None:
 def judge(job: Job) -> None:
     """Verdicts on the recorded answers only (never the kernel), then each question's graded entry."""
     answers = {q: c.answer for q, c in job.recorded.items() if c.answer is not NO_ANSWER}
-    job.verdicts = judge_answers(job.a.name, job.a.course_dir, answers, job.seed)
+    job.verdicts = judge_answers(job.a.name, job.a.course_dir, answers, job.seed, job.setting)
     for qid, points in job.a.questions.items():
         v = job.verdicts.get(qid)
         c = job.recorded[qid]
@@ -134,7 +138,7 @@ def store(job: Job) -> None:
     # from the master and filled by nbclient, never read from the student.
     write_atomic(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb",
                  nbformat.v4.writes(job.notebook))
-    html = render_html(job.notebook, f"{a.name} — {student}", job.questions, job.problems)
+    html = render_html(job.notebook, f"{a.name} — {student}", job.questions, job.problems, job.setting)
     write_atomic(a.course_dir / "feedback" / student / a.name / f"{a.notebook}.html", html)
     shutil.rmtree(job.work, ignore_errors=True)
 
@@ -164,7 +168,8 @@ def result(job: Job, started: float) -> dict[str, Any]:
     return {"timings": {k: round(v, 3) for k, v in timings.items()},
             "student": job.student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
             "sha256": job.sha, "timestamp": timestamp(job.folder),
-            "questions": job.questions, "score": round(sum(q["score"] for q in job.questions.values()), 6),
+            "setting": job.setting, "questions": job.questions,
+            "score": round(sum(q["score"] for q in job.questions.values()), 6),
             "max_score": sum(a.questions.values()), "problems": job.problems, "isolation": run.isolation,
             "compilation_cache": job.cache, "seconds": round(time.monotonic() - started, 2)}
 

@@ -10,10 +10,11 @@ import pytest
 from jax.sharding import NamedSharding
 
 import solutions.ch03_sharding as ch03
+from autograder.checks import judge
 from autograder.questions import load_chapter
 from course import comms
 from course.devices import mesh
-from tests.chapter_checks import assert_size, inspected, program_inputs
+from tests.chapter_checks import assert_size, inspected, program_inputs, recorded
 
 pytestmark = pytest.mark.ch03
 CHAPTER = load_chapter("ch03_sharding")
@@ -58,6 +59,15 @@ CASES = {
 @pytest.mark.parametrize("qid", sorted(CASES))
 def test_inspector_reads_each_case(qid):
     assert inspected(CHAPTER[qid]) == CASES[qid]
+
+
+def test_case3_model_follows_the_dealt_mesh():
+    """A student dealt the {X: 4, Y: 2} mesh is graded on it: case 3's model reads the mesh from its inputs,
+    so its AllReduce runs over the 2 devices of Y on blocks of I/4 rows."""
+    q = CHAPTER.variant({"ch03-cx2": {"I": 64, "J": 256, "mesh": [4, 2]}})["ch03-cx2-case3-allreduce"]
+    assert q.spec.mesh == (("X", 4), ("Y", 2))
+    assert inspected(q) == ["1 x all-reduce of f32[16,128] over Y (8,192 bytes per device each)"]
+    assert judge(q, recorded(q, q.model)).ok
 
 
 def test_case2_partial_sums_move_four_times_the_bytes():

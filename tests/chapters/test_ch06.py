@@ -46,7 +46,8 @@ def test_exact_parameter_counts_pass_where_the_book_uses_nominal_sizes(qid):
     q = CHAPTER[qid]
     exact = {"ch06-a2-flops-per-token": m.train_flops(m.params_of(m.LLAMA3_70B), 1),
              "ch06-a3-total-flops": m.train_flops(m.params_of(m.LLAMA3_70B), ch06.TOKENS),
-             "ch06-a5-total-bytes": 10 * m.params_of(m.LLAMA3_70B) + ch06.A5_CKPT,
+             "ch06-a5-total-bytes": 10 * m.params_of(m.LLAMA3_70B)
+             + ch06.ckpt_bytes(m.LLAMA3_70B.D, ch06.MEMORY_BATCH, ch06.N_CKPT, m.LLAMA3_70B.L),
              "ch06-w2-total-flops": m.train_flops(m.params_of(m.LLAMA31_405B), ch06.TOKENS)}[qid]
     assert q.tolerance.accepts(q.reference, exact)
 

@@ -74,10 +74,10 @@ def test_cx2_grids():
 
 
 def test_frontier_matches_the_point_questions():
-    latency, per_chip = inf.frontier(ch08.P70, ch08.P70, ch08.KV8, [2048, 8192, 65_536], np.arange(1, 600),
-                                     ch08.IQ13_CHIPS)
-    assert latency[0, 0] == pytest.approx(ch08.IQ13_LATENCY)
-    assert per_chip[0, ch08.IQ13_PLATEAU_B - 1] / 1e3 == pytest.approx(ch08.IQ13_PLATEAU)
+    chips = CHAPTER.setting_of("ch08-iq13-latency-b1").book["chips"]
+    latency, per_chip = inf.frontier(ch08.P70, ch08.P70, ch08.KV8, [2048, 8192, 65_536], np.arange(1, 600), chips)
+    assert latency[0, 0] == pytest.approx(CHAPTER["ch08-iq13-latency-b1"].reference)
+    assert per_chip[0, ch08.IQ13_PLATEAU_B - 1] / 1e3 == pytest.approx(CHAPTER["ch08-iq13-plateau"].reference)
     assert np.isnan(latency[1, 138]) and not np.isnan(latency[1, 137])  # 138 sequences fit at 8k, 139 do not
     # The book's "about 20 ms" at the largest batch: a full HBM read, plus a little where FLOPs win.
     assert ch08.STEP_FULL < np.nanmax(latency[1]) < 1.05 * ch08.STEP_FULL
@@ -86,8 +86,9 @@ def test_frontier_matches_the_point_questions():
 def test_w3_batches():
     """W3: the HBM-only answer is the syllabus's; counting FLOPs the batch drops below it but stays above
     the critical batch, where that model applies."""
-    assert ch08.W3_BATCH_FLOPS < ch08.W3_BATCH_HBM
-    assert inf.critical_batch(ch08.C_BF16, ch08.W_V5E, 1) < ch08.W3_BATCH_FLOPS
+    flops, hbm = CHAPTER["ch08-w3-batch-flops"].reference, CHAPTER["ch08-w3-batch-hbm"].reference
+    assert flops < hbm
+    assert inf.critical_batch(ch08.C_BF16, ch08.W_V5E, 1) < flops
 
 
 # --- the program, as the collective inspector sees it ----------------------------------------------
@@ -101,4 +102,4 @@ def test_each_device_reads_an_eighth_of_the_cache():
     q = CHAPTER["ch08-cx4-kv-sharded-decode"]
     cache = program_inputs(q)[2]
     assert {s.data.nbytes for s in cache.addressable_shards} == {cache.nbytes // 8}
-    assert 2 * cache.nbytes // 8 == ch08.CX4_BYTES_PER_DEVICE
+    assert 2 * cache.nbytes // 8 == CHAPTER["ch08-cx4-kv-bytes"].reference

@@ -65,23 +65,37 @@ def _instructions(text):
         yield line
 
 
+# The book's setting of each compiled exercise and one a student may be dealt instead (autograder/variants.py).
+E1_CHOICES = ((ch09.E1_X[0], ch09.E1_Y[1]), (ch09.E1_B[-1], ch09.E1_D[-1]))
+MOCK_CHOICES = ((ch09.Q2_B[0], ch09.Q2_T[0], ch09.Q2_F[0]), (ch09.Q2_B[-1], ch09.Q2_T[1], ch09.Q2_F[1]))
+
+
+def _mock(m8, B, T, F):
+    mk = dict(ch09.MOCK, B=B, T=T, F=F)
+    shapes = [((mk["B"], mk["T"], mk["D"]), ("X", None, None))] + [((mk["D"], mk["N"], mk["H"]), (None, "Y", None))] * 3
+    shapes += [((mk["N"], mk["H"], mk["D"]), ("Y", None, None)), ((mk["D"], mk["F"]), (None, "Y")),
+               ((mk["F"], mk["D"]), ("Y", None))]
+    return jax.jit(mock_layer, out_shardings=NamedSharding(m8, P("X", None, None))).lower(
+        *[_sds(m8, s, p) for s, p in shapes]).compile()
+
+
+def _e1(b, d):
+    f = ch09.E1_X[1]
+    return jax.jit(lambda a, y: jnp.einsum("bf,fd->db", a, y)).lower(
+        jax.ShapeDtypeStruct((b, f), jnp.float32), jax.ShapeDtypeStruct((f, d), jnp.bfloat16)).compile()
+
+
 @pytest.fixture(scope="module")
 def programs():
-    """The chapter's programs compiled on this machine (cleaned), with the mock layer's analyses."""
+    """The chapter's programs compiled on this machine (cleaned), with the mock layer's analyses: the
+    book's setting, and (mock2, e1_2) one a student may be dealt."""
     m24, m8 = mesh(X=2, Y=4), mesh(**dict(ch09.MOCK_MESH))
     x, w = _sds(m24, ch09.CX3_X, ("X", "Y")), _sds(m24, ch09.CX3_W, ("Y", None))
     out = {}
     for name, spec in (("rows", P("X", None)), ("blocks", P("X", "Y"))):
         out[name] = jax.jit(lambda a, b: a @ b, out_shardings=NamedSharding(m24, spec)).lower(x, w).compile()
-    mk = ch09.MOCK
-    shapes = [((mk["B"], mk["T"], mk["D"]), ("X", None, None))] + [((mk["D"], mk["N"], mk["H"]), (None, "Y", None))] * 3
-    shapes += [((mk["N"], mk["H"], mk["D"]), ("Y", None, None)), ((mk["D"], mk["F"]), (None, "Y")),
-               ((mk["F"], mk["D"]), ("Y", None))]
-    out["mock"] = jax.jit(mock_layer, out_shardings=NamedSharding(m8, P("X", None, None))).lower(
-        *[_sds(m8, s, p) for s, p in shapes]).compile()
-    e1 = jax.jit(lambda a, b: jnp.einsum("bf,fd->db", a, b))
-    out["e1"] = e1.lower(jax.ShapeDtypeStruct(ch09.E1_X, jnp.float32),
-                         jax.ShapeDtypeStruct(ch09.E1_Y, jnp.bfloat16)).compile()
+    out["mock"], out["mock2"] = (_mock(m8, *c) for c in MOCK_CHOICES)
+    out["e1"], out["e1_2"] = (_e1(*c) for c in E1_CHOICES)
     return out
 
 
@@ -104,28 +118,38 @@ def test_compiled_collectives_match_the_stored_programs(programs):
             assert ch09.census(text, kind) == ch09.census(stored, kind), (name, kind)
 
 
-def test_mock_layer_is_what_the_formulas_say(programs):
-    text = _clean(programs["mock"].as_text())
+@pytest.mark.parametrize("name,choice", [("mock", MOCK_CHOICES[0]), ("mock2", MOCK_CHOICES[1])])
+def test_mock_layer_is_what_the_formulas_say(programs, name, choice):
+    B, T, F = choice
+    counts = ch09.mock_counts(B, T, F)
+    text = _clean(programs[name].as_text())
     count, nbytes = ch09.census(text, "all-reduce")
-    assert (count, nbytes) == (ch09.Q2_ALLREDUCES, ch09.Q2_ALLREDUCES * ch09.Q2_ALLREDUCE_BYTES)
+    assert (count, nbytes) == (ch09.Q2_ALLREDUCES, ch09.Q2_ALLREDUCES * counts["allreduce_bytes"])
     size, groups, _ = ch09.replica_groups(ch09.program_line(text, "all-reduce"))
     assert (size, groups) == (dict(ch09.MOCK_MESH)["Y"], dict(ch09.MOCK_MESH)["X"])  # over the model axis
     params = [ch09.arrays(ch09.split_instruction(line)[1])[0][1] for line in _instructions(text)
               if ch09.split_instruction(line)[2] == "parameter" and "sharding" in line]
-    assert (ch09.MOCK["B"] // 4, ch09.MOCK["T"], ch09.MOCK["D"]) in params
-    assert (ch09.MOCK["D"], ch09.MOCK["F"] // 2) in params
-    cost = programs["mock"].cost_analysis()
-    assert cost["flops"] == pytest.approx(ch09.Q2_FLOPS_PER_DEVICE, rel=0.01)
-    memory = programs["mock"].memory_analysis()
-    assert memory.argument_size_in_bytes == ch09.MOCK_ARGUMENT_BYTES
-    assert memory.output_size_in_bytes == ch09.MOCK_OUTPUT_BYTES
+    assert (B // 4, T, ch09.MOCK["D"]) in params
+    assert (ch09.MOCK["D"], F // 2) in params
+    cost = programs[name].cost_analysis()
+    assert cost["flops"] == pytest.approx(counts["flops_per_device"], rel=0.01)
+    memory = programs[name].memory_analysis()
+    assert memory.argument_size_in_bytes == counts["argument_bytes"]
+    assert memory.output_size_in_bytes == counts["output_bytes"]
+    q2 = {q.qid: q for q in next(s for s in CHAPTER.settings if s.name == "ch09-q2").questions(
+        {"B": B, "T": T, "F": F})}
+    assert q2["ch09-cx5-argument-bytes"].reference == memory.argument_size_in_bytes
 
 
-def test_e1_cost_and_memory(programs):
-    c = programs["e1"]
-    assert c.cost_analysis()["flops"] == ch09.E1_DOT_FLOPS + ch09.E1_CONVERT_FLOPS
-    assert c.memory_analysis().argument_size_in_bytes == ch09.E1_ARGUMENT_BYTES
-    assert ch09.E1_DOT.split(" dot(")[0].split("= ")[1] in _clean(c.as_text())  # f32[16,128]{1,0}
+@pytest.mark.parametrize("name,choice", [("e1", E1_CHOICES[0]), ("e1_2", E1_CHOICES[1])])
+def test_e1_cost_and_memory(programs, name, choice):
+    b, d = choice
+    e1 = {q.qid: q.reference for q in next(s for s in CHAPTER.settings if s.name == "ch09-e1").questions(
+        {"b": b, "d": d})}
+    c = programs[name]
+    assert c.cost_analysis()["flops"] == e1["ch09-e1-dot-flops"] + e1["ch09-e1-convert-flops"]
+    assert c.memory_analysis().argument_size_in_bytes == e1["ch09-e1-argument-bytes"]
+    assert f"f32[{d},{b}]{{1,0}} dot(" in _clean(c.as_text())
 
 
 def test_reader_parses_every_compiled_instruction(programs):

@@ -9,10 +9,12 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from autograder.checks import judge
 from autograder.collectives import compiled_census
 from autograder.questions import load_chapter
 from course import comms
 from solutions import ch10_jax as ch10
+from tests.chapter_checks import recorded
 
 pytestmark = pytest.mark.ch10
 CHAPTER = load_chapter("ch10_jax")
@@ -50,7 +52,7 @@ def test_permute_time_matches_the_bridge_at_book_sizes():
     w = jax.ShapeDtypeStruct((ch10.CM_D, ch10.CM_F), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "Y")))
     (c,) = comms.inspect(ch10.collective_matmul, a, w)
     seconds = comms.ring_seconds(c, ch10.V5E.ici_bytes_per_s_per_link)
-    assert seconds == pytest.approx(ch10.PERMUTE_TIME)
+    assert seconds == pytest.approx(CHAPTER["ch10-e4-permute-time"].reference)
 
 
 def test_explicit_axes_refuse_the_ambiguous_contraction():
@@ -77,7 +79,32 @@ def test_e1_all_reduce_over_y_on_the_auto_mesh():
 def test_e3_slice_and_average_on_devices():
     """The prediction questions' reference is what shard_map actually computes."""
     mesh = jax.make_mesh((2, 4), ("X", "Y"), axis_types=(AxisType.Auto,) * 2)
-    x = jax.device_put(jnp.arange(512, dtype=jnp.float32), NamedSharding(mesh, P(("X", "Y"))))
-    out = jax.shard_map(lambda b: jax.lax.pmean(b[:4], ("X", "Y")), mesh=mesh, in_specs=P(("X", "Y")),
-                        out_specs=P())(x)
-    np.testing.assert_array_equal(np.asarray(out), ch10.E3_OUT)
+    for size, keep in ((ch10.E3_SIZE, ch10.E3_KEEP), (ch10.E3_SIZES[-1], ch10.E3_KEEPS[-1])):
+        x = jax.device_put(jnp.arange(size, dtype=jnp.float32), NamedSharding(mesh, P(("X", "Y"))))
+        out = jax.shard_map(lambda b, keep=keep: jax.lax.pmean(b[:keep], ("X", "Y")), mesh=mesh,
+                            in_specs=P(("X", "Y")), out_specs=P())(x)
+        np.testing.assert_array_equal(np.asarray(out), ch10.slice_and_average(size, ch10.E3_DEVICES, keep))
+        e3 = {q.qid: q.reference for q in _setting("ch10-e3").questions({"size": size, "keep": keep})}
+        assert (e3["ch10-e3-length"], e3["ch10-e3-first"]) == (keep, float(out[0]))
+
+
+def _setting(name):
+    return next(s for s in CHAPTER.settings if s.name == name)
+
+
+# Every choice of the ring programs' settings (the book's is test_every_chapter.py's): the model earns full
+# marks on that mesh and those shapes, and each slip gets its diagnosis.
+_KEPT: list = []
+PROGRAM_CHOICES = [(name, labels) for name in ("ch10-cx2", "ch10-q3")
+                   for labels in (_setting(name).labels(c) for c in _setting(name).combos()[1:])]
+
+
+@pytest.mark.parametrize("name,labels", PROGRAM_CHOICES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(PROGRAM_CHOICES)])
+def test_ring_programs_at_every_choice(name, labels):
+    questions = _setting(name).questions(labels)
+    _KEPT.extend(questions)  # recorded() caches by id(q): a question freed early could lend its id to the next
+    for q in questions:
+        v = judge(q, recorded(q, q.model))
+        assert v.ok, f"{q.qid} at {labels}: {v}"
+        for slip in q.slips:
+            assert judge(q, recorded(q, slip.answer)).diagnosis == slip.diagnosis, (q.qid, labels, slip.diagnosis)

@@ -44,10 +44,10 @@ def _cell(nb, gid):
 
 
 def answered():
-    """The release notebook with E1 (2 points) answered."""
+    """The release notebook with E1 (2 points) answered, for the student's own number of FLOPs."""
     nb = _release()
-    _cell(nb, "ch01-e1-answer").source = ("t_h100 = 1e12 / hw.H100.bf16_flops_per_s\n"
-                                          "t_v6e = 1e12 / hw.TPU_V6E.bf16_flops_per_s")
+    _cell(nb, "ch01-e1-answer").source = ("t_h100 = e1.flops / hw.H100.bf16_flops_per_s\n"
+                                          "t_v6e = e1.flops / hw.TPU_V6E.bf16_flops_per_s")
     return nb
 
 

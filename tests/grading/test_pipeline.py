@@ -165,6 +165,7 @@ def _grader_text(path: Path, student: str) -> str:
     (the rest of the report is the student's own notebook, release text included)."""
     html = (path / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()
     summary = re.search(r"<section id='scaling-course-summary'.*?</section>", html, re.S).group(0)
+    summary = re.sub(r"<p>Your setting .*?</ul>", "", summary, flags=re.S)  # the student's values: public inputs
     graded = nbformat.read(path / "autograded" / student / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     verdicts = [o.get("text", "") for c in graded.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")
                 for o in c.get("outputs", [])]
@@ -202,8 +203,8 @@ def test_feedback_leaks_no_reference_or_hidden_test(course):
     from autograder.formula import parse_formula
 
     path, results, _ = course
-    chapter = load_chapter(CHAPTER)
     for student in ("partly-wrong", "untouched", "tamper-fake"):
+        chapter = load_chapter(CHAPTER).variant(results[student]["setting"])  # the student's own references
         html = (path / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()
         assert not re.search(r"(?<!\w)grade\(", html) and "HIDDEN" not in html  # the tamperer's fake_grade may show
         text = _grader_text(path, student)

@@ -1,0 +1,129 @@
+"""``course.setting``: the values of an exercise as this student was dealt them (autograder/variants.py).
+
+Whose values: in a kernel of ``scaling-course grade``, the student the grader names (from the
+submission's folder); elsewhere the one given to ``course.setup(student=...)``, else the environment's
+SCALING_COURSE_STUDENT, else JupyterHub's user. With none of them, or with variants turned off for the
+assignment, the book's own values, so that the book and the notebook agree. A learner who wants new
+numbers calls ``course.setup(variant="practice")``: each ``course.setting`` then deals a fresh choice.
+
+The self-check judges a varied question against the data of the values dealt here, and the grader
+against the records built for the student of the submission's folder: claiming another student here
+changes what the notebook shows, never what is graded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+from autograder import record, variants
+
+MODES = ("student", "book", "practice")
+_state: dict[str, Any] = {"student": None, "mode": "student"}
+_practice: dict[str, int] = {}  # setting -> the choice last dealt in practice mode
+
+
+def configure(student: str | None = None, variant: str | None = None) -> None:
+    """What ``course.setup`` passes on: the student id, and the mode ("student", "book" or "practice")."""
+    if variant is not None:
+        if variant not in MODES:
+            raise ValueError(f'variant must be one of {", ".join(map(repr, MODES))}')
+        _state["mode"] = variant
+        _practice.clear()
+    if student is not None:
+        if not isinstance(student, str) or not student.strip():
+            raise ValueError("student is your id in the class, as text (e.g. student=\"jdoe\")")
+        _state["student"] = student.strip()
+
+
+def _graded() -> bool:
+    """In a kernel of ``scaling-course grade``, the grader names the student. Code of the notebook that
+    names another (here, or in the environment) changes what the notebook computes with, never the
+    values it is graded against: the grader deals those from the submission's folder."""
+    return os.environ.get(record.GRADER_ENV) == "1"
+
+
+def student() -> str | None:
+    """The student whose values this kernel computes with, or None (the book's)."""
+    if _graded():
+        return os.environ.get(record.STUDENT_ENV) or None
+    return _state["student"] or os.environ.get(record.STUDENT_ENV) or os.environ.get("JUPYTERHUB_USER") or None
+
+
+def choice(data: dict[str, Any], name: str) -> int | None:
+    """Which of setting ``name``'s released choices this kernel uses (None: the book's)."""
+    block = data.get("variants") or {}
+    combos = block["settings"][name]["combos"]
+    mode = "student" if _graded() else _state["mode"]
+    if mode == "practice":
+        return _practice.get(name)
+    who = student()
+    if mode == "book" or who is None or not block.get("enabled"):
+        return None
+    return variants.deal(block["course"], data["chapter"], who, name, len(combos))
+
+
+def entry(data: dict[str, Any], qid: str) -> dict[str, Any]:
+    """Question ``qid``'s self-check data for the values in use."""
+    base = data["questions"][qid]
+    name = base.get("setting")
+    if name is None:
+        return base
+    book = {k: v for k, v in base.items() if k not in ("setting", "variants")}
+    index = choice(data, name)
+    return book if index is None else variants.merge(book, base["variants"][index])
+
+
+class Values:
+    """One exercise's values, as attributes (``p.chip``, ``p.B``): chips and models are the records of
+    ``course.hardware`` and ``course.models``, mesh shapes tuples."""
+
+    def __init__(self, name: str, labels: dict[str, Any], kinds: dict[str, str], origin: str):
+        self._name, self._labels, self._origin = name, labels, origin
+        for key, lab in labels.items():
+            setattr(self, key, _value(kinds.get(key, "value"), lab))
+
+    def __repr__(self) -> str:
+        return f"Your setting for {self._name}: {variants.describe(self._labels)}{self._origin}"
+
+
+def _value(kind: str, lab: Any) -> Any:
+    if kind == "chip":
+        from . import hardware
+
+        nodes = {n.name: n for n in hardware.NODES}
+        return nodes[lab] if lab in nodes else hardware.by_name(lab)
+    if kind == "model":
+        from .models import CONFIGS
+
+        return CONFIGS[lab]
+    return tuple(lab) if isinstance(lab, list) else lab
+
+
+def setting(name: str) -> Values:
+    """Show and return the values of exercise ``name`` ("ch01-e3") that this notebook computes with."""
+    from .answers import fingerprints
+
+    if not isinstance(name, str) or "-" not in name:
+        raise TypeError('the argument is the exercise\'s setting, e.g. course.setting("ch01-e3")')
+    data = fingerprints(name.split("-", 1)[0], whole=True)
+    settings = (data.get("variants") or {}).get("settings") or {}
+    if name not in settings:
+        raise LookupError(f"Unknown setting {name!r}. Did a cell's text change? Re-download the notebook.")
+    s = settings[name]
+    mode = "student" if _graded() else _state["mode"]
+    if mode == "practice":
+        options = [i for i in range(len(s["combos"])) if i != _practice.get(name)] or [0]
+        _practice[name] = random.choice(options)
+    index = choice(data, name)
+    labels = variants.ordered(s, s["book"] if index is None else s["combos"][index])
+    if mode == "practice":
+        origin = "  (practice: run this cell again for new numbers)"
+    elif index is None:
+        origin = "  (the book's)"
+    else:
+        origin = f"  (dealt to {student()})"
+    values = Values(name, labels, dict(s["params"]), origin)
+    print(repr(values))
+    return values

@@ -1,0 +1,117 @@
+"""A class graded with per-student variants (autograder/variants.py): two honest students with different
+values both score full marks; a student who copies a classmate's numbers, and one whose notebook claims the
+classmate's id, score only where their own values give the same answers; reruns and ``force`` keep
+everyone's values."""
+
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.checks import judge
+from autograder.demo import filled_notebook, with_answers
+from autograder.grading.pipeline import grade
+from autograder.questions import load_chapter
+from autograder.release import released
+from autograder.variants import dealt
+from tests.chapter_checks import recorded
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTER = "ch01_rooflines"
+HONEST = ("ada", "grace")
+pytestmark = pytest.mark.slow
+# Claims to be ada everywhere a notebook could: the environment, course.setup, the notebook's metadata.
+CLAIM = ('import os\nos.environ["SCALING_COURSE_STUDENT"] = "ada"\nos.environ["JUPYTERHUB_USER"] = "ada"\n'
+         'course.setup(student="ada")\n')
+
+
+def _mine(student: str):
+    return load_chapter(CHAPTER).variant(dealt(released(CHAPTER), student))
+
+
+def _claiming(nb):
+    """The notebook with a cell of the student's own, right after the setup cell and before any setting
+    cell, that claims to be ada; and ada's id in the notebook's metadata."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    setup = next(i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                 == "setup")
+    nb.cells.insert(setup + 1, nbformat.v4.new_code_cell(CLAIM))
+    nb.metadata["scaling_course"] = {"student": "ada", "seed": "0"}
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = tmp_path_factory.mktemp("course")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "source", course / "source")
+    release_nb = nbformat.read(ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    reference = filled_notebook(release_nb, nbformat.read(ROOT / "source" / CHAPTER / f"{CHAPTER}.ipynb",
+                                                          as_version=4))
+    adas = {q.qid: q.reference for q in _mine("ada").questions if q.kind == "number"}
+    notebooks = {"ada": reference, "grace": reference,
+                 "copier": with_answers(reference, adas, "ada's number"), "mallory": _claiming(reference)}
+    for student, nb in notebooks.items():
+        folder = course / "submitted" / student / CHAPTER
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / f"{CHAPTER}.ipynb")
+    summary = grade(course, CHAPTER, jobs=2)
+    return course, {r["student"]: r for r in summary.results}
+
+
+def test_honest_students_get_other_values_and_full_marks(graded):
+    _, results = graded
+    assert results["ada"]["setting"] != results["grace"]["setting"]
+    for student in HONEST:
+        assert results[student]["setting"] == dealt(released(CHAPTER), student)
+        assert results[student]["score"] == results[student]["max_score"], results[student]["questions"]
+
+
+def _score_with_adas_answers(student: str, qid: str) -> float:
+    """What ada's right answer to ``qid`` earns on ``student``'s own record of it."""
+    q, adas = _mine(student)[qid], _mine("ada")[qid]
+    if q.kind in ("function",):
+        return q.points  # the same function for everyone
+    if q.kind == "program":
+        return q.points if q.spec == adas.spec else 0.0
+    return q.points * judge(q, recorded(q, adas.reference)).score
+
+
+@pytest.mark.parametrize("student", ["copier", "mallory"])
+def test_a_classmates_numbers_score_only_where_the_values_agree(graded, student):
+    _, results = graded
+    result = results[student]
+    assert result["setting"] == dealt(released(CHAPTER), student), "values from the folder, not the notebook"
+    mine, chapter = _mine(student), load_chapter(CHAPTER)
+    lost = 0
+    for qid, entry in result["questions"].items():
+        if student == "copier" and mine[qid].kind == "program":
+            expected = mine[qid].points  # the copier ran the program cells on their own values
+        else:
+            expected = _score_with_adas_answers(student, qid)
+        assert entry["score"] == pytest.approx(expected), f"{student} {qid}: {entry}"
+        lost += chapter.setting_of(qid) is not None and expected < mine[qid].points
+    assert lost >= 5, "most varied answers differ between the two students"
+    assert result["score"] < result["max_score"]
+
+
+def test_feedback_shows_the_students_own_values(graded):
+    path, results = graded
+    html = (path / "feedback" / "grace" / CHAPTER / f"{CHAPTER}.html").read_text()
+    assert "Your setting (the values your answers were graded with)" in html
+    chip = results["grace"]["setting"]["ch01-e3"]["chip"]
+    assert f"ch01-e3: chip = {chip}" in html
+    autograded = nbformat.read(path / "autograded" / "grace" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
+    shown = next(c for c in autograded.cells if c.source == 'e3 = course.setting("ch01-e3")')
+    assert f"chip = {chip}  (dealt to grace)" in shown.outputs[0]["text"]
+
+
+def test_reruns_and_force_keep_everyones_values(graded):
+    path, results = graded
+    again = {r["student"]: r for r in grade(path, CHAPTER, jobs=2).results}
+    forced = {r["student"]: r for r in grade(path, CHAPTER, jobs=2, force=True).results}
+    for student, r in results.items():
+        assert again[student]["setting"] == forced[student]["setting"] == r["setting"]
+        assert again[student]["score"] == forced[student]["score"] == r["score"]
