@@ -141,6 +141,9 @@ _PROGRAM = {
     "partial_sum": "Each entry of the result is a partial sum where the expected one is the total: of the sum over "
                    "{letters} in {einsum} it adds up only one share along {axes} ({n} shares in all). Is a psum "
                    "(or psum_scatter) over {axes} missing?",
+    "partial_sum:local": "The result is what one device computes from its own blocks of the operands (split "
+                         "along {axes}): one of {n} shares of {einsum}, where the expected result adds them all. Is "
+                         "a psum (or psum_scatter) over {axes} missing?",
     "misplaced_blocks": "Every block of the result is a block of the expected one, in the wrong place (dimension "
                         "{dim} in {n} blocks, as {axes} splits it): block {i} holds what belongs at block {j}. "
                         "Check the order in which blocks arrive, and the index you compute from axis_index.",

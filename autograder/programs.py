@@ -102,11 +102,21 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         found = tuple(inspect_text(lowered.as_text(), q.mesh))
         counts = census(found) if found else compiled_census(lowered.compile().as_text())
     except Exception as e:  # the student's program failed to trace, compile or run
-        return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=str(e)[:400]))
+        return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
     if not isinstance(out, jax.Array):
         return Report(error=phrase_program("error:not_an_array", kind=type(out).__name__), error_code="wrong_type")
     spec = getattr(out.sharding, "spec", None)
     return Report(np.asarray(out), tuple(spec) if spec is not None else None, counts, found)
+
+
+ERROR_CHARS = 4000  # JAX's errors end with their advice ("... consider using ..."): keep it
+
+
+def error_text(e: BaseException) -> str:
+    """An exception's message as the student should read it: JAX's own advice included (it comes last in
+    a long message, so a short cut loses it), bounded so a pathological message cannot flood a record."""
+    text = str(e)
+    return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS // 2] + " [...] " + text[-ERROR_CHARS // 2:]
 
 
 def foreign_calls(mlir_text: str) -> list[str]:
@@ -167,8 +177,14 @@ def _views(q: ProgramSpec, seed: int) -> list[np.ndarray]:
 
 
 def expected(q: ProgramSpec, seed: int) -> np.ndarray:
-    """The mathematical result in float64, from the public einsum (on each operand's view)."""
-    out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
+    """The mathematical result in float64, from the public einsum (on each operand's view), or from the
+    single-device reference the spec names (``reference_programs``)."""
+    if q.reference:
+        from .reference_programs import REFERENCES
+
+        out = np.asarray(REFERENCES[q.reference](*_views(q, seed)), dtype=np.float64)
+    else:
+        out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
     return out.reshape(q.out_shape) if q.out_shape else out
 
 
@@ -359,7 +375,10 @@ def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str,
 # positions the device holds in every operand that splits it; an index no operand splits has none.
 
 def _terms(q: ProgramSpec) -> tuple[list[str], str] | None:
-    """The einsum's input terms and output term; None for forms this analysis does not read."""
+    """The einsum's input terms and output term; None for forms this analysis does not read (a reference
+    program, which is no einsum)."""
+    if q.reference:
+        return None
     text = q.einsum.replace(" ", "")
     if "->" not in text or "." in text:
         return None
@@ -475,6 +494,43 @@ def _partial_sum(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance,
     return None
 
 
+def _local_share(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance) -> Finding | None:
+    """For a reference program: whether each device's block of the result is that device's share, the
+    reference computed on the blocks of the operands it holds, summed over none of the mesh axes that
+    split the operands but not the result (a psum over them left out)."""
+    from .reference_programs import REFERENCES
+
+    sizes = dict(q.mesh)
+    split = {a for op in q.operands for e in op.spec for a in _entry_axes(e)}
+    kept = {a for e in q.out_spec for a in _entry_axes(e)}
+    missing = tuple(a for a, _ in q.mesh if a in split and a not in kept)
+    if not missing:
+        return None
+    views = _views(q, seed)
+    devices = _coordinates(q.mesh)
+    for pos in itertools.product(*(range(sizes[a]) for a in missing)):
+        if all(_holds_its_share(q, g, views, at, sizes, tol, REFERENCES[q.reference])
+               for at in devices if tuple(at[a] for a in missing) == pos):
+            n = math.prod(sizes[a] for a in missing)
+            return Finding(f"partial_sum:{','.join(missing)}", phrase_program("partial_sum:local", einsum=q.einsum,
+                                                                              axes=_axes_text(missing), n=n),
+                           {"axes": list(missing)})
+    return None
+
+
+def _holds_its_share(q: ProgramSpec, g: np.ndarray, views: list[np.ndarray], at: dict[str, int],
+                     sizes: dict[str, int], tol: _Tolerance, reference: Any) -> bool:
+    """Whether the block of ``g`` that the device at ``at`` holds is the reference on its own blocks."""
+    blocks = [v[np.ix_(*_held(op.shape, op.spec, at, sizes))] if op.view is None else v
+              for v, op in zip(views, q.operands, strict=True)]
+    try:
+        part = np.asarray(reference(*blocks), dtype=np.float64)
+    except (ValueError, IndexError):  # the blocks do not compose (a split the reference cannot take in parts)
+        return False
+    mine = g[np.ix_(*_held(g.shape, q.out_spec, at, sizes))]
+    return part.shape == mine.shape and tol.same(mine, part)
+
+
 def _einsum_cut(q: ProgramSpec, terms: list[str], out: str, views: list[np.ndarray],
                 cut: dict[str, np.ndarray]) -> np.ndarray:
     """The einsum with each index in ``cut`` restricted to the positions it marks."""
@@ -558,7 +614,7 @@ def diagnose(q: ProgramSpec, got: np.ndarray, seed: int) -> Finding | None:
     if first.code == "wrong_shape":
         extra = _block_of_wrong_shape(q, g, want, tol, shares)
         return Finding(first.code, first.message + extra, first.data)
-    partial = _partial_sum(q, g, seed, tol, shares)
+    partial = _partial_sum(q, g, seed, tol, shares) if not q.reference else _local_share(q, g, seed, tol)
     if partial is not None:
         return partial
     found, note = _blocks(g, want, tol, _partitions(q, want.shape, shares))

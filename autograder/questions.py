@@ -235,7 +235,7 @@ class ProgramSpec:
 
     mesh: tuple[tuple[str, int], ...]  # (("X", 8),)
     operands: tuple[Operand, ...]
-    einsum: str  # what the program computes, e.g. "bd,df->bf"
+    einsum: str  # what the program computes, e.g. "bd,df->bf"; with ``reference``, that computation in words
     out_spec: tuple[str | None, ...]  # expected sharding of the result; () is fully replicated
     # Collectives by kind: an exact count, or an inclusive (low, high) range (high None: no limit).
     # Kinds not named must be absent.
@@ -243,9 +243,20 @@ class ProgramSpec:
     rtol: float = 1e-4
     atol: float = 1e-4
     out_shape: tuple[int, ...] | None = None  # reshape of the einsum's result, when it differs
+    # A block that is not one einsum (an MLP, attention, a gradient): the name of its single-device
+    # reference in ``autograder.reference_programs``, computed on the operands in place of the einsum.
+    reference: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reference:
+            from .reference_programs import REFERENCES
+
+            if self.reference not in REFERENCES:
+                raise AuthoringError(f"no reference program {self.reference!r}; known: {', '.join(REFERENCES)}")
 
     def to_json(self) -> dict[str, Any]:
         return {"mesh": [list(a) for a in self.mesh], "einsum": self.einsum, "out_spec": list(self.out_spec),
+                **({"reference": self.reference} if self.reference else {}),
                 "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype,
                               "view": None if o.view is None else list(o.view)} for o in self.operands],
                 "collectives": {k: list(v) if isinstance(v, tuple) else v for k, v in self.collectives.items()},
@@ -261,14 +272,16 @@ class ProgramSpec:
                                  None if o.get("view") is None else tuple(o["view"])) for o in d["operands"])
         counts = {k: tuple(v) if isinstance(v, list) else v for k, v in d["collectives"].items()}
         return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], spec(d["out_spec"]),
-                   counts, d["rtol"], d["atol"], None if d.get("out_shape") is None else tuple(d["out_shape"]))
+                   counts, d["rtol"], d["atol"], None if d.get("out_shape") is None else tuple(d["out_shape"]),
+                   str(d.get("reference") or ""))
 
 
 @dataclass(frozen=True, kw_only=True)
 class Program(Question):
     """A JAX function the student writes for a mesh of simulated devices. Graded on the program
     itself: exported (lowered) in the student's kernel, then run and inspected in a separate
-    process on fresh random inputs: numerics against ``einsum``, output sharding, collectives."""
+    process on fresh random inputs: numerics against ``einsum`` (or its single-device ``reference``),
+    output sharding, collectives."""
 
     spec: ProgramSpec
     model: Callable[..., Any] | None = None  # a correct implementation (tests and the demo)

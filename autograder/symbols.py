@@ -39,7 +39,9 @@ def symbols(names: str) -> tuple[sp.Symbol, ...]:
 (A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q, R, S, T, U, V, W, X, Y, Z) = symbols(
     "A B C D E F G H I J K L M N O P Q R S T U V W X Y Z"
 )
-# Part 1 (rooflines): FLOP and byte counts, the int8 peak, an inter-chip link, matmul tiles.
+# Part 1 (rooflines): FLOP and byte counts, the int8 peak, bandwidths, matmul tiles. Bandwidths in
+# bytes/s: W_link one inter-chip link in one direction; W_hbm a chip's HBM; W_ici the book's ICI
+# bandwidth of one link counted in both directions, as its tables state it (W_ici = 2 W_link).
 FLOPs, Bytes, C8, W_link, W_hbm, W_ici = symbols("FLOPs Bytes C8 W_link W_hbm W_ici")
 bm, bk, bn, tm, tn, tk = symbols("bm bk bn tm tn tk")
 

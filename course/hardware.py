@@ -4,7 +4,10 @@ Every number here is the course's pinned value (see the syllabus README, "Course
 the newest hardware tables of the book win where chapters disagree, and each disagreement is an
 erratum the chapter's notebook explains. Units are in the names; bytes and bytes/s are decimal SI
 (1 GB = 1e9 B) unless a name says ``mib``/``kib``; FLOP/s are dense, without structured sparsity.
-Link bandwidths are one direction unless the name says ``bidirectional``.
+Link bandwidths are one direction unless the name says ``bidirectional``. The symbols follow one
+convention in every chapter: W_ici, the book's ICI bandwidth, is one link counted in both directions, as
+the book's tables state it (``ici_bidirectional_bytes_per_s``); one link in one direction is W_link
+(``ici_bytes_per_s_per_link``), so W_ici = 2 W_link.
 
 Inputs only: the chapters ask students to derive critical intensities, pod and host sizes, link
 counts and core counts from these records, so the records do not compute them (docs/architecture.md,

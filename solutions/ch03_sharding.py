@@ -3,7 +3,9 @@
 Book: Part 3 "Sharded Matrices and How to Multiply Them", https://jax-ml.github.io/scaling-book/sharding/
 Numbers are computed from ``course.hardware`` (never typed in); where the book prints a rounded or
 differently-based value, the tolerance admits it and ``BOOK`` records it for the tests. Labels follow
-the syllabus: E1-E5 worked examples, PQ0-PQ2 pop quizzes, Q1-Q10 questions, CX1-CX5 coding exercises.
+the syllabus: E1-E5 worked examples, PQ0-PQ2 pop quizzes, Q1-Q10 questions; the coding exercises are
+CX1-CX7 in the notebook's order (the syllabus's CX3 is CX4 here, its CX4 is CX6, and the parts of its
+CX5 are CX3, the cost formulas, CX5, the calculator, and CX7, the gradient of a gather).
 
 Most exercises are settings (``vary`` below): each student is dealt a mesh, a chip or sizes, the book's
 first, and the records are built from them.
@@ -122,7 +124,7 @@ BYTES_PROBES = tuple(dict(p, bytes_per_element=b) for p, b in zip(
 
 
 
-# --- collective costs (E4, PQ2, Q2, Q3, CX5) ----------------------------------------------------------
+# --- collective costs (CX3, E4, CX5, PQ2, Q2, Q3) -----------------------------------------------------
 # V is the bytes of the whole array the collective produces or reduces (for an AllToAll, the whole
 # array); W the bidirectional bandwidth of one link (both directions), N the length of each axis.
 FACTOR = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 0.25}
@@ -239,7 +241,7 @@ BOOK = {
 }
 
 
-# --- programs (CX2-CX5, Q9): models and typical wrong versions --------------------------------------------
+# --- programs (CX2, CX4, CX6, CX7, Q9): models and typical wrong versions --------------------------------
 # Shapes: x f32[I, J] (I rows, J the contraction), y f32[J, K]; 8 devices (X8), or a 2-D mesh of 8 for
 # case 3. The book's are I = 64, J = 256, K = 128, on a 2 x 4 mesh; each student is dealt others
 # (``cx2`` below), so every model reads its shapes (and case 3 its mesh) from its inputs.
@@ -379,7 +381,7 @@ def q9_gathers_a(x, y):
                 (P(None, "X"), P()), P("X", None))(x, y)
 
 
-# CX3: ring collectives from ppermute. x f32[64, 32] @ P('X', None): blocks of [8, 32].
+# CX4: ring collectives from ppermute. x f32[64, 32] @ P('X', None): blocks of [8, 32].
 def ring_allgather(x):
     """N-1 steps; at each, every device passes the block it received last to its right neighbour."""
     def block(x_block):  # f32[8, 32]
@@ -527,7 +529,7 @@ def bidi_reducescatter_wrong_chunk(partials):
     return smap(block, X8, (P("X", None),), P("X", None))(partials)
 
 
-# CX4: AllToAll moves the subscript: [I_X, J] -> [I, J_X].
+# CX6: AllToAll moves the subscript: [I_X, J] -> [I, J_X].
 def alltoall(x):
     """Reshard [I_X, J] -> [I, J_X] with one AllToAll: the subscript moves from I to J."""
     def block(x_block):  # f32[I/8, J] -> f32[I, J/8]: cut the columns in 8, glue the rows
@@ -549,7 +551,7 @@ def alltoall_by_gathering(x):
     return smap(block, X8, (P("X", None),), P(None, "X"))(x)
 
 
-# CX5(a): the gradient of an AllGather is a ReduceScatter. Loss: sum over devices d of
+# CX7: the gradient of an AllGather is a ReduceScatter. Loss: sum over devices d of
 # sum(y_d * gather(x)**2) / 2, with y_d device d's own weights f32[64, 32]; d loss / dx = x * sum_d y_d.
 def gather_gradient(x, y):
     """d loss / dx for loss = sum over devices d of sum(y_d * all_gather(x)**2) / 2, which is x * sum_d y_d.
@@ -912,9 +914,9 @@ def cx2(I: int, J: int, mesh: tuple[int, int]) -> tuple[Program | Formula, ...]:
                 slips=(Slip(K / M, "not_equivalent", "A is N x M; the output is N x K."),)))
 
 
-def cx4(I: int, J: int) -> tuple[Program, ...]:
-    """CX4: an AllToAll that moves the subscript of a student's f32[I, J] from I to J."""
-    return (Program(qid="ch03-cx4-alltoall", points=2, section=ALLTOALL,
+def cx6(I: int, J: int) -> tuple[Program, ...]:
+    """CX6: an AllToAll that moves the subscript of a student's f32[I, J] from I to J."""
+    return (Program(qid="ch03-cx6-alltoall", points=2, section=ALLTOALL,
                     prompt=f"Reshard f32[{I}, {J}] from [I_X, J] to [I, J_X] with one AllToAll.",
                     spec=ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((I, J), ("X", None)),),
                                      out_spec=(None, "X"), collectives={"all-to-all": 1}),
@@ -947,27 +949,52 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(X * Y * Z, "extra_symbol:X", "A is split along X, not copied."),)),
     # 2. The four matmul cases, with shard_map.
     vary("ch03-cx2", cx2, I=values(64, 128), J=values(256, 128), mesh=values((2, 4), (4, 2))),
-    # 3. Collectives and what they cost.
-    Formula(qid="ch03-cx5-t-allgather", points=1, section=ALLGATHER,
+    # 3. Collectives and what they cost. CX3: the cost formulas.
+    Formula(qid="ch03-cx3-t-allgather", points=1, section=ALLGATHER,
             prompt="Time of a bandwidth-bound AllGather of V bytes (whole array) on a ring with wraparound "
                    "(large N; the exact (N-1)/N form is right too).",
             reference=T_ALLGATHER, symbols="V W N", counts="N", limit="N",
             slips=(Slip(2 * V / W, "ratio:2", "W counts both directions, and the ring uses both."),
                    Slip(V / (N * W), "extra_symbol:N", "each device receives almost the whole array."))),
-    Formula(qid="ch03-cx5-t-allreduce", points=1, section=ALLGATHER,
+    Formula(qid="ch03-cx3-t-allreduce", points=1, section=ALLGATHER,
             prompt="Time of a bandwidth-bound AllReduce of V bytes on the same ring (large N; the exact form is "
                    "right too).",
             reference=T_ALLREDUCE, symbols="V W N", counts="N", limit="N",
             slips=(Slip(V / W, "ratio:1/2", "an AllReduce is a ReduceScatter followed by an AllGather."),)),
-    Formula(qid="ch03-cx5-t-alltoall", points=1, section=ALLTOALL,
+    Formula(qid="ch03-cx3-t-alltoall", points=1, section=ALLTOALL,
             prompt="Time of a bandwidth-bound AllToAll of V bytes (whole array) on the same ring.",
             reference=T_ALLTOALL, symbols="V W N", counts="N",
             slips=(Slip(V / (2 * W), "ratio:2", "that is the one-direction ring; both directions halve it."),)),
-    Formula(qid="ch03-cx5-t-line", points=1, section=ALLGATHER,
+    Formula(qid="ch03-cx3-t-line", points=1, section=ALLGATHER,
             prompt="Time of that AllGather when the axis has no wraparound (a line of N devices).",
             reference=T_LINE, symbols="V W N", counts="N",
             slips=(Slip(2 * V / W, "missing_symbol:N", "count the N-1 shards exactly, as in PQ2."),
                    Slip((N - 1) * V / (N * W), "ratio:1/2", "a line uses each link in one direction only."))),
+    # CX4: ring collectives from ppermute.
+    Program(qid="ch03-cx4-ring-allgather", points=3, section=ALLGATHER,
+            prompt="AllGather f32[64, 32] @ P('X', None) on a one-way ring: only ppermute, N-1 steps.",
+            spec=reshard_spec((), {"collective-permute": 7}),
+            model=ring_allgather,
+            slips=(Slip(ring_allgather_arrival_order, "misplaced_blocks:X"),
+                   Slip(ring_allgather_library, "collectives:all-gather"))),
+    Program(qid="ch03-cx4-ring-reducescatter", points=3, section=ALLGATHER,
+            prompt="ReduceScatter 8 partial sums f32[64, 32] to f32[64, 32] @ P('X', None): one-way ring, ppermute.",
+            spec=scatter_spec(7),
+            model=ring_reducescatter,
+            slips=(Slip(ring_reducescatter_no_add, "wrong_values"),
+                   Slip(ring_reducescatter_library, "collectives:reduce-scatter"))),
+    Program(qid="ch03-cx4-bidi-allgather", points=2, section=ALLGATHER,
+            prompt="The ring AllGather with half of each block going each way round (both link directions).",
+            spec=reshard_spec((), {"collective-permute": 14}),
+            model=bidi_allgather,
+            slips=(Slip(bidi_allgather_swapped, "wrong_values"),
+                   Slip(ring_allgather, "collectives:collective-permute"))),
+    Program(qid="ch03-cx4-bidi-reducescatter", points=2, section=ALLGATHER,
+            prompt="The ring ReduceScatter with half of each chunk going each way round.",
+            spec=scatter_spec(14),
+            model=bidi_reducescatter,
+            slips=(Slip(bidi_reducescatter_wrong_chunk, "wrong_values"),
+                   Slip(ring_reducescatter, "collectives:collective-permute"))),
     vary("ch03-e4", e4, chip=chips(V5E, V5P, hw.TPU_V3)),
     Function(qid="ch03-cx5-collective-time", points=3, section=ALLGATHER,
              prompt="collective_time(op, V, W, N, axes, wrap, hop_s): Part 3's time for one collective.",
@@ -979,6 +1006,8 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
     number("ch03-q3-latency", section=PROBLEMS, prompt="Q3: AllGather_X([B_X]) of bf16[128] on a v4p 4x4x4.",
            reference=Q3_TIME, unit="s", tolerance=Tolerance(low=1.5e-6, high=3e-6),
            slips=(Slip(4 * HOP_S, "ratio:3/2", "with wraparound the farthest of 4 devices is 2 hops away."),)),
+    # CX6: the AllToAll; Q10: what it saves; E5 and CX7: AllGather and ReduceScatter are transposes.
+    vary("ch03-cx6", cx6, I=values(64, 128), J=values(32, 64, 16)),
     Formula(qid="ch03-q10-allgather-link", points=1, section=PROBLEMS,
             prompt="Q10(1): scalars crossing one link in a one-way ring AllGather of an N x N matrix over D devices.",
             reference=Q10_ALLGATHER, symbols="N D", counts="D",
@@ -1000,33 +1029,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
              reference=gather_scatter_reference, model=gather_scatter_matrices, probes=E5_PROBES, draw=draw_e5,
              output=(Output("number", tolerance=EXACT), Output("number", tolerance=EXACT)),
              slips=(Slip(e5_interleaved, "wrong_elements"),)),
-    # Ring collectives from ppermute, AllToAll, and the gradient of a gather.
-    Program(qid="ch03-cx3-ring-allgather", points=3, section=ALLGATHER,
-            prompt="AllGather f32[64, 32] @ P('X', None) on a one-way ring: only ppermute, N-1 steps.",
-            spec=reshard_spec((), {"collective-permute": 7}),
-            model=ring_allgather,
-            slips=(Slip(ring_allgather_arrival_order, "misplaced_blocks:X"),
-                   Slip(ring_allgather_library, "collectives:all-gather"))),
-    Program(qid="ch03-cx3-ring-reducescatter", points=3, section=ALLGATHER,
-            prompt="ReduceScatter 8 partial sums f32[64, 32] to f32[64, 32] @ P('X', None): one-way ring, ppermute.",
-            spec=scatter_spec(7),
-            model=ring_reducescatter,
-            slips=(Slip(ring_reducescatter_no_add, "wrong_values"),
-                   Slip(ring_reducescatter_library, "collectives:reduce-scatter"))),
-    Program(qid="ch03-cx3-bidi-allgather", points=2, section=ALLGATHER,
-            prompt="The ring AllGather with half of each block going each way round (both link directions).",
-            spec=reshard_spec((), {"collective-permute": 14}),
-            model=bidi_allgather,
-            slips=(Slip(bidi_allgather_swapped, "wrong_values"),
-                   Slip(ring_allgather, "collectives:collective-permute"))),
-    Program(qid="ch03-cx3-bidi-reducescatter", points=2, section=ALLGATHER,
-            prompt="The ring ReduceScatter with half of each chunk going each way round.",
-            spec=scatter_spec(14),
-            model=bidi_reducescatter,
-            slips=(Slip(bidi_reducescatter_wrong_chunk, "wrong_values"),
-                   Slip(ring_reducescatter, "collectives:collective-permute"))),
-    vary("ch03-cx4", cx4, I=values(64, 128), J=values(32, 64, 16)),
-    Program(qid="ch03-cx5-grad-transpose", points=3, section=REDUCESCATTER,
+    Program(qid="ch03-cx7-grad-transpose", points=3, section=REDUCESCATTER,
             prompt="jax.grad of a loss built on all_gather: x * sum_d y_d, whose backward pass is a ReduceScatter.",
             spec=ProgramSpec(mesh=X8, einsum="ab,kab->ab",
                              operands=(Operand((64, 32), ("X", None)), Operand(RS_SHAPE, ("X", None), view=RS_VIEW)),

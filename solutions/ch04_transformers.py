@@ -16,15 +16,17 @@ import string
 import numpy as np
 import sympy as sp
 
+import course
 import course.symbols as sym
 from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Number, Output, Slip
+from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from autograder.variants import chips, models, values, vary
 from course import hardware as hw
 from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import critical_intensity
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp, slip_code
+from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, X8, jax, jnp, own_block, slip_code, smap
+from solutions._kit import P as P_  # PartitionSpec: P is the matmul dimension's symbol here
 
 V5E = hw.TPU_V5E
 # The chips a student's variant may use (autograder/variants.py), the book's first.
@@ -379,6 +381,190 @@ KV_PROBES = (dict(L=64, K=64, H=128, S=8192, bpe=1),  # E5's example as the book
              _cfg_probe(m.LLAMA3_70B, "L", "K", "H", S=32_768, bpe=1))
 CX2_PROBE = dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32)
 
+
+# --- programs: the layer's blocks on 8 devices (reference programs "mlp" and "attention") -------------------
+# Small float32 shapes, every split dimension a multiple of 8. Tensor parallelism wants few tokens and wide
+# weights (it moves activations); FSDP wants many tokens per device (it moves weights): each exercise's shapes
+# sit in the regime where its layout is the cheap one, so the wasteful slips really are wasteful.
+TP_B, TP_D, TP_F = 16, 64, 256  # CX6: x[B, D] replicated, w_in[D, F_X], w_out[F_X, D]
+AT_B, AT_T, AT_D, AT_N, AT_H = 2, 16, 32, 16, 4  # CX7: two heads per device; scores spread enough to test softmax
+FS_B, FS_D, FS_F = 256, 32, 128  # CX8: x[B_X, D]; the weights as in CX6. Gathering them moves 2DF < 2BD
+
+
+def _atol(*summed: int) -> float:
+    """1e-3 of an output entry's typical size: random normal inputs, so an entry summed over these
+    dimensions is about the square root of their product (float32 rounding stays far below)."""
+    return 1e-3 * math.sqrt(math.prod(summed))
+
+
+def tp_mlp(x, w_in, w_out):
+    """relu(x @ w_in) @ w_out with the hidden F split over 8 devices: each device owns F/8 columns of w_in
+    and the matching rows of w_out, so relu applies to its own columns and its product with its rows is a
+    partial sum of the output. One psum (AllReduce) of that [B, D] result is the only communication."""
+    def block(x_full, w_in_cols, w_out_rows):  # f32[16, 64], f32[64, 32], f32[32, 64]
+        hidden = jnp.maximum(x_full @ w_in_cols, 0.0)  # f32[16, 32]: this device's F columns, complete
+        return jax.lax.psum(hidden @ w_out_rows, "X")  # f32[16, 64]: the partial sums over F added once
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P_(), P_(None, "X"), P_("X", None)),
+                         out_specs=P_())(x, w_in, w_out)
+
+
+def tp_mlp_no_sum(x, w_in, w_out):
+    """Returns each device's partial sum as if it were the output (check_vma=False hides the mistake)."""
+    def block(x_full, w_in_cols, w_out_rows):
+        return jnp.maximum(x_full @ w_in_cols, 0.0) @ w_out_rows
+    return smap(block, X8, ((), (None, "X"), ("X", None)), (), check_vma=False)(x, w_in, w_out)
+
+
+def tp_mlp_mean(x, w_in, w_out):
+    """Averages the partial sums (pmean) where they must be added: 1/8 of the output."""
+    def block(x_full, w_in_cols, w_out_rows):
+        return jax.lax.pmean(jnp.maximum(x_full @ w_in_cols, 0.0) @ w_out_rows, "X")
+    return smap(block, X8, ((), (None, "X"), ("X", None)), ())(x, w_in, w_out)
+
+
+def tp_mlp_relu_after_sum(x, w_in, w_out):
+    """Delays the relu until the partial sums are added: relu of the sum is not the sum of the relus."""
+    def block(x_full, w_in_cols, w_out_rows):
+        return jnp.maximum(jax.lax.psum((x_full @ w_in_cols) @ w_out_rows, "X"), 0.0)
+    return smap(block, X8, ((), (None, "X"), ("X", None)), ())(x, w_in, w_out)
+
+
+def tp_mlp_gathers_weights(x, w_in, w_out):
+    """Gathers both weights and computes the whole block on every device: right, but moves 2DF numbers
+    per device where the AllReduce moves BD."""
+    def block(x_full, w_in_cols, w_out_rows):
+        w_in_full = jax.lax.all_gather(w_in_cols, "X", axis=1, tiled=True, to="invarying")
+        w_out_full = jax.lax.all_gather(w_out_rows, "X", axis=0, tiled=True, to="invarying")
+        return jnp.maximum(x_full @ w_in_full, 0.0) @ w_out_full
+    return smap(block, X8, ((), (None, "X"), ("X", None)), ())(x, w_in, w_out)
+
+
+def heads_attention(x, w_q, w_k, w_v, w_o):
+    """Multi-head self-attention with the heads split over 8 devices. A head needs only its own columns of
+    w_q, w_k, w_v and its rows of w_o, so each device runs its heads' attention in full (softmax and all)
+    and multiplies by its rows of w_o: a partial sum over the heads, added by one psum at the end."""
+    def block(x_full, wq, wk, wv, wo):  # f32[2, 16, 32], three f32[32, 2, 4], f32[2, 4, 32]
+        q = jnp.einsum("btd,dnh->btnh", x_full, wq)  # f32[2, 16, 2, 4]: this device's 2 heads
+        k = jnp.einsum("btd,dnh->btnh", x_full, wk)
+        v = jnp.einsum("btd,dnh->btnh", x_full, wv)
+        scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])  # f32[2, 2, 16, 16]
+        out = jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+        return jax.lax.psum(jnp.einsum("btnh,nhd->btd", out, wo), "X")  # f32[2, 16, 32], summed over heads
+
+    heads = P_(None, "X", None)
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P_(), heads, heads, heads, P_("X", None, None)),
+                         out_specs=P_())(x, w_q, w_k, w_v, w_o)
+
+
+def _heads(x_full, wq, wk, wv):
+    """This device's heads' attention outputs [B, T, N/8, H] (a helper of the slips)."""
+    q, k, v = (jnp.einsum("btd,dnh->btnh", x_full, w) for w in (wq, wk, wv))
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])
+    return jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+
+
+_HEAD_SPECS = ((), (None, "X", None), (None, "X", None), (None, "X", None), ("X", None, None))
+
+
+def heads_attention_no_sum(x, w_q, w_k, w_v, w_o):
+    """Returns one device's heads' contribution, never adding the other heads'."""
+    def block(x_full, wq, wk, wv, wo):
+        return jnp.einsum("btnh,nhd->btd", _heads(x_full, wq, wk, wv), wo)
+    return smap(block, X8, _HEAD_SPECS, (), check_vma=False)(x, w_q, w_k, w_v, w_o)
+
+
+def heads_attention_mean(x, w_q, w_k, w_v, w_o):
+    """Averages the heads' contributions (pmean) where they must be added: 1/8 of the output."""
+    def block(x_full, wq, wk, wv, wo):
+        return jax.lax.pmean(jnp.einsum("btnh,nhd->btd", _heads(x_full, wq, wk, wv), wo), "X")
+    return smap(block, X8, _HEAD_SPECS, ())(x, w_q, w_k, w_v, w_o)
+
+
+def heads_attention_unscaled(x, w_q, w_k, w_v, w_o):
+    """Leaves out the 1/sqrt(H) of the scores: a sharper softmax, other weights on the values."""
+    def block(x_full, wq, wk, wv, wo):
+        q, k, v = (jnp.einsum("btd,dnh->btnh", x_full, w) for w in (wq, wk, wv))
+        weights = jax.nn.softmax(jnp.einsum("btnh,bsnh->bnts", q, k), axis=-1)
+        return jax.lax.psum(jnp.einsum("bnts,bsnh,nhd->btd", weights, v, wo), "X")
+    return smap(block, X8, _HEAD_SPECS, ())(x, w_q, w_k, w_v, w_o)
+
+
+def heads_attention_gathers(x, w_q, w_k, w_v, w_o):
+    """Gathers every head's output and all of w_o, then does the output projection on every device."""
+    def block(x_full, wq, wk, wv, wo):
+        out = jax.lax.all_gather(_heads(x_full, wq, wk, wv), "X", axis=2, tiled=True, to="invarying")  # [B, T, N, H]
+        return jnp.einsum("btnh,nhd->btd", out, jax.lax.all_gather(wo, "X", axis=0, tiled=True, to="invarying"))
+    return smap(block, X8, _HEAD_SPECS, ())(x, w_q, w_k, w_v, w_o)
+
+
+def fsdp_mlp(x, w_in, w_out):
+    """The MLP block with the tokens split over 8 devices (data parallelism) and the weights too (FSDP):
+    each device gathers the full w_in and w_out just before it uses them, then runs the whole block on
+    its own tokens. Two AllGathers of weights; the activations never move."""
+    def block(x_rows, w_in_cols, w_out_rows):  # f32[32, 32], f32[32, 16], f32[16, 32]
+        w_in_full = jax.lax.all_gather(w_in_cols, "X", axis=1, tiled=True)  # f32[32, 128]
+        w_out_full = jax.lax.all_gather(w_out_rows, "X", axis=0, tiled=True)  # f32[128, 32]
+        return jnp.maximum(x_rows @ w_in_full, 0.0) @ w_out_full  # f32[32, 32]: this device's tokens
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P_("X", None), P_(None, "X"), P_("X", None)),
+                         out_specs=P_("X", None))(x, w_in, w_out)
+
+
+_FSDP_SPECS = (("X", None), (None, "X"), ("X", None))
+
+
+def fsdp_mlp_local_weights(x, w_in, w_out):
+    """Uses its own weight blocks without gathering them: each device's tokens get only its share of F."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        return jnp.maximum(x_rows @ w_in_cols, 0.0) @ w_out_rows
+    return smap(block, X8, _FSDP_SPECS, ("X", None))(x, w_in, w_out)
+
+
+def fsdp_mlp_sums_tokens(x, w_in, w_out):
+    """Adds a psum at the end as tensor parallelism would: here it adds up different tokens' outputs."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        w_in_full = jax.lax.all_gather(w_in_cols, "X", axis=1, tiled=True)
+        w_out_full = jax.lax.all_gather(w_out_rows, "X", axis=0, tiled=True)
+        return jax.lax.psum(jnp.maximum(x_rows @ w_in_full, 0.0) @ w_out_full, "X")
+    return smap(block, X8, _FSDP_SPECS, ("X", None))(x, w_in, w_out)
+
+
+def fsdp_mlp_gathers_tokens(x, w_in, w_out):
+    """Gathers the tokens too, runs every token on every device and keeps its own rows."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        x_full = jax.lax.all_gather(x_rows, "X", axis=0, tiled=True)
+        w_in_full = jax.lax.all_gather(w_in_cols, "X", axis=1, tiled=True)
+        w_out_full = jax.lax.all_gather(w_out_rows, "X", axis=0, tiled=True)
+        return own_block(jnp.maximum(x_full @ w_in_full, 0.0) @ w_out_full, "X", 0)
+    return smap(block, X8, _FSDP_SPECS, ("X", None))(x, w_in, w_out)
+
+
+def fsdp_mlp_tensor_parallel(x, w_in, w_out):
+    """Tensor parallelism instead: gathers the tokens, uses its own F columns, ReduceScatters the output
+    back over the batch. Right numbers, but it moves 2BD activations where FSDP moves 2DF weights."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        x_full = jax.lax.all_gather(x_rows, "X", axis=0, tiled=True)
+        partial = jnp.maximum(x_full @ w_in_cols, 0.0) @ w_out_rows
+        return jax.lax.psum_scatter(partial, "X", scatter_dimension=0, tiled=True)
+    return smap(block, X8, _FSDP_SPECS, ("X", None))(x, w_in, w_out)
+
+
+TP_MLP_SPEC = ProgramSpec(mesh=X8, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
+                          operands=(Operand((TP_B, TP_D), (None, None)), Operand((TP_D, TP_F), (None, "X")),
+                                    Operand((TP_F, TP_D), ("X", None))),
+                          out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(TP_D, TP_F))
+HEADS_SPEC = ProgramSpec(mesh=X8, einsum="multi-head self-attention of x with w_q, w_k, w_v and w_o",
+                         reference="attention",
+                         operands=(Operand((AT_B, AT_T, AT_D), (None, None, None)),
+                                   *(Operand((AT_D, AT_N, AT_H), (None, "X", None)) for _ in range(3)),
+                                   Operand((AT_N, AT_H, AT_D), ("X", None, None))),
+                         out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(AT_D, AT_N * AT_H))
+FSDP_MLP_SPEC = ProgramSpec(mesh=X8, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
+                            operands=(Operand((FS_B, FS_D), ("X", None)), Operand((FS_D, FS_F), (None, "X")),
+                                      Operand((FS_F, FS_D), ("X", None))),
+                            out_spec=("X", None), collectives={"all-gather": 2}, rtol=1e-3, atol=_atol(FS_D, FS_F))
+
 # The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
 BOOK = {
     "ch04-e3-t-d8192": 64_000,  # "~64K": 65,536 if K means 1024, so either reading passes
@@ -715,4 +901,23 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
              reference=kv_cache_bytes, probes=KV_PROBES, draw=draw_kv,
              output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(cx5_keys_only, "ratio:1/2"),)),
+    # Programs: the layer's two blocks on 8 devices, checked against their single-device references.
+    Program(qid="ch04-cx6-tp-mlp", points=2, section="training/#tensor-parallelism",
+            prompt="relu(x @ w_in) @ w_out with w_in split by columns and w_out by rows over F: one AllReduce.",
+            spec=TP_MLP_SPEC, model=tp_mlp,
+            slips=(Slip(tp_mlp_no_sum, "partial_sum:X"), Slip(tp_mlp_mean, "scaled:1/8"),
+                   Slip(tp_mlp_relu_after_sum, "wrong_values"),
+                   Slip(tp_mlp_gathers_weights, "collectives:all-gather"))),
+    Program(qid="ch04-cx7-heads-attention", points=3, section="inference/#sharding-the-kv-cache",
+            prompt="Multi-head self-attention with w_q, w_k, w_v and w_o split over the heads N: one AllReduce.",
+            spec=HEADS_SPEC, model=heads_attention,
+            slips=(Slip(heads_attention_no_sum, "partial_sum:X"), Slip(heads_attention_mean, "scaled:1/8"),
+                   Slip(heads_attention_unscaled, "wrong_values"),
+                   Slip(heads_attention_gathers, "collectives:all-gather"))),
+    Program(qid="ch04-cx8-fsdp-mlp", points=3, section="training/#fully-sharded-data-parallelism-fsdp",
+            prompt="The MLP block with the tokens split over the batch and the weights gathered before use (FSDP).",
+            spec=FSDP_MLP_SPEC, model=fsdp_mlp,
+            slips=(Slip(fsdp_mlp_local_weights, "wrong_values"), Slip(fsdp_mlp_sums_tokens, "wrong_values"),
+                   Slip(fsdp_mlp_gathers_tokens, "collectives:all-gather"),
+                   Slip(fsdp_mlp_tensor_parallel, "collectives:all-gather,reduce-scatter"))),
 ))

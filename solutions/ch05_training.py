@@ -4,8 +4,9 @@ Book: Part 5 "How to Parallelize a Transformer for Training", https://jax-ml.git
 Numbers are computed from ``course.hardware`` and ``course.models`` with ``solutions._derived`` (never
 typed in); where the book prints a rounded or differently-based value, the tolerance admits it and
 ``BOOK`` records it for the tests. Labels follow the syllabus: E1-E14 worked examples in the text,
-Q1-Q3 the problems at the end, CX1-CX5 coding exercises. (E12 reads the book's interactive figure and X1
-is a retired question of the first edition: neither is graded here.)
+Q1-Q3 the problems at the end, CX1-CX5 coding exercises (CX4 in two parts: CX4a the program, CX4b the
+cost model as code). (E12 reads the book's interactive figure and X1 is a retired question of the first
+edition: neither is graded here.)
 
 The model of the whole chapter is one MLP block, In[B, D] . W_in[D, F] . W_out[F, D], with B counted
 in tokens. Programs use it without the nonlinearity: the check compares a program's output with a
@@ -700,6 +701,16 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             slips=(Slip(X * C / W, "extra_symbol:X", "asked per chip: that is the global batch."),
                    Slip(2 * C / W, "ratio:2"))),
     vary("ch05-e2", e2, chip=chips(V5P, hw.TPU_V4P, hw.TPU7X, hw.TPU_V5E, hw.TPU_V6E)),
+    # CX1: the data-parallel backward pass, and the gradient-summing trap.
+    Program(qid="ch05-cx1-dp-grad", points=3, section=DP,
+            prompt="Data parallelism: dW_in[D, F], replicated, from In[B_X, D], dOut[B_X, D] and a replicated W_out.",
+            spec=DP_SPEC, model=dp_grad,
+            slips=(Slip(dp_grad_extra_psum, "scaled:8"), Slip(dp_grad_unsummed, "partial_sum:X"),
+                   Slip(dp_grad_gathers_batch, "collectives:all-gather"))),
+    Number(qid="ch05-cx1-psum-factor", points=1, section=DP,
+           prompt="The factor by which an extra psum over X of that gradient changes it on 8 devices.",
+           reference=float(dict(X8)["X"]), tolerance=THREE_FIGURES,
+           slips=(Slip(1.0, "ratio:1/8", "autodiff already summed it once; a psum sums 8 equal copies."),)),
     # 2. FSDP.
     Formula(qid="ch05-e3-fsdp-t-comms", points=1, section=FSDP,
             prompt="FSDP over X chips, one mesh axis: seconds per chip for the collectives of the forward pass "
@@ -714,6 +725,17 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             slips=(Slip(C / W, "missing_symbol:M_X"), Slip(M_X * C / W, "not_equivalent"))),
     vary("ch05-e4", e4, batch=values(40e6, 20e6, 60e6, 30e6, 50e6)),
     vary("ch05-e5", e5, batch=values(16e6, 8e6, 4e6, 32e6), mfu=values(0.5, 0.4, 0.6)),
+    # CX2: an FSDP MLP, forward and backward.
+    Program(qid="ch05-cx2-fsdp-forward", points=3, section=FSDP,
+            prompt="FSDP forward: In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D] (no nonlinearity).",
+            spec=FSDP_FWD_SPEC, model=fsdp_forward,
+            slips=(Slip(fsdp_forward_sums_outputs, "wrong_values"),
+                   Slip(fsdp_forward_gathers_batch, "collectives:all-gather"))),
+    Program(qid="ch05-cx2-fsdp-backward", points=3, section=BACKWARD,
+            prompt="FSDP backward: dW_in[D_X, F] from In[B_X, D], dOut[B_X, D] and W_out[F, D_X].",
+            spec=FSDP_BWD_SPEC, model=fsdp_backward,
+            slips=(Slip(fsdp_backward_own_rows, "partial_sum:X"),
+                   Slip(fsdp_backward_allreduce, "collectives:all-gather,all-reduce"))),
     # 3. Tensor parallelism.
     Formula(qid="ch05-e6-tp-t-comms", points=1, section=TP,
             prompt="Tensor parallelism over Y chips, one mesh axis: seconds per chip for the collectives of the "
@@ -732,6 +754,12 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
            slips=(Slip("double", "wrong_option", "int8 doubles the FLOP/s, but also halves the bytes moved."),)),
     vary("ch05-e7", e7, F=values(LLAMA70_F, 20_480, 43_008, 36_864), ways=values(8, 4, 16)),
     vary("ch05-e8", e8, F=values(50_000, 36_864, 24_576, 65_536, 45_056)),
+    # CX3: a Megatron MLP.
+    Program(qid="ch05-cx3-tp-forward", points=3, section=TP,
+            prompt="Tensor parallelism: In[B, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> Out[B, D_Y] on 8 devices.",
+            spec=TP_SPEC, model=tp_forward,
+            slips=(Slip(tp_forward_no_reduce, "partial_sum:Y"),
+                   Slip(tp_forward_allreduce, "collectives:all-gather,all-reduce"))),
     # 4. FSDP and tensor parallelism together.
     Formula(qid="ch05-e9-x-opt", points=2, section=MIX,
             prompt="N = X*Y chips, FSDP over X (M_X axes), tensor parallelism over Y (M_Y axes): the X at which "
@@ -748,7 +776,24 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
                    Slip(C / (M_X * W), "missing_symbol:F,M_Y", "that is FSDP's bound alone."))),
     vary("ch05-e10", e10, F=values(32_768, 28_672, 53_248, 20_480),
          shape=values((16, 16, 16), (16, 16, 24), (8, 16, 16))),
-    # 5. Pipelining.
+    # CX4a: both at once, on a 4 x 2 mesh; CX4b: the cost model as code.
+    Program(qid="ch05-cx4-fsdp-tp-forward", points=3, section=MIX,
+            prompt="FSDP + tensor parallelism on a 4 x 2 mesh: In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X] "
+                   "-> Out[B_X, D_Y].",
+            spec=MIX_SPEC, model=fsdp_tp_forward,
+            slips=(Slip(fsdp_tp_scatters_over_x, "wrong_shape"),
+                   Slip(fsdp_tp_allreduce, "collectives:all-gather,all-reduce"))),
+    Function(qid="ch05-cx4-forward-time", points=2, section=MIX,
+             prompt="forward_time(b, D, F, X, Y, C, W, M_X, M_Y): seconds of one MLP block's forward pass per chip.",
+             reference=forward_time, probes=FORWARD_PROBES,
+             output=Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
+             slips=(Slip(forward_time_summed, "close"), Slip(forward_time_one_axis, "ratio:2"))),
+    Function(qid="ch05-cx4-choose-mesh", points=2, section=MIX,
+             prompt="choose_mesh(B, F, N, M_X, M_Y): (X, Y), powers of two, for FSDP + tensor parallelism.",
+             reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,
+             output=(Output("number", tolerance=EXACT),) * 2,
+             slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),)),
+    # 5. Pipelining. CX5: the bubble.
     Formula(qid="ch05-cx5-bubble", points=1, section=PIPE,
             prompt="GPipe with S stages and M microbatches: the fraction of the forward pass's time a stage idles.",
             reference=BUBBLE, symbols="S M", counts="S M",
@@ -781,45 +826,4 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     vary("ch05-q2", q2, batch=values(16e6, 8e6, 4e6, 32e6)),
     vary("ch05-q3", q3, chip=chips(V5P, hw.TPU_V4P), batch=values(Q3_BATCH, 2e6, 1.2e6, 5e6),
          mfu=values(0.4, 0.5), valid=q3_valid),
-    # Programs: CX1-CX4.
-    Program(qid="ch05-cx1-dp-grad", points=3, section=DP,
-            prompt="Data parallelism: dW_in[D, F], replicated, from In[B_X, D], dOut[B_X, D] and a replicated W_out.",
-            spec=DP_SPEC, model=dp_grad,
-            slips=(Slip(dp_grad_extra_psum, "scaled:8"), Slip(dp_grad_unsummed, "partial_sum:X"),
-                   Slip(dp_grad_gathers_batch, "collectives:all-gather"))),
-    Number(qid="ch05-cx1-psum-factor", points=1, section=DP,
-           prompt="The factor by which an extra psum over X of that gradient changes it on 8 devices.",
-           reference=float(dict(X8)["X"]), tolerance=THREE_FIGURES,
-           slips=(Slip(1.0, "ratio:1/8", "autodiff already summed it once; a psum sums 8 equal copies."),)),
-    Program(qid="ch05-cx2-fsdp-forward", points=3, section=FSDP,
-            prompt="FSDP forward: In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D] (no nonlinearity).",
-            spec=FSDP_FWD_SPEC, model=fsdp_forward,
-            slips=(Slip(fsdp_forward_sums_outputs, "wrong_values"),
-                   Slip(fsdp_forward_gathers_batch, "collectives:all-gather"))),
-    Program(qid="ch05-cx2-fsdp-backward", points=3, section=BACKWARD,
-            prompt="FSDP backward: dW_in[D_X, F] from In[B_X, D], dOut[B_X, D] and W_out[F, D_X].",
-            spec=FSDP_BWD_SPEC, model=fsdp_backward,
-            slips=(Slip(fsdp_backward_own_rows, "partial_sum:X"),
-                   Slip(fsdp_backward_allreduce, "collectives:all-gather,all-reduce"))),
-    Program(qid="ch05-cx3-tp-forward", points=3, section=TP,
-            prompt="Tensor parallelism: In[B, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> Out[B, D_Y] on 8 devices.",
-            spec=TP_SPEC, model=tp_forward,
-            slips=(Slip(tp_forward_no_reduce, "partial_sum:Y"),
-                   Slip(tp_forward_allreduce, "collectives:all-gather,all-reduce"))),
-    Program(qid="ch05-cx4-fsdp-tp-forward", points=3, section=MIX,
-            prompt="FSDP + tensor parallelism on a 4 x 2 mesh: In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X] "
-                   "-> Out[B_X, D_Y].",
-            spec=MIX_SPEC, model=fsdp_tp_forward,
-            slips=(Slip(fsdp_tp_scatters_over_x, "wrong_shape"),
-                   Slip(fsdp_tp_allreduce, "collectives:all-gather,all-reduce"))),
-    Function(qid="ch05-cx4-forward-time", points=2, section=MIX,
-             prompt="forward_time(b, D, F, X, Y, C, W, M_X, M_Y): seconds of one MLP block's forward pass per chip.",
-             reference=forward_time, probes=FORWARD_PROBES,
-             output=Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
-             slips=(Slip(forward_time_summed, "close"), Slip(forward_time_one_axis, "ratio:2"))),
-    Function(qid="ch05-cx4-choose-mesh", points=2, section=MIX,
-             prompt="choose_mesh(B, F, N, M_X, M_Y): (X, Y), powers of two, for FSDP + tensor parallelism.",
-             reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,
-             output=(Output("number", tolerance=EXACT),) * 2,
-             slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),)),
 ))

@@ -4,9 +4,11 @@ Book: Part 6 "Training LLaMA 3 on TPUs", https://jax-ml.github.io/scaling-book/a
 Numbers are computed from ``course.models`` (the LLaMA 3 configurations) and ``course.hardware`` with
 ``solutions._derived`` (never typed in); where the book prints a rounded or differently-based value, the
 tolerance admits it and ``BOOK`` records it for the tests. Labels follow the syllabus: A1-A9 the chapter's inline
-questions, W1-W2 its two worked problems (no book answers: the course derives them), CX1, CX2 and CX4
-coding exercises. (CX3, a scaled-down LLaMA training step, and CX5, checkpoint policies, are not
-graded here: see the chapter's report.)
+questions, W1-W2 its two worked problems (no book answers: the course derives them), CX1-CX5 coding
+exercises. CX3 grades the MLP block of the syllabus's scaled-down LLaMA step (FSDP on one mesh axis,
+Megatron-style tensor parallelism on the other) as a forward program; the whole two-layer step is not
+graded. CX5 is a data-parallel gradient step from the loss itself; the syllabus's checkpoint-policy
+exercise is not graded here.
 
 The book multiplies with the models' nominal sizes (70e9, 405e9) once it has counted the parameters,
 and evaluates memory with a 4e6-token batch although the run used 4 * 2**20 tokens; the references
@@ -25,7 +27,7 @@ from course import hardware as hw
 from course.symbols import D, F, H, K, L, N, V
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
-from solutions._kit import ONE_PERCENT, TWO_PERCENT, P, jax, number, own_block, slip_code, smap
+from solutions._kit import ONE_PERCENT, TWO_PERCENT, X8, P, jax, jnp, number, own_block, slip_code, smap
 
 V5P = hw.TPU_V5P
 PEAK = V5P.bf16_flops_per_s
@@ -44,6 +46,7 @@ SHARDING = SECTION + "#how-to-shard-llama-3-70b-for-training"
 WORKED = SECTION + "#worked-problems"
 PART5_MIX = "training/#mixed-fsdp-and-tensor-parallelism"
 PART5_PODS = "training/#scaling-between-pods"
+PART5_DP = "training/#data-parallelism"
 
 # --- inputs the chapter states -------------------------------------------------------------------------
 M70, M405 = m.LLAMA3_70B, m.LLAMA31_405B
@@ -209,6 +212,132 @@ MULTIPOD_SPEC = ProgramSpec(
               Operand((PF, PD), ("Y", "X"))),
     out_spec=("X", "Y"), collectives={"all-gather": 3, "reduce-scatter": 1, "all-reduce": 1},
     rtol=1e-3, atol=1e-3 * math.sqrt(PB * PD))
+
+
+# --- CX3: the MLP block under FSDP + tensor parallelism, as A9 chose (few ways of tensor parallelism) -------
+# Mesh X = 2 (FSDP: the batch, and the weights' D, which each device gathers just in time) x Y = 4 (tensor
+# parallelism: F, A9's 4 ways). Megatron style: x[B_X, D] arrives whole on every device of a Y group,
+# W_in[D_X, F_Y] and W_out[F_Y, D_X]; each device computes relu(x . W_in[:, F_Y]) exactly (the D sum is
+# whole), so the only partial sum is the second matmul's over F, added by one AllReduce over Y.
+# B = 32 tokens, D = 64, F = 256.
+MB, MD, MF = 32, 64, 256
+XY24 = (("X", 2), ("Y", 4))
+MLP_SPECS = (("X", None), ("X", "Y"), ("Y", "X"))  # the slips' in_specs, as smap takes them
+
+
+def fsdp_tp_mlp(x, w_in, w_out):
+    """Gather each weight's D over X (FSDP), keep this device's F columns (tensor parallelism), apply the
+    relu to whole hidden units, and add the F partial sums over Y with one AllReduce."""
+    def block(x_block, w_in_block, w_out_block):  # f32[16, 64], f32[32, 64], f32[64, 32]
+        w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)  # W_in[D, F_Y]
+        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)  # W_out[F_Y, D]
+        hidden = jnp.maximum(x_block @ w_in_cols, 0.0)  # [B_X, F_Y]: whole sums over D, so relu is exact
+        return jax.lax.psum(hidden @ w_out_rows, "Y")  # Out[B_X, D]: the F_Y partial sums added
+
+    mesh = course.mesh(X=2, Y=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", None), P("X", "Y"), P("Y", "X")),
+                         out_specs=P("X", None))(x, w_in, w_out)
+
+
+def _hidden_cols(x_block, w_in_block, w_out_block):
+    """This device's relu(x . W_in[:, F_Y]) and W_out[F_Y, D], the weights gathered over X."""
+    w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
+    w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
+    return jnp.maximum(x_block @ w_in_cols, 0.0), w_out_rows
+
+
+def fsdp_tp_mlp_no_sum(x, w_in, w_out):
+    """Forgets the AllReduce over Y: the result holds only the first quarter of F's terms
+    (check_vma=False hides the mistake)."""
+    def block(x_block, w_in_block, w_out_block):
+        hidden, w_out_rows = _hidden_cols(x_block, w_in_block, w_out_block)
+        return hidden @ w_out_rows
+    return smap(block, XY24, MLP_SPECS, P("X", None), check_vma=False)(x, w_in, w_out)
+
+
+def fsdp_tp_mlp_gathers_all(x, w_in, w_out):
+    """Gathers both weights whole on every device (over X and Y) and computes the block alone: right, but
+    each device moves and multiplies all of F, four times its share."""
+    def block(x_block, w_in_block, w_out_block):
+        w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
+        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
+        w_in_full = jax.lax.all_gather(w_in_cols, "Y", axis=1, tiled=True, to="invarying")
+        w_out_full = jax.lax.all_gather(w_out_rows, "Y", axis=0, tiled=True, to="invarying")
+        return jnp.maximum(x_block @ w_in_full, 0.0) @ w_out_full
+    return smap(block, XY24, MLP_SPECS, P("X", None))(x, w_in, w_out)
+
+
+MLP_SPEC = ProgramSpec(
+    mesh=XY24, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
+    operands=(Operand((MB, MD), ("X", None)), Operand((MD, MF), ("X", "Y")), Operand((MF, MD), ("Y", "X"))),
+    out_spec=("X", None), collectives={"all-gather": 2, "all-reduce": 1},
+    rtol=1e-3, atol=1e-3 * math.sqrt(MD * MF))
+
+
+# --- CX5: one data-parallel step's gradient, from the loss -----------------------------------------------
+# x[B_X, D] split over 8 data-parallel replicas (8 pods, say), W_in[D, F] and W_out[F, D] replicated; the
+# loss is the mean over the whole batch of sum(Out^2) / 2; the result dW_in[D, F] must be the same on every
+# replica. B = 64 tokens, D = 32, F = 64. A replica's tokens are 1/8 of the batch, so its loss is its sum
+# divided by the *global* B: autodiff inside shard_map adds the replicas' gradients of a replicated W_in
+# (one AllReduce), and their sum is the gradient of the global mean.
+DB, DD, DF = 64, 32, 64
+DP_SPECS = (("X", None), (), ())
+DP_ATOL = 0.03  # 1e-3 of an entry's typical size: about 32 for random normal inputs of these shapes
+
+
+def dp_loss_grad(x, w_in, w_out):
+    """Each replica differentiates its tokens' share of the global mean loss; autodiff sums the shares of
+    the replicated W_in's gradient over X (one AllReduce)."""
+    def block(x_block, w_in_full, w_out_full):  # f32[8, 32], f32[32, 64], f32[64, 32]
+        def loss(w):  # this replica's part of mean_b sum(Out^2) / 2 over all x.shape[0] tokens
+            out = jnp.maximum(x_block @ w, 0.0) @ w_out_full
+            return jnp.sum(out**2) / (2 * x.shape[0])
+
+        return jax.grad(loss)(w_in_full)  # f32[32, 64], summed over X by autodiff
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P(), P()),
+                         out_specs=P())(x, w_in, w_out)
+
+
+def _replica_mean_grad(x_block, w_in_full, w_out_full):
+    """The gradient of this replica's own mean loss: what one replica alone would train with."""
+    def loss(w):
+        out = jnp.maximum(x_block @ w, 0.0) @ w_out_full
+        return jnp.mean(jnp.sum(out**2, axis=-1)) / 2
+    return jax.grad(loss)(w_in_full)
+
+
+def dp_loss_grad_sums_means(x, w_in, w_out):
+    """Averages per replica, then sums the averages: 8 times the gradient of the global mean."""
+    def block(x_block, w_in_full, w_out_full):
+        return jax.lax.psum(_replica_mean_grad(x_block, w_in_full, w_out_full), "X")
+    return smap(block, X8, DP_SPECS, P(), check_vma=False)(x, w_in, w_out)
+
+
+def dp_loss_grad_averages_shares(x, w_in, w_out):
+    """Weights each replica by the global batch, as it should, but then averages the shares (pmean) where
+    they must be added: 1/8 of the gradient."""
+    def block(x_block, w_in_full, w_out_full):
+        def loss(w):
+            out = jnp.maximum(x_block @ w, 0.0) @ w_out_full
+            return jnp.sum(out**2) / (2 * x.shape[0])
+        return jax.lax.pmean(jax.grad(loss)(w_in_full), "X")
+    return smap(block, X8, DP_SPECS, P(), check_vma=False)(x, w_in, w_out)
+
+
+def dp_loss_grad_gathers_batch(x, w_in, w_out):
+    """Gathers the whole batch to every replica and differentiates the global loss there: right, but each
+    replica moves every token and does all the batch's FLOPs."""
+    def block(x_block, w_in_full, w_out_full):
+        x_full = jax.lax.all_gather(x_block, "X", axis=0, tiled=True, to="invarying")
+        return _replica_mean_grad(x_full, w_in_full, w_out_full)
+    return smap(block, X8, DP_SPECS, P())(x, w_in, w_out)
+
+
+DP_LOSS_SPEC = ProgramSpec(
+    mesh=X8, einsum="the gradient with respect to w_in of mean_b sum(mlp(x)^2) / 2", reference="mlp_loss_grad_w_in",
+    operands=(Operand((DB, DD), ("X", None)), Operand((DD, DF), (None, None)), Operand((DF, DD), (None, None))),
+    out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=DP_ATOL)
 
 
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first -------
@@ -463,6 +592,11 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
              prompt="comm_ratio(B, X, Y, F, alpha, M_X, M_Y): communication over compute time of FSDP + TP.",
              reference=comm_ratio, probes=COMM_PROBES, output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(comm_ratio_summed, "not_equal"),)),
+    Program(qid="ch06-cx3-fsdp-tp-mlp", points=3, section=SHARDING,
+            prompt="relu(x @ w_in) @ w_out on a (X=2, Y=4) mesh: batch and weights' D over X (FSDP), F over Y.",
+            spec=MLP_SPEC, model=fsdp_tp_mlp,
+            slips=(Slip(fsdp_tp_mlp_no_sum, "wrong_values"),
+                   Slip(fsdp_tp_mlp_gathers_all, "collectives:all-gather"))),
     # 5. Worked problem 1: four pods.
     vary("ch06-w1", w1, pods=values(W1_PODS, 2, 3, 6), batch=values(BATCH, 8 * 2**20)),
     # 6. Worked problem 2: LLaMA 3.1-405B.
@@ -492,4 +626,11 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             spec=MULTIPOD_SPEC, model=multipod_grad,
             slips=(Slip(multipod_grad_one_pod, "partial_sum:Z"),
                    Slip(multipod_grad_allreduce, "collectives:all-gather,all-reduce"))),
+    Program(qid="ch06-cx5-dp-loss-grad", points=3, section=PART5_DP,
+            prompt="Data parallelism over 8 replicas: dW_in of the global-batch mean loss sum(mlp(x)^2) / 2, "
+                   "replicated.",
+            spec=DP_LOSS_SPEC, model=dp_loss_grad,
+            slips=(Slip(dp_loss_grad_sums_means, "scaled:8"),
+                   Slip(dp_loss_grad_averages_shares, "scaled:1/8"),
+                   Slip(dp_loss_grad_gathers_batch, "collectives:all-gather"))),
 ))

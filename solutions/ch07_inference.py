@@ -4,13 +4,14 @@ Book: Part 7 "All About Transformer Inference", https://jax-ml.github.io/scaling
 References are computed from ``solutions._derived`` (the inference cost model), ``course.models`` and
 ``course.hardware``; where the book prints a rounded or differently-based value, the tolerance admits
 it and ``BOOK`` records it for the tests. Labels follow the syllabus: E1-E14 worked examples, PQ1 the
-pop quiz, Q1-Q7 the worked problems, CX1-CX4 coding exercises (CX2 is the E8 tables' calculator).
+pop quiz, Q1-Q7 the worked problems, CX1-CX4 coding exercises in the notebook's order (CX1, the
+E8 tables' calculator, is the syllabus's CX2; CX2, the decode step, is its CX1).
 
 Program questions run on 8 simulated devices and are compared with an einsum on random inputs, so the
 sharded decode steps grade attention without its softmax and 1/sqrt(H) scale (scores times values):
 under head and batch sharding the softmax is local to each device and adds no communication, which is
 what the programs are graded on. The softmax and the cache update are graded separately, on the
-unsharded step (CX1, a function on public test cases).
+unsharded step (CX2, a function on public test cases).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ E4_LIMIT = float(sp.limit(E4_INTENSITY.subs(T, 1), S, sp.oo))
 E1_CHIPS = (V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU7X)
 E3_CHIPS = (V5E, hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V3)
 
-# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e; CX2's probes keep the book's model --------------------------
+# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e; CX1's probes keep the book's model --------------------------
 L13 = m.LLAMA2_13B
 E5_TOTAL = m.params_of(L13)
 E5_BYTES = BF16 * E5_TOTAL
@@ -106,7 +107,7 @@ E12_WAYS = 8  # the book's ring, whose whole-buffer threshold E14's slip compare
 E14_SHARD = sp.Integer(round(inf.latency_bound_bytes(1, V5E.ici_bytes_per_s_per_link)))
 E14 = B * D / E14_SHARD
 
-# --- PQ1: a dense model, int8 weights, bf16 FLOPs, v5e 4x4; CX2's probes keep the book's numbers ------
+# --- PQ1: a dense model, int8 weights, bf16 FLOPs, v5e 4x4; CX1's probes keep the book's numbers ------
 PQ1_PARAMS, PQ1_CHIPS, PQ1_CONTEXT, PQ1_KV_PER_TOKEN = 30e9, 16, 8192, 1e5
 PQ1_KV = PQ1_KV_PER_TOKEN * PQ1_CONTEXT
 
@@ -115,7 +116,7 @@ Q = m.PART7_MODEL
 Q1_FORMULA = m.params(L, D, F, N, K, H, V, tied=True)
 Q1_PARAMS = m.params_of(Q)
 Q1_KV = m.kv_bytes_per_token_of(Q, INT8)
-Q2_CHIPS, Q2_CONTEXT = 16, 128_000  # the book's v5e 4x4 and "128k" context (CX2's probes)
+Q2_CHIPS, Q2_CONTEXT = 16, 128_000  # the book's v5e 4x4 and "128k" context (CX1's probes)
 Q6_CHIPS = 8 * 16  # v5e 8x16, the experts split E_Z over Z = 16 and F_Y over Y = 8
 # The slices Q6 may answer; 8x16 is there for a student whose bf16 slip needs it.
 SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8", "8x16")
@@ -147,7 +148,7 @@ def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> 
     return tuple(Slip(a, slip_code(a, reference, tolerance), hint) for a, hint in wrong if not lo <= a <= hi)
 
 
-# --- CX2: the step-time calculator and the batch that fits -------------------------------------------
+# --- CX1: the step-time calculator and the batch that fits -------------------------------------------
 
 def step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
     """(seconds per decode step, tokens per second): reading the caches, then the weight matmuls, bound
@@ -159,12 +160,12 @@ def step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per
     return step, B / step
 
 
-def cx2_memory_only(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
+def cx1_memory_only(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
     t = inf.decode_step_memory_s(B, kv_bytes_per_seq, weight_bytes, n_chips, hbm_bytes_per_s)
     return t, B / t
 
 
-def cx2_no_overlap(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
+def cx1_no_overlap(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):
     t = inf.decode_parts_s(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s)
     step = t["kv"] + t["weights"] + t["flops"]
     return step, B / step
@@ -184,16 +185,16 @@ def max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return max(0, math.floor(free / kv_bytes_per_seq))
 
 
-def cx2_not_rounded(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+def cx1_not_rounded(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return (n_chips * hbm_per_chip - weight_bytes) / kv_bytes_per_seq
 
 
-def cx2_forgets_weights(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+def cx1_forgets_weights(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return float(math.floor(n_chips * hbm_per_chip / kv_bytes_per_seq))
 
 
 def draw_fit(rng: random.Random, probe: dict) -> dict:
-    """CX2's grading-time cases: the probe's chip count; HBM per chip and the cache per sequence 1/2 to 2
+    """CX1's grading-time cases: the probe's chip count; HBM per chip and the cache per sequence 1/2 to 2
     times the probe's, the weights 10% to 80% of all the HBM, and room for at least one sequence."""
     while True:
         hbm = float(f"{probe['hbm_per_chip'] * 2 ** rng.uniform(-1, 1):.4g}")
@@ -214,7 +215,7 @@ BATCH_PROBES = (_fit(Q, Q2_CHIPS, Q2_CONTEXT, INT8, INT8), _fit(Q.with_(K=1), Q2
                 _fit(m.LLAMA3_70B, 16, 8192, BF16, BF16, inf.LLAMA3_70B_PARAMS_BOOK))
 
 
-# --- CX1: one decode step against a preallocated KV cache (unsharded, with the softmax) -------------
+# --- CX2: one decode step against a preallocated KV cache (unsharded, with the softmax) -------------
 # q[B, N, H] is the new token's query; k_new, v_new[B, K, H] its key and value; the caches are
 # [B, S, K, H], preallocated to S positions, of which the first lengths[b] hold sequence b's past
 # tokens (the rest hold stale values from earlier requests). The step writes the new key and value at
@@ -241,7 +242,7 @@ def decode_step(q, k_new, v_new, k_cache, v_cache, lengths):
 
 
 def decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, mask=True, include_new=True, grouped=True):
-    """CX1's reference in numpy float64; the keyword switches give the typical slips."""
+    """CX2's reference in numpy float64; the keyword switches give the typical slips."""
     q, k_new, v_new, k_cache, v_cache = (np.array(a, dtype=np.float64) for a in (q, k_new, v_new, k_cache, v_cache))
     lengths = np.asarray(lengths, dtype=int)
     b, n, h = q.shape
@@ -267,15 +268,15 @@ def decode_step_reference(**probe):
     return tuple(a.reshape(-1).tolist() for a in decode_step_switched(**probe))
 
 
-def cx1_no_mask(q, k_new, v_new, k_cache, v_cache, lengths):
+def cx2_no_mask(q, k_new, v_new, k_cache, v_cache, lengths):
     return decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, mask=False)
 
 
-def cx1_misses_new_token(q, k_new, v_new, k_cache, v_cache, lengths):
+def cx2_misses_new_token(q, k_new, v_new, k_cache, v_cache, lengths):
     return decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, include_new=False)
 
 
-def cx1_mha_grouping(q, k_new, v_new, k_cache, v_cache, lengths):
+def cx2_mha_grouping(q, k_new, v_new, k_cache, v_cache, lengths):
     return decode_step_switched(q, k_new, v_new, k_cache, v_cache, lengths, grouped=False)
 
 
@@ -295,7 +296,7 @@ DECODE_PROBES = (decode_probe(0, [2, 5]), decode_probe(1, [0, 7]), decode_probe(
 
 
 def draw_decode(rng: random.Random, probe: dict) -> dict:
-    """CX1's grading-time cases: fresh values, and fresh lengths (a free slot in each cache of 8)."""
+    """CX2's grading-time cases: fresh values, and fresh lengths (a free slot in each cache of 8)."""
     return decode_probe(rng.randrange(2**32), [rng.randrange(8) for _ in probe["lengths"]])
 
 
@@ -735,37 +736,62 @@ def cx4(B: int, F: int) -> tuple[Program, ...]:
 # --- the records -------------------------------------------------------------------------------------
 
 CHAPTER = Chapter("ch07_inference", "Transformer inference", (
-    # 1. Rooflines of prefill and decode.
+    # 1. Two workloads with different rooflines.
     vary("ch07-e1", e1, chip=chips(*E1_CHIPS)),
-    vary("ch07-e3", e3, chip=chips(*E3_CHIPS)),
     Formula(qid="ch07-e4-attention-intensity", points=1, section=_roof,
             prompt="Intensity of bf16 MHA attention, T queries over S keys (read Q, K, V; write O).",
             reference=E4_INTENSITY, symbols="T S",
             slips=(Slip(2 * S * T / (S + T), "ratio:2", "bf16: 2 bytes per element."),
                    Slip(T, "missing_symbol:S"))),
+    vary("ch07-e3", e3, chip=chips(*E3_CHIPS)),
     Number(qid="ch07-e4-decode-limit", points=1, section=_roof,
            prompt="That intensity in decode (T = 1) as the context S grows.",
            reference=E4_LIMIT, tolerance=ONE_PERCENT,
            slips=(Slip(0.5, "ratio:1/2", "with T = 1 the S terms dominate."),)),
-    # 2. Memory: a model's weights and caches (the book's is LLaMA 2-13B).
+    # 2. Memory and a model of the step time (the book's model is LLaMA 2-13B); CX1, the calculator; PQ1.
     vary("ch07-e5", e5, model=models(*E5_MODELS), context=values(*E5_CONTEXTS), valid=e5_valid),
-    Function(qid="ch07-cx2-step-time", points=3, section=_mem,
+    Function(qid="ch07-cx1-step-time", points=3, section=_mem,
              prompt="step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, "
                     "hbm_bytes_per_s): seconds per decode step and tokens per second.",
              reference=step_time, probes=STEP_PROBES,
              output=(Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
                      Output("number", tolerance=Tolerance(rtol=1e-6))),
-             slips=(Slip(cx2_memory_only, "close"), Slip(cx2_no_overlap, "close"))),
-    Function(qid="ch07-cx2-max-batch", points=2, section=_mem,
+             slips=(Slip(cx1_memory_only, "close"), Slip(cx1_no_overlap, "close"))),
+    Function(qid="ch07-cx1-max-batch", points=2, section=_mem,
              prompt="max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq): sequences that fit.",
              reference=max_batch, probes=BATCH_PROBES, draw=draw_fit, output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx2_not_rounded, "close"), Slip(cx2_forgets_weights, "close"))),
-    # 3. Sharding and serving.
+             slips=(Slip(cx1_not_rounded, "close"), Slip(cx1_forgets_weights, "close"))),
+    vary("ch07-pq1", pq1, params=values(PQ1_PARAMS, 20e9, 50e9), context=values(PQ1_CONTEXT, 4096, 16384)),
+    # 3. One decode step against a KV cache (CX2).
+    Function(qid="ch07-cx2-decode-step", points=3, section=_kv,
+             prompt="decode_step(q, k_new, v_new, k_cache, v_cache, lengths): write the new key and value "
+                    "into the cache and attend (GQA, softmax) to the valid positions.",
+             reference=decode_step_reference, model=decode_step, probes=DECODE_PROBES, draw=draw_decode,
+             output=(Output("number", tolerance=Tolerance(rtol=1e-4)), Output("number", tolerance=Tolerance(rtol=1e-6)),
+                     Output("number", tolerance=Tolerance(rtol=1e-6))),
+             slips=(Slip(cx2_no_mask, "wrong_elements",
+                         "positions at or past a sequence's length hold no key yet: mask them out of the softmax."),
+                    Slip(cx2_misses_new_token, "wrong_elements",
+                         "the new token attends to itself too: write its key and value before attending."),
+                    Slip(cx2_mha_grouping, "wrong_elements",
+                         "with GQA, query head h reads key/value head h // (N // K), not h % K."))),
+    # 4. Sharding for generation.
     Formula(qid="ch07-e9-tp-limit-formula", points=1, section=_shard,
             prompt="Largest model-parallel Y of a memory-bound decode matmul (B tokens, width F).",
             reference=E9_FORMULA, symbols="F B W_hbm W_ici",
             slips=(Slip(F / B, "missing_symbol:W_hbm,W_ici", "the collective hides behind the weight reads."),)),
     vary("ch07-e9", e9, F=values(16_384, 28_672, 53_248), B=values(32, 16, 64)),
+    # CX3a, CX3b: the KV cache sharded over heads, then heads and batch.
+    Program(qid="ch07-cx3-heads", points=3, section=_kv_shard,
+            prompt="A decode step's attention with the KV cache split over its 8 heads, one per device.",
+            spec=HEADS_SPEC, model=decode_heads,
+            slips=(Slip(cx3a_forgets_sum, "partial_sum:X"), Slip(cx3a_gathers_cache, "collectives:all-gather"))),
+    Program(qid="ch07-cx3-heads-batch", points=4, section=_kv_shard,
+            prompt="The same with K = 4: cache split over heads (Y) and batch (Z), two AllToAlls.",
+            spec=HEADS_BATCH_SPEC, model=decode_heads_batch,
+            slips=(Slip(cx3b_mha_grouping, "wrong_values"),
+                   Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
+    # 5. Serving: caches, prefixes and latency.
     Number(qid="ch07-e10-prefix-fraction", points=1, section=_serve,
            prompt="Fraction of prefill FLOPs 'I like cats' needs once 'I like dogs' is cached (3 tokens each).",
            reference=float(E10), tolerance=ONE_PERCENT,
@@ -777,8 +803,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             reference=E14, symbols="B D",
             slips=(Slip(B * D / (E12_WAYS * E14_SHARD), "ratio:1/8", "compare one shard, B*D/Y, with 45 kB."),
                    Slip(2 * E14, "ratio:2", "int8: 1 byte per element."))),
-    # 4. The pop quiz and the worked problems.
-    vary("ch07-pq1", pq1, params=values(PQ1_PARAMS, 20e9, 50e9), context=values(PQ1_CONTEXT, 4096, 16384)),
+    # 6. Worked problems; CX4, Q7 in code.
     Formula(qid="ch07-q1-params-formula", points=2, section=_wp,
             prompt="Q1: parameters of the worked-problem model (GQA, gated MLP, one tied V x D embedding).",
             reference=Q1_FORMULA, symbols="L D F N K H V",
@@ -819,27 +844,5 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             reference=Q7_CROSSOVER, symbols="D F",
             slips=(Slip(Q7_CROSSOVER / 2, "ratio:1/2", "the AllReduce of the hidden moves twice a gather's bytes."),)),
     vary("ch07-q7", q7, f_over_d=values(4, 3.5, 3.25, 2.7)),
-    # 5. Programs: a decode step, with a cache.
-    Function(qid="ch07-cx1-decode-step", points=3, section=_kv,
-             prompt="decode_step(q, k_new, v_new, k_cache, v_cache, lengths): write the new key and value "
-                    "into the cache and attend (GQA, softmax) to the valid positions.",
-             reference=decode_step_reference, model=decode_step, probes=DECODE_PROBES, draw=draw_decode,
-             output=(Output("number", tolerance=Tolerance(rtol=1e-4)), Output("number", tolerance=Tolerance(rtol=1e-6)),
-                     Output("number", tolerance=Tolerance(rtol=1e-6))),
-             slips=(Slip(cx1_no_mask, "wrong_elements",
-                         "positions at or past a sequence's length hold no key yet: mask them out of the softmax."),
-                    Slip(cx1_misses_new_token, "wrong_elements",
-                         "the new token attends to itself too: write its key and value before attending."),
-                    Slip(cx1_mha_grouping, "wrong_elements",
-                         "with GQA, query head h reads key/value head h // (N // K), not h % K."))),
-    Program(qid="ch07-cx3-heads", points=3, section=_kv_shard,
-            prompt="A decode step's attention with the KV cache split over its 8 heads, one per device.",
-            spec=HEADS_SPEC, model=decode_heads,
-            slips=(Slip(cx3a_forgets_sum, "partial_sum:X"), Slip(cx3a_gathers_cache, "collectives:all-gather"))),
-    Program(qid="ch07-cx3-heads-batch", points=4, section=_kv_shard,
-            prompt="The same with K = 4: cache split over heads (Y) and batch (Z), two AllToAlls.",
-            spec=HEADS_BATCH_SPEC, model=decode_heads_batch,
-            slips=(Slip(cx3b_mha_grouping, "wrong_values"),
-                   Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
     vary("ch07-cx4", cx4, B=values(16, 32), F=values(256, 128)),
 ))

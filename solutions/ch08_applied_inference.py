@@ -4,8 +4,10 @@ Book: Part 8 "Serving LLaMA 3-70B on TPUs", https://jax-ml.github.io/scaling-boo
 References are computed from ``solutions._derived`` (the inference cost model), ``course.models`` and
 ``course.hardware``; where the book prints a rounded or differently-based value, the tolerance admits
 it and ``BOOK`` records it for the tests. Labels follow the syllabus: E1 the cost table, IQ1-IQ13 the
-chapter's inline questions, W1-W3 its worked problems (no book answers: DERIVED), CX1-CX4 coding
-exercises.
+chapter's inline questions, W1-W3 its worked problems (no book answers: DERIVED), CX1, CX2 and CX4 the
+syllabus's coding exercises, CX6 and CX7 two more programs of the decode step (its MLP, and its softmax
+attention over a sharded cache). The syllabus's CX3 (the frontier) is a plot here, and CX5 (a serving
+simulator) is not graded.
 
 Like the book, the chapter takes LLaMA 3-70B as 70e9 parameters (``inf.LLAMA3_70B_PARAMS_BOOK``) and
 LLaMA 3.1-405B as 405e9; the exact counts of ``course.models`` would move the integer batch sizes.
@@ -40,7 +42,18 @@ from course import hardware as hw
 from course.symbols import B, G, N, P, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, jax, jnp, number, slip_code, smap
+from solutions._kit import (
+    EXACT,
+    ONE_PERCENT,
+    THREE_FIGURES,
+    TWO_PERCENT,
+    jax,
+    jnp,
+    number,
+    own_block,
+    slip_code,
+    smap,
+)
 from solutions._kit import P as P_  # PartitionSpec: P is the parameter count's symbol here
 
 V5E = hw.TPU_V5E
@@ -295,6 +308,145 @@ def cx4_gathers_cache(x, w_q, k_cache, v_cache, w_o):
         o = _attend(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
         return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
     return smap(block, MESH_BK, _KV_IN, ("batch", None))(x, w_q, k_cache, v_cache, w_o)
+
+
+# --- CX6: the decode step's MLP, weight-stationary over both axes of a 2x4 slice -------------------------
+# IQ3 and IQ9's layout: model parallelism over all 8 chips. The [B, D] activations of the batch arrive whole
+# on every chip; W_in[D, F_XY] and W_out[F_XY, D] never move. Each chip's hidden units are whole sums over D,
+# so its relu is exact; its rows of W_out give a partial sum over F, and one AllReduce over both axes adds
+# the 8 of them, leaving the [B, D] output on every chip for the next layer. Only B x D values move per
+# matmul pair: the T_ici of IQ9. B = 8 sequences, D = 32, F = 256.
+MESH_XY = (("X", 2), ("Y", 4))
+WS_B, WS_D, WS_F = 8, 32, 256
+_WS_IN = ((None, None), (None, ("X", "Y")), (("X", "Y"), None))
+
+
+def weight_stationary_mlp(x, w_in, w_out):
+    """relu(x @ w_in) @ w_out with F split over all 8 chips: the weights stay, the partial outputs are added
+    by one AllReduce over ('X', 'Y')."""
+    def block(x, wi, wo):  # x: f32[B, D]; wi: f32[D, F/8]; wo: f32[F/8, D]
+        hidden = jnp.maximum(x @ wi, 0.0)                   # f32[B, F/8]: this chip's hidden units, whole
+        return jax.lax.psum(hidden @ wo, ("X", "Y"))        # f32[B, D]: the 8 partial sums over F added
+
+    specs = (P_(), P_(None, ("X", "Y")), P_(("X", "Y"), None))
+    mesh = course.mesh(X=2, Y=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P_())(x, w_in, w_out)
+
+
+def _ws_partial(x, wi, wo):
+    """This chip's share of the MLP's output: its hidden units times its rows of W_out."""
+    return jnp.maximum(x @ wi, 0.0) @ wo
+
+
+def cx6_forgets_sum(x, w_in, w_out):
+    """Returns one chip's partial sum over F as the output (check_vma=False hides the mistake)."""
+    return smap(_ws_partial, MESH_XY, _WS_IN, (), check_vma=False)(x, w_in, w_out)
+
+
+def cx6_sums_over_y(x, w_in, w_out):
+    """Adds the partial sums over Y only: each result holds half of F's terms, those of its X row."""
+    def block(x, wi, wo):
+        return jax.lax.psum(_ws_partial(x, wi, wo), "Y")
+    return smap(block, MESH_XY, _WS_IN, (), check_vma=False)(x, w_in, w_out)
+
+
+def cx6_gathers_weights(x, w_in, w_out):
+    """Gathers both weights whole onto every chip and computes the block there: right numbers, but each step
+    moves the weights (F x D values twice) where B x D would do, and every chip reads all of them."""
+    def block(x, wi, wo):
+        wi_full = jax.lax.all_gather(wi, ("X", "Y"), axis=1, tiled=True, to="invarying")
+        wo_full = jax.lax.all_gather(wo, ("X", "Y"), axis=0, tiled=True, to="invarying")
+        return _ws_partial(x, wi_full, wo_full)
+    return smap(block, MESH_XY, _WS_IN, ())(x, w_in, w_out)
+
+
+WS_SPEC = ProgramSpec(
+    mesh=MESH_XY, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
+    operands=(Operand((WS_B, WS_D), (None, None)), Operand((WS_D, WS_F), (None, ("X", "Y"))),
+              Operand((WS_F, WS_D), (("X", "Y"), None))),
+    out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=1e-3 * math.sqrt(WS_D * WS_F))
+
+
+# --- CX7: a decode step's softmax attention over a cache split by sequence and key/value head ------------
+# The serving layout of CX4 ('batch' = 2, 'kv' = 4), now with the real attention: the new token's queries
+# q[B, N, H] (split like the cache, by sequence and by head: W_Q's columns are split over 'kv'), its own key
+# and value k_new, v_new [B, K, H], appended after the S cached positions, scale 1/sqrt(H) and softmax over
+# the S + 1 positions. Query head n = k G + g reads key/value head k, which lies on the same chip, so the
+# softmax is local and nothing moves: the output o[B, N, H] stays split as q is (W_O's AllReduce, CX4's,
+# comes after). B = 8, S = 16, N = 16, K = 8 (G = 2), H = 8.
+DA_B, DA_S, DA_N, DA_K, DA_H = 8, 16, 16, 8, 8
+_DA_HEADS = ("batch", "kv", None)
+_DA_IN = (_DA_HEADS, _DA_HEADS, _DA_HEADS, _CACHE, _CACHE)
+
+
+def sharded_decode_attention(q, k_new, v_new, k_cache, v_cache):
+    """Each chip appends its sequences' new keys and values to its block of the cache and attends with its
+    own query heads: the heads it needs are its own, so no collective."""
+    def block(q, kn, vn, kc, vc):  # q: f32[B/2, N/4, H]; kn, vn: f32[B/2, K/4, H]; kc, vc: f32[B/2, S, K/4, H]
+        keys = jnp.concatenate([kc, kn[:, None]], axis=1)                  # f32[B/2, S + 1, K/4, H]
+        values = jnp.concatenate([vc, vn[:, None]], axis=1)
+        b, n, h = q.shape
+        kv = kc.shape[2]
+        grouped = q.reshape(b, kv, n // kv, h)                            # head n = k G + g
+        scores = jnp.einsum("bkgh,bskh->bkgs", grouped, keys) / h**0.5   # f32[B/2, K/4, G, S + 1]
+        weights = jax.nn.softmax(scores, axis=-1)
+        return jnp.einsum("bkgs,bskh->bkgh", weights, values).reshape(b, n, h)  # f32[B/2, N/4, H]
+
+    heads = P_("batch", "kv", None)
+    cache = P_("batch", None, "kv", None)
+    mesh = course.mesh(batch=2, kv=4)
+    return jax.shard_map(block, mesh=mesh, in_specs=(heads, heads, heads, cache, cache),
+                         out_specs=heads)(q, k_new, v_new, k_cache, v_cache)
+
+
+def _softmax_attend(q, keys, values, grouped=True):
+    """Scaled softmax attention of q[b, n, H] over keys, values [b, s, k, H]; ``grouped=False`` pairs query
+    head n with key/value head n % k, as a multi-head model would interleave them."""
+    b, n, h = q.shape
+    k = keys.shape[2]
+    qg = q.reshape(b, k, n // k, h) if grouped else q.reshape(b, n // k, k, h).swapaxes(1, 2)
+    weights = jax.nn.softmax(jnp.einsum("bkgh,bskh->bkgs", qg, keys) / h**0.5, axis=-1)
+    out = jnp.einsum("bkgs,bskh->bkgh", weights, values)
+    return (out if grouped else out.swapaxes(1, 2)).reshape(b, n, h)
+
+
+def _with_new(cache, new):
+    return jnp.concatenate([cache, new[:, None]], axis=1)
+
+
+def cx7_skips_new_token(q, k_new, v_new, k_cache, v_cache):
+    """Attends to the S cached positions only: the new token never sees its own key and value."""
+    def block(q, kn, vn, kc, vc):
+        return _softmax_attend(q, kc, vc)
+    return smap(block, MESH_BK, _DA_IN, _DA_HEADS)(q, k_new, v_new, k_cache, v_cache)
+
+
+def cx7_interleaves_heads(q, k_new, v_new, k_cache, v_cache):
+    """Pairs query head n with key/value head n % K (multi-head habits) instead of n // G."""
+    def block(q, kn, vn, kc, vc):
+        return _softmax_attend(q, _with_new(kc, kn), _with_new(vc, vn), grouped=False)
+    return smap(block, MESH_BK, _DA_IN, _DA_HEADS)(q, k_new, v_new, k_cache, v_cache)
+
+
+def cx7_gathers_cache(q, k_new, v_new, k_cache, v_cache):
+    """Gathers every head of the queries and the caches over 'kv', attends with all of them, and keeps its
+    own heads: right numbers, with four times the cache reads and the whole cache moved each step."""
+    def block(q, kn, vn, kc, vc):
+        def gather(a, axis):
+            return jax.lax.all_gather(a, "kv", axis=axis, tiled=True)
+        out = _softmax_attend(gather(q, 1), _with_new(gather(kc, 2), gather(kn, 1)),
+                              _with_new(gather(vc, 2), gather(vn, 1)))  # f32[B/2, N, H], every head
+        return own_block(out, "kv", 1)
+    return smap(block, MESH_BK, _DA_IN, _DA_HEADS)(q, k_new, v_new, k_cache, v_cache)
+
+
+DA_SPEC = ProgramSpec(
+    mesh=MESH_BK, einsum="one decode step's grouped-query softmax attention over the cache and the new token",
+    reference="decode_attention",
+    operands=(Operand((DA_B, DA_N, DA_H), _DA_HEADS), Operand((DA_B, DA_K, DA_H), _DA_HEADS),
+              Operand((DA_B, DA_K, DA_H), _DA_HEADS), Operand((DA_B, DA_S, DA_K, DA_H), _CACHE),
+              Operand((DA_B, DA_S, DA_K, DA_H), _CACHE)),
+    out_spec=_DA_HEADS, collectives={})
 
 
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---
@@ -669,6 +821,18 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
            slips=(Slip(4 * W2_KV, "ratio:4", "the cache holds 8 key/value heads, not 32."),)),
     vary("ch08-w2", w2, batch=values(240, 120, 480, 360)),
     vary("ch08-w3", w3, limit=values(0.015, 0.013, 0.012), context=values(CONTEXT, 4096, 2048), valid=w3_valid),
-    # 5. A program.
+    # 5. Programs: the decode step's pieces on 8 chips.
     vary("ch08-cx4", cx4, B=values(8, 4, 16), S=values(16, 24)),
+    Program(qid="ch08-cx6-weight-stationary-mlp", points=3, section=_story,
+            prompt="A decode batch's MLP relu(x @ w_in) @ w_out on a (X=2, Y=4) mesh: F split over both axes, the "
+                   "weights never move.",
+            spec=WS_SPEC, model=weight_stationary_mlp,
+            slips=(Slip(cx6_forgets_sum, "partial_sum:X,Y"), Slip(cx6_sums_over_y, "wrong_values"),
+                   Slip(cx6_gathers_weights, "collectives:all-gather"))),
+    Program(qid="ch08-cx7-decode-attention", points=3, section=_story,
+            prompt="A decode step's softmax attention (GQA) over a cache split by sequence and key/value head on a "
+                   "('batch': 2, 'kv': 4) mesh.",
+            spec=DA_SPEC, model=sharded_decode_attention,
+            slips=(Slip(cx7_skips_new_token, "wrong_values"), Slip(cx7_interleaves_heads, "wrong_values"),
+                   Slip(cx7_gathers_cache, "collectives:all-gather"))),
 ))

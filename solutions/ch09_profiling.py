@@ -2,7 +2,9 @@
 
 Book: Part 9 "How to Profile TPU Programs", https://jax-ml.github.io/scaling-book/profiling/
 Labels follow the syllabus: E1-E7 the chapter's worked examples, Q1 and Q2 its problems (Q2 in its
-CPU variant: a mock transformer layer compiled on the simulated mesh), CX1-CX5 coding exercises.
+CPU variant: a mock transformer layer compiled on the simulated mesh), CX1-CX5 coding exercises. CX6 and
+CX7 are programs graded by what they compile to: the profile's feed-forward block ending in its
+reduce-scatter, and Q2's attention with its sharding constraints fixed (the book's Q2 asks for that fix).
 The book's E8 is a reading of a TPU memory-profile figure; the course cannot reproduce that figure
 and grades ``memory_analysis()`` of a program on the simulated mesh instead (CX5).
 
@@ -55,7 +57,9 @@ from solutions._kit import (
     jnp,
     make_mesh,
     number,
+    own_block,
     slip_code,
+    smap,
 )
 
 V5E = hw.TPU_V5E
@@ -899,6 +903,128 @@ CX5_PROBES = tuple(dict(B=b, D=d, F=f, batch_ways=x, f_ways=y, peak=V5E.bf16_flo
                    for b, d, f, x, y in ((512, 256, 1024, 4, 2), (64, 512, 2048, 8, 1), (1024, 128, 512, 2, 4),
                                          (8, 1024, 4096, 1, 8), (4096, 256, 256, 8, 1)))
 
+# --- CX6: the profile's feed-forward block, ending in a reduce-scatter --------------------------------------
+# The book's example profile, shrunk onto the mock layer's 4 x 2 mesh: x[B_X, T, D] (4-way data parallel),
+# w_in[D, F_Y] and w_out[F_Y, D] (2-way model parallel). Each device's down-projection is a partial sum over
+# its half of F; the profile's fused ReduceScatter adds the two halves' sums and leaves each device half of D
+# (E2, E6). XLA:CPU keeps a reduce-scatter that shard_map asks for (it all-reduces and slices one that jit
+# places: section 4 of the notebook). B = 16 sequences of T = 8 tokens, D = 64, F = 256.
+RS_B, RS_T, RS_D, RS_F = 16, 8, 64, 256
+RS_SPECS = (("X", None, None), (None, "Y"), ("Y", None))
+
+
+def _atol(*summed: int) -> float:
+    """1e-3 of an output entry's typical size: random normal inputs, so an entry summed over these
+    dimensions is about the square root of their product (float32 rounding stays far below)."""
+    return 1e-3 * math.sqrt(math.prod(summed))
+
+
+def ffw_reduce_scatter(x, w_in, w_out):
+    """Each device multiplies its tokens by its half of F (the relu is exact: each hidden unit's D sum is
+    whole), then one reduce-scatter over Y adds the two halves' partial sums and keeps this device's half
+    of D, as the profile's fused ReduceScatter does."""
+    def block(x_rows, w_in_cols, w_out_rows):  # f32[4, 8, 64], f32[64, 128], f32[128, 64]
+        partial = jnp.maximum(x_rows @ w_in_cols, 0.0) @ w_out_rows  # f32[4, 8, 64]: half of the F sum
+        return jax.lax.psum_scatter(partial, "Y", scatter_dimension=2, tiled=True)  # f32[4, 8, 32]
+
+    mesh = course.mesh(X=4, Y=2)
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", None, None), P(None, "Y"), P("Y", None)),
+                         out_specs=P("X", None, "Y"))(x, w_in, w_out)
+
+
+def ffw_keeps_its_half(x, w_in, w_out):
+    """Keeps its half of D of its own partial sum, never adding the other device's: half of F's terms."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        return own_block(jnp.maximum(x_rows @ w_in_cols, 0.0) @ w_out_rows, "Y", 2)
+    return smap(block, MOCK_MESH, RS_SPECS, ("X", None, "Y"), check_vma=False)(x, w_in, w_out)
+
+
+def ffw_all_reduce_then_slice(x, w_in, w_out):
+    """What XLA:CPU compiles when jit places the collective: adds the whole partial sums (all-reduce),
+    then slices its half of D. Right, but each device receives all of D, twice a reduce-scatter's bytes."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        return own_block(jax.lax.psum(jnp.maximum(x_rows @ w_in_cols, 0.0) @ w_out_rows, "Y"), "Y", 2)
+    return smap(block, MOCK_MESH, RS_SPECS, ("X", None, "Y"))(x, w_in, w_out)
+
+
+FFW_RS_SPEC = ProgramSpec(
+    mesh=MOCK_MESH, einsum="the feed-forward block relu(x @ w_in) @ w_out", reference="mlp",
+    operands=(Operand((RS_B, RS_T, RS_D), RS_SPECS[0]), Operand((RS_D, RS_F), RS_SPECS[1]),
+              Operand((RS_F, RS_D), RS_SPECS[2])),
+    out_spec=("X", None, "Y"), collectives={"reduce-scatter": 1}, rtol=1e-3, atol=_atol(RS_D, RS_F))
+
+
+# --- CX7: the mock layer's attention, its sharding constraints fixed -------------------------------------------
+# Q2's layer splits the batch over X and the heads over Y: x[B_X, T, D], w_q, w_k, w_v [D, N_Y, H], w_o[N_Y, H, D].
+# A constraint that keeps q, k and v whole over the heads makes XLA gather them; one that keeps them split
+# like the weights leaves a single all-reduce, of the output projection's partial sums over the heads.
+AT_B, AT_T, AT_D, AT_N, AT_H = 8, 16, 32, 8, 8
+AT_SPECS = (("X", None, None), (None, "Y", None), (None, "Y", None), (None, "Y", None), ("Y", None, None))
+
+
+def attention_fixed(x, w_q, w_k, w_v, w_o):
+    """Constrain q, k and v to the weights' split (batch over X, heads over Y): every head's softmax runs
+    where its q, k, v are, and only the output projection's sum over the heads needs an all-reduce."""
+    mesh = course.mesh(X=4, Y=2)
+    heads = NamedSharding(mesh, P("X", None, "Y", None))  # [B, T, N, H]: batch over X, heads over Y
+    q, k, v = (jax.lax.with_sharding_constraint(jnp.einsum("btd,dnh->btnh", x, w), heads) for w in (w_q, w_k, w_v))
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])  # f32[8, 8, 16, 16]
+    out = jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)  # f32[8, 16, 8, 8]
+    y = jnp.einsum("btnh,nhd->btd", out, w_o)  # f32[8, 16, 32]: the sum over heads crosses Y
+    return jax.lax.with_sharding_constraint(y, NamedSharding(mesh, P("X", None, None)))
+
+
+def attention_whole_heads(x, w_q, w_k, w_v, w_o):
+    """The notebook's naive CX7 program: q, k and v constrained whole over the heads, so XLA gathers each
+    of them over Y (not a slip: jit places its collectives, so they are counted, not sized)."""
+    mesh = make_mesh(MOCK_MESH)
+    whole = NamedSharding(mesh, P("X", None, None, None))
+    q, k, v = (jax.lax.with_sharding_constraint(jnp.einsum("btd,dnh->btnh", x, w), whole) for w in (w_q, w_k, w_v))
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])
+    y = jnp.einsum("btnh,nhd->btd", jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v), w_o)
+    return jax.lax.with_sharding_constraint(y, NamedSharding(mesh, P("X", None, None)))
+
+
+def _local_heads(x_rows, wq, wk, wv):
+    """This device's heads' attention outputs [B_X, T, N_Y, H] (a helper of the slips)."""
+    q, k, v = (jnp.einsum("btd,dnh->btnh", x_rows, w) for w in (wq, wk, wv))
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])
+    return jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+
+
+def attention_no_head_sum(x, w_q, w_k, w_v, w_o):
+    """Projects its own heads' outputs and stops: the other device's heads are never added."""
+    def block(x_rows, wq, wk, wv, wo):
+        return jnp.einsum("btnh,nhd->btd", _local_heads(x_rows, wq, wk, wv), wo)
+    return smap(block, MOCK_MESH, AT_SPECS, ("X", None, None), check_vma=False)(x, w_q, w_k, w_v, w_o)
+
+
+def attention_softmax_over_queries(x, w_q, w_k, w_v, w_o):
+    """The right constraints, but the softmax normalises over the queries (axis -2) instead of the keys."""
+    mesh = make_mesh(MOCK_MESH)
+    heads = NamedSharding(mesh, P("X", None, "Y", None))
+    q, k, v = (jax.lax.with_sharding_constraint(jnp.einsum("btd,dnh->btnh", x, w), heads) for w in (w_q, w_k, w_v))
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])
+    y = jnp.einsum("bnts,bsnh,nhd->btd", jax.nn.softmax(scores, axis=-2), v, w_o)
+    return jax.lax.with_sharding_constraint(y, NamedSharding(mesh, P("X", None, None)))
+
+
+def attention_gathers_heads(x, w_q, w_k, w_v, w_o):
+    """Gathers every head's output and all of w_o over Y, then projects on every device: right, but it
+    moves the whole [B_X, T, N, H] activation and w_o where one all-reduce of [B_X, T, D] suffices."""
+    def block(x_rows, wq, wk, wv, wo):
+        out = jax.lax.all_gather(_local_heads(x_rows, wq, wk, wv), "Y", axis=2, tiled=True, to="invarying")
+        return jnp.einsum("btnh,nhd->btd", out, jax.lax.all_gather(wo, "Y", axis=0, tiled=True, to="invarying"))
+    return smap(block, MOCK_MESH, AT_SPECS, ("X", None, None))(x, w_q, w_k, w_v, w_o)
+
+
+ATTENTION_SPEC = ProgramSpec(
+    mesh=MOCK_MESH, einsum="multi-head self-attention of x with w_q, w_k, w_v and w_o", reference="attention",
+    operands=(Operand((AT_B, AT_T, AT_D), AT_SPECS[0]), *(Operand((AT_D, AT_N, AT_H), s) for s in AT_SPECS[1:4]),
+              Operand((AT_N, AT_H, AT_D), AT_SPECS[4])),
+    out_spec=("X", None, None), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(AT_D, AT_N * AT_H))
+
+
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
     "ch09-e3-padded-elements": 24, "ch09-e3-blowup": 1.6, "ch09-e5-tokens-per-shard": 8192,
@@ -976,4 +1102,17 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
              slips=(Slip(cx5_global_shapes, "ratio:8"), Slip(cx5_sums_the_times, "close"))),
     # Q2, CPU variant: read the mock layer's compiled program (and its memory_analysis(), CX5).
     vary("ch09-q2", q2, B=values(*Q2_B), T=values(*Q2_T), F=values(*Q2_F), valid=q2_valid),
+    # CX6-CX7: programs graded by the collectives they compile to.
+    Program(qid="ch09-cx6-ffw-reduce-scatter", points=3, section=EXAMPLE,
+            prompt="The profile's feed-forward block on a (X=4, Y=2) mesh, its F partial sums reduce-scattered "
+                   "over D.",
+            spec=FFW_RS_SPEC, model=ffw_reduce_scatter,
+            slips=(Slip(ffw_keeps_its_half, "wrong_values"),
+                   Slip(ffw_all_reduce_then_slice, "collectives:all-reduce"))),
+    Program(qid="ch09-cx7-attention-constraint", points=3, section=PROBLEMS,
+            prompt="Q2's attention (batch over X, heads over Y) with constraints that leave one all-reduce.",
+            spec=ATTENTION_SPEC, model=attention_fixed,
+            slips=(Slip(attention_no_head_sum, "partial_sum:Y"),
+                   Slip(attention_softmax_over_queries, "wrong_values"),
+                   Slip(attention_gathers_heads, "collectives:all-gather"))),
 ))

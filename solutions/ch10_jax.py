@@ -29,7 +29,7 @@ from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from autograder.variants import chips, values, vary
 from course import hardware as hw
-from course.symbols import B, C, D, F, W_ici, X, Y
+from course.symbols import B, C, D, F, W_link, X, Y
 from solutions._kit import (
     ONE_PERCENT,
     THREE_FIGURES,
@@ -71,13 +71,14 @@ CM_B, CM_D, CM_F, CM_X, CM_Y = 1024, 2048, 8192, 2, 4
 # and the same matmul without a sharded contraction. Inputs here, not answers.
 T_JIT_S, T_COLLECTIVE_S, T_UNSHARDED_S = 311e-6, 244e-6, 224e-6
 
-# Per step of the ring (bf16, one ICI link in one direction of W_ici bytes/s, peak C):
+# Per step of the ring (bf16, peak C): a permute uses one ICI link in one direction, W_link bytes/s
+# (half of W_ici, the bidirectional figure of the book's tables).
 CHUNK_COMPUTE = 2 * (B / X) * (D / Y) * (F / Y) / C  # A chunk [B/X, D/Y] times W rows [D/Y, F/Y]
-CHUNK_COMM = BF16 * (B / X) * (D / Y) / W_ici  # one A chunk to the next device
+CHUNK_COMM = BF16 * (B / X) * (D / Y) / W_link  # one A chunk to the next device
 MIN_F = sp.solve(sp.Eq(CHUNK_COMPUTE, CHUNK_COMM), F)[0]  # compute hides the permute for F above this
 MIN_F_BIDI = sp.solve(sp.Eq(CHUNK_COMPUTE, CHUNK_COMM / 2), F)[0]  # half of each chunk goes each way
 CM_VALUES = {B: CM_B, D: CM_D, F: CM_F, X: CM_X, Y: CM_Y, C: V5E.bf16_flops_per_s,
-             W_ici: V5E.ici_bytes_per_s_per_link}
+             W_link: V5E.ici_bytes_per_s_per_link}
 # A student prices the permutes on one of these chips' links, for one of these batches (the book's first);
 # each pair of a link bandwidth and a batch gives its own time.
 E4_CHIPS, E4_BATCHES = (V5E, hw.TPU_V5P, hw.TPU_V3), (CM_B, 1536, 1280)
@@ -86,7 +87,7 @@ E4_CHIPS, E4_BATCHES = (V5E, hw.TPU_V5P, hw.TPU_V3), (CM_B, 1536, 1280)
 def permute_time(chip: hw.TPU, B: int) -> float:
     """Seconds of all Y-1 permutes of the collective matmul at the book's D and mesh, one direction of
     ``chip``'s links, for a batch of B."""
-    return float(((CM_Y - 1) * CHUNK_COMM).subs({**CM_VALUES, sym.B: B, W_ici: chip.ici_bytes_per_s_per_link}))
+    return float(((CM_Y - 1) * CHUNK_COMM).subs({**CM_VALUES, sym.B: B, W_link: chip.ici_bytes_per_s_per_link}))
 
 
 # --- program questions ---------------------------------------------------------------------------
@@ -652,24 +653,24 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
            slips=(Slip(T_JIT_S / T_UNSHARDED_S, "not_equal", "compare the collective version, not the jit one."),)),
     Formula(qid="ch10-e4-chunk-compute", points=1, section=HOW,
             prompt="Seconds of one ring step's matmul: A chunk [B/X, D/Y] times W rows [D/Y, F/Y], peak C.",
-            reference=CHUNK_COMPUTE, symbols="B D F X Y C W_ici", counts="X Y",
+            reference=CHUNK_COMPUTE, symbols="B D F X Y C W_link", counts="X Y",
             slips=(Slip(2 * (B / X) * D * (F / Y) / C, "not_equivalent", "one step multiplies one chunk of D."),
                    Slip(CHUNK_COMPUTE / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."))),
     Formula(qid="ch10-e4-chunk-comm", points=1, section=HOW,
-            prompt="Seconds to pass one bf16 A chunk [B/X, D/Y] over one link in one direction (W_ici).",
-            reference=CHUNK_COMM, symbols="B D F X Y C W_ici", counts="X Y",
+            prompt="Seconds to pass one bf16 A chunk [B/X, D/Y] over one link in one direction (W_link).",
+            reference=CHUNK_COMM, symbols="B D F X Y C W_link", counts="X Y",
             slips=(Slip(CHUNK_COMM / 2, "ratio:1/2", "two slips halve this time: bf16 counted as 1 byte, or the "
                                                       "link counted in both directions (a permute uses one)."),
                    Slip(CHUNK_COMM * Y, "missing_symbol:Y", "one step sends one chunk, not all of A's row block."))),
     Formula(qid="ch10-e4-min-f", points=2, section=HOW,
             prompt="The F above which each step's matmul hides its permute.",
-            reference=MIN_F, symbols="B D F X Y C W_ici", counts="X Y",
-            slips=(Slip(C / W_ici, "missing_symbol:Y", "both sides depend on Y differently: F/Y meets C/W_ici."),
+            reference=MIN_F, symbols="B D F X Y C W_link", counts="X Y",
+            slips=(Slip(C / W_link, "missing_symbol:Y", "both sides depend on Y differently: F/Y meets C/W_link."),
                    Slip(2 * MIN_F, "ratio:2"))),
     vary("ch10-e4", e4, chip=chips(*E4_CHIPS), B=values(*E4_BATCHES)),
     Formula(qid="ch10-q4-min-f", points=1, section=PROBLEMS,
             prompt="The same threshold on F when each step sends half of the chunk each way.",
-            reference=MIN_F_BIDI, symbols="B D F X Y C W_ici", counts="X Y",
+            reference=MIN_F_BIDI, symbols="B D F X Y C W_link", counts="X Y",
             slips=(Slip(MIN_F, "ratio:2", "two directions halve each step's communication time."),)),
     # Q1: per-shard sums (jit) and a roll within each shard.
     Program(qid="ch10-q1-shard-sums", points=2, section=PROBLEMS,

@@ -2,7 +2,8 @@
 
 Book: Part 11 "Conclusions and Further Reading", https://jax-ml.github.io/scaling-book/conclusion/ (no
 problems of its own). The capstone combines Parts 1-10 and 12; labels follow the syllabus's tasks:
-C1 planner (training, serving, cost; GPU variant), C2 a sharded MLP with collective matmuls, C3 reading a
+C1 planner (training, serving, cost; GPU variant), C2 a sharded decoder block (an MLP with collective
+matmuls; head-sharded GQA attention with a KV cache, in prefill and in one decode step), C3 reading a
 compiled program, C4 a small FSDP + TP training run and its roofline at scale, C5 an ungraded report.
 
 The planners reproduce the chapters' pinned answers (LLaMA-2 13B and LLaMA 3-70B training, LLaMA 3-70B
@@ -287,6 +288,151 @@ def c2_own_rows_every_step(x, w_in, w_out):
             acc = jax.lax.ppermute(acc, "Y", right) + h @ _slice(wo, (i - 1 - s) % ny, c, 1)
         return acc
     return smap(block, C2_MESH, (P("X", "Y"), P(None, "Y"), P("Y", None)), P("X", "Y"))(x, w_in, w_out)
+
+
+# --- C2: head-sharded GQA attention with a KV cache (Parts 7 and 10) on the same (X=2, Y=4) mesh ----------------
+# The block's attention, with the batch over X and the heads over Y: N = 16 query heads, K = 8 key/value heads
+# (two query heads read each), so a device holds 4 query heads and the 2 key/value heads they read, and its
+# slice of the KV cache. A head's softmax needs only its own q, k, v: the one sum across devices is the output
+# projection's over the heads (one AllReduce over Y), in prefill and in every decode step alike.
+# B = 4 sequences, a prompt (and a cache) of T = S = 16 tokens, D = 16, H = 8.
+GQA_B, GQA_T, GQA_D, GQA_N, GQA_K, GQA_H = 4, 16, 16, 16, 8, 8
+HEADS, OUT_ROWS = (None, "Y", None), ("Y", None, None)
+PREFILL_SPECS = (("X", None, None), HEADS, HEADS, HEADS, OUT_ROWS)
+CACHE = ("X", None, "Y", None)  # [B, S, K, H]: each device keeps its sequences' cache of its key/value heads
+DECODE_SPECS = (("X", None), CACHE, CACHE, HEADS, HEADS, HEADS, OUT_ROWS)
+
+
+def _gqa_atol() -> float:
+    """1e-3 of an output entry's typical size: a value is a sum over D of random normals and an output
+    entry a sum over N * H of values times weights (float32 rounding stays far below)."""
+    return 1e-3 * math.sqrt(GQA_D * GQA_N * GQA_H)
+
+
+def gqa_prefill(x, w_q, w_k, w_v, w_o):
+    """Causal GQA attention over the prompt with the heads split over Y: each device runs its query heads
+    and the key/value heads they read in full (softmax and all), then multiplies by its rows of w_o: a
+    partial sum over the heads, added by one psum over Y."""
+    def block(x_rows, wq, wk, wv, wo):  # f32[2, 16, 16], [16, 4, 8], [16, 2, 8], [16, 2, 8], [4, 8, 16]
+        q = jnp.einsum("btd,dnh->btnh", x_rows, wq)  # [2, 16, 4, 8]: this device's query heads
+        k = jnp.einsum("btd,dkh->btkh", x_rows, wk)  # [2, 16, 2, 8]: the key/value heads they read
+        v = jnp.einsum("btd,dkh->btkh", x_rows, wv)
+        group = q.shape[2] // k.shape[2]  # query heads per key/value head
+        k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)  # query head n reads n // group
+        scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])  # [2, 4, 16, 16]
+        causal = jnp.tril(jnp.ones(scores.shape[-2:], dtype=bool))  # token t sees tokens 0..t
+        weights = jax.nn.softmax(jnp.where(causal, scores, -jnp.inf), axis=-1)
+        out = jnp.einsum("bnts,bsnh->btnh", weights, v)  # [2, 16, 4, 8]
+        return jax.lax.psum(jnp.einsum("btnh,nhd->btd", out, wo), "Y")  # [2, 16, 16]: all heads added
+
+    heads = P(None, "Y", None)
+    return jax.shard_map(block, mesh=course.mesh(X=2, Y=4),
+                         in_specs=(P("X", None, None), heads, heads, heads, P("Y", None, None)),
+                         out_specs=P("X", None, None))(x, w_q, w_k, w_v, w_o)
+
+
+def _prefill_heads(x_rows, wq, wk, wv, *, mask=True, tile=False):
+    """This device's heads' attention outputs [B_X, T, N_Y, H] (a helper of the slips): ``mask=False``
+    lets every token see the whole prompt, ``tile=True`` pairs query head n with key/value head n % K."""
+    q, k, v = (jnp.einsum("btd,dnh->btnh", x_rows, w) for w in (wq, wk, wv))
+    group = q.shape[2] // k.shape[2]
+    k, v = ((jnp.tile(a, (1, 1, group, 1)) if tile else jnp.repeat(a, group, axis=2)) for a in (k, v))
+    scores = jnp.einsum("btnh,bsnh->bnts", q, k) / jnp.sqrt(q.shape[-1])
+    if mask:
+        scores = jnp.where(jnp.tril(jnp.ones(scores.shape[-2:], dtype=bool)), scores, -jnp.inf)
+    return jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+
+
+def prefill_sees_the_future(x, w_q, w_k, w_v, w_o):
+    """Leaves out the causal mask: every prompt token attends to the tokens after it too."""
+    def block(x_rows, wq, wk, wv, wo):
+        return jax.lax.psum(jnp.einsum("btnh,nhd->btd", _prefill_heads(x_rows, wq, wk, wv, mask=False), wo), "Y")
+    return smap(block, C2_MESH, PREFILL_SPECS, ("X", None, None))(x, w_q, w_k, w_v, w_o)
+
+
+def prefill_tiles_kv_heads(x, w_q, w_k, w_v, w_o):
+    """Widens the key/value heads with tile instead of repeat: query head n reads head n % K, not n // G."""
+    def block(x_rows, wq, wk, wv, wo):
+        return jax.lax.psum(jnp.einsum("btnh,nhd->btd", _prefill_heads(x_rows, wq, wk, wv, tile=True), wo), "Y")
+    return smap(block, C2_MESH, PREFILL_SPECS, ("X", None, None))(x, w_q, w_k, w_v, w_o)
+
+
+def prefill_gathers_heads(x, w_q, w_k, w_v, w_o):
+    """Gathers every head's output and all of w_o over Y, then projects on every device: right, but it
+    moves the [B_X, T, N, H] activations and w_o where one AllReduce of [B_X, T, D] suffices."""
+    def block(x_rows, wq, wk, wv, wo):
+        out = jax.lax.all_gather(_prefill_heads(x_rows, wq, wk, wv), "Y", axis=2, tiled=True, to="invarying")
+        return jnp.einsum("btnh,nhd->btd", out, jax.lax.all_gather(wo, "Y", axis=0, tiled=True, to="invarying"))
+    return smap(block, C2_MESH, PREFILL_SPECS, ("X", None, None))(x, w_q, w_k, w_v, w_o)
+
+
+def gqa_decode(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """One decode step with the heads split over Y: each device appends the new token's key and value
+    for its key/value heads to its slice of the cache, lets its query heads attend to all S + 1
+    positions, and projects with its rows of w_o; one psum over Y adds the heads' partial sums."""
+    def block(x_rows, k_past, v_past, wq, wk, wv, wo):  # f32[2, 16], two [2, 16, 2, 8], weights as in prefill
+        q = jnp.einsum("bd,dnh->bnh", x_rows, wq)  # [2, 4, 8]: the new token's queries, this device's heads
+        k_new = jnp.einsum("bd,dkh->bkh", x_rows, wk)[:, None]  # [2, 1, 2, 8]
+        v_new = jnp.einsum("bd,dkh->bkh", x_rows, wv)[:, None]
+        keys = jnp.concatenate([k_past, k_new], axis=1)  # [2, 17, 2, 8]: the cache and the token itself
+        values = jnp.concatenate([v_past, v_new], axis=1)
+        group = q.shape[1] // keys.shape[2]
+        keys, values = jnp.repeat(keys, group, axis=2), jnp.repeat(values, group, axis=2)  # [2, 17, 4, 8]
+        scores = jnp.einsum("bnh,bsnh->bns", q, keys) / jnp.sqrt(q.shape[-1])  # [2, 4, 17]
+        out = jnp.einsum("bns,bsnh->bnh", jax.nn.softmax(scores, axis=-1), values)  # [2, 4, 8]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", out, wo), "Y")  # [2, 16]: all heads added
+
+    heads, cache = P(None, "Y", None), P("X", None, "Y", None)
+    return jax.shard_map(block, mesh=course.mesh(X=2, Y=4),
+                         in_specs=(P("X", None), cache, cache, heads, heads, heads, P("Y", None, None)),
+                         out_specs=P("X", None))(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def _decode_heads(x_rows, k_past, v_past, wq, wk, wv, *, own_token=True):
+    """The new token's attention outputs [B_X, N_Y, H] for this device's heads (a helper of the slips);
+    ``own_token=False`` attends to the cache alone."""
+    q = jnp.einsum("bd,dnh->bnh", x_rows, wq)
+    keys, values = k_past, v_past
+    if own_token:
+        keys = jnp.concatenate([k_past, jnp.einsum("bd,dkh->bkh", x_rows, wk)[:, None]], axis=1)
+        values = jnp.concatenate([v_past, jnp.einsum("bd,dkh->bkh", x_rows, wv)[:, None]], axis=1)
+    group = q.shape[1] // keys.shape[2]
+    keys, values = jnp.repeat(keys, group, axis=2), jnp.repeat(values, group, axis=2)
+    scores = jnp.einsum("bnh,bsnh->bns", q, keys) / jnp.sqrt(q.shape[-1])
+    return jnp.einsum("bns,bsnh->bnh", jax.nn.softmax(scores, axis=-1), values)
+
+
+def decode_forgets_its_token(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Attends to the cache alone: the new token never sees its own key and value."""
+    def block(x_rows, k_past, v_past, wq, wk, wv, wo):
+        out = _decode_heads(x_rows, k_past, v_past, wq, wk, wv, own_token=False)
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", out, wo), "Y")
+    return smap(block, C2_MESH, DECODE_SPECS, ("X", None))(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def decode_gathers_the_cache(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Gathers the whole KV cache and every weight over Y and runs all heads on every device: right, but each
+    step moves the cache, the largest thing in memory, where one AllReduce of [B_X, D] suffices."""
+    def block(x_rows, k_past, v_past, wq, wk, wv, wo):
+        def whole(a, axis):
+            return jax.lax.all_gather(a, "Y", axis=axis, tiled=True, to="invarying")
+        out = _decode_heads(x_rows, whole(k_past, 2), whole(v_past, 2), whole(wq, 1), whole(wk, 1), whole(wv, 1))
+        return jnp.einsum("bnh,nhd->bd", out, whole(wo, 0))
+    return smap(block, C2_MESH, DECODE_SPECS, ("X", None))(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+GQA_WEIGHTS = (Operand((GQA_D, GQA_N, GQA_H), HEADS), Operand((GQA_D, GQA_K, GQA_H), HEADS),
+               Operand((GQA_D, GQA_K, GQA_H), HEADS), Operand((GQA_N, GQA_H, GQA_D), OUT_ROWS))
+PREFILL_SPEC = ProgramSpec(
+    mesh=C2_MESH, einsum="causal grouped-query self-attention of x with w_q, w_k, w_v and w_o", reference="gqa_prefill",
+    operands=(Operand((GQA_B, GQA_T, GQA_D), PREFILL_SPECS[0]), *GQA_WEIGHTS),
+    out_spec=("X", None, None), collectives={"all-reduce": 1}, rtol=1e-3, atol=_gqa_atol())
+DECODE_SPEC = ProgramSpec(
+    mesh=C2_MESH, einsum="one decode step of grouped-query attention over the KV cache and the new token",
+    reference="gqa_decode_step",
+    operands=(Operand((GQA_B, GQA_D), DECODE_SPECS[0]), Operand((GQA_B, GQA_T, GQA_K, GQA_H), CACHE),
+              Operand((GQA_B, GQA_T, GQA_K, GQA_H), CACHE), *GQA_WEIGHTS),
+    out_spec=("X", None), collectives={"all-reduce": 1}, rtol=1e-3, atol=_gqa_atol())
 
 
 # --- C3: read a compiled FSDP + TP program ---------------------------------------------------------------------
@@ -663,6 +809,17 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
             model=collective_mlp,
             slips=(Slip(c2_own_rows_every_step, "wrong_values"),
                    Slip(c2_library_collectives, "collectives:all-gather,reduce-scatter"))),
+    Program(qid="ch11-c2-gqa-prefill", points=3,
+            section=INFERENCE + "#distributing-inference-over-multiple-accelerators",
+            prompt="Causal GQA attention over a prompt on (X=2, Y=4): batch over X, heads over Y, one psum.",
+            spec=PREFILL_SPEC, model=gqa_prefill,
+            slips=(Slip(prefill_sees_the_future, "wrong_values"), Slip(prefill_tiles_kv_heads, "wrong_values"),
+                   Slip(prefill_gathers_heads, "collectives:all-gather"))),
+    Program(qid="ch11-c2-gqa-decode", points=3, section=INFERENCE + "#sharding-the-kv-cache",
+            prompt="One decode step of that attention with a head-sharded KV cache: the new token joins the cache.",
+            spec=DECODE_SPEC, model=gqa_decode,
+            slips=(Slip(decode_forgets_its_token, "wrong_values"),
+                   Slip(decode_gathers_the_cache, "collectives:all-gather"))),
     # C3: read the compiled program.
     Choice(qid="ch11-c3-strategy", points=1, section=PROFILING, prompt="The compiled program's sharding strategy.",
            reference="fsdp+tp", options=STRATEGIES,

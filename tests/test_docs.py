@@ -44,3 +44,15 @@ def test_the_notebooks_state_the_policy_of_docs_feedback():
     for name, text in first.items():
         assert "How answers work" in text or "Chapter 1" in text, f"{name}: no pointer to how answers are read"
         assert "Exponents must be numbers" not in text, name
+
+
+def test_readme_chapter_table_counts_the_records():
+    """The README's table of chapters gives each chapter's questions and points as its records have them."""
+    from autograder.questions import chapter_names, load_chapter
+
+    readme = (ROOT / "README.md").read_text()
+    for name in chapter_names():
+        chapter = load_chapter(name)
+        row = re.search(rf"^\| `{name}` \| [^|]+ \| (\d+) \((\d+)\) \|", readme, re.M)
+        assert row, f"README: no table row for {name}"
+        assert (int(row[1]), float(row[2])) == (len(chapter.questions), chapter.total_points), name

@@ -37,12 +37,12 @@ def input_seed(seed: str | None, qid: str) -> int:
 
 def encode(fp: dict[str, Any], answer: Any) -> Any:
     """The function exported for the question's shapes and shardings, or why it could not be."""
-    from ..programs import export
+    from ..programs import error_text, export
 
     try:
         return export(ProgramSpec.from_json(fp["program"]), answer, make_mesh=mesh)
     except Exception as e:  # the student's function cannot be traced: record why
-        return {"error": f"{type(e).__name__}: {str(e)[:400]}"}
+        return {"error": f"{type(e).__name__}: {error_text(e)}"}
 
 
 def hint(q: Program) -> str:

@@ -51,8 +51,8 @@ CASES = {
     "ch03-cx2-case3-reducescatter": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes per device each)"],
     "ch03-cx2-case4-gather-one": ["1 x all-gather of f32[256,16] over X (114,688 bytes per device each)"],
     "ch03-q9-partial-sums": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes per device each)"],
-    "ch03-cx3-ring-allgather": ["7 x collective-permute of f32[8,32] over X (1,024 bytes per device each)"],
-    "ch03-cx3-bidi-allgather": ["14 x collective-permute of f32[4,32] over X (512 bytes per device each)"],
+    "ch03-cx4-ring-allgather": ["7 x collective-permute of f32[8,32] over X (1,024 bytes per device each)"],
+    "ch03-cx4-bidi-allgather": ["14 x collective-permute of f32[4,32] over X (512 bytes per device each)"],
 }
 
 

@@ -1,5 +1,5 @@
-"""Chapter 4 (Transformer math): CX1's FLOP rule against XLA (test_every_chapter.py runs the records and
-the book's answers)."""
+"""Chapter 4 (Transformer math): CX1's FLOP rule against XLA, and what the sharded programs' shapes and
+slips must show (test_every_chapter.py runs the records and the book's answers)."""
 
 import pytest
 
@@ -25,3 +25,15 @@ def test_cx1_references_equal_xla_cost_analysis():
         cost = jax.jit(lambda a, b, s=probe["spec"]: jnp.einsum(s, a, b)).lower(x, y).compile().cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
         assert cost["flops"] == einsum_flops(**probe), probe
+
+
+def test_program_shapes_keep_each_layout_the_cheap_one():
+    """CX6's AllReduce moves fewer numbers than gathering its weights would, and CX8's weight gathers fewer
+    than the tensor-parallel route (gather the tokens, reduce-scatter the output): so the notebook's claims
+    hold, and each exercise's wasteful slip really moves more bytes."""
+    tp = CHAPTER["ch04-cx6-tp-mlp"].spec
+    (b, d), (_, f) = tp.operands[0].shape, tp.operands[1].shape
+    assert b * d < 2 * d * f
+    fsdp = CHAPTER["ch04-cx8-fsdp-mlp"].spec
+    (b, d), (_, f) = fsdp.operands[0].shape, fsdp.operands[1].shape
+    assert 2 * d * f < 2 * b * d

@@ -65,7 +65,7 @@ def test_q7_derivation():
 
 
 def test_decode_step_model_is_jax_consistent():
-    """CX1's numpy reference agrees with a JAX version of the same step."""
+    """CX2's numpy reference agrees with a JAX version of the same step."""
     import jax.numpy as jnp
 
     probe = ch07.DECODE_PROBES[0]

@@ -1,5 +1,5 @@
-"""Chapter 8 (Serving LLaMA 3-70B): the syllabus's answers and tables, and the program question's model
-as the collective inspector sees it (test_every_chapter.py runs the records and the book's answers)."""
+"""Chapter 8 (Serving LLaMA 3-70B): the syllabus's answers and tables, and the program questions' models
+as the collective inspector sees them (test_every_chapter.py runs the records and the book's answers)."""
 
 import numpy as np
 import pytest
@@ -49,7 +49,7 @@ def test_integer_answers_are_exact(qid):
 
 
 def test_chapter_size():
-    assert_size(CHAPTER, 50, programs=(1, 6))
+    assert_size(CHAPTER, 56, programs=(3, 6))
 
 
 def test_iq5_table():
@@ -103,3 +103,32 @@ def test_each_device_reads_an_eighth_of_the_cache():
     cache = program_inputs(q)[2]
     assert {s.data.nbytes for s in cache.addressable_shards} == {cache.nbytes // 8}
     assert 2 * cache.nbytes // 8 == CHAPTER["ch08-cx4-kv-bytes"].reference
+
+
+def test_inspector_reads_the_weight_stationary_mlp():
+    """The weights never move: one AllReduce over the whole slice of the [B, D] partial outputs, IQ9's T_ici."""
+    assert inspected(CHAPTER["ch08-cx6-weight-stationary-mlp"]) == [
+        "1 x all-reduce of f32[8,32] over X+Y (1,792 bytes per device each)",
+    ]
+
+
+def test_decode_attention_is_local_and_reads_an_eighth_of_the_cache():
+    """Each device's query heads read the key/value heads it stores, so the softmax attention communicates
+    nothing, and each device holds an eighth of the cache."""
+    q = CHAPTER["ch08-cx7-decode-attention"]
+    assert inspected(q) == []
+    cache = program_inputs(q)[3]
+    assert {s.data.nbytes for s in cache.addressable_shards} == {cache.nbytes // 8}
+
+
+def test_decode_attention_reference_is_grouped_query_softmax():
+    """The reference appends the new token's key and value to the cache and groups query heads n // G; with one
+    cached position equal to the new one, both positions get the same weight."""
+    from autograder.reference_programs import decode_attention
+
+    rng = np.random.default_rng(3)
+    b, n, k, h = 2, 4, 2, 3
+    q = rng.standard_normal((b, n, h))
+    k_new, v_new = rng.standard_normal((b, k, h)), rng.standard_normal((b, k, h))
+    out = decode_attention(q, k_new, v_new, k_new[:, None], v_new[:, None])
+    np.testing.assert_allclose(out, np.repeat(v_new, n // k, axis=1))  # head n reads key/value head n // 2

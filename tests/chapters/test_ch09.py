@@ -184,3 +184,32 @@ def test_function_models_match_references():
     assert isinstance(q, Function)
     for probe in q.probes:
         assert q.model(**probe) == pytest.approx(q.reference(**probe), rel=1e-9)
+
+
+def _census(compiled):
+    text = _clean(compiled.as_text())
+    return {kind: int(ch09.census(text, kind)[0]) for kind in ch09.COLLECTIVES if ch09.census(text, kind)[0]}
+
+
+def test_cx6_cpu_keeps_the_reduce_scatter_shard_map_asks_for():
+    """jit with the same shardings all-reduces and slices on XLA:CPU (the notebook's demo); the model's
+    psum_scatter stays one reduce-scatter in the compiled program."""
+    q = CHAPTER["ch09-cx6-ffw-reduce-scatter"]
+    assert isinstance(q, Program) and q.spec.collectives == {"reduce-scatter": 1}
+    m = mesh(**dict(q.spec.mesh))
+    args = [_sds(m, op.shape, op.spec) for op in q.spec.operands]
+    placed = jax.jit(lambda x, w_in, w_out: jnp.maximum(x @ w_in, 0.0) @ w_out,
+                     out_shardings=NamedSharding(m, P(*q.spec.out_spec)))
+    assert _census(placed.lower(*args).compile()) == {"all-reduce": 1}
+    assert _census(jax.jit(ch09.ffw_reduce_scatter).lower(*args).compile()) == {"reduce-scatter": 1}
+
+
+def test_cx7_constraints_decide_the_collectives():
+    """q, k, v whole over the heads: XLA gathers them; split like the weights: one all-reduce alone."""
+    q = CHAPTER["ch09-cx7-attention-constraint"]
+    assert isinstance(q, Program) and q.spec.collectives == {"all-reduce": 1}
+    m = mesh(**dict(q.spec.mesh))
+    args = [_sds(m, op.shape, op.spec) for op in q.spec.operands]
+    naive = _census(jax.jit(ch09.attention_whole_heads).lower(*args).compile())
+    assert naive.get("all-gather", 0) >= 1 and naive.get("all-reduce") == 1
+    assert _census(jax.jit(ch09.attention_fixed).lower(*args).compile()) == {"all-reduce": 1}

@@ -6,6 +6,7 @@ import re
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -127,3 +128,41 @@ def test_fsdp_tp_times_are_part_5s_formulas():
     assert t_math == pytest.approx(4 * 2**20 * 8192 * 32768 / (4096 * 4.59e14))
     assert t_fsdp == pytest.approx(4 * 8192 * 32768 / (16 * 1.8e11 * 2))
     assert t_tp == pytest.approx(4 * 2**20 * 8192 / (256 * 1.8e11))
+
+
+# --- C2: head-sharded GQA attention (references in autograder/reference_programs.py) ------------------
+
+def test_gqa_references_agree_with_jax_and_with_each_other():
+    """gqa_prefill is JAX's causal dot-product attention with grouped heads (query head n reads key/value
+    head n // (N / K)); a decode step over the cache of the first T - 1 tokens gives prefill's last row."""
+    from autograder.reference_programs import REFERENCES
+
+    rng = np.random.default_rng(5)
+    b, t, d, n, k, h = 2, 6, 8, 8, 4, 4
+    x = rng.standard_normal((b, t, d))
+    w_q, w_k, w_v = rng.standard_normal((d, n, h)), rng.standard_normal((d, k, h)), rng.standard_normal((d, k, h))
+    w_o = rng.standard_normal((n, h, d))
+    got = REFERENCES["gqa_prefill"](x, w_q, w_k, w_v, w_o)
+    q, keys, values = (np.einsum("btd,dnh->btnh", x, w) for w in (w_q, w_k, w_v))
+    heads = jax.nn.dot_product_attention(*(jnp.asarray(a, jnp.float32) for a in (q, keys, values)), is_causal=True)
+    want = np.einsum("btnh,nhd->btd", np.asarray(heads, np.float64), w_o)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    step = REFERENCES["gqa_decode_step"](x[:, -1], keys[:, :-1], values[:, :-1], w_q, w_k, w_v, w_o)
+    np.testing.assert_allclose(step, got[:, -1], rtol=1e-12, atol=1e-12 * np.abs(got).max())
+
+
+@pytest.mark.parametrize("qid", ["ch11-c2-gqa-prefill", "ch11-c2-gqa-decode"])
+def test_gqa_programs_keep_heads_and_cache_local(qid):
+    """Each device holds whole groups (its query heads read only its key/value heads), and the compiled
+    program keeps the syllabus's one reduction over the model axis: a single all-reduce."""
+    q = CHAPTER[qid]
+    sizes = dict(q.spec.mesh)
+    assert ch11.GQA_N % ch11.GQA_K == 0 and ch11.GQA_K % sizes["Y"] == 0
+    m = mesh(**sizes)
+    args = [jax.ShapeDtypeStruct(op.shape, jnp.float32, sharding=NamedSharding(m, P(*op.spec)))
+            for op in q.spec.operands]
+    text = jax.jit(q.model).lower(*args).compile().as_text()
+    counts = {kind: census(text, kind)[0] for kind in ("all-gather", "all-reduce", "reduce-scatter", "all-to-all",
+                                                       "collective-permute")}
+    assert counts == {"all-gather": 0, "all-reduce": 1, "reduce-scatter": 0, "all-to-all": 0,
+                      "collective-permute": 0}

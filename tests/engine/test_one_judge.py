@@ -93,7 +93,7 @@ def test_grader_and_self_check_agree(name):
 def test_function_slips_are_told_apart():
     """Two bugs of a decode step that both leave every element wrong get different messages: each
     slip's hint appears only for an answer that returns what that slip returns."""
-    q = load_chapter("ch07_inference")["ch07-cx1-decode-step"]
+    q = load_chapter("ch07_inference")["ch07-cx2-decode-step"]
     fp = fingerprint.make(q)
     messages = []
     for slip in q.slips:
