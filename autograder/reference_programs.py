@@ -85,6 +85,15 @@ def gqa_prefill(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray
     return np.einsum("btnh,nhd->btd", np.stack(heads, axis=1), w_o)
 
 
+def relu_stack(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x[B, D] through L relu layers in turn, h -> relu(h @ w[i]) with w[L, D, D]: the layers a pipeline
+    splits into stages (one stage per layer or per run of layers), so its output, however the
+    microbatches are scheduled and passed between stages, is this."""
+    for layer in w:
+        x = np.maximum(x @ layer, 0.0)
+    return x
+
+
 REFERENCES: dict[str, Callable[..., np.ndarray]] = {
     "mlp": mlp,
     "attention": attention,
@@ -92,4 +101,5 @@ REFERENCES: dict[str, Callable[..., np.ndarray]] = {
     "decode_attention": decode_attention,
     "gqa_decode_step": gqa_decode_step,
     "gqa_prefill": gqa_prefill,
+    "relu_stack": relu_stack,
 }

@@ -5,14 +5,18 @@ Numbers are computed from ``course.hardware`` and ``course.models`` with ``solut
 typed in); where the book prints a rounded or differently-based value, the tolerance admits it and
 ``BOOK`` records it for the tests. Labels follow the syllabus: E1-E14 worked examples in the text,
 Q1-Q3 the problems at the end, CX1-CX5 coding exercises (CX4 in two parts: CX4a the program, CX4b the
-cost model as code). (E12 reads the book's interactive figure and X1 is a retired question of the first
-edition: neither is graded here.)
+cost model as code; CX3 adds a tensor-parallel training step's gradient, CX5 a GPipe forward pass).
+(E12 reads the book's interactive figure and X1 is a retired question of the first edition: neither is
+graded here.)
 
 The model of the whole chapter is one MLP block, In[B, D] . W_in[D, F] . W_out[F, D], with B counted
 in tokens. Programs use it without the nonlinearity: the check compares a program's output with a
-single einsum on random inputs, and a ReLU changes no communication. A gradient is graded given the
-arrays it depends on: the block is linear in each weight, so the gradient of a weight never depends on
-that weight's own value, and the program is handed the saved input In and the incoming gradient dOut.
+single einsum on random inputs, and a ReLU changes no communication. Two programs keep it, because their
+numbers depend on it: the tensor-parallel training step (its loss squares the whole output, so the
+partial sums must be added first) and the pipeline of relu layers; each names its single-device
+reference. A gradient is otherwise graded given the arrays it depends on: the block is linear in each
+weight, so the gradient of a weight never depends on that weight's own value, and the program is handed
+the saved input In and the incoming gradient dOut.
 
 Program questions run on 8 simulated devices and are graded on the collectives their ``shard_map``
 states, read from the lowered StableHLO.
@@ -381,6 +385,106 @@ def fsdp_tp_allreduce(x, w_in, w_out):
     return smap(block, XY42, (P("X", "Y"), P("X", "Y"), P("Y", "X")), P("X", "Y"))(x, w_in, w_out)
 
 
+# CX3 backward: one training step of the tensor-parallel MLP, x[B, D] replicated, W_in[D, F_X], W_out[F_X, D].
+def tp_backward(x, w_in, w_out):
+    """dW_in[D, F_X] of mean_b sum(Out^2) / 2. The forward's one AllReduce adds the partial outputs over F;
+    after it dOut is the same on every device, so this device's columns of the gradient need no further
+    communication (autodiff transposes the psum into nothing)."""
+    def block(x_full, w_in_block, w_out_block):  # f32[64, 64], f32[64, 32], f32[32, 64]
+        def loss(w):
+            out = jax.lax.psum(jnp.maximum(x_full @ w, 0.0) @ w_out_block, "X")  # Out[B, D], summed over F
+            return jnp.sum(out**2) / (2 * x_full.shape[0])
+
+        return jax.grad(loss)(w_in_block)  # dW_in[D, F_X]
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(), P(None, "X"), P("X", None)),
+                         out_specs=P(None, "X"))(x, w_in, w_out)
+
+
+def tp_backward_no_psum(x, w_in, w_out):
+    """Squares this device's partial output, as if it were the whole output: the loss is not linear in it."""
+    def block(x_full, w_in_block, w_out_block):
+        def loss(w):
+            return jnp.sum((jnp.maximum(x_full @ w, 0.0) @ w_out_block) ** 2) / (2 * x_full.shape[0])
+        return jax.grad(loss)(w_in_block)
+    return smap(block, X8, (P(), P(None, "X"), P("X", None)), P(None, "X"))(x, w_in, w_out)
+
+
+def tp_backward_gathers_weights(x, w_in, w_out):
+    """Gathers both weights and runs the whole step on every device, keeping its own columns."""
+    def block(x_full, w_in_block, w_out_block):
+        w_in_full = jax.lax.all_gather(w_in_block, "X", axis=1, tiled=True)
+        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=0, tiled=True)
+
+        def loss(w):
+            return jnp.sum((jnp.maximum(x_full @ w, 0.0) @ w_out_full) ** 2) / (2 * x_full.shape[0])
+        return own_block(jax.grad(loss)(w_in_full), "X", 1)
+    return smap(block, X8, (P(), P(None, "X"), P("X", None)), P(None, "X"))(x, w_in, w_out)
+
+
+# CX5 program: a GPipe forward of 8 relu layers, layer i on stage i, 8 microbatches.
+def gpipe_forward(x, w):
+    """Tick t: stage 0 starts microbatch t, every stage applies its layer, and the activations move one
+    stage on (a ppermute). The last stage's results travel back down one device a tick, so that
+    microbatch m ends on device m: the output is split over X like the microbatches."""
+    def block(x_full, w_block):  # f32[32, 16] on every device, f32[1, 16, 16]: this stage's layer
+        stage = jax.lax.axis_index("X")
+        stages = 8
+        micro = x_full.shape[0] // stages  # rows of one microbatch; 8 microbatches
+        up = [(i, i + 1) for i in range(stages - 1)]  # stage i hands its activations to stage i + 1
+        down = [(i + 1, i) for i in range(stages - 1)]  # finished microbatches move one device down
+        h = jnp.zeros((micro, x_full.shape[1]), x_full.dtype)  # what this stage works on
+        out = jnp.zeros_like(h)  # the finished microbatch this device holds
+        last_tick = 2 * stages - 2  # 8 microbatches + 8 stages - 1 ticks
+        for t in range(last_tick + 1):
+            if t < stages:
+                h = jnp.where(stage == 0, x_full[t * micro:(t + 1) * micro], h)
+            y = jnp.maximum(h @ w_block[0], 0.0)
+            if t >= stages - 1:  # the last stage finished microbatch t - 7
+                out = jnp.where(stage == stages - 1, y, out)
+                if t < last_tick:
+                    out = jax.lax.ppermute(out, "X", down)
+            if t < last_tick:
+                h = jax.lax.ppermute(y, "X", up)
+        return out  # f32[4, 16]: microbatch number `stage`
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(), P("X", None, None)),
+                         out_specs=P("X", None))(x, w)
+
+
+def gpipe_skips_the_send(x, w):
+    """Each stage feeds its own output back to itself instead of passing it on: stages past the first
+    never see the microbatches."""
+    def block(x_full, w_block):
+        stage = jax.lax.axis_index("X")
+        micro = x_full.shape[0] // 8
+        h = jnp.zeros((micro, x_full.shape[1]), x_full.dtype)
+        out = jnp.zeros_like(h)
+        for t in range(15):
+            if t < 8:
+                h = jnp.where(stage == 0, x_full[t * micro:(t + 1) * micro], h)
+            y = jnp.maximum(h @ w_block[0], 0.0)
+            if t >= 7:
+                out = jnp.where(stage == 7, y, out)
+                if t < 14:
+                    out = jax.lax.ppermute(out, "X", [(i + 1, i) for i in range(7)])
+            h = y
+        return out
+    return smap(block, X8, (P(), P("X", None, None)), P("X", None))(x, w)
+
+
+def gpipe_gathers_layers(x, w):
+    """Gathers every layer to every device and runs the whole stack on its own microbatch: right, but
+    each device holds all the weights, which is what pipelining avoids."""
+    def block(x_full, w_block):
+        w_all = jax.lax.all_gather(w_block, "X", axis=0, tiled=True)  # f32[8, 16, 16]
+        h = own_block(x_full, "X", 0)
+        for i in range(w_all.shape[0]):
+            h = jnp.maximum(h @ w_all[i], 0.0)
+        return h
+    return smap(block, X8, (P(), P("X", None, None)), P("X", None))(x, w)
+
+
 DP_SPEC = ProgramSpec(mesh=X8, einsum="bd,be,fe->df",
                       operands=(Operand((DP_B, DP_D), ("X", None)), Operand((DP_B, DP_D), ("X", None)),
                                 Operand((DP_F, DP_D), (None, None))),
@@ -404,6 +508,21 @@ MIX_SPEC = ProgramSpec(mesh=XY42, einsum="bd,df,fe->be",
                                  Operand((PF, PD), ("Y", "X"))),
                        out_spec=("X", "Y"), collectives={"all-gather": 3, "reduce-scatter": 1},
                        rtol=1e-3, atol=_atol(PD, PF))
+
+
+TP_BWD_SPEC = ProgramSpec(mesh=X8, einsum="the gradient with respect to w_in of mean_b sum(mlp(x)^2) / 2",
+                          reference="mlp_loss_grad_w_in",
+                          operands=(Operand((PB, PD), (None, None)), Operand((PD, PF), (None, "X")),
+                                    Operand((PF, PD), ("X", None))),
+                          out_spec=(None, "X"), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(PB, PD, PF))
+# GPipe: B = 32 tokens in 8 microbatches of 4, D = 16, one layer per stage. Each relu layer multiplies a
+# typical entry by about sqrt(D / 2), so the tolerance scales with (D / 2)^(L / 2).
+PIPE_B, PIPE_D, PIPE_L = 32, 16, 8
+PIPE_SPEC = ProgramSpec(mesh=X8, einsum="8 relu layers h -> relu(h @ w[i]) applied in turn", reference="relu_stack",
+                        operands=(Operand((PIPE_B, PIPE_D), (None, None)),
+                                  Operand((PIPE_L, PIPE_D, PIPE_D), ("X", None, None))),
+                        out_spec=("X", None), collectives={"collective-permute": 21}, rtol=1e-3,
+                        atol=1e-3 * (PIPE_D / 2) ** (PIPE_L / 2))
 
 
 FORMULA_SYMBOLS = "B D F X Y N C W M_X M_Y"
@@ -760,6 +879,12 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             spec=TP_SPEC, model=tp_forward,
             slips=(Slip(tp_forward_no_reduce, "partial_sum:Y"),
                    Slip(tp_forward_allreduce, "collectives:all-gather,all-reduce"))),
+    Program(qid="ch05-cx3-tp-backward", points=3, section=BACKWARD,
+            prompt="Tensor-parallel training step: dW_in[D, F_X] of mean_b sum(mlp(x)^2) / 2, x[B, D] replicated, "
+                   "W_in[D, F_X], W_out[F_X, D].",
+            spec=TP_BWD_SPEC, model=tp_backward,
+            slips=(Slip(tp_backward_no_psum, "wrong_values"),
+                   Slip(tp_backward_gathers_weights, "collectives:all-gather"))),
     # 4. FSDP and tensor parallelism together.
     Formula(qid="ch05-e9-x-opt", points=2, section=MIX,
             prompt="N = X*Y chips, FSDP over X (M_X axes), tensor parallelism over Y (M_Y axes): the X at which "
@@ -800,6 +925,12 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             slips=(Slip((S - 1) / M, "not_equivalent", "divide by the total number of ticks, M + S - 1."),
                    Slip(S / (M + S), "lower_terms"))),
     vary("ch05-cx5", cx5, S=values(4, 2, 8), M=values(8, 16, 32, 64), valid=cx5_valid),
+    Program(qid="ch05-cx5-gpipe", points=3, section=PIPE,
+            prompt="GPipe forward of 8 relu layers on 8 stages (layer i on device i), 8 microbatches passed on "
+                   "with ppermute; microbatch m ends on device m.",
+            spec=PIPE_SPEC, model=gpipe_forward,
+            slips=(Slip(gpipe_skips_the_send, "zeros"),
+                   Slip(gpipe_gathers_layers, "collectives:all-gather"))),
     # 6. Across pods.
     vary("ch05-e13", e13, chip=chips(V5P, hw.TPU_V5E, hw.TPU7X)),
     vary("ch05-e14", e14, batch=values(2e6, 3e6, 4e6), F=values(LLAMA70_F, 24_576, 40_960), valid=e14_valid),

@@ -4,14 +4,16 @@ Book: Part 7 "All About Transformer Inference", https://jax-ml.github.io/scaling
 References are computed from ``solutions._derived`` (the inference cost model), ``course.models`` and
 ``course.hardware``; where the book prints a rounded or differently-based value, the tolerance admits
 it and ``BOOK`` records it for the tests. Labels follow the syllabus: E1-E14 worked examples, PQ1 the
-pop quiz, Q1-Q7 the worked problems, CX1-CX4 coding exercises in the notebook's order (CX1, the
-E8 tables' calculator, is the syllabus's CX2; CX2, the decode step, is its CX1).
+pop quiz, Q1-Q7 the worked problems, CX1-CX6 coding exercises in the notebook's order (CX1, the
+E8 tables' calculator, is the syllabus's CX2; CX2, the decode step, is its CX1; CX6, greedy speculative
+decoding, is its CX5).
 
 Program questions run on 8 simulated devices and are compared with an einsum on random inputs, so the
 sharded decode steps grade attention without its softmax and 1/sqrt(H) scale (scores times values):
 under head and batch sharding the softmax is local to each device and adds no communication, which is
 what the programs are graded on. The softmax and the cache update are graded separately, on the
-unsharded step (CX2, a function on public test cases).
+unsharded step (CX2, a function on public test cases), and the whole step with its softmax, sharded over
+batch and over heads, against a float64 reference (CX5a, CX5b).
 """
 
 from __future__ import annotations
@@ -472,6 +474,179 @@ def cx4_allreduce_then_slice(x, w_in, w_out):
     return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"))(x, w_in, w_out)
 
 
+# --- CX5a, CX5b: a decode step with the softmax, sharded; CX6: greedy speculative decoding -----------
+# The whole attention block of one decode step (projections, the new token's key and value joining the
+# cache, GQA softmax attention, the output projection), graded against ``gqa_decode_step`` in
+# autograder/reference_programs.py. CX5a splits the batch over X = 8 (B 16, S 16, D 32, N 8, K 2, H 8):
+# every sequence's cache lives on one device, so the step needs no collective. CX5b splits the K = 8
+# key/value heads over X (B 4, S 16, D 32, N 16, K 8, H 8): one AllReduce adds the heads' shares of W_O.
+DB = dict(B=16, S=16, D=32, N=8, K=2, H=8)
+DH = dict(B=4, S=16, D=32, N=16, K=8, H=8)
+GQA_STEP = "one decode step of grouped-query softmax attention over the KV cache and the new token, projected by w_o"
+
+
+def _step_spec(B, S, D, N, K, H, batch, heads, out_spec, collectives) -> ProgramSpec:
+    """Operands in ``gqa_decode_step``'s order: x, k_cache, v_cache, w_q, w_k, w_v, w_o. The tolerance is
+    1e-3 of an output entry's typical size (a sum over N * H of values times weights, each value a sum over D)."""
+    cache = Operand((B, S, K, H), (batch, None, heads, None))
+    return ProgramSpec(mesh=MESH_X8, einsum=GQA_STEP, reference="gqa_decode_step",
+                       operands=(Operand((B, D), (batch, None)), cache, cache,
+                                 Operand((D, N, H), (None, heads, None)), Operand((D, K, H), (None, heads, None)),
+                                 Operand((D, K, H), (None, heads, None)), Operand((N, H, D), (heads, None, None))),
+                       out_spec=out_spec, collectives=collectives, rtol=1e-3, atol=1e-3 * math.sqrt(D * N * H))
+
+
+DECODE_BATCH_SPEC = _step_spec(**DB, batch="X", heads=None, out_spec=("X", None), collectives={})
+DECODE_HEADS_SPEC = _step_spec(**DH, batch=None, heads="X", out_spec=(), collectives={"all-reduce": 1})
+_DB_IN = (("X", None), ("X", None, None, None), ("X", None, None, None), (), (), (), ())
+_DH_IN = ((), (None, None, "X", None), (None, None, "X", None), (None, "X", None), (None, "X", None),
+          (None, "X", None), ("X", None, None))
+
+
+def _softmax_step(x, kc, vc, wq, wk, wv, wo, include_new=True, grouped=True):
+    """One device's decode step on the blocks it holds, returning its [b, D] (a share of the heads' sum
+    where the heads are split); the switches give the slips."""
+    q = jnp.einsum("bd,dnh->bnh", x, wq)
+    keys, values = kc, vc
+    if include_new:
+        keys = jnp.concatenate([kc, jnp.einsum("bd,dkh->bkh", x, wk)[:, None]], axis=1)
+        values = jnp.concatenate([vc, jnp.einsum("bd,dkh->bkh", x, wv)[:, None]], axis=1)
+    b, n, h = q.shape
+    k = keys.shape[2]
+    qg = q.reshape(b, k, n // k, h) if grouped else q.reshape(b, n // k, k, h).swapaxes(1, 2)
+    p = jax.nn.softmax(jnp.einsum("bkgh,bskh->bkgs", qg, keys) / math.sqrt(h), axis=-1)
+    o = jnp.einsum("bkgs,bskh->bkgh", p, values)
+    if not grouped:
+        o = o.swapaxes(1, 2)
+    return jnp.einsum("bnh,nhd->bd", o.reshape(b, n, h), wo)
+
+
+def decode_batch(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Data parallel decode: each device holds two sequences' tokens and caches and every weight, so it
+    runs the whole step for its sequences and nothing crosses devices."""
+    def block(x, kc, vc, wq, wk, wv, wo):  # x: f32[2, 32]; kc, vc: f32[2, 16, 2, 8]; weights whole
+        q = jnp.einsum("bd,dnh->bnh", x, wq)                                # f32[2, 8, 8]
+        k_new = jnp.einsum("bd,dkh->bkh", x, wk)                            # f32[2, 2, 8]
+        v_new = jnp.einsum("bd,dkh->bkh", x, wv)
+        keys = jnp.concatenate([kc, k_new[:, None]], axis=1)               # f32[2, 17, 2, 8]
+        values = jnp.concatenate([vc, v_new[:, None]], axis=1)
+        b, n, h = q.shape
+        k = keys.shape[2]
+        qg = q.reshape(b, k, n // k, h)                                    # head n reads cache head n // G
+        p = jax.nn.softmax(jnp.einsum("bkgh,bskh->bkgs", qg, keys) / jnp.sqrt(h), axis=-1)
+        o = jnp.einsum("bkgs,bskh->bkgh", p, values).reshape(b, n, h)      # f32[2, 8, 8]
+        return jnp.einsum("bnh,nhd->bd", o, wo)                            # f32[2, 32]
+
+    rows, cache = P("X", None), P("X", None, None, None)
+    specs = (rows, cache, cache, P(), P(), P(), P())
+    step = jax.shard_map(block, mesh=course.mesh(X=8), in_specs=specs, out_specs=rows)
+    return step(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def cx5a_misses_new_token(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Attends to the cache alone: the new token never sees its own key and value."""
+    def block(*blocks):
+        return _softmax_step(*blocks, include_new=False)
+    return smap(block, MESH_X8, _DB_IN, ("X", None))(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def cx5a_gathers_cache(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Gathers every sequence's token and cache onto every device, runs the whole batch and keeps its own
+    rows: right numbers, eight times the cache reads and the whole cache moved each step."""
+    def block(x, kc, vc, wq, wk, wv, wo):
+        def gather(a):
+            return jax.lax.all_gather(a, "X", axis=0, tiled=True)
+        return own_block(_softmax_step(gather(x), gather(kc), gather(vc), wq, wk, wv, wo), "X")
+    return smap(block, MESH_X8, _DB_IN, ("X", None))(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def decode_heads_softmax(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Model parallel decode: device i holds key/value head i of every cache and the two query heads that
+    read it, so its softmax is complete locally; its rows of W_O give a share of the output, and one
+    AllReduce adds the eight shares."""
+    def block(x, kc, vc, wq, wk, wv, wo):  # x: f32[4, 32]; kc, vc: f32[4, 16, 1, 8]; wq: f32[32, 2, 8]
+        q = jnp.einsum("bd,dnh->bnh", x, wq)                                # f32[4, 2, 8]: my query heads
+        k_new = jnp.einsum("bd,dkh->bkh", x, wk)                            # f32[4, 1, 8]: my cache head
+        v_new = jnp.einsum("bd,dkh->bkh", x, wv)
+        keys = jnp.concatenate([kc, k_new[:, None]], axis=1)               # f32[4, 17, 1, 8]
+        values = jnp.concatenate([vc, v_new[:, None]], axis=1)
+        b, n, h = q.shape
+        k = keys.shape[2]
+        qg = q.reshape(b, k, n // k, h)
+        p = jax.nn.softmax(jnp.einsum("bkgh,bskh->bkgs", qg, keys) / jnp.sqrt(h), axis=-1)
+        o = jnp.einsum("bkgs,bskh->bkgh", p, values).reshape(b, n, h)      # f32[4, 2, 8]
+        return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), "X")         # f32[4, 32], all heads added
+
+    cache, heads = P(None, None, "X", None), P(None, "X", None)
+    specs = (P(), cache, cache, heads, heads, heads, P("X", None, None))
+    step = jax.shard_map(block, mesh=course.mesh(X=8), in_specs=specs, out_specs=P())
+    return step(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def cx5b_forgets_sum(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Returns one device's heads' share as if it were the whole output."""
+    return smap(_softmax_step, MESH_X8, _DH_IN, (), check_vma=False)(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+def cx5b_gathers_cache(x, k_cache, v_cache, w_q, w_k, w_v, w_o):
+    """Gathers every head of the caches and the weights onto every device and runs all heads there:
+    right numbers with no AllReduce, but every device reads the whole cache."""
+    def block(x, kc, vc, wq, wk, wv, wo):
+        def gather(a, axis):
+            return jax.lax.all_gather(a, "X", axis=axis, tiled=True, to="invarying")
+        return _softmax_step(x, gather(kc, 2), gather(vc, 2), gather(wq, 1), gather(wk, 1), gather(wv, 1),
+                             gather(wo, 0))
+    return smap(block, MESH_X8, _DH_IN, ())(x, k_cache, v_cache, w_q, w_k, w_v, w_o)
+
+
+# CX6: the draft model proposed draft[0..k-1]; one forward pass of the target over the prefix and the
+# draft gives its greedy token at each of the k + 1 positions, target[0..k] (target[i] is what it would
+# emit after the prefix and draft[:i]). The step keeps the draft tokens up to the first disagreement and
+# adds the target's token there (a correction, or target[k], a bonus, when all k agree).
+
+def accepted_tokens(draft, target):
+    """Tokens one greedy speculative step emits: the draft's longest prefix that matches the target's
+    greedy tokens, plus the one token the target adds after it."""
+    n = 0
+    while n < len(draft) and draft[n] == target[n]:
+        n += 1
+    return n + 1
+
+
+def cx6_bonus_twice(draft, target):
+    n = 0
+    while n < len(draft) and draft[n] == target[n]:
+        n += 1
+    return n + 2
+
+
+def cx6_stops_early(draft, target):
+    n = 0
+    while n < len(draft) and draft[n] == target[n]:
+        n += 1
+    return n
+
+
+def spec_probe(rng: random.Random, k: int, accepted: int, vocab: int = 50) -> dict:
+    """k draft tokens of which the first ``accepted`` match the target's, then (when accepted < k) one
+    that differs; the rest of the draft is random. The target has k + 1 tokens."""
+    target = [rng.randrange(vocab) for _ in range(k + 1)]
+    draft = target[:accepted] + [rng.randrange(vocab) for _ in range(k - accepted)]
+    if accepted < k:
+        draft[accepted] = (target[accepted] + 1 + rng.randrange(vocab - 1)) % vocab
+    return dict(draft=draft, target=target)
+
+
+SPEC_PROBES = tuple(spec_probe(random.Random(seed), k, a) for seed, (k, a) in
+                    enumerate(((4, 2), (4, 0), (4, 4), (6, 3), (3, 1))))
+
+
+def draw_spec(rng: random.Random, probe: dict) -> dict:
+    """CX6's grading-time cases: a fresh draft length (3 to 12), how many agree (any of 0..k) and fresh tokens."""
+    k = rng.randint(3, 12)
+    return spec_probe(rng, k, rng.randint(0, k))
+
+
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---
 
 def e1(chip: hw.TPU) -> tuple[Question, ...]:
@@ -845,4 +1020,20 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(Q7_CROSSOVER / 2, "ratio:1/2", "the AllReduce of the hidden moves twice a gather's bytes."),)),
     vary("ch07-q7", q7, f_over_d=values(4, 3.5, 3.25, 2.7)),
     vary("ch07-cx4", cx4, B=values(16, 32), F=values(256, 128)),
+    # 7. The decode step with its softmax, sharded two ways (CX5a, CX5b); greedy speculative decoding (CX6).
+    Program(qid="ch07-cx5-decode-batch", points=2, section=_shard,
+            prompt="A GQA decode step with its softmax, the batch and its KV cache split over 8 devices.",
+            spec=DECODE_BATCH_SPEC, model=decode_batch,
+            slips=(Slip(cx5a_misses_new_token, "wrong_values"), Slip(cx5a_gathers_cache, "collectives:all-gather"))),
+    Program(qid="ch07-cx5-decode-heads", points=3, section=_kv_shard,
+            prompt="The same step with the 8 key/value heads split over 8 devices; one AllReduce after W_O.",
+            spec=DECODE_HEADS_SPEC, model=decode_heads_softmax,
+            slips=(Slip(cx5b_forgets_sum, "partial_sum:X"), Slip(cx5b_gathers_cache, "collectives:all-gather"))),
+    Function(qid="ch07-cx6-accepted-tokens", points=2, section=_app,
+             prompt="accepted_tokens(draft, target): tokens one greedy speculative step emits (the matching "
+                    "prefix of the draft plus the target's one token).",
+             reference=accepted_tokens, probes=SPEC_PROBES, draw=draw_spec, output=Output("number", tolerance=EXACT),
+             slips=(Slip(cx6_bonus_twice, "ratio:4/3", "the target adds exactly one token after the accepted prefix."),
+                    Slip(cx6_stops_early, "ratio:2/3",
+                         "the target's own token at the first disagreement is emitted too."))),
 ))

@@ -153,6 +153,18 @@ MOE_A2A_SPEC = ProgramSpec(mesh=MESH_1D, einsum="gecd,edf->gecf",
                            out_spec=("X", None, None, None), collectives={"all-to-all": 2})
 
 
+# Q3.1: A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the sum over Y built from permutes: a reduce-scatter ring of
+# partial sums overlapped with the chunk products, then an all-gather ring, Y - 1 permutes each.
+AR_MATMUL_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
+                             operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), ("Y", None))),
+                             out_spec=("X", None), collectives={"collective-permute": 2 * (MESH_2D[1][1] - 1)})
+# Q2.1: the local MoE layer with the experts split over X and every token (and its gate row) on every
+# device; each device applies its own experts and one all-reduce adds the experts' shares.
+MOE_LOCAL_SPEC = ProgramSpec(mesh=MESH_1D, einsum="sd,se,edf->sf",
+                             operands=(Operand((MOE_S, MOE_D), (None, None)), Operand((MOE_S, MOE_E), (None, None)),
+                                       Operand((MOE_E, MOE_D, MOE_F), ("X", None, None))),
+                             out_spec=(), collectives={"all-reduce": 1})
+
 def _mesh(spec: ProgramSpec):
     return make_mesh(spec.mesh)
 
@@ -392,6 +404,74 @@ def q4_unidirectional(a, w):
     return collective_matmul(a, w)
 
 
+# Q3.1: the all-reduce collective matmul.
+def allreduce_matmul(a, w):
+    """A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F]: each device's product is a partial sum over its slice of D.
+    Instead of one all-reduce, the partial sums of one F chunk at a time travel left around the Y ring,
+    each device adding its share of the chunk it receives (a reduce-scatter overlapped with the chunk
+    products); then the finished chunks travel right until every device holds all of them."""
+    mesh = course.mesh(X=2, Y=4)
+
+    def block(a_block, w_block):  # a_block: [B/X, D/Y], w_block: [D/Y, F]
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk = w_block.shape[1] // ny
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+        right = [(j, (j + 1) % ny) for j in range(ny)]
+
+        def partial(j):  # this device's share of output chunk j: [B/X, F/Y]
+            return a_block @ jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 1)
+
+        def reduce_step(i, acc):  # receive the running sum of chunk idx + i, add our share
+            return jax.lax.ppermute(acc, "Y", left) + partial(idx + i + 1)
+
+        done = jax.lax.fori_loop(1, ny, reduce_step, partial(idx + 1))  # the finished chunk idx
+        out = jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype)
+        out = jax.lax.dynamic_update_slice_in_dim(out, done, idx * chunk, 1)
+
+        def gather_step(i, carry):  # after i passes to the right we hold chunk idx - i
+            out, travelling = carry
+            travelling = jax.lax.ppermute(travelling, "Y", right)
+            return jax.lax.dynamic_update_slice_in_dim(out, travelling, (idx - i) % ny * chunk, 1), travelling
+
+        return jax.lax.fori_loop(1, ny, gather_step, (out, done))[0]
+
+    # every device along Y ends with the same [B/X, F], which the type system cannot see
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", None),
+                         check_vma=False)(a, w)
+
+
+def q31_psum(a, w):
+    """The whole partial product, then one all-reduce: right, but nothing overlaps."""
+    return smap(lambda a_block, w_block: jax.lax.psum(a_block @ w_block, "Y"), AR_MATMUL_SPEC.mesh,
+                [("X", "Y"), ("Y", None)], ("X", None))(a, w)
+
+
+def q31_short_ring(a, w):
+    """The reduce-scatter ring stops one pass early: each chunk misses one device's share."""
+    def block(a_block, w_block):
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk = w_block.shape[1] // ny
+
+        def partial(j):
+            return a_block @ jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 1)
+
+        def reduce_step(i, acc):
+            return jax.lax.ppermute(acc, "Y", ring(ny, -1)) + partial(idx + i + 1)
+
+        done = jax.lax.fori_loop(1, ny - 1, reduce_step, partial(idx + 1))  # one pass short
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((a_block.shape[0], w_block.shape[1])), done,
+                                                  idx * chunk, 1)
+
+        def gather_step(i, carry):
+            out, travelling = carry
+            travelling = jax.lax.ppermute(travelling, "Y", ring(ny, 1))
+            return jax.lax.dynamic_update_slice_in_dim(out, travelling, (idx - i) % ny * chunk, 1), travelling
+
+        return jax.lax.fori_loop(1, ny, gather_step, (out, done))[0]
+
+    return smap(block, AR_MATMUL_SPEC.mesh, [("X", "Y"), ("Y", None)], ("X", None), check_vma=False)(a, w)
+
+
 # Q3.2: the reduce-scatter collective matmul.
 def reduce_scatter_matmul(t, w2):
     """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y]: the partial sums travel instead of the
@@ -453,6 +533,44 @@ def q3_block_jit(x, w_in, w_out):
 
 def q3_block_off_by_one(x, w_in, w_out):
     return q3_starts_at_own_chunk(collective_matmul(x, w_in), w_out)
+
+
+# Q2.1: the local MoE layer, experts split over X, tokens everywhere.
+def moe_local(x, gates, w):
+    """Out[s] = sum_e gates[s, e] * x[s] @ W[e] with W[E_X, D, F] and every token on every device. Each
+    device multiplies all tokens by each of its own experts in turn ([S, D] @ [D, F], never an [S, D, F]
+    array), weights the rows by that expert's gate column, and one psum adds the experts' shares."""
+    mesh = course.mesh(X=8)
+
+    def block(x_all, g_all, w_block):  # [S, D], [S, E], [E/X, D, F]
+        n_local = w_block.shape[0]
+        first = jax.lax.axis_index("X") * n_local  # index of this device's first expert
+        out = jnp.zeros((x_all.shape[0], w_block.shape[2]), x_all.dtype)
+        for e in range(n_local):
+            gate = jax.lax.dynamic_slice_in_dim(g_all, first + e, 1, 1)  # [S, 1]
+            out = out + gate * (x_all @ w_block[e])                       # [S, F]
+        return jax.lax.psum(out, "X")
+
+    specs = (P(None, None), P(None, None), P("X", None, None))
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P())(x, gates, w)
+
+
+def q21_first_gate_column(x, gates, w):
+    """Weights this device's expert by gate column 0 on every device: the wrong expert's gate."""
+    def block(x_all, g_all, w_block):
+        return jax.lax.psum(jnp.einsum("se,sd,edf->sf", g_all[:, :w_block.shape[0]], x_all, w_block), "X")
+
+    return smap(block, MOE_LOCAL_SPEC.mesh, [(None, None), (None, None), ("X", None, None)], ())(x, gates, w)
+
+
+def q21_gathers_the_experts(x, gates, w):
+    """Brings every expert to every device and builds [S, E, F]: right numbers, E*D*F floats moved."""
+    def block(x_all, g_all, w_block):
+        every = jnp.einsum("sd,edf->sef", x_all, jax.lax.all_gather(w_block, "X", tiled=True))  # [S, E, F]
+        return jnp.einsum("se,sef->sf", g_all, every)
+
+    return smap(block, MOE_LOCAL_SPEC.mesh, [(None, None), (None, None), ("X", None, None)], (),
+                check_vma=False)(x, gates, w)
 
 
 # Q2.3a: experts sharded over X, tokens gathered to the experts and the results scattered back.
@@ -694,9 +812,29 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             prompt="The collective matmul with half of A's rows sent each way around the ring.",
             spec=BIDI_SPEC, model=bidirectional_matmul,
             slips=(Slip(q4_same_direction, "wrong_values"), Slip(q4_unidirectional, "collectives:collective-permute"))),
+    # Q3.1: the all-reduce collective matmul.
+    Program(qid="ch10-cx6-allreduce-matmul", points=3, section=PROBLEMS,
+            prompt=f"A[{S}, {DM}] @ W[{DM}, {FM}] on the 2 x 4 mesh, A[B_X, D_Y] and W[D_Y, F] -> Out[B_X, F], "
+                   "the sum over Y done with ppermute rings only.",
+            spec=AR_MATMUL_SPEC, model=allreduce_matmul,
+            slips=(Slip(q31_short_ring, "wrong_values"), Slip(q31_psum, "collectives:all-reduce"))),
     # Q3: the reduce-scatter collective matmul and the whole block.
     vary("ch10-q3", q3, mesh=values(*Q3_MESHES), B=values(*Q3_BATCHES), F=values(*Q3_WIDTHS)),
     # Q2 and CX5: mixture of experts.
+    Program(qid="ch10-cx7-moe-local", points=2, section=PROBLEMS,
+            prompt="Out[S, F] = sum_e gates[s, e] x[s] @ W[e], W[E_X, D, F], tokens and gates on every device, "
+                   "without an [S, D, F] array.",
+            spec=MOE_LOCAL_SPEC, model=moe_local,
+            slips=(Slip(q21_first_gate_column, "wrong_values"),
+                   Slip(q21_gathers_the_experts, "collectives:all-gather"))),
+    Choice(qid="ch10-q2-jit-collectives", points=1, section=PROBLEMS,
+           prompt="jit of that layer, W P('X', None, None), x and gates replicated, Out replicated: "
+                  "which collective runs?",
+           reference="all-reduce over X",
+           options=("none", "all-gather of W over X", "all-reduce over X", "reduce-scatter over X", "all-to-all"),
+           slips=(Slip("none", "wrong_option", "each device holds only its experts' share of every output row."),
+                  Slip("all-gather of W over X", "wrong_option",
+                       "moving the weights costs E*D*F floats; the compiler sums [S, F] partial results instead."))),
     Program(qid="ch10-q2-moe-all-gather", points=3, section=PROBLEMS,
             prompt="Out[S_X, F] = sum_e gates[s, e] x[s] @ W[e] with experts W[E_X, D, F]: gather, then scatter.",
             spec=MOE_GATHER_SPEC, model=moe_all_gather,

@@ -75,6 +75,8 @@ INSPECTED = {
                                "1 x reduce-scatter of f32[64,256] over X (57,344 bytes per device each)"],
     "ch05-cx3-tp-forward": ["1 x all-gather of f32[64,8] over Y (14,336 bytes per device each)",
                             "1 x reduce-scatter of f32[64,64] over Y (14,336 bytes per device each)"],
+    "ch05-cx3-tp-backward": ["1 x all-reduce of f32[64,64] over X (28,672 bytes per device each)"],
+    "ch05-cx5-gpipe": ["21 x collective-permute of f32[4,16] over X (256 bytes per device each)"],
     "ch05-cx4-fsdp-tp-forward": ["1 x all-gather of f32[16,128] over X (24,576 bytes per device each)",
                                  "1 x all-gather of f32[128,16] over X (24,576 bytes per device each)",
                                  "1 x all-gather of f32[16,32] over Y (2,048 bytes per device each)",
@@ -100,3 +102,21 @@ def test_gathering_the_batch_moves_more_bytes_than_the_allreduce():
     (reduce,) = comms.inspect(ch05.dp_grad, *args)
     gathers = comms.inspect(ch05.dp_grad_gathers_batch, *args)
     assert sum(c.bytes_per_device * c.count for c in gathers) >= 4 * reduce.bytes_per_device
+
+
+def test_tp_backward_needs_only_the_forward_allreduce():
+    """The backward pass of the tensor-parallel step adds no collective: dOut is the same on every device
+    after the forward's AllReduce, and each device's columns of dW_in are local matmuls."""
+    q = CHAPTER["ch05-cx3-tp-backward"]
+    args = program_inputs(q)
+    (reduce,) = comms.inspect(ch05.tp_backward, *args)
+    assert (reduce.kind, reduce.count, reduce.operand_shape) == ("all-reduce", 1, (64, 64))
+
+
+def test_gpipe_sends_one_handoff_per_tick():
+    """8 stages, 8 microbatches: 15 ticks, a hand-off after all but the last (14) and 7 moves of finished
+    microbatches down to their devices."""
+    (permutes,) = comms.inspect(ch05.gpipe_forward, *program_inputs(CHAPTER["ch05-cx5-gpipe"]))
+    stages = micro = 8
+    ticks = micro + stages - 1
+    assert (permutes.kind, permutes.count) == ("collective-permute", (ticks - 1) + (stages - 1))

@@ -97,6 +97,8 @@ INSPECTED = {
     "ch07-cx3-heads-batch": ["1 x all-reduce of f32[8,32] over Y+Z (1,792 bytes per device each)",
                              "1 x all-to-all of f32[2,4,8] over Z (192 bytes per device each)",
                              "1 x all-to-all of f32[8,1,8] over Z (192 bytes per device each)"],
+    "ch07-cx5-decode-batch": [],
+    "ch07-cx5-decode-heads": ["1 x all-reduce of f32[4,32] over X (896 bytes per device each)"],
     "ch07-cx4-weight-stationary": ["1 x all-gather of f32[16,1,8] over YZ (1,536 bytes per device each)",
                                    "1 x all-reduce of f32[16,64] over X (4,096 bytes per device each)",
                                    "1 x reduce-scatter of f32[16,32] over YZ (1,536 bytes per device each)"],
@@ -114,3 +116,10 @@ def test_heads_batch_alltoall_moves_less_than_gathering():
     a2a = [c for c in comms.inspect(ch07.decode_heads_batch, *args) if c.kind == "all-to-all"]
     gathers = [c for c in comms.inspect(ch07.cx3b_gathers, *args) if c.kind == "all-gather"]
     assert sum(c.bytes_per_device for c in gathers) == 4 * sum(c.bytes_per_device for c in a2a)
+
+
+def test_speculative_step_counts():
+    """CX6 on the prompt's example, on a draft that fully agrees (k + 1 tokens) and one that agrees nowhere (1)."""
+    assert ch07.accepted_tokens([5, 9, 2], [5, 9, 7, 1]) == 3
+    assert ch07.accepted_tokens([1, 2, 3], [1, 2, 3, 4]) == 4
+    assert ch07.accepted_tokens([8, 2], [1, 2, 3]) == 1
