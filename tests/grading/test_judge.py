@@ -183,3 +183,16 @@ def test_off_the_main_thread_judging_runs_without_a_bound():
     t.start()
     t.join()
     assert seen == [(False, (0.0, 0.0))]
+
+
+def test_a_remembered_verdict_is_never_given_to_a_student_with_other_values(course):
+    """Two students of one class give the same number for E3, right for the first one's chip: the second,
+    dealt another chip, must not inherit the first one's "correct" from the memo (it is keyed by values)."""
+    qid = "ch01-e3-critical-batch"
+    chapter = load_chapter("ch01_rooflines")
+    mine, theirs = {"ch01-e3": {"chip": "TPU v5p"}}, {"ch01-e3": {"chip": "TPU v6e"}}
+    answer = chapter.variant(mine)[qid].reference
+    first = judge.handle({**_request({qid: answer}, course), "setting": mine})
+    second = judge.handle({**_request({qid: answer}, course), "setting": theirs})
+    assert first[qid]["status"] == "correct"
+    assert second[qid]["status"] != "correct", second[qid]
