@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint release install clean
+.PHONY: demo test lint release dist install clean
 
 demo: $(STAMP)  ## build the release, grade three sample students, print the grade table
 	$(BIN)/scaling-course demo
@@ -17,6 +17,10 @@ lint: $(STAMP)
 
 release: $(STAMP)  ## regenerate release/ and the self-check data from source/
 	$(BIN)/scaling-course release
+
+dist: $(STAMP)  ## dist/student/ and dist/grader/: the wheels of this version (docs/grading.md)
+	$(BIN)/scaling-course dist student
+	$(BIN)/scaling-course dist grader
 
 install: $(STAMP)
 

@@ -14,7 +14,6 @@ module only guarantees that generated cells carry exactly the metadata the cours
 
 from __future__ import annotations
 
-from importlib.metadata import version as installed_version
 from pathlib import Path
 
 import nbformat
@@ -22,26 +21,6 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from .questions import AuthoringError, load_chapter
 from .release import complete_cells, nbgrader_meta
-
-REPOSITORY = "https://github.com/scaling-course/scaling-course"
-# The first lines of every setup cell. On Colab, or any Python without the course, they install the
-# package at the notebook's own version (SCALING_COURSE_PACKAGE overrides what pip installs: a local
-# checkout, a wheel, a fork), then set up the devices and warn if another version is installed.
-BOOTSTRAP = """\
-try:
-    import course
-except ModuleNotFoundError:  # Colab or a new environment: install this notebook's version of the course
-    import importlib, os, subprocess, sys
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", os.environ.get("SCALING_COURSE_PACKAGE",
-                    "scaling-course @ git+{repository}@v{version}")], check=True)
-    importlib.invalidate_caches()
-    import course
-print(course.setup(version="{version}"))  # 8 simulated CPU devices, or the real accelerators here"""
-
-
-def bootstrap(version: str | None = None) -> str:
-    """The setup cell's first lines for this (or the given) package version."""
-    return BOOTSTRAP.format(repository=REPOSITORY, version=version or installed_version("scaling-course"))
 
 
 class NotebookBuilder:
@@ -58,8 +37,8 @@ class NotebookBuilder:
 
     def setup(self, source: str) -> None:
         """The locked first code cell: the bootstrap (install if missing, course.setup() before anything
-        touches JAX), then ``source``, the chapter's imports."""
-        cell = new_code_cell(bootstrap() + "\n" + source.strip("\n"))
+        touches JAX; ``write`` completes it, as the release does), then ``source``, the chapter's imports."""
+        cell = new_code_cell(source.strip("\n"))
         cell.metadata.update(nbgrader=nbgrader_meta("setup", grade=False, solution=False, locked=True),
                              deletable=False, editable=False)
         self.cells.append(cell)

@@ -15,11 +15,16 @@ examples:
   scaling-course release ch01_rooflines
   scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
   scaling-course variant ch01_rooflines --student jdoe   # a student's values and reference answers
+  scaling-course gradescope ch01_rooflines     # ch01_rooflines-gradescope.zip: Gradescope's autograder
   scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
   scaling-course equiv "N-1" "N" --symbols "N:count" --json
   scaling-course selfcheck my-work/ch01_rooflines.ipynb  # self-study: run and check your own notebook
   scaling-course progress                      # what you have solved so far, per chapter
+  scaling-course dist student                  # dist/student/*.whl: a class's student image, no solutions
+  scaling-course dist grader --out wheels/     # the full package, as pip installs the repository
 """
+# What the student package (scaling-course dist student) can run; every other command needs the references.
+STUDENT_COMMANDS = {"equiv", "selfcheck", "progress"}
 
 
 def _repo_root() -> Path:
@@ -70,6 +75,21 @@ def cmd_grade(args: argparse.Namespace) -> int:
             print(f"  {student}: {'; '.join(problems)}")
     print(f"\nGraded {len(summary.results)} submission(s) in {summary.seconds:.0f} s "
           f"({summary.skipped} unchanged). Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
+    return 0
+
+
+def cmd_gradescope(args: argparse.Namespace) -> int:
+    from .grading.gradescope import ZipError, build, timeout_minutes
+
+    try:
+        out = build(Path(args.course_dir), args.assignment, Path(args.out) if args.out else None, args.student_id)
+    except (ZipError, OSError, RuntimeError) as e:
+        print(f"scaling-course gradescope: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB). On Gradescope: a Programming Assignment, base image "
+          f"Ubuntu 22.04 or newer, autograder timeout at least {timeout_minutes()} minutes; upload this zip. "
+          f"Students submit their notebook; their values are dealt from their {args.student_id} "
+          "(docs/grading.md, Gradescope).")
     return 0
 
 
@@ -143,6 +163,20 @@ def cmd_progress(args: argparse.Namespace) -> int:
     return show_progress()
 
 
+def cmd_dist(args: argparse.Namespace) -> int:
+    from .distribution import DistributionError, build_wheel
+
+    try:
+        wheel = build_wheel(args.kind, Path(args.out or f"dist/{args.kind}"), Path(args.course_dir).resolve())
+    except (DistributionError, OSError) as e:
+        print(f"scaling-course dist: {e}", file=sys.stderr)
+        return 2
+    what = ("without solutions/ and the grader, for a class's student image" if args.kind == "student"
+            else "with the reference solutions, for a grading machine or self-study")
+    print(f"wrote {wheel} ({wheel.stat().st_size / 2**20:.1f} MiB), {what}; pip install it as is")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scaling-course", description="Autograded exercises for 'How To Scale "
                                      "Your Model'.", epilog=EXAMPLES, formatter_class=argparse.RawTextHelpFormatter)
@@ -164,6 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 "
                    "(workers need this package and the course directory at the same path)")
     p.set_defaults(func=cmd_grade)
+    p = sub.add_parser("gradescope", help="write a Gradescope autograder zip that grades one ASSIGNMENT notebook")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--out", metavar="PATH", help="the zip to write (default: ASSIGNMENT-gradescope.zip)")
+    p.add_argument("--student-id", choices=("email", "sid"), default="email",
+                   help="the Gradescope field each student's values are dealt from (default: email)")
+    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.set_defaults(func=cmd_gradescope)
     p = sub.add_parser("variant", help="a student's values of the varied exercises and their reference answers")
     p.add_argument("assignment", metavar="ASSIGNMENT")
     p.add_argument("--student", required=True, metavar="ID", help="the student's id, as in submitted/<ID>/")
@@ -182,7 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_selfcheck)
     p = sub.add_parser("progress", help="questions solved so far, per chapter, over all sessions")
     p.set_defaults(func=cmd_progress)
+    p = sub.add_parser("dist", help="build the student wheel (no solutions) or the grader's (the full package)")
+    p.add_argument("kind", choices=("student", "grader"))
+    p.add_argument("--out", metavar="DIR", help="where to write the wheel (default: dist/KIND)")
+    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.set_defaults(func=cmd_dist)
     args = parser.parse_args(argv)
+    from .distribution import edition, student_package_notice
+
+    if args.command not in STUDENT_COMMANDS and edition() == "student":
+        print(student_package_notice(args.command), file=sys.stderr)
+        return 2
     return args.func(args)
 
 

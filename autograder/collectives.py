@@ -29,8 +29,9 @@ DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "ui8":
                "ui32": 4, "i64": 8, "f8E4M3FN": 1, "f8E5M2": 1}
 _TENSOR = re.compile(r"tensor<((?:\d+x)*)([A-Za-z0-9]+)>")
 _SCALAR = re.compile(r"dense<(-?\d+)>")
-_COMPILED = re.compile(r"=\s*\S+\s+(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
-                       r"(?:-start)?\(")
+# The result's shape is one token, or a tuple of shapes where XLA combined several collectives into one.
+_COMPILED = re.compile(r"=\s*(?:\([^()=]*\)|\S+)\s+(all-reduce|all-gather|reduce-scatter|all-to-all|"
+                       r"collective-permute)(?:-start)?\(")
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                             walk(child.operation, inner, depth + 1)
                 return
             if name == "func.call":
-                callee = (_attr(op, "callee") or "").lstrip("@")
+                callee = (_attr(op, "callee") or "").lstrip("@").strip('"')  # @"f_<lambda>" is quoted
                 if callee in funcs:
                     walk(funcs[callee], times, depth + 1)
                 return

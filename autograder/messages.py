@@ -159,8 +159,13 @@ _PROGRAM = {
                            "{are} right.",
     # added to "wrong_values" when an integer result is compared with an expected one that is not
     "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is not whole numbers.",
+    # a diagnosis of one of a program's several results (a train step's loss and gradients)
+    "output": "{name}: {message}",
+    "memory": "Your program holds {held:,} bytes per device in its results and temporaries (XLA's memory "
+              "analysis of the compiled program), {k}x the {limit:,} this exercise allows. {why}",
     "error:raised": "{kind}: {detail}",
     "error:not_an_array": "the function returned {kind}, not an array",
+    "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",
     "error:unreadable": "the recorded program cannot be read ({kind})",
     "error:foreign_call": "the program calls {target!r}, which is not allowed here",
     "error:signature": "the program takes {got} on {devices} devices",

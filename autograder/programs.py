@@ -46,14 +46,18 @@ _CUSTOM = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]
 
 @dataclass(frozen=True)
 class Report:
-    """What running one program showed; ``error`` set when it could not run at all."""
+    """What running one program showed; ``error`` set when it could not run at all. ``outputs`` holds the
+    arrays it returned (one, or a train step's several) and ``out_specs`` their shardings."""
 
-    output: np.ndarray | None = None
-    out_spec: tuple | None = None
+    outputs: tuple[np.ndarray, ...] = ()
+    out_specs: tuple[tuple | None, ...] = ()
     census: dict[str, int] | None = None  # executions per collective kind
     collectives: tuple[Collective, ...] = ()  # empty when counted in the compiled program
     error: str = ""
     error_code: str = "raised"
+    # Per device, from the compiled program's memory analysis: bytes of "arguments", "outputs", "temporaries"
+    # (measured only for a question with a memory bound).
+    memory: dict[str, int] | None = None
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -100,13 +104,29 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         out = jitted(*args)
         lowered = jitted.lower(*args)
         found = tuple(inspect_text(lowered.as_text(), q.mesh))
-        counts = census(found) if found else compiled_census(lowered.compile().as_text())
+        compiled = lowered.compile() if q.max_bytes or not found else None
+        counts = census(found) if found else compiled_census(compiled.as_text())
+        memory = _memory(compiled) if q.max_bytes else None
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
-    if not isinstance(out, jax.Array):
+    outs = tuple(out) if q.outputs and isinstance(out, (tuple, list)) else (out,)
+    if q.outputs and (len(outs) != len(q.outputs) or not all(isinstance(o, jax.Array) for o in outs)):
+        kinds = ", ".join(type(o).__name__ for o in outs) if isinstance(out, (tuple, list)) else type(out).__name__
+        return Report(error=phrase_program("error:not_the_outputs", kinds=kinds, n=len(q.outputs),
+                                           names=", ".join(q.outputs)), error_code="wrong_type")
+    if not isinstance(outs[0], jax.Array):
         return Report(error=phrase_program("error:not_an_array", kind=type(out).__name__), error_code="wrong_type")
-    spec = getattr(out.sharding, "spec", None)
-    return Report(np.asarray(out), tuple(spec) if spec is not None else None, counts, found)
+    specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
+    return Report(tuple(np.asarray(o) for o in outs), specs, counts, found, memory=memory)
+
+
+def _memory(compiled: Any) -> dict[str, int] | None:
+    """Per-device bytes from XLA's memory analysis of the compiled program (None where the backend has none)."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return None
+    return {"arguments": int(stats.argument_size_in_bytes), "outputs": int(stats.output_size_in_bytes),
+            "temporaries": int(stats.temp_size_in_bytes)}
 
 
 ERROR_CHARS = 4000  # JAX's errors end with their advice ("... consider using ..."): keep it
@@ -144,27 +164,30 @@ def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory
     return run(q, exported.call, seed, make_mesh=make_mesh)
 
 
+def _array_to_text(a: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
 def report_to_json(r: Report) -> dict[str, Any]:
-    out = None
-    if r.output is not None:
-        buf = io.BytesIO()
-        np.save(buf, r.output, allow_pickle=False)
-        out = base64.b64encode(buf.getvalue()).decode()
-    return {"output": out, "out_spec": None if r.out_spec is None else list(r.out_spec), "census": r.census,
-            "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code}
+    return {"outputs": [_array_to_text(o) for o in r.outputs],
+            "out_specs": [None if s is None else list(s) for s in r.out_specs], "census": r.census,
+            "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
+            "memory": r.memory}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
     """Read a runner's report; it came from a process that ran foreign code, so check its types."""
-    out = None
-    if d.get("output"):
-        out = np.load(io.BytesIO(base64.b64decode(d["output"])), allow_pickle=False)
+    outs = tuple(np.load(io.BytesIO(base64.b64decode(o)), allow_pickle=False) for o in d.get("outputs") or [])
+    specs = tuple(None if s is None else tuple(tuple(e) if isinstance(e, list) else e for e in s)
+                  for s in d.get("out_specs") or [])
     collectives = tuple(Collective(c["kind"], tuple(c["axes"]), c["dtype"], tuple(c["operand_shape"]),
                                    int(c["group_size"]), c["count"]) for c in d.get("collectives") or [])
-    spec = d.get("out_spec")
-    return Report(out, None if spec is None else tuple(spec), {str(k): int(v) for k, v in (d.get("census") or
-                                                                                            {}).items()},
-                  collectives, str(d.get("error") or ""), str(d.get("error_code") or "raised"))
+    memory = d.get("memory")
+    return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()}, collectives,
+                  str(d.get("error") or ""), str(d.get("error_code") or "raised"),
+                  {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None)
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -179,13 +202,19 @@ def _views(q: ProgramSpec, seed: int) -> list[np.ndarray]:
 def expected(q: ProgramSpec, seed: int) -> np.ndarray:
     """The mathematical result in float64, from the public einsum (on each operand's view), or from the
     single-device reference the spec names (``reference_programs``)."""
+    return expected_outputs(q, seed)[0]
+
+
+def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
+    """Every result the program must return, in order (one unless the spec names several outputs)."""
     if q.reference:
         from .reference_programs import REFERENCES
 
-        out = np.asarray(REFERENCES[q.reference](*_views(q, seed)), dtype=np.float64)
-    else:
-        out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
-    return out.reshape(q.out_shape) if q.out_shape else out
+        result = REFERENCES[q.reference](*_views(q, seed))
+        outs = tuple(result) if q.outputs else (result,)
+        return tuple(np.asarray(o, dtype=np.float64) for o in outs)
+    out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
+    return (out.reshape(q.out_shape) if q.out_shape else out,)
 
 
 def counts_match(found: dict[str, int], wanted: dict[str, Any]) -> bool:
@@ -624,34 +653,71 @@ def diagnose(q: ProgramSpec, got: np.ndarray, seed: int) -> Finding | None:
 def wrong_numbers(code: str) -> bool:
     """Whether a diagnosis code says the numbers are wrong (the answer scores 0), as opposed to right
     numbers with the wrong sharding or collectives."""
-    head = code.partition(":")[0]
+    head = code.partition("@")[0].partition(":")[0]
     return head in {"wrong_shape", "wrong_type", "wrong_values", "not_finite", "zeros", "scaled", "transposed",
                     "partial_sum", "misplaced_blocks", "same_block"}
 
 
 def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
-    then the collectives: a right but wasteful program earns partial credit."""
+    then the collectives, then the memory it holds: a right but wasteful program earns partial credit."""
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
-    if report.output is None:
+    wanted = expected_outputs(q, seed)
+    if len(report.outputs) != len(wanted):
         return Verdict(Status.INCORRECT, 0.0, "wrong_shape",
-                       phrase_program("wrong_shape:nothing", want=expected(q, seed).shape))
-    finding = diagnose(q, report.output, seed)
+                       phrase_program("wrong_shape:nothing", want=wanted[0].shape))
+    finding = _diagnose_outputs(q, report.outputs, seed)
     if finding is not None:
         return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)
-    if _normal_spec(report.out_spec) != _normal_spec(q.out_spec):
-        return Verdict(Status.PARTIAL, 0.5, "wrong_sharding",
-                       phrase("wrong_sharding", got=_spec_text(report.out_spec), want=_spec_text(q.out_spec)))
+    for name, got, want in zip(q.outputs or ("",), report.out_specs, q.out_specs, strict=True):
+        if _normal_spec(got) != _normal_spec(want):
+            return Verdict(Status.PARTIAL, 0.5, "wrong_sharding", _named(name, phrase(
+                "wrong_sharding", got=_spec_text(got), want=_spec_text(want))))
     counts = {k: v for k, v in (report.census or {}).items() if v}
     expected_counts = {k: v for k, v in q.collectives.items() if v}
     details = [c.describe() for c in report.collectives]
+    over = _over_memory(q, report.memory)
     if not counts_match(counts, expected_counts):
         found = "; ".join(details) if details else describe_counts(counts)
-        return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),
-                       phrase("collectives", found=found, expected=describe_counts(expected_counts)),
-                       {"collectives": details})
+        message = phrase("collectives", found=found, expected=describe_counts(expected_counts))
+        message += " " + q.collectives_note if q.collectives_note else ""
+        return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),  # a gather that costs memory
+                       message + (" " + over.message if over else ""),  # says so too
+                       {"collectives": details, **(over.data if over else {})})
+    if over is not None:
+        return over
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"), {"collectives": details or counts})
+
+
+def _named(name: str, message: str) -> str:
+    """A sentence about one of several results, saying which."""
+    return phrase_program("output", name=name, message=message) if name else message
+
+
+def _diagnose_outputs(q: ProgramSpec, outs: tuple[np.ndarray, ...], seed: int) -> Finding | None:
+    """The first wrong result, diagnosed; a program of one result gets the full analysis of its shardings."""
+    if not q.outputs:
+        return diagnose(q, outs[0], seed)
+    results = zip(q.outputs, outs, expected_outputs(q, seed), strict=True)
+    # Arrays before scalars: a gradient's factor is measured on many entries, a loss's on one.
+    for name, got, want in sorted(results, key=lambda r: -r[2].size):
+        finding = diagnose_array(got, want, q.rtol, q.atol, q.mesh, f"the expected {name}")
+        if finding is not None:
+            return Finding(f"{finding.code}@{name}", _named(name, finding.message), {**finding.data, "output": name})
+    return None
+
+
+def _over_memory(q: ProgramSpec, memory: dict[str, int] | None) -> Verdict | None:
+    """Partial credit for a right program that holds more per device than the exercise's layout needs."""
+    if not q.max_bytes or memory is None:
+        return None
+    held = memory["outputs"] + memory["temporaries"]
+    if held <= q.max_bytes:
+        return None
+    return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program(
+        "memory", held=held, limit=q.max_bytes, k=f"{held / q.max_bytes:.1f}", why=q.over_memory).strip(),
+        {"memory": memory, "max_bytes": q.max_bytes})
 
 
 def not_a_program(blob: Any) -> Verdict | None:

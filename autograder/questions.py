@@ -236,7 +236,8 @@ class ProgramSpec:
     mesh: tuple[tuple[str, int], ...]  # (("X", 8),)
     operands: tuple[Operand, ...]
     einsum: str  # what the program computes, e.g. "bd,df->bf"; with ``reference``, that computation in words
-    out_spec: tuple[str | None, ...]  # expected sharding of the result; () is fully replicated
+    # Expected sharding of the result, () fully replicated; with named ``outputs``, one spec per output.
+    out_spec: tuple[Any, ...]
     # Collectives by kind: an exact count, or an inclusive (low, high) range (high None: no limit).
     # Kinds not named must be absent.
     collectives: dict[str, int | tuple[int, int | None]]
@@ -246,6 +247,17 @@ class ProgramSpec:
     # A block that is not one einsum (an MLP, attention, a gradient): the name of its single-device
     # reference in ``autograder.reference_programs``, computed on the operands in place of the einsum.
     reference: str = ""
+    # A program that returns several arrays (a train step's loss and gradients): their names, in the order
+    # the function returns them and the reference computes them; ``out_spec`` then holds one spec per name.
+    outputs: tuple[str, ...] = ()
+    # Per device, the most bytes the compiled program may hold in its results and temporaries (its memory
+    # analysis), for exercises whose point is memory (a cache that must stay sharded); ``over_memory`` says
+    # what holding more most likely means.
+    max_bytes: int | None = None
+    over_memory: str = ""
+    # What wrong collective counts most likely mean for this program (a pipeline's permutes are its ticks),
+    # added to the message that lists them.
+    collectives_note: str = ""
 
     def __post_init__(self) -> None:
         if self.reference:
@@ -253,10 +265,21 @@ class ProgramSpec:
 
             if self.reference not in REFERENCES:
                 raise AuthoringError(f"no reference program {self.reference!r}; known: {', '.join(REFERENCES)}")
+        if self.outputs and (len(self.out_spec) != len(self.outputs) or not self.reference):
+            raise AuthoringError(f"{len(self.outputs)} named outputs need a reference program and one out_spec each")
+
+    @property
+    def out_specs(self) -> tuple[tuple[Any, ...], ...]:
+        """One expected sharding per result (a single result's is ``out_spec`` itself)."""
+        return tuple(self.out_spec) if self.outputs else (self.out_spec,)
 
     def to_json(self) -> dict[str, Any]:
-        return {"mesh": [list(a) for a in self.mesh], "einsum": self.einsum, "out_spec": list(self.out_spec),
+        out_spec = [list(s) for s in self.out_spec] if self.outputs else list(self.out_spec)
+        return {"mesh": [list(a) for a in self.mesh], "einsum": self.einsum, "out_spec": out_spec,
                 **({"reference": self.reference} if self.reference else {}),
+                **({"outputs": list(self.outputs)} if self.outputs else {}),
+                **({"max_bytes": self.max_bytes, "over_memory": self.over_memory} if self.max_bytes else {}),
+                **({"collectives_note": self.collectives_note} if self.collectives_note else {}),
                 "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype,
                               "view": None if o.view is None else list(o.view)} for o in self.operands],
                 "collectives": {k: list(v) if isinstance(v, tuple) else v for k, v in self.collectives.items()},
@@ -271,9 +294,13 @@ class ProgramSpec:
         operands = tuple(Operand(tuple(o["shape"]), spec(o["spec"]), o["dtype"],
                                  None if o.get("view") is None else tuple(o["view"])) for o in d["operands"])
         counts = {k: tuple(v) if isinstance(v, list) else v for k, v in d["collectives"].items()}
-        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], spec(d["out_spec"]),
+        outputs = tuple(str(n) for n in d.get("outputs") or ())
+        out_spec = tuple(spec(s) for s in d["out_spec"]) if outputs else spec(d["out_spec"])
+        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], out_spec,
                    counts, d["rtol"], d["atol"], None if d.get("out_shape") is None else tuple(d["out_shape"]),
-                   str(d.get("reference") or ""))
+                   str(d.get("reference") or ""), outputs,
+                   None if d.get("max_bytes") is None else int(d["max_bytes"]), str(d.get("over_memory") or ""),
+                   str(d.get("collectives_note") or ""))
 
 
 @dataclass(frozen=True, kw_only=True)

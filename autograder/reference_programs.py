@@ -47,6 +47,17 @@ def mlp_loss_grad_w_in(x: np.ndarray, w_in: np.ndarray, w_out: np.ndarray) -> np
     return x.T @ dh
 
 
+def mlp_train_step(x: np.ndarray, w_in: np.ndarray, w_out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One training step's results for the MLP: the loss, mean over the global batch of sum(mlp(x)^2) / 2, and
+    its gradients with respect to w_in and w_out (a program with several results names them in this order)."""
+    h = x @ w_in
+    a = np.maximum(h, 0.0)
+    y = a @ w_out
+    dy = y / x.shape[0]
+    dh = (dy @ w_out.T) * (h > 0)
+    return np.asarray(np.sum(y**2) / (2 * x.shape[0])), x.T @ dh, a.T @ dy
+
+
 def decode_attention(q: np.ndarray, k_new: np.ndarray, v_new: np.ndarray, k_cache: np.ndarray,
                      v_cache: np.ndarray) -> np.ndarray:
     """One decode step's attention with grouped key/value heads, as LLaMA 3 serves it: the new token's
@@ -98,6 +109,7 @@ REFERENCES: dict[str, Callable[..., np.ndarray]] = {
     "mlp": mlp,
     "attention": attention,
     "mlp_loss_grad_w_in": mlp_loss_grad_w_in,
+    "mlp_train_step": mlp_train_step,
     "decode_attention": decode_attention,
     "gqa_decode_step": gqa_decode_step,
     "gqa_prefill": gqa_prefill,

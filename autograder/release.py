@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .course_config import variant_plan
+from .distribution import BOOTSTRAP_END, DistributionError, bootstrap, colab_prefix
 from .fingerprint import make_chapter
 from .grading import STATE
 from .questions import AuthoringError, Chapter, Question, load_chapter
@@ -179,9 +180,24 @@ def complete_setting_cells(chapter: Chapter, nb: Any) -> list[str]:
     return problems
 
 
+def complete_setup_cell(nb: Any) -> list[str]:
+    """Start the first code cell, the locked setup cell, with the bootstrap of this version and repository
+    (``distribution.bootstrap``: pyproject.toml decides both), in place of the bootstrap it had, if any;
+    the chapter's own lines after it stay."""
+    cell = next((c for c in nb.cells if c.get("cell_type") == "code"), None)
+    if cell is None or cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") != "setup":
+        return ['the first code cell is not the locked setup cell (nbgrader grade id "setup"): '
+                "write it with NotebookBuilder.setup"]
+    lines = cell.source.splitlines()
+    end = next((i + 1 for i, line in enumerate(lines) if line.startswith(BOOTSTRAP_END)), 0)
+    cell.source = "\n".join([bootstrap(), *lines[end:]])
+    return []
+
+
 def complete_cells(chapter: Chapter, nb: Any, replaced: list[str] | None = None) -> list[str]:
-    """Every cell the records write (test cells, model answers, setting cells), and what stands in the way."""
-    return (complete_test_cells(chapter, nb) + complete_solution_cells(chapter, nb, replaced)
+    """Every cell the release writes (the setup cell's bootstrap; from the records: test cells, model
+    answers, setting cells), and what stands in the way."""
+    return (complete_setup_cell(nb) + complete_test_cells(chapter, nb) + complete_solution_cells(chapter, nb, replaced)
             + complete_setting_cells(chapter, nb))
 
 
@@ -350,6 +366,22 @@ def _load_course_config(course_dir: Path, config) -> None:
         config.CourseDirectory.root = str(course_dir)
 
 
+# An "Open in Colab" link of the README, up to the path of the notebook in the repository.
+COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[\w.-]+/[\w.-]+/blob/[\w.-]+/")
+
+
+def write_readme_links(course_dir: Path) -> bool:
+    """Point the README's Colab links at the repository pyproject.toml names; whether the file changed."""
+    path = course_dir / "README.md"
+    if not path.is_file():
+        return False
+    text = path.read_text()
+    linked = COLAB_LINK.sub(colab_prefix(), text)
+    if linked != text:
+        path.write_text(linked)
+    return linked != text
+
+
 def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[str], None] = print) -> list[Path]:
     """Regenerate fingerprints and release notebooks for ``chapters`` (default: all in source/); ``say``
     tells what the release wrote over an author's own text."""
@@ -366,4 +398,9 @@ def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[
                 f"notebook: {', '.join(replaced)} (edit models in the records)")
         write_fingerprints(name, course_dir)
         out.append(generate(course_dir, name))
+    try:
+        if write_readme_links(course_dir):
+            say("README.md: the Colab links now open the repository of pyproject.toml")
+    except DistributionError as e:
+        say(f"README.md: Colab links left as they were: {e}")
     return out

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 import sympy as sp
 
@@ -422,6 +423,75 @@ def tp_backward_gathers_weights(x, w_in, w_out):
     return smap(block, X8, (P(), P(None, "X"), P("X", None)), P(None, "X"))(x, w_in, w_out)
 
 
+# CX4c: a whole training step on the 4 x 2 mesh: the loss and both weights' gradients, each sharded like its weight.
+def fsdp_tp_step(x, w_in, w_out):
+    """The loss is a sum over every token and output feature, so each device adds up its own block of Out
+    and one psum over both axes makes the total. Differentiating the device's block of the loss with
+    respect to its own weight shards turns each forward gather into a ReduceScatter: the gradients come
+    out summed over the mesh and already sharded like the weights."""
+    def block(x_block, w_in_block, w_out_block):  # f32[16, 32], f32[16, 128], f32[128, 16]
+        def loss(w_in_shard, w_out_shard):
+            x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)  # In[B_X, D]
+            w_in_cols = jax.lax.all_gather(w_in_shard, "X", axis=0, tiled=True)  # W_in[D, F_Y]
+            w_out_rows = jax.lax.all_gather(w_out_shard, "X", axis=1, tiled=True)  # W_out[F_Y, D]
+            partial = jnp.maximum(x_rows @ w_in_cols, 0.0) @ w_out_rows  # Out[B_X, D]{U_Y}
+            out = jax.lax.psum_scatter(partial, "Y", scatter_dimension=1, tiled=True)  # Out[B_X, D_Y]
+            return jax.lax.psum(jnp.sum(out**2), ("X", "Y")) / (2 * x.shape[0])  # mean over the global batch
+
+        value, (d_in, d_out) = jax.value_and_grad(loss, argnums=(0, 1))(w_in_block, w_out_block)
+        return value, d_in, d_out
+
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P("X", "Y"), P("X", "Y"), P("Y", "X")),
+                         out_specs=(P(), P("X", "Y"), P("Y", "X")))(x, w_in, w_out)
+
+
+def _step_forward(x_block, w_in_shard, w_out_shard):
+    """The slips' shared forward pass: a device's partial Out[B_X, D], summed over Y by nobody yet."""
+    x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
+    w_in_cols = jax.lax.all_gather(w_in_shard, "X", axis=0, tiled=True)
+    w_out_rows = jax.lax.all_gather(w_out_shard, "X", axis=1, tiled=True)
+    return jnp.maximum(x_rows @ w_in_cols, 0.0) @ w_out_rows
+
+
+def _step_of(loss: Callable, check_vma: bool = True) -> Callable:
+    """A training step around a slip's loss of (x_block, w_in_shard, w_out_shard)."""
+    def step(x, w_in, w_out):
+        def block(x_block, w_in_block, w_out_block):
+            value, (d_in, d_out) = jax.value_and_grad(lambda a, b: loss(x_block, a, b), argnums=(0, 1))(
+                w_in_block, w_out_block)
+            return value, d_in, d_out
+        return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P("X", "Y"), P("X", "Y"), P("Y", "X")),
+                             out_specs=(P(), P("X", "Y"), P("Y", "X")), check_vma=check_vma)(x, w_in, w_out)
+    return step
+
+
+# Averages over its own 16 tokens, then sums the 4 averages: the loss and every gradient 4x too large.
+fsdp_tp_step_local_mean = _step_of(lambda xb, a, b: jax.lax.psum(
+    jnp.sum(jax.lax.psum_scatter(_step_forward(xb, a, b), "Y", scatter_dimension=1, tiled=True) ** 2)
+    / (2 * xb.shape[0]), ("X", "Y")))
+# Squares its partial sum over F as if it were Out: the loss is not linear in it, so no later sum repairs it.
+fsdp_tp_step_squares_partials = _step_of(lambda xb, a, b: jax.lax.psum(
+    jnp.sum(_step_forward(xb, a, b) ** 2), "X") / (2 * PB), check_vma=False)
+
+
+def fsdp_tp_step_gathers_weights(x, w_in, w_out):
+    """Gathers whole weights before differentiating: right numbers, but each device holds (and AllReduces)
+    full-size gradients, which is what FSDP is there to avoid."""
+    def block(x_block, w_in_block, w_out_block):
+        w_in_full = jax.lax.all_gather(jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True), "Y", axis=1, tiled=True)
+        w_out_full = jax.lax.all_gather(jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True), "Y", axis=0,
+                                        tiled=True)
+        x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
+
+        def loss(wi, wo):
+            return jnp.sum((jnp.maximum(x_rows @ wi, 0.0) @ wo) ** 2) / (2 * x.shape[0])
+        value, (d_in, d_out) = jax.value_and_grad(loss, argnums=(0, 1))(w_in_full, w_out_full)
+        value, d_in, d_out = (jax.lax.psum(v, "X") for v in (value, d_in, d_out))
+        return value, own_block(own_block(d_in, "X", 0), "Y", 1), own_block(own_block(d_out, "Y", 0), "X", 1)
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P("X", "Y"), P("X", "Y"), P("Y", "X")),
+                         out_specs=(P(), P("X", "Y"), P("Y", "X")), check_vma=False)(x, w_in, w_out)
+
+
 # CX5 program: a GPipe forward of 8 relu layers, layer i on stage i, 8 microbatches.
 def gpipe_forward(x, w):
     """Tick t: stage 0 starts microbatch t, every stage applies its layer, and the activations move one
@@ -485,6 +555,24 @@ def gpipe_gathers_layers(x, w):
     return smap(block, X8, (P(), P("X", None, None)), P("X", None))(x, w)
 
 
+def gpipe_one_at_a_time(x, w):
+    """Sends each microbatch through all 8 stages before the next one starts: right numbers, but every stage
+    idles while the others work, 64 ticks where the pipeline needs 15."""
+    def block(x_full, w_block):
+        stage = jax.lax.axis_index("X")
+        micro = x_full.shape[0] // 8
+        out = jnp.zeros((micro, x_full.shape[1]), x_full.dtype)
+        for m in range(8):
+            h = x_full[m * micro:(m + 1) * micro]
+            for s in range(8):
+                y = jnp.maximum(h @ w_block[0], 0.0)
+                h = jax.lax.ppermute(y, "X", [(s, s + 1)]) if s < 7 else y
+            finished = jax.lax.ppermute(h, "X", [(7, m)]) if m != 7 else h
+            out = jnp.where(stage == m, finished, out)
+        return out
+    return smap(block, X8, (P(), P("X", None, None)), P("X", None))(x, w)
+
+
 DP_SPEC = ProgramSpec(mesh=X8, einsum="bd,be,fe->df",
                       operands=(Operand((DP_B, DP_D), ("X", None)), Operand((DP_B, DP_D), ("X", None)),
                                 Operand((DP_F, DP_D), (None, None))),
@@ -510,6 +598,15 @@ MIX_SPEC = ProgramSpec(mesh=XY42, einsum="bd,df,fe->be",
                        rtol=1e-3, atol=_atol(PD, PF))
 
 
+STEP_SPEC = ProgramSpec(mesh=XY42, einsum="one training step of the MLP: the loss, mean_b sum(mlp(x)^2) / 2, and its "
+                                    "gradients with respect to W_in and W_out",
+                        reference="mlp_train_step", outputs=("loss", "dW_in", "dW_out"),
+                        operands=(Operand((PB, PD), ("X", "Y")), Operand((PD, PF), ("X", "Y")),
+                                  Operand((PF, PD), ("Y", "X"))),
+                        out_spec=((), ("X", "Y"), ("Y", "X")),
+                        # The backward pass may gather In over Y again rather than keep it (3 or 4 AllGathers).
+                        collectives={"all-gather": (3, 4), "reduce-scatter": 3, "all-reduce": 1},
+                        rtol=1e-3, atol=_atol(PB, PD))
 TP_BWD_SPEC = ProgramSpec(mesh=X8, einsum="the gradient with respect to w_in of mean_b sum(mlp(x)^2) / 2",
                           reference="mlp_loss_grad_w_in",
                           operands=(Operand((PB, PD), (None, None)), Operand((PD, PF), (None, "X")),
@@ -522,7 +619,13 @@ PIPE_SPEC = ProgramSpec(mesh=X8, einsum="8 relu layers h -> relu(h @ w[i]) appli
                         operands=(Operand((PIPE_B, PIPE_D), (None, None)),
                                   Operand((PIPE_L, PIPE_D, PIPE_D), ("X", None, None))),
                         out_spec=("X", None), collectives={"collective-permute": 21}, rtol=1e-3,
-                        atol=1e-3 * (PIPE_D / 2) ** (PIPE_L / 2))
+                        atol=1e-3 * (PIPE_D / 2) ** (PIPE_L / 2), collectives_note=(
+                            f"Each tick of a pipeline shows as collective-permutes: with {PIPE_L} stages and "
+                            f"{PIPE_L} microbatches GPipe takes {2 * PIPE_L - 1} ticks, {2 * PIPE_L - 2} hand-offs "
+                            f"up and {PIPE_L - 1} moves down. Many more permutes mean each stage waits for the "
+                            "one before it every microbatch (no overlap: a microbatch crosses every stage before "
+                            "the next starts); fewer, or other collectives, mean a stage is skipped or the "
+                            "layers are gathered."))
 
 
 FORMULA_SYMBOLS = "B D F X Y N C W M_X M_Y"
@@ -918,6 +1021,13 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
              reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,
              output=(Output("number", tolerance=EXACT),) * 2,
              slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),)),
+    Program(qid="ch05-cx4-fsdp-tp-step", points=3, section=MIX,
+            prompt="A whole training step on the 4 x 2 mesh: (loss, dW_in, dW_out) of mean_b sum(mlp(x)^2) / 2, "
+                   "each gradient sharded like its weight.",
+            spec=STEP_SPEC, model=fsdp_tp_step,
+            slips=(Slip(fsdp_tp_step_local_mean, "scaled:4@dW_in"),
+                   Slip(fsdp_tp_step_squares_partials, "wrong_values@dW_in"),
+                   Slip(fsdp_tp_step_gathers_weights, "collectives:all-gather,all-reduce"))),
     # 5. Pipelining. CX5: the bubble.
     Formula(qid="ch05-cx5-bubble", points=1, section=PIPE,
             prompt="GPipe with S stages and M microbatches: the fraction of the forward pass's time a stage idles.",
@@ -930,7 +1040,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
                    "with ppermute; microbatch m ends on device m.",
             spec=PIPE_SPEC, model=gpipe_forward,
             slips=(Slip(gpipe_skips_the_send, "zeros"),
-                   Slip(gpipe_gathers_layers, "collectives:all-gather"))),
+                   Slip(gpipe_gathers_layers, "collectives:all-gather"),
+                   Slip(gpipe_one_at_a_time, "collectives:collective-permute"))),
     # 6. Across pods.
     vary("ch05-e13", e13, chip=chips(V5P, hw.TPU_V5E, hw.TPU7X)),
     vary("ch05-e14", e14, batch=values(2e6, 3e6, 4e6), F=values(LLAMA70_F, 24_576, 40_960), valid=e14_valid),

@@ -487,9 +487,14 @@ GQA_STEP = "one decode step of grouped-query softmax attention over the KV cache
 
 def _step_spec(B, S, D, N, K, H, batch, heads, out_spec, collectives) -> ProgramSpec:
     """Operands in ``gqa_decode_step``'s order: x, k_cache, v_cache, w_q, w_k, w_v, w_o. The tolerance is
-    1e-3 of an output entry's typical size (a sum over N * H of values times weights, each value a sum over D)."""
+    1e-3 of an output entry's typical size (a sum over N * H of values times weights, each value a sum over D).
+    No device may hold as many bytes as the whole cache: the grader reads the compiled program's memory."""
     cache = Operand((B, S, K, H), (batch, None, heads, None))
+    whole_cache = 2 * B * S * K * H * 4  # keys and values, f32: what no device should hold
     return ProgramSpec(mesh=MESH_X8, einsum=GQA_STEP, reference="gqa_decode_step",
+                       max_bytes=whole_cache, over_memory=(
+                           f"That is more than the whole KV cache ({whole_cache:,} bytes): is the cache gathered onto "
+                           "every device? Each device should read only the share it holds."),
                        operands=(Operand((B, D), (batch, None)), cache, cache,
                                  Operand((D, N, H), (None, heads, None)), Operand((D, K, H), (None, heads, None)),
                                  Operand((D, K, H), (None, heads, None)), Operand((N, H, D), (heads, None, None))),

@@ -66,7 +66,23 @@ def readable_roots(deny: list[Path]) -> list[Path]:
 
 @functools.lru_cache(maxsize=16)
 def _readable_roots(deny_paths: tuple[Path, ...]) -> tuple[Path, ...]:
-    deny = [p.resolve() for p in [*deny_paths, Path("/dev")]]
+    return _cover(Path("/"), tuple(p.resolve() for p in [*deny_paths, Path("/dev")]))
+
+
+def allowed_paths(allow: list[Path], deny: list[Path]) -> list[Path]:
+    """The trees to grant for ``allow``: each allowed path as it is, unless a denied tree lies inside it
+    (``solutions`` in the site-packages of ``sys.prefix``), which it is then granted around. Landlock only
+    ever adds access, so a rule on the whole tree would re-open the denied one."""
+    denied = [d.resolve() for d in deny]
+    out: list[Path] = []
+    for path in allow:
+        inner = tuple(d for d in denied if path.resolve() in d.parents)
+        out += _cover(path.resolve(), inner) if inner else [path]
+    return out
+
+
+def _cover(start: Path, deny: tuple[Path, ...]) -> tuple[Path, ...]:
+    """Paths whose trees together cover ``start``'s tree minus the ``deny`` trees."""
     out: list[Path] = []
 
     def visit(path: Path) -> None:
@@ -89,7 +105,7 @@ def _readable_roots(deny_paths: tuple[Path, ...]) -> tuple[Path, ...]:
                     out.append(p)
                 continue
             visit(p)
-    visit(Path("/"))
+    visit(start)
     return tuple(out)
 
 
@@ -171,7 +187,8 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
             repo / "autograded", repo / STATE]
     allow = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
              Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
-    return [d for d in deny if d.exists()], allow
+    deny = [d for d in deny if d.exists()]
+    return deny, allowed_paths(allow, deny)  # a pip-installed grader keeps solutions/ under sys.prefix
 
 
 def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,
@@ -203,7 +220,8 @@ def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu:
     _limit(resource.RLIMIT_CORE, 0)
     abi = landlock_abi() if landlock else 0
     if abi:
-        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), allow, rw, shm)
+        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), allowed_paths(allow, deny), rw,
+                        shm)
     return abi
 
 

@@ -61,6 +61,29 @@ def test_kernel_reads_package_but_not_course_and_writes_only_its_folder(tmp_path
         assert result["signal-parent"] == "denied"
 
 
+@pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock on this kernel")
+def test_an_allowed_tree_does_not_reopen_a_denied_one_inside_it(tmp_path):
+    """A grader installed from a wheel keeps ``solutions`` inside site-packages, under ``sys.prefix``, which
+    kernels may read: Landlock adds rules up, so allowing the prefix used to re-open the denied folder."""
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "site-packages"
+    (site / "solutions").mkdir(parents=True)
+    (site / "solutions" / "ch01.py").write_text("ANSWER = 42")
+    (site / "course").mkdir()
+    (site / "course" / "hardware.py").write_text("x = 1")
+    work, other = tmp_path / "work", tmp_path / "other"
+    work.mkdir()
+    other.mkdir()
+    cmd = [sys.executable, "-m", "autograder.grading.jail", "--deny", str(site / "solutions"), "--deny", str(other),
+           "--allow", str(prefix), "--rw", str(work), "--",
+           sys.executable, "-c", PROBE, str(site / "solutions" / "ch01.py"), str(site / "course" / "hardware.py"),
+           str(work), str(other)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    result = dict(line.split() for line in out.stdout.splitlines())
+    assert result["read-secret"] == "denied", out.stdout + out.stderr
+    assert result["read-package"] == "allowed"
+
+
 def test_memory_limit_applies_without_landlock_too():
     cmd = [sys.executable, "-m", "autograder.grading.jail", "--memory", str(2 * 2**30), "--",
            sys.executable, "-c", "import resource; print(resource.getrlimit(resource.RLIMIT_AS)[0])"]
@@ -130,3 +153,18 @@ def test_a_kernel_sees_its_own_folder_and_nothing_of_the_others(tmp_path):
         assert (own / "written").read_text() == "x"
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_isolation_paths_never_allow_a_tree_that_holds_the_solutions(tmp_path):
+    """Whatever the install (a checkout, or a wheel in site-packages), no allowed tree contains a denied one,
+    and the rest of the allowed tree stays granted."""
+    from autograder.grading.jail import allowed_paths, isolation_paths
+
+    deny, allow = isolation_paths(Path.cwd())
+    assert not any(a.resolve() in d.resolve().parents for a in allow for d in deny)
+    site = tmp_path / "env" / "lib" / "site-packages"
+    for name in ("solutions", "course", "jax"):
+        (site / name).mkdir(parents=True)
+    granted = allowed_paths([tmp_path / "env"], [site / "solutions"])
+    assert tmp_path / "env" not in granted and site not in granted and site / "solutions" not in granted
+    assert {site / "course", site / "jax"} <= set(granted)
