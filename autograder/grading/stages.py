@@ -139,8 +139,26 @@ def store(job: Job) -> None:
     write_atomic(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb",
                  nbformat.v4.writes(job.notebook))
     html = render_html(job.notebook, f"{a.name} — {student}", job.questions, job.problems, job.setting)
-    write_atomic(a.course_dir / "feedback" / student / a.name / f"{a.notebook}.html", html)
+    feedback = a.course_dir / "feedback" / student / a.name
+    write_atomic(feedback / f"{a.notebook}.html", html)
+    for name, text in receipts(job.folder).items():
+        write_atomic(feedback / name, text)
     shutil.rmtree(job.work, ignore_errors=True)
+
+
+RECEIPTS = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's collect leaves beside a submission
+RECEIPT_BYTES = 256
+
+
+def receipts(folder: Path) -> dict[str, str]:
+    """nbgrader's receipts of a submission, which ``nbgrader release_feedback`` reads beside the report to
+    name it: plain files of a few bytes only (the folder is the student's: a link or a flood is no receipt)."""
+    found = {}
+    for name in RECEIPTS:
+        path = folder / name
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= RECEIPT_BYTES:
+            found[name] = path.read_text(errors="replace")
+    return found
 
 
 # Order: sanitize before execute (pre-filled outputs would pass for records); judge sees only what

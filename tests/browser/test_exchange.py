@@ -165,11 +165,8 @@ def _collect_and_grade(teacher: Instructor) -> None:
     with open(course / "grades.csv", newline="") as f:
         (row,) = [r for r in csv.DictReader(f) if r["student"] == STUDENT]
     assert (float(row[RIGHT]), float(row[WRONG])) == (1.0, 0.0), row
-    # nbgrader's release_feedback names each report by the submission's timestamp and secret, which it
-    # reads beside the report: bring them from the submission (docs/grading.md, "The nbgrader exchange").
-    feedback = course / "feedback" / STUDENT / CHAPTER
-    for receipt in ("timestamp.txt", "submission_secret.txt"):
-        shutil.copy(submitted / receipt, feedback / receipt)
+    # release_feedback names each report by the submission's timestamp and secret, which the grader leaves
+    # beside the report.
     teacher.run("nbgrader", "release_feedback", CHAPTER)
 
 

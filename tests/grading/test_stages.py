@@ -90,3 +90,26 @@ def test_annotate_puts_each_verdict_in_its_test_cell(tmp_path):
     [out] = job.notebook.cells[1].outputs
     assert out.text == "[1 / 2] partial: Off by a factor of 2.\nYour answer: 16\n"
     assert json.loads(nbformat.writes(job.notebook))  # still a notebook
+
+
+def test_store_leaves_nbgraders_receipts_beside_the_report(tmp_path):
+    """``nbgrader release_feedback`` names each report after the submission's timestamp and secret, read from
+    the feedback folder: the report must have them, copied as plain small files, links never followed."""
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    (folder / "timestamp.txt").write_text("2026-12-02 10:00:00.000000 UTC")
+    (tmp_path / "elsewhere.txt").write_text("not the student's")
+    (folder / "submission_secret.txt").symlink_to(tmp_path / "elsewhere.txt")
+    job = stages.Job(a, "ada", folder, notebook=theirs, questions={})
+    stages.store(job)
+    feedback = a.course_dir / "feedback" / "ada" / "hw"
+    assert (feedback / "hw.html").exists()
+    assert (feedback / "timestamp.txt").read_text() == "2026-12-02 10:00:00.000000 UTC"
+    assert not (feedback / "submission_secret.txt").exists()  # a link is not a receipt
+    (folder / "submission_secret.txt").unlink()
+    (folder / "submission_secret.txt").write_text("x" * 10_000)  # far longer than nbgrader's 32 hex digits
+    stages.store(job)
+    assert not (feedback / "submission_secret.txt").exists()
+    (folder / "submission_secret.txt").write_text("0123456789abcdef0123456789abcdef")
+    stages.store(job)
+    assert (feedback / "submission_secret.txt").read_text() == "0123456789abcdef0123456789abcdef"
