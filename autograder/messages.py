@@ -150,6 +150,13 @@ _PROGRAM = {
     "same_block": "Every block of the result (dimension {dim} in {n} blocks, as {axes} splits it) holds block {j} "
                   "of the expected one: does every device compute the same block? Use axis_index to pick each "
                   "device's own.",
+    "zero_rows": "{n} of {rows} rows of the result are all zeros where the expected ones are not (the first is row "
+                 "{first}), and every other row is right: are those rows never written, e.g. tokens dropped because a "
+                 "buffer holds fewer than are routed to it?",
+    "permuted_rows": "Every row of the result is a row of the expected one, but {moved} of {rows} are in the wrong "
+                     "place (row {i} holds what belongs at row {j}): is a sort undone, or a block put where it "
+                     "arrived rather than where it belongs (results left in the order they were grouped or "
+                     "received in)?",
     "wrong_values": "The result differs from {einsum} on random inputs in {bad} of {size} entries; the first is "
                     "at index {index}: got {got}, expected {want}.",
     "wrong_values:exact": "The result differs from {einsum} in {bad} of {size} counts (integers, compared "
@@ -161,8 +168,11 @@ _PROGRAM = {
     "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is not whole numbers.",
     # a diagnosis of one of a program's several results (a train step's loss and gradients)
     "output": "{name}: {message}",
-    "memory": "Your program holds {held:,} bytes per device in its results and temporaries (XLA's memory "
-              "analysis of the compiled program), {k}x the {limit:,} this exercise allows. {why}",
+    "memory": "Right numbers, but your program holds {held:,} bytes per device in its results and "
+              "temporaries (XLA's memory analysis of the compiled program), {k}x what is expected at most: "
+              "{limit:,}. {why}",
+    # added to a message about a program's collectives when it also holds too much
+    "memory+": "It also holds {held:,} bytes per device, {k}x the {limit:,} expected at most. {why}",
     "error:raised": "{kind}: {detail}",
     "error:not_an_array": "the function returned {kind}, not an array",
     "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",

@@ -647,7 +647,32 @@ def diagnose(q: ProgramSpec, got: np.ndarray, seed: int) -> Finding | None:
     if partial is not None:
         return partial
     found, note = _blocks(g, want, tol, _partitions(q, want.shape, shares))
-    return found or Finding(first.code, first.message + note, first.data)
+    return found or _rows(g, want, tol) or Finding(first.code, first.message + note, first.data)
+
+
+ROWS_COMPARED = 4096  # rows of a result matched against each other, at most (a quadratic search)
+
+
+def _rows(g: np.ndarray, want: np.ndarray, tol: _Tolerance) -> Finding | None:
+    """Rows (entries of the first dimension: tokens, sequences) that are right but missing or out of place:
+    rows left all zeros while the others are right (never written: tokens dropped by a buffer too small),
+    or every row a right one in another order (a sort or a gather left undone)."""
+    if g.ndim < 2 or not 1 < g.shape[0] <= ROWS_COMPARED:
+        return None
+    rows = g.reshape(g.shape[0], -1)
+    wanted = want.reshape(want.shape[0], -1)
+    right = np.array([tol.same(r, w) for r, w in zip(rows, wanted, strict=True)])
+    zero = ~rows.any(axis=1) & wanted.any(axis=1)
+    if zero.any() and (right | zero).all():
+        message = phrase_program("zero_rows", n=int(zero.sum()), rows=len(rows), first=int(np.argmax(zero)))
+        return Finding("zero_rows", message, {"rows": np.flatnonzero(zero)[:64].tolist()})
+    close = np.isclose(rows[:, None, :], wanted[None, :, :], rtol=tol.rtol, atol=tol.atol).all(axis=2)
+    if close.any(axis=1).all() and not right.all():
+        i = int(np.argmin(right))
+        j = int(np.argmax(close[i]))
+        return Finding("permuted_rows", phrase_program("permuted_rows", moved=int((~right).sum()), rows=len(rows),
+                                                       i=i, j=j), {"row": i, "belongs": j})
+    return None
 
 
 def wrong_numbers(code: str) -> bool:
@@ -655,7 +680,7 @@ def wrong_numbers(code: str) -> bool:
     numbers with the wrong sharding or collectives."""
     head = code.partition("@")[0].partition(":")[0]
     return head in {"wrong_shape", "wrong_type", "wrong_values", "not_finite", "zeros", "scaled", "transposed",
-                    "partial_sum", "misplaced_blocks", "same_block"}
+                    "partial_sum", "misplaced_blocks", "same_block", "zero_rows", "permuted_rows"}
 
 
 def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
@@ -682,11 +707,13 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
         found = "; ".join(details) if details else describe_counts(counts)
         message = phrase("collectives", found=found, expected=describe_counts(expected_counts))
         message += " " + q.collectives_note if q.collectives_note else ""
-        return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)),  # a gather that costs memory
-                       message + (" " + over.message if over else ""),  # says so too
-                       {"collectives": details, **(over.data if over else {})})
+        if over is not None:  # a gather that costs memory says so too
+            message += " " + phrase_program("memory+", **over.data["phrase"])
+        return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)), message,
+                       {"collectives": details, **({k: over.data[k] for k in ("memory", "max_bytes")} if over else {})})
     if over is not None:
-        return over
+        return Verdict(over.status, over.score, over.diagnosis, over.message,
+                       {k: v for k, v in over.data.items() if k != "phrase"})
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"), {"collectives": details or counts})
 
 
@@ -715,9 +742,9 @@ def _over_memory(q: ProgramSpec, memory: dict[str, int] | None) -> Verdict | Non
     held = memory["outputs"] + memory["temporaries"]
     if held <= q.max_bytes:
         return None
-    return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program(
-        "memory", held=held, limit=q.max_bytes, k=f"{held / q.max_bytes:.1f}", why=q.over_memory).strip(),
-        {"memory": memory, "max_bytes": q.max_bytes})
+    facts = {"held": held, "limit": q.max_bytes, "k": f"{held / q.max_bytes:.1f}", "why": q.over_memory}
+    return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **facts).strip(),
+                   {"memory": memory, "max_bytes": q.max_bytes, "phrase": facts})
 
 
 def not_a_program(blob: Any) -> Verdict | None:

@@ -105,6 +105,63 @@ def relu_stack(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return x
 
 
+def relu_stack_train_step(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One training step's results for L relu layers h -> relu(h @ w[i]) * sqrt(2 / D), w[L, D, D]: the loss,
+    mean over the batch of sum(out^2) / 2, and its gradient with respect to w, in that order. He's factor
+    sqrt(2 / D) keeps activations of unit size through many layers of standard-normal weights, so a deep
+    stack compares to float32 tolerances."""
+    scale = np.sqrt(2.0 / x.shape[1])
+    hs = [x]
+    for layer in w:
+        hs.append(np.maximum(hs[-1] @ layer, 0.0) * scale)
+    g = hs[-1] / x.shape[0]  # d loss / d out
+    dw = np.empty_like(w)
+    for i in range(len(w) - 1, -1, -1):
+        g = g * (hs[i + 1] > 0) * scale  # back through the relu and the factor
+        dw[i] = hs[i].T @ g
+        g = g @ w[i].T
+    return np.asarray(np.sum(hs[-1] ** 2) / (2 * x.shape[0])), dw
+
+
+def moe_top1(x: np.ndarray, logits: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """A mixture of experts with top-1 routing: token s of x[S, D] goes to the expert its router scores
+    highest, argmax over e of logits[s, e], and comes back as x[s] @ w[e] ([S, F], w[E, D, F]). Random
+    logits give each expert a different number of tokens, drawn afresh with every input."""
+    return np.einsum("sd,sdf->sf", x, w[np.argmax(logits, axis=1)])
+
+
+def speculative_decode(prompt: np.ndarray, w_target: np.ndarray, draft_len: int = 3,
+                       new_tokens: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Greedy speculative decoding with a bigram model: after token t the target's logits are row t of
+    w_target[V, V], and the draft's are that row rounded to the nearest half (a cheap low-precision copy,
+    whose argmax ties go to the first index, as numpy's and jnp's do). Sequence b starts from token
+    prompt[b] mod V (an integer operand may be negative). A round: the draft proposes ``draft_len`` tokens
+    one after another; the target scores the current token and the proposals in one pass; the proposals
+    that agree with the target's choices up to the first that does not are accepted, and the target's own
+    token after them is emitted too. Rounds run until ``new_tokens`` are emitted; the result is those
+    tokens [B, new_tokens], which are the target's greedy decoding exactly, and per sequence the proposals
+    accepted over all its rounds (the last round's included, even those past ``new_tokens``)."""
+    v = w_target.shape[0]
+    w_draft = np.round(2 * w_target) / 2
+    tokens = np.zeros((len(prompt), new_tokens))
+    accepted = np.zeros(len(prompt))
+    for b, first in enumerate(prompt):
+        last, out = int(first) % v, []
+        while len(out) < new_tokens:
+            drafts = []
+            for _ in range(draft_len):
+                drafts.append(int(np.argmax(w_draft[drafts[-1] if drafts else last])))
+            target = [int(np.argmax(w_target[t])) for t in (last, *drafts)]
+            n = 0
+            while n < draft_len and drafts[n] == target[n]:
+                n += 1
+            out += target[:n + 1]  # the n accepted proposals are target[:n]; then the target's own token
+            accepted[b] += n
+            last = target[n]
+        tokens[b] = out[:new_tokens]
+    return tokens, accepted
+
+
 REFERENCES: dict[str, Callable[..., np.ndarray]] = {
     "mlp": mlp,
     "attention": attention,
@@ -114,4 +171,7 @@ REFERENCES: dict[str, Callable[..., np.ndarray]] = {
     "gqa_decode_step": gqa_decode_step,
     "gqa_prefill": gqa_prefill,
     "relu_stack": relu_stack,
+    "speculative_decode": speculative_decode,
+    "relu_stack_train_step": relu_stack_train_step,
+    "moe_top1": moe_top1,
 }

@@ -987,7 +987,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             prompt="The ring AllGather with half of each block going each way round (both link directions).",
             spec=reshard_spec((), {"collective-permute": 14}),
             model=bidi_allgather,
-            slips=(Slip(bidi_allgather_swapped, "wrong_values"),
+            slips=(Slip(bidi_allgather_swapped, "permuted_rows"),
                    Slip(ring_allgather, "collectives:collective-permute"))),
     Program(qid="ch03-cx4-bidi-reducescatter", points=2, section=ALLGATHER,
             prompt="The ring ReduceScatter with half of each chunk going each way round.",

@@ -562,13 +562,13 @@ def gpipe_one_at_a_time(x, w):
         stage = jax.lax.axis_index("X")
         micro = x_full.shape[0] // 8
         out = jnp.zeros((micro, x_full.shape[1]), x_full.dtype)
-        for m in range(8):
-            h = x_full[m * micro:(m + 1) * micro]
+        for mb in range(8):
+            h = x_full[mb * micro:(mb + 1) * micro]
             for s in range(8):
                 y = jnp.maximum(h @ w_block[0], 0.0)
                 h = jax.lax.ppermute(y, "X", [(s, s + 1)]) if s < 7 else y
-            finished = jax.lax.ppermute(h, "X", [(7, m)]) if m != 7 else h
-            out = jnp.where(stage == m, finished, out)
+            finished = jax.lax.ppermute(h, "X", [(7, mb)]) if mb != 7 else h
+            out = jnp.where(stage == mb, finished, out)
         return out
     return smap(block, X8, (P(), P("X", None, None)), P("X", None))(x, w)
 

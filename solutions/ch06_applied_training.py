@@ -18,13 +18,14 @@ follow it where the prompts say so, and the tolerances admit the exact counts.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import course
 from autograder.numbers import Tolerance
 from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
 from autograder.variants import chips, models, values, vary
 from course import hardware as hw
-from course.symbols import D, F, H, K, L, N, V
+from course.symbols import D, F, H, K, L, N, V, X
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
 from solutions._kit import ONE_PERCENT, TWO_PERCENT, X8, P, jax, jnp, number, own_block, slip_code, smap
@@ -47,6 +48,7 @@ WORKED = SECTION + "#worked-problems"
 PART5_MIX = "training/#mixed-fsdp-and-tensor-parallelism"
 PART5_PODS = "training/#scaling-between-pods"
 PART5_DP = "training/#data-parallelism"
+PART5_FSDP = "training/#fully-sharded-data-parallelism-fsdp"
 
 # --- inputs the chapter states -------------------------------------------------------------------------
 M70, M405 = m.LLAMA3_70B, m.LLAMA31_405B
@@ -338,6 +340,94 @@ DP_LOSS_SPEC = ProgramSpec(
     mesh=X8, einsum="the gradient with respect to w_in of mean_b sum(mlp(x)^2) / 2", reference="mlp_loss_grad_w_in",
     operands=(Operand((DB, DD), ("X", None)), Operand((DD, DF), (None, None)), Operand((DF, DD), (None, None))),
     out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=DP_ATOL)
+
+
+# --- CX6: the training step under a memory budget: FSDP over a stack of layers, one layer gathered at a time ---
+# L = 16 relu layers h -> relu(h @ W[i]) * sqrt(2 / D) (He's factor keeps activations of unit size through the
+# stack), W[L, D_X, D]: each device holds 1/8 of every layer. x[B_X, D], B = 64 tokens, D = 128. The step returns
+# the loss (mean over the global batch of sum(out^2) / 2) and dW[L, D_X, D], sharded like W.
+# The budget, per device, for results and temporaries: its gradient shard plus 8 whole layers (half the model).
+# Measured on CPU (jax 0.10.2): the model holds 279 KB (2.3x under), autodiff keeping every gathered layer
+# 1.39 MB (2.1x over), gathering all layers up front 3.35 MB (5.1x over). A Python loop over the layers (even
+# with jax.checkpoint) holds 1.25 MB: unrolled, XLA is free to schedule every gather early, so the prompt asks
+# for a scan.
+SL, SB, SD = 16, 64, 128
+LAYER_BYTES = 4 * SD * SD  # one gathered layer, f32
+SHARD_BYTES = SL * LAYER_BYTES // 8  # a device's share of W, and of dW
+STACK_BUDGET = SHARD_BYTES + 8 * LAYER_BYTES  # 655,360 bytes
+
+
+def fsdp_layers_step(x, w):
+    """A scan over the layers gathers one layer's weights at a time; jax.checkpoint makes the backward pass
+    gather that layer again rather than keep every gathered layer alive for it, and the gather's transpose
+    reduce-scatters each layer's gradient straight back to this device's shard."""
+    scale = (2 / x.shape[1]) ** 0.5  # He's factor, sqrt(2 / D)
+
+    def block(x_block, w_block):  # f32[8, 128], f32[16, 16, 128]
+        @jax.checkpoint
+        def layer(h, w_shard):  # f32[8, 128], f32[16, 128]: this device's rows of layer i
+            w_layer = jax.lax.all_gather(w_shard, "X", axis=0, tiled=True)  # W[i]: f32[128, 128], this layer only
+            return jnp.maximum(h @ w_layer, 0.0) * scale, None
+
+        def loss(w_shards):
+            out, _ = jax.lax.scan(layer, x_block, w_shards)  # f32[8, 128]
+            return jax.lax.psum(jnp.sum(out**2), "X") / (2 * x.shape[0])  # the mean over all 64 tokens
+
+        return jax.value_and_grad(loss)(w_block)  # the loss, and dW[L, D_X, D] summed over X by the transpose
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P(None, "X", None)),
+                         out_specs=(P(), P(None, "X", None)))(x, w)
+
+
+def _stack_layer(h, w_shard):
+    """One layer on this device's rows of it, gathered just in time (the slips' shared body)."""
+    w_layer = jax.lax.all_gather(w_shard, "X", axis=0, tiled=True)
+    return jnp.maximum(h @ w_layer, 0.0) * math.sqrt(2 / SD), None
+
+
+def _stack_step(loss: Callable) -> Callable:
+    """A training step around a slip's loss of (x_block, w_block)."""
+    def step(x, w):
+        return jax.shard_map(lambda xb, wb: jax.value_and_grad(lambda ws: loss(xb, ws))(wb), mesh=course.mesh(X=8),
+                             in_specs=(P("X", None), P(None, "X", None)), out_specs=(P(), P(None, "X", None)))(x, w)
+    return step
+
+
+# Gathers each layer in the scan's body but without jax.checkpoint: autodiff keeps every gathered layer for the
+# backward pass, so the whole model is alive at once after all.
+fsdp_layers_step_keeps_gathered = _stack_step(lambda xb, ws: jax.lax.psum(
+    jnp.sum(jax.lax.scan(_stack_layer, xb, ws)[0] ** 2), "X") / (2 * SB))
+# Gathers every layer up front, then runs the stack on whole weights: one big AllGather, the whole model held.
+fsdp_layers_step_gathers_all = _stack_step(lambda xb, ws: jax.lax.psum(jnp.sum(jax.lax.scan(
+    lambda h, w_layer: (jnp.maximum(h @ w_layer, 0.0) * math.sqrt(2 / SD), None), xb,
+    jax.lax.all_gather(ws, "X", axis=1, tiled=True))[0] ** 2), "X") / (2 * SB))
+# Divides by its own 8 tokens instead of all 64: the loss and the gradient 8 times too large.
+fsdp_layers_step_local_mean = _stack_step(lambda xb, ws: jax.lax.psum(
+    jnp.sum(jax.lax.scan(jax.checkpoint(_stack_layer), xb, ws)[0] ** 2), "X") / (2 * xb.shape[0]))
+
+STACK_SPEC = ProgramSpec(
+    mesh=X8, einsum="one training step of L relu layers h -> relu(h @ w[i]) * sqrt(2 / D): the loss, "
+                    "mean_b sum(out^2) / 2, and its gradient with respect to w",
+    reference="relu_stack_train_step", outputs=("loss", "dW"),
+    operands=(Operand((SB, SD), ("X", None)), Operand((SL, SD, SD), (None, "X", None))),
+    out_spec=((), (None, "X", None)),
+    # FSDP's step: each layer gathered in the forward pass and again in the backward pass, each layer's gradient
+    # reduce-scattered, the loss added once. A program that gathers less has kept gathered layers: the message
+    # then adds the memory sentence (and a right-count program over the budget, such as an unrolled loop, gets it).
+    collectives={"all-gather": 2 * SL, "reduce-scatter": SL, "all-reduce": 1},
+    collectives_note=f"FSDP gathers each layer's weights in the forward pass and again in the backward pass "
+                     f"({2 * SL} AllGathers), reduce-scatters each layer's gradient back to shards ({SL} "
+                     "ReduceScatters) and adds up the loss once; fewer gathers mean gathered layers were kept "
+                     "alive, which is what the budget forbids.",
+    max_bytes=STACK_BUDGET,
+    over_memory=("That is more than your gradient shard plus 8 whole layers: most likely every layer's gathered "
+                 "weights are alive at once, gathered up front or kept by autodiff for the backward pass. Gather "
+                 "each layer inside the body of a jax.lax.scan over the layers, and wrap that body in "
+                 "jax.checkpoint so the backward pass gathers the layer again instead of keeping it."),
+    rtol=1e-3, atol=1e-3)  # a typical entry of dW is about 0.1 for standard-normal inputs: 1% of it
+# Bytes of bf16 MLP weights one chip holds at the peak of a layer-by-layer FSDP forward pass over X chips: its
+# shard of every layer's three D x F matrices, and one layer gathered whole.
+JIT_WEIGHT_BYTES = BF16 * 3 * D * F * (L / X + 1)
 
 
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first -------
@@ -633,4 +723,20 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             slips=(Slip(dp_loss_grad_sums_means, "scaled:8"),
                    Slip(dp_loss_grad_averages_shares, "scaled:1/8"),
                    Slip(dp_loss_grad_gathers_batch, "collectives:all-gather"))),
+    Formula(qid="ch06-cx6-weight-bytes", points=1, section=PART5_FSDP,
+            prompt="Peak bytes per chip of a stack of L gated-MLP layers' bf16 weights (three D x F matrices each) "
+                   "under FSDP over X chips, gathering one layer at a time: every layer's shard plus one whole "
+                   "gathered layer.",
+            reference=JIT_WEIGHT_BYTES, symbols="L D F X", counts="X",
+            slips=(Slip(BF16 * 3 * L * D * F, "missing_symbol:X", "each chip keeps only 1/X of the layers it is "
+                                                                   "not computing."),
+                   Slip(BF16 * 3 * L * D * F / X, "not_equivalent", "the gathered layer is a whole extra copy."),
+                   Slip(3 * D * F * (L / X + 1), "ratio:1/2", "bf16 is 2 bytes per element."))),
+    Program(qid="ch06-cx6-fsdp-layers-step", points=3, section=PART5_FSDP,
+            prompt="A training step of 16 relu layers, W[L, D_X, D] sharded FSDP-style over 8 devices: (loss, dW), "
+                   f"in at most {STACK_BUDGET:,} bytes per device of results and temporaries.",
+            spec=STACK_SPEC, model=fsdp_layers_step,
+            slips=(Slip(fsdp_layers_step_keeps_gathered, "collectives:all-gather,all-reduce,reduce-scatter"),
+                   Slip(fsdp_layers_step_gathers_all, "collectives:all-gather,all-reduce,reduce-scatter"),
+                   Slip(fsdp_layers_step_local_mean, "scaled:8@dW"))),
 ))

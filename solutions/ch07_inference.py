@@ -4,9 +4,9 @@ Book: Part 7 "All About Transformer Inference", https://jax-ml.github.io/scaling
 References are computed from ``solutions._derived`` (the inference cost model), ``course.models`` and
 ``course.hardware``; where the book prints a rounded or differently-based value, the tolerance admits
 it and ``BOOK`` records it for the tests. Labels follow the syllabus: E1-E14 worked examples, PQ1 the
-pop quiz, Q1-Q7 the worked problems, CX1-CX6 coding exercises in the notebook's order (CX1, the
-E8 tables' calculator, is the syllabus's CX2; CX2, the decode step, is its CX1; CX6, greedy speculative
-decoding, is its CX5).
+pop quiz, Q1-Q7 the worked problems, CX1-CX7 coding exercises in the notebook's order (CX1, the
+E8 tables' calculator, is the syllabus's CX2; CX2, the decode step, is its CX1; CX6 and CX7, greedy
+speculative decoding, are its CX5: one round's count, then the whole loop on 8 devices).
 
 Program questions run on 8 simulated devices and are compared with an einsum on random inputs, so the
 sharded decode steps grade attention without its softmax and 1/sqrt(H) scale (scores times values):
@@ -474,7 +474,7 @@ def cx4_allreduce_then_slice(x, w_in, w_out):
     return smap(block, MESH_2D, _WS_IN, (None, "X", "YZ"))(x, w_in, w_out)
 
 
-# --- CX5a, CX5b: a decode step with the softmax, sharded; CX6: greedy speculative decoding -----------
+# --- CX5a, CX5b: a decode step with the softmax, sharded; CX6, CX7: greedy speculative decoding ------
 # The whole attention block of one decode step (projections, the new token's key and value joining the
 # cache, GQA softmax attention, the output projection), graded against ``gqa_decode_step`` in
 # autograder/reference_programs.py. CX5a splits the batch over X = 8 (B 16, S 16, D 32, N 8, K 2, H 8):
@@ -650,6 +650,131 @@ def draw_spec(rng: random.Random, probe: dict) -> dict:
     """CX6's grading-time cases: a fresh draft length (3 to 12), how many agree (any of 0..k) and fresh tokens."""
     k = rng.randint(3, 12)
     return spec_probe(rng, k, rng.randint(0, k))
+
+
+# CX7: the whole greedy speculative loop on 8 devices. A bigram model stands in for the two transformers, so
+# that a forward pass is a row of a table: after token t the target's next-token logits are w_target[t]
+# (V = 128), and the draft's are that row rounded to the nearest half, a cheap copy that mostly agrees with
+# it. B = 16 sequences split over X (two per device) start from their prompt token mod V (the grader's
+# integer operands are small, of either sign); k = 3 proposals a round, until T = 16 new tokens. The
+# tokens, which must be the target's greedy decoding exactly, and each sequence's accepted proposals are
+# compared with ``speculative_decode`` in autograder/reference_programs.py, whose defaults are k and T.
+# Sequences are independent, so the batch splits with no collective. Half-step rounding with V = 128 and
+# k = 3 keeps every slip visible on almost every draw (simulated in numpy over 2000 draws of the grader's
+# inputs: unverified proposals change the tokens on all of them, a dropped bonus token changes an accepted
+# count on 99.7%; with whole-number rounding and k = 4 it did on 57% only, since the 18 possible start tokens
+# give few distinct paths). A plain jit loop over the split batch gets an all-reduce from the partitioner for
+# its condition, which the note names.
+SPEC_B, SPEC_V, SPEC_K, SPEC_T = 16, 128, 3, 16
+SPECULATION = "greedy speculative decoding of the bigram target, with its rounded table as the draft"
+SPECULATION_SPEC = ProgramSpec(
+    mesh=MESH_X8, einsum=SPECULATION, reference="speculative_decode",
+    operands=(Operand((SPEC_B,), ("X",), "int32"), Operand((SPEC_V, SPEC_V), ())),
+    outputs=("tokens", "accepted"), out_spec=(("X", None), ("X",)), collectives={},
+    collectives_note="Each device's sequences need nothing from any other device: a collective in the loop most "
+                     "likely makes every device wait for the whole batch (a psum or pmax of the unfinished "
+                     "sequences in the loop's condition, or a loop over the split batch outside shard_map). Let "
+                     "each device stop when its own sequences have their tokens.")
+
+
+def speculative_decode(prompt, w_target):
+    """Greedy speculative decoding, the batch split over X: each device runs the rounds of its own two
+    sequences until both have their 16 tokens, so nothing crosses devices."""
+    k, steps = 3, 16                                     # proposals per round; new tokens per sequence
+
+    def block(prompt, w):  # prompt: i32[2], this device's sequences; w: f32[V, V], whole
+        v = w.shape[0]
+        w_draft = jnp.round(2 * w) / 2                   # the draft's table: the target's, rounded to halves
+
+        def one_sequence(first):  # first: i32[], the prompt's last token
+            def unfinished(state):
+                return state[1] < steps
+
+            def one_round(state):
+                last, pos, accepted, out = state
+                tok, drafts = last, []
+                for _ in range(k):                       # the draft proposes k tokens, one after another
+                    tok = jnp.argmax(w_draft[tok])
+                    drafts.append(tok)
+                drafts = jnp.stack(drafts)                                            # i32[k]
+                target = jnp.argmax(w[jnp.concatenate([last[None], drafts])], axis=-1)  # i32[k+1]: one pass
+                n = jnp.cumprod(drafts == target[:k]).sum()  # accepted: the proposals before the first miss
+                # target[:n] are the accepted proposals and target[n] the target's own token: emit all n + 1
+                # (what follows them is overwritten by the next round)
+                out = jax.lax.dynamic_update_slice(out, target, (pos,))
+                return target[n], pos + n + 1, accepted + n, out
+
+            zero = jnp.zeros_like(first)                 # varying over X, as everything the loop computes
+            start = (first % v, zero, zero, jnp.zeros_like(first, shape=(steps + k + 1,)))
+            _, _, accepted, out = jax.lax.while_loop(unfinished, one_round, start)
+            return out[:steps], accepted
+
+        return jax.vmap(one_sequence)(prompt)            # i32[2, 16], i32[2]
+
+    run = jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X"), P()), out_specs=(P("X", None), P("X")))
+    return run(prompt, w_target)
+
+
+def _speculate(prompt, w_target, verify=True, bonus=True, count_target=False, wait_for_all=False):
+    """The rounds of a device's sequences taken together, each frozen once it has its tokens; the switches
+    give the slips (``wait_for_all``: loop until every device's sequences are done, a psum a round)."""
+    k, steps = SPEC_K, SPEC_T
+
+    def block(prompt, w):
+        v, rows = w.shape[0], jnp.arange(prompt.shape[0])
+        w_draft = jnp.round(2 * w) / 2
+
+        def unfinished(state):
+            left = jnp.sum(state[1] < steps)
+            return (jax.lax.psum(left, "X") if wait_for_all else left) > 0
+
+        def one_round(state):
+            last, pos, accepted, out = state
+            proposals = [last]
+            for _ in range(k):
+                proposals.append(jnp.argmax(w_draft[proposals[-1]], axis=-1))
+            drafts = jnp.stack(proposals[1:], axis=1)                                       # [b, k]
+            target = jnp.argmax(w[jnp.concatenate([last[:, None], drafts], axis=1)], axis=-1)  # [b, k + 1]
+            n = jnp.cumprod(drafts == target[:, :k], axis=1).sum(axis=1)
+            emitted, length, after = target, n + 1, target[rows, n]
+            if not verify:  # every proposal kept as it is, then the target's token after the last
+                emitted = jnp.concatenate([drafts, target[:, k:]], axis=1)
+                n, length, after = jnp.full_like(n, k), jnp.full_like(n, k + 1), target[:, k]
+            if not bonus:  # all k agree: the round stops after them, and the next starts from the last proposal
+                length, after = jnp.where(n == k, k, length), jnp.where(n == k, drafts[:, k - 1], after)
+            live = pos < steps
+            written = jax.vmap(lambda o, t, p: jax.lax.dynamic_update_slice(o, t, (p,)))(out, emitted, pos)
+            return (jnp.where(live, after, last), jnp.where(live, pos + length, pos),
+                    jnp.where(live, accepted + n + count_target, accepted), jnp.where(live[:, None], written, out))
+
+        zero = jnp.zeros_like(prompt)
+        start = (prompt % v, zero, zero, jnp.zeros_like(prompt, shape=(prompt.shape[0], steps + k + 1)))
+        _, _, accepted, out = jax.lax.while_loop(unfinished, one_round, start)
+        return out[:, :steps], accepted
+
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X"), P()),
+                         out_specs=(P("X", None), P("X")))(prompt, w_target)
+
+
+def cx7_trusts_draft(prompt, w_target):
+    """Emits every proposal unchecked: the draft's tokens, not the target's."""
+    return _speculate(prompt, w_target, verify=False)
+
+
+def cx7_counts_target_token(prompt, w_target):
+    """Counts the target's own token of each round as accepted too: one too many a round."""
+    return _speculate(prompt, w_target, count_target=True)
+
+
+def cx7_drops_bonus(prompt, w_target):
+    """When all k agree, emits them alone and lets the draft propose the target's free token next round:
+    the right tokens, in more rounds, with other accepted counts."""
+    return _speculate(prompt, w_target, bonus=False)
+
+
+def cx7_waits_for_all(prompt, w_target):
+    """Runs rounds until every sequence on every device is done: right results, a psum a round."""
+    return _speculate(prompt, w_target, wait_for_all=True)
 
 
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---
@@ -1025,7 +1150,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(Q7_CROSSOVER / 2, "ratio:1/2", "the AllReduce of the hidden moves twice a gather's bytes."),)),
     vary("ch07-q7", q7, f_over_d=values(4, 3.5, 3.25, 2.7)),
     vary("ch07-cx4", cx4, B=values(16, 32), F=values(256, 128)),
-    # 7. The decode step with its softmax, sharded two ways (CX5a, CX5b); greedy speculative decoding (CX6).
+    # 7. The decode step with its softmax, sharded two ways (CX5a, CX5b); greedy speculative decoding (CX6, CX7).
     Program(qid="ch07-cx5-decode-batch", points=2, section=_shard,
             prompt="A GQA decode step with its softmax, the batch and its KV cache split over 8 devices.",
             spec=DECODE_BATCH_SPEC, model=decode_batch,
@@ -1041,4 +1166,16 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              slips=(Slip(cx6_bonus_twice, "ratio:4/3", "the target adds exactly one token after the accepted prefix."),
                     Slip(cx6_stops_early, "ratio:2/3",
                          "the target's own token at the first disagreement is emitted too."))),
+    Program(qid="ch07-cx7-speculative-decoding", points=4, section=_app,
+            prompt="Greedy speculative decoding on 8 devices, the batch split over X: a bigram target, its rounded "
+                   "table as the draft, k = 3 proposals a round, 16 new tokens; the tokens and the accepted counts.",
+            spec=SPECULATION_SPEC, model=speculative_decode,
+            hint="A round emits target[0..n]: the n proposals before the first disagreement (they equal target[:n]) "
+                 "and the target's own token after them, a correction or, when all k agree, a free one. Only those "
+                 "n count as accepted. No sequence needs another device: each device's loop can stop when its "
+                 "own sequences have their tokens.",
+            slips=(Slip(cx7_trusts_draft, "wrong_values@tokens"),
+                   Slip(cx7_counts_target_token, "wrong_values@accepted"),
+                   Slip(cx7_drops_bonus, "wrong_values@accepted"),
+                   Slip(cx7_waits_for_all, "collectives:all-reduce"))),
 ))

@@ -5,6 +5,9 @@ Labels follow the syllabus: E1-E7 the chapter's worked examples, Q1 and Q2 its p
 CPU variant: a mock transformer layer compiled on the simulated mesh), CX1-CX5 coding exercises. CX6 and
 CX7 are programs graded by what they compile to: the profile's feed-forward block ending in its
 reduce-scatter, and Q2's attention with its sharding constraints fixed (the book's Q2 asks for that fix).
+CX8 reads a compiled program's collectives, fusions and memory back from its text: the grader's cases are
+the chapter's own programs compiled at other sizes (kept in ``solutions/_ch09_programs.py``), and the
+notebook points it at the student's CX6 and CX7 programs.
 The book's E8 is a reading of a TPU memory-profile figure; the course cannot reproduce that figure
 and grades ``memory_analysis()`` of a program on the simulated mesh instead (CX5).
 
@@ -46,6 +49,7 @@ from autograder.variants import values, vary
 from course import hardware as hw
 from course.symbols import B, C, D, F, N, T
 from course.timeline import Op
+from solutions._ch09_programs import PROGRAMS
 from solutions._kit import (
     EXACT,
     ONE_PERCENT,
@@ -1025,6 +1029,162 @@ ATTENTION_SPEC = ProgramSpec(
     out_spec=("X", None, None), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(AT_D, AT_N * AT_H))
 
 
+# --- CX8: reading the program you compiled ---------------------------------------------------------------------
+# The chapter's own programs, compiled at several sizes: CX6's block as shard_map writes it and as jit places
+# it, CX7's attention with the naive and the fixed constraints, CX4's naive MLP. The judging process must not
+# start JAX (it runs under a 4 GiB address-space limit, and XLA reserves more than that), so a grading-time case
+# cannot be compiled when it is drawn: ``compile_program`` compiles every size once (8 simulated CPU devices,
+# jax 0.10.2), ``python -m solutions.ch09_profiling`` writes them with XLA's memory analysis to
+# ``solutions/_ch09_programs.py``, and tests/chapters/test_ch09.py checks that the pinned JAX still prints them.
+# The first sizes of each program are the notebook's (the public cases); a drawn case is the same program at
+# one of its other sizes, its instructions renumbered.
+FFW_SIZES = ((RS_B, RS_T, RS_D, RS_F), (8, 8, 64, 128), (16, 4, 128, 256), (32, 8, 64, 128))  # B, T, D, F
+ATTENTION_SIZES = ((AT_B, AT_T, AT_D, AT_N, AT_H), (4, 8, 32, 4, 8), (16, 8, 32, 8, 4), (12, 16, 16, 4, 4))
+MLP_SIZES = ((*CX4_X, CX4_W1[1], CX4_W2[1]), (32, 64, 128, 64), (128, 64, 256, 32), (64, 256, 128, 128))
+PROGRAM_SIZES = {"ffw-reduce-scatter": FFW_SIZES, "ffw-placed": FFW_SIZES, "attention-naive": ATTENTION_SIZES,
+                 "attention-fixed": ATTENTION_SIZES, "mlp-naive": MLP_SIZES}
+CX8_COLLECTIVES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+
+
+def program_key(name: str, sizes: tuple[int, ...]) -> str:
+    return f"{name}/{'x'.join(map(str, sizes))}"
+
+
+def ffw_placed(x, w_in, w_out):
+    """CX6's block with jit placing the collective (compiled with the result sharded P('X', None, 'Y'))."""
+    return jnp.maximum(x @ w_in, 0.0) @ w_out
+
+
+def _drop_attribute(text: str, attr: str) -> str:
+    """``text`` without any ``, attr={...}`` (braces balanced)."""
+    out, i, key = [], 0, ", " + attr + "={"
+    while (j := text.find(key, i)) >= 0:
+        out.append(text[i:j])
+        i = _group_end(text, j + len(key) - 1)
+    return "".join(out) + text[i:]
+
+
+def clean_hlo(text: str) -> str:
+    """The notebook's ``hlo``: compiled text without the source-file tables, metadata and backend settings
+    (they name files of the machine that compiled it)."""
+    text = re.sub(r"\n(FileNames|FunctionNames|FileLocations|StackFrames)\n(?:.+\n)*", "", text)
+    for attr in ("metadata", "backend_config", "frontend_attributes"):
+        text = _drop_attribute(text, attr)
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def compile_program(name: str, sizes: tuple[int, ...]) -> dict[str, str | int]:
+    """One of the chapter's programs compiled for abstract inputs of ``sizes``: its cleaned text and what
+    ``memory_analysis()`` reports per device (needs JAX and 8 devices: ``course.setup()``)."""
+    def sds(mesh, shape, spec):
+        return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, P(*spec)))
+
+    if name.startswith("ffw"):
+        b, t, d, f = sizes
+        m = make_mesh(MOCK_MESH)
+        args = [sds(m, s, p) for s, p in zip(((b, t, d), (d, f), (f, d)), RS_SPECS, strict=True)]
+        fn = (jax.jit(ffw_reduce_scatter) if name == "ffw-reduce-scatter"
+              else jax.jit(ffw_placed, out_shardings=NamedSharding(m, P("X", None, "Y"))))
+    elif name.startswith("attention"):
+        b, t, d, n, h = sizes
+        m = make_mesh(MOCK_MESH)
+        shapes = ((b, t, d), (d, n, h), (d, n, h), (d, n, h), (n, h, d))
+        args = [sds(m, s, p) for s, p in zip(shapes, AT_SPECS, strict=True)]
+        fn = jax.jit(attention_whole_heads if name == "attention-naive" else attention_fixed)
+    else:
+        b, d, f, e = sizes
+        m = make_mesh((("X", 8),))
+        args = [sds(m, (b, d), ("X", None)), sds(m, (d, f), ()), sds(m, (f, e), ())]
+        fn = jax.jit(mlp_replicated_hidden)
+    compiled = fn.lower(*args).compile()
+    memory = compiled.memory_analysis()
+    return {"text": clean_hlo(compiled.as_text()), "argument_bytes": memory.argument_size_in_bytes,
+            "output_bytes": memory.output_size_in_bytes, "temp_bytes": memory.temp_size_in_bytes}
+
+
+def write_programs(path: str = "solutions/_ch09_programs.py") -> None:
+    """Compile every program at every size and write them, as Python data, to ``path``."""
+    programs = {program_key(n, s): compile_program(n, s) for n, sizes in PROGRAM_SIZES.items() for s in sizes}
+    with open(path, "w") as f:
+        f.write("# ruff: noqa: E501\n")
+        f.write('"""The programs CX8 reads, compiled by ``solutions.ch09_profiling.write_programs`` (jax 0.10.2, 8 '
+                'simulated CPU\ndevices): their text and memory analysis per device. Generated: do not edit."""\n\n'
+                "PROGRAMS = {\n")
+        for key, p in programs.items():
+            f.write(f"    {key!r}: {{\n")
+            for field in ("argument_bytes", "output_bytes", "temp_bytes"):
+                f.write(f"        {field!r}: {p[field]!r},\n")
+            f.write("        'text': (\n" + "".join(f"            {line!r}\n" for line in
+                                                     p["text"].splitlines(keepends=True)) + "        ),\n    },\n")
+        f.write("}\n")
+
+
+def read_compiled(text):
+    """CX8: what a profile of a compiled program would show, read from its text, per device: (collectives
+    it runs, bytes of their results, fusions it launches, argument bytes, output bytes). Only ENTRY runs;
+    the computations above it are the bodies its fusions and reductions call, with parameters of their own."""
+    entry = text[text.index("ENTRY"):]
+    found = [census(entry, kind) for kind in ("all-gather", "reduce-scatter", "all-reduce", "all-to-all",
+                                              "collective-permute")]
+    fusions = arguments = output = 0
+    for line in entry.splitlines():
+        m = re.match(r"\s*(ROOT\s+)?%[\w.\-]+\s*=\s*\S.*?\s([\w\-]+)\(", line)  # the opcode follows the type
+        if not m:
+            continue  # the header and the closing brace
+        nbytes = read_instruction(line)[0]
+        fusions += m.group(2) == "fusion"
+        arguments += nbytes if m.group(2) == "parameter" else 0
+        output = nbytes if m.group(1) else output
+    return sum(n for n, _ in found), sum(b for _, b in found), fusions, arguments, output
+
+
+# --- typical wrong readers (each must fail) ---------------------------------------------------------------------
+def cx8_every_parameter(text: str):
+    """Adds the parameters of every computation: the fused bodies' too, which are no arguments."""
+    collectives, nbytes, fusions, _, output = read_compiled(text)
+    arguments = sum(read_instruction(line)[0] for line in text.splitlines() if " parameter(" in line)
+    return collectives, nbytes, fusions, arguments, output
+
+
+def cx8_first_root(text: str):
+    """Takes the first ROOT in the text as the output: a reduction's or a fusion body's, not ENTRY's."""
+    collectives, nbytes, fusions, arguments, _ = read_compiled(text)
+    return collectives, nbytes, fusions, arguments, read_instruction(next(
+        line for line in text.splitlines() if line.lstrip().startswith("ROOT ")))[0]
+
+
+def cx8_every_instruction_a_kernel(text: str):
+    """Counts every ENTRY instruction (parameters, bitcasts, collectives) as a kernel, not the fusions."""
+    collectives, nbytes, _, arguments, output = read_compiled(text)
+    entry = text[text.index("ENTRY"):]
+    return collectives, nbytes, len(re.findall(r"^\s*(?:ROOT\s+)?%\S+ = ", entry, re.M)), arguments, output
+
+
+def renumbered(rng: random.Random, text: str) -> str:
+    """``text`` with every instruction and computation renumbered (%fusion.7 -> %fusion.30): the same program."""
+    shift = rng.randint(1, 99)
+    return _NUMBERED.sub(lambda m: f"{m.group(1)}.{int(m.group(2)) + shift}", text)
+
+
+def draw_program(rng: random.Random, probe: dict) -> dict:
+    """CX8's grading-time cases: the probe's program compiled at another of its sizes, renumbered."""
+    name = next(k for k, p in PROGRAMS.items() if p["text"] == probe["text"]).split("/")[0]
+    sizes = rng.choice(PROGRAM_SIZES[name][1:])
+    return dict(text=renumbered(rng, PROGRAMS[program_key(name, sizes)]["text"]))
+
+
+CX8_PROBES = tuple(dict(text=PROGRAMS[program_key(name, sizes[0])]["text"]) for name, sizes in PROGRAM_SIZES.items())
+
+
+def _cx8_code(slip) -> str:
+    """The diagnosis of a slip's first wrong number on the first public case (the grader reports that one)."""
+    got, expected = slip(**CX8_PROBES[0]), read_compiled(**CX8_PROBES[0])
+    codes = [slip_code(g, e, EXACT) for g, e in zip(got, expected, strict=True) if g != e]
+    if not codes:
+        raise ValueError(f"CX8: {slip.__name__} reads the first public program as the reference does")
+    return codes[0]
+
+
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
     "ch09-e3-padded-elements": 24, "ch09-e3-blowup": 1.6, "ch09-e5-tokens-per-shard": 8192,
@@ -1115,4 +1275,22 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
             slips=(Slip(attention_no_head_sum, "partial_sum:Y"),
                    Slip(attention_softmax_over_queries, "wrong_values"),
                    Slip(attention_gathers_heads, "collectives:all-gather"))),
+    # CX8: the student's own compiled programs, read back.
+    Function(qid="ch09-cx8-read-compiled", points=3, section=EXAMPLE,
+             prompt="read_compiled(text): a compiled program's collectives, their bytes, its fusions, and its "
+                    "argument and output bytes, per device.",
+             reference=read_compiled, probes=CX8_PROBES, draw=draw_program,
+             output=(Output("number", tolerance=EXACT),) * 5,
+             slips=(Slip(cx8_every_parameter, _cx8_code(cx8_every_parameter),
+                         "only ENTRY's parameters are the program's arguments: the computations above it are "
+                         "bodies with parameters of their own."),
+                    Slip(cx8_first_root, _cx8_code(cx8_first_root),
+                         "the output is the result of ENTRY's ROOT instruction, not of the first ROOT in the text."),
+                    Slip(cx8_every_instruction_a_kernel, _cx8_code(cx8_every_instruction_a_kernel),
+                         "parameters, bitcasts and collectives are no kernels: count the fusion instructions."))),
 ))
+
+
+if __name__ == "__main__":  # regenerate CX8's compiled programs (solutions/_ch09_programs.py)
+    course.setup()
+    write_programs()

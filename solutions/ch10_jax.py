@@ -97,6 +97,7 @@ MESH_1D = (("X", 8),)
 MESH_2D = (("X", 2), ("Y", 4))
 MOE_S, MOE_E, MOE_D, MOE_F = 64, 8, 32, 48  # tokens, experts, widths (Q2)
 A2A_G, A2A_C = 16, 4  # token groups and capacity per expert (CX5)
+RAG_S, RAG_E = 128, 16  # tokens and experts of the ragged dispatch (Q2.3b): 16 tokens and 2 experts per device
 
 RING_SPEC = reshard_spec((), {"collective-permute": 7})
 SUMS_SPEC = ProgramSpec(mesh=MESH_2D, einsum="iajb->ij",
@@ -120,11 +121,12 @@ def ag_matmul_spec(mesh: tuple[int, int], B: int, F: int, directions: int = 1) -
                        out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)})
 
 
-def rs_matmul_spec(mesh: tuple[int, int], B: int, F: int) -> ProgramSpec:
-    """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], the partial sums passed Y - 1 times."""
+def rs_matmul_spec(mesh: tuple[int, int], B: int, F: int, directions: int = 1) -> ProgramSpec:
+    """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y], the partial sums passed Y - 1 times in each of
+    ``directions`` directions (Q3.2: one; Q4: both, half of the rows each way)."""
     return ProgramSpec(mesh=_mesh_axes(mesh), einsum="bf,fd->bd",
                        operands=(Operand((B, F), ("X", "Y")), Operand((F, DM), ("Y", None))),
-                       out_spec=("X", "Y"), collectives={"collective-permute": mesh[1] - 1})
+                       out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)})
 
 
 def block_spec(mesh: tuple[int, int], B: int, F: int) -> ProgramSpec:
@@ -141,6 +143,7 @@ def block_spec(mesh: tuple[int, int], B: int, F: int) -> ProgramSpec:
 AG_MATMUL_SPEC = ag_matmul_spec(CX2_MESHES[0], CX2_BATCHES[0], CX2_WIDTHS[0])
 BIDI_SPEC = ag_matmul_spec(CX2_MESHES[0], CX2_BATCHES[0], CX2_WIDTHS[0], directions=2)
 RS_MATMUL_SPEC = rs_matmul_spec(Q3_MESHES[0], Q3_BATCHES[0], Q3_WIDTHS[0])
+RS_BIDI_SPEC = rs_matmul_spec(Q3_MESHES[0], Q3_BATCHES[0], Q3_WIDTHS[0], directions=2)
 BLOCK_SPEC = block_spec(Q3_MESHES[0], Q3_BATCHES[0], Q3_WIDTHS[0])
 # Gathering the tokens and their gates may be one all-gather (concatenated) or two.
 MOE_GATHER_SPEC = ProgramSpec(mesh=MESH_1D, einsum="sd,se,edf->sf",
@@ -151,6 +154,17 @@ MOE_A2A_SPEC = ProgramSpec(mesh=MESH_1D, einsum="gecd,edf->gecf",
                            operands=(Operand((A2A_G, MOE_E, A2A_C, MOE_D), ("X", None, None, None)),
                                      Operand((MOE_E, MOE_D, MOE_F), ("X", None, None))),
                            out_spec=("X", None, None, None), collectives={"all-to-all": 2})
+# Q2.3b: top-1 routing from router logits, so every input drawn at grading time gives every expert its own
+# number of tokens. Tokens go out and come back with one all_to_all each; the group sizes may travel in a
+# small one of their own, or the expert ids beside the tokens.
+MOE_RAGGED_SPEC = ProgramSpec(
+    mesh=MESH_1D, reference="moe_top1",
+    einsum="out[s] = x[s] @ W[argmax_e logits[s, e]], the experts W[E_X, D, F] split over X",
+    operands=(Operand((RAG_S, MOE_D), ("X", None)), Operand((RAG_S, RAG_E), ("X", None)),
+              Operand((RAG_E, MOE_D, MOE_F), ("X", None, None))),
+    out_spec=("X", None), collectives={"all-to-all": (2, 4)},
+    collectives_note="Each token should travel only to the device of its expert and back, with all_to_all; "
+                     "an all-gather or a reduction moves every token to every device.")
 
 
 # Q3.1: A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the sum over Y built from permutes: a reduce-scatter ring of
@@ -520,6 +534,63 @@ def q3_psum_scatter(t, w2):
     return on_input_mesh(block, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
 
 
+# Q4, the other half: the reduce-scatter collective matmul, bidirectional.
+def bidirectional_rs_matmul(t, w2):
+    """Tmp[B_X, F_Y] @ W2[F_Y, D] -> Out[B_X, D_Y] with half of the rows' partial sums travelling left and
+    the other half right: each step sends two half-size messages, one on each direction of the links.
+    Leftwards, device k starts with output chunk k + 1 (as in Q3.2); rightwards, with chunk k - 1, so after
+    Y - 1 passes both halves hold chunk k."""
+    mesh = jax.typeof(t).sharding.mesh  # the mesh t is laid out on: any X x Y
+
+    def block(t_block, w2_block):  # t_block: [B/X, F/Y], w2_block: [F/Y, D]
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, half = w2_block.shape[1] // ny, t_block.shape[0] // 2
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+        right = [(j, (j + 1) % ny) for j in range(ny)]
+
+        def partial(rows, j):  # these rows' share of output chunk j: [B/(2X), D/Y]
+            return rows @ jax.lax.dynamic_slice_in_dim(w2_block, j % ny * chunk, chunk, 1)
+
+        top, bot = t_block[:half], t_block[half:]
+
+        def step(i, carry):  # top receives the sum for chunk idx + i, bottom the one for chunk idx - i
+            top_acc, bot_acc = carry
+            return (jax.lax.ppermute(top_acc, "Y", left) + partial(top, idx + i + 1),
+                    jax.lax.ppermute(bot_acc, "Y", right) + partial(bot, idx - i - 1))
+
+        top_acc, bot_acc = jax.lax.fori_loop(1, ny, step, (partial(top, idx + 1), partial(bot, idx - 1)))
+        return jnp.concatenate([top_acc, bot_acc], axis=0)  # [B/X, D/Y]
+
+    return jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P("Y", None)), out_specs=P("X", "Y"))(t, w2)
+
+
+def q4_rs_mirror_not_flipped(t, w2):
+    """Sends the bottom half right but starts it at chunk k + 1 like the top half: every bottom sum is
+    assembled from the wrong devices' shares."""
+    def block(t_block, w2_block):
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, half = w2_block.shape[1] // ny, t_block.shape[0] // 2
+
+        def partial(rows, j):
+            return rows @ jax.lax.dynamic_slice_in_dim(w2_block, j % ny * chunk, chunk, 1)
+
+        top, bot = t_block[:half], t_block[half:]
+
+        def step(i, carry):
+            top_acc, bot_acc = carry
+            return (jax.lax.ppermute(top_acc, "Y", ring(ny, -1)) + partial(top, idx + i + 1),
+                    jax.lax.ppermute(bot_acc, "Y", ring(ny, 1)) + partial(bot, idx + i + 1))
+
+        top_acc, bot_acc = jax.lax.fori_loop(1, ny, step, (partial(top, idx + 1), partial(bot, idx + 1)))
+        return jnp.concatenate([top_acc, bot_acc], axis=0)
+
+    return on_input_mesh(block, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+
+
+def q4_rs_unidirectional(t, w2):
+    return reduce_scatter_matmul(t, w2)
+
+
 # Q3.3: both collective matmuls in one block.
 def mlp_block(x, w_in, w_out):
     """In[B_X, D_Y] @ W_in[D, F_Y] @ W_out[F_Y, D] -> Out[B_X, D_Y], only collective-permutes."""
@@ -657,6 +728,91 @@ def cx5_gathers_the_experts(x, w):
         return jnp.einsum("gecd,edf->gecf", x_block, jax.lax.all_gather(w_block, "X", tiled=True))
 
     return smap(block, MOE_A2A_SPEC.mesh, [("X", None, None, None), ("X", None, None)], ("X", None, None, None))(x, w)
+
+
+# Q2.3b: ragged dispatch, each expert receiving however many tokens the router sends it.
+def moe_ragged(x, logits, w):
+    """out[s] = x[s] @ W[e(s)], e(s) = argmax logits[s], W[E_X, D, F]. Each device sorts its tokens by
+    expert, counts them (the ragged group sizes), and packs them into one bucket per destination device.
+    A bucket has room for all of the device's tokens, so none is dropped however unevenly the router
+    chooses. all_to_all delivers the buckets; the group sizes travel in a small all_to_all of their own;
+    the receiving device groups the rows by expert for one ragged_dot; a last all_to_all brings the
+    results home, where the sort is undone."""
+    mesh = course.mesh(X=8)
+
+    def block(x_block, l_block, w_block):  # [S/X, D], [S/X, E], [E/X, D, F]
+        n, local = jax.lax.axis_size("X"), w_block.shape[0]
+        rows, width = x_block.shape
+        expert = jnp.argmax(l_block, axis=1)                                  # [S/X]: each token's expert
+        order = jnp.argsort(expert, stable=True)                              # tokens grouped by expert
+        dest = expert[order] // local                                         # device of each sorted token
+        sizes = jnp.bincount(expert, length=n * local).reshape(n, local)      # [X, E/X]: tokens per expert
+        per_dest = sizes.sum(axis=1)                                          # [X]
+        slot = jnp.arange(rows) - (jnp.cumsum(per_dest) - per_dest)[dest]    # row within its bucket
+        send = jnp.zeros((n, rows, width), x_block.dtype).at[dest, slot].set(x_block[order])  # [X, S/X, D]
+        recv = jax.lax.all_to_all(send, "X", 0, 0, tiled=True)                # [X, S/X, D]: my experts' tokens
+        got = jax.lax.all_to_all(sizes, "X", 0, 0, tiled=True)                # [X, E/X]: from each source
+        ends = jnp.cumsum(got, axis=1)                                        # bucket rows end per expert
+        which = (jnp.arange(rows)[None, :, None] >= ends[:, None, :]).sum(-1).reshape(-1)  # [S]; E/X = padding
+        regroup = jnp.argsort(which, stable=True)                             # rows grouped by local expert
+        y = jax.lax.ragged_dot(recv.reshape(n * rows, width)[regroup], w_block, got.sum(axis=0))  # [S, F]
+        y = jnp.zeros_like(y).at[regroup].set(y).reshape(n, rows, -1)        # [X, S/X, F], bucket order
+        back = jax.lax.all_to_all(y, "X", 0, 0, tiled=True)                   # [X, S/X, F]: results home
+        out_sorted = back[dest, slot]                                         # [S/X, F], sorted order
+        return jnp.zeros_like(out_sorted).at[order].set(out_sorted)          # [S/X, F], token order
+
+    specs = (P("X", None), P("X", None), P("X", None, None))
+    return jax.shard_map(block, mesh=mesh, in_specs=specs, out_specs=P("X", None))(x, logits, w)
+
+
+def _ragged(keep_order: bool = True, capacity: Callable[[int, int], int] = lambda rows, n: rows) -> Callable:
+    """The ragged dispatch with one of two slips: buckets of ``capacity(rows, n)`` rows (tokens beyond it
+    dropped, as a fixed-capacity router does), or results left in expert order (``keep_order=False``)."""
+    def block(x_block, l_block, w_block):
+        n, local = jax.lax.axis_size("X"), w_block.shape[0]
+        rows, width = x_block.shape
+        cap = capacity(rows, n)
+        expert = jnp.argmax(l_block, axis=1)
+        order = jnp.argsort(expert, stable=True)
+        dest = expert[order] // local
+        sizes = jnp.bincount(expert, length=n * local).reshape(n, local)
+        per_dest = sizes.sum(axis=1)
+        slot = jnp.arange(rows) - (jnp.cumsum(per_dest) - per_dest)[dest]
+        kept = slot < cap
+        send = jnp.zeros((n, cap, width)).at[dest, slot].set(x_block[order], mode="drop")
+        recv = jax.lax.all_to_all(send, "X", 0, 0, tiled=True)
+        got = jnp.minimum(jax.lax.all_to_all(sizes, "X", 0, 0, tiled=True), cap)  # what survived
+        which = (jnp.arange(cap)[None, :, None] >= jnp.cumsum(got, axis=1)[:, None, :]).sum(-1).reshape(-1)
+        regroup = jnp.argsort(which, stable=True)
+        y = jax.lax.ragged_dot(recv.reshape(n * cap, width)[regroup], w_block, got.sum(axis=0))
+        y = jnp.zeros_like(y).at[regroup].set(y).reshape(n, cap, -1)
+        back = jax.lax.all_to_all(y, "X", 0, 0, tiled=True)
+        out_sorted = jnp.where(kept[:, None], back[dest, jnp.minimum(slot, cap - 1)], 0.0)
+        return jnp.zeros_like(out_sorted).at[order].set(out_sorted) if keep_order else out_sorted
+
+    def run(x, logits, w):
+        return smap(block, MOE_RAGGED_SPEC.mesh, [("X", None), ("X", None), ("X", None, None)], ("X", None))(
+            x, logits, w)
+    return run
+
+
+q2b_average_capacity = _ragged(capacity=lambda rows, n: rows // n)  # room for the mean load only
+q2b_forgets_the_sort = _ragged(keep_order=False)
+
+
+def q2b_gathers_the_tokens(x, logits, w):
+    """Q2.3a's way: every token to every device, each device's experts applied to their tokens, the
+    results reduced and scattered home. Right numbers; the whole batch crosses every link."""
+    def block(x_block, l_block, w_block):
+        local = w_block.shape[0]
+        xs = jax.lax.all_gather(x_block, "X", tiled=True)                      # [S, D]
+        expert = jnp.argmax(jax.lax.all_gather(l_block, "X", tiled=True), 1)   # [S]
+        mine = expert - jax.lax.axis_index("X") * local                        # local index, if mine
+        y = sum(jnp.where((mine == e)[:, None], xs @ w_block[e], 0.0) for e in range(local))
+        return jax.lax.psum_scatter(y, "X", scatter_dimension=0, tiled=True)
+
+    return smap(block, MOE_RAGGED_SPEC.mesh, [("X", None), ("X", None), ("X", None, None)], ("X", None))(
+        x, logits, w)
 
 
 # --- the exercises whose values each student is dealt (autograder/variants.py); the book's values first ---------
@@ -820,6 +976,13 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             slips=(Slip(q31_short_ring, "wrong_values"), Slip(q31_psum, "collectives:all-reduce"))),
     # Q3: the reduce-scatter collective matmul and the whole block.
     vary("ch10-q3", q3, mesh=values(*Q3_MESHES), B=values(*Q3_BATCHES), F=values(*Q3_WIDTHS)),
+    # Q4's other half: the reduce-scatter collective matmul, bidirectional (the book asks both).
+    Program(qid="ch10-q4-bidirectional-rs-matmul", points=3, section=PROBLEMS,
+            prompt=f"Tmp[{S}, {FM}] @ W2[{FM}, {DM}] on the 2 x 4 mesh, Tmp[B_X, F_Y] and W2[F_Y, D] -> Out[B_X, D_Y], "
+                   "half of the rows' partial sums passed each way around the ring.",
+            spec=RS_BIDI_SPEC, model=bidirectional_rs_matmul,
+            slips=(Slip(q4_rs_mirror_not_flipped, "wrong_values"),
+                   Slip(q4_rs_unidirectional, "collectives:collective-permute"))),
     # Q2 and CX5: mixture of experts.
     Program(qid="ch10-cx7-moe-local", points=2, section=PROBLEMS,
             prompt="Out[S, F] = sum_e gates[s, e] x[s] @ W[e], W[E_X, D, F], tokens and gates on every device, "
@@ -845,4 +1008,11 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             prompt="Expert slots x[G_X, E, C, D] to their experts W[E_X, D, F] and back with all_to_all.",
             spec=MOE_A2A_SPEC, model=moe_all_to_all,
             slips=(Slip(cx5_reshape_home, "wrong_values"), Slip(cx5_gathers_the_experts, "collectives:all-gather"))),
+    Program(qid="ch10-q2-moe-ragged", points=4, section=PROBLEMS,
+            prompt=f"Top-1 MoE, x[{RAG_S}, {MOE_D}] and logits[{RAG_S}, {RAG_E}] split over X, experts "
+                   f"W[{RAG_E}, {MOE_D}, {MOE_F}] split over X: each token to its expert's device and back with "
+                   "all_to_all, however unevenly the router chooses.",
+            spec=MOE_RAGGED_SPEC, model=moe_ragged,
+            slips=(Slip(q2b_average_capacity, "zero_rows"), Slip(q2b_forgets_the_sort, "permuted_rows"),
+                   Slip(q2b_gathers_the_tokens, "collectives:all-gather,reduce-scatter"))),
 ))

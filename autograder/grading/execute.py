@@ -247,7 +247,8 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         "workdir": str(workdir), "sockets": str(sockets), "log": str(kernel_log),
         "env": _kernel_env(workdir) | (env or {}), "writable": [str(p) for p in writable or []],
         "memory": limits.memory_bytes, "cpu": limits.notebook_seconds * 2,
-        "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow]})
+        "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow],
+        "deny": [str(p) for p in deny]})
     manager.connection_file = str(workdir / "kernel.json")
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,

@@ -69,18 +69,27 @@ def _readable_roots(deny_paths: tuple[Path, ...]) -> tuple[Path, ...]:
     return _cover(Path("/"), tuple(p.resolve() for p in [*deny_paths, Path("/dev")]))
 
 
-def allowed_paths(allow: list[Path], deny: list[Path]) -> list[Path]:
-    """The trees to grant for ``allow``: each allowed path as it is, unless a denied tree lies inside it
-    (``solutions`` in the site-packages of ``sys.prefix``), which it is then granted around. Landlock only
-    ever adds access, so a rule on the whole tree would re-open the denied one."""
+def allowed_paths(allow: list[Path], deny: list[Path]) -> tuple[list[Path], list[Path]]:
+    """The trees to grant for ``allow`` (to read), and the folders to grant only to list. Each allowed path
+    is granted as it is, unless a denied tree lies inside it (``solutions`` in the site-packages of
+    ``sys.prefix``, where the grader is installed from a wheel): Landlock only ever adds access, so a rule on
+    the whole tree would re-open the denied one. It is then granted around the denied tree, and the folders
+    on the way down to it may be listed (Python finds a module by listing site-packages), not read."""
     denied = [d.resolve() for d in deny]
-    out: list[Path] = []
+    read: list[Path] = []
+    listed: list[Path] = []
     for path in allow:
-        inner = tuple(d for d in denied if path.resolve() in d.parents)
-        out += _cover(path.resolve(), inner) if inner else [path]
-    return out
+        root = path.resolve()
+        inner = tuple(d for d in denied if root in d.parents)
+        if not inner:
+            read.append(path)
+            continue
+        read += _cover(root, inner)
+        listed += sorted({a for d in inner for a in d.parents if a == root or root in a.parents})
+    return read, listed
 
 
+@functools.lru_cache(maxsize=16)
 def _cover(start: Path, deny: tuple[Path, ...]) -> tuple[Path, ...]:
     """Paths whose trees together cover ``start``'s tree minus the ``deny`` trees."""
     out: list[Path] = []
@@ -109,7 +118,8 @@ def _cover(start: Path, deny: tuple[Path, ...]) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Path], shm: bool) -> None:
+def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], listed: list[Path], rw: list[Path],
+                    shm: bool) -> None:
     create, add_rule, restrict = _SYS[platform.machine()]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -142,6 +152,8 @@ def _apply_landlock(abi: int, roots: list[Path], allow: list[Path], rw: list[Pat
         grant(root, _READ)
     for path in allow:
         grant(path, _READ)
+    for path in listed:
+        grant(path, _FS_READ_DIR)
     # Everything under a writable folder but device nodes (sockets and fifos included: the kernel
     # binds its sockets in its own folder).
     writable = (_READ | _FS_ALL_V1 | (_FS_TRUNCATE if abi >= 3 else 0)) & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)
@@ -187,8 +199,7 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
             repo / "autograded", repo / STATE]
     allow = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
              Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
-    deny = [d for d in deny if d.exists()]
-    return deny, allowed_paths(allow, deny)  # a pip-installed grader keeps solutions/ under sys.prefix
+    return [d for d in deny if d.exists()], allow
 
 
 def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,
@@ -220,8 +231,8 @@ def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu:
     _limit(resource.RLIMIT_CORE, 0)
     abi = landlock_abi() if landlock else 0
     if abi:
-        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), allowed_paths(allow, deny), rw,
-                        shm)
+        read, listed = allowed_paths(allow, deny)
+        _apply_landlock(abi, roots if roots is not None else readable_roots(deny), read, listed, rw, shm)
     return abi
 
 

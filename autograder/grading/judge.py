@@ -125,7 +125,7 @@ def _runner(course_dir: Path, seconds: int) -> Service:
         # CPU seconds accumulate over the runner's life: allow many notebooks' worth.
         request = {"kind": "runner", "workdir": str(scratch), "env": {"HOME": str(scratch)},
                    "memory": PROGRAM_MEMORY_BYTES, "cpu": seconds * 50, "roots": [str(p) for p in readable_roots(deny)],
-                   "allow": [str(p) for p in allow]}
+                   "allow": [str(p) for p in allow], "deny": [str(p) for p in deny]}
         _runners[key] = _forked(request, course_dir / STATE / "work", max_requests=25)
     return _runners[key]
 

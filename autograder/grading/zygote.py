@@ -25,9 +25,9 @@ kills what a worker asked for once that worker is gone.
 
     python -m autograder.grading.jail --limits-only ... -- python -m autograder.grading.zygote SOCKET
     request:  {"kind": "kernel", "connection_file", "workdir", "sockets", "log", "env", "memory", "cpu",
-               "roots", "allow", "writable"}  -> {"pid", "private"}
+               "roots", "allow", "deny", "writable"}  -> {"pid", "private"}
               {"kind": "judge"}                -> {"pid"}, then the connection is the judge's stdin/stdout
-              {"kind": "runner", "workdir", "env", "memory", "cpu", "roots", "allow"} -> likewise
+              {"kind": "runner", "workdir", "env", "memory", "cpu", "roots", "allow", "deny"} -> likewise
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ def _jail(request: dict[str, Any], rw: list[Path]) -> None:
     allow = [Path(p) for p in request["allow"]]
     if PRIVATE:
         isolate(keep=[*rw, *allow])
-    apply([], allow, rw, int(request["memory"]), int(request["cpu"]), roots=[Path(p) for p in request["roots"]],
+    deny = [Path(p) for p in request.get("deny", [])]  # where an allowed tree holds one (jail.allowed_paths)
+    apply(deny, allow, rw, int(request["memory"]), int(request["cpu"]), roots=[Path(p) for p in request["roots"]],
           shm=PRIVATE)
     os.chdir(request["workdir"])
     os.environ.update(request["env"])

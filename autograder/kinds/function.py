@@ -40,9 +40,15 @@ def _raised(error: Any, code: str = "raised") -> Verdict:
     return Verdict(Status.INCORRECT, 0.0, "raised", phrase(code, error=error))
 
 
+SHOWN_CHARS = 120  # of a text argument (a compiled program is thousands): its first line and its length
+
+
 def _short(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
+    if isinstance(v, str) and len(v) > SHOWN_CHARS:
+        first = v.strip().splitlines()[0] if v.strip() else ""
+        return f"{first[:SHOWN_CHARS]!r}... ({len(v):,} characters)"
     if isinstance(v, list | tuple):
         if len(v) > SHOWN_VALUES:
             return f"[{len(v)} values]"

@@ -96,3 +96,55 @@ def test_inspector_reads_the_data_parallel_step():
     assert inspected(CHAPTER["ch06-cx5-dp-loss-grad"]) == [
         "1 x all-reduce of f32[32,64] over X (14,336 bytes per device each)",
     ]
+
+
+# --- CX6: the step under a memory budget -------------------------------------------------------------
+
+def test_the_layer_stack_reference_is_jax_autodiff():
+    """relu_stack_train_step (float64 numpy) agrees with jax.value_and_grad of the same stack on one device."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from autograder.reference_programs import relu_stack_train_step
+
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((4, 16, 16)).astype(np.float32)
+
+    def loss(w, x):
+        for layer in w:
+            x = jnp.maximum(x @ layer, 0.0) * np.sqrt(2 / x.shape[1])
+        return jnp.sum(x**2) / (2 * x.shape[0])
+
+    want_loss, want_dw = jax.value_and_grad(loss)(jnp.asarray(w), jnp.asarray(x))
+    got_loss, got_dw = relu_stack_train_step(x.astype(np.float64), w.astype(np.float64))
+    assert got_loss == pytest.approx(float(want_loss), rel=1e-4)
+    np.testing.assert_allclose(got_dw, np.asarray(want_dw), rtol=1e-3, atol=1e-4 * np.abs(want_dw).max())
+
+
+def test_the_budget_sits_between_the_model_and_the_slips_with_margin():
+    """The bound is at least 2x the model's own figure and at most half of what each wasteful slip holds, so
+    another backend's temporaries (or XLA's scheduling) do not flip a verdict; measured, not assumed."""
+    from autograder.meshes import mesh
+    from autograder.programs import run
+
+    q = CHAPTER["ch06-cx6-fsdp-layers-step"]
+
+    def held(fn):
+        memory = run(q.spec, fn, seed=1, make_mesh=mesh).memory
+        return memory["outputs"] + memory["temporaries"]
+
+    assert 2 * held(q.model) <= q.spec.max_bytes
+    over = [held(fn) for fn in (ch06.fsdp_layers_step_keeps_gathered, ch06.fsdp_layers_step_gathers_all)]
+    assert min(over) >= 2 * q.spec.max_bytes, over
+
+
+def test_a_step_that_keeps_its_gathered_layers_is_told_about_memory():
+    """Its collective counts give it away first, and the message goes on to the budget and the remedy."""
+    from autograder.meshes import mesh
+    from autograder.programs import judge_report, run
+
+    q = CHAPTER["ch06-cx6-fsdp-layers-step"]
+    v = judge_report(q.spec, run(q.spec, ch06.fsdp_layers_step_keeps_gathered, seed=2, make_mesh=mesh), seed=2)
+    assert v.score == 0.5 and "32 AllGathers" in v.message and "jax.checkpoint" in v.message, v.message
+    assert v.data["max_bytes"] == q.spec.max_bytes

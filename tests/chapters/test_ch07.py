@@ -99,6 +99,7 @@ INSPECTED = {
                              "1 x all-to-all of f32[8,1,8] over Z (192 bytes per device each)"],
     "ch07-cx5-decode-batch": [],
     "ch07-cx5-decode-heads": ["1 x all-reduce of f32[4,32] over X (896 bytes per device each)"],
+    "ch07-cx7-speculative-decoding": [],
     "ch07-cx4-weight-stationary": ["1 x all-gather of f32[16,1,8] over YZ (1,536 bytes per device each)",
                                    "1 x all-reduce of f32[16,64] over X (4,096 bytes per device each)",
                                    "1 x reduce-scatter of f32[16,32] over YZ (1,536 bytes per device each)"],
@@ -123,3 +124,42 @@ def test_speculative_step_counts():
     assert ch07.accepted_tokens([5, 9, 2], [5, 9, 7, 1]) == 3
     assert ch07.accepted_tokens([1, 2, 3], [1, 2, 3, 4]) == 4
     assert ch07.accepted_tokens([8, 2], [1, 2, 3]) == 1
+
+
+def _greedy(prompt, w_target, steps):
+    """Plain greedy decoding with the bigram target: one pass (one row's argmax) per token."""
+    token, out = np.asarray(prompt).astype(int) % w_target.shape[0], []
+    for _ in range(steps):
+        token = w_target[token].argmax(axis=1)
+        out.append(token)
+    return np.stack(out, axis=1)
+
+
+def test_speculative_reference_is_greedy_decoding():
+    """CX7's reference emits exactly the target's greedy tokens with k and T as the notebook states them, and its
+    draft, which usually agrees, is checked: it accepts some proposals and rejects others."""
+    import inspect
+
+    from autograder.reference_programs import speculative_decode
+
+    defaults = inspect.signature(speculative_decode).parameters
+    assert (defaults["draft_len"].default, defaults["new_tokens"].default) == (ch07.SPEC_K, ch07.SPEC_T)
+    rng = np.random.default_rng(3)
+    prompt = rng.integers(-9, 10, 32)
+    w = rng.standard_normal((ch07.SPEC_V, ch07.SPEC_V)).astype(np.float32).astype(np.float64)
+    tokens, accepted = speculative_decode(prompt, w)
+    assert tokens.shape == (32, ch07.SPEC_T) and (tokens == _greedy(prompt, w, ch07.SPEC_T)).all()
+    assert 0 < accepted.mean() < ch07.SPEC_T - ch07.SPEC_T // (ch07.SPEC_K + 1)
+
+
+def test_speculative_draft_equal_to_target_is_always_accepted():
+    """A target whose logits are already whole halves is its own draft: every proposal is accepted, so each round
+    emits k + 1 tokens and T = 16 tokens take 4 rounds of 3 accepted proposals (the syllabus's check)."""
+    from autograder.reference_programs import speculative_decode
+
+    rng = np.random.default_rng(4)
+    w = rng.permutation(ch07.SPEC_V**2).reshape(ch07.SPEC_V, ch07.SPEC_V) / 2  # distinct halves: no ties
+    prompt = rng.integers(-9, 10, 8)
+    tokens, accepted = speculative_decode(prompt, w)
+    assert (tokens == _greedy(prompt, w, ch07.SPEC_T)).all()
+    assert (accepted == ch07.SPEC_T // (ch07.SPEC_K + 1) * ch07.SPEC_K).all()

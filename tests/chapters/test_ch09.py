@@ -213,3 +213,64 @@ def test_cx7_constraints_decide_the_collectives():
     naive = _census(jax.jit(ch09.attention_whole_heads).lower(*args).compile())
     assert naive.get("all-gather", 0) >= 1 and naive.get("all-reduce") == 1
     assert _census(jax.jit(ch09.attention_fixed).lower(*args).compile()) == {"all-reduce": 1}
+
+
+# --- CX8: the stored programs are what the pinned JAX compiles, and read back as XLA's memory analysis --------
+CX8_COLLECTIVES = {"ffw-reduce-scatter": {"reduce-scatter": 1}, "ffw-placed": {"all-reduce": 1},
+                   "attention-naive": {"all-gather": 3, "all-reduce": 1}, "attention-fixed": {"all-reduce": 1},
+                   "mlp-naive": {"all-gather": 1}}
+
+
+def test_cx8_reads_what_memory_analysis_reports():
+    """For every stored program (every size of every program): the argument and output bytes read from its
+    text are XLA's memory analysis of it, and its collectives are the ones its sharding implies."""
+    keys = {ch09.program_key(n, s) for n, sizes in ch09.PROGRAM_SIZES.items() for s in sizes}
+    assert set(ch09.PROGRAMS) == keys
+    for key, stored in ch09.PROGRAMS.items():
+        collectives, nbytes, fusions, arguments, output = ch09.read_compiled(stored["text"])
+        assert (arguments, output) == (stored["argument_bytes"], stored["output_bytes"]), key
+        counts = {k: int(ch09.census(stored["text"], k)[0]) for k in ch09.COLLECTIVES}
+        kinds = {k: n for k, n in counts.items() if n}
+        assert kinds == CX8_COLLECTIVES[key.split("/")[0]], key
+        assert collectives == sum(kinds.values()) and nbytes > 0 and fusions >= 3, key
+
+
+@pytest.mark.parametrize("name", sorted(ch09.PROGRAM_SIZES))
+def test_cx8_stored_programs_are_what_jax_compiles(name):
+    """jax 0.10.2 compiles each program, at every size, to the stored text and memory analysis (regenerate
+    with ``python -m solutions.ch09_profiling`` after a JAX upgrade)."""
+    for sizes in ch09.PROGRAM_SIZES[name]:
+        assert ch09.compile_program(name, sizes) == ch09.PROGRAMS[ch09.program_key(name, sizes)], sizes
+
+
+def test_cx8_draws_the_same_program_at_another_size():
+    import random
+
+    q = CHAPTER["ch09-cx8-read-compiled"]
+    rng = random.Random(0)
+    for probe in q.probes:
+        case = ch09.draw_program(rng, probe)["text"]
+        assert case not in {p["text"] for p in ch09.PROGRAMS.values()}  # renumbered
+        assert case.split("(", 1)[0] == probe["text"].split("(", 1)[0]  # the same HloModule
+        assert ch09.read_compiled(case) != ch09.read_compiled(probe["text"])
+
+
+def test_cx8_public_programs_read_as_their_shapes_say():
+    """The public cases' answers from the shapes alone (f32, per device on the 4 x 2 or 8-way mesh); the
+    fusion counts are what XLA:CPU prints (one line ' fusion(' each in ENTRY)."""
+    b, t, d, f = ch09.FFW_SIZES[0]
+    ffw_args = 4 * (b // 4 * t * d + d * f // 2 + f // 2 * d)
+    ab, at, ad, an, ah = ch09.ATTENTION_SIZES[0]
+    attn_args, attn_out = 4 * (ab // 4 * at * ad + 4 * ad * an // 2 * ah), 4 * ab // 4 * at * ad
+    mb, md, mf, me = ch09.MLP_SIZES[0]
+    expected = {
+        "ffw-reduce-scatter": (1, 4 * b // 4 * t * d // 2, 5, ffw_args, 4 * b // 4 * t * d // 2),
+        "ffw-placed": (1, 4 * b // 4 * t * d, 4, ffw_args, 4 * b // 4 * t * d // 2),  # all of D, then a slice
+        "attention-naive": (4, 3 * 4 * ad * an * ah + attn_out, 21, attn_args, attn_out),  # w_q, w_k, w_v gathered
+        "attention-fixed": (1, attn_out, 15, attn_args, attn_out),
+        "mlp-naive": (1, 4 * mb * md, 3, 4 * (mb // 8 * md + md * mf + mf * me), 4 * mb // 8 * me),  # x gathered
+    }
+    for name, probe in zip(ch09.PROGRAM_SIZES, CHAPTER["ch09-cx8-read-compiled"].probes, strict=True):
+        entry = probe["text"][probe["text"].index("ENTRY"):]
+        assert ch09.read_compiled(probe["text"]) == expected[name], name
+        assert entry.count(" fusion(") == expected[name][2], name

@@ -9,6 +9,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from autograder import programs, reference_programs
 from autograder.checks import judge
 from autograder.collectives import compiled_census
 from autograder.questions import load_chapter
@@ -108,3 +109,35 @@ def test_ring_programs_at_every_choice(name, labels):
         assert v.ok, f"{q.qid} at {labels}: {v}"
         for slip in q.slips:
             assert judge(q, recorded(q, slip.answer)).diagnosis == slip.diagnosis, (q.qid, labels, slip.diagnosis)
+
+
+def _ragged_args(logits_shift: float):
+    """Q2.3b's inputs with every token's router score for expert 3 raised by ``logits_shift``: at 10, all 128
+    tokens choose expert 3 (device 1), the most uneven routing there is."""
+    spec = ch10.MOE_RAGGED_SPEC
+    x, logits, w = (np.asarray(a) for a in _args(spec, seed=3))
+    logits = logits.copy()
+    logits[:, 3] += logits_shift
+    mesh = ch10._mesh(spec)
+    placed = [jax.device_put(a, NamedSharding(mesh, P(*op.spec)))
+              for a, op in zip((x, logits, w), spec.operands, strict=True)]
+    return placed, reference_programs.moe_top1(*(a.astype(np.float64) for a in (x, logits, w)))
+
+
+@pytest.mark.parametrize("shift", [0.0, 1.5, 10.0], ids=["random", "skewed", "all-to-one-expert"])
+def test_ragged_dispatch_drops_no_token(shift):
+    """The model is right however unevenly the router chooses, up to every token on one device; the slip
+    with buckets sized for the average load loses tokens (rows of zeros) as soon as the routing is uneven."""
+    args, want = _ragged_args(shift)
+    counts = np.bincount(np.argmax(np.asarray(args[1]), axis=1), minlength=ch10.RAG_E)
+    assert counts.max() > ch10.RAG_S // ch10.RAG_E  # the groups are ragged
+    np.testing.assert_allclose(np.asarray(jax.jit(ch10.moe_ragged)(*args)), want, rtol=1e-4, atol=1e-4)
+    dropped = ~np.asarray(jax.jit(ch10.q2b_average_capacity)(*args)).any(axis=1)
+    assert dropped.sum() > 0
+
+
+def test_ragged_group_sizes_change_with_every_draw():
+    """Grading draws fresh logits, so the tokens per expert a student's program meets are not the self-check's."""
+    sizes = {tuple(np.bincount(np.argmax(programs.inputs(ch10.MOE_RAGGED_SPEC, seed)[1], axis=1), minlength=16))
+             for seed in range(5)}
+    assert len(sizes) == 5

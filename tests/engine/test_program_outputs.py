@@ -144,3 +144,28 @@ def test_collectives_are_counted_in_a_lambda_program_and_in_combined_compiled_on
     assert report.census == {"all-reduce": 3}
     combined = "  ROOT %all-reduce = (f32[], f32[16,32]{1,0}) all-reduce(%a, %b), channel_id=1"
     assert compiled_census(combined) == {"all-reduce": 1}
+
+
+# Rows right but missing or moved: a result of 32 tokens whose rows are x's rows times 2 ("ab->ab" scaled).
+ROWS = ProgramSpec(mesh=(("X", 8),), einsum="ab->ab", operands=(Operand((32, 16), ("X", None)),),
+                   out_spec=("X", None), collectives={})
+
+
+def _rows_program(transform):
+    return lambda x: jax.shard_map(lambda b: b, mesh=mesh(X=8), in_specs=P("X", None),
+                                   out_specs=P("X", None))(transform(x))
+
+
+@pytest.mark.parametrize("transform, code, words", [
+    (lambda x: x.at[5].set(0.0).at[17].set(0.0), "zero_rows", "2 of 32 rows"),
+    (lambda x: x[jnp.array([1, 0] + list(range(2, 32)))], "permuted_rows", "row 0 holds what belongs at row 1"),
+])
+def test_rows_dropped_or_moved_are_named(transform, code, words):
+    v = judge_report(ROWS, run(ROWS, _rows_program(transform), 5, make_mesh=mesh), 5)
+    assert (v.status, v.diagnosis) == (Status.INCORRECT, code) and words in v.message, v.message
+    assert wrong_numbers(v.diagnosis)
+
+
+def test_rows_that_are_wrong_are_not_called_moved():
+    v = judge_report(ROWS, run(ROWS, _rows_program(lambda x: x.at[3, 2].add(1.0)), 5, make_mesh=mesh), 5)
+    assert v.diagnosis == "wrong_values", v.message

@@ -82,6 +82,12 @@ def test_an_allowed_tree_does_not_reopen_a_denied_one_inside_it(tmp_path):
     result = dict(line.split() for line in out.stdout.splitlines())
     assert result["read-secret"] == "denied", out.stdout + out.stderr
     assert result["read-package"] == "allowed"
+    # Python finds modules by listing site-packages: that still works, and imports from it too.
+    probe = (f"import os, sys; sys.path.insert(0, {str(site)!r}); print(sorted(os.listdir({str(site)!r})));"
+             " import course.hardware; print('imported')")
+    cmd = cmd[:cmd.index("--") + 1] + [sys.executable, "-c", probe]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.stdout.splitlines() == ["['course', 'solutions']", "imported"], out.stdout + out.stderr
 
 
 def test_memory_limit_applies_without_landlock_too():
@@ -161,10 +167,13 @@ def test_isolation_paths_never_allow_a_tree_that_holds_the_solutions(tmp_path):
     from autograder.grading.jail import allowed_paths, isolation_paths
 
     deny, allow = isolation_paths(Path.cwd())
-    assert not any(a.resolve() in d.resolve().parents for a in allow for d in deny)
+    read, _ = allowed_paths(allow, deny)
+    assert not any(a.resolve() in d.resolve().parents for a in read for d in deny)
     site = tmp_path / "env" / "lib" / "site-packages"
     for name in ("solutions", "course", "jax"):
         (site / name).mkdir(parents=True)
-    granted = allowed_paths([tmp_path / "env"], [site / "solutions"])
-    assert tmp_path / "env" not in granted and site not in granted and site / "solutions" not in granted
-    assert {site / "course", site / "jax"} <= set(granted)
+    read, listed = allowed_paths([tmp_path / "env"], [site / "solutions"])
+    assert tmp_path / "env" not in read and site not in read and site / "solutions" not in read
+    assert {site / "course", site / "jax"} <= set(read)
+    assert listed == [tmp_path / "env", tmp_path / "env" / "lib", site]  # listed on the way down, not read
+    assert allowed_paths([site / "course"], [site / "solutions"]) == ([site / "course"], [])
