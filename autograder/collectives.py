@@ -55,11 +55,12 @@ class Collective:
                 "all-reduce": 2 * (n - 1) / n * s, "collective-permute": s}[self.kind]
 
     def describe(self) -> str:
-        times = "?" if self.count is None else str(self.count)
         shape = ",".join(map(str, self.operand_shape))
         over = "+".join(self.axes) or "no axis"
-        return (f"{times} x {self.kind} of {self.dtype}[{shape}] over {over} "
-                f"({self.bytes_per_device:,.0f} bytes per device each)")
+        what = f"{self.kind} of {self.dtype}[{shape}] over {over} ({self.bytes_per_device:,.0f} bytes per device each"
+        if self.count is None:  # inside a while loop whose trip count depends on the data
+            return f"{what}, once per step of a loop whose length depends on the data)"
+        return f"{self.count} x {what})"
 
 
 def _shape_dtype(type_text: str) -> tuple[tuple[int, ...], str]:

@@ -8,7 +8,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import course
-from autograder.collectives import census, compiled_census
+from autograder.collectives import Collective, census, compiled_census
 from course import comms
 
 MESH = course.mesh(X=8)
@@ -101,3 +101,10 @@ def test_ring_time_matches_the_book_model(make, seconds):
     assert comms.ring_seconds(c, 4.5e10) == pytest.approx(seconds)
     assert "your formula predicts" in comms.report(make(), arg((8 * 1024, 1024), P("X"), dtype=jnp.bfloat16),
                                                    predicted_s=seconds)
+
+
+def test_a_collective_in_a_loop_of_unknown_length_says_so():
+    c = Collective("all-reduce", ("X",), "i32", (), 8, None)
+    assert c.describe() == ("all-reduce of i32[] over X (7 bytes per device each, once per step of a loop whose "
+                            "length depends on the data)")
+    assert Collective("all-gather", ("X",), "f32", (2, 4), 8, 3).describe().startswith("3 x all-gather of f32[2,4]")
