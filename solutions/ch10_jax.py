@@ -169,9 +169,20 @@ MOE_RAGGED_SPEC = ProgramSpec(
 
 # Q3.1: A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the sum over Y built from permutes: a reduce-scatter ring of
 # partial sums overlapped with the chunk products, then an all-gather ring, Y - 1 permutes each.
-AR_MATMUL_SPEC = ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
-                             operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), ("Y", None))),
-                             out_spec=("X", None), collectives={"collective-permute": 2 * (MESH_2D[1][1] - 1)})
+def ar_matmul_spec(directions: int = 1) -> ProgramSpec:
+    """A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] on the 2 x 4 mesh: two rings of Y - 1 steps, each step sending
+    ``directions`` messages (Q3.1: one; Q4: one each way, half of the rows each)."""
+    note = ("Both rings should use both directions of the links: every step of the reduce-scatter and of the "
+            "all-gather sends one half of the rows left and the other half right, 4 (Y - 1) permutes in all; "
+            "one direction alone sends half as many.") if directions == 2 else ""
+    return ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
+                       operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), ("Y", None))),
+                       out_spec=("X", None), collectives={"collective-permute": directions * 2 * (MESH_2D[1][1] - 1)},
+                       collectives_note=note)
+
+
+AR_MATMUL_SPEC = ar_matmul_spec()
+AR_BIDI_SPEC = ar_matmul_spec(directions=2)
 # Q2.1: the local MoE layer with the experts split over X and every token (and its gate row) on every
 # device; each device applies its own experts and one all-reduce adds the experts' shares.
 MOE_LOCAL_SPEC = ProgramSpec(mesh=MESH_1D, einsum="sd,se,edf->sf",
@@ -591,6 +602,67 @@ def q4_rs_unidirectional(t, w2):
     return reduce_scatter_matmul(t, w2)
 
 
+# Q4 for Q3.1: the all-reduce collective matmul, bidirectional.
+def bidirectional_allreduce_matmul(a, w):
+    """A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F] with both rings of Q3.1 using both directions of the links. Its
+    first half is the bidirectional reduce-scatter matmul (Q4 above, the same layouts with F in place of D):
+    device k ends with the finished chunk k of F, top rows from the left ring, bottom rows from the right.
+    Then the finished chunks go round again, the top half rightwards and the bottom half leftwards, until
+    every device of the row holds all Y chunks: after i passes the top half holds chunk k - i, the bottom
+    half chunk k + i."""
+    mesh = jax.typeof(a).sharding.mesh  # the mesh a is laid out on
+    done = bidirectional_rs_matmul(a, w)  # [B_X, F_Y]: chunk k of the sum on device k
+
+    def block(done_block):  # done_block: [B/X, F/Y]
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, half = done_block.shape[1], done_block.shape[0] // 2
+        left = [(j, (j - 1) % ny) for j in range(ny)]
+        right = [(j, (j + 1) % ny) for j in range(ny)]
+        top_out = jnp.zeros((half, ny * chunk), done_block.dtype)  # [B/(2X), F]
+        bot_out = jnp.zeros((done_block.shape[0] - half, ny * chunk), done_block.dtype)
+        top_out = jax.lax.dynamic_update_slice_in_dim(top_out, done_block[:half], idx * chunk, 1)
+        bot_out = jax.lax.dynamic_update_slice_in_dim(bot_out, done_block[half:], idx * chunk, 1)
+
+        def step(i, carry):  # top receives chunk idx - i from the left, bottom chunk idx + i from the right
+            top_out, bot_out, top, bot = carry
+            top, bot = jax.lax.ppermute(top, "Y", right), jax.lax.ppermute(bot, "Y", left)
+            top_out = jax.lax.dynamic_update_slice_in_dim(top_out, top, (idx - i) % ny * chunk, 1)
+            bot_out = jax.lax.dynamic_update_slice_in_dim(bot_out, bot, (idx + i) % ny * chunk, 1)
+            return top_out, bot_out, top, bot
+
+        carry = (top_out, bot_out, done_block[:half], done_block[half:])
+        top_out, bot_out, _, _ = jax.lax.fori_loop(1, ny, step, carry)
+        return jnp.concatenate([top_out, bot_out], axis=0)  # [B/X, F]
+
+    # every device along Y ends with the same [B/X, F], which the type system cannot see
+    return jax.shard_map(block, mesh=mesh, in_specs=P("X", "Y"), out_specs=P("X", None), check_vma=False)(done)
+
+
+def q4_ar_gather_not_flipped(a, w):
+    """Sends the bottom half's finished chunks left but files them as if they came from the left (chunk
+    k - i, the top half's index): the bottom rows of every chunk but a device's own land in the wrong place."""
+    def block(done_block):
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, half = done_block.shape[1], done_block.shape[0] // 2
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((done_block.shape[0], ny * chunk)), done_block,
+                                                  idx * chunk, 1)
+
+        def step(i, carry):
+            out, top, bot = carry
+            top, bot = jax.lax.ppermute(top, "Y", ring(ny, 1)), jax.lax.ppermute(bot, "Y", ring(ny, -1))
+            out = jax.lax.dynamic_update_slice(out, top, (0, (idx - i) % ny * chunk))
+            return jax.lax.dynamic_update_slice(out, bot, (half, (idx - i) % ny * chunk)), top, bot
+
+        return jax.lax.fori_loop(1, ny, step, (out, done_block[:half], done_block[half:]))[0]
+
+    done = bidirectional_rs_matmul(a, w)
+    return on_input_mesh(block, [("X", "Y")], ("X", None), check_vma=False)(done)
+
+
+def q4_ar_unidirectional(a, w):
+    return allreduce_matmul(a, w)
+
+
 # Q3.3: both collective matmuls in one block.
 def mlp_block(x, w_in, w_out):
     """In[B_X, D_Y] @ W_in[D, F_Y] @ W_out[F_Y, D] -> Out[B_X, D_Y], only collective-permutes."""
@@ -983,6 +1055,13 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             spec=RS_BIDI_SPEC, model=bidirectional_rs_matmul,
             slips=(Slip(q4_rs_mirror_not_flipped, "wrong_values"),
                    Slip(q4_rs_unidirectional, "collectives:collective-permute"))),
+    # Q4 for Q3.1: the all-reduce collective matmul, bidirectional.
+    Program(qid="ch10-q4-bidirectional-ar-matmul", points=3, section=PROBLEMS,
+            prompt=f"A[{S}, {DM}] @ W[{DM}, {FM}] on the 2 x 4 mesh, A[B_X, D_Y] and W[D_Y, F] -> Out[B_X, F], "
+                   "both permute rings (reduce-scatter, then all-gather) sending half of the rows each way.",
+            spec=AR_BIDI_SPEC, model=bidirectional_allreduce_matmul,
+            slips=(Slip(q4_ar_gather_not_flipped, "wrong_values"),
+                   Slip(q4_ar_unidirectional, "collectives:collective-permute"))),
     # Q2 and CX5: mixture of experts.
     Program(qid="ch10-cx7-moe-local", points=2, section=PROBLEMS,
             prompt="Out[S, F] = sum_e gates[s, e] x[s] @ W[e], W[E_X, D, F], tokens and gates on every device, "
