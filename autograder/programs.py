@@ -199,14 +199,10 @@ def _views(q: ProgramSpec, seed: int) -> list[np.ndarray]:
                                                                              strict=True)]
 
 
-def expected(q: ProgramSpec, seed: int) -> np.ndarray:
-    """The mathematical result in float64, from the public einsum (on each operand's view), or from the
-    single-device reference the spec names (``reference_programs``)."""
-    return expected_outputs(q, seed)[0]
-
-
 def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
-    """Every result the program must return, in order (one unless the spec names several outputs)."""
+    """Every result the program must return, in order (one unless the spec names several outputs), in
+    float64: from the public einsum (on each operand's view), or from the single-device reference the spec
+    names (``reference_programs``)."""
     if q.reference:
         from .reference_programs import REFERENCES
 
@@ -629,11 +625,10 @@ def _block_of_wrong_shape(q: ProgramSpec, got: np.ndarray, want: np.ndarray, tol
     return ""
 
 
-def diagnose(q: ProgramSpec, got: np.ndarray, seed: int) -> Finding | None:
+def diagnose(q: ProgramSpec, got: np.ndarray, want: np.ndarray, seed: int) -> Finding | None:
     """What is wrong with a program's result (None when it is right): first what the arrays alone
     show (NaN, zeros, a constant factor, a transposition), then what the problem's shardings explain
     (partial sums, blocks in the wrong place), else where the first wrong entry is."""
-    want = expected(q, seed)
     first = diagnose_array(got, want, q.rtol, q.atol, q.mesh, q.einsum)
     if first is None or first.code not in ("wrong_shape", "wrong_values"):
         return first
@@ -650,14 +645,16 @@ def diagnose(q: ProgramSpec, got: np.ndarray, seed: int) -> Finding | None:
     return found or _rows(g, want, tol) or Finding(first.code, first.message + note, first.data)
 
 
-ROWS_COMPARED = 4096  # rows of a result matched against each other, at most (a quadratic search)
+# Entries compared when every row of a result is matched against every expected row (a quadratic search,
+# in the judging process's bounded memory): larger results are not searched for moved rows.
+ROWS_COMPARED = 2**24
 
 
 def _rows(g: np.ndarray, want: np.ndarray, tol: _Tolerance) -> Finding | None:
     """Rows (entries of the first dimension: tokens, sequences) that are right but missing or out of place:
     rows left all zeros while the others are right (never written: tokens dropped by a buffer too small),
     or every row a right one in another order (a sort or a gather left undone)."""
-    if g.ndim < 2 or not 1 < g.shape[0] <= ROWS_COMPARED:
+    if g.ndim < 2 or g.shape[0] < 2:
         return None
     rows = g.reshape(g.shape[0], -1)
     wanted = want.reshape(want.shape[0], -1)
@@ -666,8 +663,10 @@ def _rows(g: np.ndarray, want: np.ndarray, tol: _Tolerance) -> Finding | None:
     if zero.any() and (right | zero).all():
         message = phrase_program("zero_rows", n=int(zero.sum()), rows=len(rows), first=int(np.argmax(zero)))
         return Finding("zero_rows", message, {"rows": np.flatnonzero(zero)[:64].tolist()})
+    if right.all() or len(rows) * rows.size > ROWS_COMPARED:
+        return None
     close = np.isclose(rows[:, None, :], wanted[None, :, :], rtol=tol.rtol, atol=tol.atol).all(axis=2)
-    if close.any(axis=1).all() and not right.all():
+    if close.any(axis=1).all():
         i = int(np.argmin(right))
         j = int(np.argmax(close[i]))
         return Finding("permuted_rows", phrase_program("permuted_rows", moved=int((~right).sum()), rows=len(rows),
@@ -688,11 +687,11 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     then the collectives, then the memory it holds: a right but wasteful program earns partial credit."""
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
-    wanted = expected_outputs(q, seed)
+    wanted = expected_outputs(q, seed)  # once: a reference program (a decode loop, attention) is not free
     if len(report.outputs) != len(wanted):
         return Verdict(Status.INCORRECT, 0.0, "wrong_shape",
                        phrase_program("wrong_shape:nothing", want=wanted[0].shape))
-    finding = _diagnose_outputs(q, report.outputs, seed)
+    finding = _diagnose_outputs(q, report.outputs, wanted, seed)
     if finding is not None:
         return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)
     for name, got, want in zip(q.outputs or ("",), report.out_specs, q.out_specs, strict=True):
@@ -703,17 +702,16 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     expected_counts = {k: v for k, v in q.collectives.items() if v}
     details = [c.describe() for c in report.collectives]
     over = _over_memory(q, report.memory)
+    held = {"memory": report.memory, "max_bytes": q.max_bytes} if over else {}
     if not counts_match(counts, expected_counts):
         found = "; ".join(details) if details else describe_counts(counts)
         message = phrase("collectives", found=found, expected=describe_counts(expected_counts))
         message += " " + q.collectives_note if q.collectives_note else ""
-        if over is not None:  # a gather that costs memory says so too
-            message += " " + phrase_program("memory+", **over.data["phrase"])
+        message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)), message,
-                       {"collectives": details, **({k: over.data[k] for k in ("memory", "max_bytes")} if over else {})})
-    if over is not None:
-        return Verdict(over.status, over.score, over.diagnosis, over.message,
-                       {k: v for k, v in over.data.items() if k != "phrase"})
+                       {"collectives": details, **held})
+    if over:
+        return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"), {"collectives": details or counts})
 
 
@@ -722,11 +720,12 @@ def _named(name: str, message: str) -> str:
     return phrase_program("output", name=name, message=message) if name else message
 
 
-def _diagnose_outputs(q: ProgramSpec, outs: tuple[np.ndarray, ...], seed: int) -> Finding | None:
+def _diagnose_outputs(q: ProgramSpec, outs: tuple[np.ndarray, ...], wanted: tuple[np.ndarray, ...],
+                      seed: int) -> Finding | None:
     """The first wrong result, diagnosed; a program of one result gets the full analysis of its shardings."""
     if not q.outputs:
-        return diagnose(q, outs[0], seed)
-    results = zip(q.outputs, outs, expected_outputs(q, seed), strict=True)
+        return diagnose(q, outs[0], wanted[0], seed)
+    results = zip(q.outputs, outs, wanted, strict=True)
     # Arrays before scalars: a gradient's factor is measured on many entries, a loss's on one.
     for name, got, want in sorted(results, key=lambda r: -r[2].size):
         finding = diagnose_array(got, want, q.rtol, q.atol, q.mesh, f"the expected {name}")
@@ -735,16 +734,15 @@ def _diagnose_outputs(q: ProgramSpec, outs: tuple[np.ndarray, ...], seed: int) -
     return None
 
 
-def _over_memory(q: ProgramSpec, memory: dict[str, int] | None) -> Verdict | None:
-    """Partial credit for a right program that holds more per device than the exercise's layout needs."""
+def _over_memory(q: ProgramSpec, memory: dict[str, int] | None) -> dict[str, Any]:
+    """What the memory sentences cite when the program holds more per device than the exercise allows
+    (results and temporaries); empty when it does not, or when nothing bounds or measured it."""
     if not q.max_bytes or memory is None:
-        return None
+        return {}
     held = memory["outputs"] + memory["temporaries"]
     if held <= q.max_bytes:
-        return None
-    facts = {"held": held, "limit": q.max_bytes, "k": f"{held / q.max_bytes:.1f}", "why": q.over_memory}
-    return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **facts).strip(),
-                   {"memory": memory, "max_bytes": q.max_bytes, "phrase": facts})
+        return {}
+    return {"held": held, "limit": q.max_bytes, "k": f"{held / q.max_bytes:.1f}", "why": q.over_memory}
 
 
 def not_a_program(blob: Any) -> Verdict | None:
