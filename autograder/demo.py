@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,17 +67,41 @@ def with_slips(nb: nbformat.NotebookNode, chapter: str, every: int = 2,
     return with_answers(nb, {q.qid: q.slips[0].answer for q in scalar[::every]}, "a typical slip")
 
 
-def make_submissions(course: Path, chapter: str) -> None:
+def copy_course(repo: Path, course: Path, chapters: Iterable[str] | None = None) -> Path:
+    """A course directory apart from the repository (its nbgrader config and the source notebooks of every
+    chapter, or of those named): the demo and the tests release and grade there, never in the checkout."""
+    course.mkdir(parents=True, exist_ok=True)
+    shutil.copy(repo / "nbgrader_config.py", course / "nbgrader_config.py")
+    for chapter in source_chapters(repo) if chapters is None else chapters:
+        shutil.copytree(repo / "source" / chapter, course / "source" / chapter, dirs_exist_ok=True)
+    return course
+
+
+def reference_notebook(course: Path, chapter: str) -> nbformat.NotebookNode:
+    """The released notebook answered with the source's solutions: what a student who gets all right hands in."""
     name = f"{chapter}.ipynb"
-    release_nb = nbformat.read(course / "release" / chapter / name, as_version=4)
-    source_nb = nbformat.read(course / "source" / chapter / name, as_version=4)
-    reference = filled_notebook(release_nb, source_nb)
+    return filled_notebook(nbformat.read(course / "release" / chapter / name, as_version=4),
+                           nbformat.read(course / "source" / chapter / name, as_version=4))
+
+
+def submit(course: Path, student: str, chapter: str, nb: nbformat.NotebookNode | bytes) -> Path:
+    """Put ``nb`` where ``nbgrader collect`` would: submitted/<student>/<chapter>/<chapter>.ipynb."""
+    folder = course / "submitted" / student / chapter
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{chapter}.ipynb"
+    if isinstance(nb, bytes):
+        path.write_bytes(nb)
+    else:
+        nbformat.write(nb, path)
+    return path
+
+
+def make_submissions(course: Path, chapter: str) -> None:
+    reference = reference_notebook(course, chapter)
     slips = with_slips(reference, chapter, setting=settings_of(chapter, "partly-wrong"))
-    notebooks = {"reference": reference, "partly-wrong": slips, "untouched": release_nb}
-    for student, nb in notebooks.items():
-        folder = course / "submitted" / student / chapter
-        folder.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, folder / name)
+    untouched = nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    for student, nb in {"reference": reference, "partly-wrong": slips, "untouched": untouched}.items():
+        submit(course, student, chapter, nb)
 
 
 def settings_of(chapter: str, student: str) -> dict[str, dict]:
@@ -87,10 +112,7 @@ def settings_of(chapter: str, student: str) -> dict[str, dict]:
 
 def run_demo(repo: Path, keep: Path | None = None, jobs: int | None = None,
              chapters: list[str] | None = None) -> int:
-    course = keep or Path(tempfile.mkdtemp(prefix="scaling-course-demo-"))
-    course.mkdir(parents=True, exist_ok=True)
-    shutil.copy(repo / "nbgrader_config.py", course / "nbgrader_config.py")
-    shutil.copytree(repo / "source", course / "source", dirs_exist_ok=True)
+    course = copy_course(repo, keep or Path(tempfile.mkdtemp(prefix="scaling-course-demo-")))
     chapters = chapters or source_chapters(course)
     print(f"Course directory: {course}\nReleasing {', '.join(chapters)} ...")
     release(course, chapters)

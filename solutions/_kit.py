@@ -1,5 +1,10 @@
-"""What every chapter's records are written with: shared tolerances, the Number shorthand, and the
-mesh and ``shard_map`` helpers of the program models.
+"""What every chapter's records are written with: the record types, shared tolerances, the Number
+shorthand, the variant settings, and the mesh and ``shard_map`` helpers of the program models.
+
+A chapter module opens with ``from solutions._kit import *`` and reads as its list of questions: the names
+below (``__all__``) are the whole authoring vocabulary, so a new chapter copies one line, not a preamble.
+``P`` (``PartitionSpec``), ``NamedSharding`` and ``make_mesh`` are imported by name where a chapter uses
+them, since ``P`` is also a symbol of the book.
 
 JAX is imported on first use, here and nowhere else in ``solutions``: the grader imports every chapter
 in its judging process, which must not pay for starting JAX. Chapters use ``jax``, ``jnp`` and ``P``
@@ -13,7 +18,34 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from autograder.numbers import Tolerance
-from autograder.questions import Number, Operand, ProgramSpec, Slip
+from autograder.questions import (
+    Accept,
+    Chapter,
+    Choice,
+    Formula,
+    Function,
+    Number,
+    Operand,
+    Output,
+    Program,
+    ProgramSpec,
+    Question,
+    Slip,
+)
+from autograder.variants import chips, models, values, vary
+from course import hardware as hw
+
+__all__ = [
+    # the record types
+    "Accept", "Chapter", "Choice", "Formula", "Function", "Number", "Operand", "Output", "Program", "ProgramSpec",
+    "Question", "Slip", "Tolerance",
+    # settings a variant draws from
+    "chips", "models", "values", "vary",
+    # the hardware table, tolerances, and shorthands defined here
+    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "X8", "number", "slip_code", "reshard_spec",
+    # JAX on first use, and the program models' helpers
+    "jax", "jnp", "smap", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
+]
 
 # --- tolerances ---------------------------------------------------------------------------------------------
 EXACT = Tolerance(rtol=1e-9)  # what a function computes exactly (counts, byte sizes, matrices): float noise only
@@ -110,6 +142,30 @@ def own_block(full: Any, axis: str, dim: int = 0) -> Any:
     split it (a local slice: no communication)."""
     n = full.shape[dim] // jax.lax.axis_size(axis)
     return jax.lax.dynamic_slice_in_dim(full, jax.lax.axis_index(axis) * n, n, axis=dim)
+
+
+def attend_heads(q: Any, k_cache: Any, v_cache: Any, grouped: bool = True) -> Any:
+    """One device's decode attention (chapters 7 and 8): q[b, n, H] against caches [b, S, k, H], query head
+    n reading key/value head n // G. ``grouped=False`` is the slip that pairs head n with n % k instead."""
+    b, n, h = q.shape
+    k = k_cache.shape[2]
+    qg = q.reshape(b, k, n // k, h) if grouped else q.reshape(b, n // k, k, h).swapaxes(1, 2)  # [b, k, G, H]
+    out = jnp.einsum("bkgs,bskv->bkgv", jnp.einsum("bkgh,bskh->bkgs", qg, k_cache), v_cache)  # [b, k, G, H]
+    return (out if grouped else out.swapaxes(1, 2)).reshape(b, n, h)
+
+
+def gathered_cache_decode(axis: str, mesh: Sequence[tuple[str, int]], in_specs: Sequence, out_specs: Any) -> Callable:
+    """The wasteful slip of a head-split decode step (x, w_q, k_cache, v_cache, w_o): every device gathers
+    the whole cache and the weights over ``axis`` first. The numbers are right; the reads are not."""
+    def block(x, wq, kc, vc, wo):
+        def gather(a, dim):
+            return jax.lax.all_gather(a, axis, axis=dim, tiled=True, to="invarying")
+        o = attend_heads(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
+        return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
+
+    def decode(x, w_q, k_cache, v_cache, w_o):
+        return smap(block, mesh, in_specs, out_specs)(x, w_q, k_cache, v_cache, w_o)
+    return decode
 
 
 def ring(n: int, step: int = 1) -> list[tuple[int, int]]:

@@ -15,32 +15,16 @@ import sympy as sp
 
 import course
 import course.symbols as sym
-from autograder.numbers import Tolerance
-from autograder.questions import (
-    Accept,
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
-from autograder.variants import chips, values, vary
-from course import hardware as hw
 from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
 from solutions._derived.hardware import critical_intensity
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, P, compiled_cost, jax, smap
+from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
+from solutions._kit import P
 
 V5E, V6E, H100 = hw.TPU_V5E, hw.TPU_V6E, hw.H100
 # The chips a student's variant may use (autograder/variants.py), the book's first where it names one.
 TPUS = (V5E, hw.TPU_V5P, V6E, hw.TPU_V4P, hw.TPU_V3)
 GPUS = (H100, hw.H200, hw.B200, hw.A100)
 SECTION = "roofline/"
-X8 = (("X", 8),)  # CX4's mesh: 8 devices along X
 
 # --- the chapter's formulas, each once ------------------------------------------------------------
 CRIT_V5E = V5E.bf16_flops_per_s / V5E.hbm_bytes_per_s  # 240.24 FLOPs/byte

@@ -18,15 +18,11 @@ import sympy as sp
 
 import course
 import course.symbols as sym
-from autograder.numbers import Tolerance
-from autograder.questions import Chapter, Choice, Formula, Function, Number, Operand, Output, Program, ProgramSpec, Slip
-from autograder.variants import chips, models, values, vary
-from course import hardware as hw
 from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import critical_intensity
-from solutions._kit import EXACT, ONE_PERCENT, THREE_FIGURES, TWO_PERCENT, X8, jax, jnp, own_block, slip_code, smap
-from solutions._kit import P as P_  # PartitionSpec: P is the matmul dimension's symbol here
+from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
+from solutions._kit import P as P_
 
 V5E = hw.TPU_V5E
 # The chips a student's variant may use (autograder/variants.py), the book's first.

@@ -25,38 +25,11 @@ import numpy as np
 import sympy as sp
 
 import course
-from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Question,
-    Slip,
-)
-from autograder.variants import chips, models, values, vary
-from course import hardware as hw
 from course.symbols import B, C, D, F, H, K, L, N, S, T, V, W, W_hbm, W_ici, X, Y, Z, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from solutions._kit import (
-    EXACT,
-    ONE_PERCENT,
-    THREE_FIGURES,
-    TWO_PERCENT,
-    P,
-    jax,
-    jnp,
-    number,
-    own_block,
-    slip_code,
-    smap,
-)
+from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
+from solutions._kit import P
 
 V5E = hw.TPU_V5E
 SECTION = "inference/"
@@ -342,19 +315,6 @@ def ws_spec(B: int, F: int) -> ProgramSpec:
                        collectives={"all-gather": 1, "all-reduce": 1, "reduce-scatter": 1})
 
 
-def _attend(q, k_cache, v_cache, grouped=True):
-    """Scores times values for one device's heads: q[b, n, H] with n = k*G + g over cache[b, S, k, H]."""
-    b, n, h = q.shape
-    k = k_cache.shape[2]
-    # [b, k, G, H]: head n uses KV head n // G (the slip: n % k)
-    qg = q.reshape(b, k, n // k, h) if grouped else q.reshape(b, n // k, k, h).swapaxes(1, 2)
-    scores = jnp.einsum("bkgh,bskh->bkgs", qg, k_cache)  # [b, k, G, S]
-    out = jnp.einsum("bkgs,bskv->bkgv", scores, v_cache)  # [b, k, G, H]
-    if not grouped:
-        out = out.swapaxes(1, 2)
-    return out.reshape(b, n, h)
-
-
 def attend(q, k_cache, v_cache):
     """Scores times values for one device's heads: q[b, n, H], caches [b, S, k, H]; query head n uses KV head n // G."""
     bq, n, h = q.shape
@@ -383,19 +343,12 @@ def decode_heads(x, w_q, k_cache, v_cache, w_o):
 def cx3a_forgets_sum(x, w_q, k_cache, v_cache, w_o):
     """Returns one device's heads' share as if it were the whole output."""
     def block(x, wq, kc, vc, wo):
-        o = _attend(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc)
+        o = attend_heads(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc)
         return jnp.einsum("bnh,nhd->bd", o, wo)
     return smap(block, MESH_X8, _HEADS_IN, (), check_vma=False)(x, w_q, k_cache, v_cache, w_o)
 
 
-def cx3a_gathers_cache(x, w_q, k_cache, v_cache, w_o):
-    """Gathers the whole cache (and the weights) onto every device: right numbers, 8x the HBM reads."""
-    def block(x, wq, kc, vc, wo):
-        def gather(a, axis):
-            return jax.lax.all_gather(a, "X", axis=axis, tiled=True, to="invarying")
-        o = _attend(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
-        return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
-    return smap(block, MESH_X8, _HEADS_IN, ())(x, w_q, k_cache, v_cache, w_o)
+cx3a_gathers_cache = gathered_cache_decode("X", MESH_X8, _HEADS_IN, ())  # 8x the HBM reads
 
 
 _HB_IN = ((), (None, ("Y", "Z"), None), ("Z", None, "Y", None), ("Z", None, "Y", None), (("Y", "Z"), None, None))
@@ -421,7 +374,7 @@ def decode_heads_batch(x, w_q, k_cache, v_cache, w_o):
 def cx3b_mha_grouping(x, w_q, k_cache, v_cache, w_o):
     def block(x, wq, kc, vc, wo):
         q = jax.lax.all_to_all(jnp.einsum("bd,dnh->bnh", x, wq), "Z", split_axis=0, concat_axis=1, tiled=True)
-        o = jax.lax.all_to_all(_attend(q, kc, vc, grouped=False), "Z", split_axis=1, concat_axis=0, tiled=True)
+        o = jax.lax.all_to_all(attend_heads(q, kc, vc, grouped=False), "Z", split_axis=1, concat_axis=0, tiled=True)
         return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))
     return smap(block, MESH_YZ, _HB_IN, ())(x, w_q, k_cache, v_cache, w_o)
 
@@ -432,7 +385,7 @@ def cx3b_gathers(x, w_q, k_cache, v_cache, w_o):
     def block(x, wq, kc, vc, wo):
         q = jax.lax.all_gather(jnp.einsum("bd,dnh->bnh", x, wq), "Z", axis=1, tiled=True)  # [B, N/2, H]
         q = own_block(q, "Z")  # [B/4, N/2, H]
-        o = jax.lax.all_gather(_attend(q, kc, vc), "Z", axis=0, tiled=True)  # [B, N/2, H]
+        o = jax.lax.all_gather(attend_heads(q, kc, vc), "Z", axis=0, tiled=True)  # [B, N/2, H]
         o = own_block(o, "Z", 1)  # [B, N/8, H]
         return jax.lax.psum(jnp.einsum("bnh,nhd->bd", o, wo), ("Y", "Z"))
     return smap(block, MESH_YZ, _HB_IN, ())(x, w_q, k_cache, v_cache, w_o)

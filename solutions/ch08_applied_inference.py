@@ -23,38 +23,11 @@ import sympy as sp
 
 import course
 from autograder.kinds.function import vary as rescaled
-from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Question,
-    Slip,
-)
-from autograder.variants import values, vary
-from course import hardware as hw
 from course.symbols import B, G, N, P, symbol
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from solutions._kit import (
-    EXACT,
-    ONE_PERCENT,
-    THREE_FIGURES,
-    TWO_PERCENT,
-    jax,
-    jnp,
-    number,
-    own_block,
-    slip_code,
-    smap,
-)
-from solutions._kit import P as P_  # PartitionSpec: P is the parameter count's symbol here
+from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
+from solutions._kit import P as P_
 
 V5E = hw.TPU_V5E
 SECTION = "applied-inference/"
@@ -270,13 +243,6 @@ def kv_spec(B: int, S: int) -> ProgramSpec:
         out_spec=("batch", None), collectives={"all-reduce": 1}, atol=0.05)
 
 
-def _attend(q, k_cache, v_cache):
-    b, n, h = q.shape
-    k = k_cache.shape[2]
-    scores = jnp.einsum("bkgh,bskh->bkgs", q.reshape(b, k, n // k, h), k_cache)  # [b, k, G, S]
-    return jnp.einsum("bkgs,bskv->bkgv", scores, v_cache).reshape(b, n, h)
-
-
 def kv_sharded_decode(x, w_q, k_cache, v_cache, w_o):
     """Sequences split over 'batch', key/value heads over 'kv'. Each device reads only its block of the
     cache; the heads' partial outputs are added over 'kv' (one AllReduce), never over 'batch'."""
@@ -296,18 +262,11 @@ def kv_sharded_decode(x, w_q, k_cache, v_cache, w_o):
 
 def cx4_forgets_sum(x, w_q, k_cache, v_cache, w_o):
     def block(x, wq, kc, vc, wo):
-        return jnp.einsum("bnh,nhd->bd", _attend(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc), wo)
+        return jnp.einsum("bnh,nhd->bd", attend_heads(jnp.einsum("bd,dnh->bnh", x, wq), kc, vc), wo)
     return smap(block, MESH_BK, _KV_IN, ("batch", None), check_vma=False)(x, w_q, k_cache, v_cache, w_o)
 
 
-def cx4_gathers_cache(x, w_q, k_cache, v_cache, w_o):
-    """Gathers every head of the cache (and the weights) onto each device: right numbers, 4x the reads."""
-    def block(x, wq, kc, vc, wo):
-        def gather(a, axis):
-            return jax.lax.all_gather(a, "kv", axis=axis, tiled=True, to="invarying")
-        o = _attend(jnp.einsum("bd,dnh->bnh", x, gather(wq, 1)), gather(kc, 2), gather(vc, 2))
-        return jnp.einsum("bnh,nhd->bd", o, gather(wo, 0))
-    return smap(block, MESH_BK, _KV_IN, ("batch", None))(x, w_q, k_cache, v_cache, w_o)
+cx4_gathers_cache = gathered_cache_decode("kv", MESH_BK, _KV_IN, ("batch", None))  # 4x the reads
 
 
 # --- CX6: the decode step's MLP, weight-stationary over both axes of a 2x4 slice -------------------------

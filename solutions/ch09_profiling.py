@@ -6,7 +6,7 @@ CPU variant: a mock transformer layer compiled on the simulated mesh), CX1-CX5 c
 CX7 are programs graded by what they compile to: the profile's feed-forward block ending in its
 reduce-scatter, and Q2's attention with its sharding constraints fixed (the book's Q2 asks for that fix).
 CX8 reads a compiled program's collectives, fusions and memory back from its text: the grader's cases are
-the chapter's own programs compiled at other sizes (kept in ``solutions/_ch09_programs.py``), and the
+the chapter's own programs compiled at other sizes (kept in ``solutions/ch09_programs.json``), and the
 notebook points it at the student's CX6 and CX7 programs.
 The book's E8 is a reading of a TPU memory-profile figure; the course cannot reproduce that figure
 and grades ``memory_analysis()`` of a program on the simulated mesh instead (CX5).
@@ -22,49 +22,23 @@ kept below with their metadata (which names source files) removed.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
 import course
 import course.symbols as sym
 from autograder.kinds.function import vary as rescale
-from autograder.numbers import Tolerance, round_figures
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Formula,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Slip,
-)
-from autograder.variants import values, vary
-from course import hardware as hw
+from autograder.numbers import round_figures
 from course.symbols import B, C, D, F, N, T
 from course.timeline import Op
-from solutions._ch09_programs import PROGRAMS
-from solutions._kit import (
-    EXACT,
-    ONE_PERCENT,
-    THREE_FIGURES,
-    TWO_PERCENT,
-    NamedSharding,
-    P,
-    jax,
-    jnp,
-    make_mesh,
-    number,
-    own_block,
-    slip_code,
-    smap,
-)
+from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
+from solutions._kit import NamedSharding, P, make_mesh
 
 V5E = hw.TPU_V5E
 SECTION = "profiling/"
@@ -1035,7 +1009,7 @@ ATTENTION_SPEC = ProgramSpec(
 # start JAX (it runs under a 4 GiB address-space limit, and XLA reserves more than that), so a grading-time case
 # cannot be compiled when it is drawn: ``compile_program`` compiles every size once (8 simulated CPU devices,
 # jax 0.10.2), ``python -m solutions.ch09_profiling`` writes them with XLA's memory analysis to
-# ``solutions/_ch09_programs.py``, and tests/chapters/test_ch09.py checks that the pinned JAX still prints them.
+# ``solutions/ch09_programs.json``, and tests/chapters/test_ch09.py checks that the pinned JAX still prints them.
 # The first sizes of each program are the notebook's (the public cases); a drawn case is the same program at
 # one of its other sizes, its instructions renumbered.
 FFW_SIZES = ((RS_B, RS_T, RS_D, RS_F), (8, 8, 64, 128), (16, 4, 128, 256), (32, 8, 64, 128))  # B, T, D, F
@@ -1102,21 +1076,16 @@ def compile_program(name: str, sizes: tuple[int, ...]) -> dict[str, str | int]:
             "output_bytes": memory.output_size_in_bytes, "temp_bytes": memory.temp_size_in_bytes}
 
 
-def write_programs(path: str = "solutions/_ch09_programs.py") -> None:
-    """Compile every program at every size and write them, as Python data, to ``path``."""
+PROGRAMS_FILE = Path(__file__).with_name("ch09_programs.json")
+PROGRAMS: dict[str, dict[str, str | int]] = json.loads(PROGRAMS_FILE.read_text())
+
+
+def write_programs(path: Path = PROGRAMS_FILE) -> None:
+    """Compile every program at every size and write them to ``path``, one line each (a data file, not code:
+    nothing reads it but this module)."""
     programs = {program_key(n, s): compile_program(n, s) for n, sizes in PROGRAM_SIZES.items() for s in sizes}
-    with open(path, "w") as f:
-        f.write("# ruff: noqa: E501\n")
-        f.write('"""The programs CX8 reads, compiled by ``solutions.ch09_profiling.write_programs`` (jax 0.10.2, 8 '
-                'simulated CPU\ndevices): their text and memory analysis per device. Generated: do not edit."""\n\n'
-                "PROGRAMS = {\n")
-        for key, p in programs.items():
-            f.write(f"    {key!r}: {{\n")
-            for field in ("argument_bytes", "output_bytes", "temp_bytes"):
-                f.write(f"        {field!r}: {p[field]!r},\n")
-            f.write("        'text': (\n" + "".join(f"            {line!r}\n" for line in
-                                                     p["text"].splitlines(keepends=True)) + "        ),\n    },\n")
-        f.write("}\n")
+    lines = [f"{json.dumps(key)}: {json.dumps(p, sort_keys=True)}" for key, p in programs.items()]
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n")
 
 
 def read_compiled(text):
@@ -1291,6 +1260,6 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
 ))
 
 
-if __name__ == "__main__":  # regenerate CX8's compiled programs (solutions/_ch09_programs.py)
+if __name__ == "__main__":  # regenerate CX8's compiled programs (solutions/ch09_programs.json)
     course.setup()
     write_programs()

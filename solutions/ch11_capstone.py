@@ -21,39 +21,10 @@ import random
 import numpy as np
 
 import course
-from autograder.numbers import Tolerance
-from autograder.questions import (
-    Chapter,
-    Choice,
-    Function,
-    Number,
-    Operand,
-    Output,
-    Program,
-    ProgramSpec,
-    Question,
-    Slip,
-)
-from autograder.variants import chips, values, vary
-from autograder.variants import models as model_params
-from course import hardware as hw
-from solutions._derived import models
+from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
-from solutions._kit import (
-    EXACT,
-    ONE_PERCENT,
-    THREE_FIGURES,
-    TWO_PERCENT,
-    NamedSharding,
-    P,
-    jax,
-    jnp,
-    number,
-    own_block,
-    ring,
-    slip_code,
-    smap,
-)
+from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
+from solutions._kit import NamedSharding, P
 
 V5P, V5E, H100 = hw.TPU_V5P, hw.TPU_V5E, hw.H100
 PRICE = hw.PRICE_USD_PER_CHIP_HOUR
@@ -63,12 +34,12 @@ JAX, PROFILING, CONCLUSION = "jax-stuff/", "profiling/", "conclusion/"
 DAY_S = 86_400
 
 # The capstone's new model: a dense GQA transformer with a gated MLP, invented for this course.
-COURSE_31B = models.Config("Course-31B", L=64, D=6144, F=20_480, N=48, K=8, H=128, V=128_256,
+COURSE_31B = m.Config("Course-31B", L=64, D=6144, F=20_480, N=48, K=8, H=128, V=128_256,
                            source="the course's capstone (a made-up model; not in the book)")
 DIMS = ("L", "D", "F", "N", "K", "H", "V")
 
 
-def dims(cfg: models.Config) -> dict[str, int]:
+def dims(cfg: m.Config) -> dict[str, int]:
     return {k: getattr(cfg, k) for k in DIMS}
 
 
@@ -76,7 +47,7 @@ def dims(cfg: models.Config) -> dict[str, int]:
 
 def param_count(L, D, F, N, K, H, V):
     """Part 4's count: a gated MLP, grouped-query attention, two V x D embeddings; norms left out."""
-    return models.params(L, D, F, N, K, H, V)
+    return m.params(L, D, F, N, K, H, V)
 
 
 def plan_training(L, D, F, N, K, H, V, chips, mesh_axes, peak, ici_bw, batch, tokens, mfu):
@@ -122,20 +93,20 @@ def _train(cfg, chips, chip, batch, tokens, mfu=0.4):
 V5P_4096, V5P_POD, V5E_POD = 16 * 16 * 16, pod_chips(V5P), pod_chips(V5E)
 LLAMA2_TOKENS = 2e12  # LLaMA 2's pre-training tokens (its paper; Part 5 gives no total)
 TRAIN_PROBES = (
-    _train(models.LLAMA2_13B, V5P_4096, V5P, 3e6, LLAMA2_TOKENS),  # Part 5 Q3: FSDP+TP (1024, 4), 0.311 s
-    _train(models.LLAMA3_70B, V5P_POD, V5P, 4 * 2**20, 15e12),  # Part 6 A4, A9: (2048, 4), 44 days
-    _train(models.LLAMA2_13B, V5P_4096, V5P, 1e7, LLAMA2_TOKENS),  # Part 5 X1: pure FSDP, 1.037 s
-    _train(models.LLAMA2_13B, V5P_4096, V5P, 2**20, LLAMA2_TOKENS),  # Part 5 X1: (1024, 4), 0.109 s
-    _train(models.LLAMA2_13B, V5P_4096, V5P, 2**18, LLAMA2_TOKENS),  # 64 tokens per chip: nothing works
-    _train(models.LLAMA3_8B, V5E_POD, V5E, 2**20, 15e12),  # a v5e pod (2-D torus): pure FSDP
-    _train(models.LLAMA3_8B, V5E_POD, V5E, 2**18, 15e12),  # FSDP + TP on the 2-D torus
+    _train(m.LLAMA2_13B, V5P_4096, V5P, 3e6, LLAMA2_TOKENS),  # Part 5 Q3: FSDP+TP (1024, 4), 0.311 s
+    _train(m.LLAMA3_70B, V5P_POD, V5P, 4 * 2**20, 15e12),  # Part 6 A4, A9: (2048, 4), 44 days
+    _train(m.LLAMA2_13B, V5P_4096, V5P, 1e7, LLAMA2_TOKENS),  # Part 5 X1: pure FSDP, 1.037 s
+    _train(m.LLAMA2_13B, V5P_4096, V5P, 2**20, LLAMA2_TOKENS),  # Part 5 X1: (1024, 4), 0.109 s
+    _train(m.LLAMA2_13B, V5P_4096, V5P, 2**18, LLAMA2_TOKENS),  # 64 tokens per chip: nothing works
+    _train(m.LLAMA3_8B, V5E_POD, V5E, 2**20, 15e12),  # a v5e pod (2-D torus): pure FSDP
+    _train(m.LLAMA3_8B, V5E_POD, V5E, 2**18, 15e12),  # FSDP + TP on the 2-D torus
     _train(COURSE_31B, V5P_4096, V5P, 2 * 2**20, 6e12),  # the capstone's budget
 )
 
 # The capstone's budget: a v5p 16x16x16 slice, 2M-token batches, 6T tokens at 40% MFU; or H100s at 45%. These
 # are the course's own values; each student is dealt a batch, a slice and a token count (c1_train, c4_scale).
 BUDGET = TRAIN_PROBES[-1]
-CAP_P = models.params_of(COURSE_31B)
+CAP_P = m.params_of(COURSE_31B)
 H100_MFU = 0.45  # Part 12's assumption for H100 training (Q5.2); Part 2 takes it for every GPU
 
 
@@ -191,17 +162,17 @@ def _serve(cfg, weight_bytes, kv_bytes, context, batch, latency):
 
 
 SERVE_PROBES = (
-    _serve(models.LLAMA3_70B, 1, 1, 8192, 32, 0.05),  # Part 8 IQ2/IQ3: 4x2, about 17 ms
-    _serve(models.LLAMA3_70B, 1, 1, 8192, 32, 0.010),  # the same at 10 ms: 4x4
+    _serve(m.LLAMA3_70B, 1, 1, 8192, 32, 0.05),  # Part 8 IQ2/IQ3: 4x2, about 17 ms
+    _serve(m.LLAMA3_70B, 1, 1, 8192, 32, 0.010),  # the same at 10 ms: 4x4
     _serve(COURSE_31B, 1, 1, 8192, 64, 0.015),  # the capstone: memory says 8 chips, latency 16
     _serve(COURSE_31B, 2, 2, 4096, 32, 0.05),
-    _serve(models.LLAMA3_8B, 2, 2, 2048, 128, 0.02),
-    _serve(models.LLAMA3_8B, 1, 1, 256, 2048, 0.05),  # a big batch: the weight matmuls are compute-bound
-    _serve(models.LLAMA31_405B, 1, 1, 32768, 16, 0.02),
-    _serve(models.LLAMA31_405B, 2, 2, 8192, 8, 0.001),  # no slice is fast enough
+    _serve(m.LLAMA3_8B, 2, 2, 2048, 128, 0.02),
+    _serve(m.LLAMA3_8B, 1, 1, 256, 2048, 0.05),  # a big batch: the weight matmuls are compute-bound
+    _serve(m.LLAMA31_405B, 1, 1, 32768, 16, 0.02),
+    _serve(m.LLAMA31_405B, 2, 2, 8192, 8, 0.001),  # no slice is fast enough
 )
 SERVE = SERVE_PROBES[2]
-CAP_KV_PER_TOKEN = models.kv_bytes_per_token(COURSE_31B.L, COURSE_31B.K, COURSE_31B.H, SERVE["kv_bytes"])
+CAP_KV_PER_TOKEN = m.kv_bytes_per_token(COURSE_31B.L, COURSE_31B.K, COURSE_31B.H, SERVE["kv_bytes"])
 
 
 def serving_plan(batch: int, context: int) -> tuple[int, int, float]:
@@ -218,16 +189,16 @@ Q52_GPUS, Q52_TOKENS = 4096, 15e12
 GPU_PP = GPU_TP = 8  # the configurations' 8-way pipeline and 8-way TP inside a node
 
 
-def gpu_plan(node: hw.GPUNode, model: models.Config, batch: float) -> dict[str, float]:
+def gpu_plan(node: hw.GPUNode, model: m.Config, batch: float) -> dict[str, float]:
     """Part 12's Q5.2 for ``model`` on 4096 GPUs of ``node``: the fewest GPUs that hold the training state,
     the days, the largest TP degree NVLink keeps compute-bound (Y < F W / C), tokens per GPU, and the
     tokens per GPU that DP across nodes needs, without and with 8-way pipelining."""
-    gpu, p = node.gpu, models.params_of(model)
+    gpu, p = node.gpu, m.params_of(model)
     dp = gpu.bf16_flops_per_s / node.egress_bytes_per_s
-    return dict(min_gpus=math.ceil(models.TRAIN_STATE_BYTES * p / gpu.hbm_bytes),
+    return dict(min_gpus=math.ceil(m.TRAIN_STATE_BYTES * p / gpu.hbm_bytes),
                 days=6 * p * Q52_TOKENS / (Q52_GPUS * gpu.bf16_flops_per_s * H100_MFU) / DAY_S,
                 tp_limit=model.F * gpu.nvlink_bytes_per_s / gpu.bf16_flops_per_s, per_gpu=batch / Q52_GPUS,
-                dp=dp, pp=dp / GPU_PP, state_per_gpu=models.TRAIN_STATE_BYTES * p / GPU_TP)
+                dp=dp, pp=dp / GPU_PP, state_per_gpu=m.TRAIN_STATE_BYTES * p / GPU_TP)
 
 # --- C2: an MLP with collective matmuls (Part 10) on (X=2, Y=4) ------------------------------------------------
 C2_MESH = (("X", 2), ("Y", 4))
@@ -670,16 +641,16 @@ def c1_serve_valid(batch: int, context: int) -> bool:
     return 0 < memory < chips_
 
 
-def c1_gpu(node: hw.GPUNode, model: models.Config, batch: float) -> tuple[Question, ...]:
+def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, ...]:
     """C1's GPU variant, Part 12's Q5.2 for a node's GPU, a model and a batch: memory, days, the TP limit and
     the per-GPU batches that decide which configuration is compute-bound."""
     g, gpu = gpu_plan(node, model, batch), node.gpu
-    book = node is hw.DGX_H100 and model is models.LLAMA3_70B
+    book = node is hw.DGX_H100 and model is m.LLAMA3_70B
     # the book's 14.37 uses C = 1995 TF: the book's own case accepts it
     tp_tolerance = Tolerance(low=g["tp_limit"] * 0.99, high=BOOK["ch11-c1-h100-tp-limit"] * 1.01) if book \
         else ONE_PERCENT
-    state = models.TRAIN_STATE_BYTES * models.params_of(model)
-    short = math.ceil(2 * models.params_of(model) / gpu.hbm_bytes)
+    state = m.TRAIN_STATE_BYTES * m.params_of(model)
+    short = math.ceil(2 * m.params_of(model) / gpu.hbm_bytes)
     if g["per_gpu"] > g["dp"]:
         config = "tp8-zero512"
     elif g["per_gpu"] > g["pp"]:
@@ -720,7 +691,7 @@ def c1_gpu(node: hw.GPUNode, model: models.Config, batch: float) -> tuple[Questi
                            f"8-way TP alone leaves {state / GPU_TP / 1e9:.1f} GB of state per GPU."))))
 
 
-def c1_gpu_valid(node: hw.GPUNode, model: models.Config, batch: float) -> bool:
+def c1_gpu_valid(node: hw.GPUNode, model: m.Config, batch: float) -> bool:
     """Keep Q5.2's regime, which its Choice and hints assume: 8-way TP stays compute-bound over NVLink, 8-way
     TP alone cannot hold the training state, ZeRO across nodes is short of its bound and 8-way pipelining
     reaches it."""
@@ -798,7 +769,7 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
          context=values(8192, 4096, 12288, 16384)),
     # C1, GPU variant: LLaMA 3-70B on 4096 H100s (Part 12, Q5.2).
     vary("ch11-c1-gpu", c1_gpu, valid=c1_gpu_valid, node=chips(hw.DGX_H100, hw.DGX_H200, hw.DGX_B200),
-         model=model_params(models.LLAMA3_70B, models.LLAMA31_405B), batch=values(4e6, 2e6, 8e6)),
+         model=models(m.LLAMA3_70B, m.LLAMA31_405B), batch=values(4e6, 2e6, 8e6)),
     # C2: collective matmuls.
     Program(qid="ch11-c2-collective-mlp", points=4, section=JAX,
             prompt="x[B_X, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> [B_X, D_Y] with collective matmuls (ppermute only).",

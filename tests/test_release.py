@@ -1,12 +1,12 @@
 """release/ and the self-check data are exactly what regeneration produces, and hold no answers."""
 
 import re
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from autograder.demo import copy_course
 from autograder.release import fingerprint_dir, fingerprint_text, release, source_chapters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,9 +21,7 @@ def test_fingerprints_in_sync(chapter):
 
 @pytest.mark.slow
 def test_release_in_sync(tmp_path):
-    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
-    shutil.copytree(ROOT / "source", tmp_path / "source")
-    release(tmp_path)
+    release(copy_course(ROOT, tmp_path))
     for chapter in CHAPTERS:
         for made in sorted((tmp_path / "release" / chapter).iterdir()):
             committed = ROOT / "release" / chapter / made.name

@@ -27,21 +27,8 @@ import pytest
 from nbgrader.utils import get_username
 
 from autograder.variant_report import student_answers
-from tests.browser.lab import (
-    CHAPTER,
-    ROOT,
-    Lab,
-    close_dialog,
-    code_index,
-    expect,
-    jupyter_env,
-    notebook_ready,
-    run_cell,
-    running_lab,
-    shot,
-    type_answer,
-    validation_message,
-)
+from tests.browser import lab as ui
+from tests.browser.lab import CHAPTER, ROOT, Lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -92,7 +79,7 @@ def instructor(tmp_path_factory: pytest.TempPathFactory, exchange: Path) -> Inst
     course = home / "course"
     shutil.copytree(ROOT / "source" / CHAPTER, course / "source" / CHAPTER)
     (course / "nbgrader_config.py").write_text(exchange_config(exchange))
-    teacher = Instructor(course, jupyter_env(home))
+    teacher = Instructor(course, ui.jupyter_env(home))
     teacher.run("nbgrader", "generate_assignment", CHAPTER)  # what `scaling-course release` ends with
     teacher.run("nbgrader", "release_assignment", CHAPTER)
     return teacher
@@ -105,10 +92,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory, instructor: Instructor, exchan
     home = tmp_path_factory.mktemp("student")
     work = home / "work"
     work.mkdir()
-    env = jupyter_env(home)
+    env = ui.jupyter_env(home)
     (home / "config" / "nbgrader_config.py").write_text(exchange_config(exchange))
     env["SCALING_COURSE_STUDENT"] = STUDENT
-    with running_lab(home, work, env) as running:
+    with ui.running_lab(home, work, env) as running:
         yield running
 
 
@@ -127,10 +114,10 @@ def _notebooks(assignments: Locator) -> Locator:
     """The fetched assignment's notebook rows, unfolded (each list reload folds them)."""
     fetched = _assignment(assignments, "fetched")
     rows = fetched.locator(".assignment-notebooks")
-    expect(fetched.get_by_role("button", name="Submit")).to_be_enabled(timeout=EXCHANGE_MS)
+    ui.expect(fetched.get_by_role("button", name="Submit")).to_be_enabled(timeout=EXCHANGE_MS)
     if not rows.is_visible():
         fetched.locator(".assignment-notebooks-link").click()
-    expect(rows).to_be_visible()
+    ui.expect(rows).to_be_visible()
     return rows
 
 
@@ -138,20 +125,20 @@ def _answer(page: Page, panel: Locator, released: Path) -> None:
     """Runs the setup and E1's setting, answers E1 with one right and one wrong value, and self-checks;
     ``released``: the notebook the student fetched."""
     cells = panel.locator(".jp-CodeCell")
-    setup, setting, answer, right, wrong = (cells.nth(code_index(q, released)) for q in
+    setup, setting, answer, right, wrong = (cells.nth(ui.code_index(q, released)) for q in
                                             ("setup", "ch01-e1-setting", "ch01-e1-answer", RIGHT, WRONG))
-    run_cell(panel, setup)
-    expect(setup.locator(".jp-OutputArea")).to_contain_text("device(s)")
-    run_cell(panel, setting)
-    expect(setting.locator(".jp-OutputArea")).to_contain_text(f"(dealt to {STUDENT})")
-    type_answer(page, answer, ANSWER_CELL)
-    run_cell(panel, answer)
-    expect(answer.locator(".jp-OutputArea")).to_have_text("")
-    run_cell(panel, right)
-    expect(right.locator(".jp-OutputArea")).to_contain_text(f"✓ {RIGHT}: correct.")
-    run_cell(panel, wrong)
-    expect(wrong.locator(".jp-OutputArea")).to_contain_text(f"{WRONG}: not right yet")
-    expect(wrong.locator(".jp-OutputArea")).to_contain_text("Off by a factor of 2")
+    ui.run_cell(panel, setup)
+    ui.expect(setup.locator(".jp-OutputArea")).to_contain_text("device(s)")
+    ui.run_cell(panel, setting)
+    ui.expect(setting.locator(".jp-OutputArea")).to_contain_text(f"(dealt to {STUDENT})")
+    ui.type_answer(page, answer, ANSWER_CELL)
+    ui.run_cell(panel, answer)
+    ui.expect(answer.locator(".jp-OutputArea")).to_have_text("")
+    ui.run_cell(panel, right)
+    ui.expect(right.locator(".jp-OutputArea")).to_contain_text(f"✓ {RIGHT}: correct.")
+    ui.run_cell(panel, wrong)
+    ui.expect(wrong.locator(".jp-OutputArea")).to_contain_text(f"{WRONG}: not right yet")
+    ui.expect(wrong.locator(".jp-OutputArea")).to_contain_text("Off by a factor of 2")
     wrong.scroll_into_view_if_needed()
 
 
@@ -174,52 +161,52 @@ def _read_feedback(page: Page, assignments: Locator) -> None:
     submitted = _assignment(assignments, "submitted")
     submitted.get_by_role("button", name="Fetch Feedback").click()
     view = submitted.get_by_text("(view feedback)")
-    expect(view).to_be_visible(timeout=EXCHANGE_MS)
-    shot(page, "exchange-6-feedback-fetched.png")
+    ui.expect(view).to_be_visible(timeout=EXCHANGE_MS)
+    ui.shot(page, "exchange-6-feedback-fetched.png")
     view.click()  # the file browser goes to the feedback folder of that submission
     page.locator(".jp-DirListing-item", has_text=f"{CHAPTER}.html").dblclick()
     report = page.frame_locator(".jp-HTMLViewer iframe")
     right, wrong = (report.locator("tr", has=report.locator("td", has_text=re.compile(f"^{q}$")))
                     for q in (RIGHT, WRONG))
-    expect(right).to_contain_text("1 / 1", timeout=EXCHANGE_MS)
-    expect(right).to_contain_text("Correct.")
-    expect(wrong).to_contain_text("0 / 1")
-    expect(wrong).to_contain_text("Off by a factor of 2")
-    expect(report.locator("#scaling-course-summary h1")).to_contain_text(f"{CHAPTER} — {STUDENT}: 1 / ")
+    ui.expect(right).to_contain_text("1 / 1", timeout=EXCHANGE_MS)
+    ui.expect(right).to_contain_text("Correct.")
+    ui.expect(wrong).to_contain_text("0 / 1")
+    ui.expect(wrong).to_contain_text("Off by a factor of 2")
+    ui.expect(report.locator("#scaling-course-summary h1")).to_contain_text(f"{CHAPTER} — {STUDENT}: 1 / ")
 
 
 def test_class_loop_through_the_exchange(page: Page, lab: Lab, instructor: Instructor) -> None:
     page.goto(f"{lab.url}/lab/workspaces/exchange")
     assignments = _open_assignment_list(page)
     released = _assignment(assignments, "released")
-    expect(released).to_contain_text(COURSE_ID, timeout=EXCHANGE_MS)
-    shot(page, "exchange-1-released.png")
+    ui.expect(released).to_contain_text(COURSE_ID, timeout=EXCHANGE_MS)
+    ui.shot(page, "exchange-1-released.png")
     released.get_by_role("button", name="fetch").click()
     _notebooks(assignments).locator("a", has_text=CHAPTER).click()
-    shot(page, "exchange-2-fetched.png")
+    ui.shot(page, "exchange-2-fetched.png")
 
-    panel = notebook_ready(page)
+    panel = ui.notebook_ready(page)
     _answer(page, panel, instructor.course / "release" / CHAPTER / f"{CHAPTER}.ipynb")
-    shot(page, "exchange-3-answered.png")
+    ui.shot(page, "exchange-3-answered.png")
     panel.locator('jp-button[data-command="docmanager:save"]').click()
     tab = page.locator(".lm-DockPanel .lm-TabBar-tab", has_text=f"{CHAPTER}.ipynb")
-    expect(tab).not_to_have_class(re.compile(r"\bjp-mod-dirty\b"))  # saved: the submission carries the answers
+    ui.expect(tab).not_to_have_class(re.compile(r"\bjp-mod-dirty\b"))  # saved: the submission carries the answers
 
     page.locator(".lm-DockPanel .lm-TabBar-tab", has_text="Assignments").click()
     _notebooks(assignments).get_by_role("button", name="Validate").click()
-    message = validation_message(page)
-    expect(message).to_have_class(re.compile(r"\bvalidation-failed\b"))  # the rest of the chapter is unanswered
-    expect(message).to_contain_text(f'check("{WRONG}", t_v6e)')
-    expect(message).to_contain_text("Off by a factor of 2")
-    expect(message).not_to_contain_text(f'check("{RIGHT}", t_h100)')
-    shot(page, "exchange-4-validated.png")
-    close_dialog(page)
+    message = ui.validation_message(page)
+    ui.expect(message).to_have_class(re.compile(r"\bvalidation-failed\b"))  # the rest of the chapter is unanswered
+    ui.expect(message).to_contain_text(f'check("{WRONG}", t_v6e)')
+    ui.expect(message).to_contain_text("Off by a factor of 2")
+    ui.expect(message).not_to_contain_text(f'check("{RIGHT}", t_h100)')
+    ui.shot(page, "exchange-4-validated.png")
+    ui.close_dialog(page)
 
     _assignment(assignments, "fetched").get_by_role("button", name="Submit").click()
-    expect(_assignment(assignments, "submitted").get_by_role("button", name="Fetch Feedback")).to_be_visible(
+    ui.expect(_assignment(assignments, "submitted").get_by_role("button", name="Fetch Feedback")).to_be_visible(
         timeout=EXCHANGE_MS)
-    shot(page, "exchange-5-submitted.png")
+    ui.shot(page, "exchange-5-submitted.png")
 
     _collect_and_grade(instructor)
     _read_feedback(page, assignments)
-    shot(page, "exchange-7-feedback.png")
+    ui.shot(page, "exchange-7-feedback.png")

@@ -22,22 +22,8 @@ import pytest
 
 from autograder.demo import filled_notebook
 from autograder.questions import load_chapter
-from tests.browser.lab import (
-    CHAPTER,
-    ROOT,
-    Lab,
-    close_dialog,
-    code_index,
-    expect,
-    grade_id,
-    jupyter_env,
-    open_notebook,
-    run_cell,
-    running_lab,
-    shot,
-    type_answer,
-    validation_message,
-)
+from tests.browser import lab as ui
+from tests.browser.lab import CHAPTER, ROOT, Lab
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -63,7 +49,7 @@ def _prepare_work(work: Path) -> None:
     release_nb = nbformat.read(work / name, as_version=4)
     source_nb = nbformat.read(ROOT / "source" / CHAPTER / name, as_version=4)
     nbformat.write(filled_notebook(release_nb, source_nb), work / f"{CHAPTER}_reference.ipynb")
-    ids = [grade_id(c) for c in release_nb.cells]
+    ids = [ui.grade_id(c) for c in release_nb.cells]
     release_nb.cells = release_nb.cells[: ids.index(E1_CHECKS[-1]) + 1]
     nbformat.write(release_nb, work / f"{CHAPTER}_unanswered.ipynb")
 
@@ -73,67 +59,67 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     home = tmp_path_factory.mktemp("lab")
     work = home / "work"
     _prepare_work(work)
-    with running_lab(home, work, jupyter_env(home)) as running:
+    with ui.running_lab(home, work, ui.jupyter_env(home)) as running:
         yield running
 
 
 def test_self_check_feedback_in_the_page(page: Page, lab: Lab) -> None:
-    panel = open_notebook(page, lab, f"{CHAPTER}.ipynb")
+    panel = ui.open_notebook(page, lab, f"{CHAPTER}.ipynb")
     cells = panel.locator(".jp-CodeCell")
-    setup = cells.nth(code_index("setup"))
-    answer = cells.nth(code_index("ch01-e1-answer"))
-    check = cells.nth(code_index("ch01-e1-h100-time"))
-    expect(setup).to_contain_text("course.setup(")
-    expect(answer).to_contain_text("raise NotImplementedError()")
-    expect(check).to_contain_text('check("ch01-e1-h100-time", t_h100)')
+    setup = cells.nth(ui.code_index("setup"))
+    answer = cells.nth(ui.code_index("ch01-e1-answer"))
+    check = cells.nth(ui.code_index("ch01-e1-h100-time"))
+    ui.expect(setup).to_contain_text("course.setup(")
+    ui.expect(answer).to_contain_text("raise NotImplementedError()")
+    ui.expect(check).to_contain_text('check("ch01-e1-h100-time", t_h100)')
 
-    run_cell(panel, setup)
-    expect(setup.locator(".jp-OutputArea")).to_contain_text("device(s)")
+    ui.run_cell(panel, setup)
+    ui.expect(setup.locator(".jp-OutputArea")).to_contain_text("device(s)")
 
     # A factor-two slip: the self-check must name it without giving the answer away.
-    type_answer(page, answer, f"t_h100 = {2 * T_1E12_H100!r}\nt_v6e = {2 * T_1E12_V6E!r}")
-    run_cell(panel, answer)
-    expect(answer.locator(".jp-OutputArea")).to_have_text("")  # the answer cell itself ran cleanly
-    run_cell(panel, check)
+    ui.type_answer(page, answer, f"t_h100 = {2 * T_1E12_H100!r}\nt_v6e = {2 * T_1E12_V6E!r}")
+    ui.run_cell(panel, answer)
+    ui.expect(answer.locator(".jp-OutputArea")).to_have_text("")  # the answer cell itself ran cleanly
+    ui.run_cell(panel, check)
     feedback = check.locator(".jp-OutputArea")
-    expect(feedback).to_contain_text("ch01-e1-h100-time: not right yet")
-    expect(feedback).to_contain_text("Off by a factor of 2")
-    expect(feedback).to_contain_text('A hint is unlocked: run course.hint("ch01-e1-h100-time")')
-    expect(feedback).not_to_contain_text("✓")
-    expect(feedback).not_to_contain_text("answers.py")  # the diagnosis alone, not the course's internals
+    ui.expect(feedback).to_contain_text("ch01-e1-h100-time: not right yet")
+    ui.expect(feedback).to_contain_text("Off by a factor of 2")
+    ui.expect(feedback).to_contain_text('A hint is unlocked: run course.hint("ch01-e1-h100-time")')
+    ui.expect(feedback).not_to_contain_text("✓")
+    ui.expect(feedback).not_to_contain_text("answers.py")  # the diagnosis alone, not the course's internals
     check.scroll_into_view_if_needed()
-    shot(page, "ch01-e1-wrong-answer.png")
+    ui.shot(page, "ch01-e1-wrong-answer.png")
 
-    type_answer(page, answer, f"t_h100 = {T_1E12_H100!r}\nt_v6e = {T_1E12_V6E!r}")
-    run_cell(panel, answer)
-    expect(answer.locator(".jp-OutputArea")).to_have_text("")
-    run_cell(panel, check)
-    expect(feedback).to_contain_text("✓ ch01-e1-h100-time: correct.")
-    expect(feedback).not_to_contain_text("not right yet")
+    ui.type_answer(page, answer, f"t_h100 = {T_1E12_H100!r}\nt_v6e = {T_1E12_V6E!r}")
+    ui.run_cell(panel, answer)
+    ui.expect(answer.locator(".jp-OutputArea")).to_have_text("")
+    ui.run_cell(panel, check)
+    ui.expect(feedback).to_contain_text("✓ ch01-e1-h100-time: correct.")
+    ui.expect(feedback).not_to_contain_text("not right yet")
     check.scroll_into_view_if_needed()
-    shot(page, "ch01-e1-right-answer.png")
+    ui.shot(page, "ch01-e1-right-answer.png")
 
 
 def _validate(page: Page, panel: Locator) -> Locator:
     """Clicks the toolbar's Validate button (it saves, then asks the server) and returns the result text."""
     panel.locator(".validate-button").click()
-    return validation_message(page)
+    return ui.validation_message(page)
 
 
 def test_validate_button(page: Page, lab: Lab) -> None:
-    panel = open_notebook(page, lab, f"{CHAPTER}_reference.ipynb")
+    panel = ui.open_notebook(page, lab, f"{CHAPTER}_reference.ipynb")
     message = _validate(page, panel)
-    expect(message).to_have_class(re.compile(r"\bvalidation-success\b"))
-    expect(message).to_contain_text("Success! Your notebook passes all the tests.")
-    shot(page, "validate-reference.png")
-    close_dialog(page)
+    ui.expect(message).to_have_class(re.compile(r"\bvalidation-success\b"))
+    ui.expect(message).to_contain_text("Success! Your notebook passes all the tests.")
+    ui.shot(page, "validate-reference.png")
+    ui.close_dialog(page)
 
-    panel = open_notebook(page, lab, f"{CHAPTER}_unanswered.ipynb")
+    panel = ui.open_notebook(page, lab, f"{CHAPTER}_unanswered.ipynb")
     message = _validate(page, panel)
-    expect(message).to_have_class(re.compile(r"\bvalidation-failed\b"))
-    expect(message).to_contain_text("The following cell failed:")
-    expect(message).to_contain_text('check("ch01-e1-h100-time", t_h100)')
-    expect(message).to_contain_text('check("ch01-e1-v6e-time", t_v6e)')
-    expect(message).not_to_contain_text("Success!")
-    shot(page, "validate-unanswered.png")
-    close_dialog(page)
+    ui.expect(message).to_have_class(re.compile(r"\bvalidation-failed\b"))
+    ui.expect(message).to_contain_text("The following cell failed:")
+    ui.expect(message).to_contain_text('check("ch01-e1-h100-time", t_h100)')
+    ui.expect(message).to_contain_text('check("ch01-e1-v6e-time", t_v6e)')
+    ui.expect(message).not_to_contain_text("Success!")
+    ui.shot(page, "validate-unanswered.png")
+    ui.close_dialog(page)

@@ -8,7 +8,6 @@ run is short; the damage is then applied on top.
 import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import nbformat
 import psutil
 import pytest
 
+from autograder.demo import copy_course, submit
 from autograder.grading.execute import Limits
 from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import grade
@@ -100,15 +100,14 @@ def _zip(nb, path):
 
 
 def make_course(path: Path, students) -> Path:
-    shutil.copy(ROOT / "nbgrader_config.py", path)
-    shutil.copytree(ROOT / "source", path / "source", dirs_exist_ok=True)
+    copy_course(ROOT, path)
     for student, (nb, _) in students.items():
-        folder = path / "submitted" / student / CHAPTER
-        folder.mkdir(parents=True)
         if callable(nb):
+            folder = path / "submitted" / student / CHAPTER
+            folder.mkdir(parents=True)
             nb(folder)
         else:
-            nbformat.write(nb, folder / NAME)
+            submit(path, student, CHAPTER, nb)
     return path
 
 

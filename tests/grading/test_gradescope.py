@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.demo import filled_notebook, settings_of, with_slips
+from autograder.demo import copy_course, reference_notebook, settings_of, submit, with_slips
 from autograder.grading.gradescope import BOOK, build, pick_notebook, zero_results
 from autograder.grading.gradescope import _student as student_of
 from autograder.grading.pipeline import grade
@@ -35,8 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ch01]
 
 def _notebooks() -> dict[str, nbformat.NotebookNode]:
     release_nb = nbformat.read(ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
-    source_nb = nbformat.read(ROOT / "source" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
-    reference = filled_notebook(release_nb, source_nb)
+    reference = reference_notebook(ROOT, CHAPTER)
     return {"reference": reference, "blank": release_nb,
             "partly": with_slips(reference, CHAPTER, setting=settings_of(CHAPTER, EMAIL))}
 
@@ -78,15 +77,11 @@ def graded(tmp_path_factory):
         _layout(tmp / name, archive, files, email)
         runs[name] = _run_autograder(tmp / name)
     # The class grader on the same notebooks, with the zip's secret: the same grading seeds.
-    course = tmp / "course"
-    course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source" / CHAPTER, course / "source" / CHAPTER)
+    course = copy_course(ROOT, tmp / "course", [CHAPTER])
     (course / ".scaling-course").mkdir()
     shutil.copy(tmp / "reference" / "source" / ".scaling-course" / "secret", course / ".scaling-course")
     for student, key in ((EMAIL, "partly"), ("someone", "reference"), ("nobody", "blank")):
-        (course / "submitted" / student / CHAPTER).mkdir(parents=True)
-        (course / "submitted" / student / CHAPTER / f"{CHAPTER}.ipynb").write_bytes(nbs[key])
+        submit(course, student, CHAPTER, nbs[key])
     pipeline = {r["student"]: r for r in grade(course, CHAPTER, jobs=2).results}
     logs = {name: run.communicate(timeout=600)[0] for name, run in runs.items()}
     for name, run in runs.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.demo import filled_notebook, with_slips
+from autograder.demo import copy_course, reference_notebook, submit, with_slips
 from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import CourseError, grade
 from autograder.questions import Formula, Function, load_chapter
@@ -35,24 +35,17 @@ def _prepend(nb, code: str):
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source", course / "source")
+    course = copy_course(ROOT, tmp_path_factory.mktemp("course"))
     release_nb = nbformat.read(ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
-    source_nb = nbformat.read(ROOT / "source" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
-    reference = filled_notebook(release_nb, source_nb)
+    reference = reference_notebook(ROOT, CHAPTER)
     partly = with_slips(reference, CHAPTER)
     tamper = TAMPER if landlock_abi() >= 6 else TAMPER.replace("os.kill(os.getppid(), signal.SIGKILL)", "pass")
     notebooks = {"reference": reference, "partly-wrong": partly, "untouched": release_nb,
                  "tamper-fake": _prepend(with_slips(reference, CHAPTER, every=1), tamper),
                  "tamper-patch": _prepend(partly, PATCH_ONLY)}
     for student, nb in notebooks.items():
-        folder = course / "submitted" / student / CHAPTER
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / f"{CHAPTER}.ipynb")
-    broken = course / "submitted" / "broken-json" / CHAPTER
-    broken.mkdir(parents=True)
-    (broken / f"{CHAPTER}.ipynb").write_text('{"cells": [ this is not json')
+        submit(course, student, CHAPTER, nb)
+    submit(course, "broken-json", CHAPTER, b'{"cells": [ this is not json')
     summary = grade(course, CHAPTER, jobs=2)
     return course, {r["student"]: r for r in summary.results}, summary
 
@@ -251,8 +244,7 @@ def test_broken_course_directory_is_explained(tmp_path):
 def test_a_notebook_whose_points_differ_from_its_records_is_not_graded(tmp_path):
     """Points come from the records (the self-check counts them): a test cell's points edited in the
     notebook since the release would grade out of other points than the students were shown."""
-    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
-    shutil.copytree(ROOT / "source" / CHAPTER, tmp_path / "source" / CHAPTER)
+    copy_course(ROOT, tmp_path, [CHAPTER])
     (tmp_path / "submitted" / "ada" / CHAPTER).mkdir(parents=True)
     path = tmp_path / "source" / CHAPTER / f"{CHAPTER}.ipynb"
     nb = nbformat.read(path, as_version=4)

@@ -4,14 +4,13 @@ classmate's id, score only where their own values give the same answers; reruns 
 everyone's values."""
 
 import json
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from autograder.checks import judge
-from autograder.demo import filled_notebook, with_answers
+from autograder.demo import copy_course, reference_notebook, submit, with_answers
 from autograder.grading.pipeline import grade
 from autograder.questions import load_chapter
 from autograder.release import released
@@ -44,19 +43,13 @@ def _claiming(nb):
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = tmp_path_factory.mktemp("course")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source", course / "source")
-    release_nb = nbformat.read(ROOT / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
-    reference = filled_notebook(release_nb, nbformat.read(ROOT / "source" / CHAPTER / f"{CHAPTER}.ipynb",
-                                                          as_version=4))
+    course = copy_course(ROOT, tmp_path_factory.mktemp("course"))
+    reference = reference_notebook(ROOT, CHAPTER)
     adas = {q.qid: q.reference for q in _mine("ada").questions if q.kind == "number"}
     notebooks = {"ada": reference, "grace": reference,
                  "copier": with_answers(reference, adas, "ada's number"), "mallory": _claiming(reference)}
     for student, nb in notebooks.items():
-        folder = course / "submitted" / student / CHAPTER
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / f"{CHAPTER}.ipynb")
+        submit(course, student, CHAPTER, nb)
     summary = grade(course, CHAPTER, jobs=2)
     return course, {r["student"]: r for r in summary.results}
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.demo import copy_course, submit
 from autograder.grading.cgroup import PidsFence
 from autograder.grading.execute import Limits
 from autograder.grading.jail import landlock_abi
@@ -434,17 +435,17 @@ def decoys():
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, decoys):
-    course = tmp_path_factory.mktemp("hostile")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source", course / "source")
+    course = copy_course(ROOT, tmp_path_factory.mktemp("hostile"))
     protected = [ROOT / "solutions" / f"{CHAPTER}.py", ROOT / "source" / CHAPTER / NAME,
                  course / "source" / CHAPTER / NAME]
     before = _digest(protected)
     cases = students()
     for student, (nb, _) in cases.items():
-        folder = course / "submitted" / student / CHAPTER
-        folder.mkdir(parents=True)
-        nb(folder) if callable(nb) else nbformat.write(nb, folder / NAME)
+        if callable(nb):
+            (folder := course / "submitted" / student / CHAPTER).mkdir(parents=True)
+            nb(folder)
+        else:
+            submit(course, student, CHAPTER, nb)
     # A fixed grading secret, so that the cases drawn for each submission are the same on every run.
     (course / ".scaling-course").mkdir()
     (course / ".scaling-course" / "secret").write_text("the hostile suite's secret\n")
