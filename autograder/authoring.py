@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from .built_so_far import complete_built_cell
 from .questions import AuthoringError, load_chapter
 from .release import complete_cells, nbgrader_meta
 
@@ -61,7 +62,10 @@ class NotebookBuilder:
 
     def write(self, path: str | Path) -> None:
         nb = new_notebook(cells=self.cells)
-        problems = complete_cells(self.chapter, nb)
+        # The course directory holds source/<chapter>/<chapter>.ipynb: its earlier chapters are listed in the
+        # "What you have built so far" cell, as the release lists them.
+        course_dir = Path(path).resolve().parent.parent.parent
+        problems = complete_cells(self.chapter, nb) + complete_built_cell(course_dir, self.chapter, nb)
         if problems:
             raise AuthoringError(f"the notebook does not match solutions/{self.chapter.name}.py:\n  "
                                  + "\n  ".join(problems))

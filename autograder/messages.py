@@ -88,6 +88,17 @@ _VERDICTS = {
     "unknown_kind": "This course version cannot check {kind!r} answers.",
     "too_expensive:limits": "Checking this answer exceeded the grader's limits (time or memory).",
     "grader_error": "The grader could not check this answer ({error}); please tell the course staff.",
+    # A program question whose mesh shape the student chooses (``ProgramSpec.mesh_choices``): why the choice
+    # cannot be judged. The choice is the defaults of the function's keyword parameters named after the axes.
+    "mesh_choice:not_a_function": "Expected your step function, with the mesh shape you chose as the defaults of its "
+                                  "keyword parameters {axes} (e.g. def step(x, ..., *, {example}):).",
+    "mesh_choice:missing": "Your function does not say which mesh shape it chose: give it keyword parameters {axes} "
+                           "whose defaults are that shape (e.g. def step(x, ..., *, {example}):), and build its mesh "
+                           "from them, course.mesh({call}). Missing: {missing}.",
+    "mesh_choice:not_whole": "The mesh's {axis} is a number of devices, a whole number; your function's default for "
+                             "it is {value}.",
+    "mesh_choice:not_allowed": "Your function chose a {shape} mesh ({shape_axes}), which this question does not "
+                               "allow: choose one of {allowed}.",
 }
 
 # What one element of an array answer gets instead of "not_equal"'s sentence, inside "wrong_elements".
@@ -173,12 +184,24 @@ _PROGRAM = {
               "{limit:,}. {why}",
     # added to a message about a program's collectives when it also holds too much
     "memory+": "It also holds {held:,} bytes per device, {k}x the {limit:,} expected at most. {why}",
+    # after the costliest of many collectives a program runs, those it does not describe
+    "collectives+more": "and {n} more, each moving fewer bytes",
+    # added to the collectives a program states when the compiler added others around them
+    "collectives+compiler": ", and {found} that the compiler added outside your shard_map (to reshard an operand "
+                            "or a result into the specs it names, or for a sharding constraint)",
+    "output_order": "Right results in the wrong order: the function returns them in the order ({got}); expected "
+                    "({want}).",
     "error:raised": "{kind}: {detail}",
     "error:not_an_array": "the function returned {kind}, not an array",
     "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",
     "error:unreadable": "the recorded program cannot be read ({kind})",
     "error:foreign_call": "the program calls {target!r}, which is not allowed here",
     "error:signature": "the program takes {got} on {devices} devices",
+    "error:devices": "the program was exported for {devices} device(s), not for the {want} devices of the "
+                     "question's mesh (a program whose results do not depend on its inputs is exported for one)",
+    "error:too_big": "the program's results take {size:,} bytes; no question needs more than {limit:,}",
+    "error:dtype": "a result has dtype {dtype}, which is not compared: return float32 (the results are compared "
+                   "at float32 precision or better)",
 }
 
 # "too_expensive:notebook": an answer left unjudged because the notebook's answers used up its budget.

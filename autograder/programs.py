@@ -23,6 +23,7 @@ import io
 import itertools
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -101,23 +102,58 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     try:
         args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
         jitted = jax.jit(fn)
-        out = jitted(*args)
         lowered = jitted.lower(*args)
+        size = sum(math.prod(o.shape) * o.dtype.itemsize for o in jax.tree.leaves(lowered.out_info))
+        if size > RESULT_BYTES:  # refused before it runs: results this large would not fit where they are judged
+            return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
+                          error_code="bad_program")
+        out = jitted(*args)
         found = tuple(inspect_text(lowered.as_text(), q.mesh))
-        compiled = lowered.compile() if q.max_bytes or not found else None
-        counts = census(found) if found else compiled_census(compiled.as_text())
+        compiled = lowered.compile()  # the executable that just ran, from JAX's cache
+        placed = compiled_census(compiled.as_text())
+        stated = census(found)
+        counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
         memory = _memory(compiled) if q.max_bytes else None
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
     outs = tuple(out) if q.outputs and isinstance(out, (tuple, list)) else (out,)
     if q.outputs and (len(outs) != len(q.outputs) or not all(isinstance(o, jax.Array) for o in outs)):
-        kinds = ", ".join(type(o).__name__ for o in outs) if isinstance(out, (tuple, list)) else type(out).__name__
-        return Report(error=phrase_program("error:not_the_outputs", kinds=kinds, n=len(q.outputs),
-                                           names=", ".join(q.outputs)), error_code="wrong_type")
+        kinds = [_kind(o) for o in (outs if isinstance(out, (tuple, list)) else (out,))]
+        return Report(error=phrase_program("error:not_the_outputs", n=len(q.outputs), names=", ".join(q.outputs),
+                                           kinds=", ".join(kinds) if len(kinds) <= 6 else f"{len(kinds)} values"),
+                      error_code="wrong_type")
     if not isinstance(outs[0], jax.Array):
-        return Report(error=phrase_program("error:not_an_array", kind=type(out).__name__), error_code="wrong_type")
+        return Report(error=phrase_program("error:not_an_array", kind=_kind(out)), error_code="wrong_type")
+    odd = [o.dtype for o in outs if not _numpy_number(o.dtype)]
+    if odd:
+        return Report(error=phrase_program("error:dtype", dtype=odd[0]), error_code="wrong_type")
     specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
     return Report(tuple(np.asarray(o) for o in outs), specs, counts, found, memory=memory)
+
+
+def _kind(value: Any) -> str:
+    """What a program returned, in the student's words (a JAX array is an array, whatever its class)."""
+    import jax
+
+    return "array" if isinstance(value, jax.Array) else type(value).__name__
+
+
+def _numpy_number(dtype: Any) -> bool:
+    """Whether numpy holds results of this dtype as numbers (bfloat16, float8 and PRNG keys it does not)."""
+    try:
+        return np.dtype(dtype).kind in "biufc"
+    except TypeError:
+        return False
+
+
+def added_collectives(stated: dict[str, int], compiled: dict[str, int]) -> dict[str, int]:
+    """Collectives the compiler added to a program that states its own (``stated``, from its StableHLO): those of
+    the compiled program beyond what the stated ones explain, such as the all-gathers that reshard an operand
+    into a shard_map's in_specs, or that a sharding constraint asks for. The compiled program counts a loop's
+    body once and may merge all-reduces, so it never shows more of a stated kind than was stated, and on CPU a
+    reduce-scatter compiles to an all-reduce; so an addition of a kind already stated in a loop can go unseen."""
+    allowed = {**stated, "all-reduce": stated.get("all-reduce", 0) + stated.get("reduce-scatter", 0)}
+    return {k: n - allowed.get(k, 0) for k, n in compiled.items() if n > allowed.get(k, 0)}
 
 
 def _memory(compiled: Any) -> dict[str, int] | None:
@@ -128,6 +164,10 @@ def _memory(compiled: Any) -> dict[str, int] | None:
     return {"arguments": int(stats.argument_size_in_bytes), "outputs": int(stats.output_size_in_bytes),
             "temporaries": int(stats.temp_size_in_bytes)}
 
+
+# The most bytes a program's results may take: 16 times the largest result any question asks for (a layer
+# stack's gradient, 1 MiB). They travel to the judging process as text and are judged in its bounded memory.
+RESULT_BYTES = 2**24
 
 ERROR_CHARS = 4000  # JAX's errors end with their advice ("... consider using ..."): keep it
 
@@ -159,7 +199,8 @@ def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory
     want = [(tuple(op.shape), np.dtype(op.dtype)) for op in q.operands]
     got = [(tuple(a.shape), np.dtype(a.dtype)) for a in exported.in_avals]
     if got != want or exported.nr_devices != _device_count(q):
-        return Report(error=phrase_program("error:signature", got=got, devices=exported.nr_devices),
+        code = "error:signature" if got != want else "error:devices"
+        return Report(error=phrase_program(code, got=got, devices=exported.nr_devices, want=_device_count(q)),
                       error_code="bad_program")
     return run(q, exported.call, seed, make_mesh=make_mesh)
 
@@ -679,7 +720,10 @@ def wrong_numbers(code: str) -> bool:
     numbers with the wrong sharding or collectives."""
     head = code.partition("@")[0].partition(":")[0]
     return head in {"wrong_shape", "wrong_type", "wrong_values", "not_finite", "zeros", "scaled", "transposed",
-                    "partial_sum", "misplaced_blocks", "same_block", "zero_rows", "permuted_rows"}
+                    "partial_sum", "misplaced_blocks", "same_block", "zero_rows", "permuted_rows", "output_order"}
+
+
+SHOWN_COLLECTIVES = 12  # a verdict describes this many of a program's collectives (each shape its own)
 
 
 def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
@@ -700,11 +744,19 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
                 "wrong_sharding", got=_spec_text(got), want=_spec_text(want))))
     counts = {k: v for k, v in (report.census or {}).items() if v}
     expected_counts = {k: v for k, v in q.collectives.items() if v}
-    details = [c.describe() for c in report.collectives]
+    shown = report.collectives
+    if len(shown) > SHOWN_COLLECTIVES:  # thousands of distinct ones would flood the feedback: the costliest
+        shown = sorted(shown, key=lambda c: -c.bytes_per_device * (c.count or 1))[:SHOWN_COLLECTIVES]
+    details = [c.describe() for c in shown]
+    if len(report.collectives) > len(shown):
+        details.append(phrase_program("collectives+more", n=len(report.collectives) - len(shown)))
     over = _over_memory(q, report.memory)
     held = {"memory": report.memory, "max_bytes": q.max_bytes} if over else {}
     if not counts_match(counts, expected_counts):
         found = "; ".join(details) if details else describe_counts(counts)
+        stated = census(report.collectives)  # the rest of the census, the compiler added (``added_collectives``)
+        added = {k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)} if details else {}
+        found += phrase_program("collectives+compiler", found=describe_counts(added)) if added else ""
         message = phrase("collectives", found=found, expected=describe_counts(expected_counts))
         message += " " + q.collectives_note if q.collectives_note else ""
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
@@ -725,12 +777,33 @@ def _diagnose_outputs(q: ProgramSpec, outs: tuple[np.ndarray, ...], wanted: tupl
     """The first wrong result, diagnosed; a program of one result gets the full analysis of its shardings."""
     if not q.outputs:
         return diagnose(q, outs[0], wanted[0], seed)
+    reordered = _reordered(q, outs, wanted)
+    if reordered is not None:
+        return reordered
     results = zip(q.outputs, outs, wanted, strict=True)
     # Arrays before scalars: a gradient's factor is measured on many entries, a loss's on one.
     for name, got, want in sorted(results, key=lambda r: -r[2].size):
         finding = diagnose_array(got, want, q.rtol, q.atol, q.mesh, f"the expected {name}")
         if finding is not None:
             return Finding(f"{finding.code}@{name}", _named(name, finding.message), {**finding.data, "output": name})
+    return None
+
+
+def _reordered(q: ProgramSpec, outs: tuple[np.ndarray, ...], wanted: tuple[np.ndarray, ...]) -> Finding | None:
+    """Right results returned in another order than the question names them (each order of a few results is
+    tried), which would otherwise read as a wrong shape or wrong values of the first one out of place."""
+    if len(outs) > 4 or not all(o.dtype.kind in "biuf" for o in outs):
+        return None
+    # order[i]: where the i-th named result was returned; the first order tried is the named one, so results
+    # that are right as they stand (two equal ones included) are never called reordered
+    for order in itertools.permutations(range(len(outs))):
+        if all(_Tolerance(q.rtol, q.atol, outs[j].dtype.kind in "biu").same(outs[j].astype(np.float64), want)
+               for j, want in zip(order, wanted, strict=True)):
+            if order == tuple(range(len(outs))):
+                return None
+            returned = [q.outputs[order.index(j)] for j in range(len(outs))]
+            return Finding("output_order", phrase_program("output_order", got=", ".join(returned),
+                                                          want=", ".join(q.outputs)), {"order": returned})
     return None
 
 

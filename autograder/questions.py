@@ -8,7 +8,9 @@ the question.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -229,6 +231,21 @@ class Operand:
 
 
 @dataclass(frozen=True)
+class MeshChoice:
+    """A mesh shape the student may choose for a program question, and the collectives expected there (None:
+    the spec's own). A collective over an axis of size 1 moves nothing, and a program written for that shape
+    may leave it out: such a shape states its own counts."""
+
+    mesh: tuple[tuple[str, int], ...]
+    collectives: dict[str, int | tuple[int, int | None]] | None = None
+
+
+def _axes_of(entry: Any) -> tuple[str, ...]:
+    """The mesh axes one entry of a sharding spec names: None, "X", or ("X", "Y")."""
+    return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+@dataclass(frozen=True)
 class ProgramSpec:
     """What a program question asks for; all of it is public (it is the problem statement), so the
     release carries it and the self-check can run the student's function offline."""
@@ -258,6 +275,10 @@ class ProgramSpec:
     # What wrong collective counts most likely mean for this program (a pipeline's permutes are its ticks),
     # added to the message that lists them.
     collectives_note: str = ""
+    # The mesh shapes a student chooses among, where the choice is part of the exercise (the shape whose step
+    # fits a memory budget): the answer names its shape (``kinds.program``), and the program is exported, run
+    # and judged at that one (``at``). ``mesh`` is then one of them: the model's.
+    mesh_choices: tuple[MeshChoice, ...] = ()
 
     def __post_init__(self) -> None:
         if self.reference:
@@ -267,6 +288,47 @@ class ProgramSpec:
                 raise AuthoringError(f"no reference program {self.reference!r}; known: {', '.join(REFERENCES)}")
         if self.outputs and (len(self.out_spec) != len(self.outputs) or not self.reference):
             raise AuthoringError(f"{len(self.outputs)} named outputs need a reference program and one out_spec each")
+        if self.mesh_choices:
+            self._check_choices()
+
+    def _check_choices(self) -> None:
+        """One function must run at every choice: the same axes in the same order, the same devices, and
+        operands that every shape divides."""
+        shapes = [c.mesh for c in self.mesh_choices]
+        if self.mesh not in shapes:
+            raise AuthoringError(f"the spec's mesh {self.mesh} must be one of its mesh_choices (the model's shape)")
+        if len(set(shapes)) < len(shapes):
+            raise AuthoringError("a mesh shape is listed twice in mesh_choices")
+        names = [a for a, _ in self.mesh]
+        devices = math.prod(n for _, n in self.mesh)
+        for shape in shapes:
+            if [a for a, _ in shape] != names:
+                raise AuthoringError(f"mesh choice {shape}: every choice names the same axes, in order: {names}")
+            if math.prod(n for _, n in shape) != devices:
+                raise AuthoringError(f"mesh choice {shape}: every choice has {devices} devices")
+            sizes = dict(shape)
+            for op in self.operands:
+                for n, entry in zip(op.shape, op.spec, strict=False):
+                    if n % math.prod(sizes[a] for a in _axes_of(entry)):
+                        raise AuthoringError(f"mesh choice {shape} does not divide operand {op.shape} @ {op.spec}")
+
+    def at(self, mesh: Sequence[tuple[str, int]]) -> ProgramSpec:
+        """This question at one of its mesh choices (KeyError for another): that mesh, the collectives expected
+        there, and each result's sharding without the axes of size 1, which JAX leaves out of a sharding."""
+        mesh = tuple((str(a), int(n)) for a, n in mesh)
+        choice = next((c for c in self.mesh_choices if c.mesh == mesh), None)
+        if choice is None:
+            raise KeyError(f"{mesh} is not one of the mesh choices")
+        trivial = {a for a, n in mesh if n == 1}
+
+        def kept(spec: tuple[Any, ...]) -> tuple[Any, ...]:
+            axes = [tuple(a for a in _axes_of(e) if a not in trivial) for e in spec]
+            return tuple(None if not a else a[0] if isinstance(e, str) or len(a) == 1 else a
+                         for e, a in zip(spec, axes, strict=True))
+
+        out_spec = tuple(kept(s) for s in self.out_spec) if self.outputs else kept(self.out_spec)
+        return dataclasses.replace(self, mesh=mesh, out_spec=out_spec, mesh_choices=(),
+                                   collectives=self.collectives if choice.collectives is None else choice.collectives)
 
     @property
     def out_specs(self) -> tuple[tuple[Any, ...], ...]:
@@ -280,9 +342,12 @@ class ProgramSpec:
                 **({"outputs": list(self.outputs)} if self.outputs else {}),
                 **({"max_bytes": self.max_bytes, "over_memory": self.over_memory} if self.max_bytes else {}),
                 **({"collectives_note": self.collectives_note} if self.collectives_note else {}),
+                **({"mesh_choices": [{"mesh": [list(a) for a in c.mesh],
+                                      "collectives": None if c.collectives is None else _counts_json(c.collectives)}
+                                     for c in self.mesh_choices]} if self.mesh_choices else {}),
                 "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype,
                               "view": None if o.view is None else list(o.view)} for o in self.operands],
-                "collectives": {k: list(v) if isinstance(v, tuple) else v for k, v in self.collectives.items()},
+                "collectives": _counts_json(self.collectives),
                 "rtol": self.rtol, "atol": self.atol,
                 "out_shape": None if self.out_shape is None else list(self.out_shape)}
 
@@ -293,14 +358,27 @@ class ProgramSpec:
 
         operands = tuple(Operand(tuple(o["shape"]), spec(o["spec"]), o["dtype"],
                                  None if o.get("view") is None else tuple(o["view"])) for o in d["operands"])
-        counts = {k: tuple(v) if isinstance(v, list) else v for k, v in d["collectives"].items()}
+
+        def counts(c: dict[str, Any]) -> dict[str, Any]:
+            return {k: tuple(v) if isinstance(v, list) else v for k, v in c.items()}
+
+        def mesh(axes: list) -> tuple[tuple[str, int], ...]:
+            return tuple((str(n), int(k)) for n, k in axes)
+
         outputs = tuple(str(n) for n in d.get("outputs") or ())
         out_spec = tuple(spec(s) for s in d["out_spec"]) if outputs else spec(d["out_spec"])
-        return cls(tuple((str(n), int(k)) for n, k in d["mesh"]), operands, d["einsum"], out_spec,
-                   counts, d["rtol"], d["atol"], None if d.get("out_shape") is None else tuple(d["out_shape"]),
+        choices = tuple(MeshChoice(mesh(c["mesh"]), None if c.get("collectives") is None else counts(c["collectives"]))
+                        for c in d.get("mesh_choices") or ())
+        return cls(mesh(d["mesh"]), operands, d["einsum"], out_spec,
+                   counts(d["collectives"]), d["rtol"], d["atol"],
+                   None if d.get("out_shape") is None else tuple(d["out_shape"]),
                    str(d.get("reference") or ""), outputs,
                    None if d.get("max_bytes") is None else int(d["max_bytes"]), str(d.get("over_memory") or ""),
-                   str(d.get("collectives_note") or ""))
+                   str(d.get("collectives_note") or ""), choices)
+
+
+def _counts_json(counts: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in counts.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -313,6 +391,16 @@ class Program(Question):
     spec: ProgramSpec
     model: Callable[..., Any] | None = None  # a correct implementation (tests and the demo)
     kind: ClassVar[str] = "program"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # A program is matched to a slip by its diagnosis (kinds/program.py), so a hint must belong to a
+        # diagnosis no other slip of the question has, and not to one as vague as wrong values.
+        for s in self.slips:
+            if s.hint and (s.diagnosis.startswith("wrong_values")
+                           or sum(t.diagnosis == s.diagnosis for t in self.slips) > 1):
+                raise AuthoringError(f"{self.qid}: the hint of the slip {s.diagnosis!r} cannot tell it from other "
+                                     "wrong programs; give hints only to a diagnosis one slip has")
 
     @property
     def solution(self) -> Callable[..., Any]:

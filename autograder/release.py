@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .built_so_far import complete_built_cell
 from .course_config import variant_plan
 from .distribution import BOOTSTRAP_END, DistributionError, bootstrap, colab_prefix
 from .fingerprint import make_chapter
@@ -300,8 +301,9 @@ def complete_solution_cells(chapter: Chapter, nb: Any, replaced: list[str] | Non
 
 
 def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
-    """Write the source notebook's test cells and model answers from the records (the file changes only
-    where they were incomplete or stale); refuse, naming every problem, a notebook that does not match.
+    """Write the source notebook's test cells, model answers and list of what was built so far from the
+    records (the file changes only where they were incomplete or stale); refuse, naming every problem, a
+    notebook that does not match.
     Returns the names of the model answers written over another version in the notebook: a change made
     there, not in the records, is what the author must hear was replaced."""
     import nbformat
@@ -311,7 +313,7 @@ def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
     nb = nbformat.reads(text, as_version=4)
     records = load_chapter(chapter)
     replaced: list[str] = []
-    problems = complete_cells(records, nb, replaced)
+    problems = complete_cells(records, nb, replaced) + complete_built_cell(course_dir, records, nb)
     if problems:
         raise AuthoringError(f"source/{chapter} disagrees with solutions/{chapter}.py:\n  " + "\n  ".join(problems))
     completed = nbformat.writes(nb) + "\n"

@@ -958,7 +958,9 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             prompt="AllGather f32[64, 32] @ P('X', None) on a one-way ring: only ppermute, N-1 steps.",
             spec=reshard_spec((), {"collective-permute": 7}),
             model=ring_allgather,
-            slips=(Slip(ring_allgather_arrival_order, "misplaced_blocks:X"),
+            slips=(Slip(ring_allgather_arrival_order, "misplaced_blocks:X",
+                        "after i steps the block in hand left device (index - i) mod N: place it by where it came "
+                        "from, not by when it arrived."),
                    Slip(ring_allgather_library, "collectives:all-gather"))),
     Program(qid="ch03-cx4-ring-reducescatter", points=3, section=ALLGATHER,
             prompt="ReduceScatter 8 partial sums f32[64, 32] to f32[64, 32] @ P('X', None): one-way ring, ppermute.",

@@ -912,7 +912,10 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Program(qid="ch05-cx1-dp-grad", points=3, section=DP,
             prompt="Data parallelism: dW_in[D, F], replicated, from In[B_X, D], dOut[B_X, D] and a replicated W_out.",
             spec=DP_SPEC, model=dp_grad,
-            slips=(Slip(dp_grad_extra_psum, "scaled:8"), Slip(dp_grad_unsummed, "partial_sum:X"),
+            slips=(Slip(dp_grad_extra_psum, "scaled:8",
+                        "inside shard_map the gradient of a replicated weight already comes back summed over "
+                        "the devices; a psum of your own adds it up a second time."),
+                   Slip(dp_grad_unsummed, "partial_sum:X"),
                    Slip(dp_grad_gathers_batch, "collectives:all-gather"))),
     Number(qid="ch05-cx1-psum-factor", points=1, section=DP,
            prompt="The factor by which an extra psum over X of that gradient changes it on 8 devices.",
@@ -1024,7 +1027,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             prompt="GPipe forward of 8 relu layers on 8 stages (layer i on device i), 8 microbatches passed on "
                    "with ppermute; microbatch m ends on device m.",
             spec=PIPE_SPEC, model=gpipe_forward,
-            slips=(Slip(gpipe_skips_the_send, "zeros"),
+            slips=(Slip(gpipe_skips_the_send, "zeros",
+                        "the later stages never receive anything: each tick, pass every stage's output to the "
+                        "next stage with ppermute."),
                    Slip(gpipe_gathers_layers, "collectives:all-gather"),
                    Slip(gpipe_one_at_a_time, "collectives:collective-permute"))),
     # 6. Across pods.

@@ -4,11 +4,13 @@ Book: Part 6 "Training LLaMA 3 on TPUs", https://jax-ml.github.io/scaling-book/a
 Numbers are computed from ``course.models`` (the LLaMA 3 configurations) and ``course.hardware`` with
 ``solutions._derived`` (never typed in); where the book prints a rounded or differently-based value, the
 tolerance admits it and ``BOOK`` records it for the tests. Labels follow the syllabus: A1-A9 the chapter's inline
-questions, W1-W2 its two worked problems (no book answers: the course derives them), CX1-CX5 coding
+questions, W1-W2 its two worked problems (no book answers: the course derives them), CX1-CX7 coding
 exercises. CX3 grades the MLP block of the syllabus's scaled-down LLaMA step (FSDP on one mesh axis,
 Megatron-style tensor parallelism on the other) as a forward program; the whole two-layer step is not
 graded. CX5 is a data-parallel gradient step from the loss itself; the syllabus's checkpoint-policy
-exercise is not graded here.
+exercise is not graded here. CX6 and CX7 go beyond the syllabus: a step under a per-device memory budget,
+first by gathering one layer at a time, then by choosing the mesh's shape (the student's choice is part of
+the answer).
 
 The book multiplies with the models' nominal sizes (70e9, 405e9) once it has counted the parameters,
 and evaluates memory with a 4e6-token batch although the run used 4 * 2**20 tokens; the references
@@ -17,11 +19,13 @@ follow it where the prompts say so, and the tolerances admit the exact counts.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import course
-from course.symbols import D, F, H, K, L, N, V, X
+from autograder.questions import MeshChoice
+from course.symbols import D, F, H, K, L, N, V, X, Y
 from solutions._derived import models as m
 from solutions._derived.hardware import pod_chips, torus_axes
 from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
@@ -427,6 +431,110 @@ STACK_SPEC = ProgramSpec(
 JIT_WEIGHT_BYTES = BF16 * 3 * D * F * (L / X + 1)
 
 
+# --- CX7: the same step at the mesh shape the student chooses for a memory budget -----------------------------
+# Eight devices as X (FSDP: the batch, and the weights' D, gathered just in time) x Y (tensor parallelism: F),
+# X * Y = 8, laid out as CX3: x[B_X, D], W_in[D_X, F_Y], W_out[F_Y, D_X]. The step returns (loss, dW_in, dW_out),
+# each gradient sharded like its weight. The student's function names the axes in its shardings and takes the
+# shape as keyword parameters X and Y, so one function runs at every shape; their defaults are its choice.
+# Per device the step holds its shards of the two gradients (the results, 4 * 2 * D * F / (X * Y) bytes) and
+# each weight gathered over X, D x F/Y of it: that slab shrinks as Y grows, so the budget decides how much
+# tensor parallelism the step needs. B = 64 tokens, D = 256, F = 1024.
+# Measured on CPU (jax 0.10.2), results + temporaries per device: 8x1 2,490,396 bytes; 4x2 1,441,820; 2x4 917,532;
+# 1x8 426,016. The budget lies 1.3x under 4x2 and 1.2x over 2x4: exactly the shapes with Y >= 4 fit.
+CB, CD, CF = 64, 256, 1024
+BUDGET_BYTES = 1_100_000
+
+
+def budget_step(x, w_in, w_out, *, X=2, Y=4):
+    """CX3's layout as a training step, at any X x Y mesh; the defaults are the shape chosen, the least tensor
+    parallelism that fits the budget. Autodiff turns each gather over X into a ReduceScatter, so the gradients
+    come out summed over the whole batch and sharded like the weights."""
+    def block(x_block, w_in_block, w_out_block):  # f32[B/X, D], f32[D/X, F/Y], f32[F/Y, D/X]
+        def loss(w_in_shard, w_out_shard):
+            w_in_cols = jax.lax.all_gather(w_in_shard, "X", axis=0, tiled=True)  # W_in[D, F_Y]
+            w_out_rows = jax.lax.all_gather(w_out_shard, "X", axis=1, tiled=True)  # W_out[F_Y, D]
+            hidden = jnp.maximum(x_block @ w_in_cols, 0.0)  # [B_X, F_Y]: whole sums over D
+            out = jax.lax.psum(hidden @ w_out_rows, "Y")  # Out[B_X, D]: the F_Y partial sums added
+            return jax.lax.psum(jnp.sum(out**2), "X") / (2 * x.shape[0])  # the mean over all the tokens
+
+        value, (d_in, d_out) = jax.value_and_grad(loss, argnums=(0, 1))(w_in_block, w_out_block)
+        return value, d_in, d_out  # dW_in[D_X, F_Y], dW_out[F_Y, D_X]
+
+    return jax.shard_map(block, mesh=course.mesh(X=X, Y=Y), in_specs=(P("X", None), P("X", "Y"), P("Y", "X")),
+                         out_specs=(P(), P("X", "Y"), P("Y", "X")))(x, w_in, w_out)
+
+
+def _budget_map(block: Callable, X: int, Y: int) -> Callable:
+    """The slips' shard_map of ``block`` at an X x Y mesh, with the step's shardings (check_vma off: some slips
+    return what autodiff did not sum)."""
+    return jax.shard_map(block, mesh=course.mesh(X=X, Y=Y), in_specs=(P("X", None), P("X", "Y"), P("Y", "X")),
+                         out_specs=(P(), P("X", "Y"), P("Y", "X")), check_vma=False)
+
+
+# The right step at a shape with too little tensor parallelism: each device gathers D x F/2 of each weight.
+budget_step_on_4x2 = functools.partial(budget_step, X=4, Y=2)
+
+
+def budget_step_local_grads(x, w_in, w_out, *, X=2, Y=4):
+    """Differentiates with respect to the gathered weights and keeps its own rows of the gradients: each
+    device's gradient covers only its own tokens, never summed over the data axis X."""
+    def block(x_block, w_in_block, w_out_block):
+        w_in_cols = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
+        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
+
+        def loss(wi, wo):
+            out = jax.lax.psum(jnp.maximum(x_block @ wi, 0.0) @ wo, "Y")
+            return jax.lax.psum(jnp.sum(out**2), "X") / (2 * x.shape[0])
+        value, (d_in, d_out) = jax.value_and_grad(loss, argnums=(0, 1))(w_in_cols, w_out_rows)
+        return value, own_block(d_in, "X", 0), own_block(d_out, "X", 1)
+    return _budget_map(block, X, Y)(x, w_in, w_out)
+
+
+def budget_step_gathers_weights(x, w_in, w_out, *, X=2, Y=4):
+    """Gathers both weights whole (over X and Y) and differentiates on every device: right numbers, but each
+    device holds whole weights and full-size gradients, and AllReduces them where FSDP reduce-scatters."""
+    def block(x_block, w_in_block, w_out_block):
+        w_in_full = jax.lax.all_gather(jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True), "Y", axis=1,
+                                       tiled=True)
+        w_out_full = jax.lax.all_gather(jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True), "Y", axis=0,
+                                        tiled=True)
+
+        def loss(wi, wo):
+            return jnp.sum((jnp.maximum(x_block @ wi, 0.0) @ wo) ** 2) / (2 * x.shape[0])
+        value, (d_in, d_out) = jax.value_and_grad(loss, argnums=(0, 1))(w_in_full, w_out_full)
+        value, d_in, d_out = (jax.lax.psum(v, "X") for v in (value, d_in, d_out))
+        return value, own_block(own_block(d_in, "X", 0), "Y", 1), own_block(own_block(d_out, "Y", 0), "X", 1)
+    return _budget_map(block, X, Y)(x, w_in, w_out)
+
+
+# The step's collectives: each weight gathered over X and its gradient reduce-scattered back, Out's partial sums
+# added over Y and the loss over X. Reduce-scattering Out over Y instead (and gathering it back in the backward
+# pass) is right too: one more AllGather and ReduceScatter, one AllReduce fewer.
+BUDGET_COLLECTIVES = {"all-gather": (2, 3), "reduce-scatter": (2, 3), "all-reduce": (1, 2)}
+BUDGET_SPEC = ProgramSpec(
+    mesh=(("X", 2), ("Y", 4)), einsum="one training step of the MLP: the loss, mean_b sum(mlp(x)^2) / 2, and its "
+                                      "gradients with respect to W_in and W_out",
+    reference="mlp_train_step", outputs=("loss", "dW_in", "dW_out"),
+    operands=(Operand((CB, CD), ("X", None)), Operand((CD, CF), ("X", "Y")), Operand((CF, CD), ("Y", "X"))),
+    out_spec=((), ("X", "Y"), ("Y", "X")), collectives=BUDGET_COLLECTIVES,
+    # Every X x Y = 8; listed from the least tensor parallelism to the most. A collective over an axis of size 1
+    # moves nothing, and a step written for 1 x 8 may leave out the FSDP gathers and scatters.
+    mesh_choices=(MeshChoice((("X", 8), ("Y", 1))), MeshChoice((("X", 4), ("Y", 2))), MeshChoice((("X", 2), ("Y", 4))),
+                  MeshChoice((("X", 1), ("Y", 8)), {**BUDGET_COLLECTIVES, "all-gather": (0, 3),
+                                                    "reduce-scatter": (0, 3)})),
+    collectives_note="The step gathers each weight over X only (FSDP) and reduce-scatters its gradient back; "
+                     "gathering a weight over Y too puts it whole on every device.",
+    max_bytes=BUDGET_BYTES,
+    over_memory=("Each device holds each weight gathered over X, D x F/Y of it, and that slab is the larger the "
+                 "fewer ways of tensor parallelism the mesh has: choose a shape with a larger Y, and gather each "
+                 "weight over X only."),
+    rtol=1e-3, atol=0.5)  # standard-normal inputs make the gradients' entries about 700 (dW_in) and 1,500 (RMS)
+# CX7a: what the step holds per device, in f32: its shards of dW_in and dW_out (the results) and both weights
+# gathered over X, D x F/Y each. XLA measures 6-17% more where X > 1 (one shard-sized buffer more); at X = 1
+# there is nothing to gather, and it measures 19% less.
+STEP_BYTES = 4 * (2 * D * F / (X * Y) + 2 * D * F / Y)
+
+
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first -------
 
 
@@ -717,7 +825,10 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             prompt="Data parallelism over 8 replicas: dW_in of the global-batch mean loss sum(mlp(x)^2) / 2, "
                    "replicated.",
             spec=DP_LOSS_SPEC, model=dp_loss_grad,
-            slips=(Slip(dp_loss_grad_sums_means, "scaled:8"),
+            slips=(Slip(dp_loss_grad_sums_means, "scaled:8",
+                        "the loss is averaged per device and then summed: the global batch's mean divides by "
+                        "the whole batch once, so add per-device sums and divide by B, or average (pmean) the "
+                        "per-device means."),
                    Slip(dp_loss_grad_averages_shares, "scaled:1/8"),
                    Slip(dp_loss_grad_gathers_batch, "collectives:all-gather"))),
     Formula(qid="ch06-cx6-weight-bytes", points=1, section=PART5_FSDP,
@@ -736,4 +847,22 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             slips=(Slip(fsdp_layers_step_keeps_gathered, "collectives:all-gather,all-reduce,reduce-scatter"),
                    Slip(fsdp_layers_step_gathers_all, "collectives:all-gather,all-reduce,reduce-scatter"),
                    Slip(fsdp_layers_step_local_mean, "scaled:8@dW"))),
+    Formula(qid="ch06-cx7-step-bytes", points=1, section=PART5_MIX,
+            prompt="Bytes per device of the FSDP + tensor-parallel MLP step on an X x Y mesh, in f32: its shards of "
+                   "dW_in and dW_out, plus both weights gathered over X.",
+            reference=STEP_BYTES, symbols="B D F X Y", counts="X Y",
+            slips=(Slip(8 * D * F / Y, "missing_symbol:X", "the results count too: this device's shards of the two "
+                                                           "gradients, D * F / (X * Y) each."),
+                   Slip(STEP_BYTES / 2, "ratio:1/2", "f32 is 4 bytes per element."),
+                   Slip(8 * D * F / (X * Y) + 8 * D * F, "not_equivalent",
+                        "tensor parallelism keeps F split: a device gathers only its F/Y columns of each weight."))),
+    Program(qid="ch06-cx7-budget-step", points=3, section=PART5_MIX,
+            prompt="The FSDP + tensor-parallel MLP training step (loss, dW_in, dW_out) at the X x Y mesh you choose "
+                   f"(X * Y = 8), holding at most {BUDGET_BYTES:,} bytes per device.",
+            spec=BUDGET_SPEC, model=budget_step,
+            hint="A device holds each weight gathered over X, D x F/Y of it: evaluate your CX7a formula at each "
+                 "allowed shape, and choose the least tensor parallelism that fits.",
+            slips=(Slip(budget_step_on_4x2, "memory"),
+                   Slip(budget_step_local_grads, "wrong_values@dW_in"),
+                   Slip(budget_step_gathers_weights, "collectives:all-gather,all-reduce"))),
 ))

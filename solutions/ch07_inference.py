@@ -59,7 +59,7 @@ E4_LIMIT = float(sp.limit(E4_INTENSITY.subs(T, 1), S, sp.oo))
 E1_CHIPS = (V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU7X)
 E3_CHIPS = (V5E, hw.TPU_V4P, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V3)
 
-# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e; CX1's probes keep the book's model --------------------------
+# --- E5-E8: LLaMA 2-13B (MHA) on 8 TPU v5e ----------------------------------------------------------------
 L13 = m.LLAMA2_13B
 E5_TOTAL = m.params_of(L13)
 E5_BYTES = BF16 * E5_TOTAL
@@ -70,6 +70,10 @@ E8_BATCHES = (1, 8, 16, 32, 64, 240)
 E8_KV = {"MHA": E7_KV, "GQA": inf.kv_bytes_per_sequence(L13.with_(K=8), E7_CONTEXT, BF16)}
 # A student's model and context for E5-E7. Every product context x D differs, so E6 differs too.
 E5_MODELS = (L13, m.LLAMA3_8B, m.LLAMA3_70B)
+# CX1's public probes use a model no question asks about (LLaMA 2-13B with 32 layers), or the self-check data
+# would carry E5's and E7's answers.
+CX1_MODEL = L13.with_(L=32)
+CX1_PARAMS = m.params_of(CX1_MODEL)
 E5_CONTEXTS = (E7_CONTEXT, 2048, 32768)
 
 # --- E9-E14: sharding, prefix caching, the appendix -------------------------------------------------
@@ -147,8 +151,9 @@ def cx1_no_overlap(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flop
 
 
 STEP_PROBES = (
-    *(dict(B=b, kv_bytes_per_seq=kv, weight_bytes=E5_BYTES, param_count=E5_TOTAL, n_chips=E8_CHIPS,
-           flops_per_s=C_BF16, hbm_bytes_per_s=W_V5E) for kv in E8_KV.values() for b in E8_BATCHES),
+    *(dict(B=b, kv_bytes_per_seq=inf.kv_bytes_per_sequence(CX1_MODEL.with_(K=k), E7_CONTEXT, BF16),
+           weight_bytes=BF16 * CX1_PARAMS, param_count=CX1_PARAMS, n_chips=E8_CHIPS, flops_per_s=C_BF16,
+           hbm_bytes_per_s=W_V5E) for k in (CX1_MODEL.K, 8) for b in E8_BATCHES),
     *(dict(B=b, kv_bytes_per_seq=PQ1_KV, weight_bytes=INT8 * PQ1_PARAMS, param_count=PQ1_PARAMS,
            n_chips=PQ1_CHIPS, flops_per_s=C_BF16, hbm_bytes_per_s=W_V5E) for b in (4, 256)),
 )
@@ -184,8 +189,9 @@ def _fit(cfg: m.Config, chips: int, context: int, w_bpe: int, kv_bpe: int, param
                 kv_bytes_per_seq=inf.kv_bytes_per_sequence(cfg, context, kv_bpe))
 
 
-BATCH_PROBES = (_fit(Q, Q2_CHIPS, Q2_CONTEXT, INT8, INT8), _fit(Q.with_(K=1), Q2_CHIPS, Q2_CONTEXT, INT8, INT8),
-                _fit(L13, E8_CHIPS, E7_CONTEXT, BF16, BF16),
+BATCH_PROBES = (_fit(Q.with_(L=48), Q2_CHIPS, Q2_CONTEXT, INT8, INT8),
+                _fit(Q.with_(L=40, K=1), Q2_CHIPS, Q2_CONTEXT, INT8, INT8),
+                _fit(CX1_MODEL, E8_CHIPS, E7_CONTEXT, BF16, BF16),
                 _fit(m.LLAMA3_70B, 16, 8192, INT8, INT8, inf.LLAMA3_70B_PARAMS_BOOK),
                 _fit(m.LLAMA3_70B, 16, 8192, BF16, BF16, inf.LLAMA3_70B_PARAMS_BOOK))
 
@@ -1107,7 +1113,10 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     Program(qid="ch07-cx5-decode-batch", points=2, section=_shard,
             prompt="A GQA decode step with its softmax, the batch and its KV cache split over 8 devices.",
             spec=DECODE_BATCH_SPEC, model=decode_batch,
-            slips=(Slip(cx5a_misses_new_token, "wrong_values"), Slip(cx5a_gathers_cache, "collectives:all-gather"))),
+            slips=(Slip(cx5a_misses_new_token, "wrong_values"), Slip(cx5a_gathers_cache, "collectives:all-gather",
+                                                                   "a device's sequences need only their own "
+                                                                   "cache rows: split over the batch, the step "
+                                                                   "needs no collective."))),
     Program(qid="ch07-cx5-decode-heads", points=3, section=_kv_shard,
             prompt="The same step with the 8 key/value heads split over 8 devices; one AllReduce after W_O.",
             spec=DECODE_HEADS_SPEC, model=decode_heads_softmax,
@@ -1130,5 +1139,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(cx7_trusts_draft, "wrong_values@tokens"),
                    Slip(cx7_counts_target_token, "wrong_values@accepted"),
                    Slip(cx7_drops_bonus, "wrong_values@accepted"),
-                   Slip(cx7_waits_for_all, "collectives:all-reduce"))),
+                   Slip(cx7_waits_for_all, "collectives:all-reduce",
+                        "each device can stop when its own sequences are done; agreeing on when to stop (a "
+                        "psum each round) makes every device wait for the slowest."))),
 ))

@@ -48,6 +48,8 @@ E1_CHIPS = {"H100": hw.H100, "TPU v5p": hw.TPU_V5P, "TPU v5e": V5E}
 L70 = m.LLAMA3_70B
 P70 = inf.LLAMA3_70B_PARAMS_BOOK
 KV8 = m.kv_bytes_per_token_of(L70, INT8)  # bytes per token, int8
+# The public probes of CX1 and CX2 give LLaMA 3-70B 12 key/value heads, so that they do not carry IQ1's answer.
+PROBE_L70 = L70.with_(K=12)
 SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8")
 ALPHA = inf.ici_intensity()
 IQ3_TP = inf.tp_limit_compute(L70.F, ALPHA, n_axes=2)
@@ -160,7 +162,7 @@ SLICE_CHIPS = sorted(inf.V5E_SLICES.values())
 
 def _plan_probe(dtype: str, double: bool = False) -> dict:
     slices = [n for n in SLICE_CHIPS if n >= chips_for(dtype, double)]
-    return dict(weight_bytes=DTYPES[dtype] * P70, kv_bytes_per_token=m.kv_bytes_per_token_of(L70, DTYPES[dtype]),
+    return dict(weight_bytes=DTYPES[dtype] * P70, kv_bytes_per_token=m.kv_bytes_per_token_of(PROBE_L70, DTYPES[dtype]),
                 context=CONTEXT, hbm_per_chip=HBM, hbm_bytes_per_s=W_V5E, decode_tokens=DECODE, slices=slices)
 
 
@@ -203,7 +205,7 @@ def cx2_off_by_one(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm
     return float(grid[np.argmin(fits)])  # the first batch that does not fit
 
 
-BATCH_PROBES = tuple(dict(step=s, context=c, weight_bytes=INT8 * P70, kv_bytes_per_token=KV8, n_chips=n,
+BATCH_PROBES = tuple(dict(step=s, context=c, weight_bytes=INT8 * P70, kv_bytes_per_token=2 * KV8, n_chips=n,
                           hbm_per_chip=HBM)
                      for s, c, n in ((4, 8192, 16), (1, 8192, 16), (4, 2048, 16), (8, 8192, 32), (1, 32_768, 16)))
 

@@ -455,19 +455,28 @@ def q31_psum(a, w):
                 [("X", "Y"), ("Y", None)], ("X", None))(a, w)
 
 
+def _rs_ring(a_block, w_block, first=1, stop=None):
+    """The slips' reduce-scatter ring over Y, written as the models write it: the running sum of output
+    chunk idx + ``first`` passes left, each device adding its share, for steps 1 .. ``stop`` - 1 (Y - 1 of
+    them unless a slip stops early). Returns the chunk this device finishes."""
+    ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+    chunk = w_block.shape[1] // ny
+
+    def partial(j):
+        return a_block @ jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 1)
+
+    def step(i, acc):
+        return jax.lax.ppermute(acc, "Y", ring(ny, -1)) + partial(idx + i + first)
+
+    return jax.lax.fori_loop(1, ny if stop is None else stop, step, partial(idx + first))
+
+
 def q31_short_ring(a, w):
     """The reduce-scatter ring stops one pass early: each chunk misses one device's share."""
     def block(a_block, w_block):
         ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
         chunk = w_block.shape[1] // ny
-
-        def partial(j):
-            return a_block @ jax.lax.dynamic_slice_in_dim(w_block, j % ny * chunk, chunk, 1)
-
-        def reduce_step(i, acc):
-            return jax.lax.ppermute(acc, "Y", ring(ny, -1)) + partial(idx + i + 1)
-
-        done = jax.lax.fori_loop(1, ny - 1, reduce_step, partial(idx + 1))  # one pass short
+        done = _rs_ring(a_block, w_block, stop=ny - 1)  # one pass short
         out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((a_block.shape[0], w_block.shape[1])), done,
                                                   idx * chunk, 1)
 
@@ -506,19 +515,8 @@ def reduce_scatter_matmul(t, w2):
 
 def q3_starts_at_own_chunk(t, w2):
     """Starts with chunk k instead of k + 1: after Y-1 passes every sum lands one device off."""
-    def block(t_block, w2_block):
-        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
-        chunk = w2_block.shape[1] // ny
-
-        def partial(j):
-            return t_block @ jax.lax.dynamic_slice_in_dim(w2_block, j % ny * chunk, chunk, 1)
-
-        def step(i, acc):
-            return jax.lax.ppermute(acc, "Y", ring(ny, -1)) + partial(idx + i)
-
-        return jax.lax.fori_loop(1, ny, step, partial(idx))
-
-    return on_input_mesh(block, [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
+    return on_input_mesh(lambda t_block, w2_block: _rs_ring(t_block, w2_block, first=0),
+                         [("X", "Y"), ("Y", None)], ("X", "Y"))(t, w2)
 
 
 def q3_psum_scatter(t, w2):
@@ -1077,5 +1075,7 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
                    "all_to_all, however unevenly the router chooses.",
             spec=MOE_RAGGED_SPEC, model=moe_ragged,
             slips=(Slip(q2b_average_capacity, "zero_rows"), Slip(q2b_forgets_the_sort, "permuted_rows"),
-                   Slip(q2b_gathers_the_tokens, "collectives:all-gather,reduce-scatter"))),
+                   Slip(q2b_gathers_the_tokens, "collectives:all-gather,reduce-scatter",
+                        "send each token only to the device that holds its expert: one all_to_all with the group "
+                        "sizes there, one back."))),
 ))

@@ -500,7 +500,8 @@ def level_list(tree: topo.FatTree) -> list[list[float]]:
 CX1_PROBES = (
     dict(nbytes=float(Q23_BYTES), levels=level_list(topo.nvlink_domain(NODE))),
     dict(nbytes=float(PQ1_BYTES), levels=level_list(topo.nvlink_domain(NODE))),
-    dict(nbytes=1e9, levels=level_list(POD)),
+    # a SuperPod whose SUs have half the uplinks: the real one's levels are Q3.1's answers
+    dict(nbytes=1e9, levels=[*level_list(POD)[:-1], [POD.levels[-1].children, POD.levels[-1].child_bytes_per_s / 2]]),
     dict(nbytes=1e9, levels=level_list(TWO_NODES)),
     dict(nbytes=float(PQ3_BYTES), levels=[[hw.SU_NODES, W_NODE]]),
     dict(nbytes=1e9, levels=level_list(topo.nvlink_domain(hw.GB200_NVL72))),

@@ -41,7 +41,11 @@ MEMORY_BYTES = 4 * 2**30
 BATCH_SECONDS = 600
 ALONE_SECONDS = 120  # one answer in a fresh process: sympy's import, the chapter, then the answer
 PROGRAM_MEMORY_BYTES = 12 * 2**30  # address space: XLA reserves much more than it touches
-PROGRAM_SECONDS = 300
+PROGRAM_SECONDS = 300  # all the programs of one notebook
+# One program: a chapter's programs compile and run in a second or two, so a minute is ample, and one that never
+# ends costs a minute of its notebook's time, not the whole of it (nor its other programs' grades).
+PROGRAM_EACH_SECONDS = 60
+RUNNER_PROGRAMS = 250  # programs a runner runs before it is replaced (about 25 notebooks' worth)
 
 _judge: Service | None = None  # one per grading worker process
 _runners: dict[tuple, Service] = {}  # one per judging process and isolation
@@ -104,13 +108,22 @@ def draw_cases(chapter: str, course_dir: Path, seed: str,
 
 
 def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, seed: str | None = None,
-                   seconds: int = PROGRAM_SECONDS) -> dict[str, Verdict]:
-    """Run every program answer of a notebook in the jailed runner, in one request, then judge the
-    reports here (``kinds.program.judge_all``). The inputs come from the submission's grading ``seed``."""
+                   seconds: int = PROGRAM_SECONDS, each: float = PROGRAM_EACH_SECONDS) -> dict[str, Verdict]:
+    """Run every program answer of a notebook in the jailed runner, then judge the reports here
+    (``kinds.program.judge_all``). The inputs come from the submission's grading ``seed``. Each program is a
+    request of its own, stopped after ``each`` seconds: one that never ends, or that kills the runner, loses
+    only its own report (the runner is started afresh for the next); all of them share ``seconds``."""
     from ..kinds.program import judge_all
 
-    def run(todo: list[dict[str, Any]]) -> Any:
-        return _runner(course_dir, seconds).request({"items": todo}, seconds)
+    def run(todo: list[dict[str, Any]]) -> dict[str, Any]:
+        deadline = time.monotonic() + seconds
+        reports = {}
+        for item in todo:
+            left = min(each, deadline - time.monotonic())
+            reply = _runner(course_dir, seconds).request({"items": [item]}, left) if left > 0 else None
+            if isinstance(reply, dict) and item["qid"] in reply:
+                reports[item["qid"]] = reply[item["qid"]]
+        return reports
 
     return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)
 
@@ -126,7 +139,7 @@ def _runner(course_dir: Path, seconds: int) -> Service:
         request = {"kind": "runner", "workdir": str(scratch), "env": {"HOME": str(scratch)},
                    "memory": PROGRAM_MEMORY_BYTES, "cpu": seconds * 50, "roots": [str(p) for p in readable_roots(deny)],
                    "allow": [str(p) for p in allow], "deny": [str(p) for p in deny]}
-        _runners[key] = _forked(request, course_dir / STATE / "work", max_requests=25)
+        _runners[key] = _forked(request, course_dir / STATE / "work", max_requests=RUNNER_PROGRAMS)
     return _runners[key]
 
 

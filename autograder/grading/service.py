@@ -59,7 +59,7 @@ class Service:
     def _readline(self, timeout: float) -> str | None:
         assert self.sock is not None
         deadline = time.monotonic() + timeout
-        buf = b""
+        buf = bytearray()  # grows in place: a long reply (a program's results) costs its length, not its square
         fd = self.sock.fileno()
         while not buf.endswith(b"\n"):
             left = deadline - time.monotonic()

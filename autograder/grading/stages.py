@@ -211,6 +211,8 @@ def _answer_text(c: Collected) -> str:
     if c.answer is NO_ANSWER:
         return ""
     if c.kind == "program":
+        if isinstance(c.answer, dict) and isinstance(c.answer.get("program"), str):  # a mesh it chose, and the program
+            return f"(your compiled program, on the mesh {json.dumps(c.answer.get('mesh'))[:80]})"
         return "(your compiled program)" if isinstance(c.answer, str) else json.dumps(c.answer)[:200]
     text = c.answer if isinstance(c.answer, str) else json.dumps(c.answer)
     return text if len(text) <= 200 else text[:200] + "…"

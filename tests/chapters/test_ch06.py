@@ -5,6 +5,7 @@ import pytest
 
 import solutions.ch06_applied_training as ch06
 from autograder.questions import load_chapter
+from course.symbols import D, F, X, Y
 from solutions._derived import models as m
 from tests.chapter_checks import inspected
 
@@ -148,3 +149,42 @@ def test_a_step_that_keeps_its_gathered_layers_is_told_about_memory():
     v = judge_report(q.spec, run(q.spec, ch06.fsdp_layers_step_keeps_gathered, seed=2, make_mesh=mesh), seed=2)
     assert v.score == 0.5 and "32 AllGathers" in v.message and "jax.checkpoint" in v.message, v.message
     assert v.data["max_bytes"] == q.spec.max_bytes
+
+
+# --- CX7: the mesh shape chosen for a memory budget ----------------------------------------------------------
+
+def test_exactly_the_shapes_with_enough_tensor_parallelism_fit():
+    """Measured at every allowed shape, on one function: the step holds 1.15x the budget or more where Y <= 2
+    and 1.15x less or more where Y >= 4, with the same collectives everywhere (those over an axis of size 1 move
+    nothing); CX7a's formula predicts each figure within 20%; and a shape that does not fit is told its bytes
+    against the budget."""
+    import functools
+
+    from autograder.meshes import mesh
+    from autograder.programs import judge_report, run
+
+    q = CHAPTER["ch06-cx7-budget-step"]
+    formula = CHAPTER["ch06-cx7-step-bytes"].reference
+    budget = q.spec.max_bytes
+    for choice in q.spec.mesh_choices:
+        sizes = dict(choice.mesh)
+        spec = q.spec.at(choice.mesh)
+        report = run(spec, functools.partial(ch06.budget_step, **sizes), seed=3, make_mesh=mesh)
+        held = report.memory["outputs"] + report.memory["temporaries"]
+        fits = sizes["Y"] >= 4
+        assert (held * 1.15 <= budget) if fits else (held >= 1.15 * budget), (sizes, held)
+        assert report.census == {"all-gather": 2, "reduce-scatter": 2, "all-reduce": 2}, (sizes, report.census)
+        predicted = float(formula.subs({D: ch06.CD, F: ch06.CF, X: sizes["X"], Y: sizes["Y"]}))
+        assert abs(held / predicted - 1) < 0.2, (sizes, predicted, held)
+        v = judge_report(spec, report, seed=3)
+        assert v.diagnosis == ("correct" if fits else "memory"), (sizes, v)
+        assert fits or f"{held:,} bytes" in v.message and f"{budget:,}" in v.message, v.message
+
+
+def test_the_models_choice_is_the_least_tensor_parallelism_that_fits():
+    """Chapter 5's price of tensor parallelism is an AllReduce of activations that grows with Y: the model
+    answer takes the smallest Y inside the budget, and says so in its defaults."""
+    from autograder.kinds.program import mesh_of
+
+    q = CHAPTER["ch06-cx7-budget-step"]
+    assert mesh_of(q.spec, q.model) == {"X": 2, "Y": 4} == dict(q.spec.mesh)

@@ -60,7 +60,7 @@ def test_iq5_table():
         bpe = ch08.DTYPES[dtype]
         assert bpe * ch08.P70 == weights and m.kv_bytes_per_token_of(ch08.L70, bpe) == kv
         assert inf.smallest_slice(weights) == slice_name
-        probe = ch08._plan_probe(dtype)
+        probe = dict(ch08._plan_probe(dtype), kv_bytes_per_token=kv)  # the probe itself carries another model's cache
         chips, left, batch, step, _ = ch08.serving_plan(**probe)
         assert (left, batch) == (free, 43) and inf.V5E_SLICES[slice_name] == chips
         assert step == pytest.approx(ch08.STEP_FULL, rel=0.005)  # a full HBM, read once
@@ -68,7 +68,7 @@ def test_iq5_table():
 
 def test_cx2_grids():
     """The syllabus's CX2: 137 on the step-4 grid, 138 on the step-1 grid; the book's script stops at 34."""
-    step4, step1 = ch08.BATCH_PROBES[:2]
+    step4, step1 = (dict(p, kv_bytes_per_token=ch08.KV8) for p in ch08.BATCH_PROBES[:2])  # the book's model
     assert ch08.largest_batch(**step4) == 137 and ch08.largest_batch(**step1) == 138
     assert ch08.cx2_book_bug(**step4) == 34
 

@@ -3,6 +3,7 @@ each listed slip fails both with the diagnosis its record names (a program's wit
 that say why), and the book's printed answers lie within tolerance. Each case carries its chapter's
 marker (``pytest -m ch03``); what is particular to a chapter is in its ``test_chNN.py``."""
 
+import dataclasses
 import importlib
 
 import pytest
@@ -10,8 +11,9 @@ import pytest
 from autograder import kinds
 from autograder.checks import judge
 from autograder.programs import wrong_numbers
-from autograder.questions import Number, Program, chapter_names, load_chapter
+from autograder.questions import Function, Number, Program, chapter_names, load_chapter
 from autograder.verdict import Status
+from course import hardware, models
 from tests.chapter_checks import printed, recorded, reference_answer
 
 CHAPTERS = {name: load_chapter(name) for name in chapter_names()}
@@ -110,3 +112,48 @@ def _assert_within_tolerance(chapter, qid, printed_answer):
 def test_every_question_has_a_section(name):
     missing = [q.qid for q in CHAPTERS[name].questions if not q.section]
     assert not missing, f"no book section: {missing}"
+
+
+def _specific(x: float) -> bool:
+    """A value too particular to match an answer by chance: not small, not a power of two, not one or two
+    significant figures (shapes, chip counts and round budgets recur everywhere by design)."""
+    return abs(x) >= 1000 and not (x == int(x) and int(x) & (int(x) - 1) == 0) and float(f"{x:.2g}") != x
+
+
+def _probe_numbers(value):
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        yield float(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _probe_numbers(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _probe_numbers(v)
+
+
+def _public_constants() -> set[float]:
+    """Every number the course's public tables hold (chips, nodes, model configurations): a probe may pass
+    those, since a student has them anyway."""
+    found: set[float] = set()
+    for module in (hardware, models):
+        for value in vars(module).values():
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                found.update(_probe_numbers([getattr(value, f.name) for f in dataclasses.fields(value)]))
+    return found
+
+
+def test_public_probes_hold_no_answer():
+    """A function question's probes are public (the self-check data carries them): none of their inputs may
+    be the answer to a number question of the same chapter, or a student reads it there. Values from the
+    public tables, and small or round ones (shapes, chip counts), do not count."""
+    public = _public_constants()
+    leaks = []
+    for chapter in CHAPTERS.values():
+        answers = [(q.qid, q.tolerance.bounds(float(q.reference))) for q in chapter.questions if isinstance(q, Number)]
+        leaks += [f"{q.qid} probe {i} {key}={x:g} is {qid}'s answer"
+                  for q in chapter.questions if isinstance(q, Function) for i, probe in enumerate(q.probes)
+                  for key, value in probe.items() for x in _probe_numbers(value) if _specific(x) and x not in public
+                  for qid, (lo, hi) in answers if min(lo, hi) <= x <= max(lo, hi)]
+    assert not leaks, "\n".join(sorted(set(leaks)))

@@ -9,10 +9,10 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import course
-from autograder.grading.judge import judge_programs
 from autograder.programs import export, foreign_calls
 from autograder.questions import load_chapter
 from solutions.ch01_rooflines import cx4_gathers_everything, split_matmul
+from tests.grading.program_answers import judged
 
 CHAPTER = load_chapter("ch01_rooflines")
 QID = "ch01-cx4-split-matmul"
@@ -20,7 +20,7 @@ SPEC = CHAPTER[QID].spec
 
 
 def verdict(blob, tmp_path, seconds=120):
-    return judge_programs(CHAPTER, [{"qid": QID, "answer": blob}], tmp_path, seconds=seconds)[QID]
+    return judged(CHAPTER, {QID: blob}, tmp_path, seconds=seconds)[QID]
 
 
 def test_the_model_passes_and_a_wasteful_program_gets_half(tmp_path):

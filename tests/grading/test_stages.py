@@ -113,3 +113,13 @@ def test_store_leaves_nbgraders_receipts_beside_the_report(tmp_path):
     (folder / "submission_secret.txt").write_text("0123456789abcdef0123456789abcdef")
     stages.store(job)
     assert (feedback / "submission_secret.txt").read_text() == "0123456789abcdef0123456789abcdef"
+
+
+def test_feedback_shows_a_program_as_a_program_never_its_bytes():
+    """A recorded program is base64 of a compiled module; one whose mesh the student chose comes with it."""
+    from autograder.grading.collect import Collected
+
+    blob = "QUJD" * 500
+    assert stages._answer_text(Collected(blob, kind="program")) == "(your compiled program)"
+    chosen = stages._answer_text(Collected({"mesh": {"X": 2, "Y": 4}, "program": blob}, kind="program"))
+    assert chosen == '(your compiled program, on the mesh {"X": 2, "Y": 4})' and "QUJD" not in chosen

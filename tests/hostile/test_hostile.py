@@ -104,6 +104,7 @@ from pathlib import Path
 import course
 repo = Path(course.__file__).resolve().parent.parent
 targets = [repo / "solutions" / "ch01_rooflines.py", repo / "source" / "ch01_rooflines" / "ch01_rooflines.ipynb",
+           repo / "solutions" / "ch09_programs.json",  # what Chapter 9's CX8 draws its cases from
            repo / "gradebook.db", Path.cwd().parents[1] / "secret"]  # the last: the grading seeds' secret
 for t in targets:
     for how in ("read", "write"):
@@ -436,8 +437,8 @@ def decoys():
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, decoys):
     course = copy_course(ROOT, tmp_path_factory.mktemp("hostile"))
-    protected = [ROOT / "solutions" / f"{CHAPTER}.py", ROOT / "source" / CHAPTER / NAME,
-                 course / "source" / CHAPTER / NAME]
+    protected = [ROOT / "solutions" / f"{CHAPTER}.py", ROOT / "solutions" / "ch09_programs.json",
+                 ROOT / "source" / CHAPTER / NAME, course / "source" / CHAPTER / NAME]
     before = _digest(protected)
     cases = students()
     for student, (nb, _) in cases.items():
