@@ -18,7 +18,7 @@ import sympy as sp
 
 import course
 import course.symbols as sym
-from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, symbol, symbols
+from course.symbols import B, D, E, F, G, H, I, J, K, L, M, N, O, P, S, T, X, symbol, symbols
 from solutions._derived import models as m
 from solutions._derived.hardware import critical_intensity
 from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
@@ -383,6 +383,9 @@ CX2_PROBE = dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32)
 # weights (it moves activations); FSDP wants many tokens per device (it moves weights): each exercise's shapes
 # sit in the regime where its layout is the cheap one, so the wasteful slips really are wasteful.
 TP_B, TP_D, TP_F = 16, 64, 256  # CX6: x[B, D] replicated, w_in[D, F_X], w_out[F_X, D]
+# CX6b: the FLOPs each device does in CX6's program, X devices splitting F; XLA's cost analysis of the compiled
+# program agrees within 2% (the relu and the psum's additions are the rest; tests/chapters/test_ch04.py).
+TP_FLOPS_PER_DEVICE = 2 * m.contraction_flops(B, D, F) / X
 AT_B, AT_T, AT_D, AT_N, AT_H = 2, 16, 32, 16, 4  # CX7: two heads per device; scores spread enough to test softmax
 FS_B, FS_D, FS_F = 256, 32, 128  # CX8: x[B_X, D]; the weights as in CX6. Gathering them moves 2DF < 2BD
 
@@ -906,6 +909,12 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
                                                               "not averaged (pmean)."),
                    Slip(tp_mlp_relu_after_sum, "wrong_values"),
                    Slip(tp_mlp_gathers_weights, "collectives:all-gather"))),
+    Formula(qid="ch04-cx6-flops-per-device", points=1, section="training/#tensor-parallelism",
+            prompt="FLOPs one device does in CX6's MLP (x[B, D] on every device, F split over X devices), "
+                   "leading order.", reference=TP_FLOPS_PER_DEVICE, symbols="B D F X", counts="X",
+            slips=(Slip(X * TP_FLOPS_PER_DEVICE, "missing_symbol:X",
+                        "each device multiplies only its F/X hidden units."),
+                   Slip(TP_FLOPS_PER_DEVICE / 2, "ratio:1/2", "two matmuls, each 2 FLOPs per multiply-add."))),
     Program(qid="ch04-cx7-heads-attention", points=3, section="inference/#sharding-the-kv-cache",
             prompt="Multi-head self-attention with w_q, w_k, w_v and w_o split over the heads N: one AllReduce.",
             spec=HEADS_SPEC, model=heads_attention,

@@ -37,3 +37,20 @@ def test_program_shapes_keep_each_layout_the_cheap_one():
     fsdp = CHAPTER["ch04-cx8-fsdp-mlp"].spec
     (b, d), (_, f) = fsdp.operands[0].shape, fsdp.operands[1].shape
     assert 2 * d * f < 2 * b * d
+
+
+def test_xla_counts_the_tp_mlp_as_cx6b_does():
+    """CX6b's claim: XLA's per-device count of CX6's compiled program is the formula's within 2%, and a
+    program that gathers the weights instead does 8x (the comparison the notebook shows a student)."""
+    import course
+    import solutions.ch04_transformers as ch04
+    from course.symbols import B, D, F, X
+    from solutions._kit import P, compiled_cost, jax, jnp
+
+    course.setup()
+    mesh = course.mesh(X=8)
+    shapes = (((ch04.TP_B, ch04.TP_D), P()), ((ch04.TP_D, ch04.TP_F), P(None, "X")), ((ch04.TP_F, ch04.TP_D), P("X")))
+    args = [jax.ShapeDtypeStruct(s, jnp.float32, sharding=jax.sharding.NamedSharding(mesh, spec)) for s, spec in shapes]
+    formula = float(ch04.TP_FLOPS_PER_DEVICE.subs({B: ch04.TP_B, D: ch04.TP_D, F: ch04.TP_F, X: 8}))
+    assert compiled_cost(ch04.tp_mlp, *args)["flops"] == pytest.approx(formula, rel=0.02)
+    assert compiled_cost(ch04.tp_mlp_gathers_weights, *args)["flops"] == pytest.approx(8 * formula, rel=0.02)
