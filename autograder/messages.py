@@ -95,8 +95,8 @@ _VERDICTS = {
     "mesh_choice:missing": "Your function does not say which mesh shape it chose: give it keyword parameters {axes} "
                            "whose defaults are that shape (e.g. def step(x, ..., *, {example}):), and build its mesh "
                            "from them, course.mesh({call}). Missing: {missing}.",
-    "mesh_choice:not_whole": "The mesh's {axis} is a number of devices, a whole number; your function's default for "
-                             "it is {value}.",
+    "mesh_choice:not_whole": "The mesh's {axis} is a number of devices, a whole number from 1 to {devices}; your "
+                             "function's default for it is {value}.",
     "mesh_choice:not_allowed": "Your function chose a {shape} mesh ({shape_axes}), which this question does not "
                                "allow: choose one of {allowed}.",
 }
@@ -199,6 +199,13 @@ _PROGRAM = {
     "error:signature": "the program takes {got} on {devices} devices",
     "error:devices": "the program was exported for {devices} device(s), not for the {want} devices of the "
                      "question's mesh (a program whose results do not depend on its inputs is exported for one)",
+    # a program for another mesh than the one it is judged at: its body's, or (in a forged record) its operands'
+    "error:mesh": "the program builds a {got} mesh ({axes}), but it is judged at {want}, the shape the question (or "
+                  "your function's keyword defaults) sets: build every mesh it uses from that shape",
+    "error:in_shardings": "the program takes operand {i} ({shape}) sharded as {got}; the question shards it as "
+                          "{want} over the {mesh} mesh ({axes}) it is judged at",
+    "error:in_mesh": "the program takes its operands sharded over another mesh than the {mesh} one ({axes}) it is "
+                     "judged at",
     "error:too_big": "the program's results take {size:,} bytes; no question needs more than {limit:,}",
     "error:dtype": "a result has dtype {dtype}, which is not compared: return float32 (the results are compared "
                    "at float32 precision or better)",

@@ -6,8 +6,8 @@ counts the collectives in the program it compiled itself, so the artefact that i
 numerics is the same one checked for communication, and no student Python runs at grading time.
 A forged artefact is only another program, judged like any other.
 
-The same ``run`` serves the offline self-check, on the live function, and both judge the report with
-``judge_report``: a wrong result is diagnosed once, by what it most likely means (a constant factor
+The offline self-check runs the same artefact through the same ``run_exported``, and both judge the
+report with ``judge_report``: a wrong result is diagnosed once, by what it most likely means (a constant factor
 that is a device count, a partial sum missing a psum over a named axis, blocks in the wrong place, a
 transposition), so the self-check and the grader name the same slip.
 
@@ -43,6 +43,9 @@ ALLOWED_CUSTOM_CALLS = frozenset({"Sharding", "SPMDFullToShardShape", "SPMDShard
                                   "xla.sdy.FuncResultSharding", "xla.sdy.GlobalToLocalShape",
                                   "xla.sdy.LocalToGlobalShape", "annotate_device_placement"})
 _CUSTOM = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
+# The meshes a program names, as Shardy declares them in its StableHLO: sdy.mesh @mesh = <["X"=2, "Y"=4]>.
+_MESH = re.compile(r"sdy\.mesh\s+@[\w.$-]+\s*=\s*<\[([^\]]*)\]")
+_MESH_AXIS = re.compile(r'"([^"]*)"\s*=\s*(\d{1,12})(?!\d)')
 
 
 @dataclass(frozen=True)
@@ -172,9 +175,10 @@ RESULT_BYTES = 2**24
 ERROR_CHARS = 4000  # JAX's errors end with their advice ("... consider using ..."): keep it
 
 
-def error_text(e: BaseException) -> str:
-    """An exception's message as the student should read it: JAX's own advice included (it comes last in
-    a long message, so a short cut loses it), bounded so a pathological message cannot flood a record."""
+def error_text(e: object) -> str:
+    """An exception's message (or a recorded one) as the student should read it: JAX's own advice included (it
+    comes last in a long message, so a short cut loses it), bounded so a pathological message cannot flood a
+    record or a verdict."""
     text = str(e)
     return text if len(text) <= ERROR_CHARS else text[:ERROR_CHARS // 2] + " [...] " + text[-ERROR_CHARS // 2:]
 
@@ -193,7 +197,8 @@ def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory
         exported = jax.export.deserialize(bytearray(base64.b64decode(blob, validate=True)))
     except Exception as e:
         return Report(error=phrase_program("error:unreadable", kind=type(e).__name__), error_code="bad_program")
-    foreign = foreign_calls(exported.mlir_module())
+    mlir = exported.mlir_module()
+    foreign = foreign_calls(mlir)
     if foreign:
         return Report(error=phrase_program("error:foreign_call", target=foreign[0]), error_code="bad_program")
     want = [(tuple(op.shape), np.dtype(op.dtype)) for op in q.operands]
@@ -202,7 +207,49 @@ def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory
         code = "error:signature" if got != want else "error:devices"
         return Report(error=phrase_program(code, got=got, devices=exported.nr_devices, want=_device_count(q)),
                       error_code="bad_program")
+    elsewhere = _other_mesh(q, mlir) or _other_inputs(q, exported, make_mesh)
+    if elsewhere:
+        return Report(error=elsewhere, error_code="bad_program")
     return run(q, exported.call, seed, make_mesh=make_mesh)
+
+
+def shape_text(mesh: Sequence[tuple[str, int]]) -> str:
+    """A mesh's shape as the book writes it: 2 x 4."""
+    return " x ".join(str(n) for _, n in mesh)
+
+
+def declared_meshes(mlir_text: str) -> list[tuple[tuple[str, int], ...]]:
+    """The meshes a program names, each as its (axis, size) pairs in order."""
+    return [tuple((a, int(n)) for a, n in _MESH_AXIS.findall(m.group(1))) for m in _MESH.finditer(mlir_text)]
+
+
+def _other_mesh(q: ProgramSpec, mlir_text: str) -> str:
+    """Why a program is not one for the mesh it is judged at: it builds a mesh over the question's axes at another
+    shape (a body that ignores the shape its function chose, or a record that names another shape than its
+    program's). Empty when it builds none; a program judged at one shape and run at another is no answer."""
+    names = {a for a, _ in q.mesh}
+    for declared in declared_meshes(mlir_text):
+        if {a for a, _ in declared} == names and declared != q.mesh:
+            return phrase_program("error:mesh", got=shape_text(declared), axes=" x ".join(a for a, _ in declared),
+                                  want=shape_text(q.mesh))
+    return ""
+
+
+def _other_inputs(q: ProgramSpec, exported: Any, make_mesh: MeshFactory) -> str:
+    """Why an artefact's operands are not the question's: sharded otherwise, or for another mesh, than the
+    question shards them at the mesh it is judged at (a forged record: ``export`` always uses the question's).
+    Empty when every operand agrees."""
+    axes = {"mesh": shape_text(q.mesh), "axes": " x ".join(a for a, _ in q.mesh)}
+    try:
+        got = exported.in_shardings_jax(make_mesh(**dict(q.mesh)))
+    except Exception:  # exported for a mesh of other axes or sizes, or shardings JAX cannot read
+        return phrase_program("error:in_mesh", **axes)
+    for i, (op, g, want) in enumerate(zip(q.operands, got, _shardings(q, make_mesh), strict=True)):
+        if g is not None and not g.is_equivalent_to(want, len(op.shape)):  # None: an operand the program never reads
+            spec = getattr(g, "spec", None)
+            return phrase_program("error:in_shardings", i=i, shape=list(op.shape), want=_spec_text(op.spec),
+                                  got="another layout" if spec is None else _spec_text(tuple(spec)), **axes)
+    return ""
 
 
 def _array_to_text(a: np.ndarray) -> str:
@@ -822,7 +869,7 @@ def not_a_program(blob: Any) -> Verdict | None:
     """The verdict on a record that holds no program (the kernel could not lower the function, or
     recorded something else), or None for an artefact to run."""
     if isinstance(blob, dict) and "error" in blob:
-        return Verdict(Status.INCORRECT, 0.0, "raised", phrase("raised:lowering", error=blob["error"]))
+        return Verdict(Status.INCORRECT, 0.0, "raised", phrase("raised:lowering", error=error_text(blob["error"])))
     if not isinstance(blob, str):
         return Verdict(Status.INVALID, 0.0, "wrong_type", phrase("no_program"))
     return None

@@ -3,8 +3,11 @@
 Encoded in the kernel by exporting the function for the question's shapes and shardings
 (``programs.export``). ``judge_all`` is the one way a recorded artefact is judged: the grader runs it
 in a jailed process (grading/judge.py), ``judge`` in this one, on inputs drawn from the grading seed,
-and both turn the report into a verdict here. The self-check runs the live function on public inputs
-and judges its report with the same ``programs.judge_report``, so all say the same thing.
+and both turn the report into a verdict here. The self-check exports the function as the kernel records
+it and runs that artefact on public inputs, judging it with the same ``prepare`` and
+``programs.judge_report``: a live function and its export can part ways (JAX refuses to export a host
+callback that runs live; a function whose body builds another mesh than its inputs' fails live and runs
+exported), and a tick must be a grade.
 
 The grader's inputs come from the submission's grading seed, which the notebook never sees: a program
 that returned the expected result for inputs it could compute in advance (from a seed in public code)
@@ -17,7 +20,8 @@ Where the student chooses the mesh's shape (``ProgramSpec.mesh_choices``), the f
 keyword parameters named after the axes, ``def step(x, w, *, X=2, Y=4)``, and builds its mesh from them: its
 shardings name the axes, so it runs at any shape, and its defaults are the choice. The kernel records the
 defaults as data beside the program exported at that shape; the grader checks the recorded shape itself
-(``at_choice``) and judges the program at it, and the self-check reads the live function's the same way.
+(``at_choice``) and judges the program at it, and refuses one that builds a mesh of another shape
+(``programs.run_exported``): a body that ignores its X and Y, or a record whose shape is not the program's.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import math
 import numbers
+import operator
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -35,7 +41,7 @@ from ..messages import phrase, with_hints
 from ..questions import Program, ProgramSpec
 from ..verdict import Status, Verdict
 
-SELFCHECK_SEED = 0  # public: the self-check runs the live function offline
+SELFCHECK_SEED = 0  # public: the self-check runs offline, on inputs anyone can compute
 
 
 def input_seed(seed: str | None, qid: str) -> int:
@@ -65,52 +71,70 @@ def _exported(spec: ProgramSpec, answer: Any) -> Any:
         return {"error": f"{type(e).__name__}: {error_text(e)}"}
 
 
+# A default beyond this is described, not recorded: no mesh has as many devices, and JSON and Python's own text of
+# a number refuse numbers of thousands of digits.
+LARGEST_SIZE = 10**9
+
+
 def mesh_of(spec: ProgramSpec, answer: Any) -> dict[str, Any] | None:
     """The mesh shape a function chose (in the kernel, before anything is judged): the default of each of its
     parameters named after a mesh axis, a whole number or the text of whatever else it is; None when the
-    answer is not a function."""
+    answer is not a function. Never raises, whatever the function or its defaults do: a signature that cannot
+    be read gives no shape."""
     if not callable(answer):
         return None
     try:
         parameters = inspect.signature(answer).parameters
-    except (TypeError, ValueError):  # a callable Python cannot describe (a builtin, an extension type)
+        defaults = {a: parameters[a].default for a, _ in spec.mesh if a in parameters}
+    except Exception:  # a callable Python cannot describe (a builtin, an extension type), or one that raises
         return {}
-    chosen: dict[str, Any] = {}
-    for axis, _ in spec.mesh:
-        p = parameters.get(axis)
-        if p is not None and p.default is not inspect.Parameter.empty:
-            d = p.default
-            whole = isinstance(d, numbers.Integral) and not isinstance(d, bool)
-            chosen[axis] = int(d) if whole else repr(d)[:40]
-    return chosen
+    return {a: _as_recorded(d) for a, d in defaults.items() if d is not inspect.Parameter.empty}
+
+
+def _as_recorded(d: Any) -> int | str:
+    """A default as the record holds it: a whole number of sensible size as itself (its ``__index__``, as Python
+    uses it for sizes), anything else as text."""
+    try:
+        if isinstance(d, numbers.Integral) and not isinstance(d, bool):
+            n = int.__index__(operator.index(d))  # a plain int, whatever an int subclass overrides
+            if abs(n) < LARGEST_SIZE:
+                return n
+            return f"a whole number of about {int(n.bit_length() * math.log10(2)) + 1} digits"
+    except Exception:  # an integer type whose conversion raises: described as whatever else it is
+        pass
+    try:
+        return repr(d)[:40]
+    except Exception:
+        return f"a {type(d).__name__}"
 
 
 def at_choice(spec: ProgramSpec, chosen: Any) -> ProgramSpec | Verdict:
-    """The question at the mesh shape an answer chose (``mesh_of``: recorded by the kernel for the grader, read
-    from the live function by the self-check), or the verdict on a choice that cannot be judged: not a
-    function, no shape given, a size that is not a whole number, a shape the question does not allow."""
+    """The question at the mesh shape an answer chose (``mesh_of``, as the kernel records it; the grader and the
+    self-check read it from the record alike), or the verdict on a choice that cannot be judged: not a function,
+    no shape given, a size that is not a whole number, a shape the question does not allow."""
     if not spec.mesh_choices:
         return spec
+    from ..programs import shape_text
+
     names = [a for a, _ in spec.mesh]
     ctx = {"axes": " and ".join(names), "example": ", ".join(f"{a}={n}" for a, n in spec.mesh_choices[0].mesh),
            "call": ", ".join(f"{a}={a}" for a in names), "shape_axes": " x ".join(names),
-           "allowed": _or([_shape_text(c.mesh) for c in spec.mesh_choices])}
+           "devices": str(math.prod(n for _, n in spec.mesh)),
+           "allowed": _or([shape_text(c.mesh) for c in spec.mesh_choices])}
     if not isinstance(chosen, dict):
         return _invalid_choice("not_a_function", ctx)
     missing = [a for a in names if a not in chosen]
     if missing:
         return _invalid_choice("missing", ctx, missing=" and ".join(missing))
     for a in names:
-        if not isinstance(chosen[a], int) or isinstance(chosen[a], bool):
-            return _invalid_choice("not_whole", ctx, axis=a, value=str(chosen[a])[:40])
+        v = chosen[a]
+        if not isinstance(v, int) or isinstance(v, bool) or abs(v) >= LARGEST_SIZE:
+            text = v[:40] if isinstance(v, str) else str(_as_recorded(v))  # what a kernel records is text already
+            return _invalid_choice("not_whole", ctx, axis=a, value=text)
     shape = tuple((a, chosen[a]) for a in names)
     if shape not in [c.mesh for c in spec.mesh_choices]:
-        return _invalid_choice("not_allowed", ctx, shape=_shape_text(shape))
+        return _invalid_choice("not_allowed", ctx, shape=shape_text(shape))
     return spec.at(shape)
-
-
-def _shape_text(shape: tuple[tuple[str, int], ...]) -> str:
-    return " x ".join(str(n) for _, n in shape)
 
 
 def _or(items: list[str]) -> str:
@@ -135,38 +159,56 @@ def hint(q: Program) -> str:
 Run = Callable[[list[dict[str, Any]]], Any]  # runner items {"qid", "spec", "blob", "seed"} -> qid -> report
 
 
+def prepare(spec: ProgramSpec, record: Any) -> tuple[ProgramSpec, str] | Verdict:
+    """The question as a record is judged (at the shape it names, where the student chooses) and the artefact to
+    run, or the verdict on a record that holds no program or names a shape that cannot be judged."""
+    from ..programs import not_a_program
+
+    if spec.mesh_choices:  # the record holds the shape chosen and the program exported at it
+        chosen, record = (record.get("mesh"), record.get("program")) if isinstance(record, dict) else (None, None)
+        at = at_choice(spec, chosen)
+        if isinstance(at, Verdict):
+            return at
+        spec = at
+    return not_a_program(record) or (spec, record)
+
+
 def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run) -> dict[str, Verdict]:
     """Verdicts on program ``answers`` (qid -> what the kernel recorded; ``chapter[qid]`` is the question).
     A record that holds no program is judged as it is; the others go to ``run`` together, and each report
-    that comes back is judged against the reference. One that does not come back ran out of limits."""
-    from ..programs import judge_report, not_a_program, report_from_json
+    that comes back is judged against the reference. One that does not come back ran out of limits; one that
+    cannot be judged (a grader's bug, a broken runner) is flagged for a person, and costs no other answer."""
+    from ..programs import judge_report, report_from_json
 
     verdicts: dict[str, Verdict] = {}
-    specs: dict[str, ProgramSpec] = {}  # each question as judged: at the mesh the answer chose, if it chooses
-    blobs: dict[str, Any] = {}
-    for qid, blob in answers.items():
-        spec = chapter[qid].spec
-        if spec.mesh_choices:  # the record holds the shape chosen and the program exported at it
-            spec = at_choice(spec, blob.get("mesh") if isinstance(blob, dict) else None)
-            blob = blob.get("program") if isinstance(blob, dict) else None
-        verdict = spec if isinstance(spec, Verdict) else not_a_program(blob)
-        if verdict is not None:
-            verdicts[qid] = verdict
+    todo: dict[str, tuple[ProgramSpec, dict[str, Any]]] = {}  # qid -> the question as judged, the runner's item
+    for qid, record in answers.items():
+        try:
+            prepared = prepare(chapter[qid].spec, record)
+        except Exception as e:
+            prepared = _grader_error(e)
+        if isinstance(prepared, Verdict):
+            verdicts[qid] = prepared
         else:
-            specs[qid], blobs[qid] = spec, blob
-    todo = [{"qid": q, "spec": spec.to_json(), "blob": blobs[q], "seed": input_seed(seed, q)}
-            for q, spec in specs.items()]
-    if not todo:
-        return verdicts
-    reports = run(todo)
-    for item in todo:
-        qid = item["qid"]
-        if isinstance(reports, dict) and qid in reports:
-            verdict = judge_report(specs[qid], report_from_json(reports[qid]), item["seed"])
-            verdicts[qid] = with_slip_hint(verdict, slip_hints(chapter[qid]))
-        else:
+            spec, blob = prepared
+            todo[qid] = spec, {"qid": qid, "spec": spec.to_json(), "blob": blob, "seed": input_seed(seed, qid)}
+    reports = run([item for _, item in todo.values()]) if todo else {}
+    for qid, (spec, item) in todo.items():
+        if not (isinstance(reports, dict) and qid in reports):
             verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed", phrase("program_failed"))
+            continue
+        try:
+            verdict = judge_report(spec, report_from_json(reports[qid]), item["seed"])
+            verdicts[qid] = with_slip_hint(verdict, slip_hints(chapter[qid]))
+        except Exception as e:
+            verdicts[qid] = _grader_error(e)
     return verdicts
+
+
+def _grader_error(e: Exception) -> Verdict:
+    """The verdict where judging itself failed: no points lost for good, a person looks at it (as the grader's
+    judging process says of any answer)."""
+    return Verdict(Status.INVALID, 0.0, "grader_error", phrase("grader_error", error=type(e).__name__))
 
 
 def judge(q: Program, answer: Any, seed: str | None = None) -> Verdict:
@@ -193,12 +235,13 @@ def make_print(q: Program) -> dict[str, Any]:
 
 
 def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
-    """The self-check runs the live function (an exported artefact cannot be run in the kernel)."""
-    from ..programs import judge_report, run
+    """The self-check judges what the grader would: the function exported as ``encode`` records it, prepared as
+    the grader prepares a record, and that artefact run here on the public inputs."""
+    from ..programs import judge_report, run_exported
 
-    spec = ProgramSpec.from_json(fp["program"])
-    at = at_choice(spec, mesh_of(spec, answer)) if spec.mesh_choices else spec
-    if isinstance(at, Verdict):
-        return at
-    verdict = judge_report(at, run(at, answer, seed=SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED)
+    prepared = prepare(ProgramSpec.from_json(fp["program"]), encode(fp, answer))
+    if isinstance(prepared, Verdict):
+        return prepared
+    at, blob = prepared
+    verdict = judge_report(at, run_exported(at, blob, SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED)
     return with_slip_hint(verdict, fp.get("hints", {}))
