@@ -100,8 +100,11 @@ def draw_cases(chapter: str, course_dir: Path, seed: str,
                setting: dict[str, Any] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The cases each function question of a submission is run on (seeds.py), drawn by this worker's
     judging process, which has the chapter's references loaded: the course's own where it has them."""
-    reply = _worker_judge(course_dir).request({"draw": True, "chapter": chapter, "course_dir": str(course_dir),
-                                               "seed": seed, "setting": setting or {}}, BATCH_SECONDS)
+    request = {"draw": True, "chapter": chapter, "course_dir": str(course_dir), "seed": seed, "setting": setting or {}}
+    for _ in range(2):  # a process that died or hung (no reply) is replaced once; one that answered is believed
+        reply = _worker_judge(course_dir).request(request, BATCH_SECONDS)
+        if reply is not None:
+            break
     if not isinstance(reply, dict) or not isinstance(reply.get("cases"), dict):
         raise RuntimeError(f"the judging process could not draw the test cases: {str(reply)[:300]}")
     return reply["cases"]

@@ -196,3 +196,27 @@ def test_a_remembered_verdict_is_never_given_to_a_student_with_other_values(cour
     second = judge.handle({**_request({qid: answer}, course), "setting": theirs})
     assert first[qid]["status"] == "correct"
     assert second[qid]["status"] != "correct", second[qid]
+
+
+def test_drawing_the_cases_survives_a_judging_process_that_died(tmp_path, monkeypatch):
+    """A judging process that dies while it draws a submission's cases (killed, out of memory) is replaced
+    once, not reported as a broken grading run; one that answers, even with an error, is believed."""
+    from autograder.grading.service import Service
+
+    if judge._judge is not None:
+        judge._judge.close()
+    judge._judge = None
+    real, calls = Service.request, []
+
+    def dies_once(self, payload, timeout):
+        calls.append(payload.get("draw"))
+        if len(calls) == 1:
+            self.close()  # what request() does when the process died before it replied
+            return None
+        return real(self, payload, timeout)
+
+    monkeypatch.setattr(Service, "request", dies_once)
+    assert judge.draw_cases("ch01_rooflines", tmp_path, "seed-a")
+    assert calls == [True, True]
+    judge._judge.close()
+    judge._judge = None
