@@ -6,6 +6,7 @@ grader on them); and a table of the public cases' expected outputs earns nearly 
 """
 
 import json
+import math
 
 import pytest
 
@@ -86,3 +87,26 @@ def test_vary_keeps_the_structure_of_a_case():
         assert case["whole"].is_integer() and 2048 <= case["whole"] <= 8192
         assert 0 < case["share"] < 1 and 0.98e14 <= case["rate"] <= 3.95e14
         assert len(f"{case['rate']:.10g}".replace(".", "").rstrip("0").split("e")[0]) <= 4
+
+
+def test_a_table_of_public_outputs_never_passes_a_drawn_crossover():
+    """CX2's crossover depends on peak over bandwidth only: were both scaled by nearly one factor, a function
+    replaying the public outputs would be right on that drawn case (about once in 70 drawings, before)."""
+    q = load_chapter("ch01_rooflines")["ch01-cx2-crossover"]
+    public = [q.reference(**p) for p in q.probes]
+    for seed in range(60):
+        for case in drawn_probes(q, f"seed-{seed}"):
+            got = q.reference(**case)
+            assert all(abs(got / p - 1) > 0.05 for p in public), (seed, case)
+
+
+def test_the_default_draw_never_scales_every_float_alike():
+    import random
+
+    from autograder.kinds.function import SPREAD
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        case = vary(rng, {"peak": 1.97e14, "bw": 8.2e11, "n": 8})
+        assert case["n"] == 8
+        assert abs(math.log2((case["peak"] / 1.97e14) / (case["bw"] / 8.2e11))) >= SPREAD - 1e-3

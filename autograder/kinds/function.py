@@ -215,21 +215,33 @@ def _drawn_hints(q: Function, drawn: Sequence[dict[str, Any]], outputs: Any) -> 
 RETRIES = 50
 
 
+# The least spread, in powers of two, between the factors of a case's floats. Were they all nearly one factor,
+# every ratio of them would stay as it was, and a result that depends only on ratios (a roofline's crossover,
+# peak over bandwidth) would equal a public case's: a table of the public outputs would pass.
+SPREAD = 0.15
+
+
 def vary(rng: random.Random, probe: dict[str, Any]) -> dict[str, Any]:
     """The default draw: every float of the probe (in its lists and dicts too) times its own factor
     between 1/2 and 2, to 4 significant figures; a whole float stays whole and at least 1, a fraction
-    stays below 1. Integers (counts, sizes, axes), strings and booleans are the case's structure: kept."""
-    return {k: _vary(rng, v) for k, v in probe.items()}
+    stays below 1. Integers (counts, sizes, axes), strings and booleans are the case's structure: kept.
+    Two floats or more are never all scaled alike (``SPREAD``)."""
+    while True:
+        exponents: list[float] = []
+        case = {k: _vary(rng, v, exponents) for k, v in probe.items()}
+        if len(exponents) < 2 or max(exponents) - min(exponents) >= SPREAD:
+            return case
 
 
-def _vary(rng: random.Random, v: Any) -> Any:
+def _vary(rng: random.Random, v: Any, exponents: list[float]) -> Any:
     if isinstance(v, dict):
-        return {k: _vary(rng, x) for k, x in v.items()}
+        return {k: _vary(rng, x, exponents) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [_vary(rng, x) for x in v]
+        return [_vary(rng, x, exponents) for x in v]
     if not isinstance(v, float) or v == 0 or not math.isfinite(v):
         return v
-    factor = 2 ** rng.uniform(-1, 1)
+    exponents.append(rng.uniform(-1, 1))
+    factor = 2 ** exponents[-1]
     y = float(f"{v * factor:.4g}")
     if v.is_integer():
         return math.copysign(max(1.0, float(round(abs(y)))), v)
