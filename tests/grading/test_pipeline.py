@@ -99,9 +99,9 @@ def test_grading_seeds_are_secret_stable_and_per_submission(tmp_path):
     # the installed ones. Here: a copy, whose CX2 crossover draws D = 7.
     own = tmp_path / "own" / "solutions" / f"{CHAPTER}.py"
     shutil.copytree(ROOT / "solutions", own.parent)
-    record = "reference=crossover_reference,"
+    record = "draw=draw_crossover,"
     assert record in own.read_text()
-    own.write_text(own.read_text().replace(record, record + " draw=lambda rng, probe: {**probe, 'D': 7},"))
+    own.write_text(own.read_text().replace(record, "draw=lambda rng, probe: {**probe, 'D': 7},"))
     mine = drawn_cases(tmp_path / "own", CHAPTER, seed)
     assert {c["D"] for c in mine.pop("ch01-cx2-crossover")} == {7}
     assert mine == {q: c for q, c in cases.items() if q != "ch01-cx2-crossover"}
