@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -29,25 +28,17 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autograder.demo import filled_notebook, with_slips  # noqa: E402
+from autograder.demo import copy_course, reference_notebook, submit, with_slips  # noqa: E402
 
 
 def make_class(course: Path, chapter: str, n: int) -> None:
     """n submissions cycling through: the reference, a partly wrong one, an untouched one, a broken file."""
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source" / chapter, course / "source" / chapter)
-    name = f"{chapter}.ipynb"
-    release = nbformat.read(ROOT / "release" / chapter / name, as_version=4)
-    reference = filled_notebook(release, nbformat.read(ROOT / "source" / chapter / name, as_version=4))
-    kinds = [reference, with_slips(reference, chapter), release, None]
+    copy_course(ROOT, course, [chapter])
+    release = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    reference = reference_notebook(ROOT, chapter)
+    kinds = [reference, with_slips(reference, chapter), release, b'{"cells": [ broken']
     for i in range(n):
-        folder = course / "submitted" / f"student{i:03d}" / chapter
-        folder.mkdir(parents=True)
-        nb = kinds[i % len(kinds)]
-        if nb is None:
-            (folder / name).write_text('{"cells": [ broken')
-        else:
-            nbformat.write(nb, folder / name)
+        submit(course, f"student{i:03d}", chapter, kinds[i % len(kinds)])
 
 
 class PeakMemory:
