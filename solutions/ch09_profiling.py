@@ -17,7 +17,7 @@ so it does not depend on the machine; ``tests/chapters/test_ch09.py`` compiles e
 checks that XLA (jax 0.10.2, CPU) prints what the formulas say. The HLO texts the parsing exercises
 run on are public inputs: lines written in the grammar of the book's TPU profiles (tiling and memory
 spaces exist only there), and programs compiled once on 8 simulated CPU devices with jax 0.10.2,
-kept below with their metadata (which names source files) removed.
+kept in ``solutions/ch09_listings.hlo`` with their metadata (which names source files) removed.
 """
 
 from __future__ import annotations
@@ -248,177 +248,26 @@ Q1_CPU = dict(B=8, D=512, F=2048)
 Q2_B, Q2_T, Q2_F = (16, 24, 40), (128, 64), (1024, 2048)
 MOCK = dict(B=Q2_B[0], T=Q2_T[0], D=256, F=Q2_F[0], N=8, H=32)
 MOCK_MESH = (("X", 4), ("Y", 2))
+# The compiled programs the parsing exercises read (and a GPU-style excerpt): a data file, one listing each.
+LISTINGS_FILE = Path(__file__).with_name("ch09_listings.hlo")
+
+
+def read_listings(path: Path = LISTINGS_FILE) -> dict[str, str]:
+    """The listings of ``path`` by name: each is the text after its ``=== name ===`` line, up to the next."""
+    parts = re.split(r"^=== (\w+) ===\n", path.read_text(), flags=re.MULTILINE)
+    return {name: text.strip() + "\n" for name, text in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+LISTINGS = read_listings()
 # Both CX3 programs compile the same reduction and matmul fusion; they differ in the result's layout and in
 # the ENTRY, where BLOCKS slices its own columns out of the all-reduced rows.
-_MATMUL_COMPUTATIONS = """\
-%add.clone (x.1: f32[], y.1: f32[]) -> f32[] {
-  %x.1 = f32[] parameter(0)
-  %y.1 = f32[] parameter(1)
-  ROOT %add.1 = f32[] add(%x.1, %y.1)
-}
-
-%fused_computation (param_0: f32[4,512], param_1: f32[512,8192]) -> f32[4,8192] {
-  %param_0 = f32[4,512]{1,0} parameter(0)
-  %param_1 = f32[512,8192]{1,0} parameter(1)
-  ROOT %dot.1 = f32[4,8192]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-"""
-
-MATMUL_ROWS_HLO = """\
-HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,8192]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
-
-""" + _MATMUL_COMPUTATIONS + """
-ENTRY %main.0_spmd (param: f32[4,512], param.1: f32[512,8192]) -> f32[4,8192] {
-  %param = f32[4,512]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}
-  %param.1 = f32[512,8192]{1,0} parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
-  %ynn_fusion = f32[4,8192]{1,0} fusion(%param, %param.1), kind=kCustom, calls=%fused_computation
-  ROOT %all-reduce = f32[4,8192]{1,0} all-reduce(%ynn_fusion), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, use_global_device_ids=true, to_apply=%add.clone
-}
-"""  # noqa: E501
-
-MATMUL_BLOCKS_HLO = """\
-HloModule jit__lambda, is_scheduled=true, entry_computation_layout={(f32[4,512]{1,0}, f32[512,8192]{1,0})->f32[4,2048]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false}, num_partitions=8
-
-""" + _MATMUL_COMPUTATIONS + """
-%fused_computation.1 (param_0.1: f32[4,8192], param_1.2: u32[8], param_2.6: u32[]) -> f32[4,2048] {
-  %param_0.1 = f32[4,8192]{1,0} parameter(0)
-  %constant.16 = s32[] constant(0)
-  %constant.15 = u32[1]{0} constant({0})
-  %param_1.2 = u32[8]{0} parameter(1)
-  %param_2.6 = u32[] parameter(2)
-  %dynamic-slice.6 = u32[1]{0} dynamic-slice(%param_1.2, %param_2.6), dynamic_slice_sizes={1}
-  %constant.14 = u32[1]{0} constant({3})
-  %clamp.2 = u32[1]{0} clamp(%constant.15, %dynamic-slice.6, %constant.14)
-  %convert.2 = s32[1]{0} convert(%clamp.2)
-  %constant.13 = s32[1]{0} constant({2048})
-  %multiply.3 = s32[1]{0} multiply(%convert.2, %constant.13)
-  %bitcast.1 = s32[] bitcast(%multiply.3)
-  ROOT %dynamic-slice.5 = f32[4,2048]{1,0} dynamic-slice(%param_0.1, %constant.16, %bitcast.1), dynamic_slice_sizes={4,2048}
-}
-
-ENTRY %main.0_spmd (param: f32[4,512], param.1: f32[512,8192]) -> f32[4,2048] {
-  %param = f32[4,512]{1,0} parameter(0), sharding={devices=[2,4]<=[8]}
-  %param.1 = f32[512,8192]{1,0} parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
-  %partition-id.1 = u32[] partition-id()
-  %constant.4 = u32[8]{0} constant({0, 1, 2, 3, 0, 1, 2, 3})
-  %ynn_fusion = f32[4,8192]{1,0} fusion(%param, %param.1), kind=kCustom, calls=%fused_computation
-  %all-reduce = f32[4,8192]{1,0} all-reduce(%ynn_fusion), channel_id=1, replica_groups=[2,4]<=[8], use_global_device_ids=true, to_apply=%add.clone
-  ROOT %bitcast_dynamic-slice_fusion = f32[4,2048]{1,0} fusion(%all-reduce, %constant.4, %partition-id.1), kind=kLoop, calls=%fused_computation.1
-}
-"""  # noqa: E501
-
-NAIVE_MLP_HLO = """\
-HloModule jit_naive, is_scheduled=true, entry_computation_layout={(f32[8,128]{1,0}, f32[128,256]{1,0}, f32[256,128]{1,0})->f32[8,128]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false,false}, allow_spmd_sharding_propagation_to_output={true}, num_partitions=8
-
-%fused_computation (param_0: f32[8,256], param_1: f32[256,128]) -> f32[8,128] {
-  %param_0 = f32[8,256]{1,0} parameter(0)
-  %param_1 = f32[256,128]{1,0} parameter(1)
-  ROOT %dot.2 = f32[8,128]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-
-%fused_computation.1 (param_0.1: f32[64,128], param_1.1: f32[128,256]) -> f32[64,256] {
-  %param_0.1 = f32[64,128]{1,0} parameter(0)
-  %param_1.1 = f32[128,256]{1,0} parameter(1)
-  ROOT %dot.3 = f32[64,256]{1,0} dot(%param_0.1, %param_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-
-%fused_computation.2 (param_0.2: f32[64,256], param_1.5: u32[]) -> f32[8,256] {
-  %param_0.2 = f32[64,256]{1,0} parameter(0)
-  %param_1.5 = u32[] parameter(1)
-  %convert.1 = s32[] convert(%param_1.5)
-  %constant.6 = s32[] constant(8)
-  %multiply.2 = s32[] multiply(%convert.1, %constant.6)
-  %constant.5 = s32[] constant(0)
-  ROOT %dynamic-slice.2 = f32[8,256]{1,0} dynamic-slice(%param_0.2, %multiply.2, %constant.5), dynamic_slice_sizes={8,256}
-}
-
-ENTRY %main.0_spmd (param: f32[8,128], param.1: f32[128,256], param.2: f32[256,128]) -> f32[8,128] {
-  %partition-id = u32[] partition-id()
-  %param = f32[8,128]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}
-  %param.1 = f32[128,256]{1,0} parameter(1), sharding={replicated}
-  %param.2 = f32[256,128]{1,0} parameter(2), sharding={replicated}
-  %all-gather = f32[64,128]{1,0} all-gather(%param), channel_id=1, replica_groups=mesh['axis_0'=8,'axis_1'=1] {'axis_0'}, dimensions={0}, use_global_device_ids=true
-  %ynn_fusion.1 = f32[64,256]{1,0} fusion(%all-gather, %param.1), kind=kCustom, calls=%fused_computation.1
-  %multiply_dynamic-slice_fusion = f32[8,256]{1,0} fusion(%ynn_fusion.1, %partition-id), kind=kLoop, calls=%fused_computation.2
-  ROOT %ynn_fusion = f32[8,128]{1,0} fusion(%multiply_dynamic-slice_fusion, %param.2), kind=kCustom, calls=%fused_computation
-}
-"""  # noqa: E501
-
-Q1_HLO = """\
-HloModule jit_q1, is_scheduled=true, entry_computation_layout={(f32[256,512]{1,0}, f32[512,256]{1,0}, f32[8,512]{1,0})->f32[8,512]{1,0}}, allow_spmd_sharding_propagation_to_parameters={false,false,false}, allow_spmd_sharding_propagation_to_output={true}, num_partitions=8
-
-%add.clone (x.3: f32[], y.1: f32[]) -> f32[] {
-  %x.3 = f32[] parameter(0)
-  %y.1 = f32[] parameter(1)
-  ROOT %add.1 = f32[] add(%x.3, %y.1)
-}
-
-%fused_computation (param_0: f32[8,256], param_1: f32[512,256]) -> f32[8,512] {
-  %param_0 = f32[8,256]{1,0} parameter(0)
-  %param_1 = f32[512,256]{1,0} parameter(1)
-  ROOT %dot.2 = f32[8,512]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
-}
-
-%fused_computation.1 (param_0.1: f32[8,512], param_1.1: f32[256,512]) -> f32[8,256] {
-  %param_0.1 = f32[8,512]{1,0} parameter(0)
-  %param_1.1 = f32[256,512]{1,0} parameter(1)
-  ROOT %dot.3 = f32[8,256]{1,0} dot(%param_0.1, %param_1.1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
-}
-
-ENTRY %main.0_spmd (param.1: f32[256,512], param.2: f32[512,256], param: f32[8,512]) -> f32[8,512] {
-  %param = f32[8,512]{1,0} parameter(2), sharding={replicated}
-  %param.1 = f32[256,512]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}
-  %param.2 = f32[512,256]{1,0} parameter(1), sharding={devices=[1,8]<=[8]}
-  %ynn_fusion.1 = f32[8,256]{1,0} fusion(%param, %param.1), kind=kCustom, calls=%fused_computation.1
-  %ynn_fusion = f32[8,512]{1,0} fusion(%ynn_fusion.1, %param.2), kind=kCustom, calls=%fused_computation
-  ROOT %all-reduce = f32[8,512]{1,0} all-reduce(%ynn_fusion), channel_id=1, replica_groups=mesh['axis_0'=1,'axis_1'=8] {'axis_1'}, use_global_device_ids=true, to_apply=%add.clone
-}
-"""  # noqa: E501
-
-MOCK_LAYER_ENTRY_HLO = """\
-ENTRY %main.3_spmd (param: f32[4,128,256], param.2: f32[256,4,32], param.3: f32[256,4,32], param.1: f32[256,4,32], param.4: f32[4,32,256], param.5: f32[256,512], param.6: f32[512,256]) -> f32[4,128,256] {
-  %param = f32[4,128,256]{2,1,0} parameter(0), sharding={devices=[4,1,1,2]<=[8] last_tile_dim_replicate}
-  %param.1 = f32[256,4,32]{2,1,0} parameter(3), sharding={devices=[1,2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
-  %param.2 = f32[256,4,32]{2,1,0} parameter(1), sharding={devices=[1,2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
-  %param.3 = f32[256,4,32]{2,1,0} parameter(2), sharding={devices=[1,2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
-  %constant.1.clone = f32[] constant(0)
-  %param.4 = f32[4,32,256]{2,1,0} parameter(4), sharding={devices=[2,1,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
-  %param.5 = f32[256,512]{1,0} parameter(5), sharding={devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}
-  %param.6 = f32[512,256]{1,0} parameter(6), sharding={devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}
-  %bitcast = f32[512,256]{1,0} bitcast(%param)
-  %bitcast.1 = f32[256,128]{1,0} bitcast(%param.1)
-  %bitcast.3 = f32[256,128]{1,0} bitcast(%param.2)
-  %bitcast.5 = f32[256,128]{1,0} bitcast(%param.3)
-  %copy_bitcast_fusion = f32[128,256]{1,0} fusion(%param.4), kind=kLoop, calls=%fused_computation.10
-  %ynn_fusion.8 = f32[512,128]{1,0} fusion(%bitcast, %bitcast.1), kind=kCustom, calls=%fused_computation.8
-  %ynn_fusion.7 = f32[512,128]{1,0} fusion(%bitcast, %bitcast.3), kind=kCustom, calls=%fused_computation.7
-  %ynn_fusion.6 = f32[512,128]{1,0} fusion(%bitcast, %bitcast.5), kind=kCustom, calls=%fused_computation.6
-  %transpose_copy_fusion.2 = f32[4,4,32,128]{3,2,1,0} fusion(%ynn_fusion.8), kind=kLoop, calls=%fused_computation.16
-  %transpose_copy_fusion.1 = f32[4,4,128,32]{3,2,1,0} fusion(%ynn_fusion.7), kind=kLoop, calls=%fused_computation.15
-  %transpose_copy_fusion = f32[4,4,32,128]{3,2,1,0} fusion(%ynn_fusion.6), kind=kLoop, calls=%fused_computation.14
-  %ynn_fusion.5 = f32[4,4,128,128]{3,2,1,0} fusion(%transpose_copy_fusion.1, %transpose_copy_fusion), kind=kCustom, calls=%fused_computation.5
-  %ynn_fusion.4 = f32[4,4,128]{2,1,0} fusion(%ynn_fusion.5, %constant.1.clone), kind=kCustom, calls=%fused_computation.4
-  %broadcast_divide_fusion = f32[4,4,128]{2,1,0} fusion(%ynn_fusion.4), kind=kLoop, calls=%fused_computation.13
-  %broadcast_multiply_fusion = f32[4,4,128,128]{3,2,1,0} fusion(%ynn_fusion.5, %broadcast_divide_fusion), kind=kLoop, calls=%fused_computation.12
-  %ynn_fusion.3 = f32[4,4,32,128]{3,2,1,0} fusion(%transpose_copy_fusion.2, %broadcast_multiply_fusion), kind=kCustom, calls=%fused_computation.3
-  %copy_bitcast_fusion.1 = f32[512,128]{1,0} fusion(%ynn_fusion.3), kind=kLoop, calls=%fused_computation.11
-  %ynn_fusion.2 = f32[512,256]{1,0} fusion(%copy_bitcast_fusion.1, %copy_bitcast_fusion), kind=kCustom, calls=%fused_computation.2
-  %bitcast.9 = f32[4,128,256]{2,1,0} bitcast(%ynn_fusion.2)
-  %all-reduce = f32[4,128,256]{2,1,0} all-reduce(%bitcast.9), channel_id=1, replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply=%add.clone
-  %wrapped_add = f32[4,128,256]{2,1,0} fusion(%param, %all-reduce), kind=kLoop, calls=%wrapped_add_computation
-  %bitcast.10 = f32[512,256]{1,0} bitcast(%wrapped_add)
-  %ynn_fusion.1 = f32[512,512]{1,0} fusion(%bitcast.10, %param.5), kind=kCustom, calls=%fused_computation.1
-  %broadcast_maximum_fusion = f32[512,512]{1,0} fusion(%ynn_fusion.1), kind=kLoop, calls=%fused_computation.9
-  %ynn_fusion = f32[512,256]{1,0} fusion(%broadcast_maximum_fusion, %param.6), kind=kCustom, calls=%fused_computation
-  %bitcast.11 = f32[4,128,256]{2,1,0} bitcast(%ynn_fusion)
-  %all-reduce.1 = f32[4,128,256]{2,1,0} all-reduce(%bitcast.11), channel_id=2, replica_groups=[4,2]<=[8], use_global_device_ids=true, to_apply=%add.1.clone
-  ROOT %wrapped_add.1 = f32[4,128,256]{2,1,0} fusion(%wrapped_add, %all-reduce.1), kind=kLoop, calls=%wrapped_add_computation.1
-}
-"""  # noqa: E501
+MATMUL_ROWS_HLO, MATMUL_BLOCKS_HLO = LISTINGS["matmul_rows"], LISTINGS["matmul_blocks"]
+NAIVE_MLP_HLO, Q1_HLO = LISTINGS["naive_mlp"], LISTINGS["q1"]  # CX4's replicated MLP; Q1 at the CPU sizes
+MOCK_LAYER_ENTRY_HLO = LISTINGS["mock_layer_entry"]  # the ENTRY of Q2's mock layer
+GPU_STYLE_HLO = LISTINGS["gpu_style"]  # asynchronous -start/-done pairs, a combined tuple all-reduce
 
 # Lines of HLO in the grammar of the book's TPU profiles (tiles T(...), memory spaces S(n), typed
-# operands), written by the course from the chapter's shapes; and an excerpt in the style of a GPU
-# program (asynchronous -start/-done pairs, a combined tuple all-reduce).
+# operands), written by the course from the chapter's shapes.
 def e2_line(batch: int, width: int) -> str:
     """E2's fusion: a reduce-scatter fused into the op that made bf16[batch, 32, 8192], keeping ``width``
     columns, its result in VMEM."""
@@ -463,20 +312,6 @@ E1_DOT = ("ROOT %dot_general.3 = f32[16,128]{1,0} dot(%wrapped_convert, %x.1), l
           "rhs_contracting_dims={1}")
 E1_CONVERT = "%wrapped_convert = f32[256,16]{1,0} fusion(%y.1), kind=kLoop, calls=%wrapped_convert_computation"
 E1_PARAM = "%y.1 = bf16[256,16]{1,0} parameter(1)"
-GPU_STYLE_HLO = """\
-ENTRY %main (p0: f32[4,8192], p1: f32[256,512], p2: f32[512], p3: f32[16,1024]) -> f32[2,8192] {
-  %p0 = f32[4,8192]{1,0} parameter(0)
-  %p1 = f32[256,512]{1,0} parameter(1)
-  %p2 = f32[512]{0} parameter(2)
-  %p3 = f32[16,1024]{1,0} parameter(3)
-  %all-reduce-start = f32[4,8192]{1,0} all-reduce-start(%p0), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, to_apply=%add
-  %fusion.3 = f32[16,1024]{1,0} fusion(%p3), kind=kLoop, calls=%fused_computation.3
-  %all-reduce-done = f32[4,8192]{1,0} all-reduce-done(%all-reduce-start)
-  %all-reduce.7 = (f32[256,512]{1,0}, f32[512]{0}) all-reduce(%p1, %p2), channel_id=2, replica_groups=[1,8]<=[8], to_apply=%add
-  %collective-permute = f32[16,1024]{1,0} collective-permute(%fusion.3), channel_id=3, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}
-  ROOT %reduce-scatter = f32[2,8192]{1,0} reduce-scatter(%all-reduce-done), channel_id=4, replica_groups=[4,2]<=[8], dimensions={0}, to_apply=%add
-}
-"""  # noqa: E501
 
 
 def program_line(text: str, opcode: str, needle: str = "") -> str:

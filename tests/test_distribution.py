@@ -46,7 +46,8 @@ def test_the_student_wheel_holds_the_self_check_and_nothing_of_the_grader(wheels
 def test_the_grader_wheel_is_the_whole_package(wheels):
     names = set(_names(wheels["grader"]))
     assert {f"solutions/{c}.py" for c in CHAPTERS} <= names
-    assert {"autograder/grading/pipeline.py", "autograder/release.py", "solutions/_derived/__init__.py"} <= names
+    assert {"autograder/grading/pipeline.py", "autograder/release.py", "solutions/_derived/__init__.py",
+            "solutions/ch09_programs.json", "solutions/ch09_listings.hlo"} <= names  # chapter 9's data files
     assert EDITION_FILE not in names
     # The student's is the grader's less what the grader alone needs, file for file and byte for byte.
     shared = {n for n in _names(wheels["student"]) if ".dist-info/" not in n and n != EDITION_FILE}

@@ -5,6 +5,8 @@ marker (``pytest -m ch03``); what is particular to a chapter is in its ``test_ch
 
 import dataclasses
 import importlib
+import json
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,7 @@ from autograder.programs import wrong_numbers
 from autograder.questions import Function, Number, Program, chapter_names, load_chapter
 from autograder.verdict import Status
 from course import hardware, models
-from tests.chapter_checks import printed, recorded, reference_answer
+from tests.chapter_checks import inspected, printed, recorded, reference_answer
 
 CHAPTERS = {name: load_chapter(name) for name in chapter_names()}
 QUESTIONS = [q for chapter in CHAPTERS.values() for q in chapter.questions]
@@ -24,6 +26,8 @@ PROGRAMS = [q for q in QUESTIONS if isinstance(q, Program)]
 NO_WRONG_NUMBERS_SLIP = {"ch09-cx4-fix-constraint"}  # the numbers come out right either way: it asks for a sharding
 NO_WASTEFUL_SLIP = {"ch10-q3-mlp-block"}  # its only collectives are its two matmuls', whose wasteful forms are asked
 UNSIZED = {"ch09-cx4-fix-constraint", "ch10-q1-shard-sums"}  # jit places their collectives: counted, not sized
+# What the collective inspector reports of model solutions whose notebooks quote its report.
+INSPECTED = json.loads(Path(__file__).with_name("inspected.json").read_text())
 
 
 def _marked(values, chapter: str, case_id: str):
@@ -157,3 +161,12 @@ def test_public_probes_hold_no_answer():
                   for key, value in probe.items() for x in _probe_numbers(value) if _specific(x) and x not in public
                   for qid, (lo, hi) in answers if min(lo, hi) <= x <= max(lo, hi)]
     assert not leaks, "\n".join(sorted(set(leaks)))
+
+
+@pytest.mark.parametrize("q", [_marked((q,), q.chapter, q.qid) for q in PROGRAMS if q.qid in INSPECTED])
+def test_inspector_reads_each_quoted_model(q):
+    assert inspected(q) == INSPECTED[q.qid]
+
+
+def test_every_quoted_inspection_is_of_a_program():
+    assert set(INSPECTED) <= {q.qid for q in PROGRAMS}

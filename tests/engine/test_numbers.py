@@ -128,10 +128,12 @@ def test_unit_examples_name_the_units_of_the_dimension():
     assert "plain number" in unit_examples("") and "25%" in unit_examples("")  # % is an option, not the unit
 
 
-# --- fair reading: arithmetic of numbers ----------------------------------------------------------
+# --- fair reading: arithmetic, percentages, 3 significant figures --------------------------------
 
-# (reference, unit, answer, passes). Arithmetic goes through the formula parser with no names.
-ARITHMETIC = [
+# (reference, unit, answer, passes): how an answer to a Number question at the course's default
+# precision, Tolerance.figures(), is read.
+READINGS = [
+    # Arithmetic goes through the formula parser with no names.
     (0.25, "", "1/4", True),
     (0.25, "", "1/3", False),
     (0.25, "", "(1/4)", True),
@@ -154,20 +156,8 @@ ARITHMETIC = [
     (0.125, "", "2**-3", True),
     (1.0, "", "--1", True),
     (-3e-3, "s", "-(1+2) ms", True),
-]
-
-
-def test_arithmetic_is_exact_before_it_is_rounded():
-    """1/3 * 3 is 1 exactly: the parser works in rationals, so no float noise enters the answer."""
-    assert parse_number("1/3*3", "") == ParsedNumber(1.0, None)
-    assert parse_number("0.1*3", "") == ParsedNumber(0.3, None)  # 0.30000000000000004 in floats
-
-
-# --- fair reading: percentages --------------------------------------------------------------------
-
-# A question's unit "" is a plain number, and "25%" is 0.25 of it. A question in "%" reads a bare
-# number as percent, as a question in ms reads a bare number as ms.
-PERCENT = [
+    # A question's unit "" is a plain number, and "25%" is 0.25 of it. A question in "%" reads a bare
+    # number as percent, as a question in ms reads a bare number as ms.
     (0.25, "", "25%", True),
     (0.25, "", "25 %", True),
     (0.25, "", "0.25", True),
@@ -179,13 +169,7 @@ PERCENT = [
     (25.0, "%", "25%", True),
     (25.0, "%", "25", True),
     (25.0, "%", "0.25", False),
-]
-
-
-# --- fair rounding: 3 significant figures ---------------------------------------------------------
-
-# A byte count, a bandwidth or a fraction at the course's default precision, Tolerance.figures().
-ROUNDING = [
+    # Rounding: a byte count, a bandwidth or a fraction given to 3 significant figures or more.
     (16777216.0, "B", "16777216", True),
     (16777216.0, "B", "1.678e7", True),  # 4 significant figures
     (16777216.0, "B", "1.68e7 B", True),  # 3
@@ -211,12 +195,18 @@ ROUNDING = [
 ]
 
 
-@pytest.mark.parametrize(("reference", "unit", "answer", "ok"), ARITHMETIC + PERCENT + ROUNDING)
+@pytest.mark.parametrize(("reference", "unit", "answer", "ok"), READINGS)
 def test_fair_reading_at_three_figures(reference, unit, answer, ok):
-    """ARITHMETIC, PERCENT and ROUNDING: each answer is read (never INVALID) and passes or fails as listed."""
+    """Each answer of READINGS is read (never INVALID) and passes or fails as listed."""
     v = verdict(reference, unit, answer, Tolerance.figures())
     assert v.status is not Status.INVALID, v
     assert v.ok is ok, v
+
+
+def test_arithmetic_is_exact_before_it_is_rounded():
+    """1/3 * 3 is 1 exactly: the parser works in rationals, so no float noise enters the answer."""
+    assert parse_number("1/3*3", "") == ParsedNumber(1.0, None)
+    assert parse_number("0.1*3", "") == ParsedNumber(0.3, None)  # 0.30000000000000004 in floats
 
 
 @pytest.mark.parametrize("reference", [1.0, 1.005, 1.00499, 9.995, 0.2727, 16777216.0, 3.3e24, 7e-9, -240.5])
