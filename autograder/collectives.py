@@ -10,7 +10,11 @@ collectives are chosen by the compiler (``jit`` with shardings) have none in Sta
 
 Bytes per device follow the book's ring algorithms (Part 3): with N devices in the group and an
 operand of S bytes per device, an all-gather receives (N-1)*S, a reduce-scatter and an all-to-all
-move (N-1)/N*S, an all-reduce 2*(N-1)/N*S, a collective-permute sends S.
+move (N-1)/N*S, an all-reduce 2*(N-1)/N*S, a collective-permute sends S. A permute's pairs say how far
+its bytes travel: each axis of the mesh is a ring, a pair's bytes take the shorter way round it, and
+``traffic`` counts them on every link they cross, so a permute to the device three hops away costs three
+neighbour permutes; and in the busier of the two directions, where a "bidirectional" ring that sends all
+of its bytes one way costs twice the real one.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class Collective:
     operand_shape: tuple[int, ...]  # per device
     group_size: int
     count: int | None  # executions, loop trip counts included; None when a loop's count is unknown
+    # A collective-permute's links crossed per source device, (forward, backward) round each axis's ring:
+    # (1, 0) for a neighbour ring one way, (0, 1) the other way, (2, 0) for a jump of two devices.
+    hops: tuple[float, float] = (1.0, 0.0)
 
     @property
     def operand_bytes(self) -> int:
@@ -58,8 +65,10 @@ class Collective:
         shape = ",".join(map(str, self.operand_shape))
         over = "+".join(self.axes) or "no axis"
         what = f"{self.kind} of {self.dtype}[{shape}] over {over} ({self.bytes_per_device:,.0f} bytes per device each"
-        if self.count is None:  # inside a while loop whose trip count depends on the data
-            return f"{what}, once per step of a loop whose length depends on the data)"
+        if self.kind == "collective-permute" and max(self.hops) > 1 + 1e-9:
+            what += f", crossing {max(self.hops):.3g} links in one direction on average"
+        if self.count is None:  # inside a while loop whose trip count cannot be read
+            return f"{what}, once per step of a loop of unknown length)"
         return f"{self.count} x {what})"
 
 
@@ -114,19 +123,76 @@ def _constant(value) -> int | None:
 
 
 def _trip_count(while_op) -> int | None:
-    """jax's loops (scan, fori_loop) count an index from a constant to a constant with LT."""
-    cond = while_op.regions[0].blocks[0]
-    for op in cond.operations:
-        op = op.operation
-        if op.name == "stablehlo.compare" and "LT" in (_attr(op, "comparison_direction") or ""):
-            lhs, rhs = op.operands
-            args = list(cond.arguments)
-            if lhs in args:
-                start = _constant(while_op.operands[args.index(lhs)])
-                stop = _constant(rhs)
-                if start is not None and stop is not None:
-                    return max(stop - start, 0)
-    return None
+    """How many times a loop runs, where it counts a carried value from a constant by a constant step until a
+    comparison with a constant fails (jax's scan and fori_loop count up by 1 with LT; a student's while_loop may
+    count down, step by 2, or stop at <=, > or !=); None for any other loop, whose length is unknown here."""
+    cond, body = while_op.regions[0].blocks[0], while_op.regions[1].blocks[0]
+    ops = [op.operation for op in cond.operations]
+    if not ops or ops[-1].name != "stablehlo.return" or len(ops[-1].operands) != 1:
+        return None
+    test = getattr(ops[-1].operands[0].owner, "operation", ops[-1].operands[0].owner)
+    if getattr(test, "name", "") != "stablehlo.compare":  # a condition of several parts: (s < 7) | (t < 63)
+        return None
+    direction = re.search(r"\b(LT|LE|GT|GE|NE|EQ)\b", _attr(test, "comparison_direction") or "")
+    lhs, rhs = test.operands
+    args = list(cond.arguments)
+    if direction is None:
+        return None
+    op = direction.group(1)
+    if lhs not in args and rhs in args:  # 7 > s reads as s < 7
+        lhs, rhs, op = rhs, lhs, {"LT": "GT", "LE": "GE", "GT": "LT", "GE": "LE"}.get(op, op)
+    if lhs not in args:
+        return None
+    k = args.index(lhs)
+    start, stop, step = _constant(while_op.operands[k]), _constant(rhs), _step(body, k)
+    if start is None or stop is None or not step:
+        return None
+    holds = {"LT": lambda i: i < stop, "LE": lambda i: i <= stop, "GT": lambda i: i > stop,
+             "GE": lambda i: i >= stop, "NE": lambda i: i != stop, "EQ": lambda i: i == stop}[op]
+    count, i = 0, start
+    while holds(i):
+        count, i = count + 1, i + step
+        if count > MAX_TRIPS:  # a loop that never ends, or one too long to count: unknown
+            return None
+    return count
+
+
+MAX_TRIPS = 100_000
+
+
+def _step(body, k: int) -> int | None:
+    """The constant a loop's body adds to (or subtracts from) its k-th carried value; None where it does
+    something else with it."""
+    ops = [op.operation for op in body.operations]
+    if not ops or ops[-1].name not in ("stablehlo.return", "func.return"):
+        return None
+    value = ops[-1].operands[k]
+    owner = getattr(value.owner, "operation", value.owner)
+    name = getattr(owner, "name", "")
+    if name not in ("stablehlo.add", "stablehlo.subtract"):
+        return None
+    a, b = owner.operands
+    arg = body.arguments[k]
+    if name == "stablehlo.subtract":
+        step = -_constant(b) if a == arg and _constant(b) is not None else None
+    else:
+        step = _constant(b) if a == arg else _constant(a) if b == arg else None
+    return step or None
+
+
+def _hops(pairs: list[list[int]], mesh: Sequence[tuple[str, int]]) -> tuple[float, float]:
+    """Links a permute's bytes cross per source, (forward, backward): on each axis the shorter way round."""
+    shape = [n for _, n in mesh]
+    forward = backward = 0
+    for src, dst in pairs:
+        for a, b, n in zip(_unravel(src, shape), _unravel(dst, shape), shape, strict=True):
+            d = (b - a) % n
+            if 2 * d <= n:
+                forward += d
+            else:
+                backward += n - d
+    count = max(len(pairs), 1)
+    return round(forward / count, 3), round(backward / count, 3)
 
 
 def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Collective]:
@@ -153,8 +219,9 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 groups_text = _attr(op, "replica_groups") or _attr(op, "source_target_pairs") or "dense<[[0]]>"
                 groups = _dense_list(groups_text)
                 axes = _axes(groups, mesh)
-                size = len(groups[0]) if name != "stablehlo.collective_permute" else 2
-                key = (KINDS[name], axes, dtype, shape, size)
+                permute = name == "stablehlo.collective_permute"
+                size = 2 if permute else len(groups[0])
+                key = (KINDS[name], axes, dtype, shape, size, _hops(groups, mesh) if permute else (1.0, 0.0))
                 if times is None:
                     unknown.add(key)
                 else:
@@ -166,6 +233,18 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                     for block in region.blocks:
                         for child in block.operations:
                             walk(child.operation, inner, depth + 1)
+                return
+            if name in ("stablehlo.case", "stablehlo.if"):  # one branch runs: count the costliest of each
+                before = Counter(found)
+                taken: Counter = Counter()
+                for region in op.regions:
+                    found.clear()
+                    for block in region.blocks:
+                        for child in block.operations:
+                            walk(child.operation, times, depth + 1)
+                    taken |= found  # the larger count of each collective over the branches
+                found.clear()
+                found.update(before + taken)
                 return
             if name == "func.call":
                 callee = (_attr(op, "callee") or "").lstrip("@").strip('"')  # @"f_<lambda>" is quoted
@@ -180,9 +259,36 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
         main = funcs.get("main") or next(iter(funcs.values()), None)
         if main is not None:
             walk(main, 1, 0)
-    out = [Collective(k, a, d, s, n, c) for (k, a, d, s, n), c in found.items()]
-    out += [Collective(k, a, d, s, n, None) for (k, a, d, s, n) in unknown if (k, a, d, s, n) not in found]
-    return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape))
+    merged: dict[tuple, tuple[int, float, float]] = {}  # one entry per collective, whatever its pairs' hops
+    for key, c in found.items():
+        n, forward, backward = merged.get(key[:5], (0, 0.0, 0.0))
+        merged[key[:5]] = (n + c, forward + key[5][0] * c, backward + key[5][1] * c)
+    out = [Collective(*base, n, (f / n, b / n)) for base, (n, f, b) in merged.items()]
+    out += [Collective(*key[:5], None, key[5]) for key in unknown if key[:5] not in merged]
+    return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape, c.hops))
+
+
+BUSIER = "collective-permute, busier direction"  # ``traffic``'s entry for questions that ask for both directions
+
+
+def traffic(collectives: Sequence[Collective]) -> dict[str, float]:
+    """Bytes per device each kind of collective moves over a program's run: the ring algorithms' bytes times
+    the executions, a permute's on every link they cross; and (``BUSIER``) a permute's in the busier of the two
+    directions, for the questions whose point is using both at once. Collectives in a loop of unknown length
+    are left out (``census`` counts them once)."""
+    moved: Counter = Counter()
+    ways = [0.0, 0.0]
+    for c in collectives:
+        if c.count is None:
+            continue
+        if c.kind == "collective-permute":
+            ways[0] += c.operand_bytes * c.count * c.hops[0]
+            ways[1] += c.operand_bytes * c.count * c.hops[1]
+        else:
+            moved[c.kind] += c.bytes_per_device * c.count
+    if max(ways):
+        moved["collective-permute"], moved[BUSIER] = sum(ways), max(ways)
+    return {k: float(v) for k, v in moved.items()}
 
 
 def census(collectives: Sequence[Collective]) -> dict[str, int]:

@@ -22,6 +22,7 @@ from .symbols import symbol
 
 DIGITS = 50
 N_POINTS = 10
+N_SMALL = 4  # points at the bottom of the domain, for formulas with rounded decimals (Domain.small)
 CANDIDATES = 20  # points drawn per point kept, to find ones where each branch of a max/min is active
 LARGE = 10**8  # at points this many times larger only the leading terms count
 
@@ -31,6 +32,11 @@ NICE_FACTORS = tuple(
     sorted({Fraction(p, q) for p in (1, 2, 3, 4, 8, 16, 32, 64) for q in (1, 2, 3, 4, 8, 16, 32, 64) if p != q}
            | {Fraction(10) ** e for e in range(-12, 13) if e}
            | {Fraction(-1)}))
+
+# The same factors, simplest first (-1, 2, 1/2, 3, 1/3, 3/2, 2/3, 4, ...): where several would fit a
+# wide tolerance (a range), the simplest names the slip.
+SIMPLE_FACTORS = tuple(sorted(NICE_FACTORS, key=lambda k: (k != -1, max(abs(k.numerator), k.denominator),
+                                                           abs(k.numerator) * k.denominator, k < 1)))
 
 Point = dict[str, Fraction]
 
@@ -77,6 +83,14 @@ class Domain:
                 seen |= active
         rest = [i for i in range(len(pool)) if i not in chosen]
         return [pool[i] for i in sorted(chosen + rest[:n - len(chosen)])]
+
+    def small(self, n: int, seed: int) -> list[Point]:
+        """``n`` points at the bottom of the domain (counts 2 to 4, sizes 1/16 to 1), where a term of
+        lower order weighs as much as the leading ones: a rounded formula must agree there too, or a
+        missing norm's ``D`` beside ``3*D*F`` would hide inside its 3 significant figures."""
+        rng = random.Random(seed)
+        return [{name: Fraction(rng.randint(2, 4)) if name in self.counts else Fraction(rng.randint(4, 64), 64)
+                 for name in self.names} for _ in range(n)]
 
     @staticmethod
     def scaled(points: list[Point], names: Sequence[str]) -> list[Point]:
@@ -137,3 +151,14 @@ def evaluator(expr: sp.Expr, names: Sequence[str]) -> Callable[[Point], mpmath.m
 
 def free_names(expr: sp.Expr) -> frozenset[str]:
     return frozenset(s.name for s in expr.free_symbols)
+
+
+def used_names(expr: sp.Expr) -> frozenset[str]:
+    """The symbols the value of ``expr`` depends on: those left after cancelling common factors, so that
+    B in 2*B*D*F/(B*D*F + B*D + B*F) is not among them though it is written there. (Found by sympy, not
+    by value: a symbol that a nested max/min uses only where two other branches meet is rarely seen at
+    the sample points.) Run on references only, never on a student's text."""
+    try:
+        return free_names(sp.cancel(sp.together(expr)))
+    except (sp.PolynomialError, TypeError, ValueError):  # no rational form to cancel in
+        return free_names(expr)

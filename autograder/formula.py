@@ -64,8 +64,9 @@ _ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.
 class Parsed:
     expr: sp.Expr
     text: str  # canonical text (sympy's printing), re-parsable by this module
-    # The text has a decimal number in it (1.97e14, 0.5): its coefficients are somebody's rounding,
-    # so it is compared to 3 significant figures; a formula in whole numbers and fractions is exact.
+    # The text has a rounded decimal in it (1.97e14, 0.333; see ``rounded``): its coefficients are
+    # somebody's rounding, so it is compared to 3 significant figures. A formula in whole numbers,
+    # fractions and simple decimals (2.0, 0.5) is exact.
     approximate: bool = False
 
 
@@ -200,7 +201,8 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
         if expr.has(sp.I):
             raise _Reject("complex")
         _check_size(expr)
-        approximate = any(isinstance(n, ast.Constant) and isinstance(n.value, float) for n in ast.walk(tree))
+        approximate = any(isinstance(n, ast.Constant) and isinstance(n.value, float) and rounded(n.value)
+                          for n in ast.walk(tree))
         return Parsed(expr, to_text(expr), approximate)
     except _Reject as r:
         offset = None if r.offset is None else len(stripped.encode()[:r.offset].decode(errors="ignore"))
@@ -259,6 +261,19 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.BinOp | ast.operator):
         return f"the operator {type(node).__name__}"
     return type(node).__name__
+
+
+def rounded(v: float) -> bool:
+    """Whether a decimal in a formula may be somebody's rounding (1.97e14, 0.333, 3.14, 0.125), so that
+    the formula is compared to 3 significant figures. A decimal of at most two significant figures
+    that is a whole number of quarters (2.0, 0.5, 1.5, 0.25, 0.0, 16.0, 1e9) is the simple number it
+    reads as: nobody rounds to it, and a sympy expression holding 2.0 bytes per parameter is an exact
+    count. Read as approximate, a formula would pass with a small term missing or too many."""
+    d = Decimal(repr(v)).normalize()
+    if not d.is_finite() or d == 0:
+        return not d.is_finite()
+    digits, exponent = d.as_tuple().digits, d.as_tuple().exponent
+    return len(digits) > 2 or (exponent < 0 and (4 * d) % 1 != 0)
 
 
 def _literal(node: ast.Constant) -> sp.Expr:

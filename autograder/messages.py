@@ -7,6 +7,7 @@ grader's feedback say the same thing in the same words. No sentence may contain 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -41,6 +42,14 @@ _INVALID = {
                  "1.024 in others. Type 1024 or 1.024.",
     "unknown_unit": "Unknown unit '{detail}'. For this question use {unit_examples}.",
     "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.",
+    "formula_for_number": "This question asks for a number, and your answer is a formula in {detail}: put in the "
+                          "values (e.g. with .subs(...)) or compute it with numbers.",
+    "unit_arithmetic": "Give one number, with at most one unit after it: '{detail}' is a calculation with units in "
+                       "it. Compute it first (units that cancel, as in a ratio of two times, leave a plain number).",
+    "count_word": "This question asks for a plain number: leave out '{detail}' and give the number alone.",
+    "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} (a letter after a number reads as a "
+                    "unit, and B is bytes).",
+    "unit_in_formula": "A formula carries no unit: drop '{detail}' (the question says what the formula counts).",
     "unknown_option": "Choose one of: {options}.",
     "too_expensive": "Checking this answer took more than {limit}, the most one answer may take: simplify it "
                      "(drop terms that add nothing) and try again.",
@@ -77,6 +86,11 @@ _VERDICTS = {
     "correct": "Correct.",
     "raised": "Your function raised an error: {error}",
     "raised:case": "your function raised an error: {error}",  # inside a test case's frame
+    # What a function returned, when it is not what the question reads (inside a test case's frame).
+    "returned:none": "your function returned None: did you forget `return`?",
+    "returned:type": "your function returned {got}; expected {want}.",
+    "returned:count": "your function returned {got}; expected {want} values (return them as a tuple).",
+    "not_a_function": "Expected a function, got {got}: define it with def and pass its name, without calling it.",
     "raised:lowering": "Your function could not be lowered: {error}",
     "no_program": "Expected a function (no program was recorded).",
     "not_checked": "Your program could not be checked: {error}",
@@ -184,6 +198,24 @@ _PROGRAM = {
               "{limit:,}. {why}",
     # added to a message about a program's collectives when it also holds too much
     "memory+": "It also holds {held:,} bytes per device, {k}x the {limit:,} expected at most. {why}",
+    # a program that computes the right numbers with the right collectives but sends more than it needs
+    "traffic": "Right numbers, but your {kind}s (the right ones, as many as expected) move {k}x the bytes the "
+               "expected program's do ({got:,.0f} bytes per device where {want:,.0f} are enough): is a collective "
+               "applied to more than it needs, such as a whole array where one device's block would do?",
+    "traffic:permute": "Right numbers, but your collective-permutes (as many as expected) move {k}x the "
+                       "bytes the expected program's do, counted on every link they cross ({got:,.0f} bytes per device "
+                       "where {want:,.0f} are enough): does each step send only what the receiver still needs, and "
+                       "only to its neighbour?",
+    "traffic:one_way": "Right numbers, but your collective-permutes load one direction of "
+                       "the links {k}x as much as the expected program's do ({got:,.0f} bytes per device where "
+                       "{want:,.0f} are enough): the question asks for both directions at once, half of the data "
+                       "each way round the ring at every step.",
+    "unchanged": "Your program returns its input as it came, sharded as {got}: nothing moved, and the exercise is "
+                 "to deliver it as {want}.",
+    "unknown_count": "Right numbers, but your program runs {found}: the grader cannot count a collective in a loop "
+                     "whose length it cannot read (one bounded by the data, or by a condition of several parts). "
+                     "Give the loop a fixed length: a Python loop, lax.fori_loop with constant bounds, lax.scan, or "
+                     "a while_loop that steps one counter by a constant to a constant.",
     # after the costliest of many collectives a program runs, those it does not describe
     "collectives+more": "and {n} more, each moving fewer bytes",
     # added to the collectives a program states when the compiler added others around them
@@ -232,6 +264,9 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "implicit_multiplication":
         d = str(fields["detail"])
         fields["fix"] = d[:1] + "*" + d[1:].lstrip() if d else ""
+    if head == "scale_suffix":  # "13B" or "13 billion" -> 13e9
+        number, scale = re.fullmatch(r"(.*?)\s*([A-Za-z]+)", str(fields["detail"])).groups()  # type: ignore[union-attr]
+        fields["fix"] = number + _SCALES.get(scale, "")
     if head == "unit":
         fields.update(_unit_guess(arg, str(ctx.get("unit", ""))))
     if head == "too_expensive":
@@ -316,6 +351,10 @@ def _num(k: Fraction) -> str:
     power_of_ten = n >= 10**4 and str(n).rstrip("0") == "1"
     return f"1e{len(str(n)) - 1}" if power_of_ten else str(n)
 
+
+# A count's scale as the book writes it (13B parameters) or in words, as a power of ten.
+_SCALES = {"k": "e3", "K": "e3", "thousand": "e3", "M": "e6", "million": "e6", "G": "e9", "B": "e9", "billion": "e9",
+           "T": "e12", "trillion": "e12"}
 
 _TIME_NAMES = {1e-3: "ms", 1e-6: "us", 1e-9: "ns", 1e3: "ks", 1e-12: "ps"}
 

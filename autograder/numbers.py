@@ -49,7 +49,28 @@ def _unit_table() -> dict[str, tuple[str, float]]:
                 t[p + flop] = ("flops", f)
                 t[p + flop + "/s"] = ("flops/s", f)
             t[p + "FLOPS"] = ("flops/s", f)
-    t["FLOP/B"] = t["FLOPs/B"] = t["FLOPs/byte"] = ("flops/byte", 1.0)
+    # The spellings students write, and the prompts use ("FLOPs per byte"): the same units, in words.
+    for words, dim, scale in ((("second", "seconds", "secs"), "time", 1.0),
+                              (("msec", "msecs", "millisecond", "milliseconds"), "time", 1e-3),
+                              (("usec", "microsecond", "microseconds"), "time", 1e-6),
+                              (("nanosecond", "nanoseconds"), "time", 1e-9),
+                              (("minute", "minutes", "mins"), "time", 60.0),
+                              (("hour", "hr", "hrs"), "time", 3600.0), (("day",), "time", 86400.0),
+                              (("week", "weeks"), "time", 7 * 86400.0), (("byte",), "bytes", 1.0),
+                              (("percent",), "number", 0.01)):
+        t |= dict.fromkeys(words, (dim, scale))
+    for p, f in {**_PREFIX, **_BINARY}.items():
+        t[p + "B/sec"] = t[p + "Bps"] = ("bytes/s", f)
+        if p in _PREFIX and p:
+            t[p + "b/s"] = t[p + "bps"] = ("bytes/s", f / 8)  # bits: "400 Gb/s" is 50 GB/s
+            t[p + "flops"] = ("flops", f)  # a count or a rate, as the question asks (_reading)
+            if p.lower() not in _PREFIX:
+                t[p.lower() + "flops"] = ("flops", f)  # "tflops"; never "mflops", which reads as milli
+    t["flops"] = ("flops", 1.0)
+    for flop in ("FLOP", "FLOPs", "FLOPS", "flop", "flops"):
+        for b in ("B", "byte", "bytes"):
+            t[f"{flop}/{b}"] = ("flops/byte", 1.0)
+        t[f"{flop} per byte"] = ("flops/byte", 1.0)
     return t
 
 
@@ -96,7 +117,19 @@ def unit_examples(unit: str) -> str:
     dim = unit_dimension(unit)
     if dim == "number":
         return "a plain number (or a percentage such as 25%)"
-    return ", ".join([u for u, (d, _) in UNITS.items() if d == dim and u][:6])
+    return ", ".join([unit, *(u for u, (d, _) in UNITS.items() if d == dim and u and u != unit)][:6])
+
+
+def _reading(given: str, want: str) -> tuple[str, float]:
+    """The dimension and scale of the unit a student wrote, in the question's dimension ``want`` where
+    the spelling allows both: "FLOPS" and "tflops" are written for a count and for a rate ("FLOPs" is
+    the course's count, "FLOP/s" its rate), and an intensity in FLOPs per byte is the plain number the
+    intensity questions ask for."""
+    dim, scale = UNITS[given]
+    if (dim, want) == ("flops/byte", "number") or ({dim, want} == {"flops", "flops/s"} and (
+            given.endswith("FLOPS") or given.endswith("flops"))):
+        return want, scale
+    return dim, scale
 
 
 def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
@@ -119,15 +152,51 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     numeric, given = _split_unit(text)
     value = _value(numeric, text)
     if isinstance(value, Invalid):
-        return value
+        return _misread(value, text, unit)
     if given is None:
         return ParsedNumber(value, None)
     want_dim, want_scale = UNITS[unit]
-    got_dim, got_scale = UNITS[given]
+    got_dim, got_scale = _reading(given, want_dim)
     if got_dim != want_dim:
+        if want_dim == "number" and given == "B" and _SCALED.fullmatch(text):  # "13B": the book's 13 billion
+            return Invalid("scale_suffix", text, text=text)
         return Invalid("unit_dimension", given, text=text)
     value = value * got_scale / want_scale
     return ParsedNumber(value, given) if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e308 TB
+
+
+# A number with a letter of scale glued to it, as the book writes counts (13B parameters, 70M, 4k), or
+# with the word (13 billion).
+_SCALED = re.compile(rf"{_NUM}(?:[kKMGTB]|\s*(?:thousand|million|billion|trillion))")
+# A name right after an operator, as in 2*B or 4*(N + 1): a formula, where a unit would follow a space.
+# Not after "/", which units hold (GB/s).
+_NAME_AFTER_OPERATOR = re.compile(r"(?:\*\*|[-+*(])\s*([A-Za-z_]\w*)")
+_NOT_NAMES = {"inf", "nan", "infinity"}  # "-inf": a number that is not finite, not a formula
+
+
+def _misread(inv: Invalid, text: str, unit: str) -> Invalid:
+    """Why an answer with a word in it cannot be read, in the student's terms where the words say more
+    than "unknown unit": a formula where a number is asked (a sympy expression such as 2*B), units inside
+    a calculation ("244 us / 224 us"), a word after a plain number ("240 tokens"), or a count written the
+    book's way ("70M")."""
+    if inv.code not in ("unknown_unit", "not_a_number"):
+        return inv
+    def symbolic(name: str) -> bool:  # B is bytes after a space, and the batch after an operator
+        return (name not in UNITS or len(name) == 1 and name.isupper()) and name.lower() not in _NOT_NAMES
+
+    if any(symbolic(m.group(1)) for m in _NAME_AFTER_OPERATOR.finditer(text)):
+        symbols = sorted({n for n in re.findall(r"[A-Za-z_]\w*", text) if symbolic(n)})
+        return Invalid("formula_for_number", ", ".join(symbols), text=text)
+    if inv.code != "unknown_unit":
+        return inv
+    if re.search(r"[-+*/]", inv.detail) and re.search(r"[0-9]", inv.detail):  # a second number, not GB/ss
+        return Invalid("unit_arithmetic", text, text=text)
+    if UNITS[unit][0] == "number":
+        if _SCALED.fullmatch(text):
+            return Invalid("scale_suffix", text, text=text)
+        if re.fullmatch(r"[A-Za-z]{3,}", inv.detail):  # "240 tokens"; "2 x" may be a product
+            return Invalid("count_word", inv.detail, text=text)
+    return inv
 
 
 def _split_unit(text: str) -> tuple[str, str | None]:

@@ -23,14 +23,41 @@ def builder(fn: Callable[[dict[str, Any]], tuple[tuple, dict]]) -> Callable:
 
 
 def build(name: str, probe: dict[str, Any]) -> tuple[tuple, dict]:
-    """Positional and keyword arguments for one call; lists of numbers become numpy arrays."""
+    """Positional and keyword arguments for one call: without a builder, the probe's values as
+    ``argument`` hands them over."""
     if not name:
-        return (), {k: np.asarray(v) if _numbers(v) else v for k, v in probe.items()}
+        return (), {k: argument(v) for k, v in probe.items()}
     return _BUILDERS[name](probe)
 
 
-def _numbers(v: Any) -> bool:
-    return isinstance(v, list) and bool(v) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
+def argument(v: Any) -> Any:
+    """One probe value as the student's function receives it, the rule every question's prose states:
+    a list of numbers all of one type (all ints or all floats), flat or nested with rows of equal length,
+    is a numpy array (int64 or float64) of that shape; anything else arrives as it is, so a list of flags
+    or names, or of mixed rows such as [children, bytes/s] pairs, stays a list."""
+    shape = array_shape(v)
+    return np.asarray(v) if shape else v
+
+
+def array_shape(v: Any) -> tuple[int, ...] | None:
+    """The shape of ``v`` when ``argument`` makes it an array, else None."""
+    if not isinstance(v, list) or not v:
+        return None
+    kinds = set()
+
+    def walk(x: Any) -> tuple[int, ...] | None:
+        if isinstance(x, list):
+            rows = [walk(y) for y in x]
+            if not x or any(r is None or r != rows[0] for r in rows):
+                return None
+            return (len(x), *rows[0])
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            return None
+        kinds.add(type(x))
+        return ()
+
+    shape = walk(v)
+    return shape if shape is not None and len(kinds) == 1 else None
 
 
 @builder

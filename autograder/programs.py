@@ -24,14 +24,15 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from .collectives import Collective, census, compiled_census, inspect_text
+from .collectives import BUSIER, Collective, census, compiled_census, inspect_text
+from .collectives import traffic as collective_traffic
 from .meshes import MeshFactory
 from .messages import phrase, phrase_program
 from .questions import ProgramSpec
@@ -271,7 +272,9 @@ def report_from_json(d: dict[str, Any]) -> Report:
     specs = tuple(None if s is None else tuple(tuple(e) if isinstance(e, list) else e for e in s)
                   for s in d.get("out_specs") or [])
     collectives = tuple(Collective(c["kind"], tuple(c["axes"]), c["dtype"], tuple(c["operand_shape"]),
-                                   int(c["group_size"]), c["count"]) for c in d.get("collectives") or [])
+                                   int(c["group_size"]), c["count"],
+                                   tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2])
+                        for c in d.get("collectives") or [])
     memory = d.get("memory")
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()}, collectives,
                   str(d.get("error") or ""), str(d.get("error_code") or "raised"),
@@ -773,9 +776,10 @@ def wrong_numbers(code: str) -> bool:
 SHOWN_COLLECTIVES = 12  # a verdict describes this many of a program's collectives (each shape its own)
 
 
-def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
+def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str, float] | None = None) -> Verdict:
     """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
-    then the collectives, then the memory it holds: a right but wasteful program earns partial credit."""
+    then the collectives (their kinds and counts, then the bytes they move against ``traffic``, the model's,
+    from ``model_traffic``), then the memory it holds: a right but wasteful program earns partial credit."""
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
     wanted = expected_outputs(q, seed)  # once: a reference program (a decode loop, attention) is not free
@@ -785,11 +789,14 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
     finding = _diagnose_outputs(q, report.outputs, wanted, seed)
     if finding is not None:
         return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)
+    counts = {k: v for k, v in (report.census or {}).items() if v}
     for name, got, want in zip(q.outputs or ("",), report.out_specs, q.out_specs, strict=True):
         if _normal_spec(got) != _normal_spec(want):
+            if not counts and _moves_only(q) and _normal_spec(got) == _normal_spec(q.operands[0].spec):
+                return Verdict(Status.INCORRECT, 0.0, "unchanged", phrase_program(
+                    "unchanged", got=_spec_text(got), want=_spec_text(want)))
             return Verdict(Status.PARTIAL, 0.5, "wrong_sharding", _named(name, phrase(
                 "wrong_sharding", got=_spec_text(got), want=_spec_text(want))))
-    counts = {k: v for k, v in (report.census or {}).items() if v}
     expected_counts = {k: v for k, v in q.collectives.items() if v}
     shown = report.collectives
     if len(shown) > SHOWN_COLLECTIVES:  # thousands of distinct ones would flood the feedback: the costliest
@@ -799,7 +806,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
         details.append(phrase_program("collectives+more", n=len(report.collectives) - len(shown)))
     over = _over_memory(q, report.memory)
     held = {"memory": report.memory, "max_bytes": q.max_bytes} if over else {}
-    if not counts_match(counts, expected_counts):
+    if not counts_match(counts, expected_counts) and not (
+            not report.collectives and counts_match(_as_reduce_scatters(counts, expected_counts), expected_counts)):
         found = "; ".join(details) if details else describe_counts(counts)
         stated = census(report.collectives)  # the rest of the census, the compiler added (``added_collectives``)
         added = {k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)} if details else {}
@@ -809,9 +817,57 @@ def judge_report(q: ProgramSpec, report: Report, seed: int) -> Verdict:
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)), message,
                        {"collectives": details, **held})
+    uncounted = [c.describe() for c in report.collectives if c.count is None]
+    if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say
+        return Verdict(Status.PARTIAL, 0.5, "collectives:unknown_count",
+                       phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})
+    moved = collective_traffic(report.collectives)
+    wasted = _wasted(moved, traffic, q) if report.collectives else None
+    if wasted is not None:
+        one_way = wasted["kind"] == BUSIER
+        kind = "collective-permute" if one_way else wasted["kind"]
+        sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else "traffic"
+        return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
+                       phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
-    return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"), {"collectives": details or counts})
+    return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
+                   {"collectives": details or counts, **({"traffic": moved} if report.collectives else {})})
+
+
+def _moves_only(q: ProgramSpec) -> bool:
+    """Whether the question's whole computation is moving one operand (``ab->ab``): its answer is a sharding."""
+    parsed = _terms(q) if not q.reference and not q.out_shape else None
+    return parsed is not None and len(parsed[0]) == 1 and parsed[0][0] == parsed[1]
+
+
+def _as_reduce_scatters(found: dict[str, int], wanted: dict[str, Any]) -> dict[str, int]:
+    """A compiler-placed census (a ``jit`` program states no collective) read with the all-reduces it shows in place
+    of the reduce-scatters asked for: XLA on CPU compiles a reduce-scatter to an all-reduce and a slice, which a
+    program written with sharding constraints cannot change."""
+    want = wanted.get("reduce-scatter", 0)
+    missing = (want if isinstance(want, int) else want[0]) - found.get("reduce-scatter", 0)
+    moved = min(max(missing, 0), found.get("all-reduce", 0))
+    out = {**found, "reduce-scatter": found.get("reduce-scatter", 0) + moved,
+           "all-reduce": found.get("all-reduce", 0) - moved}
+    return {k: v for k, v in out.items() if v}
+
+
+def _wasted(moved: dict[str, float], model: Mapping[str, float] | None, q: ProgramSpec) -> dict[str, Any] | None:
+    """The kind of collective a program moves the most bytes of beyond the model's (more than the question's
+    ``traffic_slack`` times as many, and more than an eighth of all the model moves: a loss psummed with its
+    count is not waste), with what its sentence quotes; the busier direction of its permutes too where the
+    question asks for both directions. None when it moves no more than it needs, or nothing measured the model."""
+    if not model:
+        return None
+    floor = sum(v for k, v in model.items() if k != BUSIER) / 8
+    over = [(got / want, kind, got, want) for kind, got in moved.items()
+            if (kind != BUSIER or q.both_ways) and (want := model.get(kind, 0.0)) > 0
+            and got > q.traffic_slack * want and got - want > floor]
+    if not over:
+        return None
+    k, kind, got, want = max(over)
+    return {"kind": kind, "k": f"{k:.1f}", "got": got, "want": want}
 
 
 def _named(name: str, message: str) -> str:

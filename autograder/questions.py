@@ -279,6 +279,13 @@ class ProgramSpec:
     # fits a memory budget): the answer names its shape (``kinds.program``), and the program is exported, run
     # and judged at that one (``at``). ``mesh`` is then one of them: the model's.
     mesh_choices: tuple[MeshChoice, ...] = ()
+    # The bytes the collectives may move are the model's (``model_traffic``) times ``traffic_slack``: the same
+    # algorithm written otherwise moves the same bytes, where the wasteful programs that made the rule moved 1.4x
+    # to 8x; a question that leaves the size of its buffers to the student (room for any routing) allows more.
+    traffic_slack: float = 1.25
+    # The question asks for both directions of every link at once (a bidirectional ring): the busier direction
+    # is weighed too, so a ring that sends everything one way does not pass for one.
+    both_ways: bool = False
 
     def __post_init__(self) -> None:
         if self.reference:
@@ -349,7 +356,9 @@ class ProgramSpec:
                               "view": None if o.view is None else list(o.view)} for o in self.operands],
                 "collectives": _counts_json(self.collectives),
                 "rtol": self.rtol, "atol": self.atol,
-                "out_shape": None if self.out_shape is None else list(self.out_shape)}
+                "out_shape": None if self.out_shape is None else list(self.out_shape),
+                **({"traffic_slack": self.traffic_slack} if self.traffic_slack != 1.25 else {}),
+                **({"both_ways": True} if self.both_ways else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProgramSpec:
@@ -374,7 +383,8 @@ class ProgramSpec:
                    None if d.get("out_shape") is None else tuple(d["out_shape"]),
                    str(d.get("reference") or ""), outputs,
                    None if d.get("max_bytes") is None else int(d["max_bytes"]), str(d.get("over_memory") or ""),
-                   str(d.get("collectives_note") or ""), choices)
+                   str(d.get("collectives_note") or ""), choices, float(d.get("traffic_slack", 1.25)),
+                   bool(d.get("both_ways", False)))
 
 
 def _counts_json(counts: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import json
 import os
@@ -20,12 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import model_traffic
 from .built_so_far import complete_built_cell
 from .course_config import variant_plan
 from .distribution import BOOTSTRAP_END, DistributionError, bootstrap, colab_prefix
 from .fingerprint import make_chapter
 from .grading import STATE
-from .questions import AuthoringError, Chapter, Question, load_chapter
+from .questions import AuthoringError, Chapter, Program, ProgramSpec, Question, chapter_names, load_chapter
 
 COURSE_ROOT = Path(__file__).resolve().parents[1]  # this repository: the course directory it ships
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
@@ -384,6 +386,56 @@ def write_readme_links(course_dir: Path) -> bool:
     return linked != text
 
 
+def traffic_entries() -> tuple[dict[str, dict[str, dict[str, float]]], list[tuple[Program, ProgramSpec, str]]]:
+    """``model_traffic``'s table as the records ask for it: the entries it holds that a record still asks for, and
+    the (question, spec, key) it lacks (a new question, a changed spec, a new variant). Every chapter's: the
+    table is one file, whichever chapters are released."""
+    old, entries = model_traffic.table(), {}
+    todo: list[tuple[Program, ProgramSpec, str]] = []
+    for name in chapter_names():
+        for q in model_traffic.programs_of(load_chapter(name)):
+            for spec in model_traffic.judged_specs(q):
+                key = model_traffic.spec_key(spec)
+                if key in old.get(q.qid, {}):
+                    entries.setdefault(q.qid, {})[key] = old[q.qid][key]
+                else:
+                    todo.append((q, spec, key))
+    return entries, todo
+
+
+def write_traffic() -> bool:
+    """Measure what the table lacks, drop what no record asks for, write it; True when it changed."""
+    path = model_traffic.table_path()
+    if path is None:
+        return False
+    entries, todo = traffic_entries()
+    for q, spec, key in todo:
+        entries.setdefault(q.qid, {})[key] = measure_traffic(q, spec)
+    text = model_traffic.text(entries)
+    if path.exists() and path.read_text() == text:
+        return False
+    path.write_text(text)
+    model_traffic.table.cache_clear()
+    return True
+
+
+def measure_traffic(q: Program, spec: ProgramSpec) -> dict[str, float]:
+    """What the question's model moves at ``spec``: exported and run as a student's program is, on the 8
+    simulated devices (the collectives a program states do not depend on the machine)."""
+    from course.devices import setup
+
+    setup("cpu")
+    from .collectives import traffic
+    from .meshes import mesh
+    from .programs import export, run_exported
+
+    model = functools.partial(q.solution, **dict(spec.mesh)) if q.spec.mesh_choices else q.solution  # at its shape
+    report = run_exported(spec, export(spec, model, make_mesh=mesh), 0, make_mesh=mesh)
+    if report.error:
+        raise AuthoringError(f"{q.qid}: the model does not run at {spec.mesh}: {report.error}")
+    return model_traffic.as_json(traffic(report.collectives))
+
+
 def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[str], None] = print) -> list[Path]:
     """Regenerate fingerprints and release notebooks for ``chapters`` (default: all in source/); ``say``
     tells what the release wrote over an author's own text."""
@@ -392,6 +444,8 @@ def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[
     if unknown:
         raise FileNotFoundError(f"no source/{unknown[0]}/ in {course_dir}; chapters there: "
                                 f"{', '.join(source_chapters(course_dir)) or 'none'}")
+    if write_traffic():
+        say(f"solutions/{model_traffic.FILE_NAME}: measured what the new or changed program models move")
     out = []
     for name in names:
         replaced = complete_notebook(course_dir, name)

@@ -9,6 +9,7 @@ the course's own grader does not trust; see docs/security.md).
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from functools import cache
@@ -28,6 +29,11 @@ class AnswerError(AssertionError):
     def _render_traceback_(self) -> list[str]:
         """What IPython shows in the notebook: the diagnosis alone, not the course's internals."""
         return [f"AnswerError: {self}"]
+
+
+class UnknownQuestion(AnswerError, LookupError):
+    """A question id that no chapter has (a typo in a check line or in ``course.hint``): one line, with
+    the nearest id."""
 
 
 def _files() -> list[Any]:
@@ -63,9 +69,19 @@ def _entry(qid: str) -> dict[str, Any]:
     """Question ``qid``'s self-check data, for the values this student computes with (variant.py)."""
     if not isinstance(qid, str):
         raise TypeError("the first argument is the question id, e.g. 'ch01-e3-critical-batch'")
-    data = _chapter_data(qid.split("-", 1)[0])
-    if qid not in data["questions"]:
-        raise LookupError(f"Unknown question id {qid!r}. Did a cell's text change? Re-download the notebook.")
+    prefix = qid.split("-", 1)[0]
+    try:
+        data = _chapter_data(prefix)
+    except LookupError:
+        if not _files():  # no chapter has self-check data: the course was not released (instructors)
+            raise
+        data = None
+    if data is None or qid not in data["questions"]:
+        ids = list(data["questions"]) if data else [q for _, qids in chapter_table().values() for q in qids]
+        near = difflib.get_close_matches(qid, ids, n=1, cutoff=0.6)
+        where = f"in {prefix}" if data else "in any chapter"
+        advice = f"did you mean {near[0]!r}?" if near else "check the id in the question's check cell."
+        raise UnknownQuestion(f"No question {qid!r} {where}: {advice}") from None
     return variant.entry(data, qid)
 
 
@@ -124,10 +140,13 @@ def check(qid: str, answer: Any) -> None:
 
 def hint(qid: str) -> None:
     """Print the question's hint, once a wrong attempt has unlocked it."""
+    __tracebackhide__ = True
     text = _entry(qid).get("hint") or "This question has no hint."
     entry = progress.get(qid)
     if not entry.get("wrong") and not entry.get("solved"):
-        text = "Hints unlock after a first wrong attempt: run the check cell on your answer first."
+        text = ("Hints unlock after a first answer the check can read and finds wrong: your last answer could "
+                "not be read (its check cell says why)." if entry.get("status") == "invalid" else
+                "Hints unlock after a first wrong attempt: run the check cell on your answer first.")
     print(f"{qid}: {text}")
 
 

@@ -67,13 +67,14 @@ def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCEN
     student's values (a hop count, a layer count, a plan's split): in the judge's order and with its
     constants (a simple factor, a unit slip, within 25%, a power of ten, anything else), so that the slip's
     code holds at every choice of a setting. Tests still judge each slip and compare."""
-    from autograder.equivalence import NICE_FACTORS
+    from autograder.equivalence import SIMPLE_FACTORS
     from autograder.kinds.number import CLOSE, DECADE, MAGNITUDES, factor_code
 
-    lo, hi = tolerance.bounds(reference)
-    for k in NICE_FACTORS:
-        if lo <= answer / float(k) <= hi:
-            return factor_code(k, unit, None)
+    # The simplest factor that makes it the reference (within the relative tolerance), else the range.
+    for lo, hi in (tolerance.relative().bounds(reference), tolerance.bounds(reference)):
+        for k in SIMPLE_FACTORS:
+            if lo <= answer / float(k) <= hi:
+                return factor_code(k, unit, None)
     if abs(answer / reference - 1) <= CLOSE:
         return "close"
     for d in MAGNITUDES:
@@ -86,12 +87,13 @@ def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCEN
 X8 = (("X", 8),)  # the course's one-axis mesh: 8 simulated devices along X
 
 
-def reshard_spec(out_spec: tuple, collectives: dict[str, int]) -> ProgramSpec:
+def reshard_spec(out_spec: tuple, collectives: dict[str, int], both_ways: bool = False) -> ProgramSpec:
     """The spec of a collective built by hand (chapters 3 and 10): f32[64, 32] @ P('X', None) on ``X8``, whose
     answer is the array itself ("ab->ab"), laid out as ``out_spec`` (``()``: replicated). Only the
-    ``collectives`` it states tell the student's ring from the library call it replaces."""
+    ``collectives`` it states (and ``both_ways``: a bidirectional ring) tell the student's ring from the
+    library call it replaces."""
     return ProgramSpec(mesh=X8, einsum="ab->ab", operands=(Operand((64, 32), ("X", None)),), out_spec=out_spec,
-                       collectives=collectives)
+                       collectives=collectives, both_ways=both_ways)
 
 
 # --- JAX, on first use ----------------------------------------------------------------------------------------

@@ -432,7 +432,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     Formula(qid="ch01-q4-intensity", points=1, section=SECTION + "#worked-problems",
             prompt="Intensity of int8[B,D] x int8[B,D,F] -> int8[B,F] (one D x F matrix per row).",
             reference=2 * B * D * F / _row_weights, symbols="B D F",
-            slips=(Slip(2 * B * D * F / _int8, "not_equivalent",
+            slips=(Slip(2 * B * D * F / _int8, "extra_symbol:B",
                         "each row has its own weights: B*D*F bytes of them."),)),
     Number(qid="ch01-q4-limit", points=1, section=SECTION + "#worked-problems",
            prompt="That intensity for large D and F.",

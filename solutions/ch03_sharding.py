@@ -393,6 +393,18 @@ def ring_allgather_arrival_order(x):
     return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
 
 
+def ring_allgather_whole_buffer(x):
+    """Passes everything gathered so far at every step: 8x the bytes of the ring."""
+    def block(x_block):
+        n, i = jax.lax.axis_size("X"), jax.lax.axis_index("X")
+        blocks = jnp.zeros((n, *x_block.shape), x_block.dtype).at[i].set(x_block)
+        for _ in range(n - 1):
+            got = jax.lax.ppermute(blocks, "X", ring(n))
+            blocks = jnp.where(jnp.arange(n)[:, None, None] == i, blocks, blocks + got * (blocks == 0))
+        return blocks.reshape(-1, x_block.shape[1])
+    return smap(block, X8, (P("X", None),), P(), check_vma=False)(x)
+
+
 def ring_allgather_library(x):
     return smap(lambda b: jax.lax.all_gather(b, "X", axis=0, tiled=True, to="invarying"), X8, (P("X", None),), P())(x)
 
@@ -402,10 +414,10 @@ def ring_allgather_library(x):
 RS_SHAPE, RS_VIEW = (512, 32), (8, 64, 32)
 
 
-def scatter_spec(permutes: int) -> ProgramSpec:
-    """A ReduceScatter from ``permutes`` collective-permutes and nothing else."""
+def scatter_spec(permutes: int, both_ways: bool = False) -> ProgramSpec:
+    """A ReduceScatter from ``permutes`` collective-permutes and nothing else (``both_ways``: half each way)."""
     return ProgramSpec(mesh=X8, einsum="kab->ab", operands=(Operand(RS_SHAPE, ("X", None), view=RS_VIEW),),
-                       out_spec=("X", None), collectives={"collective-permute": permutes})
+                       out_spec=("X", None), collectives={"collective-permute": permutes}, both_ways=both_ways)
 
 
 def ring_reducescatter(partials):
@@ -961,6 +973,8 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(ring_allgather_arrival_order, "misplaced_blocks:X",
                         "after i steps the block in hand left device (index - i) mod N: place it by where it came "
                         "from, not by when it arrived."),
+                   Slip(ring_allgather_whole_buffer, "traffic:collective-permute",
+                        "a device needs each block once: pass on only the block that arrived last."),
                    Slip(ring_allgather_library, "collectives:all-gather"))),
     Program(qid="ch03-cx4-ring-reducescatter", points=3, section=ALLGATHER,
             prompt="ReduceScatter 8 partial sums f32[64, 32] to f32[64, 32] @ P('X', None): one-way ring, ppermute.",
@@ -970,13 +984,13 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
                    Slip(ring_reducescatter_library, "collectives:reduce-scatter"))),
     Program(qid="ch03-cx4-bidi-allgather", points=2, section=ALLGATHER,
             prompt="The ring AllGather with half of each block going each way round (both link directions).",
-            spec=reshard_spec((), {"collective-permute": 14}),
+            spec=reshard_spec((), {"collective-permute": 14}, both_ways=True),
             model=bidi_allgather,
             slips=(Slip(bidi_allgather_swapped, "permuted_rows"),
                    Slip(ring_allgather, "collectives:collective-permute"))),
     Program(qid="ch03-cx4-bidi-reducescatter", points=2, section=ALLGATHER,
             prompt="The ring ReduceScatter with half of each chunk going each way round.",
-            spec=scatter_spec(14),
+            spec=scatter_spec(14, both_ways=True),
             model=bidi_reducescatter,
             slips=(Slip(bidi_reducescatter_wrong_chunk, "wrong_values"),
                    Slip(ring_reducescatter, "collectives:collective-permute"))),
@@ -990,7 +1004,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
     vary("ch03-q2", q2, B=values(1024, 2048, 512), D=values(4096, 6144), valid=q2_valid),
     number("ch03-q3-latency", section=PROBLEMS, prompt="Q3: AllGather_X([B_X]) of bf16[128] on a v4p 4x4x4.",
            reference=Q3_TIME, unit="s", tolerance=Tolerance(low=1.5e-6, high=3e-6),
-           slips=(Slip(4 * HOP_S, "ratio:3/2", "with wraparound the farthest of 4 devices is 2 hops away."),)),
+           slips=(Slip(4 * HOP_S, "ratio:2", "with wraparound the farthest of 4 devices is 2 hops away."),)),
     # CX6: the AllToAll; Q10: what it saves; E5 and CX7: AllGather and ReduceScatter are transposes.
     vary("ch03-cx6", cx6, I=values(64, 128), J=values(32, 64, 16)),
     Formula(qid="ch03-q10-allgather-link", points=1, section=PROBLEMS,

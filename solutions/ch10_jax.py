@@ -102,7 +102,8 @@ def ag_matmul_spec(mesh: tuple[int, int], B: int, F: int, directions: int = 1) -
     messages (CX2: one; Q4: one each way)."""
     return ProgramSpec(mesh=_mesh_axes(mesh), einsum="bd,df->bf",
                        operands=(Operand((B, DM), ("X", "Y")), Operand((DM, F), (None, "Y"))),
-                       out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)})
+                       out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)},
+                       both_ways=directions == 2)
 
 
 def rs_matmul_spec(mesh: tuple[int, int], B: int, F: int, directions: int = 1) -> ProgramSpec:
@@ -110,7 +111,8 @@ def rs_matmul_spec(mesh: tuple[int, int], B: int, F: int, directions: int = 1) -
     ``directions`` directions (Q3.2: one; Q4: both, half of the rows each way)."""
     return ProgramSpec(mesh=_mesh_axes(mesh), einsum="bf,fd->bd",
                        operands=(Operand((B, F), ("X", "Y")), Operand((F, DM), ("Y", None))),
-                       out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)})
+                       out_spec=("X", "Y"), collectives={"collective-permute": directions * (mesh[1] - 1)},
+                       both_ways=directions == 2)
 
 
 def block_spec(mesh: tuple[int, int], B: int, F: int) -> ProgramSpec:
@@ -148,7 +150,8 @@ MOE_RAGGED_SPEC = ProgramSpec(
               Operand((RAG_E, MOE_D, MOE_F), ("X", None, None))),
     out_spec=("X", None), collectives={"all-to-all": (2, 4)},
     collectives_note="Each token should travel only to the device of its expert and back, with all_to_all; "
-                     "an all-gather or a reduction moves every token to every device.")
+                     "an all-gather or a reduction moves every token to every device.",
+    traffic_slack=2.5)  # how much room each expert's buffer keeps for any routing is the student's choice
 
 
 # Q3.1: A[B_X, D_Y] @ W[D_Y, F] -> Out[B_X, F], the sum over Y built from permutes: a reduce-scatter ring of
@@ -162,7 +165,7 @@ def ar_matmul_spec(directions: int = 1) -> ProgramSpec:
     return ProgramSpec(mesh=MESH_2D, einsum="bd,df->bf",
                        operands=(Operand((S, DM), ("X", "Y")), Operand((DM, FM), ("Y", None))),
                        out_spec=("X", None), collectives={"collective-permute": directions * 2 * (MESH_2D[1][1] - 1)},
-                       collectives_note=note)
+                       collectives_note=note, both_ways=directions == 2)
 
 
 AR_MATMUL_SPEC = ar_matmul_spec()

@@ -5,10 +5,12 @@ symbols' domains (``equivalence``). One diagnosis, ``diagnose``, serves both jud
 its questions of the reference's values (``targets.Exact``), the self-check of their hashes
 (``targets.Printed``), so the two say the same thing in the same order.
 
-Fair reading: a formula written with decimal numbers in it is right when its values lie within
-``RTOL`` (3 significant figures) of the reference's at every point, so a coefficient the student
-worked out and rounded honestly (6.25e10*T for 2*31.27e9*T) is accepted while a truly different one is
-a factor slip. A formula in whole numbers and fractions must be exact (within ``EXACT``): a small
+Fair reading: a formula written with a rounded decimal in it (``formula.rounded``: 1.97e14, 0.333,
+not 2.0 or 0.5) is right when its values lie within ``RTOL`` (3 significant figures) of the reference's
+at every point, so a coefficient the student worked out and rounded honestly (6.25e10*T for
+2*31.27e9*T) is accepted while a truly different one is a factor slip; it must agree at the small
+points too (``Setting.small``), where lower-order terms weigh, so rounding never hides a missing term.
+A formula in whole numbers, fractions and simple decimals must be exact (within ``EXACT``): a small
 term that is missing (one norm's D parameters beside 3*D*F) is a slip, not rounding. A record whose
 reference is a limit (the book's large-N form) names the symbols in ``limit``; an answer that agrees
 at points where those symbols are huge (the exact form) is right too.
@@ -17,6 +19,7 @@ at points where those symbols are huge (the exact form) is right too.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +30,8 @@ import sympy as sp
 
 from .. import equivalence as eq
 from .. import record
-from ..formula import Invalid, Parsed, parse_formula
+from ..formula import FUNCTIONS, Invalid, Parsed, parse_formula
+from ..numbers import UNITS
 from ..questions import Accept, Formula, Slip
 from ..verdict import Verdict
 from . import targets as tg
@@ -50,6 +54,20 @@ def parse_known(names: Sequence[str], answer: Any) -> Parsed:
     return p
 
 
+def read(answer: Any, names: Sequence[str]) -> Parsed | Invalid:
+    """A student's formula, or why it cannot be read. A word where the parser wants a "*" (2 FLOPs, 4
+    bytes) is a unit, not a product: its sentence says to drop the unit, not to multiply by its first
+    letter."""
+    p = parse_formula(answer, names)
+    if isinstance(p, Invalid) and p.code in ("implicit_multiplication", "syntax") and p.text:
+        ends = re.fullmatch(r"(.*?[\w)])\s*([A-Za-z_][\w/]*)\s*", p.text, re.S)  # a formula, then a word
+        unit = ends.group(2) if ends else ""
+        if unit and unit not in names and unit not in FUNCTIONS and (unit in UNITS or len(unit) >= 3) \
+                and isinstance(parse_formula(ends.group(1), names), Parsed):  # type: ignore[union-attr]
+            return Invalid("unit_in_formula", unit, ends.start(2), p.text)  # type: ignore[union-attr]
+    return p
+
+
 def seed(tag: str) -> int:
     return int(hashlib.sha256(tag.encode()).hexdigest()[:8], 16)
 
@@ -66,6 +84,9 @@ class Setting:
     accepts: tuple[tuple[float, str], ...]  # (credit, message) of each accepted alternative
     hints: tuple[str, ...]  # of each slip that carries one
     branches: bool  # the reference has a max or a min: which side is active varies over the domain
+    # Points at the bottom of the domain where the reference has a value (not zero): a formula with a
+    # rounded decimal must agree there too (``eq.Domain.small``).
+    small: tuple[eq.Point, ...] = ()
 
     @property
     def large(self) -> list[eq.Point]:
@@ -95,10 +116,12 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
     values = [at(p) for p in points]
     anchor = next((i for i, v in enumerate(values) if v is not None and v != 0), None)
     hinted = [s for s in slips if s.hint]
+    small = [p for p in domain.small(eq.N_SMALL, seed(tag + "/small")) if at(p) not in (None, 0)]
     setting = Setting(names, counts, limit, tuple(points), anchor,
                       tuple((a.credit, a.message) for a in accept), tuple(s.hint for s in hinted),
-                      ref.has(sp.Max, sp.Min))
-    t: tg.Targets = {"ref": [tg.around(v, RTOL) for v in values], "exact": [tg.around(v, EXACT) for v in values]}
+                      ref.has(sp.Max, sp.Min), tuple(small))
+    t: tg.Targets = {"ref": [tg.around(v, RTOL) for v in values], "exact": [tg.around(v, EXACT) for v in values],
+                     "small": [tg.around(at(p), RTOL) for p in small]}
     if not setting.branches:  # where a max picks a side, "the leading term" means nothing
         t["lead"] = [tg.around(at(p), RTOL) for p in setting.large]
     if anchor is not None:
@@ -111,7 +134,7 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
         for j, alt in enumerate(alternatives):
             f = eq.evaluator(parse_known(names, alt).expr, names)
             t[f"{key}{j}"] = [tg.around(f(p), RTOL) for p in points]
-    uses = eq.free_names(ref)
+    uses = eq.used_names(ref)
     return Expected(setting, tg.Exact(tag, t), uses.__contains__), t
 
 
@@ -125,7 +148,7 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     values = [at(pt) for pt in s.points]
     if all(v is None for v in values):
         return wrong("not_real", **ctx)
-    right = near.accepts("ref" if p.approximate else "exact", values)
+    right = near.accepts("exact", values) if not p.approximate else _rounded_right(e, near.accepts("ref", values), at)
     if right is True:
         return correct()
     in_limit = near.accepts("limit", [at(pt) for pt in s.limit_points])
@@ -137,8 +160,9 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
         if near.accepts(f"accept{j}", values) is True:
             return partial(credit, message)
     hints = [h for j, h in enumerate(s.hints) if tg.all_near(near, f"slip{j}", values) is True]
-    # Exact numbers within 3 significant figures everywhere: the big terms are right, a small one is not.
-    nearly = not p.approximate and tg.all_near(near, "ref", values) is True
+    # Within 3 significant figures everywhere, yet not right: the big terms are right, a small one is not
+    # (exact numbers; or rounded ones that disagree where the small terms weigh, ``Setting.small``).
+    nearly = tg.all_near(near, "ref", values) is True
     with mpmath.workdps(eq.DIGITS):
         for k in () if nearly else eq.NICE_FACTORS:
             factor = mpmath.mpf(k.numerator) / k.denominator
@@ -166,10 +190,18 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     return wrong("not_equivalent", hints, **ctx)
 
 
+def _rounded_right(e: Expected, at_points: bool | None, at: Callable[[eq.Point], Any]) -> bool | None:
+    """A formula with rounded decimals: within 3 significant figures at the points and at the small ones."""
+    if at_points is False or not e.setting.small:
+        return at_points
+    at_small = e.oracle.accepts("small", [at(pt) for pt in e.setting.small])
+    return at_small if at_points is True or at_small is False else None
+
+
 def check(tag: str, reference: Any, names: Sequence[str], counts: Sequence[str], answer: Any,
           accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = ()) -> Verdict:
     """The grader's verdict on one formula answer."""
-    p = parse_formula(answer, names)
+    p = read(answer, names)
     if isinstance(p, Invalid):
         return invalid(p, **context(names))
     e, _ = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
@@ -183,7 +215,9 @@ def encode(fp: dict, answer: Any) -> Any:
 
 def hint(q: Formula) -> str:
     """The symbols the answer uses: no more than "should not depend on F" would tell."""
-    used = [n for n in q.names if n in eq.free_names(sp.sympify(q.reference))]
+    e, _ = expected(q.qid, q.names, tuple(q.counts.split()), q.reference, tuple(q.limit.split()),
+                    tuple(q.accept), tuple(q.slips))
+    used = [n for n in q.names if e.uses(n)]
     if not used:
         return "The answer is a plain number here: none of the symbols survives in it."
     return f"The answer is a formula in {and_list(used)} and no other symbol."
@@ -203,6 +237,7 @@ def fingerprint(tag: str, names: Sequence[str], counts: Sequence[str], reference
     return {"symbols": list(names), "counts": list(counts), "limit": list(limit),
             "at": [{k: str(v) for k, v in p.items()} for p in s.points], "anchor": s.anchor,
             "accept": [list(a) for a in s.accepts], "hints": list(s.hints), "branches": s.branches,
+            "small": [{k: str(v) for k, v in p.items()} for p in s.small],
             "uses": sorted(tg.digest(tag, "uses", n) for n in ref_names),
             "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()}}
 
@@ -215,15 +250,16 @@ def from_print(fp: dict, tag: str) -> Expected:
     from fractions import Fraction
 
     points = tuple({k: Fraction(v) for k, v in pt.items()} for pt in fp["at"])
+    small = tuple({k: Fraction(v) for k, v in pt.items()} for pt in fp.get("small", ()))
     setting = Setting(tuple(fp["symbols"]), tuple(fp["counts"]), tuple(fp.get("limit", ())), points,
-                      fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"])
+                      fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"], small)
     uses = frozenset(fp["uses"])
     return Expected(setting, tg.Printed(tag, fp["targets"]), lambda n: tg.digest(tag, "uses", n) in uses)
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
     names = tuple(fp["symbols"])
-    p = parse_formula(answer, names)
+    p = read(answer, names)
     if isinstance(p, Invalid):
         return invalid(p, **context(names))
     return diagnose(from_print(fp, tag), p)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,10 @@ from . import targets as tg
 from .common import correct, invalid
 
 SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
+# How the record says that the answer was not a function, or returned another number of values
+# (``record.encode_outputs``).
+NOT_A_FUNCTION = "expected a function, got "
+RETURNED_COUNT = re.compile(r"returned (\d+) values, expected (\d+)")
 
 ItemJudge = Callable[[Any], Verdict]
 
@@ -44,25 +49,50 @@ SHOWN_CHARS = 120  # of a text argument (a compiled program is thousands): its f
 
 
 def _short(v: Any) -> str:
+    """A probe value as the message names it: as the function receives it (``probes.argument``), so an
+    array is named by its shape."""
     if isinstance(v, float):
         return f"{v:.6g}"
     if isinstance(v, str) and len(v) > SHOWN_CHARS:
         first = v.strip().splitlines()[0] if v.strip() else ""
         return f"{first[:SHOWN_CHARS]!r}... ({len(v):,} characters)"
+    shape = builders.array_shape(v)
+    if shape and (len(shape) > 1 or len(v) > SHOWN_VALUES):
+        return f"array of shape {shape}"
     if isinstance(v, list | tuple):
         if len(v) > SHOWN_VALUES:
-            return f"[{len(v)} values]"
+            return f"[{len(v)} items]"
         return "[" + ", ".join(_short(x) for x in v) + "]"
     return repr(v)
+
+
+def _returned(got: Any) -> str:
+    """What a function returned where an array was expected, in words: the record holds numbers, or for
+    each item that is none the reason (``record.encode_scalar``)."""
+    if isinstance(got, dict) and "invalid" in got:
+        return f"a {got.get('detail') or 'value that is not a number'}"
+    if not isinstance(got, list):
+        return f"a {type(got).__name__}"
+    rows = [x for x in got if isinstance(x, dict) and x.get("detail") == "list"]
+    if got and len(rows) == len(got):
+        return f"a list of {len(got)} lists"
+    return f"{len(got)} numbers"
+
+
+def _values(n: int) -> str:
+    return f"{n} value" if n == 1 else f"{n} values"
+
+
+def _returned_none(got: Any) -> bool:
+    return isinstance(got, dict) and got.get("invalid") == "empty"
 
 
 def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
     """Judge a list of numbers element by element; a common factor over all of them is one finding."""
     def judge(got: Any) -> Verdict:
         if not isinstance(got, list) or len(got) != length:
-            shape = f"{len(got)} values" if isinstance(got, list) else type(got).__name__
-            return invalid(Invalid("wrong_type", f"{shape} (expected {length} values)"),
-                           expected="an array the shape of the input")
+            return Verdict(Status.INVALID, 0.0, "returned:type",
+                           phrase("returned:type", got=_returned(got), want=f"an array of {length} numbers"))
         verdicts = [j(x) for j, x in zip(elements, got, strict=False)]
         bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
         if not bad:
@@ -131,7 +161,11 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     gives the hints of the slips the outputs behave like; ``drawn``: the probes were drawn at grading
     time, and the message says so."""
     if isinstance(outputs, dict) and "error" in outputs:
-        return _raised(outputs["error"])
+        error = str(outputs["error"])
+        if error.startswith(NOT_A_FUNCTION):  # nothing was called, so nothing raised
+            got = error[len(NOT_A_FUNCTION):]
+            return Verdict(Status.INVALID, 0.0, "not_a_function", phrase("not_a_function", got=got))
+        return _raised(error)
     if not isinstance(outputs, list) or len(outputs) != len(probes):
         return invalid(Invalid("wrong_type", type(outputs).__name__), expected="one result per test case")
     failures = []
@@ -149,7 +183,8 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     if len(failures) == len(probes) > 1 and len(codes) == 1 and v.diagnosis.startswith("ratio:"):
         message = frame("every_case" + suffix, v.message)
     else:
-        args = ", ".join(f"{k}={_short(val)}" for k, val in probes[first].items())
+        # by name: the self-check data stores each case with its keys sorted, and both judges say the same
+        args = ", ".join(f"{k}={_short(val)}" for k, val in sorted(probes[first].items()))
         message = frame("failing_cases" + suffix, v.message, failed=len(failures), cases=len(probes), args=args)
     message = with_hints(message, list(dict.fromkeys(hints(outputs))))
     return Verdict(status, score, v.diagnosis, message, {"failed": [i for i, _ in failures]})
@@ -157,9 +192,15 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
 
 def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
     if isinstance(items, dict) and "error" in items:
+        count = RETURNED_COUNT.fullmatch(str(items["error"]))
+        if count:  # the function ran, and returned another number of values than the question asks for
+            return Verdict(Status.INVALID, 0.0, "returned:count",
+                           phrase("returned:count", got=_values(int(count.group(1))), want=count.group(2)))
         return _raised(items["error"], "raised:case")
     if len(judges) == 1:
         items = [items[0] if isinstance(items, list) and len(items) == 1 else items]
+    if isinstance(items, list) and any(_returned_none(x) for x in items):
+        return Verdict(Status.INVALID, 0.0, "returned:none", phrase("returned:none"))
     if not isinstance(items, list) or len(items) != len(judges):
         return invalid(Invalid("wrong_type", "a different number of results"),
                        expected=f"{len(judges)} returned values")

@@ -80,6 +80,12 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     inside = tg.Exact(tag, t)
     points = [x for x in points if inside.near("ref", 0, x) is not True]  # only those the buckets miss
     t |= {f"at{j}": [tg.around(x, 1e-9) if x else tg.between(0, 0)] for j, x in enumerate(points)}
+    if tolerance.is_range:  # the book's own numbers, which a student may type as they are (to float noise)
+        t |= {f"at{len(points) + j}": [tg.around(x, 1e-10)] for j, x in enumerate((lo, hi)) if x and x not in points}
+    if not element:  # within a bucket of an end but inside: decided by a finer grid there (tg.ends)
+        t |= {f"end{j}": [iv] for j, iv in enumerate(tg.ends(t["ref"][0]))}
+    if tolerance.is_range:  # a factor slip is a multiple of the reference, not of some value in the range
+        t["factor"] = [tg.around(reference, tolerance.rtol) if reference else tg.between(0, 0)]
     if not element:
         t |= {
             "close": [tg.around(reference, CLOSE)],
@@ -94,8 +100,19 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
 
 def _right(oracle: tg.Printed | tg.Exact, v: float) -> bool | None:
     """In the accepted range, or the reference itself (None: only an edge is in doubt)."""
-    answers = [oracle.accepts(key, [v]) for key in oracle.entries if key == "ref" or key.startswith("at")]
+    answers = [oracle.accepts(key, [v]) for key in oracle.entries
+               if key == "ref" or key.startswith("at") or key.startswith("end")]
     return True if True in answers else None if None in answers else False
+
+
+def _factor(oracle: tg.Printed | tg.Exact, v: float) -> Any:
+    """The simplest factor k that makes v/k the reference (within its relative tolerance, also in a
+    question with a range), else one that makes v/k right (a value in the range); None if there is none."""
+    factor = "factor" if "factor" in oracle.entries else "ref"
+    for k in eq.SIMPLE_FACTORS:
+        if oracle.near(factor, 0, v / float(k)) is True:
+            return k
+    return next((k for k in eq.SIMPLE_FACTORS if _right(oracle, v / float(k)) is True), None)
 
 
 def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
@@ -113,9 +130,9 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             return partial(credit, message)
     hints = [h for j, h in enumerate(e.hints) if near(f"slip{j}", 0, v) is True]
     if v != 0:
-        for k in eq.NICE_FACTORS:
-            if near("ref", 0, v / float(k)) is True:
-                return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
+        k = _factor(e.oracle, v)
+        if k is not None:
+            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
         if near("close", 0, v) is True:
             return wrong("close", hints, **ctx)
         for d in MAGNITUDES:

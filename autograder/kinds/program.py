@@ -178,6 +178,7 @@ def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run)
     A record that holds no program is judged as it is; the others go to ``run`` together, and each report
     that comes back is judged against the reference. One that does not come back ran out of limits; one that
     cannot be judged (a grader's bug, a broken runner) is flagged for a person, and costs no other answer."""
+    from .. import model_traffic
     from ..programs import judge_report, report_from_json
 
     verdicts: dict[str, Verdict] = {}
@@ -198,7 +199,8 @@ def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run)
             verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed", phrase("program_failed"))
             continue
         try:
-            verdict = judge_report(spec, report_from_json(reports[qid]), item["seed"])
+            traffic = model_traffic.at(model_traffic.expected(chapter[qid]), spec)
+            verdict = judge_report(spec, report_from_json(reports[qid]), item["seed"], traffic)
             verdicts[qid] = with_slip_hint(verdict, slip_hints(chapter[qid]))
         except Exception as e:
             verdicts[qid] = _grader_error(e)
@@ -230,18 +232,25 @@ def with_slip_hint(v: Verdict, hints: dict[str, str]) -> Verdict:
 
 
 def make_print(q: Program) -> dict[str, Any]:
-    hints = slip_hints(q)
-    return {"program": q.spec.to_json(), **({"hints": hints} if hints else {})}
+    """The question, its slips' hints, and what its model moves at each spec (``model_traffic``: the grader's
+    yardstick for a wasteful program, so that the self-check holds a program to the same one)."""
+    from .. import model_traffic
+
+    hints, traffic = slip_hints(q), model_traffic.expected(q)
+    return {"program": q.spec.to_json(), **({"hints": hints} if hints else {}),
+            **({"traffic": traffic} if traffic else {})}
 
 
 def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
     """The self-check judges what the grader would: the function exported as ``encode`` records it, prepared as
     the grader prepares a record, and that artefact run here on the public inputs."""
+    from .. import model_traffic
     from ..programs import judge_report, run_exported
 
     prepared = prepare(ProgramSpec.from_json(fp["program"]), encode(fp, answer))
     if isinstance(prepared, Verdict):
         return prepared
     at, blob = prepared
-    verdict = judge_report(at, run_exported(at, blob, SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED)
+    verdict = judge_report(at, run_exported(at, blob, SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED,
+                           traffic=model_traffic.at(fp.get("traffic"), at))
     return with_slip_hint(verdict, fp.get("hints", {}))

@@ -62,6 +62,23 @@ def between(lo: float, hi: float) -> Interval:
     return Interval(mpmath.mpf(lo), mpmath.mpf(hi))
 
 
+def ends(iv: Interval) -> list[Interval]:
+    """Two narrow intervals inside ``iv``, at its two ends, each two of its buckets wide (and cut into
+    ``GRID`` buckets of its own). A value inside ``iv`` that falls in one of its partly-inside edge
+    buckets lies inside one of these, unless it is within 1/32 of a bucket of the end itself: so the
+    self-check cannot decide only a 1/2000th of the interval at each end, not a 64th (a range whose end
+    lies 0.5% from its reference, closer than one bucket, ticks the reference to any number of figures)."""
+    if iv.lo == iv.hi == 0:
+        return []
+    with mpmath.workdps(DIGITS):
+        g = _locate(iv)[3]
+        a, b = sorted((abs(iv.lo), abs(iv.hi)))
+        w = (1 + mpmath.mpf(g)) ** 2
+        out = [(a, min(b, a * w)), (max(a, b / w), b)]
+        sign = -1 if iv.hi < 0 else 1
+        return [Interval(*sorted((sign * x, sign * y))) for x, y in out]
+
+
 Targets = dict[str, list[Interval | None]]
 
 

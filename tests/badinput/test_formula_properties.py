@@ -71,7 +71,7 @@ def test_arbitrary_objects_never_raise(answer):
 def test_text_at_the_parser_caps_is_judged_quickly(text):
     """Up to MAX_CHARS characters and MAX_NODES nodes, powers up to 64, literals up to 1e40, nesting as
     deep as Python reads: parsing and the whole formula check each return within the time bound."""
-    got = timed(parse_formula, text, COURSE_NAMES)
+    got = timed(formula.read, text, COURSE_NAMES)  # the kind reads a unit word as a unit
     assert isinstance(got, Parsed | Invalid)
     v = timed(formula.check, "ch99-t0-text", REFERENCE, COURSE_NAMES, ("N",), text)
     assert_as_parsed(v, got, **formula.context(COURSE_NAMES))
@@ -82,7 +82,7 @@ def test_text_at_the_parser_caps_is_judged_quickly(text):
 def test_invalid_exactly_when_the_parser_rejects(answer, names):
     """formula.check says INVALID (no credit, a sentence saying what to type) for what the parser
     rejects, and judges everything the parser reads as right, partly right or wrong."""
-    got = timed(parse_formula, answer, names)
+    got = timed(formula.read, answer, names)  # the kind reads a unit word as a unit
     v = timed(formula.check, "ch99-t0-text", "+".join(names), names, (), answer)
     assert isinstance(got, Parsed | Invalid)
     assert_as_parsed(v, got, **formula.context(names))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import kinds
+from autograder import kinds, model_traffic
 from autograder.checks import judge
 from autograder.programs import wrong_numbers
 from autograder.questions import Function, Number, Program, chapter_names, load_chapter
@@ -47,6 +47,10 @@ def test_reference_passes(q):
     answer = recorded(q, reference_answer(q))
     v = judge(q, answer)
     assert v.ok, f"{q.qid}: grader rejects the reference: {v}"
+    if isinstance(q, Program):  # the yardstick of wasteful programs is what the model moves now
+        spec = q.spec.at(q.spec.mesh) if q.spec.mesh_choices else q.spec
+        stored = model_traffic.at(model_traffic.expected(q), spec)
+        assert v.data.get("traffic", {}) == pytest.approx(stored or {}), f"{q.qid}: run scaling-course release"
     s = kinds.selfcheck_live(printed(q), q.qid, reference_answer(q), answer)
     assert s.ok, f"{q.qid}: self-check rejects the reference: {s}"
 

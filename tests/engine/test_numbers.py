@@ -80,8 +80,12 @@ INVALID = {
     "unit_dimension": [("3 TB/s", "s"), ("1 ms", "B"), ("16 GiB", "B/s"), ("5 FLOPs", "FLOP/s"), ("2 s", ""),
                        ("25%", "s"), ("2*31.27e9 B/s", "B")],
     "unknown_unit": [("3 parsecs", "s"), ("1.2 MS", "s"), ("5 gb", "B"), ("0x10", "s"), ("2 x", ""),
-                     ("1 ms ms", "s"), ("2*31.27e9 GB/ss", "B/s"), ("1e+", ""),
-                     ("4 ms / 2", "s")],  # a unit ends the answer; "4/2 ms" reads
+                     ("1 ms ms", "s"), ("2*31.27e9 GB/ss", "B/s"), ("1e+", "")],
+    # a unit ends the answer; "4/2 ms" reads, and the sentence says to compute first
+    "unit_arithmetic": [("4 ms / 2", "s"), ("244 us / 224 us", "")],
+    "formula_for_number": [("2*B", "s"), ("4*(N + 1)", "")],
+    "count_word": [("240 tokens", "")],
+    "scale_suffix": [("13B", ""), ("70M", ""), ("13 billion", "")],
     "separator": [("1,000", "s"), ("1_000", "s"), ("1,024", ""), ("1 024", ""), ("1'024", ""), ("1,5 ms", "s"),
                   ("1, 2", "")],
     "not_a_number": [("nan", "s"), ("inf", "s"), ("-inf", "s"), ("Infinity", "s"), ("abc", "s"), ("ms", "s"),
