@@ -215,17 +215,18 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 return
             name = op.name
             if name in KINDS:
-                shape, dtype = _shape_dtype(str(op.operands[0].type))
                 groups_text = _attr(op, "replica_groups") or _attr(op, "source_target_pairs") or "dense<[[0]]>"
                 groups = _dense_list(groups_text)
                 axes = _axes(groups, mesh)
                 permute = name == "stablehlo.collective_permute"
                 size = 2 if permute else len(groups[0])
-                key = (KINDS[name], axes, dtype, shape, size, _hops(groups, mesh) if permute else (1.0, 0.0))
-                if times is None:
-                    unknown.add(key)
-                else:
-                    found[key] += times
+                hops = _hops(groups, mesh) if permute else (1.0, 0.0)
+                for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
+                    key = (KINDS[name], axes, *reversed(_shape_dtype(str(operand.type))), size, hops)
+                    if times is None:
+                        unknown.add(key)
+                    else:
+                        found[key] += times
             if name == "stablehlo.while":
                 trip = _trip_count(op)
                 inner = None if times is None or trip is None else times * trip

@@ -155,7 +155,7 @@ def free_names(expr: sp.Expr) -> frozenset[str]:
 
 def used_names(expr: sp.Expr) -> frozenset[str]:
     """The symbols the value of ``expr`` depends on: those left after cancelling common factors, so that
-    B in 2*B*D*F/(B*D*F + B*D + B*F) is not among them though it is written there. (Found by sympy, not
+    B in B*D/(B*D + B*F) is not among them though it is written there. (Found by sympy, not
     by value: a symbol that a nested max/min uses only where two other branches meet is rarely seen at
     the sample points.) Run on references only, never on a student's text."""
     try:

@@ -26,8 +26,8 @@ def test_readme_opens_every_chapter_in_colab():
 
 # The rules of fair reading, as docs/feedback.md states them and every notebook's first cell repeats
 # or points to (Chapter 1 states them; the others say "as in Chapter 1").
-POLICY = ["3 significant figures", "exact count", "whole numbers and fractions", "Exponents may contain symbols",
-          '"1/4"', '"25%"', '"AllReduce"', "never ticks"]
+POLICY = ["3 significant figures", "exact count", "whole numbers, fractions and short decimals",
+          "Exponents may contain symbols", '"1/4"', '"25%"', '"AllReduce"', "never ticks"]
 
 
 def test_the_notebooks_state_the_policy_of_docs_feedback():

@@ -105,6 +105,6 @@ def test_ring_time_matches_the_book_model(make, seconds):
 
 def test_a_collective_in_a_loop_of_unknown_length_says_so():
     c = Collective("all-reduce", ("X",), "i32", (), 8, None)
-    assert c.describe() == ("all-reduce of i32[] over X (7 bytes per device each, once per step of a loop whose "
-                            "length depends on the data)")
+    assert c.describe() == ("all-reduce of i32[] over X (7 bytes per device each, once per step of a loop of "
+                            "unknown length)")
     assert Collective("all-gather", ("X",), "f32", (2, 4), 8, 3).describe().startswith("3 x all-gather of f32[2,4]")
