@@ -13,6 +13,7 @@ changes what the notebook shows, never what is graded.
 
 from __future__ import annotations
 
+import difflib
 import os
 import random
 from typing import Any
@@ -101,16 +102,30 @@ def _value(kind: str, lab: Any) -> Any:
     return tuple(lab) if isinstance(lab, list) else lab
 
 
+def _settings_of(chapter: str) -> list[str]:
+    from .answers import fingerprints
+
+    return list((fingerprints(chapter[:4], whole=True).get("variants") or {}).get("settings") or {})
+
+
 def setting(name: str) -> Values:
     """Show and return the values of exercise ``name`` ("ch01-e3") that this notebook computes with."""
-    from .answers import fingerprints
+    from .answers import UnknownQuestion, chapter_table, fingerprints
 
     if not isinstance(name, str) or "-" not in name:
         raise TypeError('the argument is the exercise\'s setting, e.g. course.setting("ch01-e3")')
-    data = fingerprints(name.split("-", 1)[0], whole=True)
+    prefix = name.split("-", 1)[0]
+    try:
+        data = fingerprints(prefix, whole=True)
+    except LookupError:  # no chapter of that number: look among every chapter's settings
+        data = {}
     settings = (data.get("variants") or {}).get("settings") or {}
     if name not in settings:
-        raise LookupError(f"Unknown setting {name!r}. Did a cell's text change? Re-download the notebook.")
+        known = list(settings) or [n for chapter in chapter_table() for n in _settings_of(chapter)]
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        advice = f"did you mean {near[0]!r}?" if near else "check the name in the cell that asks for it."
+        raise UnknownQuestion(f"No exercise setting {name!r} {'in ' + prefix if settings else 'in any chapter'}: "
+                              f"{advice}")
     s = settings[name]
     mode = "student" if _graded() else _state["mode"]
     if mode == "practice":

@@ -248,6 +248,16 @@ def test_a_misspelled_id_gets_one_line_with_the_nearest_id(call, typo):
     assert isinstance(e.value, LookupError)
 
 
+@pytest.mark.parametrize(("typo", "near"), [("ch01-e33", "'ch01-e3'?"), ("ch1-e3", "did you mean 'ch")])
+def test_a_misspelled_setting_gets_one_line_with_the_nearest_name(typo, near):
+    import course
+
+    with pytest.raises(AnswerError) as e:
+        course.setting(typo)
+    text = "\n".join(e.value._render_traceback_())
+    assert "\n" not in text and near in text, text
+
+
 # --- F5: hints after unreadable answers -------------------------------------------------------------------
 
 def test_a_hint_locked_after_unreadable_answers_says_they_could_not_be_read(tmp_path, monkeypatch, capsys):

@@ -171,7 +171,7 @@ def test_setting_shows_the_values_and_the_self_check_follows_them(monkeypatch, c
     variant.configure(variant="book")
     assert variant.setting("ch01-e3").chip.name == "TPU v5e"
     assert answers.verdict("ch01-e3-critical-batch", book).ok
-    with pytest.raises(LookupError, match="Unknown setting"):
+    with pytest.raises(LookupError, match="No exercise setting"):
         variant.setting("ch01-e99")
 
 
