@@ -1,5 +1,7 @@
 """Every chapter notebook matches its records, passes nbgrader validate, and its release fails it."""
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.questions import AuthoringError, Chapter, load_chapter
+from autograder import probes
+from autograder.questions import AuthoringError, Chapter, Function, load_chapter
 from autograder.release import (
     CHECK_LINE,
     SOLUTION_BLOCK,
@@ -136,6 +139,58 @@ def test_the_release_refuses_a_notebook_whose_questions_do_not_match_its_records
     nbformat.write(nb, course / "source" / chapter / f"{chapter}.ipynb")
     with pytest.raises(AuthoringError, match="disagrees with solutions"):
         complete_notebook(course, chapter)
+
+
+def _keyword_functions(chapter: str, nb) -> dict[str, str]:
+    """Answer variable -> question id, for each function question the check calls by keyword: those
+    without a builder (``fn(**probe)``) and those whose builder passes keywords alone."""
+    records = load_chapter(chapter)
+    out = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        m = meta.get("grade") and not meta.get("solution") and CHECK_LINE.match(cell.source.splitlines()[-1])
+        q = records[m["qid"]] if m else None
+        if isinstance(q, Function) and (not q.builder or not probes.build(q.builder, q.probes[0])[0]):
+            out[m["var"]] = q.qid
+    return out
+
+
+def positional_calls(chapter: str, nb) -> list[str]:
+    """Calls, in the cells a student does not write, of a function answer with two or more arguments of
+    which one is positional (a ``*spread`` counts as two). The check calls the student's function with the
+    prompt's parameter names, so a student's function with those names in another order passes it; a
+    demo that calls it positionally would then plot or print wrong numbers."""
+    names, found = _keyword_functions(chapter, nb), []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("solution"):
+            continue
+        source = re.sub(r"^\s*[%!].*$", "", cell.source, flags=re.M)  # IPython magics and shell lines
+        for call in ast.walk(ast.parse(source)):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in names):
+                continue
+            spread = any(isinstance(a, ast.Starred) for a in call.args)
+            if call.args and (spread or len(call.args) + len(call.keywords) >= 2):
+                found.append(f"{chapter} cell {i} ({names[call.func.id]}): {ast.get_source_segment(source, call)}")
+    return found
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_plain_cells_call_function_answers_by_keyword(chapter):
+    """Demo and plot cells call a student's function as the check does, by the prompt's parameter names."""
+    found = positional_calls(chapter, _nb(chapter, "release"))
+    assert found == [], "call these by keyword, with the prompt's parameter names:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_a_positional_call_of_a_function_answer():
+    nb = _nb("ch01_rooflines", "release")
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "%time x = critical_batch(act_bytes=2, weight_bytes=2, out_bytes=2, peak=1, bw=1)\n"
+        "y = critical_batch(2, weight_bytes=2, out_bytes=2, peak=1, bw=1)\nz = critical_batch(*args)\n"
+        "w = [critical_batch(**kw), critical_batch(kw), print(1, 2)]"))
+    last = f"ch01_rooflines cell {len(nb.cells) - 1} "
+    assert [f for f in positional_calls("ch01_rooflines", nb) if f.startswith(last)] == [
+        f"{last}(ch01-cx3-critical-batch): {call}"
+        for call in ("critical_batch(2, weight_bytes=2, out_bytes=2, peak=1, bw=1)", "critical_batch(*args)")]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
