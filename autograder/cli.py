@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .grading.pipeline import Summary
 
 EXAMPLES = """
 examples:
@@ -54,28 +59,40 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from .demo import print_table
     from .grading.console import Progress
     from .grading.pipeline import CourseError, grade
 
     course = Path(args.course_dir).resolve()
+    # A name the terminal's encoding cannot show is written as an escape, never an error after the grading.
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
         summary = grade(course, args.assignment, jobs=args.jobs, force=args.force, progress=Progress(),
                         scheduler=args.scheduler)
     except CourseError as e:
         print(f"scaling-course grade: {e}", file=sys.stderr)
         return 2
-    if not summary.results:
-        print(f"No submissions found under {course / 'submitted'}/<student>/{args.assignment}/.")
-        return 0
-    print_table(args.assignment, summary.results)
+    print_summary(course, args.assignment, summary)
+    return 0
+
+
+def print_summary(course: Path, assignment: str, summary: Summary) -> None:
+    """The grade table and the problems of a grading run. Student ids and the notes about their files are the
+    students' text: each goes through ``printable``, so no name can move the cursor or hide what follows."""
+    from .demo import print_table
+    from .grading.console import printable
+
+    if not summary.results and not summary.problems:
+        print(f"No submissions found under {course / 'submitted'}/<student>/{assignment}/.")
+        return
+    if summary.results:
+        print_table(assignment, [{**r, "student": printable(r["student"])} for r in summary.results])
     if summary.problems:
         print("\nSubmissions with problems (graded as far as possible):")
-        for student, problems in sorted(summary.problems.items()):
-            print(f"  {student}: {'; '.join(problems)}")
+        for student, problems in sorted(summary.problems.items(), key=lambda item: printable(item[0])):
+            print(f"  {printable(student)}: {'; '.join(printable(p) for p in problems)}")
     print(f"\nGraded {len(summary.results)} submission(s) in {summary.seconds:.0f} s "
           f"({summary.skipped} unchanged). Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
-    return 0
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:

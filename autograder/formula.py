@@ -16,10 +16,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 import sympy as sp
 from sympy.printing.str import StrPrinter
 
+from .record import plain_number
 from .symbols import symbol
 
 MAX_CHARS = 2000
@@ -136,12 +138,13 @@ def _to_text(answer: object) -> str | Invalid:
         return Invalid("wrong_type", "bool")
     if isinstance(answer, str):
         return str.__str__(answer)  # a plain str, whatever a subclass overrides
-    if isinstance(answer, float):
-        return float.__repr__(answer)  # not repr(): numpy 2 prints np.float64(2.5)
-    if isinstance(answer, int):
-        if answer.bit_length() > 1000:  # far above any literal the parser accepts; too long to print
-            return Invalid("too_large", "a number above 1e40")
-        return int.__repr__(answer)
+    number = plain_number(answer)  # a number of any library: numpy, JAX, sympy, Fraction, Decimal
+    if isinstance(number, float):
+        return float.__repr__(number)  # not repr(): numpy 2 prints np.float64(2.5)
+    if isinstance(number, int | Fraction):
+        if max(abs(number.numerator), number.denominator).bit_length() > 1000:  # far above any literal the
+            return Invalid("too_large", "a number above 1e40")  # parser accepts; too long to print
+        return int.__repr__(number.numerator) + ("" if number.denominator == 1 else f"/{number.denominator}")
     if isinstance(answer, sp.Basic):
         if isinstance(answer, sp.Rel) or not isinstance(answer, sp.Expr):  # equations, logic, sets
             return Invalid("relation")
@@ -149,12 +152,6 @@ def _to_text(answer: object) -> str | Invalid:
             return to_text(answer)
         except Exception as e:  # a hostile subclass can make printing fail
             return Invalid("wrong_type", f"unprintable sympy object ({type(e).__name__})")
-    item = getattr(answer, "item", None)  # numpy and jax scalars
-    if callable(item) and getattr(answer, "shape", None) == ():
-        try:
-            return repr(float(item()))
-        except Exception:
-            pass
     return Invalid("wrong_type", type(answer).__name__)
 
 

@@ -49,6 +49,7 @@ _INVALID = {
     "count_word": "This question asks for a plain number: leave out '{detail}' and give the number alone.",
     "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} (a letter after a number reads as a "
                     "unit, and B is bytes).",
+    "scientific_notation": "Inside a calculation, write a power of ten with e: write {fix} for '{detail}'.",
     "unit_in_formula": "A formula carries no unit: drop '{detail}' (the question says what the formula counts).",
     "unknown_option": "Choose one of: {options}.",
     "too_expensive": "Checking this answer took more than {limit}, the most one answer may take: simplify it "
@@ -90,6 +91,10 @@ _VERDICTS = {
     "returned:none": "your function returned None: did you forget `return`?",
     "returned:type": "your function returned {got}; expected {want}.",
     "returned:count": "your function returned {got}; expected {want} values (return them as a tuple).",
+    "returned:one": "Your function returned a {got} of one value, where the question asks for the value itself: "
+                    "return it without the {fix}.",
+    "returned:one:case": "your function returned a {got} of one value, where the question asks for the value "
+                         "itself: return it without the {fix}.",
     "not_a_function": "Expected a function, got {got}: define it with def and pass its name, without calling it.",
     "raised:lowering": "Your function could not be lowered: {error}",
     "no_program": "Expected a function (no program was recorded).",
@@ -267,6 +272,10 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "scale_suffix":  # "13B" or "13 billion" -> 13e9
         number, scale = re.fullmatch(r"(.*?)\s*([A-Za-z]+)", str(fields["detail"])).groups()  # type: ignore[union-attr]
         fields["fix"] = number + _SCALES.get(scale, "")
+    if head == "scientific_notation":  # "1.5 x 10^-3" -> 1.5e-3
+        from .numbers import e_notation
+
+        fields["fix"] = e_notation(str(fields["detail"])) or "1.5e-3"
     if head == "unit":
         fields.update(_unit_guess(arg, str(ctx.get("unit", ""))))
     if head == "too_expensive":

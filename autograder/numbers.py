@@ -6,8 +6,10 @@ wrong: the student typed something the question cannot read.
 
 Fair reading: what a student would honestly write on paper is read, not refused. That includes
 arithmetic of numbers (``"1/4"``, ``"2*31.27e9 B/s"``, ``"(8192*3584*2)/1024"``), which goes through
-the formula parser's allow-list (never ``eval``) with no names declared, and percentages (``"25%"``
-is 0.25 of a plain number). Two forms stay refused because they cannot be read one way only: digit
+the formula parser's allow-list (never ``eval``) with no names declared, percentages (``"25%"``
+is 0.25 of a plain number), scientific notation written by hand when it stands alone (``"1.5 x 10^-3"``,
+``"1.5×10⁻³ s"``, ``"1.5e−3"``), and a number of any library (``record.plain_number``: numpy, JAX,
+sympy, ``Fraction``, ``Decimal``). Two forms stay refused because they cannot be read one way only: digit
 separators (``"1,024"`` is 1024 in one country and 1.024 in another) and anything with a name in it.
 
 And fair rounding: an answer rounded to 3 significant figures passes, unless the question asks for
@@ -96,6 +98,26 @@ _ARITHMETIC_PREFIX = re.compile(rf"(?:{_NUM}|[-+*/() \t])*+")
 _SEPARATOR = re.compile(r"[0-9](?:,\s?|[_'\u00a0\u2009\u202f ])(?=[0-9])")
 # Units that may end an answer, longest first, so that "GB/s" wins over "B/s" and "ms" over "s".
 _SUFFIXES = sorted((u for u in UNITS if u), key=len, reverse=True)
+
+# Scientific notation as it is written by hand: a mantissa, a times sign, 10 and its power, written with
+# ^, ** or superscript digits ("1.5 x 10^-3", "1.5×10⁻³", "1.5 * 10**(-3)"), and an exponent's minus typed
+# as the typographic one ("1.5e−3"). Standing alone (before its unit) it is one number, and read; inside a
+# calculation it is not ("2 / 1.5 x 10^3": 2/1500, or 2/1.5 times 1000?), and the sentence gives the e form.
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+_TIMES_TEN = re.compile(r"(?<![0-9.eE])(?P<m>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))\s*[x×X·*]\s*10\s*"
+                        r"(?:(?:\^|\*\*)\s*(?P<open>\(\s*)?(?P<e>[-+−]?\s*[0-9]+)(?(open)\s*\))"
+                        r"|(?P<s>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))(?![0-9.⁰¹²³⁴⁵⁶⁷⁸⁹])")
+_E_MINUS = re.compile(r"(?<=[0-9.])([eE])−(?=[0-9])")
+
+
+def e_notation(text: str) -> str | None:
+    """The e form of a number written as a mantissa times a power of ten ("1.5 x 10^-3" -> "1.5e-3"),
+    or None where ``text`` holds none."""
+    m = _TIMES_TEN.search(text)
+    if m is None:
+        return None
+    exponent = (m.group("e") or m.group("s")).translate(_SUPERSCRIPTS).replace("−", "-").replace(" ", "")
+    return f"{m.group('m')}e{exponent.lstrip('+')}"
 
 
 @dataclass(frozen=True)
@@ -204,18 +226,27 @@ def _split_unit(text: str) -> tuple[str, str | None]:
     space, a digit, a decimal point or a ")", so that "1 xB/s" is not read as "1 x" in B/s."""
     for u in _SUFFIXES:
         head = text[: len(text) - len(u)]
-        if text.endswith(u) and head and (head[-1].isspace() or head[-1] in "0123456789.)"):
+        if text.endswith(u) and head and (head[-1].isspace() or head[-1] in "0123456789.)⁰¹²³⁴⁵⁶⁷⁸⁹"):
             return head.rstrip(), u
     return text, None
 
 
 def _value(numeric: str, text: str) -> float | Invalid:
     """The value of the number part, or why it cannot be read (``text`` is the whole answer)."""
+    numeric = _E_MINUS.sub(r"\1-", numeric)  # "1.5e−3": one character for another, offsets stay
+    whole = re.fullmatch(r"([-+]?)\s*(.*)", numeric, re.S)  # a sign, then "1.5 x 10^-3" on its own
+    if whole and _TIMES_TEN.fullmatch(whole.group(2)):
+        numeric = whole.group(1) + e_notation(whole.group(2))  # type: ignore[operator]
     if _PLAIN.fullmatch(numeric):
         value = float(numeric)
         return value if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e999
+    times_ten = _TIMES_TEN.search(numeric)
+    scientific = times_ten and Invalid("scientific_notation", times_ten.group(), times_ten.start(), text)
     if _HAS_DIGIT.search(numeric) and _ARITHMETIC.fullmatch(numeric):
-        return _arithmetic(numeric, text)
+        value = _arithmetic(numeric, text)
+        return scientific if isinstance(value, Invalid) and scientific else value  # "2*1.5*10^3": not a caret
+    if scientific:
+        return scientific
     prefix = _ARITHMETIC_PREFIX.match(text).group().rstrip("-+*/( \t")  # type: ignore[union-attr]
     rest = text[len(prefix):].strip()
     if _HAS_DIGIT.search(prefix) and rest:  # "3 parsecs", "1.2 MS", "2*31.27e9 GB/ss"

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import sympy as sp
 
-from .numbers import Tolerance, unit_dimension
+from .numbers import FIGURES, Tolerance, unit_dimension
 
 QID = re.compile(r"^ch(\d\d)-[a-z0-9]+-[a-z0-9][a-z0-9_-]*$")
 BOOK = "https://jax-ml.github.io/scaling-book/"
@@ -114,9 +114,11 @@ class Number(Question):
     """A number in ``unit`` ("" for a plain number), within a relative tolerance or a range.
 
     Fair rounding: a student who rounds to 3 significant figures must pass, so a relative tolerance
-    is at least ±0.5% and a range holds the reference so rounded. The one exception is a count that
-    must be exact (hops, devices, steps): ``exact=True`` asks for the whole number itself, and the
-    prompt must say so ("how many", "exact"), since the student cannot guess it.
+    is at least ±0.5% and a range holds the reference so rounded. Two exceptions, each stated in the
+    prompt, since the student cannot guess it: a count that must be exact (hops, devices, steps),
+    ``exact=True``, asks for the whole number itself ("how many", "exact"); and a question whose 3
+    figures would be a giveaway (a model's parameter count, which to 3 figures is the size in its name,
+    13.0e9 for LLaMA 2-13B) asks for more, "to 4 significant figures", and its tolerance honours that.
     """
 
     reference: float
@@ -126,6 +128,8 @@ class Number(Question):
     kind: ClassVar[str] = "number"
     # How the prompt of an exact count tells the student that rounding will not do.
     exact_words: ClassVar[re.Pattern[str]] = re.compile(r"\b(exact|exactly|how many)\b", re.IGNORECASE)
+    # How the prompt of a question that asks for more than 3 figures says so.
+    figures_words: ClassVar[re.Pattern[str]] = re.compile(r"\b(\d+) significant figures\b", re.IGNORECASE)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -145,12 +149,19 @@ class Number(Question):
             object.__setattr__(self, "tolerance", Tolerance.exact_count())  # frozen: set once, here
         elif self.tolerance.whole:
             raise AuthoringError(f"{self.qid}: an exact-count tolerance needs exact=True (and a prompt that says so)")
-        elif not self.tolerance.honours_rounding(reference):
-            fair = Tolerance.figures()
+        elif not self.tolerance.honours_rounding(reference, self.figures):
+            fair = Tolerance.figures(self.figures)
             raise AuthoringError(f"{self.qid}: {self.tolerance} rejects an answer rounded to {fair.describe()}; "
-                                 "widen it to Tolerance.figures(), or, for a count, declare exact=True")
+                                 "widen it to Tolerance.figures(), ask for more figures in the prompt (\"to 4 "
+                                 "significant figures\"), or, for a count, declare exact=True")
         if not self.tolerance.accepts(reference, reference):
             raise AuthoringError(f"{self.qid}: the reference lies outside its own tolerance")
+
+    @property
+    def figures(self) -> int:
+        """The significant figures a student's answer must have: 3, or more where the prompt asks for more."""
+        stated = [int(m.group(1)) for m in self.figures_words.finditer(self.prompt)]
+        return max([FIGURES, *stated])
 
 
 @dataclass(frozen=True, kw_only=True)

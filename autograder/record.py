@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+import operator
 from collections.abc import Callable, Iterable
+from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,14 +34,55 @@ DRAWN_ENV = "SCALING_COURSE_DRAWN_CASES"
 STUDENT_ENV = "SCALING_COURSE_STUDENT"
 
 
+def plain_number(x: Any) -> int | float | Fraction | None:
+    """The Python number a scalar stands for, whichever library holds it, or None where ``x`` is no
+    single real number (a flag, text, a complex number, an array of several values, anything else).
+
+    The one reading of a scalar for every kind that reads numbers: a Python, numpy or JAX int or float,
+    a 0-d array of one, sympy's Integer, Rational and Float, ``fractions.Fraction`` and
+    ``decimal.Decimal``. Integers stay ints and fractions Fractions (exact); the rest become floats.
+    Never raises: a hostile subclass whose number methods fail is no number."""
+    try:
+        return _plain_number(x)
+    except Exception:
+        return None
+
+
+def _plain_number(x: Any) -> int | float | Fraction | None:
+    if isinstance(x, bool | str | bytes):
+        return None
+    if isinstance(x, int):
+        return int.__int__(x)  # the value itself, whatever a subclass overrides
+    if isinstance(x, float):  # numpy's float64 too
+        return float.__float__(x)
+    if isinstance(x, numbers.Integral):  # numpy's and sympy's integers
+        return operator.index(x)
+    if isinstance(x, numbers.Rational):  # Fraction, sympy's Rational
+        numerator, denominator = operator.index(x.numerator), operator.index(x.denominator)
+        return numerator if denominator == 1 else Fraction(numerator, denominator)
+    if isinstance(x, numbers.Real):  # numpy's float32 and longdouble, sympy's Float
+        return float(x)
+    if isinstance(x, Decimal):
+        return float("nan") if x.is_nan() else float(x)  # float() refuses a signalling NaN
+    item = getattr(x, "item", None)  # a 0-d numpy or JAX array, a bfloat16 scalar
+    if callable(item) and getattr(x, "shape", None) == ():
+        value = item()
+        if type(value) in (int, float):
+            return value
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy's longdouble
+            return float(value)
+    return None
+
+
 def encode_scalar(kind: str, answer: Any) -> Any:
     """JSON for one answer of kind formula / number / choice (text, or an invalid marker)."""
     if kind == "choice" and isinstance(answer, str):
         return answer
-    if kind in ("number", "choice") and isinstance(answer, int | float) and not isinstance(answer, bool):
+    number = plain_number(answer) if kind in ("number", "choice") else None
+    if number is not None:
         try:
-            value = float(answer)
-        except (OverflowError, TypeError, ValueError):  # an int beyond any float, a hostile subclass
+            value = float(number)  # rounded once, correctly (int / int is)
+        except (OverflowError, TypeError, ValueError):  # a number beyond any float
             return {"invalid": "not_finite", "detail": ""}
         return value if math.isfinite(value) else float.__repr__(value)
     from .formula import Invalid, answer_to_text  # sympy: in the kernel, not in the grader's workers
@@ -63,10 +108,35 @@ def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], 
         except Exception as e:  # the student's bug, reported per probe
             out.append({"error": f"{type(e).__name__}: {str(e)[:300]}"})
             continue
+        wrapped = _wrapped(kinds[0], result) if len(kinds) == 1 else None
+        if wrapped:  # ``return x,``: the one value asked for, in a tuple of one
+            out.append({"error": ONE_VALUE.format(wrapped)})
+            continue
         items = list(result) if len(kinds) > 1 and isinstance(result, tuple | list) else [result]
         out.append([_encode_item(k, x) for k, x in zip(kinds, items, strict=False)] if len(items) == len(kinds)
                    else {"error": f"returned {len(items)} values, expected {len(kinds)}"})
     return out
+
+
+# How the record says that a function asked for one value returned it inside a tuple or list of one.
+ONE_VALUE = "returned a {} of one value"
+
+
+def _wrapped(kind: str, result: Any) -> str | None:
+    """"tuple" or "list" where ``result`` is the one value asked for, wrapped in a sequence of one: a
+    number or a formula never is a sequence, and an array is one of numbers, so a sequence of one array
+    (or one list) is a wrapper; a tuple of one number is an array of one (a 1-d shape, ``(n,)``)."""
+    if not isinstance(result, tuple | list) or len(result) != 1:
+        return None
+    if kind == "array":
+        inner = result[0]
+        try:
+            nested = isinstance(inner, tuple | list) or bool(getattr(inner, "shape", ()))
+        except Exception:  # a hostile object: what it is, the judge of its element says
+            nested = False
+        if not nested:
+            return None
+    return "tuple" if isinstance(result, tuple) else "list"
 
 
 def _encode_item(kind: str, x: Any) -> Any:

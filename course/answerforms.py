@@ -33,26 +33,26 @@ def as_expr(answer: object, names: str | Iterable[str] | None = None) -> sp.Expr
     every name in the answer that is not called as a function. Raises ``UnreadableAnswer`` with the
     self-check's explanation when the answer is not a formula."""
     from autograder.formula import Invalid, parse_formula
+    from autograder.kinds import formula
 
     allowed = _names(answer) if names is None else (names.split() if isinstance(names, str) else list(names))
     parsed = parse_formula(answer, allowed)
     if isinstance(parsed, Invalid):
-        raise UnreadableAnswer(_explain("a formula", parsed))
+        raise UnreadableAnswer(_explain("a formula", parsed, **formula.context(allowed)))
     return parsed.expr
 
 
 def as_number(answer: object, unit: str = "") -> float:
-    """The number ``answer`` (a float, an int, or text such as ``"1.2 ms"``) in ``unit`` ("" for a
-    plain number), as a float. Raises ``UnreadableAnswer`` when it is not a number in that unit."""
+    """The number ``answer`` (a float or an int of any library, a Fraction, or text such as
+    ``"1.2 ms"``) in ``unit`` ("" for a plain number), as a float. Raises ``UnreadableAnswer`` when it
+    is not a number in that unit."""
     from autograder import numbers
     from autograder.formula import Invalid
+    from autograder.kinds import number
 
     parsed = numbers.parse_number(answer, unit)
     if isinstance(parsed, Invalid):
-        words = getattr(numbers, "DIMENSION_WORDS", {})
-        ctx = {"unit": unit, "dimension": words.get(numbers.unit_dimension(unit), unit or "a plain number")}
-        if hasattr(numbers, "unit_examples"):
-            ctx["unit_examples"] = numbers.unit_examples(unit)
+        ctx = number.context(unit, numbers.Tolerance.figures().describe())  # the words a number question uses
         raise UnreadableAnswer(_explain(f"a number in {unit}" if unit else "a number", parsed, **ctx))
     return float(parsed.value)
 
@@ -72,6 +72,8 @@ def _names(answer: object) -> list[str]:
 
 
 def _explain(what: str, invalid: object, **ctx: object) -> str:
+    """The self-check's sentence; ``ctx`` is the answer kind's own context (``kinds.number.context``,
+    ``kinds.formula.context``), which fills every field its sentences name."""
     from autograder.messages import phrase_invalid
 
     return f"This answer cannot be read as {what}. {phrase_invalid(invalid, **ctx)}"  # type: ignore[arg-type]

@@ -38,10 +38,6 @@ V5E_SLICES: dict[str, int] = {"1x1": 1, "2x2": 4, "4x2": 8, "4x4": 16, "4x8": 32
                               "16x16": 256}
 PREFILL_MFU = 0.4  # Part 8, "What about prefill?": the utilisation assumed for an 8k prefill
 MEDIAN_DECODE_TOKENS = 512  # Part 8: the decode length assumed when turning steps into queries
-# Part 8 rounds LLaMA 3-70B to 70e9 parameters (its exact count is Chapter 6's question) and names
-# LLaMA 3.1-405B by its 405e9; the chapter's questions state the round figures, as the book does.
-LLAMA3_70B_PARAMS_BOOK = 70e9
-LLAMA31_405B_PARAMS_BOOK = 405e9
 
 
 # --- pictures ------------------------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""Pictures where a picture beats a number: rooflines with the student's own points on them."""
+"""Pictures where a picture beats a number: rooflines with the student's own points on them.
+
+A picture states no answer: critical intensities, crossovers and knees are what the chapters ask for,
+so they are drawn (a dotted line, a marker) and never written in a title, a label or a legend
+(``tests/test_library_rule.py`` reads every word each helper draws).
+"""
 
 from __future__ import annotations
 
@@ -19,12 +24,13 @@ def _axes(ax=None):
 
 def roofline(chips: Sequence[Chip], points: Mapping[str, float] | None = None, ax=None):
     """Attainable FLOP/s against arithmetic intensity for each chip (log-log), with the knee of each
-    roofline marked and ``points`` (label -> intensity in FLOPs/byte) drawn on the first chip's roof."""
+    roofline marked by a dotted line (its value is a question, so it is not written) and ``points``
+    (label -> intensity in FLOPs/byte) drawn on the first chip's roof."""
     ax = _axes(ax)
     intensity = np.logspace(-1, 4, 400)
     for chip in chips:
         peak, bw = chip.bf16_flops_per_s, chip.hbm_bytes_per_s
-        line, = ax.plot(intensity, np.minimum(peak, intensity * bw), label=f"{chip.name} (knee {peak / bw:.0f})")
+        line, = ax.plot(intensity, np.minimum(peak, intensity * bw), label=chip.name)
         ax.axvline(peak / bw, color=line.get_color(), linestyle=":", linewidth=1)
     for label, x in (points or {}).items():
         chip = chips[0]

@@ -7,9 +7,9 @@ at a time, in the order given, and an op starts when its lane is free and every 
 (``after``) has finished. The durations are estimates (FLOPs over FLOP/s, bytes over bytes/s); the
 point is the shape of the step: what overlaps, and what the step waits for.
 
-    ops = [Op("W_in gather", "comms", 2e-3), Op("up-projection", "compute", 3e-3, after=("W_in gather",))]
+    ops = [Op("W_in gather", "comms", t_gather), Op("up-projection", "compute", t_matmul, after=("W_in gather",))]
     spans = schedule(ops)
-    step_seconds(spans), exposed_comms(spans)   # 5e-3 s, 2e-3 s of communication nothing hid
+    step_seconds(spans), exposed_comms(spans)   # t_gather + t_matmul; t_gather, since nothing hid the gather
     plot(spans)
 """
 

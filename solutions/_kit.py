@@ -14,8 +14,9 @@ from this module as they would the real ones; the import happens when a model fi
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from autograder.numbers import Tolerance
 from autograder.questions import (
@@ -43,6 +44,7 @@ __all__ = [
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "X8", "number", "slip_code", "reshard_spec",
+    "count_of",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -81,6 +83,34 @@ def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCEN
         if reference / DECADE <= answer / 10.0**d <= reference * DECADE:
             return f"magnitude:{d:+d}"
     return "not_equal"
+
+
+# --- a parameter count from a config ------------------------------------------------------------------------
+NAME_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)B\b")  # "LLaMA 3-70B", "LLaMA-2 13B", "LLaMA 3.1-405B"
+
+
+class Count(NamedTuple):
+    """How a question asks for a parameter count computed from a model's config."""
+
+    tolerance: Tolerance
+    words: str  # for the prompt: how precise the answer must be
+    slips: tuple[Slip, ...]  # the size in the model's name, with a hint that says so
+
+
+def count_of(name: str, count: float) -> Count:
+    """A parameter count of the model called ``name`` (``cfg.name``), computed from its config. A name
+    that states a size ("LLaMA 3-70B") must not answer it: the count is asked to 3 significant figures,
+    or to 4 where 3 would be the size in the name (LLaMA 2-13B's 13,015,449,600 is 13.0e9; LLaMA 3-8B's
+    8.03e9 is within 0.5% of 8e9), and the size in the name is a slip whose hint says what it is. A name
+    without a size: 3 figures, no slip."""
+    m = NAME_SIZE.search(name)
+    if m is None:
+        return Count(THREE_FIGURES, "", ())
+    nominal = float(m.group(1)) * 1e9
+    figures = next(n for n in (3, 4, 5, 6) if not Tolerance.figures(n).accepts(count, nominal))
+    words = f" (to {figures} significant figures)" if figures > 3 else ""
+    hint = "that is the size in the model's name, rounded; count the parameters of its config."
+    return Count(Tolerance.figures(figures), words, (Slip(nominal, "close", hint),))
 
 
 # --- program specs --------------------------------------------------------------------------------------------

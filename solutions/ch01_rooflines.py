@@ -353,7 +353,8 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     Choice(qid="ch01-e2-bound", points=1, section=SECTION + "#arithmetic-intensity",
            prompt="Is a large bf16 dot product compute-bound or memory-bound on a TPU?",
            reference="memory", options=("compute", "memory"),
-           slips=(Slip("compute", "wrong_option", "compare 1/2 FLOP/byte with the chip's ~240."),)),
+           slips=(Slip("compute", "wrong_option",
+                       "compare 1/2 FLOP/byte with the chip's critical intensity: peak FLOP/s over HBM bytes/s."),)),
     # E3: bf16 matmul on TPU v5e.
     Formula(qid="ch01-e3-intensity", points=2, section=SECTION + "#matrix-multiplication",
             prompt="Exact arithmetic intensity of a bf16 matmul X[B,D] @ Y[D,F].",

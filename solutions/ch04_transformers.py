@@ -595,17 +595,18 @@ def q1(model: m.Config) -> tuple[Number, ...]:
     mlp = model.L * m.mlp_params(model.D, model.F)
     kv = m.kv_bytes_per_token_of(model, bpe=1)
     book = model == Q1
-    total_tolerance = Tolerance(low=1.6e10, high=1.75e10) if book else ONE_PERCENT
+    count = count_of(model.name, total)
+    total_tolerance = Tolerance(low=1.6e10, high=1.75e10) if book else count.tolerance
     share_tolerance = Tolerance(low=0.245, high=0.2505) if book else ONE_PERCENT
     share = attention / total
     return (
         Number(qid="ch04-q1-total-params", points=1, section=_wp,
                prompt=f"Total parameters of the config {model.name} (one D-sized norm per layer, separate "
-                      "embeddings).",
+                      f"embeddings){count.words}.",
                reference=total, tolerance=total_tolerance,
                slips=(Slip(total / model.L, slip_code(total / model.L, total, total_tolerance),
                            f"that is about one layer; there are {model.L}."),
-                      Slip(2 * total, "ratio:2", "count parameters, not bf16 bytes."))),
+                      Slip(2 * total, "ratio:2", "count parameters, not bf16 bytes."), *count.slips)),
         Number(qid="ch04-q1-attn-fraction", points=1, section=_wp,
                prompt=f"Fraction of all the parameters of {model.name} in the attention projections.",
                reference=share, tolerance=share_tolerance,

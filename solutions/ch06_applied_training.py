@@ -93,6 +93,7 @@ W1_CHIPS = W1_PODS * POD
 W1_POD_BATCH = BATCH / W1_PODS
 
 W2_PARAMS = m.params_of(M405)
+W2_COUNT = count_of(M405.name, W2_PARAMS)  # to 4 significant figures: to 3 it is the "405B" of the name
 W2_FLOPS_PER_TOKEN = m.train_flops(W2_PARAMS, 1)
 W2_FLOPS = m.train_flops(NOMINAL_405B, TOKENS)
 W2_CHIPS = W2_PODS * POD
@@ -554,6 +555,7 @@ def a1(model: m.Config) -> tuple[Number, ...]:
     vocab = m.embedding_params(model.D, model.V)
     total = m.params_of(model)
     one_embedding = total - vocab / 2
+    count = count_of(model.name, total)
     return (
         number("ch06-a1-mlp-params", section=COUNTING, prompt=f"A1: {model.name}'s MLP parameters.", reference=mlp,
                tolerance=ONE_PERCENT, slips=(Slip(mlp * 2 / 3, "ratio:2/3", "a gated MLP has three D x F matrices."),)),
@@ -564,9 +566,9 @@ def a1(model: m.Config) -> tuple[Number, ...]:
                prompt=f"A1: {model.name}'s embedding parameters (input and output).", reference=vocab,
                tolerance=ONE_PERCENT,
                slips=(Slip(vocab / 2, "ratio:1/2", "the input embedding and the output projection are separate."),)),
-        number("ch06-a1-params", section=COUNTING, prompt=f"A1: {model.name}'s total parameter count.",
-               reference=total, tolerance=ONE_PERCENT,
-               slips=(Slip(one_embedding, slip_code(one_embedding, total, ONE_PERCENT)),)))
+        number("ch06-a1-params", section=COUNTING, prompt=f"A1: {model.name}'s total parameter count{count.words}.",
+               reference=total, tolerance=count.tolerance,
+               slips=(Slip(one_embedding, slip_code(one_embedding, total, count.tolerance)), *count.slips)))
 
 
 def a2(chip: hw.TPU) -> tuple[Number, ...]:
@@ -795,9 +797,10 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     # 5. Worked problem 1: four pods.
     vary("ch06-w1", w1, pods=values(W1_PODS, 2, 3, 6), batch=values(BATCH, 8 * 2**20)),
     # 6. Worked problem 2: LLaMA 3.1-405B.
-    number("ch06-w2-params", section=WORKED, prompt="W2: LLaMA 3.1-405B's parameter count (public config).",
-           reference=W2_PARAMS, tolerance=ONE_PERCENT,
-           slips=(Slip(m.params(M405.L, M405.D, M405.F, M405.N, M405.N, M405.H, M405.V), "close"),)),
+    number("ch06-w2-params", section=WORKED,
+           prompt=f"W2: LLaMA 3.1-405B's parameter count (public config){W2_COUNT.words}.",
+           reference=W2_PARAMS, tolerance=W2_COUNT.tolerance,
+           slips=(Slip(m.params(M405.L, M405.D, M405.F, M405.N, M405.N, M405.H, M405.V), "close"), *W2_COUNT.slips)),
     number("ch06-w2-flops-per-token", section=WORKED, prompt="W2: its training FLOPs per token.",
            reference=W2_FLOPS_PER_TOKEN, tolerance=ONE_PERCENT, slips=(Slip(W2_FLOPS_PER_TOKEN / 3, "ratio:1/3"),)),
     number("ch06-w2-total-flops", section=WORKED,

@@ -111,7 +111,7 @@ Q7_CROSSOVER = sp.solve(sp.Eq(Q7_T_OPT, inf.model_parallel_1d_comms_s(B, D, W)),
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
     "ch07-e1-critical-batch": 240, "ch07-e2-int8-weights": 120, "ch07-e2-int8-math": 240,
-    "ch07-e3-prefill-length": 480, "ch07-e5-vocab-params": 0.3e9, "ch07-e5-total-params": 13e9,
+    "ch07-e3-prefill-length": 480, "ch07-e5-vocab-params": 0.3e9,
     "ch07-e5-weight-bytes": 26e9, "ch07-e6-activation-bytes": 80e6, "ch07-e7-kv-bytes": 6.7e9,
     "ch07-e9-tp-limit": 64, "ch07-e11-layer-time": 365e-6, "ch07-e12-latency-bytes": 360e3,
     "ch07-pq1-batch4": 2.5e-3, "ch07-pq1-batch256": 21e-3, "ch07-q1-params": 18.4e9,
@@ -119,6 +119,8 @@ BOOK = {
     "ch07-q5-total-params": 212e9, "ch07-q5-active-params": 31.2e9, "ch07-q5-critical-batch": 1920,
     "ch07-q7-crossover-f4d": 72,
 }
+# Not in BOOK: E5's total, which the book gives as 13e9, the size in the model's name. The question asks for
+# the count to 4 significant figures and refuses 13e9 with a hint (``count_of``), so that the name is no answer.
 
 
 def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
@@ -790,6 +792,7 @@ def e5(model: m.Config, context: int) -> tuple[Number, ...]:
     kv = inf.kv_bytes_per_sequence(model, context, BF16)
     caches = math.ceil(weight_bytes / kv)
     one_mlp_matrix_less = total - model.L * model.D * model.F
+    count = count_of(model.name, total)
     exact = Tolerance.exact_count()
     return (
         Number(qid="ch07-e5-vocab-params", points=1, section=_kv,
@@ -797,9 +800,10 @@ def e5(model: m.Config, context: int) -> tuple[Number, ...]:
                reference=vocab, tolerance=Tolerance(low=0.3e9, high=0.33e9) if book else ONE_PERCENT,
                slips=(Slip(vocab / 2, "ratio:1/2", "the input and output embeddings are separate matrices."),)),
         Number(qid="ch07-e5-total-params", points=1, section=_kv,
-               prompt=f"{model.name}: all parameters (norms left out).",
-               reference=total, tolerance=ONE_PERCENT,
-               slips=slips(total, ONE_PERCENT, (one_mlp_matrix_less, "a gated MLP has three D x F matrices."))),
+               prompt=f"{model.name}: all parameters (norms left out){count.words}.",
+               reference=total, tolerance=count.tolerance,
+               slips=slips(total, count.tolerance, (one_mlp_matrix_less, "a gated MLP has three D x F matrices."))
+               + count.slips),
         Number(qid="ch07-e5-weight-bytes", points=1, unit="B", section=_kv,
                prompt=f"{model.name}: bytes of its bf16 weights.",
                reference=weight_bytes, tolerance=ONE_PERCENT,

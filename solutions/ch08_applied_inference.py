@@ -489,7 +489,7 @@ def iq2(batch: int, context: int) -> tuple[Question, ...]:
                unit="B", tolerance=t3, slips=slips(total, t3, (kv, "add the 70e9 B of weights."))),
         Choice(qid="ch08-iq2-slice", points=1, section=_story, prompt="The smallest v5e slice that holds them.",
                reference=name, options=SLICE_OPTIONS,
-               slips=(Slip("2x2", "wrong_option", "4 chips hold 64e9 B."),)),
+               slips=(Slip("2x2", "wrong_option", "a 2x2 slice's HBM is less than those bytes."),)),
         number("ch08-iq3-step-4x2", section=_story,
                prompt=f"Decode step lower bound at batch {batch} on that slice (bf16 math).", reference=small, unit="s",
                slips=slips(small, TWO_PERCENT, (INT8 * P70 / (chips * W_V5E), "the caches are read every step too."))),
@@ -677,8 +677,8 @@ def w2(batch: int) -> tuple[Question, ...]:
                slips=slips(total, TWO_PERCENT, (total - weights, "count the weights too."))),
         Choice(qid="ch08-w2-slice", points=1, section=_wp, prompt="W2: the smallest v5e slice for it.",
                reference=name, options=SLICE_OPTIONS,
-               slips=(Slip(below, "wrong_option", f"{inf.V5E_SLICES[below]} chips hold "
-                                                  f"{inf.V5E_SLICES[below] * HBM:.3g} B."),)))
+               slips=(Slip(below, "wrong_option", f"the HBM of a {below} slice's {inf.V5E_SLICES[below]} chips is "
+                                                  "less than those bytes."),)))
 
 
 def w3(limit: float, context: int) -> tuple[Question, ...]:
@@ -704,7 +704,8 @@ def w3(limit: float, context: int) -> tuple[Question, ...]:
         number("ch08-w3-batch-flops", section=_wp, exact=True,
                prompt="W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted.",
                reference=plan["flops"],
-               slips=slips(plan["flops"], exact, (plan["hbm"], "above batch 120 the weight matmuls are FLOP-bound."))))
+               slips=slips(plan["flops"], exact,
+                           (plan["hbm"], "above the critical batch (IQ4) the weight matmuls are FLOP-bound."))))
 
 
 def w3_valid(limit: float, context: int) -> bool:

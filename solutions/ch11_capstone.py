@@ -107,6 +107,7 @@ TRAIN_PROBES = (
 # are the course's own values; each student is dealt a batch, a slice and a token count (c1_train, c4_scale).
 BUDGET = TRAIN_PROBES[-1]
 CAP_P = m.params_of(COURSE_31B)
+CAP_COUNT = count_of(COURSE_31B.name, CAP_P)  # 3 significant figures, and "31B" refused with a hint
 H100_MFU = 0.45  # Part 12's assumption for H100 training (Q5.2); Part 2 takes it for every GPU
 
 
@@ -755,10 +756,10 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
              reference=plan_serving, probes=SERVE_PROBES,
              output=_serve_out,
              slips=(Slip(plan_serving_memory_only, "ratio:1/2"), Slip(plan_serving_kv_once, "not_equal"))),
-    number("ch11-c1-params", section="transformers/", prompt="Course-31B's parameter count.", reference=CAP_P,
-           tolerance=THREE_FIGURES,
+    number("ch11-c1-params", section="transformers/", prompt=f"Course-31B's parameter count{CAP_COUNT.words}.",
+           reference=CAP_P, tolerance=CAP_COUNT.tolerance,
            slips=(Slip(CAP_P + COURSE_31B.L * 2 * COURSE_31B.D * (COURSE_31B.N - COURSE_31B.K) * COURSE_31B.H, "close",
-                       "K and V have K = 8 heads, not N = 48."),)),
+                       "K and V have K = 8 heads, not N = 48."), *CAP_COUNT.slips)),
     vary("ch11-c1-train", c1_train, valid=c1_train_valid, batch=values(2 * 2**20, 2**20, 3 * 2**20, 2**19),
          chips=values(V5P_4096, V5P_4096 // 2), tokens=values(6e12, 4e12, 9e12)),
     number("ch11-c1-kv-bytes", section=INFERENCE, prompt="Course-31B's int8 KV cache per token, in bytes.",

@@ -236,7 +236,8 @@ def q45(nodes: int) -> tuple[Question, ...]:
                prompt=f"Which level bounds an AllGather over exactly {nodes} nodes: 'node' or 'cross-node'?",
                reference="node" if node_level < cross else "cross-node", options=("node", "cross-node"),
                slips=(Slip("cross-node", "wrong_option",
-                           f"compare B * 7/(8 * 450e9) with B * {nodes - 1}/({nodes} * 400e9)."),)))
+                           f"compare B * 7/8 over a GPU's NVLink egress (E3) with B * {nodes - 1}/{nodes} over a "
+                           "node's scale-out egress (Q3.1)."),)))
 
 
 def q45_valid(nodes: int) -> bool:
@@ -744,7 +745,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     # Quiz 3: the SuperPod.
     number("ch12-q31-node-egress", section=S["quiz3"],
            prompt="Scale-out bandwidth of one H100 node (8 x 400 Gb/s), B/s.", reference=W_NODE, unit="B/s",
-           tolerance=THREE_FIGURES, slips=(Slip(8 * 400e9, "ratio:8", "400 Gb/s is 50 GB/s."),)),
+           tolerance=THREE_FIGURES, slips=(Slip(8 * 400e9, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
     number("ch12-q31-su-bandwidth", section=S["quiz3"],
            prompt="Bandwidth from one SU's 32 nodes into its 8 leaf switches, B/s.", reference=SU_BYTES_PER_S,
            unit="B/s", tolerance=THREE_FIGURES,
@@ -808,7 +809,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
             prompt="The same AllReduce with Y = 256 at the spine level of the SuperPod, in D and F.",
             reference=BF16 * D * F / sp.nsimplify(SU_BYTES_PER_S), symbols="D F",
             slips=(Slip(BF16 * D * F / sp.nsimplify(SU_BYTES_PER_S / 2), "ratio:2",
-                        "the current text's spine has 51.2 TB/s over 4 SUs."),)),
+                        "use the current text's spine bandwidth (Q3.1), twice the older one, over 4 SUs."),)),
     vary("ch12-q45", q45, nodes=values(2, 3, 4), valid=q45_valid),
     # Quiz 5: rooflines.
     number("ch12-q51-flops-ratio", section=S["quiz5"], prompt="B200 bf16 FLOP/s over H100's.",
@@ -879,7 +880,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     vary("ch12-e11", e11, gpus=values(16384, 12288, 24576)),
     number("ch12-e12-egress", section=S["gb200"], prompt="Scale-out egress of a GB200 NVL72 node, B/s.",
            reference=hw.GB200_NVL72.egress_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
-           slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s * 8, "ratio:8", "400 Gb/s is 50 GB/s."),)),
+           slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s * 8, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
     number("ch12-e12-ratio", section=S["gb200"], prompt="That egress over an H100 node's.",
            reference=hw.GB200_NVL72.egress_bytes_per_s / W_NODE, tolerance=ONE_PERCENT,
            slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s / W_NODE / 2, "ratio:1/2"),)),
@@ -891,7 +892,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     number("ch12-e13-per-gpu-spine", section=S["appendix_b"],
            prompt="Spine bandwidth per GPU of the 1024-GPU pod, B/s.", reference=E13_PER_GPU, unit="B/s",
            tolerance=ONE_PERCENT,
-           slips=(Slip(E13_PER_GPU / 2, "ratio:1/2", "the current text's spine has 51.2 TB/s."),)),
+           slips=(Slip(E13_PER_GPU / 2, "ratio:1/2",
+                       "use the current text's spine bandwidth (Q3.1), twice the older one."),)),
     # CX1: collective costs on three networks.
     Function(qid="ch12-cx1-allgather", points=3, section=S["cross"],
              prompt="t_allgather(nbytes, levels): AllGather time on a tree given [children, bytes/s] per level.",

@@ -11,13 +11,16 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import sympy as sp
 
 import course
-from autograder.questions import load_chapter
+from autograder.questions import chapter_names, load_chapter
+from autograder.verdict import Status
 from course.symbols import B, D, F, symbol
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +55,7 @@ def test_as_expr_reads_numbers_and_constants():
     ("B.__class__", None, "attribute"),
     (None, "B", "No answer yet"),
     ("B == D", None, "cannot be read"),
+    ([1, 2], None, "Expected a formula (a sympy expression or text like '2*B*D'), got a value of type list."),
 ])
 def test_as_expr_explains_what_it_cannot_read(answer, names, words):
     with pytest.raises(course.UnreadableAnswer, match="cannot be read as a formula") as err:
@@ -62,15 +66,23 @@ def test_as_expr_explains_what_it_cannot_read(answer, names, words):
 @pytest.mark.parametrize(("answer", "unit", "expected"), [
     (0.0012, "s", 0.0012), ("1.2 ms", "s", 0.0012), ("1.2e-3", "s", 0.0012), (13, "", 13.0),
     ("13e9", "", 13e9), ("16 GB", "B", 16e9), ("3 days", "s", 3 * 86400.0),
+    (Fraction(1, 990), "", 1 / 990), (Decimal("1.5"), "", 1.5), (sp.Integer(7), "B", 7.0),
+    ("1.0101 x 10^-3 s", "ms", 1.0101), ("1.0101×10⁻³", "", 1.0101e-3),
 ])
 def test_as_number_reads_floats_and_text_with_units(answer, unit, expected):
     assert course.as_number(answer, unit) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(("answer", "unit"), [("3 GB", "s"), ("fast", "s"), (None, ""), ("1 parsec", "s")])
+@pytest.mark.parametrize(("answer", "unit"), [("3 GB", "s"), ("fast", "s"), (None, ""), ("1 parsec", "s"),
+                                             ([1.0], "s"), (1j, "")])
 def test_as_number_explains_what_it_cannot_read(answer, unit):
-    with pytest.raises(course.UnreadableAnswer, match="cannot be read as a number"):
+    with pytest.raises(course.UnreadableAnswer, match="cannot be read as a number") as err:
         course.as_number(answer, unit)
+    assert "?" not in str(err.value) and "{" not in str(err.value), err.value
+
+
+def test_as_expr_reads_a_fraction_as_the_exact_number():
+    assert course.as_expr(Fraction(1, 2)) == sp.Rational(1, 2)
 
 
 # --- the notebooks -------------------------------------------------------------------------------------
@@ -212,3 +224,137 @@ def test_demo_cells_run_with_text_answers(path, index):
         exec(compile(source, f"{path.stem}[{index}]", "exec"), ns)  # trusted course source
     finally:
         plt.close("all")
+
+
+# --- every form of a number a notebook may hold, through both judges ------------------------------------
+# The grade is what ``grade(qid, answer)`` records in a grader's kernel (on the cases drawn for the
+# submission), read back from the notebook's JSON and judged by the grader; the self-check is
+# ``course.answers.verdict``. Each case below must get the same verdict, in the same words, from both.
+
+SEED = "answer-forms"
+QUESTIONS = {q.qid: q for name in chapter_names() for q in load_chapter(name).questions}
+
+
+@pytest.fixture
+def judges(monkeypatch, tmp_path):
+    """``judges(qid, answer)``: (the grade, the self-check)."""
+    from autograder import record
+    from autograder.checks import judge
+    from autograder.kinds.function import drawn_probes
+    from course import answers
+
+    shown: list[dict] = []
+    monkeypatch.setattr(answers, "_display", shown.append)
+
+    def both(qid, answer):
+        q = QUESTIONS[qid]
+        drawn = tmp_path / "drawn.json"
+        drawn.write_text(json.dumps({qid: drawn_probes(q, SEED)} if q.kind == "function" else {}))
+        shown.clear()
+        with monkeypatch.context() as env:
+            env.setenv(record.GRADER_ENV, "1")
+            env.setenv(record.DRAWN_ENV, str(drawn))
+            answers.grade(qid, answer)
+        answers._graded.pop(qid, None)
+        outputs = [{"output_type": "display_data", "data": json.loads(json.dumps(b))} for b in shown]
+        rec = record.read(outputs, qid)
+        assert rec is not None, shown
+        return judge(q, rec["answer"], SEED), answers.verdict(qid, answer)
+
+    return both
+
+
+def _scalars(value):
+    """``value`` as the numbers of numpy, JAX, sympy and the standard library hold it."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    forms = [np.float64(value), np.float32(value), np.array(value), np.array(value, dtype=np.float32),
+             jnp.array(value, dtype=jnp.float32), sp.Float(value), Decimal(repr(float(value)))]
+    if float(value).is_integer():
+        n = int(value)
+        forms += [np.int64(n), np.int32(n), np.uint16(n), np.array(n), jnp.array(n), sp.Integer(n), Fraction(n)]
+    return forms
+
+
+@pytest.mark.parametrize(("qid", "option"), [("ch12-e6-shard-bandwidth", 150), ("ch04-e6-alltoall-count", 2)])
+def test_a_number_option_may_be_any_kind_of_number(judges, qid, option):
+    for answer in _scalars(option):
+        graded, checked = judges(qid, answer)
+        assert graded.ok and checked.ok, (type(answer), graded, checked)
+
+
+def test_a_wrong_number_option_is_a_wrong_choice_in_any_form(judges):
+    import numpy as np
+
+    for answer in (np.int64(370), sp.Integer(370), Fraction(370)):
+        graded, checked = judges("ch12-e6-shard-bandwidth", answer)
+        assert graded.diagnosis == checked.diagnosis == "wrong_option", (graded, checked)
+    graded, checked = judges("ch12-e6-shard-bandwidth", np.bool_(True))  # a flag is no number
+    assert graded.diagnosis == checked.diagnosis == "wrong_type" and graded.message == checked.message
+
+
+@pytest.mark.parametrize("answer", [Fraction(1, 990), Decimal("0.0010101"), sp.Rational(1, 990), "1/990"])
+def test_a_number_may_be_a_fraction_or_a_decimal(judges, answer):
+    graded, checked = judges("ch01-e1-h100-time", answer)
+    assert graded.ok and checked.ok, (graded, checked)
+
+
+def test_a_number_answer_may_be_any_kind_of_number(judges):
+    for answer in _scalars(0.0010101):
+        graded, checked = judges("ch01-e1-h100-time", answer)
+        assert graded.ok and checked.ok, (type(answer), graded, checked)
+
+
+@pytest.mark.parametrize("wrap", [Fraction, lambda x: Decimal(repr(x)), lambda x: sp.Float(x)],
+                         ids=["Fraction", "Decimal", "sympy"])
+def test_a_function_may_return_any_kind_of_number(judges, wrap):
+    q = QUESTIONS["ch01-cx2-crossover"]
+    graded, checked = judges(q.qid, lambda **kw: wrap(float(q.solution(**kw))))
+    assert graded.ok and checked.ok, (graded, checked)
+
+
+# Scientific notation as it is typed by hand: read when it is one number (with a unit after it or not).
+@pytest.mark.parametrize(("qid", "answer"), [
+    ("ch01-e1-h100-time", "1.0101 x 10**-3"), ("ch01-e1-h100-time", "1.0101 x 10^-3"),
+    ("ch01-e1-h100-time", "1.0101×10⁻³"), ("ch01-e1-h100-time", "1.0101e−3"), ("ch01-e1-h100-time", "1.0101E−3 s"),
+    ("ch01-e1-h100-time", "1.0101 × 10^(-3) s"), ("ch01-e1-h100-time", "1.0101·10⁻³ s"),
+    ("ch01-e1-h100-time", "1.0101 * 10^-3"), ("ch01-e1-h100-time", "1.0101 X 10^−3"),
+    ("ch01-e1-h100-time", "1.0101 x 10^0 ms"), ("ch01-e3-critical-batch", "2.4024 x 10^2"),
+    ("ch01-e3-critical-batch", "2.4024×10²"), ("ch01-e3-critical-batch", "2.4024 x 10**+2"),
+])
+def test_scientific_notation_written_by_hand_is_read(judges, qid, answer):
+    graded, checked = judges(qid, answer)
+    assert graded.ok and checked.ok, (graded, checked)
+
+
+# Inside a calculation a times-ten is not one number ("2 / 1.5 x 10^3": 2/1500, or 2/1.5 times 1000?):
+# the sentence says how to write it.
+@pytest.mark.parametrize(("answer", "fix"), [("2 / 1.0101 x 10^3", "1.0101e3"), ("1 + 1.0101×10⁻³", "1.0101e-3"),
+                                             ("3 x 10**-3 / 2.97", "3e-3"), ("(1.0101 x 10^-3)", "1.0101e-3")])
+def test_scientific_notation_inside_a_calculation_is_told_how_to_write(judges, answer, fix):
+    graded, checked = judges("ch01-e1-h100-time", answer)
+    assert graded.diagnosis == checked.diagnosis == "scientific_notation", (graded, checked)
+    assert graded.message == checked.message and f"write {fix}" in graded.message, graded.message
+    assert "unit" not in graded.message.split("\n")[0], graded.message
+
+
+# --- a function that returns its one value in a tuple ---------------------------------------------------
+
+@pytest.mark.parametrize("qid", ["ch01-cx2-crossover", "ch01-cx2-attainable", "ch03-cx1-local-shape"])
+@pytest.mark.parametrize("wrapper", [tuple, list], ids=["tuple", "list"])
+def test_a_function_that_returns_its_one_value_in_a_tuple_is_told_so(judges, qid, wrapper):
+    q = QUESTIONS[qid]
+    graded, checked = judges(qid, lambda **kw: wrapper([q.solution(**kw)]))
+    for v in (graded, checked):
+        assert (v.status, v.score, v.diagnosis) == (Status.INVALID, 0.0, "returned:one"), v
+    word = wrapper.__name__
+    assert graded.message == checked.message == (
+        f"Your function returned a {word} of one value, where the question asks for the value itself: "
+        f"return it without the {'trailing comma' if word == 'tuple' else 'brackets'}."), graded.message
+
+
+def test_a_one_dimensional_shape_is_a_tuple_of_one_number_and_right(judges):
+    q = QUESTIONS["ch03-cx1-local-shape"]
+    graded, checked = judges(q.qid, q.solution)
+    assert graded.ok and checked.ok, (graded, checked)

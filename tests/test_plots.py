@@ -48,3 +48,17 @@ def test_measured_roofline_without_timings_says_so(plt, monkeypatch):
     ax = plots.measured(BATCHES, rates, np.nan, np.nan, INTENSITY)
     assert not ax.lines and "not measured" in ax.texts[0].get_text()
     assert _png(ax).startswith(b"\x89PNG")  # a log scale of NaNs raised here, inside the notebook's display
+
+
+def test_the_roofline_marks_each_knee_without_writing_it(plt):
+    """A chip's knee is its critical intensity, the answer of Chapter 1's Q1 and Q5 (and later chapters'):
+    the roofline draws it as a dotted line and names the chip alone (tests/test_library_rule.py reads every
+    word of every picture)."""
+    from course import hardware as hw
+    from course import plots
+
+    chips = [hw.TPU_V5E, hw.H100]
+    ax = plots.roofline(chips)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["TPU v5e", "H100"]
+    knees = sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":")
+    assert knees == pytest.approx(sorted(c.bf16_flops_per_s / c.hbm_bytes_per_s for c in chips))

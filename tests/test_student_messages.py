@@ -287,3 +287,97 @@ def test_an_answer_in_the_wrong_form_is_told_what_to_write(qid, answer, says, no
     v = verdict(qid, answer)
     assert str(v.status) == "invalid", v
     assert says in v.message and not_says not in v.message, v.message
+
+
+# --- F7: no sentence has a field left unfilled -------------------------------------------------------------
+
+# Every reader of a student's answer, with the answers that make it say each thing it can say: the number,
+# formula and choice questions through both judges, a function's results, and the demo cells' readers.
+NUMBER_QUESTIONS = ("ch01-e1-h100-time", "ch01-e3-critical-batch")  # a time, a plain number
+FORMULA_QUESTION = "ch01-e2-dot-flops"
+CHOICE_QUESTION = "ch12-e6-shard-bandwidth"
+
+
+def _corpus() -> tuple[list, list]:
+    """(answers to a number, answers to a formula): the engine's tables of unreadable answers, and a few
+    readable wrong ones."""
+    from tests.engine.test_formula import INVALID as FORMULA_INVALID
+    from tests.engine.test_numbers import INVALID as NUMBER_INVALID
+
+    numbers = [a for cases in NUMBER_INVALID.values() for a, _ in cases]
+    numbers += ["2 / 1.5 x 10^3", "3 GB", "1 parsec", "13B", "240 tokens", "2*B", 1.0, 5e-3, 7.3e-4, 1e3]
+    formulas = [a for cases in FORMULA_INVALID.values() for a in cases] + ["2*N bytes", "N", "3*N", "N**2"]
+    return numbers, formulas
+
+
+def _messages() -> list[tuple[object, str]]:
+    """(answer, what the student reads) from every reader of the corpus."""
+    from course import as_expr, as_number
+
+    questions = {q.qid: q for c in CHAPTERS.values() for q in c.questions}
+    numbers, formulas = _corpus()
+    said: list[tuple[object, str]] = []
+
+    def both(qid, answer):
+        q = questions[qid]
+        said.extend((answer, v.message) for v in (verdict(qid, answer), judge(q, recorded(q, answer))))
+
+    for answer in numbers:
+        for qid in NUMBER_QUESTIONS:
+            both(qid, answer)
+        for unit in ("s", ""):
+            try:
+                as_number(answer, unit)
+            except ValueError as e:
+                said.append((answer, str(e)))
+    for answer in formulas:
+        both(FORMULA_QUESTION, answer)
+        for names in ("N", None):
+            try:
+                as_expr(answer, names)
+            except ValueError as e:
+                said.append((answer, str(e)))
+    for answer in ("neither", True, [150], np.int64(999), None, 370, 1.5):
+        both(CHOICE_QUESTION, answer)
+    q = questions[ATTAINABLE]
+    for result in (None, {1, 2}, "fast", [[1.0]], (1.0, 2.0), lambda: 1, np.zeros((2, 2)), float("nan")):
+        both(ATTAINABLE, lambda result=result, **kw: result)
+    both(ATTAINABLE, lambda **kw: (q.solution(**kw),))
+    both(ATTAINABLE, 5)
+    return said
+
+
+def test_no_sentence_a_student_reads_has_an_unfilled_field(monkeypatch):
+    """A sentence whose template names a field its caller did not give prints "?" for it ("Expected ?, got a
+    value of type Fraction"): every reader must give every field its sentences name."""
+    from autograder import messages
+    from tests.badinput.common import PLACEHOLDER
+
+    missing: list[str] = []
+
+    def record_missing(self, key):
+        missing.append(key)
+        return "?"
+
+    monkeypatch.setattr(messages._Default, "__missing__", record_missing)
+    said = _messages()
+    assert not missing, f"fields left unfilled: {sorted(set(missing))}"
+    for answer, message in said:
+        first = message.split("\n")[0]  # the lines after it echo the student's text under a caret
+        own = str(answer) if isinstance(answer, str) else ""
+        stray = [m.group() for m in PLACEHOLDER.finditer(first) if m.group() not in own]
+        assert not stray and not re.search(r"(^|[\s'(])\?([\s,.;:)]|$)", first), (answer, message)
+
+
+def test_the_corpus_makes_every_reader_say_every_unreadable_sentence():
+    """The check above covers each sentence for unreadable answers (those the grader alone writes aside)."""
+    from autograder import messages
+
+    questions = {q.qid: q for c in CHAPTERS.values() for q in c.questions}
+    numbers, formulas = _corpus()
+    seen = {verdict(FORMULA_QUESTION, a).diagnosis for a in formulas}
+    seen |= {verdict(qid, a).diagnosis for a in numbers for qid in NUMBER_QUESTIONS}
+    seen |= {verdict(CHOICE_QUESTION, a).diagnosis for a in ("neither", True)}
+    seen |= {judge(questions[ATTAINABLE], recorded(questions[ATTAINABLE], 5)).diagnosis}
+    unseen = set(messages._INVALID) - seen - {"no_record", "too_expensive"}  # the grader's, about a run
+    assert not unseen, unseen

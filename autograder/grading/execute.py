@@ -6,8 +6,10 @@ sockets, shared memory or network in sight) and jailed (jail.py) in a private wo
 no route to the course directory.
 Limits: seconds per cell and per notebook, bytes of output per cell and per notebook (more is
 dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), address space and
-CPU time of the kernel. A kernel that dies or hangs ends the run; the cells that ran keep their
-outputs and the rest score what they recorded: nothing.
+CPU time of the kernel, and bytes and files in its folders (a watchdog measures them; a kernel past the
+quota is stopped). A kernel that dies or hangs ends the run; the cells that ran keep their
+outputs and the rest score what they recorded: nothing. What the kernel leaves in its folders (its
+log) is read back as a plain file only, and only so many bytes of it (files.py).
 """
 
 from __future__ import annotations
@@ -38,9 +40,12 @@ from ..record import GRADER_ENV
 from . import factory
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
+from .files import NotPlain, read_plain
 
 KILL_GRACE_SECONDS = 10  # past the notebook's time limit, the kernel is killed whatever it is doing
 MAX_PIDS = 2048  # processes and threads of one kernel (JAX alone starts dozens of threads)
+LOG_BYTES = 2**20  # of the kernel's own log (its stderr), kept in .scaling-course/logs/
+QUOTA_SECONDS = 0.2  # how often the watchdog measures a kernel's folders
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,11 @@ class Limits:
     output_bytes_total: int = 5_000_000
     memory_bytes: int = 12 * 2**30  # address space: XLA reserves a lot of virtual memory up front
     startup_seconds: int = 60
+    # Everything the kernel writes into its folders (its work folder, on the course's file system, and its
+    # socket folder, in the machine's temporary folder), together; the file-size limit (256 MiB) is per file.
+    # An honest notebook writes a few MiB (matplotlib's and IPython's caches).
+    work_bytes: int = 512 * 2**20
+    work_files: int = 10_000
     # How long the parent waits for one submission's whole grading (kernel start, the notebook, judging,
     # feedback) before it gives up on it and the class goes on; 0: derived from the limits above.
     submission_seconds: int = 0
@@ -268,6 +278,8 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     watchdog = threading.Timer(limits.notebook_seconds + KILL_GRACE_SECONDS, kill)
     watchdog.daemon = True
     watchdog.start()
+    quota = Quota([workdir, sockets], limits, kill)
+    quota.start()
     try:
         client.execute()
     except DeadKernelError:
@@ -278,15 +290,18 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         problems.append(f"execution stopped: {type(e).__name__}: {str(e)[:200]}")
     finally:
         watchdog.cancel()
+        quota.stop()
         _stop(manager)
         # Whatever the notebook started and left behind, even outside its session, dies with it.
         if fence.kill_all():
             problems.append("processes the notebook left running were stopped")
         fence.remove()
         shutil.rmtree(sockets, ignore_errors=True)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):
-            shutil.copy(kernel_log, log)
+        keep_log(kernel_log, log)
+        if quota.over is not None:
+            problems.append(quota.over)
+            # What it wrote goes at once, not when the submission is done: other kernels share the disk.
+            shutil.rmtree(workdir, ignore_errors=True)
     if time.monotonic() - started >= limits.notebook_seconds:
         problems.append(f"the notebook time limit ({limits.notebook_seconds} s) was reached")
     if client.timed_out:
@@ -296,6 +311,82 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         problems.append(f"output over the limit was dropped in {len(client.truncated)} cells")
     private = getattr(manager.provisioner, "private", False)
     return Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
+
+
+def keep_log(kernel_log: Path, log: Path) -> None:
+    """The kernel's log, copied into the course's logs: the first ``LOG_BYTES`` of it, and only if it is a
+    plain file (the kernel can replace it with anything, a link to a file it cannot read included)."""
+    try:
+        data, cut = read_plain(kernel_log, LOG_BYTES, one_link=True)
+        if cut:
+            data += f"\n[the rest of the kernel's log, past {LOG_BYTES // 2**20} MiB, was not kept]\n".encode()
+    except FileNotFoundError:
+        return
+    except NotPlain as e:
+        data = f"[the kernel's log was not kept: it was {e.strerror} (replaced by the notebook)]\n".encode()
+    except OSError as e:
+        data = f"[the kernel's log was not kept: {type(e).__name__}: {e.strerror}]\n".encode()
+    with contextlib.suppress(OSError):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        tmp = log.with_name(f".{log.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(log)
+
+
+def folder_usage(folders: list[Path], max_entries: int) -> tuple[int, int]:
+    """(bytes, entries) under ``folders``, links not followed (a link counts as an entry of its own size);
+    counting stops past ``max_entries``. A file counts its size or the blocks it holds, whichever is more."""
+    used = entries = 0
+    stack = [str(f) for f in folders]
+    while stack and entries <= max_entries:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    entries += 1
+                    if entries > max_entries:
+                        break
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    used += max(info.st_size, getattr(info, "st_blocks", 0) * 512)
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return used, entries
+
+
+class Quota(threading.Thread):
+    """Measures a kernel's folders every ``QUOTA_SECONDS`` and calls ``kill`` once they hold more than
+    ``limits.work_bytes`` or ``limits.work_files``; ``over`` then says so, for the student."""
+
+    def __init__(self, folders: list[Path], limits: Limits, kill: Callable[[], None]):
+        super().__init__(daemon=True)
+        self.folders, self.limits, self.kill = folders, limits, kill
+        self.over: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(QUOTA_SECONDS):
+            if self.check():
+                return
+
+    def check(self) -> bool:
+        used, entries = folder_usage(self.folders, self.limits.work_files)
+        if used <= self.limits.work_bytes and entries <= self.limits.work_files:
+            return False
+        self.kill()
+        what = (f"more than {self.limits.work_bytes // 2**20} MiB" if used > self.limits.work_bytes
+                else f"more than {self.limits.work_files} files")
+        self.over = f"the notebook wrote {what} into its folders (the limit): its kernel was stopped"
+        return True
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+        if self.over is None:
+            self.check()  # what was written since the last look
 
 
 def isolation(abi: int, private: bool) -> str:

@@ -4,12 +4,21 @@ Each test cell's outputs are replaced by the grader's verdict (score, diagnosis,
 answer), and its hidden lines are removed, so neither the autograded notebook that nbgrader's own
 ``generate_feedback`` reads nor our HTML shows hidden test code. Neither can show a reference
 answer: verdict messages never contain one, and a test (tests/grading) searches the HTML for them.
+
+Everything here is linear in what the student wrote, or bounded: nbconvert's markdown renders some text
+in quadratic time (its math rules rescan to the end of the cell from every ``\\begin{x}`` or ``\\\\[``:
+200,000 characters cost minutes), so a markdown cell is rendered only up to ``MARKDOWN_CHARS``, each
+within ``CELL_SECONDS`` (where a timer can be set: a worker's main thread), and all of a report's
+markdown within ``REPORT_SECONDS``; past any of them the cell is shown as plain text, saying so. A cell's
+text in the report is cut at ``SHOWN_CHARS`` (the autograded notebook keeps it whole).
 """
 
 from __future__ import annotations
 
 import html
 import re
+import time
+from collections import OrderedDict
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,9 +26,32 @@ from typing import Any
 from nbformat import NotebookNode
 from nbformat.v4 import new_output
 
+from ..bounds import TooExpensive, bounded
 from ..variants import describe
 
-_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
+HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# Honest markdown cells of the course hold up to 4,000 characters, a chapter's 40,000 in all, and render in
+# milliseconds; 10,000 characters of the worst text known render in about a second.
+MARKDOWN_CHARS = 10_000
+CELL_SECONDS = 2.0
+REPORT_SECONDS = 10.0
+SHOWN_CHARS = 50_000
+
+
+def strip_hidden(source: str) -> str:
+    """``source`` without its hidden tests: from each ``### BEGIN HIDDEN TESTS`` to the first
+    ``### END HIDDEN TESTS`` after it (and the newline that ends it); a begin that no end follows stays.
+    One pass over the text (a pattern with ``.*?`` rescans to the end from every begin marker)."""
+    out, at = [], 0
+    while (begin := source.find(HIDDEN_BEGIN, at)) >= 0:
+        end = source.find(HIDDEN_END, begin + len(HIDDEN_BEGIN))
+        if end < 0:
+            break  # no end after this begin, nor after any later one
+        out.append(source[at:begin])
+        at = end + len(HIDDEN_END)
+        at += source.startswith("\n", at)
+    out.append(source[at:])
+    return "".join(out)
 
 
 def verdict_text(q: dict[str, Any]) -> str:
@@ -33,7 +65,7 @@ def annotate(nb: NotebookNode, questions: dict[str, dict[str, Any]]) -> Notebook
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         if cell.cell_type == "code":
-            cell.source = _HIDDEN.sub("", cell.source)
+            cell.source = strip_hidden(cell.source)
         if gid in questions and cell.cell_type == "code":
             plots = [o for o in cell.get("outputs", []) if o.get("output_type") == "display_data"
                      and "image/png" in o.get("data", {})]
@@ -69,14 +101,58 @@ def _markdown_renderer() -> Any:
                                                      exclude_anchor_links=True))
 
 
-@lru_cache(maxsize=4096)  # the assignment's own text repeats in every student's report
-def _markdown(text: str) -> str:
-    return _markdown_renderer().render(text)
+def _cut(text: str) -> str:
+    """``text`` escaped for HTML, cut at ``SHOWN_CHARS`` with a note."""
+    if len(text) <= SHOWN_CHARS:
+        return html.escape(text)
+    return (html.escape(text[:SHOWN_CHARS]) + f"\n… ({len(text) - SHOWN_CHARS:,} more characters not shown here; "
+            "the autograded notebook has them all)")
+
+
+def _as_text(text: str, why: str) -> str:
+    return (f"<p class='note'>This markdown cell is shown as plain text ({why}).</p>"
+            f"<pre class='source'>{_cut(text)}</pre>")
+
+
+_rendered: OrderedDict[str, str] = OrderedDict()  # the assignment's own text repeats in every student's report
+CACHED = 4096
+
+
+class _Budget:
+    """The seconds one report may spend rendering markdown, spent cell by cell (a text rendered before, for
+    this report or another, costs nothing)."""
+
+    def __init__(self, seconds: float):
+        self.left = seconds
+
+    def render(self, text: str) -> str:
+        if text in _rendered:
+            _rendered.move_to_end(text)
+            return _rendered[text]
+        if len(text) > MARKDOWN_CHARS:
+            return _as_text(text, f"{len(text):,} characters, over the {MARKDOWN_CHARS:,} the report renders")
+        if self.left <= 0:
+            return _as_text(text, "the report's time for rendering markdown was spent")
+        started = time.monotonic()
+        limit = min(CELL_SECONDS, self.left)
+        try:
+            with bounded(cpu=limit, wall=limit):
+                out = _markdown_renderer().render(text)
+        except TooExpensive:
+            out = _as_text(text, f"it took over {limit:g} s to render")
+            if limit < CELL_SECONDS:
+                return out  # cut short by this report's budget: another report may render it
+        finally:
+            self.left -= time.monotonic() - started
+        _rendered[text] = out
+        if len(_rendered) > CACHED:
+            _rendered.popitem(last=False)
+        return out
 
 
 @lru_cache(maxsize=4096)
 def _code(text: str) -> str:
-    return f"<pre class='source'>{html.escape(text)}</pre>"
+    return f"<pre class='source'>{_cut(text)}</pre>"
 
 
 def _pre(text: Any, kind: str = "") -> str:
@@ -101,9 +177,9 @@ def _output(out: dict[str, Any]) -> str:
     return ""
 
 
-def _cell(cell: dict[str, Any]) -> str:
+def _cell(cell: dict[str, Any], budget: _Budget) -> str:
     if cell.get("cell_type") == "markdown":
-        return f"<div class='cell markdown'>{_markdown(str(cell.get('source', '')))}</div>"
+        return f"<div class='cell markdown'>{budget.render(str(cell.get('source', '')))}</div>"
     if cell.get("cell_type") != "code":
         return ""
     outputs = "".join(_output(o) for o in cell.get("outputs", []) if isinstance(o, dict))
@@ -130,7 +206,8 @@ def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any
                   if values else "")
                + "<table><tr><th>question</th><th>score</th><th>feedback</th><th>your answer</th></tr>"
                + rows + "</table></section>")
-    cells = "\n".join(_cell(c) for c in nb.cells)
+    budget = _Budget(REPORT_SECONDS)
+    cells = "\n".join(_cell(c, budget) for c in nb.cells)
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}</style>{_MATHJAX}</head>\n<body>{summary}\n<main>{cells}</main></body></html>\n")
 

@@ -9,7 +9,9 @@
 A thread of the parent warms the cache while workers run the stages of stages.py; the parent alone
 writes the gradebook, so sqlite never sees two writers. A worker's files are written atomically and a
 result is stored only after the gradebook has it, so a kill at any moment loses no grade and
-duplicates none (results.py).
+duplicates none (results.py). Nothing a student handed in may stop the class in the parent: a result
+the gradebook refuses is that student's problem (``keep``), and so is a stored result it cannot take
+again or a folder name it cannot hold.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import nbformat
 
 from ..verdict import Status
 from . import STATE, factory, results, stages
-from .console import Progress
+from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
@@ -194,6 +196,35 @@ def _failed(a: Assignment, student: str, reason: str) -> dict[str, Any]:
             "isolation": "", "seconds": 0.0}
 
 
+def _storable(student: str) -> bool:
+    """Whether the gradebook (sqlite, UTF-8) can hold ``student``: a folder name that is not UTF-8 cannot."""
+    try:
+        student.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def keep(a: Assignment, result: dict[str, Any], summary: Summary) -> dict[str, Any]:
+    """Store ``result`` and add it to ``summary``: the result kept. Where the gradebook or the results folder
+    refuses it (something in the submission no check foresaw), a result flagged for the course staff is
+    stored in its place, and where even that fails, it is kept in the summary unstored, with the reason:
+    one student's submission never stops the class."""
+    try:
+        results.store(a, result)
+    except Exception as e:
+        reason = f"its result could not be stored ({type(e).__name__}: {printable(str(e))[:200]})"
+        result = _failed(a, result["student"], reason)
+        try:
+            results.store(a, result)
+        except Exception as again:
+            result["problems"].append(f"not stored either: {type(again).__name__}: {printable(str(again))[:200]}")
+    summary.results.append(result)
+    if result["problems"]:
+        summary.problems[result["student"]] = result["problems"]
+    return result
+
+
 DEFAULT_LIMITS = Limits()
 
 
@@ -215,7 +246,15 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     a = prepare(course_dir, name)
     todo, summary = [], Summary()
     for student, folder in submissions(a):
-        kept = None if force else results.unchanged(a, student, folder)
+        if not _storable(student):
+            summary.problems[student] = [
+                "not graded: the folder's name is not UTF-8 text, which the gradebook cannot hold (rename the "
+                "folder to the student's id)"]
+            continue
+        try:
+            kept = None if force else results.unchanged(a, student, folder)
+        except Exception:  # a stored result the gradebook no longer takes (an older grader's): grade it again
+            kept = None
         if kept:
             summary.results.append(kept)
             summary.skipped += 1
@@ -235,10 +274,7 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         todo = [(a, *rest) for _, *rest in todo]
 
     def finish(result: dict[str, Any], done: int) -> None:
-        results.store(a, result)
-        summary.results.append(result)
-        if result["problems"]:
-            summary.problems[result["student"]] = result["problems"]
+        result = keep(a, result, summary)
         progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
                                      f"({result['seconds']:.1f} s)")
 

@@ -5,7 +5,8 @@ cells and test cells (hidden tests included), in the master's order, no outputs 
 output could pass for an answer record), the master's kernel, and the student's solution cells
 (matched by grade_id; a missing one becomes the release stub, never the reference). Ungraded cells
 are the student's own (as in nbgrader), each right after the graded cell it followed, so scratch
-work an answer depends on still runs. Every repair is reported.
+work an answer depends on still runs. A cell is cut at ``MAX_CELL_CHARS``. Every repair (and every cut)
+is reported.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 import nbformat
 from nbformat import NotebookNode
+
+from .files import read_plain
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_CELL_CHARS = 200_000
@@ -48,7 +51,10 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             return [], [f"the notebook is {path.stat().st_size / 2**20:.0f} MiB, over the "
                         f"{MAX_NOTEBOOK_BYTES // 2**20} MiB limit: graded as empty"]
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        raw, cut = read_plain(path, MAX_NOTEBOOK_BYTES)  # a plain file, and no more than that however it grew
+        if cut:
+            return [], [f"the notebook is over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit: graded as empty"]
+        data = json.loads(raw.decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError) as e:
         return [], [f"the notebook cannot be read ({type(e).__name__}): graded as empty"]
     cells = data.get("cells") if isinstance(data, dict) else None
@@ -59,11 +65,20 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
     return good, problems
 
 
-def _source(cell: dict[str, Any]) -> str:
+def _full_source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     if isinstance(src, list):
         src = "".join(s for s in src if isinstance(s, str))
-    return src[:MAX_CELL_CHARS] if isinstance(src, str) else ""
+    return src if isinstance(src, str) else ""
+
+
+def _source(cell: dict[str, Any], where: str, cut: list[str]) -> str:
+    """The cell's text, at most ``MAX_CELL_CHARS`` of it; a cut one is named (``where``) in ``cut``."""
+    src = _full_source(cell)
+    if len(src) > MAX_CELL_CHARS:
+        cut.append(f"{where} was cut to its first {MAX_CELL_CHARS:,} characters (it had {len(src):,}): the rest "
+                   "of it was not run")
+    return src[:MAX_CELL_CHARS]
 
 
 def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | None) -> Sanitized:
@@ -75,6 +90,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     extra_after: dict[str | None, list[NotebookNode]] = {}
     anchor: str | None = None
     duplicates = 0
+    cut: list[str] = []
     for cell in cells:
         gid = _grade_id(cell)
         if gid in by_id:
@@ -83,11 +99,12 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
                 continue
             taken[gid] = cell
             anchor = gid
-        elif cell.get("cell_type") in ("code", "markdown") and _source(cell).strip():
+        elif cell.get("cell_type") in ("code", "markdown") and _full_source(cell).strip():
             # Ungraded cells are the student's, as in nbgrader: their own version runs, where they
             # put it (after the graded cell it followed). Metadata is dropped: it earns nothing.
             make = nbformat.v4.new_code_cell if cell["cell_type"] == "code" else nbformat.v4.new_markdown_cell
-            extra_after.setdefault(anchor, []).append(make(_source(cell)))
+            where = f"your {cell['cell_type']} cell " + (f"after {anchor}" if anchor else "before the graded cells")
+            extra_after.setdefault(anchor, []).append(make(_source(cell, where, cut)))
     if duplicates:
         problems.append(f"{duplicates} duplicated graded cells ignored (the first copy counts)")
     out = list(extra_after.get(None, []))
@@ -108,7 +125,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
             else:
                 if theirs.get("cell_type") != cell.cell_type:
                     retyped.append(gid)
-                new.source = _source(theirs)
+                new.source = _source(theirs, f"cell {gid}", cut)
         elif gid and gid not in taken:
             missing.append(gid)
         out.append(new)
@@ -117,6 +134,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"cells restored from the assignment: {', '.join(missing)}")
     if retyped:
         problems.append(f"cells changed back to their original type: {', '.join(retyped)}")
+    problems += cut
     nb = nbformat.v4.new_notebook(cells=out, metadata=json.loads(json.dumps(master.metadata)))
     for i, c in enumerate(nb.cells):
         c["id"] = f"graded-{i:03d}"

@@ -35,6 +35,7 @@ from .execute import Execution, Limits
 from .execute import execute as run_notebook
 from .feedback import annotate as annotate_notebook
 from .feedback import render_html, write_atomic
+from .files import read_plain
 from .jail import isolation_paths
 from .judge import draw_cases, judge_answers
 from .sanitize import sanitize as rebuild
@@ -55,6 +56,7 @@ class Job:
     folder: Path
     limits: Limits = field(default_factory=Limits)
     sha: str = ""  # fingerprint of the files handed in, taken before they are read
+    timestamp: str | None = None  # the submission time nbgrader's collect wrote, where the gradebook can take it
     problems: list[str] = field(default_factory=list)  # for the student, from every stage
     notebook: NotebookNode | None = None  # sanitized, then executed, then annotated
     seed: str = ""  # the submission's grading seed (seeds.py)
@@ -88,6 +90,8 @@ def sanitize(job: Job) -> None:
     path, job.problems = locate(a, job.student, job.folder, job.work)
     clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path)
     job.problems += clean.problems
+    job.timestamp, unreadable = timestamp(job.folder)
+    job.problems += [unreadable] if unreadable else []
     job.notebook = clean.notebook
 
 
@@ -155,9 +159,12 @@ def receipts(folder: Path) -> dict[str, str]:
     name it: plain files of a few bytes only (the folder is the student's: a link or a flood is no receipt)."""
     found = {}
     for name in RECEIPTS:
-        path = folder / name
-        if path.is_file() and not path.is_symlink() and path.stat().st_size <= RECEIPT_BYTES:
-            found[name] = path.read_text(errors="replace")
+        try:
+            data, cut = read_plain(folder / name, RECEIPT_BYTES)
+        except OSError:
+            continue
+        if not cut:
+            found[name] = data.decode("utf-8", errors="replace")
     return found
 
 
@@ -185,7 +192,7 @@ def result(job: Job, started: float) -> dict[str, Any]:
                "total": time.monotonic() - started}
     return {"timings": {k: round(v, 3) for k, v in timings.items()},
             "student": job.student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
-            "sha256": job.sha, "timestamp": timestamp(job.folder),
+            "sha256": job.sha, "timestamp": job.timestamp,
             "setting": job.setting, "questions": job.questions,
             "score": round(sum(q["score"] for q in job.questions.values()), 6),
             "max_score": sum(a.questions.values()), "problems": job.problems, "isolation": run.isolation,

@@ -3,16 +3,23 @@
 A submission is ``submitted/<student>/<assignment>/``. The notebook in it is found by its name; else
 it is the only notebook in the folder (renamed or moved); else the only notebook inside a zip (an
 LMS download), extracted safely. Symbolic links are never followed: a link could point a grader at a
-file the student cannot read. The fingerprint covers everything handed in, so a changed upload is
-graded again (results.py).
+file the student cannot read (another student's zip, say); every file is opened as a plain file only
+(files.py). The fingerprint covers everything handed in, so a changed upload is graded again
+(results.py). Names in the folder are the student's: the notes that quote them escape control characters
+(console.printable), and nothing here raises on a name that is not UTF-8 or a file it cannot read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from .console import printable
+from .files import opened, read_plain
 from .sanitize import MAX_NOTEBOOK_BYTES
 
 if TYPE_CHECKING:
@@ -33,23 +40,70 @@ def submissions(a: Assignment) -> list[tuple[str, Path]]:
 
 
 def fingerprint(folder: Path, notebook: str) -> str:
-    """Hash of everything submitted (a renamed notebook or a zip counts too) and the grader version."""
+    """Hash of everything submitted (a renamed notebook or a zip counts too) and the grader version. The
+    parent computes it (has this submission changed?): a file it cannot read counts as its error."""
     h = hashlib.sha256(f"{GRADER_VERSION}|{notebook}".encode())
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        h.update(str(path.relative_to(folder)).encode() + b"\0")
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        h.update(os.fsencode(path.relative_to(folder)) + b"\0")
+        try:
+            with opened(path) as f:
+                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                    h.update(block)
+        except OSError as e:
+            h.update(f"\0unreadable: {type(e).__name__} {e.errno}\0".encode())
     return h.hexdigest()
 
 
-def timestamp(folder: Path) -> str | None:
-    """The submission time the collecting tool wrote, if any (at most 64 characters of it)."""
+TIMESTAMP_BYTES = 256
+# What nbgrader writes (``2026-12-02 10:00:00.000000 UTC``, the zone by name or offset) and ISO 8601. A zone
+# name is a file name for the parser (dateutil reads /usr/share/zoneinfo/<name>): letters and slashes only.
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
+                        r"(Z|[+-]\d{2}:?\d{2}| [+-]?\d{1,5}| [A-Za-z][A-Za-z_+-]*(/[A-Za-z][A-Za-z_+-]*)*)?")
+
+
+def parse_utc(text: str) -> datetime:
+    """The submission time as nbgrader's gradebook reads it (``nbgrader.utils.parse_utc``, the same steps:
+    importing nbgrader costs a worker seconds), in UTC without a zone."""
+    import dateutil.parser
+    import dateutil.tz
+
+    parts = text.split(" ")
+    if len(parts) == 3:
+        zone: Any = parts[2]
+        try:
+            zone = int(zone)
+        except ValueError:
+            zone = dateutil.tz.gettz(zone)
+        ts = dateutil.parser.parse(" ".join([*parts[:2], "TZ"]), tzinfos={"TZ": zone})
+    else:
+        ts = dateutil.parser.parse(text)
+    if ts.tzinfo is not None:
+        ts = (ts - ts.utcoffset()).replace(tzinfo=None)
+    return ts
+
+
+def timestamp(folder: Path) -> tuple[str | None, str | None]:
+    """The submission time the collecting tool wrote in ``timestamp.txt`` (None if there is none), and a note
+    for the student where the file is there but not a time nbgrader's gradebook can store: the file is the
+    student's, and the gradebook parses it in the parent, where an error would stop the class."""
     path = folder / "timestamp.txt"
     try:
-        return path.read_text().strip()[:64] or None
-    except OSError:
-        return None
+        data, cut = read_plain(path, TIMESTAMP_BYTES)
+        text = data.decode("utf-8").strip()
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"timestamp.txt could not be read ({type(e).__name__}): the submission time is not recorded"
+    if not text and not cut:
+        return None, None
+    try:
+        if cut or not _TIMESTAMP.fullmatch(text):
+            raise ValueError("not a date and time")
+        parse_utc(text)
+    except Exception as e:  # dateutil raises ValueError, OverflowError, and more on some inputs
+        return None, (f"timestamp.txt does not hold a date and time the gradebook can store ({type(e).__name__}: "
+                      f"{printable(str(e))[:100]}): the submission time is not recorded")
+    return text, None
 
 
 def locate(a: Assignment, student: str, folder: Path, work: Path) -> tuple[Path | None, list[str]]:
@@ -68,12 +122,13 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     found = [p for p in sorted(folder.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts and
              p.is_file() and not p.is_symlink()]
     if len(found) == 1:
-        return found[0], [f"graded {found[0].relative_to(folder)}, expected {notebook}.ipynb (renamed or moved?)"]
+        return found[0], [f"graded {printable(found[0].relative_to(folder))}, expected {notebook}.ipynb "
+                          "(renamed or moved?)"]
     for archive in sorted(folder.glob("*.zip")):
         extracted = _notebook_from_zip(archive, notebook, work)
         if extracted:
-            return extracted, [f"graded the notebook inside {archive.name}"]
-    names = ", ".join(str(p.relative_to(folder)) for p in found)
+            return extracted, [f"graded the notebook inside {printable(archive.name)}"]
+    names = ", ".join(printable(p.relative_to(folder)) for p in found)
     linked = " (symbolic links are not followed)" if path.is_symlink() else ""
     return None, [f"no {notebook}.ipynb in the submission{linked}" + (f" (found {names}: which one?)" if found
                                                                          else "")]
@@ -83,7 +138,7 @@ def _notebook_from_zip(archive: Path, notebook: str, work: Path) -> Path | None:
     import zipfile
 
     try:
-        with zipfile.ZipFile(archive) as z:
+        with opened(archive) as f, zipfile.ZipFile(f) as z:  # a link to someone else's zip is no upload
             members = [m for m in z.infolist() if m.filename.endswith(".ipynb") and "__MACOSX" not in m.filename
                        and ".ipynb_checkpoints" not in m.filename]
             exact = [m for m in members if Path(m.filename).name == f"{notebook}.ipynb"]
@@ -93,5 +148,5 @@ def _notebook_from_zip(archive: Path, notebook: str, work: Path) -> Path | None:
             target = work / "submitted-from-zip.ipynb"  # never the member's own path: no traversal
             target.write_bytes(z.read(chosen[0]))
             return target
-    except (OSError, zipfile.BadZipFile, RuntimeError, ValueError):
+    except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: no notebook
         return None

@@ -2,12 +2,14 @@
 
 Fair reading: an option is recognised whatever its case, spacing, hyphens or underscores
 ("AllReduce", "all reduce" and "all-reduce" are one option), and an option that is a number is
-recognised by its value (150 or 150.0 for the option "150"). Two options that would read the same
+recognised by its value, whichever library holds it (150, 150.0, ``np.int64(150)`` or ``sp.Integer(150)``
+for the option "150": ``record.plain_number``). Two options that would read the same
 are an authoring error, caught when the record is made (``questions.Choice``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,12 +37,17 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
         # "empty", or the reason a record's marker carries: a recorded None is {"invalid": "empty", ...}
         reason = answer_to_text(answer)
         return reason if isinstance(reason, Invalid) else Invalid("wrong_type", "dict")
-    if isinstance(answer, int | float) and not isinstance(answer, bool):
-        text = answer_to_text(answer)  # an option that is a number, given as a number
-        by_value = [o for o in options if _as_number(o) is not None and _as_number(o) == float(answer)]
+    number = record.plain_number(answer)  # an option that is a number, given as a number of any library
+    if number is not None:
+        text = answer_to_text(number)
+        try:
+            value = float(number)
+        except OverflowError:
+            value = math.inf
+        by_value = [o for o in options if _as_number(o) is not None and _as_number(o) == value]
         if by_value:
             return by_value[0]
-        return Invalid("unknown_option", text if isinstance(text, str) else "")
+        return Invalid("unknown_option", text[:40] if isinstance(text, str) else "")
     if not isinstance(answer, str):
         return Invalid("wrong_type", type(answer).__name__)
     text = answer_to_text(answer)  # a plain str, whatever a subclass overrides

@@ -36,6 +36,7 @@ SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
 # (``record.encode_outputs``).
 NOT_A_FUNCTION = "expected a function, got "
 RETURNED_COUNT = re.compile(r"returned (\d+) values, expected (\d+)")
+ONE_VALUE = re.compile(record.ONE_VALUE.format("(tuple|list)"))
 
 ItemJudge = Callable[[Any], Verdict]
 
@@ -77,6 +78,13 @@ def _returned(got: Any) -> str:
     if got and len(rows) == len(got):
         return f"a list of {len(got)} lists"
     return f"{len(got)} numbers"
+
+
+def _one_value(wrapper: str, code: str = "returned:one") -> Verdict:
+    """The function returned the one value asked for inside a ``wrapper`` ("tuple" or "list") of one:
+    unreadable, as a number in a list is, and the same words in the self-check and the grade."""
+    fix = "trailing comma" if wrapper == "tuple" else "brackets"
+    return Verdict(Status.INVALID, 0.0, "returned:one", phrase(code, got=wrapper, fix=fix))
 
 
 def _values(n: int) -> str:
@@ -147,9 +155,10 @@ def _slip_targets(q: Function) -> tg.Targets:
     if id(q) in _SLIP_TARGETS and _SLIP_TARGETS[id(q)][0] is q:
         return _SLIP_TARGETS[id(q)][1]
     t: tg.Targets = {}
+    kinds = _kinds(q) if any(s.hint for s in q.slips) else []
     for j, slip in enumerate(s for s in q.slips if s.hint):
         calls = [builders.build(q.builder, p) for p in q.probes]
-        recorded = record.encode_outputs(slip.answer, calls, [o.kind for o in q.outputs])
+        recorded = record.encode_outputs(slip.answer, calls, kinds)
         t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, SLIP_RTOL) for v in _summaries(q.qid, recorded)]
     _SLIP_TARGETS[id(q)] = (q, t)
     return t
@@ -175,6 +184,10 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
             failures.append((i, v))
     if not failures:
         return correct()
+    wrapped = [ONE_VALUE.fullmatch(str(items.get("error"))) if isinstance(items, dict) else None
+               for items in outputs]
+    if all(wrapped):  # every case returned its value in a tuple of one: one sentence, unframed
+        return _one_value(wrapped[0].group(1))  # type: ignore[union-attr]
     score = 1 - len(failures) / len(probes)
     status = Status.PARTIAL if score > 0 else Status.INCORRECT
     first, v = failures[0]
@@ -196,6 +209,9 @@ def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
         if count:  # the function ran, and returned another number of values than the question asks for
             return Verdict(Status.INVALID, 0.0, "returned:count",
                            phrase("returned:count", got=_values(int(count.group(1))), want=count.group(2)))
+        wrapped = ONE_VALUE.fullmatch(str(items["error"]))
+        if wrapped:  # ``return x,``
+            return _one_value(wrapped.group(1), "returned:one:case")
         return _raised(items["error"], "raised:case")
     if len(judges) == 1:
         items = [items[0] if isinstance(items, list) and len(items) == 1 else items]
@@ -215,6 +231,14 @@ def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
 def _expected_items(q: Function, probe: dict[str, Any]) -> tuple:
     expected = q.reference(**probe)
     return (expected,) if len(q.outputs) == 1 else tuple(expected)
+
+
+def _kinds(q: Function) -> list[str]:
+    """The kind of each returned item as the self-check data names it (``_item_print``: an output whose
+    value is a list is an "array"), so that the grader records a slip's results as the kernel records
+    the student's."""
+    return ["formula" if spec.kind == "formula" else "array" if isinstance(e, list | tuple) else spec.kind
+            for spec, e in zip(q.outputs, _expected_items(q, q.probes[0]), strict=True)]
 
 
 def encode(fp: dict[str, Any], answer: Any) -> Any:
@@ -237,10 +261,15 @@ def _drawn_hints(q: Function, drawn: Sequence[dict[str, Any]], outputs: Any) -> 
     each slip there, only for a wrong answer). A slip that cannot run here costs only its hint."""
     got = _summaries(q.qid, outputs)
     found = []
-    for slip in (s for s in q.slips if s.hint):
+    slips = [s for s in q.slips if s.hint]
+    try:
+        kinds = _kinds(q) if slips else []
+    except Exception:
+        return []
+    for slip in slips:
         try:
             calls = [builders.build(q.builder, p) for p in drawn]
-            theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, [o.kind for o in q.outputs]))
+            theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, kinds))
         except Exception:
             continue
         known = [(a, b) for a, b in zip(got, theirs, strict=False) if b not in (None, 0)]

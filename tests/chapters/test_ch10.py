@@ -45,15 +45,17 @@ def test_bidirectional_sends_half_size_messages_both_ways():
     assert {c.operand_shape for c in found} == {(16, 32)} and {c.axes for c in found} == {("Y",)}
 
 
-def test_permute_time_matches_the_bridge_at_book_sizes():
-    """The cost-model bridge, on the lowered bf16 program at the book's sizes, agrees with the
-    question's reference (no compile, no run: lowering only)."""
+def test_permute_bytes_at_book_sizes_are_the_questions_reference():
+    """The inspector, on the lowered bf16 program at the book's sizes, counts the permutes whose bytes
+    over one link direction are the question's reference (no compile, no run: lowering only). The report
+    shows those bytes, never their time: that is E4's question."""
     mesh = ch10._mesh(ch10.AG_MATMUL_SPEC)
     a = jax.ShapeDtypeStruct((ch10.CM_B, ch10.CM_D), jnp.bfloat16, sharding=NamedSharding(mesh, P("X", "Y")))
     w = jax.ShapeDtypeStruct((ch10.CM_D, ch10.CM_F), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "Y")))
     (c,) = comms.inspect(ch10.collective_matmul, a, w)
-    seconds = comms.ring_seconds(c, ch10.V5E.ici_bytes_per_s_per_link)
+    seconds = c.bytes_per_device * c.count / ch10.V5E.ici_bytes_per_s_per_link
     assert seconds == pytest.approx(CHAPTER["ch10-e4-permute-time"].reference)
+    assert " us" not in comms.report(ch10.collective_matmul, a, w)
 
 
 def test_explicit_axes_refuse_the_ambiguous_contraction():

@@ -72,6 +72,7 @@ NUMBER_ANSWERS = [
     ("not_a_number", "fast"),
     ("unknown_unit", "3 parsecs"),
     ("unit_dimension", "3 TB/s"),
+    ("scientific_notation", "2 / 1.5 x 10^3"),
     ("unit:1000", 1.0),
     ("ratio:1000", "1 s"),
     ("close", 1.05e-3),

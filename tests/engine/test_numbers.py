@@ -66,6 +66,14 @@ UNIT_CASES = [
     ("5.", "", 5.0, None),
     (0.5, "s", 0.5, None),
     (7, "B", 7.0, None),
+    # scientific notation written by hand, standing alone: one number
+    ("1.5 x 10^-3", "s", 1.5e-3, None),
+    ("1.5×10⁻³ s", "s", 1.5e-3, "s"),
+    ("1.5×10⁻³s", "s", 1.5e-3, "s"),
+    ("1.5 · 10^(−3) ms", "s", 1.5e-6, "ms"),
+    ("-2.4 X 10**+2", "", -240.0, None),
+    ("1.5 * 10^3", "", 1.5e3, None),  # ^ after a times-ten is its power, never Python's xor
+    ("1.5e−3", "s", 1.5e-3, None),  # a typographic minus in an exponent
 ]
 
 
@@ -83,6 +91,9 @@ INVALID = {
                      ("1 ms ms", "s"), ("2*31.27e9 GB/ss", "B/s"), ("1e+", "")],
     # a unit ends the answer; "4/2 ms" reads, and the sentence says to compute first
     "unit_arithmetic": [("4 ms / 2", "s"), ("244 us / 224 us", "")],
+    # inside a calculation a times-ten is not one number: "2 / 1.5 x 10^3" is 2/1500, or 2/1.5 times 1000?
+    "scientific_notation": [("2 / 1.5 x 10^3", ""), ("1 + 1.5×10⁻³ s", "s"), ("(1.5 x 10^3)", ""),
+                            ("2*1.5*10^3", "")],
     "formula_for_number": [("2*B", "s"), ("4*(N + 1)", "")],
     "count_word": [("240 tokens", "")],
     "scale_suffix": [("13B", ""), ("70M", ""), ("13 billion", "")],
@@ -92,7 +103,7 @@ INVALID = {
                      ("", "s"), (float("nan"), "s"), (float("inf"), "s"), ("()", ""), ("sqrt(2)", ""),
                      ("١٢٣", "")],  # digits other than 0-9 are not read, though Python's float() would
     "not_finite": [("1e999", "s"), ("-1e999", ""), ("1e308 TB/s", "B/s"), ("1 / 0", ""), ("1/0", ""),
-                   ("2*1e999", ""), ("(1-1)**-1", "")],
+                   ("2*1e999", ""), ("(1-1)**-1", ""), ("3 x 10^400", "")],
     "complex": [("(-8)**(1/3)", ""), ("(-1)**0.5", "")],
     "too_long": [("1" * 300, "s"), ("x" * 10**6, "s"), ("-" * 150 + "1", "")],
     "too_large": [(10**5000, "s"), ("10**100", ""), ("9**9**9", ""), ("1e30*1e30", "")],
@@ -261,6 +272,10 @@ AUTHORING = [
     ({"reference": 32, "exact": True, "prompt": "Hosts of a pod."}, "say so in its prompt"),
     ({"reference": 32, "exact": True, "prompt": "How many?", "tolerance": Tolerance(rtol=0.05)}, "sets the tolerance"),
     ({"reference": 32, "tolerance": Tolerance.exact_count()}, "needs exact=True"),
+    # A count to more figures than 3 (a parameter count, whose 3 figures are the model's name) must say so.
+    ({"reference": 13_015_449_600.0, "tolerance": Tolerance.figures(4)}, "4 significant figures"),
+    ({"reference": 13_015_449_600.0, "tolerance": Tolerance.figures(4), "prompt": "Its count (to 3 significant "
+      "figures)."}, "4 significant figures"),
 ]
 
 
@@ -270,6 +285,15 @@ def test_unfair_tolerances_are_authoring_errors(fields, words):
               **fields}
     with pytest.raises(AuthoringError, match=f"ch99-t1-tight: .*{words}"):
         Number(**record)
+
+
+def test_a_prompt_that_asks_for_more_figures_allows_a_tighter_tolerance():
+    """LLaMA 2-13B's 13,015,449,600 parameters to 3 figures are 13.0e9, the name's size: the question asks
+    for 4 figures, says so, and refuses 13e9."""
+    q = Number(qid="ch99-t1-count", points=1, prompt="Its parameter count (to 4 significant figures).",
+               reference=13_015_449_600.0, tolerance=Tolerance.figures(4), slips=(Slip(13e9, "close"),))
+    assert q.tolerance.accepts(q.reference, 13.02e9) and not q.tolerance.accepts(q.reference, 13e9)
+    assert q.figures == 4 and number(32).figures == 3
 
 
 @pytest.mark.parametrize(("tolerance", "fair"), [

@@ -83,3 +83,69 @@ def test_a_forged_image_is_not_embedded():
     html = _report(new_code_cell("", outputs=[new_output("display_data", data={
         "image/png": "x' onerror='alert(1)", "text/plain": "<Figure>"})]))
     assert _active(html.split("</head>")[1]) == [] and "&lt;Figure&gt;" in html
+
+
+def _timed(fn, *args):
+    import time
+
+    started = time.monotonic()
+    out = fn(*args)
+    return out, time.monotonic() - started
+
+
+def test_a_long_markdown_cell_is_shown_as_text():
+    """Markdown past ``MARKDOWN_CHARS`` is not rendered: nbconvert's math rules rescan to the end of the cell
+    from every ``\\begin{x}`` or ``\\\\[`` (80,000 characters cost 16 s, 200,000 cost 136 s)."""
+    html, seconds = _timed(_report, new_markdown_cell("<script>" + ("\\begin{x}" * 9000)[:80_000]))
+    assert seconds < 2, seconds
+    assert "shown as plain text" in html and "\\begin{x}\\begin{x}" in html and "&lt;script&gt;" in html
+
+
+def test_markdown_rendering_is_bounded_per_cell_and_per_report(monkeypatch):
+    """Under the cap, a cell may still be slow to render: each has a time bound (where a timer can be set:
+    the main thread of a worker), and all of a report's markdown a budget, past which cells are shown as
+    text. Here both are small, and so are the cells (about half a second each to render without them)."""
+    from autograder.grading import feedback
+
+    monkeypatch.setattr(feedback, "CELL_SECONDS", 0.3, raising=False)
+    monkeypatch.setattr(feedback, "REPORT_SECONDS", 0.6, raising=False)
+    cells = [new_markdown_cell(("\\\\[" * 3000)[:9000] + f"\n{i}") for i in range(6)]
+    html, seconds = _timed(_report, *cells)
+    assert seconds < 2.5, seconds
+    assert html.count("shown as plain text") == 6
+    out: dict = {}
+
+    def in_a_thread() -> None:  # no timer there (a Dask worker's thread): the budget alone
+        out["html"], out["seconds"] = _timed(_report, *[new_markdown_cell(c.source + " ") for c in cells])
+
+    import threading
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join(30)
+    assert out["seconds"] < 3.5 and out["html"].count("shown as plain text") >= 3, out["seconds"]
+    honest = _report(new_markdown_cell("# Rooflines\nThe *knee* is at $B = 240$."))
+    assert "<h1>Rooflines</h1>" in honest  # the budget is per report: the next one renders again
+
+
+def test_hidden_tests_are_removed_in_linear_time():
+    from autograder.grading.feedback import annotate
+
+    marker = "### BEGIN HIDDEN TESTS\n"
+    nb = new_notebook(cells=[new_code_cell((marker * 9000)[:199_000])])
+    _, seconds = _timed(annotate, nb, {})
+    assert seconds < 0.5, seconds
+    cases = {"a\n### BEGIN HIDDEN TESTS\nsecret\n### END HIDDEN TESTS\nb": "a\nb",
+             "### BEGIN HIDDEN TESTS\nx### END HIDDEN TESTS": "",
+             "a ### BEGIN HIDDEN TESTS\n### BEGIN HIDDEN TESTS\nx\n### END HIDDEN TESTS\n\nc": "a \nc",
+             "a\n### BEGIN HIDDEN TESTS\nnever closed": "a\n### BEGIN HIDDEN TESTS\nnever closed",
+             "1### BEGIN HIDDEN TESTS2### END HIDDEN TESTS3### BEGIN HIDDEN TESTS4": "13### BEGIN HIDDEN TESTS4"}
+    for source, kept in cases.items():
+        cell = new_code_cell(source)
+        annotate(new_notebook(cells=[cell]), {})
+        assert cell.source == kept, (source, cell.source)
+
+
+def test_a_huge_code_cell_is_cut_in_the_report():
+    html = _report(new_code_cell("x = 1  # " + "y" * 300_000))
+    assert "not shown" in html and len(html) < 100_000

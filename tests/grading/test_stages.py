@@ -123,3 +123,22 @@ def test_feedback_shows_a_program_as_a_program_never_its_bytes():
     assert stages._answer_text(Collected(blob, kind="program")) == "(your compiled program)"
     chosen = stages._answer_text(Collected({"mesh": {"X": 2, "Y": 4}, "program": blob}, kind="program"))
     assert chosen == '(your compiled program, on the mesh {"X": 2, "Y": 4})' and "QUJD" not in chosen
+
+
+def test_a_cell_over_the_limit_is_cut_and_the_cut_is_reported(tmp_path):
+    """A solution cell (or a cell of the student's own) past ``MAX_CELL_CHARS`` is cut: the student is told
+    which one, and that what followed the cut was not run."""
+    from autograder.grading.sanitize import MAX_CELL_CHARS
+
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    theirs.cells[0].source = "# " + "x" * MAX_CELL_CHARS + "\nq1_bytes = 16"
+    theirs.cells.append(new_code_cell("y = 1  # " + "z" * MAX_CELL_CHARS))
+    nbformat.write(theirs, folder / "hw.ipynb")
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert len(job.notebook.cells[0].source) == MAX_CELL_CHARS
+    cut = sorted(p for p in job.problems if "cut" in p)
+    assert len(cut) == 2, job.problems
+    assert cut[0].startswith("cell q1-answer") and f"{MAX_CELL_CHARS:,}" in cut[0] and "not run" in cut[0]
+    assert cut[1].startswith(f"your code cell after {QID}")

@@ -6,9 +6,12 @@ the bystander's grade must be untouched, and the course files must be unchanged.
 """
 
 import hashlib
+import io
 import json
+import os
 import re
 import shutil
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -16,6 +19,7 @@ import pytest
 
 from autograder.demo import copy_course, submit
 from autograder.grading.cgroup import PidsFence
+from autograder.grading.console import Progress
 from autograder.grading.execute import Limits
 from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import grade, prepare
@@ -24,7 +28,11 @@ from autograder.grading.warmup import warm
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 NAME = f"{CHAPTER}.ipynb"
-LIMITS = Limits(cell_seconds=15, notebook_seconds=120, output_bytes_per_cell=200_000, output_bytes_total=1_000_000)
+# The quota on what a kernel writes into its folders is lowered from its default (docs/security.md) so that
+# the attack that fills the disk costs little.
+WORK_BYTES = 64 * 2**20
+LIMITS = Limits(cell_seconds=15, notebook_seconds=120, output_bytes_per_cell=200_000, output_bytes_total=1_000_000,
+                work_bytes=WORK_BYTES)
 LANDLOCK = landlock_abi()
 pytestmark = pytest.mark.slow
 
@@ -318,6 +326,48 @@ def split_matmul(x, y):
 """
 
 
+# The kernel's stderr goes to ``kernel.log`` in its work folder, which the grader keeps after the kernel is
+# gone: replaced by a link, it would have the grader copy a file the kernel cannot read (the grading secret),
+# or copy /dev/zero until the disk is full.
+LOG_TO_SECRET = """
+import os
+from pathlib import Path
+os.remove("kernel.log")
+os.symlink(Path.cwd().parents[1] / "secret", "kernel.log")
+"""
+
+# Then every byte it may write, into its work folder and its socket folder (the machine's /tmp): 256 MiB a file
+# (the file-size limit), 2 GiB in all unless something stops it.
+FILL_THE_DISK = """
+import json, os
+from pathlib import Path
+os.remove("kernel.log")
+os.symlink("/dev/zero", "kernel.log")
+sockets = Path(json.loads(Path("kernel.json").read_text())["ip"]).parent
+block = bytes(1 << 20)
+for k in range(64):
+    with open((sockets if k % 2 else Path.cwd()) / f"blob{k}", "wb") as f:
+        for _ in range(32):
+            f.write(block)
+print("HOSTILE wrote 2 GiB")
+"""
+
+# Renamed where the console would show it: the name erases the line and writes a fake one, then hides the rest.
+SPOOFED_NAME = "\r\x1b[2K  zz-fake-student: 44 of 44, no problems\x1b[8m.ipynb"
+SPOOFING_STUDENT = "esc-\x1b[2K\r-spoof"
+
+
+def slow_feedback():
+    """E1 answered, the kernel's log replaced by a link to the grading secret, and the reviewer's slow report:
+    markdown that nbconvert renders in quadratic time, code cells full of hidden-test markers."""
+    nb = after("ch01-e1-v6e-time", LOG_TO_SECRET)
+    i = next(i for i, c in enumerate(nb.cells) if _gid(c) == "ch01-q3-answer") + 1
+    nb.cells[i:i] = [nbformat.v4.new_markdown_cell(("\\begin{x}" * 9000)[:80_000] + f"\n{k}") for k in range(3)]
+    nb.cells[i:i] = [nbformat.v4.new_code_cell(("### BEGIN HIDDEN TESTS\n" * 9000)[:199_000] + f"# {k}")
+                     for k in range(2)]
+    return nb
+
+
 def replaying(hide: bool):
     """E1 answered, and CX2's two functions replaying the public test cases."""
     from autograder.questions import load_chapter
@@ -349,6 +399,19 @@ def students() -> dict:
     def pickled(folder):
         nbformat.write(answered(), folder / NAME)
         (folder / "answers.pkl").write_bytes(b"cos\nsystem\n(S'touch /tmp/pwned'\ntR.")
+
+    def odd_names(folder):
+        nbformat.write(answered(), folder / SPOOFED_NAME)
+        (folder / os.fsdecode(b"notes-\xff.txt")).write_text("a file name that is not UTF-8")
+        (folder / "timestamp.txt").write_text("garbage")  # nbgrader cannot parse it: it stopped the class
+
+    def zip_link(folder):
+        """Only a link to a zip outside the submission (a classmate's upload, say), and a timestamp that
+        never ends."""
+        with zipfile.ZipFile(folder.parents[2] / "elsewhere.zip", "w") as z:
+            z.writestr(NAME, nbformat.writes(answered()))
+        (folder / "download.zip").symlink_to(folder.parents[2] / "elsewhere.zip")
+        (folder / "timestamp.txt").symlink_to("/dev/zero")
 
     def relink_setup(nb):
         next(c for c in nb.cells if _gid(c) == "setup").source = "grade = check = lambda *a, **k: None"
@@ -395,6 +458,10 @@ def students() -> dict:
         "replay-public-cases": (replaying(hide=False), 2),
         "replay-hiding-the-drawn-cases": (replaying(hide=True), 2),
         "constant-program": (after("ch01-cx4-answer", CONSTANT_PROGRAM), 2),
+        "log-to-secret-slow-feedback": (slow_feedback(), 2),
+        "fill-the-disk": (after("ch01-e1-v6e-time", FILL_THE_DISK), 2),
+        SPOOFING_STUDENT: (odd_names, 2),
+        "zip-link": (zip_link, 0),
     }
     if LANDLOCK >= 6:
         cases["signals"] = (after("ch01-e1-v6e-time", SIGNALS), 2)
@@ -434,6 +501,12 @@ def decoys():
     Path("/dev/shm/sc-planted").unlink(missing_ok=True)
 
 
+# What the grading run printed (its progress lines) and its summary, for the console's tests.
+PRINTED: dict = {}
+# A student folder whose name is not UTF-8: no gradebook can hold it, so it is reported and not graded.
+UNNAMEABLE = os.fsdecode(b"bad-\xff-name")
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, decoys):
     course = copy_course(ROOT, tmp_path_factory.mktemp("hostile"))
@@ -447,6 +520,7 @@ def graded(tmp_path_factory, decoys):
             nb(folder)
         else:
             submit(course, student, CHAPTER, nb)
+    submit(course, UNNAMEABLE, CHAPTER, answered())
     # A fixed grading secret, so that the cases drawn for each submission are the same on every run.
     (course / ".scaling-course").mkdir()
     (course / ".scaling-course" / "secret").write_text("the hostile suite's secret\n")
@@ -455,7 +529,9 @@ def graded(tmp_path_factory, decoys):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("autograder.grading.warmup.MIN_PROGRAMS", 0)  # Chapter 1 alone would not repay one
         warm(a, len(cases))[1].finish()
-    summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
+    printed = io.StringIO()
+    summary = grade(course, CHAPTER, jobs=2, limits=LIMITS, progress=Progress(stream=printed, bar=False))
+    PRINTED.update(progress=printed.getvalue(), summary=summary)
     return course, cases, {r["student"]: r for r in summary.results}, before, _digest(protected)
 
 
@@ -523,7 +599,9 @@ def test_the_compilation_cache_was_used_and_left_as_the_reference_filled_it(grad
 
 
 @pytest.mark.parametrize(("student", "note"), [
-    ("symlink-to-reference", "not followed"), ("symlinked-folder", "symbolic link"), ("huge-notebook", "limit"),
+    ("fill-the-disk", "MiB into its folders"), (SPOOFING_STUDENT, "timestamp.txt"), ("zip-link", "timestamp.txt"),
+    ("zip-link", "no ch01_rooflines.ipynb"), ("symlink-to-reference", "not followed"),
+    ("symlinked-folder", "symbolic link"), ("huge-notebook", "limit"),
     ("deeply-nested-json", "cannot be read"), ("os-exit", "kernel died"), ("sleep-forever", "time limit"),
     ("stdout-flood", "output over the limit"), ("metadata-edited", "restored"),
     ("display-update-flood", "output over the limit"),
@@ -562,3 +640,61 @@ def test_output_floods_leave_small_files(graded, student):
     for path in (course / "autograded" / student / CHAPTER / NAME,
                  course / "feedback" / student / CHAPTER / f"{CHAPTER}.html"):
         assert path.stat().st_size < 3 * LIMITS.output_bytes_total, (path, path.stat().st_size)
+
+
+def test_what_the_kernel_leaves_is_read_back_as_plain_files_only(graded):
+    """The kernel's log, replaced by a link to the grading secret or to /dev/zero, is not copied through it."""
+    course, _, results, _, _ = graded
+    secret = (course / ".scaling-course" / "secret").read_bytes().strip()
+    logs = course / ".scaling-course" / "logs" / CHAPTER
+    for student in ("log-to-secret-slow-feedback", "fill-the-disk"):
+        kept = (logs / f"{student}.log").read_bytes()
+        assert secret not in kept and len(kept) < 2**20 and b"not kept" in kept, (student, kept[:300])
+    assert results["log-to-secret-slow-feedback"]["score"] == 2
+
+
+def test_a_kernel_that_fills_its_folders_is_stopped_at_the_quota(graded):
+    course, _, results, _, _ = graded
+    nb = nbformat.read(course / "autograded" / "fill-the-disk" / CHAPTER / NAME, as_version=4)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "HOSTILE wrote" not in text
+    assert any(f"{WORK_BYTES >> 20} MiB into its folders" in p for p in results["fill-the-disk"]["problems"])
+    assert not list((course / ".scaling-course" / "work").glob("fill-the-disk-*"))  # and nothing of it is left
+
+
+def test_the_feedback_stage_is_bounded(graded):
+    """Markdown that renders in quadratic time and hidden-test markers that the old pattern rescanned: the
+    reviewer's notebook took 95 s in the feedback stage."""
+    course, _, results, _, _ = graded
+    assert results["log-to-secret-slow-feedback"]["timings"]["feedback"] < 10, results[
+        "log-to-secret-slow-feedback"]["timings"]
+    html = (course / "feedback" / "log-to-secret-slow-feedback" / CHAPTER / f"{CHAPTER}.html").read_text()
+    assert html.count("shown as plain text") == 3
+
+
+def test_a_timestamp_nbgrader_cannot_parse_is_dropped_not_fatal(graded):
+    from nbgrader.api import Gradebook
+
+    course, _, results, _, _ = graded
+    for student in (SPOOFING_STUDENT, "zip-link"):
+        assert results[student]["timestamp"] is None
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        assert gb.find_submission(CHAPTER, SPOOFING_STUDENT).score == 2
+
+
+def test_student_names_reach_the_console_escaped(graded, capsys):
+    """File and folder names are the student's: printed raw, they could erase lines of the grader's output and
+    write fake ones. The progress lines and the summary the command prints escape them."""
+    from autograder.cli import print_summary
+
+    course = graded[0]
+    print_summary(course, CHAPTER, PRINTED["summary"])
+    printed = PRINTED["progress"] + capsys.readouterr().out
+    assert "esc-\\x1b[2K\\r-spoof" in printed and "zz-fake-student" in printed
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\ud800-\udfff]", printed), printed[:2000]
+
+
+def test_a_folder_name_no_gradebook_can_hold_is_reported(graded):
+    _, _, results, _, _ = graded
+    assert UNNAMEABLE not in results
+    assert any("not UTF-8" in p for p in PRINTED["summary"].problems[UNNAMEABLE])

@@ -1,0 +1,57 @@
+"""Files the grader reads but does not trust: what a kernel left in its folders, what a student handed in.
+
+The grader runs with more rights than a kernel (no Landlock, no file-size limit), so a file a kernel can
+replace is a door: a link named like its log, pointing at the grading secret, would have the grader copy
+the secret; one pointing at ``/dev/zero`` would have it copy zeros until the disk is full. So such a file
+is opened without following a link (``O_NOFOLLOW``), without waiting on a FIFO (``O_NONBLOCK``), and taken
+only if what was opened is a plain file (checked on the open descriptor, so nothing can be swapped in
+between), with one name where a kernel could have linked it (``one_link``: a hard link to a file the kernel
+cannot read is refused), and read to a stated number of bytes at most.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+
+
+class NotPlain(OSError):
+    """The path is a link, a FIFO, a device, a folder, or a second name of another file: not read."""
+
+
+def open_plain(path: Path, one_link: bool = False) -> int:
+    """A descriptor of ``path``, opened as described above; raises ``NotPlain`` (or the ``OSError`` of the
+    open) otherwise."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as e:
+        if e.errno == getattr(os, "ELOOP", 40):  # the last part of the path is a link
+            raise NotPlain(e.errno, "a symbolic link, not followed", str(path)) from None
+        raise
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or (one_link and info.st_nlink != 1):
+        os.close(fd)
+        what = "a second name of another file" if stat.S_ISREG(info.st_mode) else "not a plain file"
+        raise NotPlain(0, what, str(path))
+    os.set_blocking(fd, True)
+    return fd
+
+
+@contextlib.contextmanager
+def opened(path: Path, one_link: bool = False) -> Iterator[BinaryIO]:
+    """``open_plain`` as a binary file object, closed after the block."""
+    with os.fdopen(open_plain(path, one_link), "rb") as f:
+        yield f
+
+
+def read_plain(path: Path, limit: int, one_link: bool = False) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the plain file ``path``, and whether there were more."""
+    with opened(path, one_link) as f:
+        data = f.read(limit + 1)
+    return data[:limit], len(data) > limit
