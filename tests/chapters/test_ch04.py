@@ -1,5 +1,5 @@
 """Chapter 4 (Transformer math): CX1's FLOP rule against XLA, and what the sharded programs' shapes and
-slips must show (test_every_chapter.py runs the records and the book's answers)."""
+slips must show (test_every_chapter.py runs the records, the book's answers and the syllabus's)."""
 
 import pytest
 

@@ -1,7 +1,8 @@
 """Every chapter's records against the engine: each reference passes the grader and the self-check,
 each listed slip fails both with the diagnosis its record names (a program's with the score and message
-that say why), and the book's printed answers lie within tolerance. Each case carries its chapter's
-marker (``pytest -m ch03``); what is particular to a chapter is in its ``test_chNN.py``."""
+that say why), the book's printed answers lie within tolerance and the syllabus's own answers are met. Each
+case carries its chapter's marker (``pytest -m ch03``); what is particular to a chapter is in its
+``test_chNN.py``."""
 
 import dataclasses
 import importlib
@@ -28,6 +29,8 @@ NO_WASTEFUL_SLIP = {"ch10-q3-mlp-block"}  # its only collectives are its two mat
 UNSIZED = {"ch09-cx4-fix-constraint", "ch10-q1-shard-sums"}  # jit places their collectives: counted, not sized
 # What the collective inspector reports of model solutions whose notebooks quote its report.
 INSPECTED = json.loads(Path(__file__).with_name("inspected.json").read_text())
+# The syllabus's own answers where the course computes its own, and how closely each reference must meet them.
+SYLLABUS = json.loads(Path(__file__).with_name("syllabus_answers.json").read_text())
 
 
 def _marked(values, chapter: str, case_id: str):
@@ -106,6 +109,14 @@ def test_book_answer_within_tolerance(name, qid, book):
 @pytest.mark.parametrize(("name", "qid", "derived"), _printed_answers("DERIVED"))
 def test_syllabus_derived_answer_within_tolerance(name, qid, derived):
     _assert_within_tolerance(CHAPTERS[name], qid, derived)
+
+
+@pytest.mark.parametrize(("name", "qid", "answer"), [_marked((name, qid, answer), name, qid)
+                                                      for name, table in SYLLABUS["answers"].items()
+                                                      for qid, answer in table.items()])
+def test_reference_is_the_syllabus_answer(name, qid, answer):
+    rel = SYLLABUS["looser"].get(qid, SYLLABUS["looser"].get(name, SYLLABUS["rel"]))
+    assert float(CHAPTERS[name][qid].reference) == pytest.approx(answer, rel=rel), qid
 
 
 def _assert_within_tolerance(chapter, qid, printed_answer):
