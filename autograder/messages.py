@@ -79,6 +79,8 @@ _WRONG = {
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
                       "({finding}). Check the rule that computes each element from the inputs.",
     "wrong_option": "Not the right choice: compare the numbers you computed with what each option implies.",
+    "book_value": "That is the answer at the book's values; your exercise setting uses other values: run "
+                  "course.setting(\"{setting}\") to see them.",
 }
 
 # Verdicts about the answer as a whole, not about its value: keyed by their full code (the part after ":"

@@ -152,8 +152,10 @@ def _encode_item(kind: str, x: Any) -> Any:
     return encode_scalar(kind, x)
 
 
-def make(qid: str, kind: str, answer: Any) -> dict[str, Any]:
-    return {"format": FORMAT, "qid": qid, "kind": kind, "answer": answer}
+def make(qid: str, kind: str, answer: Any, setting: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``setting``: for a question of an exercise setting, its name and the values the kernel computed with
+    ({"name", "values"}): never what is graded against, only what the staff are told when it is not."""
+    return {"format": FORMAT, "qid": qid, "kind": kind, "answer": answer} | ({"setting": setting} if setting else {})
 
 
 def read(outputs: list[dict[str, Any]], qid: str) -> dict[str, Any] | None:

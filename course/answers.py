@@ -85,6 +85,12 @@ def _entry(qid: str) -> dict[str, Any]:
     return variant.entry(data, qid)
 
 
+def _book(qid: str) -> tuple[str, dict[str, Any]] | None:
+    """Question ``qid``'s self-check data at the book's values, with its setting, where this kernel computes
+    with other values (``variant.book_entry``); else None. Call after ``_entry``, which checks the id."""
+    return variant.book_entry(_chapter_data(qid.split("-", 1)[0]), qid)
+
+
 def encode(qid: str, answer: Any) -> Any:
     """The JSON form of ``answer`` for question ``qid``, as the grader will read it."""
     return kinds.encode(_entry(qid), answer, _drawn(qid))
@@ -104,7 +110,7 @@ def _drawn(qid: str) -> list[dict[str, Any]] | None:
 
 def verdict(qid: str, answer: Any) -> Verdict:
     """What the self-check thinks of ``answer`` (no printing, no raising). A program is run live."""
-    return kinds.selfcheck_live(_entry(qid), qid, answer)
+    return kinds.selfcheck_live(_entry(qid), qid, answer, book=_book(qid))
 
 
 # The verdict of the last grade() per question: in a graded test cell check() follows grade() on the
@@ -154,12 +160,13 @@ def grade(qid: str, answer: Any) -> None:
     """Record the answer for the grader (hidden tests only)."""
     __tracebackhide__ = True
     payload = encode(qid, answer)
-    _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload),
+    setting = variant.in_use(_chapter_data(qid.split("-", 1)[0]), qid)
+    _display({record.MIME: record.make(qid, _entry(qid)["kind"], payload, setting),
               "text/plain": f"[answer to {qid} recorded]"})
     if _judged_elsewhere():
         _graded[qid] = (id(answer), None)
         return
-    v = kinds.selfcheck_live(_entry(qid), qid, answer, payload)
+    v = kinds.selfcheck_live(_entry(qid), qid, answer, payload, _book(qid))
     _graded[qid] = (id(answer), v)
     if not v.ok:
         _fail(qid, v)

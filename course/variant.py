@@ -76,6 +76,27 @@ def entry(data: dict[str, Any], qid: str) -> dict[str, Any]:
     return book if index is None else variants.merge(book, base["variants"][index])
 
 
+def in_use(data: dict[str, Any], qid: str) -> dict[str, Any] | None:
+    """The setting of question ``qid`` and the values this kernel computes with ({"name", "values"}), for
+    its record; None for a question of no setting."""
+    name = data["questions"][qid].get("setting")
+    if name is None:
+        return None
+    s = data["variants"]["settings"][name]
+    index = choice(data, name)
+    return {"name": name, "values": variants.ordered(s, s["book"] if index is None else s["combos"][index])}
+
+
+def book_entry(data: dict[str, Any], qid: str) -> tuple[str, dict[str, Any]] | None:
+    """(the setting, question ``qid``'s self-check data at the book's values) where this kernel computes
+    with other values, so that the check can tell a student who typed the book's answer; else None."""
+    base = data["questions"][qid]
+    name = base.get("setting")
+    if name is None or choice(data, name) is None:
+        return None
+    return name, {k: v for k, v in base.items() if k not in ("setting", "variants")}
+
+
 class Values:
     """One exercise's values, as attributes (``p.chip``, ``p.B``): chips and models are the records of
     ``course.hardware`` and ``course.models``, mesh shapes tuples."""

@@ -22,6 +22,7 @@ class Collected:
     answer: Any  # the recorded answer, or NO_ANSWER
     reason: str = ""  # why there is no answer
     kind: str = ""  # the question kind the record claims (feedback shows programs differently)
+    setting: Any = None  # the record's {"name", "values"}: the values the kernel computed with (varied questions)
 
 
 def collect(nb: NotebookNode, qids: list[str]) -> dict[str, Collected]:
@@ -37,8 +38,30 @@ def collect(nb: NotebookNode, qids: list[str]) -> dict[str, Collected]:
             out[qid] = Collected(NO_ANSWER, "the test cell is missing")
             continue
         rec = read(cell.get("outputs", []), qid)
-        out[qid] = Collected(rec["answer"], kind=str(rec.get("kind"))) if rec else Collected(NO_ANSWER, _why(cell))
+        out[qid] = Collected(rec["answer"], kind=str(rec.get("kind")), setting=rec.get("setting")) if rec \
+            else Collected(NO_ANSWER, _why(cell))
     return out
+
+
+def other_settings(recorded: dict[str, Collected], assigned: dict[str, dict[str, Any]]) -> list[str]:
+    """A note for the staff per exercise setting whose records say the kernel computed with other values than
+    the student's own (``assigned``, by setting): the grade stands, judged against the student's values, but
+    a notebook that changed its own setting (or claimed another student) deserves a look. Records without
+    values (an older course version) and settings not assigned say nothing."""
+    found: dict[str, list[str]] = {}
+    for qid, c in recorded.items():
+        s = c.setting if isinstance(c.setting, dict) else {}
+        name = s.get("name")
+        if isinstance(name, str) and name in assigned and _same(s.get("values")) != _same(assigned[name]):
+            found.setdefault(name, []).append(qid)
+    return [f"{name}: the notebook computed with another exercise setting than its own ({', '.join(qids[:5])}); it "
+            "was graded with its own values" for name, qids in found.items()]
+
+
+def _same(values: Any) -> str:
+    import json
+
+    return json.dumps(values, sort_keys=True, default=str)
 
 
 def _why(cell: NotebookNode) -> str:

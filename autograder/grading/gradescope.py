@@ -42,6 +42,9 @@ from .feedback import verdict_text, write_atomic
 CONFIG = "gradescope.json"
 FALLBACK = "fallback-results.json"
 ID_FIELDS = ("email", "sid")  # what submission_metadata.json's users[0] may name a student by
+# Where the configured field's value cannot name a student: the next identifiers, in order ("id": Gradescope's own).
+FALLBACK_FIELDS = ("email", "id")
+FIELD_WORDS = {"email": "email", "sid": "student ID (sid)", "id": "Gradescope user id"}
 ROOT_ENV = "GRADESCOPE_ROOT"  # local trials and tests: a folder laid out as Gradescope's /autograder
 PYTHON_ENV = "SCALING_COURSE_PYTHON"  # run_autograder's interpreter; default: the venv setup.sh made
 BOOK = ""  # the "student" graded with the book's values (see _student)
@@ -238,7 +241,7 @@ def _grade(root: Path, config: dict[str, Any], started: float) -> dict[str, Any]
         notebook, reason = pick_notebook(root / "submission", config["notebook"], Path(tmp))
         if notebook is None:
             return zero_results(points, reason, time.monotonic() - started)
-        student, who = _student(root / "submission_metadata.json", config.get("student_id", "email"))
+        student, who, id_note = _student(root / "submission_metadata.json", config.get("student_id", "email"))
         shutil.rmtree(course / "submitted", ignore_errors=True)
         folder = course / "submitted" / student / name
         folder.mkdir(parents=True)
@@ -251,8 +254,11 @@ def _grade(root: Path, config: dict[str, Any], started: float) -> dict[str, Any]
         result = grade_submission(a, student, folder, DEFAULT_LIMITS)
     print(f"graded {name} for {student or '(no id: the book values)'}: {result['score']:g} / "
           f"{result['max_score']:g} in {result['seconds']:.1f} s; isolation: {result['isolation']}")
+    if id_note:  # the staff's log and the results' own data: whom the values were dealt to, and why
+        print(f"student id: {id_note}")
+    extra = {"isolation": result["isolation"], "setting": result.get("setting", {})}
     return results_json(result["questions"], _summary(result, who if varied else ""),
-                        {"isolation": result["isolation"], "setting": result.get("setting", {})},
+                        extra | ({"student_id": {"used": student, "note": id_note}} if id_note else {}),
                         time.monotonic() - started)
 
 
@@ -270,23 +276,38 @@ def _summary(result: dict[str, Any], who: str) -> str:
     return "\n".join(lines)
 
 
-def _student(metadata: Path, field: str) -> tuple[str, str]:
-    """The student id to deal values from, and a sentence for the student. Without a usable id the grade uses
-    the book's values: the folder is ``submitted/<assignment>/`` (student ``BOOK``, the empty name), whose
-    kernel sees an empty SCALING_COURSE_STUDENT, which ``course.variant`` reads as no student, and the
+def _student(metadata: Path, field: str) -> tuple[str, str, str]:
+    """The student id to deal values from, a sentence for the student, and a note for the staff where the id
+    is not the configured ``field``'s. An unusable value of ``field`` (missing, blank, a path) falls back to
+    the next identifier Gradescope gives, the email and then its own user id (``FALLBACK_FIELDS``), never to
+    the book's values, which a class's answers would be judged against. Only metadata that names no one grades
+    with the book's values: the folder is ``submitted/<assignment>/`` (student ``BOOK``, the empty name),
+    whose kernel sees an empty SCALING_COURSE_STUDENT, which ``course.variant`` reads as no student, and the
     assignment is judged without variants, so kernel and judge agree on the book's values."""
     try:
         users = json.loads(metadata.read_text()).get("users") or [{}]
-        value = users[0].get(field)
-    except (OSError, ValueError, AttributeError, TypeError):
-        value = None
-    sid = str(value).strip() if isinstance(value, str | int) else ""
-    usable = 0 < len(sid) <= MAX_ID and not sid.startswith(".") and not any(c in sid for c in "/\\\0\n")
-    if not usable:
-        return BOOK, (f"Gradescope gave no usable student id ({field}) for this submission: it was graded with "
-                      "the book's values.")
-    return sid, (f"Graded with the values dealt to {sid} (your {field} on Gradescope). Your notebook computes with "
-                 f"the same values after course.setup(student=\"{sid}\") (or SCALING_COURSE_STUDENT={sid}).")
+        user = users[0] if isinstance(users[0], dict) else {}
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        user = {}
+    for name in dict.fromkeys((field, *FALLBACK_FIELDS)):
+        sid = _usable(user.get(name))
+        if not sid:
+            continue
+        words = FIELD_WORDS.get(name, name)
+        note = "" if name == field else (f"Gradescope gave no usable {FIELD_WORDS.get(field, field)} for this "
+                                         f"submission: its values were dealt from the {words} instead ({sid}).")
+        who = (f"Graded with the values dealt to {sid} (your {words} on Gradescope). Your notebook computes with "
+               f"the same values after course.setup(student=\"{sid}\") (or SCALING_COURSE_STUDENT={sid}).")
+        return sid, f"{note} {who}" if note else who, note
+    return BOOK, (f"Gradescope gave no usable student id ({field}) for this submission: it was graded with "
+                  "the book's values."), ""
+
+
+def _usable(value: Any) -> str:
+    """A metadata value as a student id that can name a folder, or "" where it cannot."""
+    sid = str(value).strip() if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    ok = 0 < len(sid) <= MAX_ID and not sid.startswith(".") and not any(c in sid for c in "/\\\0\n")
+    return sid if ok else ""
 
 
 def pick_notebook(submission: Path, notebook: str, work: Path) -> tuple[Path | None, str]:

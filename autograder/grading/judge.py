@@ -225,6 +225,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     from ..questions import Program
 
     chapter = student_chapter(request["chapter"], request.get("setting") or {})
+    book = student_chapter(request["chapter"], {})  # a book's answer at other values is told so (kinds.at_book)
     if request.get("draw"):
         from .seeds import drawn_cases
 
@@ -241,7 +242,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         if item["qid"] in out:
             continue
         if time.monotonic() < deadline:
-            v = _judge_one(lambda q, a: judge(q, a, seed), chapter[item["qid"]], item["answer"], deadline)
+            s = chapter.setting_of(item["qid"])
+            at = (book[item["qid"]], s.name) if s is not None else (None, None)
+            v = _judge_one(lambda q, a, at=at: judge(q, a, seed, *at), chapter[item["qid"]], item["answer"], deadline)
         else:
             v = too_expensive(notebook=True)
         out[item["qid"]] = v.to_json()

@@ -29,7 +29,7 @@ from ..record import DRAWN_ENV, STUDENT_ENV
 from ..variants import dealt
 from ..verdict import Status, Verdict
 from . import STATE
-from .collect import NO_ANSWER, Collected
+from .collect import NO_ANSWER, Collected, other_settings
 from .collect import collect as read_records
 from .execute import Execution, Limits
 from .execute import execute as run_notebook
@@ -115,6 +115,7 @@ def execute(job: Job) -> None:
 
 def collect(job: Job) -> None:
     job.recorded = read_records(job.notebook, list(job.a.questions))
+    job.problems += other_settings(job.recorded, job.setting)
 
 
 def judge(job: Job) -> None:

@@ -11,7 +11,7 @@ never loads the program kind (and JAX's export machinery) or the function kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from importlib import import_module
 from types import ModuleType
 from typing import Any
@@ -43,14 +43,45 @@ class _Kinds(Mapping[str, ModuleType]):
 KINDS: Mapping[str, ModuleType] = _Kinds()
 # Kinds judged on inputs drawn at grading time from the submission's seed, never on public ones.
 DRAWN = {"function", "program"}
+# Kinds whose answer is a value the book prints: a student dealt other values may type the book's.
+SCALAR = ("number", "choice", "formula")
 
 
-def judge(q: Question, answer: Any, seed: str | None = None) -> Verdict:
+def at_book(v: Verdict, kind: str, setting: str | None, right_at_book: Callable[[], bool]) -> Verdict:
+    """The verdict on an answer to a question of exercise ``setting`` (variants.py) at values other than the
+    book's: a wrong answer that is right at the book's values is told so, in place of any other diagnosis (a
+    factor, "close", a slip's hint would send the student after an error they did not make). Both judges ask
+    ``right_at_book`` of the book's self-check data, so they agree; an answer right or partly right at the
+    student's values, or at the edge there, keeps its verdict."""
+    if setting and kind in SCALAR and v.status is Status.INCORRECT and v.diagnosis != "edge" and right_at_book():
+        return Verdict(Status.INCORRECT, 0.0, "book_value", phrase("book_value", setting=setting))
+    return v
+
+
+_BOOK_PRINTS: dict[str, tuple[Question, dict[str, Any]]] = {}
+
+
+def _book_print(book: Question) -> dict[str, Any]:
+    """The book's self-check data of a question, made once per record (the grader's judging process keeps
+    the book's chapter loaded)."""
+    held = _BOOK_PRINTS.get(book.qid)
+    if held is None or held[0] is not book:
+        held = _BOOK_PRINTS[book.qid] = (book, make_print(book))
+    return held[1]
+
+
+def judge(q: Question, answer: Any, seed: str | None = None, book: Question | None = None,
+          setting: str | None = None) -> Verdict:
     """The grader's verdict on one recorded answer. ``seed``: the submission's grading seed, from which
-    the inputs of function and program answers are drawn (None: a function's public test cases)."""
+    the inputs of function and program answers are drawn (None: a function's public test cases).
+    ``book``: the question's record at the book's values, where ``q`` is built by exercise ``setting`` for
+    the student's own (``at_book``)."""
     if q.kind in DRAWN:
         return KINDS[q.kind].judge(q, answer, seed)
-    return KINDS[q.kind].judge(q, answer)
+    v = KINDS[q.kind].judge(q, answer)
+    if book is None or book == q:
+        return v
+    return at_book(v, q.kind, setting, lambda: KINDS[q.kind].selfcheck(_book_print(book), q.qid, answer).ok)
 
 
 def hint(q: Question) -> str:
@@ -73,16 +104,21 @@ def encode(fp: dict[str, Any], answer: Any, drawn: list[dict[str, Any]] | None =
     return KINDS[fp["kind"]].encode(fp, answer)
 
 
-def selfcheck(fp: dict[str, Any], qid: str, recorded: Any) -> Verdict:
+def selfcheck(fp: dict[str, Any], qid: str, recorded: Any, book: tuple[str, dict[str, Any]] | None = None) -> Verdict:
     """The self-check's verdict on a recorded answer, from the question's self-check data, judged under
     the grader's bound on one answer (``autograder.bounds``): past it, the answer is "too expensive" here
-    as it would be in the grade."""
+    as it would be in the grade. ``book``: (the exercise setting, the question's self-check data at the
+    book's values), where ``fp`` is the data of a student's other values (``at_book``)."""
     kind = KINDS.get(fp.get("kind", ""))
     if kind is None or not hasattr(kind, "selfcheck"):
         return Verdict(Status.INVALID, 0.0, "unknown_kind", phrase("unknown_kind", kind=fp.get("kind")))
     try:
         with bounded():
-            return kind.selfcheck(fp, qid, recorded)
+            v = kind.selfcheck(fp, qid, recorded)
+            if book is None:
+                return v
+            setting, book_fp = book
+            return at_book(v, fp["kind"], setting, lambda: kind.selfcheck(book_fp, qid, recorded).ok)
     except TooExpensive:
         return too_expensive()
 
@@ -90,17 +126,18 @@ def selfcheck(fp: dict[str, Any], qid: str, recorded: Any) -> Verdict:
 _UNRECORDED = object()
 
 
-def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, recorded: Any = _UNRECORDED) -> Verdict:
+def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, recorded: Any = _UNRECORDED,
+                   book: tuple[str, dict[str, Any]] | None = None) -> Verdict:
     """The self-check's verdict on the answer as the student's kernel holds it (``recorded``: its record,
-    when already made). A kind that must run the live object (a program) says so with its own
-    ``selfcheck_live``; the others judge the record."""
+    when already made; ``book``: as ``selfcheck`` takes it). A kind that must run the live object (a
+    program) says so with its own ``selfcheck_live``; the others judge the record."""
     kind = KINDS.get(fp.get("kind", ""))
     live = getattr(kind, "selfcheck_live", None)
     if live is not None:
         return live(fp, qid, answer)
     if recorded is _UNRECORDED:
         recorded = encode(fp, answer) if kind else answer
-    return selfcheck(fp, qid, recorded)
+    return selfcheck(fp, qid, recorded, book)
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -207,3 +207,23 @@ def test_several_notebooks_none_named_is_explained(tmp_path):
     assert path is None and "several notebooks" in reason and f"{CHAPTER}.ipynb" in reason
     out = zero_results({"q1": 2.0, "q2": 1.0}, reason)
     _check_format(out, ["q1", "q2"])
+
+
+def test_an_unusable_id_falls_back_to_the_next_identifier_never_to_the_book(tmp_path):
+    """A missing, empty, blank, null or slash-containing sid: the email deals the values, then Gradescope's own
+    user id; the book's values only where the metadata names no one. A fallback is said in the summary line
+    the staff and the student read (the third item)."""
+    meta = tmp_path / "submission_metadata.json"
+    for sid in ("missing", "", "   ", None, "12/34"):
+        user = {"email": "a@b.edu", "id": 4242} | ({} if sid == "missing" else {"sid": sid})
+        meta.write_text(json.dumps({"users": [user]}))
+        student, who, note = student_of(meta, "sid")
+        assert student == "a@b.edu", sid
+        assert "sid" in note and "email" in note and "a@b.edu" in who, (sid, note)
+        meta.write_text(json.dumps({"users": [user | {"email": "../x"}]}))
+        student, who, note = student_of(meta, "sid")
+        assert student == "4242" and "Gradescope user id" in note, sid
+    meta.write_text(json.dumps({"users": [{"email": "a@b.edu", "sid": "s1", "id": 1}]}))
+    assert student_of(meta, "sid") == ("s1", student_of(meta, "sid")[1], "")
+    meta.write_text(json.dumps({"users": [{"email": "a@b.edu", "id": 7}]}))
+    assert student_of(meta, "email")[0] == "a@b.edu" and not student_of(meta, "email")[2]
