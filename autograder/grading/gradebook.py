@@ -13,13 +13,32 @@ from typing import Any
 from .feedback import write_atomic
 
 
+def _storable_time(result: dict[str, Any]) -> bool:
+    """Whether the gradebook can read the submission time: the worker let through only dates and times
+    (``submissions.timestamp``), and a zone the gradebook still cannot read is dropped here, with a note,
+    rather than stopping the class (the file is the student's)."""
+    if not result.get("timestamp"):
+        return False
+    from nbgrader.utils import parse_utc
+
+    try:
+        parse_utc(result["timestamp"])
+        return True
+    except Exception as e:  # dateutil raises ValueError, OverflowError and more on some inputs
+        result["timestamp"] = None
+        result.setdefault("problems", []).append(
+            f"timestamp.txt does not hold a time the gradebook can store ({type(e).__name__}): the submission "
+            "time is not recorded")
+        return False
+
+
 def write_result(db_url: str, result: dict[str, Any]) -> None:
     from nbgrader.api import Gradebook
 
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore")  # SQLAlchemy autoflush notices from nbgrader's own queries
         gb.update_or_create_student(result["student"])
-        if result.get("timestamp"):
+        if _storable_time(result):
             gb.update_or_create_submission(result["assignment"], result["student"], timestamp=result["timestamp"])
         else:
             gb.update_or_create_submission(result["assignment"], result["student"])

@@ -16,7 +16,7 @@ import os
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .console import printable
 from .files import opened, read_plain
@@ -61,25 +61,14 @@ _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
                         r"(Z|[+-]\d{2}:?\d{2}| [+-]?\d{1,5}| [A-Za-z][A-Za-z_+-]*(/[A-Za-z][A-Za-z_+-]*)*)?")
 
 
-def parse_utc(text: str) -> datetime:
-    """The submission time as nbgrader's gradebook reads it (``nbgrader.utils.parse_utc``, the same steps:
-    importing nbgrader costs a worker seconds), in UTC without a zone."""
-    import dateutil.parser
-    import dateutil.tz
-
-    parts = text.split(" ")
-    if len(parts) == 3:
-        zone: Any = parts[2]
-        try:
-            zone = int(zone)
-        except ValueError:
-            zone = dateutil.tz.gettz(zone)
-        ts = dateutil.parser.parse(" ".join([*parts[:2], "TZ"]), tzinfos={"TZ": zone})
-    else:
-        ts = dateutil.parser.parse(text)
-    if ts.tzinfo is not None:
-        ts = (ts - ts.utcoffset()).replace(tzinfo=None)
-    return ts
+def _plausible_time(text: str) -> None:
+    """Raise ValueError unless ``text`` is a real date and time in one of the forms ``_TIMESTAMP`` takes (not
+    the 30th of February); its zone is left to the gradebook, whose own reading in the parent drops a time
+    it cannot store (``gradebook.write_result``)."""
+    if not _TIMESTAMP.fullmatch(text):
+        raise ValueError("not a date and time")
+    stamp = re.match(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?", text)
+    datetime.fromisoformat(stamp.group(0) if stamp else text)
 
 
 def timestamp(folder: Path) -> tuple[str | None, str | None]:
@@ -97,9 +86,9 @@ def timestamp(folder: Path) -> tuple[str | None, str | None]:
     if not text and not cut:
         return None, None
     try:
-        if cut or not _TIMESTAMP.fullmatch(text):
-            raise ValueError("not a date and time")
-        parse_utc(text)
+        if cut:
+            raise ValueError("longer than a date and time")
+        _plausible_time(text)
     except Exception as e:  # dateutil raises ValueError, OverflowError, and more on some inputs
         return None, (f"timestamp.txt does not hold a date and time the gradebook can store ({type(e).__name__}: "
                       f"{printable(str(e))[:100]}): the submission time is not recorded")

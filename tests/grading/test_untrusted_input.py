@@ -107,20 +107,21 @@ def test_a_work_folder_is_measured_without_following_links(tmp_path):
 ])
 def test_an_unreadable_timestamp_is_dropped_with_a_note(tmp_path, text, kept):
     """nbgrader parses the submission time in the parent, for the gradebook: one it cannot parse stopped the
-    whole class, on every rerun."""
-    from nbgrader.utils import parse_utc as nbgraders
-
-    from autograder.grading.submissions import parse_utc
+    whole class, on every rerun. The worker lets through only real dates and times; a zone the gradebook
+    still cannot read is dropped in the parent, each with a note."""
+    from autograder.grading.gradebook import _storable_time
 
     path = tmp_path / "timestamp.txt"
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
     value, problem = timestamp(tmp_path)
+    result = {"timestamp": value, "problems": []}
+    storable = _storable_time(result)
     if kept:
-        assert value == text and problem is None
-        assert parse_utc(text) == nbgraders(text)  # the gradebook's own reading
+        assert value == text and problem is None and storable and not result["problems"]
     else:
-        assert value is None and (problem is None) == (text == ""), problem
-        assert problem is None or "timestamp.txt" in problem
+        assert not storable and result["timestamp"] is None
+        notes = [problem] if problem else result["problems"]
+        assert len(notes) == (text != "") and all("timestamp.txt" in n for n in notes), (problem, result)
 
 
 def test_a_timestamp_that_is_a_link_or_a_flood_is_not_read(tmp_path):
@@ -179,11 +180,13 @@ def _result(student: str, **changes) -> dict:
             "score": 2.0, "max_score": 2.0, "problems": [], "isolation": "", "seconds": 1.0} | changes
 
 
-def test_a_result_the_gradebook_refuses_is_that_students_problem_not_the_class(tmp_path):
-    """Whatever a submission makes the gradebook raise (a date it cannot parse, a name sqlite cannot store),
-    the parent stores a result flagged for the staff in its place, or leaves it unstored with the reason,
-    and goes on with the class."""
+def test_a_result_the_gradebook_refuses_is_that_students_problem_not_the_class(tmp_path, monkeypatch):
+    """Whatever a submission makes the gradebook raise (a name sqlite cannot store, anything no check
+    foresaw), the parent stores a result flagged for the staff in its place, or leaves it unstored with the
+    reason, and goes on with the class; a submission time the gradebook cannot read is dropped with a note."""
     from nbgrader.api import Gradebook
+
+    from autograder.grading import results
 
     a = _course(tmp_path)
     with Gradebook(a.db_url) as gb:
@@ -191,7 +194,17 @@ def test_a_result_the_gradebook_refuses_is_that_students_problem_not_the_class(t
         gb.add_notebook("hw", "hw")
         gb.add_grade_cell(QID, "hw", "hw", max_score=2, cell_type="code")
     summary = Summary()
-    kept = pipeline.keep(a, _result("ada", timestamp="garbage"), summary)
+    kept = pipeline.keep(a, _result("eve", timestamp="9999-12-31 23:59:59 -1400"), summary)
+    assert kept["score"] == 2.0 and kept["timestamp"] is None and "timestamp.txt" in " ".join(kept["problems"])
+    write = results.write_result
+
+    def refuses_ada(db_url: str, result: dict) -> None:
+        if result["student"] == "ada" and result["score"]:
+            raise ValueError("refused")
+        write(db_url, result)
+
+    monkeypatch.setattr(results, "write_result", refuses_ada)
+    kept = pipeline.keep(a, _result("ada"), summary)
     assert kept["score"] == 0 and "could not be stored" in " ".join(kept["problems"])
     stored = json.loads((tmp_path / ".scaling-course" / "results" / "hw" / "ada.json").read_text())
     assert stored["questions"][QID]["diagnosis"] == "grader_error" and "ada" in summary.problems
@@ -200,7 +213,8 @@ def test_a_result_the_gradebook_refuses_is_that_students_problem_not_the_class(t
     unstorable = os.fsdecode(b"bad-\xff")  # sqlite takes no lone surrogate: not even the flagged result goes in
     kept = pipeline.keep(a, _result(unstorable), summary)
     assert "could not be stored" in " ".join(kept["problems"]) and unstorable in summary.problems
-    assert pipeline.keep(a, _result("bob"), summary)["score"] == 2.0  # and the class goes on
+    bob = pipeline.keep(a, _result("bob"), summary)
+    assert bob["score"] == 2.0, bob["problems"]  # and the class goes on
 
 
 def test_a_feedback_stage_over_its_budget_keeps_within_it():
