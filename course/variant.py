@@ -71,9 +71,13 @@ def entry(data: dict[str, Any], qid: str) -> dict[str, Any]:
     name = base.get("setting")
     if name is None:
         return base
-    book = {k: v for k, v in base.items() if k not in ("setting", "variants")}
     index = choice(data, name)
-    return book if index is None else variants.merge(book, base["variants"][index])
+    return _at_book(base) if index is None else variants.merge(_at_book(base), base["variants"][index])
+
+
+def _at_book(base: dict[str, Any]) -> dict[str, Any]:
+    """A question's self-check data at the book's values: its data without the settings' parts."""
+    return {k: v for k, v in base.items() if k not in ("setting", "variants")}
 
 
 def in_use(data: dict[str, Any], qid: str) -> dict[str, Any] | None:
@@ -94,7 +98,7 @@ def book_entry(data: dict[str, Any], qid: str) -> tuple[str, dict[str, Any]] | N
     name = base.get("setting")
     if name is None or choice(data, name) is None:
         return None
-    return name, {k: v for k, v in base.items() if k not in ("setting", "variants")}
+    return name, _at_book(base)
 
 
 class Values:
