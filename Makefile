@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 demo: $(STAMP)  ## build the release, grade three sample students, print the grade table
 	$(BIN)/scaling-course demo
 
-test: $(STAMP)  ## the whole test suite
-	$(BIN)/python -m pytest
+test: $(STAMP)  ## the whole test suite, one test file at a time on each core
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -146,6 +146,14 @@ def forward_time_one_axis(b, D, F, X, Y, C, W, M_X, M_Y):
     return forward_time(b, D, F, X, Y, C, W, 1, 1)
 
 
+def forward_time_exact_rings(b, D, F, X, Y, C, W, M_X, M_Y):
+    """Keeps the rings' (X-1)/X and (Y-1)/Y factors, where the question uses the large-axis forms."""
+    math_s = 4 * b * D * F / C
+    fsdp_s = 2 * BF16 * D * F / (Y * M_X * W) * (X - 1) / X
+    tp_s = 2 * BF16 * b * Y * D / (M_Y * W) * (Y - 1) / Y
+    return max(math_s, fsdp_s, tp_s)
+
+
 def choose_mesh(B, F, N, M_X, M_Y):
     """(X, Y) for FSDP + tensor parallelism on N chips: X is X_opt rounded to the nearest power of two
     in log scale (kept within [1, N]), Y the largest power of two with X * Y <= N."""
@@ -188,9 +196,10 @@ MESH_PROBES = (
 
 def draw_mesh(rng: random.Random, probe: dict) -> dict:
     """CX4's grading-time cases: the probe's mesh axes, a batch 1/8 to 8 times the probe's, F 1/2 to 2
-    times, and a fresh chip count (64 to 16384, not always a power of two)."""
+    times, and a fresh chip count, a power of two from 64 to 16384 as the prompt says (with another N the
+    prompt's "kept between 1 and N" would have several honest readings)."""
     return dict(probe, B=float(round(probe["B"] * 2 ** rng.uniform(-3, 3))),
-                F=float(round(probe["F"] * 2 ** rng.uniform(-1, 1))), N=rng.randint(64, 16_384))
+                F=float(round(probe["F"] * 2 ** rng.uniform(-1, 1))), N=2 ** rng.randint(6, 14))
 
 
 # --- programs (CX1-CX4): models and typical wrong versions ---------------------------------------------
@@ -1006,7 +1015,10 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
              prompt="forward_time(b, D, F, X, Y, C, W, M_X, M_Y): seconds of one MLP block's forward pass per chip.",
              reference=forward_time, probes=FORWARD_PROBES,
              output=Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
-             slips=(Slip(forward_time_summed, "close"), Slip(forward_time_one_axis, "ratio:2"))),
+             slips=(Slip(forward_time_summed, "close"), Slip(forward_time_one_axis, "ratio:2"),
+                    Slip(forward_time_exact_rings, "close",
+                         "the question uses the collectives' large-axis forms: drop the (X-1)/X and (Y-1)/Y "
+                         "factors."))),
     Function(qid="ch05-cx4-choose-mesh", points=2, section=MIX,
              prompt="choose_mesh(B, F, N, M_X, M_Y): (X, Y), powers of two, for FSDP + tensor parallelism.",
              reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,

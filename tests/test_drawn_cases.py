@@ -110,3 +110,47 @@ def test_the_default_draw_never_scales_every_float_alike():
         case = vary(rng, {"peak": 1.97e14, "bw": 8.2e11, "n": 8})
         assert case["n"] == 8
         assert abs(math.log2((case["peak"] / 1.97e14) / (case["bw"] / 8.2e11))) >= SPREAD - 1e-3
+
+
+def _choose_mesh_reading(clamp: str):
+    """choose_mesh as an honest student may read "kept between 1 and N": clamp the exponent, clamp
+    x_opt before rounding, or clamp 2 ** round(log2 x_opt) itself."""
+    def choose_mesh(B, F, N, M_X, M_Y):
+        x_opt = math.sqrt(B * N * M_X / (F * M_Y))
+        if clamp == "x_opt":
+            x = 2 ** round(math.log2(min(max(x_opt, 1), N)))
+        elif clamp == "power":
+            x = min(max(2 ** round(math.log2(x_opt)), 1), N)
+        else:
+            x = 2 ** min(max(round(math.log2(x_opt)), 0), int(math.log2(N)))
+        return float(x), float(2 ** math.floor(math.log2(N / x) + 1e-9))
+    return choose_mesh
+
+
+@pytest.mark.ch05
+@pytest.mark.parametrize("clamp", ["exponent", "x_opt", "power"])
+def test_every_honest_reading_of_a_prompt_earns_full_marks_on_the_drawn_cases(clamp):
+    """A drawn case must keep what the prompt states (here: N a power of two); off it, readings the
+    prompt allows part ways and an honest answer loses points the self-check gave it."""
+    q = load_chapter("ch05_training")["ch05-cx4-choose-mesh"]
+    answer = _choose_mesh_reading(clamp)
+    for seed in SEEDS + ("b7", "c9", "d2", "e5"):
+        v = judge(q, kinds.encode(printed(q), answer, drawn_probes(q, seed)), seed)
+        assert v.ok, f"seed {seed}: {v.message}"
+
+
+@pytest.mark.parametrize("qid, exact", [
+    ("ch03-cx5-collective-time", "solutions.ch03_sharding:cx5_exact_ring"),
+    ("ch05-cx4-forward-time", "solutions.ch05_training:forward_time_exact_rings"),
+])
+def test_exact_ring_factors_where_the_large_axis_forms_are_asked_are_named(qid, exact):
+    """Formula questions accept the exact (N-1)/N forms; a function question that asks for the large-N
+    forms says so, and an answer with the exact factors is told which factor to drop."""
+    import importlib
+    q = load_chapter(qid.split("-")[0] + {"ch03": "_sharding", "ch05": "_training"}[qid.split("-")[0]])[qid]
+    module, name = exact.split(":")
+    answer = getattr(importlib.import_module(module), name)
+    assert "large-" in q.slips[-1].hint
+    for seed in SEEDS:
+        v = judge(q, kinds.encode(printed(q), answer, drawn_probes(q, seed)), seed)
+        assert not v.ok and "drop the" in v.message, v.message
