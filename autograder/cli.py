@@ -58,20 +58,30 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     from .grading.console import Progress
-    from .grading.pipeline import CourseError, grade
+    from .grading.pipeline import CourseError, Interrupted, grade
 
     course = Path(args.course_dir).resolve()
     # A name the terminal's encoding cannot show is written as an escape, never an error after the grading.
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    progress = Progress()
     try:
-        summary = grade(course, args.assignment, jobs=args.jobs, force=args.force, progress=Progress(),
+        summary = grade(course, args.assignment, jobs=args.jobs, force=args.force, progress=progress,
                         scheduler=args.scheduler)
     except CourseError as e:
         print(f"scaling-course grade: {e}", file=sys.stderr)
         return 2
+    except (Interrupted, KeyboardInterrupt) as e:  # Ctrl-C: what was graded is kept; one line, no traceback
+        if progress.bar:
+            print(file=progress.stream)  # end the progress bar's line
+        print(e if isinstance(e, Interrupted) else "interrupted: what was graded is kept, rerun the same command "
+              "to continue", file=sys.stderr, flush=True)
+        return INTERRUPTED
     print_summary(course, args.assignment, summary)
     return 0
 
@@ -88,7 +98,7 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
     if summary.results:
         print_table(assignment, [{**r, "student": printable(r["student"])} for r in summary.results])
     if summary.problems:
-        print("\nSubmissions with problems (graded as far as possible):")
+        print("\nSubmissions with problems (graded as far as possible, except those \"not graded\"):")
         for student, problems in sorted(summary.problems.items(), key=lambda item: printable(item[0])):
             print(f"  {printable(student)}: {'; '.join(printable(p) for p in problems)}")
     print(f"\nGraded {len(summary.results)} submission(s) in {summary.seconds:.0f} s "

@@ -192,6 +192,10 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
                 return _spelling_hint(stripped, _RELATIONS) or Invalid("forbidden", _describe(node), None, stripped)
             if not isinstance(node, _ALLOWED):
                 raise _Reject("forbidden", _describe(node), node)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and _unknown(node.func.id, allowed):
+                # named before its arguments are looked at: Piecewise((B, B > D), (D, True)) is a Piecewise,
+                # whatever a tuple or a comparison inside it would be
+                raise _Reject("unknown_function", node.func.id, node)
         expr = _build(tree.body, allowed)
         if expr.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
             raise _Reject("not_finite")
@@ -231,6 +235,12 @@ def _juncture(text: str, end: int | None, fallback: str) -> Invalid:
     if k < 0:
         return Invalid("implicit_multiplication", fallback, None, text)
     return Invalid("implicit_multiplication", text[k] + "(", k, text)
+
+
+def _unknown(callee: str, allowed: frozenset[str]) -> bool:
+    """Whether a called name is no function a formula may use, nor a symbol or a constant (which, called as in
+    B(D+F), are a product written without its *)."""
+    return callee not in FUNCTIONS and callee not in allowed and callee not in CONSTANTS
 
 
 def _depth(node: ast.AST) -> int:
@@ -325,8 +335,7 @@ def _build(node: ast.AST, allowed: frozenset[str]) -> sp.Expr:
             # Python reads 2(B+D), (B)(D) and B(D+F) as calls; the student meant a product.
             raise _Reject("implicit_multiplication", ast.unparse(node.func)[-1:] + "(", node.func, end=True)
         if node.func.id not in FUNCTIONS:
-            name = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
-            raise _Reject("unknown_function", name, node)
+            raise _Reject("unknown_function", node.func.id, node)
         if node.keywords:
             raise _Reject("forbidden", "a keyword argument", node)
         fn, lo, hi = FUNCTIONS[node.func.id]

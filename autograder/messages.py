@@ -25,7 +25,7 @@ _INVALID = {
     "relation": "Give an expression, not an equation or comparison: drop the '=' or '<'.",
     "unknown_name": "Unknown name '{detail}'. Use only these symbols: {names}.",
     "unknown_function": "'{detail}' is not a function a formula may use. Allowed: sqrt, log, exp, "
-                        "max, min, abs, floor, ceiling.",
+                        "max, min, abs, floor, ceiling.{instead}",
     "function_without_call": "'{detail}' is a function: call it with parentheses, e.g. {detail}(B).",
     "arity": "'{detail}' got the wrong number of arguments: check the commas, as in sqrt(B), log(B, 2), max(B, D).",
     "forbidden": "A formula may not contain {detail}. Use only numbers, symbols, + - * / ** and calls such as "
@@ -63,6 +63,11 @@ _WRONG = {
     "not_real": "The answer is not a real number at typical values of {names}.",
     "extra_symbol": "Your answer depends on {detail}, but the answer should not.",
     "missing_symbol": "The answer depends on {detail}; yours does not.",
+    # "missing_symbol" of an answer that is a number (``number``): often a formula whose symbols a cell had made
+    # numbers (S, M = 4, 8); the symbols it lacks are not named, a number lacks them all.
+    "missing_symbol:number": "This is a number, not a formula: did a cell assign numbers to the symbols (e.g. S = 4)? "
+                          "Re-run the setup cell, or take the symbols from course.symbols, and compute the formula "
+                          "again.",
     "lower_terms": "The leading term is right, but the lower-order terms differ: count exactly.",
     "partly": "Your answer agrees with the expected one in only part of the range of {names}: "
               "check which term dominates where (a max or min?).",
@@ -71,9 +76,12 @@ _WRONG = {
     "unit": "This looks like the answer in {guess}; the question asks for {unit}. Give the number in "
             "{unit}, or write the unit, e.g. '{example}'.",
     "close": "Close, but the question accepts {tolerance}.",
+    # "close" beyond what a rounding explains (kinds/number.py, ROUNDING): the same diagnosis, other words
+    "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
+                 "accepts {tolerance}): recheck each term, and each value you used.",
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. "
             "Give the value with one more significant figure.",
-    "magnitude": "Off by about a factor of {factor}: check the units and the powers of ten.",
+    "magnitude": "Off by about a factor of {factor}: check the units and the powers of ten.{percent}",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you "
                  "combined (bytes or FLOPs, per chip or in total).",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
@@ -89,10 +97,30 @@ _VERDICTS = {
     "correct": "Correct.",
     "raised": "Your function raised an error: {error}",
     "raised:case": "your function raised an error: {error}",  # inside a test case's frame
+    # The self-check's bounds on calling a function (record.bounded_calls), inside a test case's frame.
+    "timeout:case": "your function did not return within {seconds} s, where the self-check stops it: an endless "
+                    "loop, or far more work than the question needs?",
+    "timeout:not_called": "not called: your function's calls on the cases before it took {seconds} s, all the time "
+                          "the self-check gives one answer (an endless loop, or far more work than the question "
+                          "needs?)",
+    # A question whose mesh has more devices than the kernel (course.setup()): the kernel, not the answer, is at
+    # fault. ``have``: "1 device", "4 devices".
+    "devices:no_setup": "This kernel has {have}; this question's mesh needs {need}: restart the kernel and run the "
+                        "setup cell (course.setup()) before any other.",
+    "devices:real": "This kernel has {have}; this question's mesh needs {need}: check it on a machine with {need}, "
+                    "or on {need} simulated devices (set SCALING_COURSE_DEVICES=cpu and restart the kernel; see "
+                    "the README).",
+    "interrupted": "{qid}: the check was interrupted before it finished, and nothing was recorded. If your function "
+                   "was still running, look for an endless loop.",
+    "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "
+                     "{need}), and their checks will say so; the other questions work. For {need} simulated devices, "
+                     "set SCALING_COURSE_DEVICES=cpu and restart the kernel (see the README).",
     # What a function returned, when it is not what the question reads (inside a test case's frame).
     "returned:none": "your function returned None: did you forget `return`?",
     "returned:type": "your function returned {got}; expected {want}.",
     "returned:count": "your function returned {got}; expected {want} values (return them as a tuple).",
+    "returned:dict": "your function returned a dict; expected {want} values: return them as a tuple, not a dict "
+                     "(return a, b, in the order the question gives them).",
     "returned:one": "Your function returned a {got} of one value, where the question asks for the value itself: "
                     "return it without the {fix}.",
     "returned:one:case": "your function returned a {got} of one value, where the question asks for the value "
@@ -122,6 +150,13 @@ _VERDICTS = {
                                "allow: choose one of {allowed}.",
 }
 
+# A plain number off by a factor of 100, or about: a percentage where a fraction is asked, or the reverse.
+PLAIN = "a plain number"  # the unit a number question without one names (kinds/number.py, ``context``)
+_PERCENT = " A percentage where a fraction is asked, or the reverse? 25% is 0.25."
+
+# What to write in place of a function a formula may not use, after "unknown_function"'s sentence.
+_INSTEAD = {"Piecewise": " Write a Piecewise with Max or Min: Max(a, b) is a where a >= b, and b elsewhere."}
+
 # What one element of an array answer gets instead of "not_equal"'s sentence, inside "wrong_elements".
 _ELEMENT_NOT_EQUAL = "neither the expected value nor a simple multiple of it"
 
@@ -143,7 +178,8 @@ _HINT_JOINER = " Or: "
 # another sentence; "error:" keys are why a program could not be checked, after "not_checked"'s colon.
 _PROGRAM = {
     "wrong_shape": "The result has shape {got}; expected shape {want}.",
-    "wrong_shape:nothing": "The program returned nothing; expected an array of shape {want}.",
+    "wrong_shape:nothing": "The program returned nothing (None): did you forget `return`? Expected an array of shape "
+                           "{want}.",
     # added to "wrong_shape" when the result is exactly one block of the expected one
     "wrong_shape+block": " It is exactly one device's block of the expected result: block {block} of {n} along "
                          "dimension {dim}, as {axes} splits it. Does out_specs name every axis the result is "
@@ -231,6 +267,27 @@ _PROGRAM = {
     "output_order": "Right results in the wrong order: the function returns them in the order ({got}); expected "
                     "({want}).",
     "error:raised": "{kind}: {detail}",
+    # Why a function could not be exported, after "raised:lowering"'s colon, where JAX's words mislead or say
+    # nothing. {at}: " (at `the line of the student's code`)", or nothing.
+    "lowering:callback": "it calls back into Python (jax.debug.print, jax.debug.callback, io_callback or "
+                         "pure_callback). The check exports the program, and an exported program cannot call back "
+                         "into Python: remove jax.debug.print and other callbacks from the function before checking "
+                         "it (they are fine while you develop).",
+    "lowering:inside_jit": "it calls {name} inside itself{at}, and the check compiles your function with jax.jit, "
+                           "inside which {name} cannot be used. Set the mesh outside the function (jax.set_mesh(...) "
+                           "in a cell of its own), or pass it explicitly: shard_map(..., mesh=course.mesh(...)), "
+                           "NamedSharding(mesh, P(...)).",
+    "lowering+no_mesh": " The check compiles your function with jax.jit, where a mesh set inside the function cannot "
+                        "be used: pass mesh=course.mesh(...) to shard_map, or call jax.set_mesh(...) outside the "
+                        "function, in a cell of its own.",
+    "lowering+axes": " The mesh's axes are {axes}: name one of them.",
+    "lowering:axis": "its {op} names the axis {name}, which the mesh does not have: the mesh's axes are {axes}. JAX "
+                     "raised an AssertionError without a message{at}.",
+    "lowering:assertion": "JAX raised an AssertionError without a message{at}. A collective (psum, pmean, pmax, "
+                          "ppermute) over an axis the mesh does not have does this: check that every axis a "
+                          "collective names is one of the mesh's axes ({axes}).",
+    "lowering:empty": "{kind} without a message{at}: call your function on the exercise's inputs to see the whole "
+                      "traceback.",
     "error:not_an_array": "the function returned {kind}, not an array",
     "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",
     "error:unreadable": "the recorded program cannot be read ({kind})",
@@ -261,11 +318,13 @@ def phrase(code: str, **ctx: object) -> str:
     verdict quotes (an error, a sharding)."""
     head, _, arg = code.partition(":")
     if head == "ratio":
-        return _ratio_sentence(arg)
+        percent = arg in ("100", "1/100") and ctx.get("unit") == PLAIN
+        return _ratio_sentence(arg) + (_PERCENT if percent else "")
     if head == "too_expensive" and arg == "notebook":
         return _NOTEBOOK_SPENT.format(seconds=bounds.NOTEBOOK_SECONDS)
     fields = {"detail": arg or ctx.get("detail", ""), **ctx}
-    template = _VERDICTS.get(code) or _INVALID.get(head) or _WRONG.get(head)
+    said_of_a_number = _WRONG.get(f"{head}:number") if ctx.get("number") else None  # e.g. "missing_symbol:number"
+    template = _VERDICTS.get(code) or _INVALID.get(head) or said_of_a_number or _WRONG.get(head)
     if template is None:
         return "Not the expected answer."
     if head == "implicit_multiplication":
@@ -282,8 +341,11 @@ def phrase(code: str, **ctx: object) -> str:
         fields.update(_unit_guess(arg, str(ctx.get("unit", ""))))
     if head == "too_expensive":
         fields["limit"] = f"{bounds.ANSWER_CPU_SECONDS:g} s of computing ({bounds.ANSWER_WALL_SECONDS:g} s in all)"
+    if head == "unknown_function":
+        fields["instead"] = _INSTEAD.get(str(fields["detail"]), "")
     if head == "magnitude":
-        fields["factor"] = f"10^{arg}" if arg else "a power of ten"
+        fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
+        fields["percent"] = _PERCENT if arg in ("+2", "-2") and ctx.get("unit") == PLAIN else ""
     if head == "extra_symbol" or head == "missing_symbol":
         fields["detail"] = " and ".join(arg.split(","))
     if head == "wrong_elements":  # ``finding``: the first wrong element's sentence, ``finding_code`` its code

@@ -22,7 +22,11 @@ import functools
 import io
 import itertools
 import math
+import os
 import re
+import sys
+import sysconfig
+import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -120,6 +124,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         memory = _memory(compiled) if q.max_bytes else None
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
+    if not jax.tree.leaves(out):  # None, or a tuple of them: nothing came out
+        return Report()
     outs = tuple(out) if q.outputs and isinstance(out, (tuple, list)) else (out,)
     if q.outputs and (len(outs) != len(q.outputs) or not all(isinstance(o, jax.Array) for o in outs)):
         kinds = [_kind(o) for o in (outs if isinstance(out, (tuple, list)) else (out,))]
@@ -204,7 +210,12 @@ def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory
         return Report(error=phrase_program("error:foreign_call", target=foreign[0]), error_code="bad_program")
     want = [(tuple(op.shape), np.dtype(op.dtype)) for op in q.operands]
     got = [(tuple(a.shape), np.dtype(a.dtype)) for a in exported.in_avals]
-    if got != want or exported.nr_devices != _device_count(q):
+    if got == want and not exported.out_avals:  # None, or a function that only prints: judged as nothing
+        return Report()
+    # A program that reads none of its operands is exported for one device: a constant, judged as the
+    # result it is (it cannot read an input, so running it runs nothing of the student's on them).
+    ignores_inputs = not exported.module_kept_var_idx and exported.nr_devices == 1
+    if got != want or (exported.nr_devices != _device_count(q) and not ignores_inputs):
         code = "error:signature" if got != want else "error:devices"
         return Report(error=phrase_program(code, got=got, devices=exported.nr_devices, want=_device_count(q)),
                       error_code="bad_program")
@@ -921,14 +932,122 @@ def _over_memory(q: ProgramSpec, memory: dict[str, int] | None) -> dict[str, Any
     return {"held": held, "limit": q.max_bytes, "k": f"{held / q.max_bytes:.1f}", "why": q.over_memory}
 
 
-def not_a_program(blob: Any) -> Verdict | None:
+def not_a_program(blob: Any, axes: Sequence[str] = ()) -> Verdict | None:
     """The verdict on a record that holds no program (the kernel could not lower the function, or
-    recorded something else), or None for an artefact to run."""
+    recorded something else), or None for an artefact to run. ``axes``: the mesh's, which a sentence about
+    a collective names."""
     if isinstance(blob, dict) and "error" in blob:
-        return Verdict(Status.INCORRECT, 0.0, "raised", phrase("raised:lowering", error=error_text(blob["error"])))
+        return lowering_verdict(error_text(blob["error"]), blob.get("at"), axes)
     if not isinstance(blob, str):
         return Verdict(Status.INVALID, 0.0, "wrong_type", phrase("no_program"))
     return None
+
+
+# Why a function could not be exported, where JAX's own words mislead or say nothing (``lowering_verdict``).
+_ERROR = re.compile(r"([A-Za-z_][\w.]*): ?(.*)", re.S)  # "Kind: text", as the kernel records it
+_HOST_CALLBACK = re.compile(r"host_callback")  # jax.debug.print, jax.debug.callback, io_callback, pure_callback
+_INSIDE_JIT = re.compile(r"`?(\w+)`? can only be used outside of `?jax\.jit")  # jax.set_mesh in the function
+_NO_CONTEXT_MESH = re.compile(r"context mesh cannot be empty")
+_UNBOUND_AXIS = re.compile(r"unbound axis name: ([\w-]+)")
+# A call of a collective that names mesh axes, and a quoted name, on a line of the student's code.
+_COLLECTIVE_CALL = re.compile(r"\b(psum_scatter|psum|pmean|pmax|pmin|ppermute|pshuffle|all_gather|all_to_all|"
+                              r"axis_index)\s*\(")
+_QUOTED_NAME = re.compile(r"""(['"])([A-Za-z_]\w{0,39})\1""")
+AT_CHARS = 160  # of the line of the student's code that a recorded error points at
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Folders whose code is no student's: Python's own, installed packages, JAX and numpy, this package and
+    the course's."""
+    paths = sysconfig.get_paths()
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")} | {
+        here, os.path.join(os.path.dirname(here), "course")}
+    dirs |= {os.path.dirname(getattr(sys.modules.get(m), "__file__", None) or "") for m in ("jax", "jaxlib", "numpy")}
+    return tuple(os.path.join(os.path.abspath(d), "") for d in dirs if d)
+
+
+def failing_line(e: BaseException) -> str:
+    """The line of the student's code an exception came from (the last frame of its traceback outside the
+    libraries), or "" where there is none, as for an error JAX raises after tracing. Never raises."""
+    try:
+        libraries = _library_dirs()
+        own = [f for f in traceback.extract_tb(e.__traceback__)
+               if not os.path.abspath(f.filename).startswith(libraries)]
+        return (own[-1].line or "").strip()[:AT_CHARS] if own else ""
+    except Exception:
+        return ""
+
+
+def lowering_error(e: BaseException) -> dict[str, str]:
+    """What the kernel records when a function cannot be exported: JAX's error, and the line it came from."""
+    line = failing_line(e)
+    return {"error": f"{type(e).__name__}: {error_text(e)}", **({"at": line} if line else {})}
+
+
+def lowering_verdict(error: str, at: Any, axes: Sequence[str]) -> Verdict:
+    """The verdict on a function that could not be exported, from its record (``lowering_error``; ``at`` may be
+    missing). JAX's words, except where they mislead or say nothing: a host callback and a mesh set inside the
+    function are programs the check cannot export (invalid: nothing was judged); a collective over an axis the
+    mesh lacks raises an AssertionError without a message; any error without one gets its type and a hint."""
+    at = at.strip()[:AT_CHARS] if isinstance(at, str) else ""
+    m = _ERROR.fullmatch(error)
+    kind, detail = (m.group(1), m.group(2).strip()) if m else ("", error)
+    ctx = {"kind": kind, "axes": ", ".join(axes) or "none", "at": f" (at `{at}`)" if at else ""}
+    invalid = False
+    if _HOST_CALLBACK.search(detail):
+        sentence, invalid = phrase_program("lowering:callback"), True
+    elif inside := _INSIDE_JIT.search(detail):
+        sentence, invalid = phrase_program("lowering:inside_jit", name=inside.group(1), **ctx), True
+    elif m and not detail:
+        sentence = _without_message(kind, at, axes, ctx)
+    else:  # JAX's words, and where they send the student astray, a sentence of the course's after them
+        unbound = _UNBOUND_AXIS.search(detail)
+        more = (phrase_program("lowering+no_mesh") if _NO_CONTEXT_MESH.search(detail)
+                else phrase_program("lowering+axes", **ctx) if unbound and axes and unbound.group(1) not in axes
+                else "")
+        sentence = error.rstrip().rstrip(".") + "." + more if more else error
+    return Verdict(Status.INVALID if invalid else Status.INCORRECT, 0.0, "raised",
+                   phrase("raised:lowering", error=sentence))
+
+
+def _without_message(kind: str, at: str, axes: Sequence[str], ctx: dict[str, str]) -> str:
+    """An exception without a message. JAX raises a bare AssertionError for a psum, pmean or ppermute over an axis
+    the mesh lacks (when shard_map checks what varies over which axis): named where the failing line shows it."""
+    if kind != "AssertionError":
+        return phrase_program("lowering:empty", **ctx)
+    bad = next(((op, name) for op, name in _collective_axes(at) if axes and name not in axes), None)
+    if bad:
+        return phrase_program("lowering:axis", op=bad[0], name=f"'{bad[1]}'", **ctx)
+    return phrase_program("lowering:assertion", **ctx)
+
+
+def _collective_axes(line: str) -> list[tuple[str, str]]:
+    """(collective, axis) for each axis that a call of a collective on ``line`` names by a quoted name (its axis
+    argument: the first of axis_index, the second of the others, or axis_name=; a name or a tuple of them)."""
+    found = []
+    for m in _COLLECTIVE_CALL.finditer(line):
+        args = _arguments(line, m.end())
+        keyword = [a.split("=", 1)[1] for a in args if re.match(r"\s*axis_name\s*=", a)]
+        index = 0 if m.group(1) == "axis_index" else 1
+        axis = keyword[0] if keyword else args[index] if len(args) > index else ""
+        found += [(m.group(1), name) for _, name in _QUOTED_NAME.findall(axis)]
+    return found
+
+
+def _arguments(line: str, start: int) -> list[str]:
+    """The top-level arguments, as text, of the call whose "(" ends just before ``start`` (to the end of the line
+    where the call goes on past it)."""
+    args, current, depth = [], "", 0
+    for ch in line[start:]:
+        if ch in ")]}" and depth == 0:
+            break
+        if ch == "," and depth == 0:
+            args, current = [*args, current], ""
+            continue
+        depth += (ch in "([{") - (ch in ")]}")
+        current += ch
+    return [*args, current]
 
 
 def run_items(items: list[dict[str, Any]], *, make_mesh: MeshFactory) -> dict[str, dict[str, Any]]:

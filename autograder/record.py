@@ -9,11 +9,15 @@ A student can forge a record, but a forged record only ever carries answers the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
 import operator
-from collections.abc import Callable, Iterable
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from decimal import Decimal
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -97,14 +101,78 @@ def _invalid(x: Invalid) -> dict[str, str]:
     return {"invalid": x.code, "detail": x.detail}
 
 
+# The self-check's bounds on calling a student's function (wall time): a function that never returns (an endless
+# loop) must not hang the notebook. Measured over every function question's model answer on its public and drawn
+# cases, on a busy 2-core machine: the slowest, which compiles a decoder layer to read XLA's cost analysis, takes
+# 22 s a call; every other about 3 s at most, and 6 s for all of a question's cases. The bounds leave five times
+# the slowest call, for a slower laptop or a less direct answer. Grading calls the function unbounded
+# (``bounded_calls`` is the self-check's): there the kernel's cell limit is the bound, as before.
+CALL_SECONDS = 120.0
+CALLS_SECONDS = 240.0
+# How the record says that a call ran past its bound, or was not made because the calls before it used up the
+# bound on them all or one of them ran past its own (the function kind phrases both).
+TIMED_OUT = "did not return within {} s"
+NOT_CALLED = "not called: the calls before it used up {} s"
+
+_CALL_BOUNDS: ContextVar[tuple[float, float] | None] = ContextVar("call_bounds", default=None)
+
+
+@contextlib.contextmanager
+def bounded_calls() -> Iterator[None]:
+    """In this block, ``encode_outputs`` bounds each call of a student's function by ``CALL_SECONDS`` and all of
+    them by ``CALLS_SECONDS`` (read when the block starts); after a call that ran past its bound, it makes no
+    more. Only where a thread can be interrupted: the main
+    thread of a POSIX process (``bounds.available``); elsewhere the calls run unbounded."""
+    token = _CALL_BOUNDS.set((CALL_SECONDS, CALLS_SECONDS))
+    try:
+        yield
+    finally:
+        _CALL_BOUNDS.reset(token)
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _call(fn: Callable[..., Any], args: tuple, kwargs: dict, seconds: float | None) -> Any:
+    """``fn(*args, **kwargs)``, stopped after ``seconds`` of wall time (None: unbounded) with ``_TimedOut``."""
+    if seconds is None:
+        return fn(*args, **kwargs)
+    from .bounds import TooExpensive, bounded
+
+    try:
+        # wall time alone: the CPU bound, all cores busy for the whole wall bound, never comes first
+        with bounded(cpu=seconds * (os.cpu_count() or 1) + 1, wall=seconds):
+            return fn(*args, **kwargs)
+    except TooExpensive:
+        raise _TimedOut from None
+
+
 def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], kinds: list[str]) -> Any:
-    """Call a student's function on each probe and encode what it returns, item by item."""
+    """Call a student's function on each probe and encode what it returns, item by item (in a
+    ``bounded_calls`` block, each call within its bound)."""
     if not callable(fn):
         return {"error": f"expected a function, got {type(fn).__name__}"}
+    from .bounds import available
+
+    limits = _CALL_BOUNDS.get() if available() else None
+    started = time.monotonic()
+    deadline = started + limits[1] if limits else None
     out = []
     for args, kwargs in calls:
+        seconds = None
+        if limits is not None and deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                out.append({"error": NOT_CALLED.format(f"{time.monotonic() - started:.3g}")})
+                continue
+            seconds = min(limits[0], left)
         try:
-            result = fn(*args, **kwargs)
+            result = _call(fn, args, kwargs, seconds)
+        except _TimedOut:
+            out.append({"error": TIMED_OUT.format(f"{seconds:.3g}")})
+            deadline = time.monotonic()  # a call that never returns would not on the next case either, most likely
+            continue
         except Exception as e:  # the student's bug, reported per probe
             out.append({"error": f"{type(e).__name__}: {str(e)[:300]}"})
             continue
@@ -112,10 +180,46 @@ def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], 
         if wrapped:  # ``return x,``: the one value asked for, in a tuple of one
             out.append({"error": ONE_VALUE.format(wrapped)})
             continue
-        items = list(result) if len(kinds) > 1 and isinstance(result, tuple | list) else [result]
-        out.append([_encode_item(k, x) for k, x in zip(kinds, items, strict=False)] if len(items) == len(kinds)
-                   else {"error": f"returned {len(items)} values, expected {len(kinds)}"})
+        items = _items(result, len(kinds))
+        out.append([_encode_item(k, x) for k, x in zip(kinds, items, strict=False)] if items is not None
+                   else {"error": RETURNED.format(_returned(result), len(kinds))})
     return out
+
+
+# How the record says that a function returned another number of values than asked for: what it returned
+# ("3 values", "1 values", "None", "a dict", "an array of shape (3,)"), and how many were asked for.
+RETURNED = "returned {}, expected {}"
+
+
+def _items(result: Any, n: int) -> list[Any] | None:
+    """The ``n`` values a function returned, or None where it returned another number of them. Several values
+    come as a tuple or a list, or as an array whose first dimension holds them (np.array((X, Y)))."""
+    if n == 1:
+        return [result]
+    try:
+        if isinstance(result, tuple | list):
+            items = list(result)
+        else:
+            shape = getattr(result, "shape", None)
+            items = list(result) if isinstance(shape, tuple) and shape and shape[0] == n else []
+        return items if len(items) == n else None
+    except Exception:  # a hostile object: no values to judge
+        return None
+
+
+def _returned(result: Any) -> str:
+    """What a function returned in place of several values, in words."""
+    if result is None or isinstance(result, dict):
+        return "None" if result is None else "a dict"
+    try:
+        if isinstance(result, tuple | list):
+            return f"{len(list(result))} values"
+        shape = getattr(result, "shape", None)
+        if isinstance(shape, tuple) and shape and all(type(d) is int for d in shape):
+            return f"an array of shape {shape}"
+    except Exception:  # a hostile object: one value, whatever it is
+        pass
+    return "1 values"
 
 
 # How the record says that a function asked for one value returned it inside a tuple or list of one.

@@ -18,11 +18,14 @@ from collections.abc import Iterable
 
 import sympy as sp
 
+from .errors import OneLine
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-class UnreadableAnswer(ValueError):
-    """An answer a demo cell cannot read: the message says why, as the self-check would."""
+class UnreadableAnswer(OneLine, ValueError):
+    """An answer a demo cell cannot read: the message says why, as the self-check would (in one line:
+    ``errors.OneLine``)."""
 
 
 def as_expr(answer: object, names: str | Iterable[str] | None = None) -> sp.Expr:

@@ -11,24 +11,34 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from autograder import kinds, record
+from autograder.messages import phrase
 from autograder.verdict import Status, Verdict
 
-from . import progress, variant
+from . import devices, progress, variant
+from .errors import NotText, OneLine
 
 
-class AnswerError(AssertionError):
-    """A wrong or unreadable answer. An AssertionError, so nbgrader's validate counts it."""
+class AnswerError(OneLine, AssertionError):
+    """A wrong or unreadable answer. An AssertionError, so nbgrader's validate counts it; shown in one line
+    (``errors.OneLine``)."""
 
-    def _render_traceback_(self) -> list[str]:
-        """What IPython shows in the notebook: the diagnosis alone, not the course's internals."""
-        return [f"AnswerError: {self}"]
+    shown_as = "AnswerError"  # its subclasses too: the learner needs no finer name
+
+
+class CheckInterrupted(OneLine, KeyboardInterrupt):
+    """A self-check stopped by the learner (the stop button) or the notebook runner: still an interrupt, so that
+    Run All stops, but one line."""
+
+    shown_as = "KeyboardInterrupt"
 
 
 class UnknownQuestion(AnswerError, LookupError):
@@ -68,7 +78,7 @@ def chapter_table() -> dict[str, tuple[str, list[str]]]:
 def _entry(qid: str) -> dict[str, Any]:
     """Question ``qid``'s self-check data, for the values this student computes with (variant.py)."""
     if not isinstance(qid, str):
-        raise TypeError("the first argument is the question id, e.g. 'ch01-e3-critical-batch'")
+        raise NotText("the first argument is the question id, as text, e.g. 'ch01-e3-critical-batch'")
     prefix = qid.split("-", 1)[0]
     try:
         data = _chapter_data(prefix)
@@ -109,8 +119,46 @@ def _drawn(qid: str) -> list[dict[str, Any]] | None:
 
 
 def verdict(qid: str, answer: Any) -> Verdict:
-    """What the self-check thinks of ``answer`` (no printing, no raising). A program is run live."""
-    return kinds.selfcheck_live(_entry(qid), qid, answer, book=_book(qid))
+    """What the self-check thinks of ``answer`` (no printing, no raising). A program is run live; a function is
+    called on each public case within the self-check's bounds (``record.bounded_calls``). A question whose mesh
+    has more devices than this kernel gets the ``devices`` verdict, about the kernel, not the answer."""
+    entry = _entry(qid)
+    if entry["kind"] == "program":
+        need = _mesh_devices(entry["program"])
+        if need > devices.kernel_devices():
+            return _too_few_devices(need)
+    if entry["kind"] != "function":
+        return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
+    with record.bounded_calls():
+        recorded = kinds.encode(entry, answer)
+    need = _mesh_needed(recorded)
+    # a mesh the course's devices could hold (a larger one is the function's own fault, as JAX says)
+    if 0 < need <= devices.DEFAULT_DEVICES and devices.kernel_devices() < need:
+        return _too_few_devices(need)
+    return kinds.selfcheck_live(entry, qid, answer, recorded, book=_book(qid))
+
+
+def _mesh_devices(program: dict[str, Any]) -> int:
+    """The devices a program question's mesh has (where the learner chooses its shape, the fewest allowed)."""
+    meshes = [program["mesh"], *(c["mesh"] for c in program.get("mesh_choices") or ())]
+    return min(math.prod(int(n) for _, n in m) for m in meshes)
+
+
+# JAX's words when a mesh asks for more devices than it has (jax.make_mesh, course.mesh).
+_TOO_FEW = re.compile(r"Number of devices \d+ must be >= the product of mesh_shape \(([\d, ]+)\)")
+
+
+def _mesh_needed(recorded: Any) -> int:
+    """The devices of the largest mesh a function answer could not build (0: none), from its calls' errors."""
+    errors = [x.get("error") for x in recorded if isinstance(x, dict)] if isinstance(recorded, list) else []
+    sizes = [m.group(1) for e in errors if isinstance(e, str) for m in [_TOO_FEW.search(e)] if m]
+    return max((math.prod(int(n) for n in size.replace(" ", "").split(",") if n) for size in sizes), default=0)
+
+
+def _too_few_devices(need: int) -> Verdict:
+    have = devices.kernel_devices()
+    code = "devices:no_setup" if devices.chosen() is None else "devices:real"
+    return Verdict(Status.INVALID, 0.0, "devices", phrase(code, have=devices.devices_text(have), need=need))
 
 
 # The verdict of the last grade() per question: in a graded test cell check() follows grade() on the
@@ -135,7 +183,12 @@ def check(qid: str, answer: Any) -> None:
             return  # recorded for the grader, which judges it
         v = recent[1]
     else:
-        v = verdict(qid, answer)
+        try:
+            v = verdict(qid, answer)
+        except KeyboardInterrupt:  # the stop button, or a notebook runner's cell limit: nothing was judged
+            raise CheckInterrupted(phrase("interrupted", qid=qid)) from None
+    if v.diagnosis == "devices":  # the kernel's fault, not the answer's: no attempt, no hint
+        _fail(qid, v)
     entry = progress.record(qid, str(v.status), v.score, v.message)
     if v.ok:
         print(f"✓ {qid}: correct.")
@@ -175,7 +228,8 @@ def grade(qid: str, answer: Any) -> None:
 def _fail(qid: str, v: Verdict, notice: str = "") -> None:
     __tracebackhide__ = True
     status = {Status.PARTIAL: f"partly right ({v.score:.0%})", Status.INVALID: "cannot read the answer"}
-    head = "too expensive to check" if v.diagnosis == "too_expensive" else status.get(v.status, "not right yet")
+    heads = {"too_expensive": "too expensive to check", "devices": "cannot be checked here"}
+    head = heads.get(v.diagnosis) or status.get(v.status, "not right yet")
     url = _entry(qid).get("url", "")
     more = f"\n(Book section: {url})" if url and v.status is not Status.INVALID else ""
     raise AnswerError(f"{qid}: {head}. {v.message}{more}{notice}") from None

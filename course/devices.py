@@ -19,21 +19,65 @@ from pathlib import Path
 
 from autograder.meshes import mesh  # noqa: F401  (course.mesh: the grader builds its meshes the same way)
 
+from .errors import BadArgument, SetupError
+
 DEFAULT_DEVICES = 8
 _COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 
 
-def accelerator_count() -> int:
-    """GPUs or TPU chips that an installed JAX plugin can drive, counted without starting JAX."""
-    dev = Path("/dev")
-    if any(importlib.util.find_spec(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin")):
+def _plugin(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def accelerator_count(dev: Path = Path("/dev")) -> int:
+    """GPUs or TPU chips that an installed JAX plugin can drive, counted without starting JAX: the device nodes
+    under ``dev``, or fewer where the environment lets this process use fewer (CUDA_VISIBLE_DEVICES, which a
+    batch system sets to the process's share; TPU_VISIBLE_CHIPS). An estimate: ``setup`` counts what JAX
+    found once it has started."""
+    if any(_plugin(m) for m in ("jax_cuda12_plugin", "jax_cuda13_plugin")):
         gpus = [p for p in dev.glob("nvidia*") if re.fullmatch(r"nvidia\d+", p.name)]
         if gpus:
-            return len(gpus)
-    if importlib.util.find_spec("libtpu"):
-        return len([p for p in dev.glob("accel*") if re.fullmatch(r"accel\d+", p.name)]) or len(
+            return _visible(len(gpus), "CUDA_VISIBLE_DEVICES")
+    if _plugin("libtpu"):
+        chips = len([p for p in dev.glob("accel*") if re.fullmatch(r"accel\d+", p.name)]) or len(
             list(dev.glob("vfio/[0-9]*")))
+        return _visible(chips, "TPU_VISIBLE_CHIPS")
     return 0
+
+
+def _visible(found: int, variable: str) -> int:
+    """``found`` devices, or as many as ``variable`` lists where set: its entries up to the first that names no
+    device (CUDA reads "-1", or an empty list, as none)."""
+    value = os.environ.get(variable)
+    if value is None:
+        return found
+    listed = 0
+    for entry in value.split(","):
+        if not entry.strip() or entry.strip().startswith("-"):
+            break
+        listed += 1
+    return min(found, listed)
+
+
+_state: dict[str, str | None] = {"setup": None}
+
+
+def chosen() -> str | None:
+    """What the last ``setup`` of this kernel chose, "cpu" or "real"; None before any (the self-check then says
+    to run the setup cell, where a question's mesh needs more devices than the kernel has)."""
+    return _state["setup"]
+
+
+def kernel_devices() -> int:
+    """The devices this kernel's JAX has, as JAX counts them (starting JAX if nothing has yet: its default is one
+    CPU device where ``setup`` did not run)."""
+    import jax
+
+    return jax.device_count()
+
+
+def devices_text(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"
 
 
 def quiet() -> None:
@@ -51,7 +95,8 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
 
     ``devices``: "cpu" (``count`` simulated CPU devices), "real" (the machine's accelerators), or "auto":
     the environment variable SCALING_COURSE_DEVICES if set, else real accelerators when there are at least
-    ``count`` of them (the exercises' meshes need that many), else simulated CPU devices. ``version``: the
+    ``count`` of them (the exercises' meshes need that many), else simulated CPU devices. Real devices fewer
+    than ``count`` add a warning line: the program questions cannot be checked there. ``version``: the
     course version the notebook was released with; another installed version adds a note, since its
     self-check data may not know the notebook's questions. ``student``: your id in a class, whose values
     ``course.setting`` deals (course/variant.py); ``variant``: "student" (the default: your dealt values,
@@ -62,7 +107,7 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
     if devices == "auto":
         devices = os.environ.get("SCALING_COURSE_DEVICES", "auto")
     if devices not in ("auto", "cpu", "real"):
-        raise ValueError('devices must be "auto", "cpu" or "real" (also for SCALING_COURSE_DEVICES)')
+        raise BadArgument('devices must be "auto", "cpu" or "real" (also for SCALING_COURSE_DEVICES)')
     quiet()
     use_real = devices == "real" or (devices == "auto" and accelerator_count() >= count)
     if not use_real:
@@ -80,10 +125,15 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
     _compilation_cache()
     found = jax.devices()
     if not use_real and len(found) != count:
-        raise RuntimeError(f"JAX already started with {len(found)} device(s), before course.setup() could ask "
-                           f"for {count}. Restart the kernel and run the first cell before any other.")
+        raise SetupError(f"JAX already started with {len(found)} device(s), before course.setup() could ask "
+                         f"for {count}. Restart the kernel and run the first cell before any other.")
+    _state["setup"] = "real" if use_real else "cpu"
     kind = found[0].platform.upper()
     line = f"{len(found)} {'simulated ' if not use_real else ''}{kind} device(s): {found[0].device_kind}"
+    if len(found) < count:  # real accelerators, fewer than the meshes need: the other questions still work
+        from autograder.messages import phrase
+
+        line += "\n" + phrase("devices:setup", have=devices_text(len(found)), need=count)
     return line + _version_note(version)
 
 

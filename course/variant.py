@@ -20,6 +20,8 @@ from typing import Any
 
 from autograder import record, variants
 
+from .errors import BadArgument, NotText
+
 MODES = ("student", "book", "practice")
 _state: dict[str, Any] = {"student": None, "mode": "student"}
 _practice: dict[str, int] = {}  # setting -> the choice last dealt in practice mode
@@ -29,12 +31,12 @@ def configure(student: str | None = None, variant: str | None = None) -> None:
     """What ``course.setup`` passes on: the student id, and the mode ("student", "book" or "practice")."""
     if variant is not None:
         if variant not in MODES:
-            raise ValueError(f'variant must be one of {", ".join(map(repr, MODES))}')
+            raise BadArgument(f'variant must be one of {", ".join(map(repr, MODES))}')
         _state["mode"] = variant
         _practice.clear()
     if student is not None:
         if not isinstance(student, str) or not student.strip():
-            raise ValueError("student is your id in the class, as text (e.g. student=\"jdoe\")")
+            raise BadArgument("student is your id in the class, as text (e.g. student=\"jdoe\")")
         _state["student"] = student.strip()
 
 
@@ -138,7 +140,7 @@ def setting(name: str) -> Values:
     from .answers import UnknownQuestion, chapter_table, fingerprints
 
     if not isinstance(name, str) or "-" not in name:
-        raise TypeError('the argument is the exercise\'s setting, e.g. course.setting("ch01-e3")')
+        raise NotText('the argument is the exercise\'s setting, as text, e.g. course.setting("ch01-e3")')
     prefix = name.split("-", 1)[0]
     try:
         data = fingerprints(prefix, whole=True)

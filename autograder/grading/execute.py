@@ -5,7 +5,8 @@ process), given namespaces of its own where the system allows (namespaces.py: no
 sockets, shared memory or network in sight) and jailed (jail.py) in a private working directory with
 no route to the course directory.
 Limits: seconds per cell and per notebook, bytes of output per cell and per notebook (more is
-dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), address space and
+dropped and reported, so 10 GB of prints cannot exhaust the grader's memory; a part of a message
+larger than a cell's budget is refused unread, so one huge message cannot either), address space and
 CPU time of the kernel, and bytes and files in its folders (a watchdog measures them; a kernel past the
 quota is stopped). A kernel that dies or hangs ends the run; the cells that ran keep their
 outputs and the rest score what they recorded: nothing. What the kernel leaves in its folders (its
@@ -14,6 +15,7 @@ log) is read back as a plain file only, and only so many bytes of it (files.py).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -28,13 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import zmq
+import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
-from traitlets import Type
+from traitlets import Type, default
 
 from ..record import GRADER_ENV
 from . import factory
@@ -46,6 +50,10 @@ KILL_GRACE_SECONDS = 10  # past the notebook's time limit, the kernel is killed 
 MAX_PIDS = 2048  # processes and threads of one kernel (JAX alone starts dozens of threads)
 LOG_BYTES = 2**20  # of the kernel's own log (its stderr), kept in .scaling-course/logs/
 QUOTA_SECONDS = 0.2  # how often the watchdog measures a kernel's folders
+DRAIN_SECONDS = 1.0  # for a stopped kernel's processes to end before those left are killed (and reported)
+# Past the output budget of a cell, the most one part of a message from the kernel may hold (a cell's code, echoed
+# back, is up to 200,000 characters). A larger part is refused by the socket before it is read into memory.
+MESSAGE_HEADROOM = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -136,10 +144,25 @@ class ZygoteProvisioner(LocalProvisioner):
         return self.connection_info
 
 
+def _capped_context(max_bytes: int) -> zmq.asyncio.Context:
+    """A context whose sockets refuse any part of a message over ``max_bytes`` (0: no cap), before reading it:
+    the kernel's side of the connection is dropped instead (LimitedClient reconnects it)."""
+    context = zmq.asyncio.Context()
+    if max_bytes:
+        context.setsockopt(zmq.MAXMSGSIZE, max_bytes)
+    return context
+
+
 class ReadyClient(AsyncKernelClient):
     """Ready as soon as the kernel answers and its IOPub stream is live. The stock client then waits
     for 0.2 s of silence on IOPub, once per notebook; nbclient ignores messages that answer other
-    requests, so the wait buys nothing here."""
+    requests, so the wait buys nothing here. Its sockets take messages of at most its manager's
+    ``max_message_bytes`` a part."""
+
+    @default("context")
+    def _context_default(self) -> zmq.asyncio.Context:
+        self._created_context = True
+        return _capped_context(getattr(self.parent, "max_message_bytes", 0))
 
     async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
         from queue import Empty
@@ -170,6 +193,12 @@ class ZygoteKernelManager(AsyncKernelManager):
 
     client_factory = Type(ReadyClient, klass=AsyncKernelClient)
     provisioner_setup: tuple[PidsFence, dict[str, Any]] | None = None
+    max_message_bytes = 0  # a part of a message from the kernel larger than this is refused unread (0: no cap)
+
+    @default("context")
+    def _context_default(self) -> zmq.asyncio.Context:
+        self._created_context = True
+        return _capped_context(self.max_message_bytes)
 
     async def _async_wait(self, pollinterval: float = 0.1) -> None:
         """Wait for a dying kernel, looking every 5 ms rather than every 0.1 s (once per notebook)."""
@@ -185,7 +214,13 @@ class ZygoteKernelManager(AsyncKernelManager):
 
 
 class LimitedClient(NotebookClient):
-    """An nbclient that drops output beyond a budget instead of holding it all in memory."""
+    """An nbclient that drops output beyond a budget instead of holding it all in memory. A message too
+    large for its sockets (``ZygoteKernelManager.max_message_bytes``) is refused before it is read: the
+    socket drops its connection to the kernel, which is made again at once; what the kernel sent in
+    between is lost, and the cell running then counts as over the limit (``cut``; a kernel that dies
+    closes its connections too, so its last cell is left out)."""
+
+    CHANNELS = ("shell", "iopub", "stdin", "control")
 
     def __init__(self, *args: Any, limits: Limits, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -196,6 +231,54 @@ class LimitedClient(NotebookClient):
         self.timed_out: list[int] = []
         self.deadline = time.monotonic() + limits.notebook_seconds
         self.kill: Callable[[], None] = lambda: None  # set once the kernel exists
+        self.running: int | None = None  # the index of the cell being executed
+        self.last: int | None = None  # and of the last cell that started
+        self.cut: set[int] = set()  # cells during which a connection to the kernel was dropped
+        self.watchers: list[asyncio.Task] = []
+
+    async def async_execute(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().async_execute(*args, **kwargs)
+        finally:  # the loop outlives this notebook: nothing of it may wake up in the next one
+            for task in self.watchers:
+                task.cancel()
+            await asyncio.gather(*self.watchers, return_exceptions=True)
+            self.watchers = []
+
+    async def async_start_new_kernel_client(self) -> Any:
+        kc = await super().async_start_new_kernel_client()
+        for name in self.CHANNELS:
+            channel = getattr(kc, f"_{name}_channel", None)
+            if channel is not None and channel.socket is not None:
+                self.watchers.append(asyncio.ensure_future(self._reconnect_when_cut(channel.socket, name)))
+        return kc
+
+    async def _reconnect_when_cut(self, sock: zmq.asyncio.Socket, name: str) -> None:
+        """Connect ``sock`` again each time it drops its connection: a message over the cap, or a kernel that
+        closed its side (then it is dying, or the notebook broke its own kernel)."""
+        url = self.kc._make_url(name)
+        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        try:
+            while True:
+                await monitor.recv_multipart()
+                if self.running is not None:
+                    self.cut.add(self.running)
+                with contextlib.suppress(zmq.ZMQError):
+                    sock.disconnect(url)
+                sock.connect(url)
+        except (asyncio.CancelledError, zmq.ZMQError):
+            pass
+        finally:
+            with contextlib.suppress(zmq.ZMQError):
+                sock.disable_monitor()
+            monitor.close(linger=0)
+
+    async def async_execute_cell(self, cell: NotebookNode, cell_index: int, *args: Any, **kwargs: Any) -> Any:
+        self.running = self.last = cell_index
+        try:
+            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        finally:
+            self.running = None
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | dict:
         """First timeout of a cell: interrupt the kernel (the cell gets a KeyboardInterrupt and the
@@ -234,8 +317,10 @@ class LimitedClient(NotebookClient):
             super()._update_display_id(display_id, msg)
 
     def handle_comm_msg(self, outs: list, msg: dict, cell_index: int) -> None:
-        """Widget messages are kept in the notebook's metadata: they count too."""
-        if self._spend({cell_index: 1}, len(json.dumps(msg.get("content", {}), default=str))):
+        """Widget messages are kept in the notebook's metadata: they count too, and so do their binary
+        buffers, which are kept there base64-encoded (4 bytes for every 3)."""
+        buffers = sum(4 * -(-memoryview(b).nbytes // 3) for b in msg.get("buffers") or [])
+        if self._spend({cell_index: 1}, len(json.dumps(msg.get("content", {}), default=str)) + buffers):
             super().handle_comm_msg(outs, msg, cell_index)
 
 
@@ -258,8 +343,9 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         "env": _kernel_env(workdir) | (env or {}), "writable": [str(p) for p in writable or []],
         "memory": limits.memory_bytes, "cpu": limits.notebook_seconds * 2,
         "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow],
-        "deny": [str(p) for p in deny]})
+        "deny": [str(p) for p in deny], "fence": str(fence.path or "")})
     manager.connection_file = str(workdir / "kernel.json")
+    manager.max_message_bytes = limits.output_bytes_per_cell + MESSAGE_HEADROOM
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,
                            resources={"metadata": {"path": str(workdir)}}, kernel_name="python3")
@@ -283,6 +369,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     try:
         client.execute()
     except DeadKernelError:
+        client.cut.discard(client.last)  # its connections closed as it died
         problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {_last_run(nb)}")
     except CellTimeoutError:
         problems.append(f"time limit reached at cell {_last_run(nb)}")
@@ -292,7 +379,9 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         watchdog.cancel()
         quota.stop()
         _stop(manager)
-        # Whatever the notebook started and left behind, even outside its session, dies with it.
+        # Whatever the notebook started and left behind, even outside its session, dies with it. In a PID
+        # namespace of its own, all of it is dying already, with the namespace's first process: let it go.
+        _drain(fence, DRAIN_SECONDS)
         if fence.kill_all():
             problems.append("processes the notebook left running were stopped")
         fence.remove()
@@ -307,10 +396,18 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     if client.timed_out:
         cells = ", ".join(map(str, client.timed_out))
         problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
+    client.truncated |= client.cut
     if client.truncated:
         problems.append(f"output over the limit was dropped in {len(client.truncated)} cells")
     private = getattr(manager.provisioner, "private", False)
     return Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
+
+
+def _drain(fence: PidsFence, seconds: float) -> None:
+    """Wait up to ``seconds`` for the processes in ``fence`` to end by themselves."""
+    deadline = time.monotonic() + seconds
+    while fence.pids() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def keep_log(kernel_log: Path, log: Path) -> None:
@@ -390,11 +487,15 @@ class Quota(threading.Thread):
 
 
 def isolation(abi: int, private: bool) -> str:
-    """What walls a kernel had, as the results and the grade report state it."""
+    """What walls a kernel had, as the results and the grade report state it. Private namespaces include
+    a PID namespace, which keeps signals in; without them, only Landlock ABI 6+ does."""
     walls = f"landlock ABI {abi}" if abi else "resource limits only (no Landlock on this system)"
     if private:
         return walls + ", private namespaces"
-    return walls + " (no private namespaces: kernels graded at the same time could reach each other's sockets)"
+    gaps = "kernels graded at the same time could reach each other's sockets"
+    if abi < 6:
+        gaps += "; signals: not confined (Landlock ABI < 6): a kernel could kill the grader's processes"
+    return walls + f" (no private namespaces: {gaps})"
 
 
 def _kernel_env(workdir: Path) -> dict[str, str]:

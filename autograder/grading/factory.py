@@ -36,7 +36,7 @@ class Factory:
     """A factory this process started, with its pids fence; it dies with this process."""
 
     def __init__(self, home: Path):
-        from .jail import jail_command
+        from .jail import jail_command, kernel_environment
 
         folder = Path(tempfile.mkdtemp(prefix="sc-f-"))  # 0700: other users cannot even reach the socket
         self.socket = str(folder / "z")
@@ -47,7 +47,7 @@ class Factory:
         home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True,
-                                         env={**os.environ, "HOME": str(home)})
+                                         env=kernel_environment(os.environ) | {"HOME": str(home)})
         self.fence.add(self.proc.pid)
         atexit.register(self.close)
 

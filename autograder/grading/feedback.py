@@ -97,8 +97,16 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 def _markdown_renderer() -> Any:
     from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 
-    return MarkdownWithMath(renderer=IPythonRenderer(escape=True, allow_harmful_protocols=False,
-                                                     exclude_anchor_links=True))
+    class Renderer(IPythonRenderer):
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            """An image pasted into a markdown cell (``attachment:NAME``) is not shown: the report embeds no
+            file the student attached (nbconvert would raise for one the cell does not carry), and says so."""
+            if url.startswith("attachment:"):
+                name = html.escape(url.removeprefix("attachment:"))
+                return f"<em class='note'>[{name}: an image attached to the cell, not shown in this report]</em>"
+            return super().image(text, url, title)
+
+    return MarkdownWithMath(renderer=Renderer(escape=True, allow_harmful_protocols=False, exclude_anchor_links=True))
 
 
 def _cut(text: str) -> str:
@@ -142,6 +150,8 @@ class _Budget:
             out = _as_text(text, f"it took over {limit:g} s to render")
             if limit < CELL_SECONDS:
                 return out  # cut short by this report's budget: another report may render it
+        except Exception as e:  # text the renderer cannot take (nbconvert raises on some): the cell as text
+            out = _as_text(text, f"it could not be rendered: {type(e).__name__}")
         finally:
             self.left -= time.monotonic() - started
         _rendered[text] = out
@@ -178,6 +188,15 @@ def _output(out: dict[str, Any]) -> str:
 
 
 def _cell(cell: dict[str, Any], budget: _Budget) -> str:
+    """One cell of the report. Whatever in it the report cannot show is left out with a note: a cell is the
+    student's, and the report (like the grade) never depends on every cell being one it can show."""
+    try:
+        return _cell_html(cell, budget)
+    except Exception as e:
+        return f"<div class='cell'><p class='note'>This cell cannot be shown here ({type(e).__name__}).</p></div>"
+
+
+def _cell_html(cell: dict[str, Any], budget: _Budget) -> str:
     if cell.get("cell_type") == "markdown":
         return f"<div class='cell markdown'>{budget.render(str(cell.get('source', '')))}</div>"
     if cell.get("cell_type") != "code":

@@ -48,8 +48,10 @@ def write_result(db_url: str, result: dict[str, Any]) -> None:
         for qid, q in result["questions"].items():
             grade = grades.get(qid) or gb.find_grade(qid, result["notebook"], result["assignment"], result["student"])
             grade.auto_score = q["score"]
-            # A grader error is the course's fault, not the student's: flag it for a person.
-            grade.needs_manual_grade = q.get("diagnosis") == "grader_error"
+            # A grader error is the course's fault, not the student's: flag it for a person. So is a score a
+            # person gave (formgrader), which nbgrader keeps over the automatic one: the automatic one may
+            # have changed under it.
+            grade.needs_manual_grade = q.get("diagnosis") == "grader_error" or grade.manual_score is not None
         gb.db.commit()
 
 

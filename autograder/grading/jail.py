@@ -5,8 +5,10 @@
 
 Landlock (Linux >= 5.13, no root needed) restricts the process and everything it starts: it may
 read the whole file system *except* the ``--deny`` trees (the course directory with its solutions,
-source notebooks, gradebook and other students' submissions) and ``/dev``, read ``--allow`` paths
-inside them (the course package itself), and write only under ``--rw``. Of ``/dev`` it may use only
+source notebooks, gradebook and other students' submissions, and the grading user's home) and ``/dev``,
+read ``--allow`` paths inside them (the course package itself, the Python environment), and write only
+under ``--rw``. The grader also hands such a process only an allow-listed environment
+(``kernel_environment``). Of ``/dev`` it may use only
 the harmless devices (``null``, ``zero``, ``full``, ``random``, ``urandom``), and ``/dev/shm`` where
 that is private to it (namespaces.py). Where the kernel supports it (ABI >= 4) all TCP is refused
 (the grading kernel talks over Unix sockets), and (ABI >= 6) the process cannot signal processes
@@ -185,8 +187,9 @@ def die_with_parent(parent: int) -> None:
 
 def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
     """What grading processes that run foreign code may not read (deny), and the exceptions inside
-    those trees (allow): the course directory and the reference solutions are off limits; the
-    course's own package and the Python environment, wherever they live, stay readable."""
+    those trees (allow): the course directory, the reference solutions and the grading user's home
+    are off limits; the course's own package and the Python environment, wherever they live (in the
+    home too), stay readable."""
     import autograder
     import course
     import solutions
@@ -197,9 +200,50 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
     repo = solutions_dir.parent
     deny = [course_dir.resolve(), solutions_dir, repo / "source", repo / "gradebook.db", repo / "submitted",
             repo / "autograded", repo / STATE]
-    allow = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
-             Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()]
-    return [d for d in deny if d.exists()], allow
+    needed = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
+              *(Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})]
+    # A home that is itself a package's or the environment's folder stays readable: denying it would break grading.
+    private = [h for h in homes() if not any(h == p or p in h.parents for p in needed)]
+    allow = needed + [p for p in python_paths() if p not in needed and p not in private]
+    return [d for d in deny + private if d.exists()], allow
+
+
+def homes() -> list[Path]:
+    """The grading user's home folders (its account's, and ``$HOME``): private files (keys, tokens, shell
+    history) that no kernel has any business reading. Never "/"."""
+    found = {os.environ.get("HOME", "")}
+    try:
+        import pwd
+
+        found.add(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError):
+        pass
+    paths = {Path(h).resolve() for h in found if h and os.path.isdir(h)}
+    return sorted(p for p in paths if p != Path("/"))
+
+
+def python_paths() -> list[Path]:
+    """Where this Python finds modules besides its prefixes: the site-packages (the user's too) and every
+    entry of ``sys.path`` but the first (the script's or working folder, which holds no installed package)."""
+    import site
+
+    found = [*site.getsitepackages(), *sys.path[1:]]
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return list(dict.fromkeys(Path(p).resolve() for p in found if p and os.path.exists(p)))
+
+
+# What a kernel (or program runner) keeps of the grader's environment: where programs and Python's modules are
+# found, the locale and time zone, and the settings of JAX and XLA that the course reads. Nothing else: no
+# instructor's tokens or keys, no factory socket. The grader then adds the kernel's own (HOME, TMPDIR, ...).
+KEPT_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "MPLBACKEND",
+                  "SCALING_COURSE_DEVICES", "TF_CPP_MIN_LOG_LEVEL")
+KEPT_PREFIXES = ("LC_", "JAX_", "XLA_")
+
+
+def kernel_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
+    """The part of ``env`` that a process running foreign code may see (``KEPT_VARIABLES``)."""
+    return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)}
 
 
 def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,

@@ -1,4 +1,4 @@
-"""A private view of the machine for one kernel: its own mounts, network, IPC and user namespace.
+"""A private view of the machine for one kernel: its own mounts, processes, network, IPC and user namespace.
 
 Landlock decides which files a kernel may read and write, but not everything a kernel can reach goes
 through a file it opens: ``connect()`` to another kernel's Unix socket, a UDP datagram to a port on
@@ -16,7 +16,14 @@ unprivileged through a user namespace, as root too, where the system allows it) 
 - the network namespace is new and empty (not even a loopback that is up): no TCP, UDP or abstract
   sockets reach anything outside; the grader talks to the kernel over its socket files, which work
   across network namespaces;
-- the IPC namespace is new (System V and POSIX message queues).
+- the IPC namespace is new (System V and POSIX message queues);
+- the PID namespace is new: no process of the grader (its workers, the factory, other kernels) has a
+  number the kernel could signal, whatever Landlock's ABI (signal scoping needs ABI 6, Linux 6.12), and
+  ``/proc`` shows only the kernel's own processes where the system lets it be mounted afresh. A PID
+  namespace takes effect for the children of the process that enters it, so that process stays outside
+  and only waits; its child is the namespace's first process (its init: it reaps orphans and starts the
+  kernel), and the kernel is the second. When the kernel ends, the init ends, and every process left in
+  the namespace is killed with it.
 
 Paths opened through ``/proc/<pid>/root`` or ``cwd`` would lead back into another kernel's view;
 Landlock refuses those, since they need ptrace access to a process outside the kernel's domain.
@@ -24,16 +31,22 @@ Landlock refuses those, since they need ptrace access to a process outside the k
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import select
+import signal
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 from .jail import DEVICES
 
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 4096, 16384, 1 << 18
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000, 0x10000000,
+                                                                        0x20000000, 0x40000000)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
 SHM_BYTES = 256 * 2**20
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -55,9 +68,10 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
 
 
 def _enter() -> None:
-    """New user, mount, network and IPC namespaces, the caller mapped to itself."""
+    """New user, mount, network, IPC and PID namespaces (the last for the caller's children), the caller
+    mapped to itself."""
     uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC), "unshare")
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWPID), "unshare")
     Path("/proc/self/setgroups").write_text("deny")
     Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
     Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
@@ -105,6 +119,52 @@ def isolate(keep: Iterable[Path]) -> None:
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"/dev/{name}")
+    _enter_pid_namespace()
+
+
+def _enter_pid_namespace() -> None:
+    """Return in the new PID namespace as its second process, the kernel; the caller stays outside and only
+    waits, and the namespace's first process reaps and waits too (see the module's docstring)."""
+    init = _fork_dying_with_parent()
+    if init:
+        _wait_then_exit(init)
+    with contextlib.suppress(OSError):  # refused where part of the machine's /proc is hidden (some containers)
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    kernel = _fork_dying_with_parent()
+    if kernel:
+        _wait_then_exit(kernel)
+
+
+def _fork_dying_with_parent() -> int:
+    """``os.fork()``, the child killed when this process ends, even if it ended before the child could ask."""
+    gone, alive = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(gone)
+        return pid  # ``alive`` stays open for as long as this process lives
+    os.close(alive)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    if select.select([gone], [], [], 0)[0]:  # end of file: the parent is gone already
+        os._exit(1)
+    os.close(gone)
+    return 0
+
+
+def _wait_then_exit(child: int) -> NoReturn:
+    """Run nothing more: collect children (in a namespace's first process, orphans are its children) and
+    end as ``child`` ends. An interrupt is for the kernel (the grader sends it to the whole session)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):  # a service's connection belongs to the service alone
+        os.dup2(null, fd)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
 
 
 def available() -> bool:
@@ -117,7 +177,11 @@ def available() -> bool:
         try:
             _enter()
             _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=1m")
-            os._exit(0)
+            first = os.fork()  # the PID namespace's first process
+            if first == 0:
+                os._exit(0)
+            _, status = os.waitpid(first, 0)
+            os._exit(os.waitstatus_to_exitcode(status))
         except BaseException:
             os._exit(1)
     _, status = os.waitpid(pid, 0)

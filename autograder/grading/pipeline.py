@@ -1,7 +1,8 @@
 """``scaling-course grade``: grade every submission of an assignment, in parallel, resumably.
 
     prepare   -> check the course directory, release the assignment into the gradebook
-    find      -> every submitted/<student>/<assignment>/, unchanged ones kept    (submissions.py, results.py)
+    find      -> every submitted/<student>/<assignment>/, unchanged ones kept    (submissions.py, results.py);
+                 work handed in elsewhere under submitted/ is listed, not graded
     warm      -> the reference fills a read-only compilation cache, once, alongside (warmup.py)
     grade     -> sanitize, execute, collect, judge, annotate, store: in workers   (stages.py)
     write     -> gradebook, stored results and grades.csv, by the parent alone   (results.py)
@@ -11,7 +12,8 @@ writes the gradebook, so sqlite never sees two writers. A worker's files are wri
 result is stored only after the gradebook has it, so a kill at any moment loses no grade and
 duplicates none (results.py). Nothing a student handed in may stop the class in the parent: a result
 the gradebook refuses is that student's problem (``keep``), and so is a stored result it cannot take
-again or a folder name it cannot hold.
+again or a folder name it cannot hold. A run interrupted (Ctrl-C) keeps what it graded, writes
+grades.csv, and says so (``Interrupted``): the same command continues.
 """
 
 from __future__ import annotations
@@ -33,12 +35,21 @@ from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
 from .seeds import secret
 from .stages import Job
-from .submissions import GRADER_VERSION, submissions
+from .submissions import GRADER_VERSION, misplaced, submissions
 from .warmup import Warming, warm
 
 
 class CourseError(Exception):
     """The course directory cannot be graded as it is; the message says what to fix."""
+
+
+class Interrupted(Exception):
+    """A run stopped by Ctrl-C: ``kept`` results are stored (in the gradebook and grades.csv), and the same
+    command grades the rest."""
+
+    def __init__(self, kept: int):
+        super().__init__(f"interrupted: {kept} graded and kept, rerun the same command to continue")
+        self.kept = kept
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,7 @@ class Assignment:
     # its variant plan; None for an assignment that is not a chapter.
     variants: dict[str, Any] | None = None
     jax_cache: Path | None = None  # compiled programs of the reference run, read-only to kernels (warmup.py)
+    answers: str = ""  # what the answers are judged against (results.answers_key): a change regrades
 
     @property
     def db_url(self) -> str:
@@ -104,7 +116,7 @@ def prepare(course_dir: Path, name: str) -> Assignment:
             points[meta["grade_id"]] = float(meta.get("points", 0))
     _agree_with_records(name, points)
     return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points,
-                      _released_plan(course_dir, name))
+                      _released_plan(course_dir, name), answers=results.answers_key(course_dir, name, notebooks[0]))
 
 
 def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
@@ -245,6 +257,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     """``grade``, with the class's process factory started."""
     a = prepare(course_dir, name)
     todo, summary = [], Summary()
+    summary.problems.update({where: [note] for where, note in misplaced(a).items()})
+    regrade: dict[str, int] = {}
     for student, folder in submissions(a):
         if not _storable(student):
             summary.problems[student] = [
@@ -252,13 +266,14 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
                 "folder to the student's id)"]
             continue
         try:
-            kept = None if force else results.unchanged(a, student, folder)
+            kept, why = (None, "") if force else results.unchanged(a, student, folder)
         except Exception:  # a stored result the gradebook no longer takes (an older grader's): grade it again
-            kept = None
+            kept, why = None, ""
         if kept:
             summary.results.append(kept)
             summary.skipped += 1
         else:
+            regrade[why] = regrade.get(why, 0) + 1
             todo.append((a, student, folder, limits))
     jobs = max(1, jobs or os.cpu_count() or 1)
     total = len(todo)
@@ -267,6 +282,10 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     todo.sort(key=lambda job: -_size(job[2]))
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
+    for why, said in ((results.ANSWERS, "the chapter's answers changed since the last run"),
+                      (results.UNRECORDED, "graded before the grader recorded the chapter's answers")):
+        if regrade.get(why):
+            progress.note(f"{said}: regrading {regrade[why]}")
     warming = Warming("")
     if todo:
         a, warming = warm(a, len(todo))
@@ -284,8 +303,15 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         graded = run_serial(_worker, todo)
     else:
         graded = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
-    for i, (_, result) in enumerate(graded, 1):
-        finish(result, i)
+    try:
+        for i, (_, result) in enumerate(graded, 1):
+            finish(result, i)
+    except KeyboardInterrupt:
+        # Ctrl-C: the runner stops its workers (closing it), what was stored stays, and grades.csv shows it.
+        if (close := getattr(graded, "close", None)) is not None:
+            close()
+        results.write_grades(a)
+        raise Interrupted(sum(1 for r in summary.results if r.get("sha256"))) from None
     if warming.thread is not None:
         progress.note(warming.finish())
     results.write_grades(a)

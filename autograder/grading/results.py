@@ -1,14 +1,20 @@
 """Results: each graded submission stored under ``.scaling-course/results/``, and the resume they allow.
 
 The parent stores a result only after the gradebook has it (``store``). On a rerun, a submission whose
-fingerprint (submissions.py) matches its stored result is not graded again (``unchanged``), and its
-stored result goes to the gradebook again, which is idempotent. So a kill at any moment loses no
-grade and duplicates none. ``grades.csv`` is written from every stored result, of every assignment.
+fingerprint (submissions.py) matches its stored result, judged against the same answers (``answers_key``:
+the references and the source notebook), is not graded again (``unchanged``), and its stored result goes
+to the gradebook again, which is idempotent. So a kill at any moment loses no grade and duplicates none,
+and a fixed reference regrades the class. ``grades.csv`` is written from every stored result, of every
+assignment.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
+import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,16 +44,46 @@ def stored(a: Assignment, student: str) -> dict[str, Any] | None:
     return _load(_folder(a) / f"{student}.json")
 
 
-def unchanged(a: Assignment, student: str, folder: Path) -> dict[str, Any] | None:
-    """The stored result of a submission whose files are as they were, written to the gradebook again
-    (idempotent: it repairs a gradebook that missed it); None when it must be graded."""
+# Why a submission with a stored result is graded again (``unchanged``).
+RESUBMITTED, ANSWERS, UNRECORDED, SETTING = "resubmitted", "answers", "unrecorded", "setting"
+
+
+def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the stored result, "") for a submission whose files are as they were and whose answers have not changed
+    since, written to the gradebook again (idempotent: it repairs a gradebook that missed it); else (None, why it
+    must be graded): "" (never graded), or one of the reasons above."""
     kept = stored(a, student)
-    if not kept or kept.get("sha256") != fingerprint(folder, a.notebook):
-        return None
+    if not kept:
+        return None, ""
+    if kept.get("sha256") != fingerprint(folder, a.notebook):
+        return None, RESUBMITTED
+    if kept.get("answers") != a.answers:
+        return None, ANSWERS if kept.get("answers") else UNRECORDED
     if kept.get("setting", {}) != (dealt(a.variants, student) if a.variants else {}):
-        return None  # graded with other values (variants turned on or off since): grade again
+        return None, SETTING  # graded with other values (variants turned on or off since): grade again
     write_result(a.db_url, kept)
-    return kept
+    return kept, ""
+
+
+def answers_key(course_dir: Path, name: str, master: Path) -> str:
+    """A hash of what the assignment's answers are judged against: its source notebook (test cells, points) and
+    the references in use, as the judge finds them (the course's own ``solutions/`` where it has one, else the
+    installed package's): the chapter's own files and every shared one (``_derived/``, ``_kit.py``), never
+    another chapter's. Its bytes, not its import: importing a chapter would import JAX in the parent."""
+    h = hashlib.sha256(master.read_bytes())
+    own = course_dir / "solutions"
+    spec = importlib.util.find_spec("solutions") if not (own / "__init__.py").is_file() else None
+    root = own if spec is None else Path(next(iter(spec.submodule_search_locations or []), own))
+    chapter = re.match(r"(ch\d\d)_", name)
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        rel = path.relative_to(root)
+        if not path.is_file() or "__pycache__" in rel.parts or any(p.startswith(".") for p in rel.parts):
+            continue
+        of = re.match(r"(ch\d\d)_", rel.name) if len(rel.parts) == 1 else None
+        if of and chapter and of.group(1) != chapter.group(1):
+            continue  # another chapter's references
+        h.update(os.fsencode(rel) + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
 
 
 def store(a: Assignment, result: dict[str, Any]) -> None:

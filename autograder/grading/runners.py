@@ -2,11 +2,12 @@
 cluster. Each runner yields ``(job, result)`` as jobs finish, in any order; the caller (the single
 writer) records each result at once, so a crash loses at most the jobs still running.
 
-A local worker that dies (killed by the kernel's OOM killer, or by a signal from a misbehaving
-kernel on a system without Landlock) breaks the whole pool; the jobs that were in flight are run
-again, one at a time in a fresh pool, and a job that kills a worker twice is reported as failed.
-Neither the pool nor a Dask cluster is waited on without a deadline: a job that runs past its
-``seconds`` is abandoned and run once more, and one that stalls twice is reported as timed out.
+A local worker that dies (killed by the kernel's OOM killer, say) breaks the whole pool; the jobs
+that were running are run again, each alone in a fresh pool, the jobs that had not started are
+started again as they were, and the class then goes on at full width. A job that kills its worker
+while running alone, for the second time, is reported as failed: no other job is. Neither the pool
+nor a Dask cluster is waited on without a deadline: a job that runs past its ``seconds`` is
+abandoned and run once more, and one that stalls twice is reported as timed out.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any
@@ -36,55 +37,94 @@ def run_local(work: Callable[[Job], Result], jobs: Sequence[Job], workers: int,
               on_stall: Callable[[Job], Result] | None = None) -> Iterator[tuple[Job, Result]]:
     """``seconds``: how long one job may run before the parent stops waiting for it. A job past it,
     or a pool whose workers can no longer hand results back (a kernel that sabotaged the pool's
-    semaphores), is abandoned: its workers are killed, the jobs that were running are run again one
-    at a time in a fresh pool, and a job that stalls twice gets ``on_stall``'s result."""
-    pending = list(jobs)
+    semaphores), is abandoned with its workers.
+
+    Only the jobs that were running when the pool broke or stalled are suspects: each gets a strike
+    and is run again alone, in a pool of its own width, before the rest of the class goes on at full
+    width. Jobs that had not started get no strike. A job that fails while running alone is the
+    culprit: at its second strike it gets ``on_crash``'s result (``on_stall``'s if it stalled), so a
+    job is failed only after failing with nothing beside it."""
+    todo = list(jobs)
     strikes: dict[int, int] = {}
-    while pending:
-        width = min(workers, len(pending))
-        retry: list[Job] = []
-        pool = ProcessPoolExecutor(max_workers=width, mp_context=get_context("spawn"), initializer=die_with_parent,
-                                   initargs=(os.getpid(),))  # a kill -9 of the grader takes its workers
-        futures = {pool.submit(work, job): job for job in pending}
-        order = list(futures)  # the pool starts jobs in this order, ``width`` at a time
-        started: dict[Any, float] = {}
-        stalled: list[Any] = []
+    while todo:
+        suspects = [job for job in todo if strikes.get(id(job))]
+        batch, width = (suspects, 1) if suspects else (todo, min(workers, len(todo)))
+        finished: set[int] = set()
+        for job, result in (rounds := _Round(work, batch, width, seconds)):
+            finished.add(id(job))
+            yield job, result
+        for job in rounds.suspects:
+            strikes[id(job)] = strikes.get(id(job), 0) + 1
+            if strikes[id(job)] >= 2:
+                finished.add(id(job))
+                yield job, ((on_stall or on_crash) if rounds.stalled else on_crash)(job)
+        todo = [job for job in todo if id(job) not in finished]
+
+
+CRASH_GRACE_SECONDS = 5.0  # for a broken pool to fail the jobs still in flight
+
+
+class _Round:
+    """One pool of ``width`` workers over ``batch``, at most ``width`` jobs submitted at a time, so the
+    jobs in flight are exactly the jobs running. Iterating yields each result as it comes; once the pool
+    breaks or stalls, it stops, with the jobs that were running in ``suspects`` (``stalled``: which of
+    the two) and those not yet started left alone."""
+
+    def __init__(self, work: Callable[[Job], Result], batch: Sequence[Job], width: int, seconds: float | None):
+        self.work, self.batch, self.width, self.seconds = work, batch, width, seconds
+        self.suspects: list[Job] = []
+        self.stalled = False
+
+    def __iter__(self) -> Iterator[tuple[Job, Result]]:
+        # A kill -9 of the grader takes its workers.
+        pool = ProcessPoolExecutor(max_workers=self.width, mp_context=get_context("spawn"),
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
+        queue = list(reversed(self.batch))
+        running: dict[Future, tuple[Job, float]] = {}
+        results: list[tuple[Job, Result]] = []
+        broken = False
         try:
-            while futures:
-                now = time.monotonic()
-                running = [f for f in order if f in futures][:width]
-                for f in running:
-                    started.setdefault(f, now)
-                timeout = None if seconds is None else max(0.1, min(started[f] for f in running) + seconds - now)
-                done, _ = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
-                if not done:
-                    stalled = running
-                    break
-                for fut in done:
-                    job = futures.pop(fut)
+            while True:
+                while queue and len(running) < self.width and not broken:
+                    job = queue.pop()
                     try:
-                        yield job, fut.result()
-                    except BrokenProcessPool:
-                        strikes[id(job)] = strikes.get(id(job), 0) + 1
-                        if strikes[id(job)] >= 2:
-                            yield job, on_crash(job)
+                        running[pool.submit(self.work, job)] = (job, time.monotonic())
+                    except BrokenProcessPool:  # a worker died between two results
+                        queue.append(job)
+                        broken = True
+                yield from results  # after the freed workers were given their next jobs
+                results = []
+                if broken:  # each job still in flight fails with the pool, or hands back its result
+                    done, _ = wait(running, timeout=CRASH_GRACE_SECONDS)
+                    for fut, (job, _) in list(running.items()):
+                        if fut in done and not isinstance(fut.exception(), BrokenProcessPool):
+                            results.append((job, fut.result()))
                         else:
-                            retry.append(job)
+                            self.suspects.append(job)
+                    running.clear()
+                    yield from results
+                    return
+                if not running:
+                    return
+                first = min(t for _, t in running.values())
+                timeout = None if self.seconds is None else max(0.1, first + self.seconds - time.monotonic())
+                done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+                if not done:
+                    self.stalled = True
+                    self.suspects = [job for job, _ in running.values()]
+                    return
+                for fut in done:
+                    job, _ = running.pop(fut)
+                    try:
+                        results.append((job, fut.result()))
+                    except BrokenProcessPool:
+                        self.suspects.append(job)
+                        broken = True
         finally:
-            if stalled or futures:
+            if broken or self.stalled or running:
                 _abandon(pool)
             else:
                 pool.shutdown(wait=True)
-        for fut in stalled:  # suspects: each runs again alone
-            job = futures.pop(fut)
-            strikes[id(job)] = strikes.get(id(job), 0) + 1
-            if strikes[id(job)] >= 2:
-                yield job, (on_stall or on_crash)(job)
-            else:
-                retry.append(job)
-        retry += list(futures.values())  # queued behind the stalled ones, never started
-        pending = retry
-        workers = 1  # after a crash or a stall, run the suspects one at a time
 
 
 def _abandon(pool: ProcessPoolExecutor) -> None:

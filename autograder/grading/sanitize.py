@@ -5,8 +5,11 @@ cells and test cells (hidden tests included), in the master's order, no outputs 
 output could pass for an answer record), the master's kernel, and the student's solution cells
 (matched by grade_id; a missing one becomes the release stub, never the reference). Ungraded cells
 are the student's own (as in nbgrader), each right after the graded cell it followed, so scratch
-work an answer depends on still runs. A cell is cut at ``MAX_CELL_CHARS``. Every repair (and every cut)
-is reported.
+work an answer depends on still runs. Where a graded cell appears twice, the last copy is graded, as
+in the student's kernel run from the top and in nbgrader (``DeduplicateIds``); an earlier copy of an
+answer runs before it as the student's own cell. A cell is cut at ``MAX_CELL_CHARS``. A markdown cell
+keeps the images pasted into it (its ``attachments``), so that its text renders. Every repair (and
+every cut) is reported.
 """
 
 from __future__ import annotations
@@ -65,6 +68,30 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
     return good, problems
 
 
+def _attachments(cell: dict[str, Any]) -> dict[str, dict[str, str]] | None:
+    """A markdown cell's pasted images (name -> MIME type -> base64 text), where they are shaped as nbformat
+    says; anything else is none."""
+    found = cell.get("attachments")
+    if not isinstance(found, dict) or not found:
+        return None
+    out = {}
+    for name, bundle in found.items():
+        if not isinstance(name, str) or not isinstance(bundle, dict) or not bundle:
+            return None
+        data = {mime: "".join(v) if isinstance(v, list) else v for mime, v in bundle.items()}
+        if not all(isinstance(m, str) and isinstance(v, str) for m, v in data.items()):
+            return None
+        out[name] = data
+    return out
+
+
+def _markdown(source: str, theirs: dict[str, Any]) -> NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(source)
+    if (attached := _attachments(theirs)) is not None:
+        cell["attachments"] = attached
+    return cell
+
+
 def _full_source(cell: dict[str, Any]) -> str:
     src = cell.get("source", "")
     if isinstance(src, list):
@@ -86,27 +113,36 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     each solution cell by grade_id; ``submission``: the student's file."""
     cells, problems = read_submission(submission)
     by_id = {_grade_id(c): c for c in master.cells if _grade_id(c)}
+    # The last copy of a graded cell is the graded one: run from the top, the student's kernel ends with
+    # what it set, and nbgrader keeps the last copy too.
+    last = {gid: i for i, c in enumerate(cells) if (gid := _grade_id(c)) in by_id}
     taken: dict[str, dict[str, Any]] = {}
     extra_after: dict[str | None, list[NotebookNode]] = {}
     anchor: str | None = None
-    duplicates = 0
+    duplicated: list[str] = []
     cut: list[str] = []
-    for cell in cells:
+    for i, cell in enumerate(cells):
         gid = _grade_id(cell)
-        if gid in by_id:
-            if gid in taken:
-                duplicates += 1
-                continue
+        if gid in by_id and last[gid] == i:
             taken[gid] = cell
             anchor = gid
-        elif cell.get("cell_type") in ("code", "markdown") and _full_source(cell).strip():
+            continue
+        if gid in by_id:
+            if gid not in duplicated:
+                duplicated.append(gid)
+            if not _is_solution(by_id[gid]):
+                continue  # an earlier copy of the assignment's own cell: the master's copy stands for it
+        if cell.get("cell_type") in ("code", "markdown") and _full_source(cell).strip():
             # Ungraded cells are the student's, as in nbgrader: their own version runs, where they
-            # put it (after the graded cell it followed). Metadata is dropped: it earns nothing.
-            make = nbformat.v4.new_code_cell if cell["cell_type"] == "code" else nbformat.v4.new_markdown_cell
+            # put it (after the graded cell it followed), and so does an earlier copy of an answer, which
+            # the kernel ran too. Metadata is dropped: it earns nothing.
             where = f"your {cell['cell_type']} cell " + (f"after {anchor}" if anchor else "before the graded cells")
-            extra_after.setdefault(anchor, []).append(make(_source(cell, where, cut)))
-    if duplicates:
-        problems.append(f"{duplicates} duplicated graded cells ignored (the first copy counts)")
+            source = _source(cell, where, cut)
+            made = nbformat.v4.new_code_cell(source) if cell["cell_type"] == "code" else _markdown(source, cell)
+            extra_after.setdefault(anchor, []).append(made)
+    if duplicated:
+        problems.append(f"duplicated graded cells: {', '.join(duplicated)} (the last copy of each is graded, as when "
+                        "the notebook runs from the top; an earlier copy of an answer runs before it as your own cell)")
     out = list(extra_after.get(None, []))
     missing, retyped = [], []
     for cell in master.cells:
@@ -126,6 +162,8 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
                 if theirs.get("cell_type") != cell.cell_type:
                     retyped.append(gid)
                 new.source = _source(theirs, f"cell {gid}", cut)
+                if new.cell_type == "markdown" and (attached := _attachments(theirs)) is not None:
+                    new["attachments"] = attached
         elif gid and gid not in taken:
             missing.append(gid)
         out.append(new)

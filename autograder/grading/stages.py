@@ -139,16 +139,38 @@ def annotate(job: Job) -> None:
 
 def store(job: Job) -> None:
     a, student = job.a, job.student
+    autograded = a.course_dir / "autograded" / student / a.name
     # Written without nbformat's validation (a tenth of a second a notebook): the notebook was built
     # from the master and filled by nbclient, never read from the student.
-    write_atomic(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb",
-                 nbformat.v4.writes(job.notebook))
-    html = render_html(job.notebook, f"{a.name} — {student}", job.questions, job.problems, job.setting)
+    write_atomic(autograded / f"{a.notebook}.ipynb", nbformat.v4.writes(job.notebook))
     feedback = a.course_dir / "feedback" / student / a.name
-    write_atomic(feedback / f"{a.notebook}.html", html)
+    html = report(job)
+    if html is not None:
+        write_atomic(feedback / f"{a.notebook}.html", html)
+    else:
+        (feedback / f"{a.notebook}.html").unlink(missing_ok=True)  # never an earlier submission's report
+    # The receipts go beside the report (``nbgrader release_feedback`` reads them there) and, as nbgrader's
+    # autograde leaves them, beside the autograded notebook, whence ``nbgrader generate_feedback`` copies them.
     for name, text in receipts(job.folder).items():
         write_atomic(feedback / name, text)
+        write_atomic(autograded / name, text)
     shutil.rmtree(job.work, ignore_errors=True)
+
+
+def report(job: Job) -> str | None:
+    """The student's feedback report. The grade never depends on it: a notebook the report cannot show gives a
+    report of the scores and notes alone, and where even that fails, no report (each with a note)."""
+    title = f"{job.a.name} — {job.student}"
+    try:
+        return render_html(job.notebook, title, job.questions, job.problems, job.setting)
+    except Exception as e:
+        job.problems.append(f"the feedback report shows the scores only: the notebook could not be shown "
+                            f"({type(e).__name__})")
+    try:
+        return render_html(nbformat.v4.new_notebook(), title, job.questions, job.problems, job.setting)
+    except Exception as e:
+        job.problems.append(f"no feedback report was written ({type(e).__name__}): the grade stands")
+        return None
 
 
 RECEIPTS = ("timestamp.txt", "submission_secret.txt")  # what nbgrader's collect leaves beside a submission
@@ -193,7 +215,7 @@ def result(job: Job, started: float) -> dict[str, Any]:
                "total": time.monotonic() - started}
     return {"timings": {k: round(v, 3) for k, v in timings.items()},
             "student": job.student, "assignment": a.name, "notebook": a.notebook, "grader": GRADER_VERSION,
-            "sha256": job.sha, "timestamp": job.timestamp,
+            "sha256": job.sha, "answers": a.answers, "timestamp": job.timestamp,
             "setting": job.setting, "questions": job.questions,
             "score": round(sum(q["score"] for q in job.questions.values()), 6),
             "max_score": sum(a.questions.values()), "problems": job.problems, "isolation": run.isolation,

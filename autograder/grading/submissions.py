@@ -1,8 +1,10 @@
 """Submissions: what each student handed in, found whatever shape it arrived in.
 
-A submission is ``submitted/<student>/<assignment>/``. The notebook in it is found by its name; else
-it is the only notebook in the folder (renamed or moved); else the only notebook inside a zip (an
-LMS download), extracted safely. Symbolic links are never followed: a link could point a grader at a
+A submission is ``submitted/<student>/<assignment>/``. The notebook in it is found by its name (other
+notebooks beside it are named in a note, never graded in its place); else it is the only notebook in the
+folder (renamed or moved); else the only notebook inside a zip (an LMS download), extracted safely. Work
+handed in anywhere else under ``submitted/`` is not graded but listed (``misplaced``), never left out in
+silence. Symbolic links are never followed: a link could point a grader at a
 file the student cannot read (another student's zip, say); every file is opened as a plain file only
 (files.py). The fingerprint covers everything handed in, so a changed upload is graded again
 (results.py). Names in the folder are the student's: the notes that quote them escape control characters
@@ -106,10 +108,14 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     """The submitted notebook: by its name; else the only notebook in the folder (renamed or moved);
     else the only notebook inside a zip (an LMS download), extracted safely into ``work``."""
     path = folder / f"{notebook}.ipynb"
-    if path.is_file() and not path.is_symlink():
-        return path, []
     found = [p for p in sorted(folder.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts and
              p.is_file() and not p.is_symlink()]
+    if path.is_file() and not path.is_symlink():
+        # Graded by its name, never a guess; work handed in beside it (JupyterLab's Duplicate writes
+        # ``<name>-Copy1.ipynb``, and ``nbgrader submit`` sends the whole folder) is named, for the staff.
+        others = [p for p in found if p != path] + sorted(p for p in folder.glob("*.zip") if not p.is_symlink())
+        return path, ([f"graded {notebook}.ipynb; also handed in, not graded: {_names(others, folder)} (if your "
+                       "work is there, tell the course staff)"] if others else [])
     if len(found) == 1:
         return found[0], [f"graded {printable(found[0].relative_to(folder))}, expected {notebook}.ipynb "
                           "(renamed or moved?)"]
@@ -121,6 +127,63 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     linked = " (symbolic links are not followed)" if path.is_symlink() else ""
     return None, [f"no {notebook}.ipynb in the submission{linked}" + (f" (found {names}: which one?)" if found
                                                                          else "")]
+
+
+def _names(paths: list[Path], folder: Path, shown: int = 5) -> str:
+    names = [printable(p.relative_to(folder)) + ("/" if p.is_dir() else "") for p in paths[:shown]]
+    return ", ".join(names) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+
+
+WALKED = 10_000  # entries of a student's folder looked at for misplaced work, at most
+
+
+def misplaced(a: Assignment) -> dict[str, str]:
+    """A note for each place under ``submitted/`` that holds work for this assignment where the grader does not
+    look (so it is not graded), by the student folder's name, or the file's for one directly in ``submitted/``:
+    a notebook or zip with no ``<assignment>/`` folder around it (``submitted/<id>/<notebook>.ipynb``, an LMS
+    zip beside where the folder should be), a folder named like the assignment in another case, the
+    assignment's notebook in another folder. A student folder holding only other assignments says nothing."""
+    submitted = a.course_dir / "submitted"
+    expected = f"{a.name}/{a.notebook}.ipynb"
+    notes = {}
+    try:
+        entries = sorted(submitted.iterdir())
+    except OSError:
+        return {}
+    for entry in entries:
+        where = printable(entry.name)
+        try:
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            if entry.is_file() and entry.suffix.lower() in (".ipynb", ".zip"):
+                notes[entry.name] = (f"not graded: submitted/{where} is in no student's folder; "
+                                     f"expected submitted/<student>/{expected}")
+            elif entry.is_dir() and not (entry / a.name).is_dir() and (found := _misplaced_in(entry, a)):
+                notes[entry.name] = (f"not graded: found {_names(found, entry)} in submitted/{where}/; "
+                                     f"expected submitted/{where}/{expected}")
+        except OSError:  # a folder the grader may not read: it holds nothing the grader could grade either
+            continue
+    return notes
+
+
+def _misplaced_in(student_dir: Path, a: Assignment) -> list[Path]:
+    """What in ``student_dir`` (which has no ``<assignment>/`` folder) looks like this assignment's work: notebooks
+    and zips directly in it, a folder named like the assignment, the assignment's notebook anywhere (links are
+    not followed; at most ``WALKED`` entries are looked at)."""
+    found, seen = [], 0
+    names = {a.name.casefold(), f"{a.notebook}.ipynb".casefold()}
+    for root, dirs, files in os.walk(student_dir, onerror=lambda e: None):
+        here = Path(root)
+        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints" and not (here / d).is_symlink())
+        seen += len(dirs) + len(files)
+        top = here == student_dir
+        found += [here / d for d in dirs if d.casefold() in names]
+        dirs[:] = [d for d in dirs if d.casefold() not in names]  # the folder is named: not its contents too
+        found += [here / f for f in sorted(files) if f.casefold() in names or
+                  (top and Path(f).suffix.lower() in (".ipynb", ".zip") and not f.startswith("."))]
+        if seen > WALKED:
+            break
+    return sorted(set(found))
 
 
 def _notebook_from_zip(archive: Path, notebook: str, work: Path) -> Path | None:

@@ -14,7 +14,8 @@ process under Landlock may not mount, and each kernel first enters namespaces of
 (namespaces.py: private temporary folders, /dev, network and IPC) where the system allows it. The
 kernel then applies Landlock itself (no access to the course directory, the solutions or the
 gradebook; writes only to its own work and socket folders), sets its own memory and CPU limits and
-its own session, and points HOME, TMPDIR and friends at its work folder. The program runner is
+its own session, keeps only an allow-listed part of the environment (jail.KEPT_VARIABLES; the factory
+itself is started with no more than that) and points HOME, TMPDIR and friends at its work folder. The program runner is
 jailed the same way; the judging process is not (it reads the references) and runs no student code.
 
 Requests come over a Unix socket in a folder only the grader's user can enter, and are served only
@@ -25,7 +26,7 @@ kills what a worker asked for once that worker is gone.
 
     python -m autograder.grading.jail --limits-only ... -- python -m autograder.grading.zygote SOCKET
     request:  {"kind": "kernel", "connection_file", "workdir", "sockets", "log", "env", "memory", "cpu",
-               "roots", "allow", "deny", "writable"}  -> {"pid", "private"}
+               "roots", "allow", "deny", "writable", "fence"}  -> {"pid", "private"}
               {"kind": "judge"}                -> {"pid"}, then the connection is the judge's stdin/stdout
               {"kind": "runner", "workdir", "env", "memory", "cpu", "roots", "allow", "deny"} -> likewise
 """
@@ -143,6 +144,9 @@ def _as_child(request: dict[str, Any], factory: int) -> None:
     """What every forked child does first: its own session, death with the factory, default signals,
     its output to its log."""
     os.setsid()
+    if request.get("fence"):  # the kernel's pids fence, entered before the child forks anything (namespaces.py)
+        with contextlib.suppress(OSError):
+            Path(request["fence"], "cgroup.procs").write_text(str(os.getpid()))
     # A child outlives no factory: when the grader dies, the factory reads EOF and exits, and a kernel
     # still running a notebook nobody will read is killed with it.
     from .jail import die_with_parent
@@ -159,7 +163,7 @@ def _as_child(request: dict[str, Any], factory: int) -> None:
 def _jail(request: dict[str, Any], rw: list[Path]) -> None:
     """Namespaces (where the system has them), then limits and Landlock, then the child's own folder
     and environment: a kernel and the program runner alike."""
-    from .jail import apply
+    from .jail import apply, kernel_environment
     from .namespaces import isolate
 
     allow = [Path(p) for p in request["allow"]]
@@ -169,7 +173,10 @@ def _jail(request: dict[str, Any], rw: list[Path]) -> None:
     apply(deny, allow, rw, int(request["memory"]), int(request["cpu"]), roots=[Path(p) for p in request["roots"]],
           shm=PRIVATE)
     os.chdir(request["workdir"])
-    os.environ.update(request["env"])
+    # Only what the jail keeps of the factory's environment (already only that, where the grader started it).
+    kept = kernel_environment(os.environ)
+    os.environ.clear()
+    os.environ.update(kept | request["env"])
 
 
 def _become_kernel(request: dict[str, Any]) -> None:
@@ -297,10 +304,15 @@ def _serve(conn: socket.socket, listener: socket.socket, factory: int) -> None:
             traceback.print_exc()  # into the child's log, where the grader's notes point
         finally:
             os._exit(0)
+    try:
+        conn.sendall((json.dumps({"pid": pid, "private": PRIVATE}) + "\n").encode())
+    except OSError:  # the requester is gone (killed mid-request): nobody will use or stop this child
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        return
     _owned[pid] = worker
     if request["kind"] == "judge":
         _judges.add(pid)
-    conn.sendall((json.dumps({"pid": pid, "private": PRIVATE}) + "\n").encode())
 
 
 def main() -> None:
@@ -326,9 +338,15 @@ def main() -> None:
         if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1 << 16):
             break  # the grader is gone
         if listener in ready:
-            conn, _ = listener.accept()
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
             with conn:
-                _serve(conn, listener, factory)
+                try:
+                    _serve(conn, listener, factory)
+                except Exception:  # one requester's misbehaviour never ends the class's factory
+                    traceback.print_exc()
         _sweep()
     os._exit(0)
 

@@ -178,8 +178,8 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     missing = sorted(n for n in s.names if n not in mine and e.uses(n))
     if extra:
         return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
-    if missing:
-        return wrong("missing_symbol:" + ",".join(missing), hints, **ctx)
+    if missing:  # said otherwise of a number like no slip's: its symbols were numbers when computed (S = 4 in a cell)
+        return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not mine and not hints)
     if nearly or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True:
         return wrong("lower_terms", hints, **ctx)
     # Agreement at some points only: for a max or min, within 3 figures (one side dominates there);

@@ -35,8 +35,11 @@ SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
 # How the record says that the answer was not a function, or returned another number of values
 # (``record.encode_outputs``).
 NOT_A_FUNCTION = "expected a function, got "
-RETURNED_COUNT = re.compile(r"returned (\d+) values, expected (\d+)")
+RETURNED_COUNT = re.compile(record.RETURNED.format("(.{1,80})", r"(\d+)"))  # what it returned, in words
 ONE_VALUE = re.compile(record.ONE_VALUE.format("(tuple|list)"))
+# A call the self-check stopped, or did not make, at its bounds on calling the function (``record.bounded_calls``).
+TIMED_OUT = {"timeout:case": re.compile(record.TIMED_OUT.format(r"(\S+)")),
+             "timeout:not_called": re.compile(record.NOT_CALLED.format(r"(\S+)"))}
 
 ItemJudge = Callable[[Any], Verdict]
 
@@ -89,6 +92,18 @@ def _one_value(wrapper: str, code: str = "returned:one") -> Verdict:
 
 def _values(n: int) -> str:
     return f"{n} value" if n == 1 else f"{n} values"
+
+
+def _another_count(got: str, want: str) -> Verdict:
+    """A function asked for ``want`` values that returned ``got`` (``record.RETURNED``'s words): None is a
+    forgotten return, a dict asks for a tuple, anything else is counted or described."""
+    if got == "None":
+        return Verdict(Status.INVALID, 0.0, "returned:none", phrase("returned:none"))
+    if got == "a dict":
+        return Verdict(Status.INVALID, 0.0, "returned:dict", phrase("returned:dict", want=want))
+    count = re.fullmatch(r"(\d+) values", got)
+    return Verdict(Status.INVALID, 0.0, "returned:count",
+                   phrase("returned:count", got=_values(int(count.group(1))) if count else got, want=want))
 
 
 def _returned_none(got: Any) -> bool:
@@ -207,11 +222,14 @@ def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
     if isinstance(items, dict) and "error" in items:
         count = RETURNED_COUNT.fullmatch(str(items["error"]))
         if count:  # the function ran, and returned another number of values than the question asks for
-            return Verdict(Status.INVALID, 0.0, "returned:count",
-                           phrase("returned:count", got=_values(int(count.group(1))), want=count.group(2)))
+            return _another_count(*count.groups())
         wrapped = ONE_VALUE.fullmatch(str(items["error"]))
         if wrapped:  # ``return x,``
             return _one_value(wrapped.group(1), "returned:one:case")
+        for code, pattern in TIMED_OUT.items():
+            stopped = pattern.fullmatch(str(items["error"]))
+            if stopped:  # an endless loop, most likely: no error of its own to quote
+                return Verdict(Status.INCORRECT, 0.0, code, phrase(code, seconds=stopped.group(1)))
         return _raised(items["error"], "raised:case")
     if len(judges) == 1:
         items = [items[0] if isinstance(items, list) and len(items) == 1 else items]

@@ -63,12 +63,12 @@ def encode(fp: dict[str, Any], answer: Any) -> Any:
 
 
 def _exported(spec: ProgramSpec, answer: Any) -> Any:
-    from ..programs import error_text, export
+    from ..programs import export, lowering_error
 
     try:
         return export(spec, answer, make_mesh=mesh)
-    except Exception as e:  # the student's function cannot be traced: record why
-        return {"error": f"{type(e).__name__}: {error_text(e)}"}
+    except Exception as e:  # the student's function cannot be traced: record why, and the line it came from
+        return lowering_error(e)
 
 
 # A default beyond this is described, not recorded: no mesh has as many devices, and JSON and Python's own text of
@@ -170,7 +170,7 @@ def prepare(spec: ProgramSpec, record: Any) -> tuple[ProgramSpec, str] | Verdict
         if isinstance(at, Verdict):
             return at
         spec = at
-    return not_a_program(record) or (spec, record)
+    return not_a_program(record, [a for a, _ in spec.mesh]) or (spec, record)
 
 
 def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run) -> dict[str, Verdict]:

@@ -82,7 +82,7 @@ def damaged():
         "renamed": (lambda folder: nbformat.write(answered(), folder / "my_work.ipynb"), 2),
         "zipped": (lambda folder: _zip(answered(), folder / "download.zip"), 2),
         "cells-deleted": (deleted, 2),
-        "cell-duplicated": (duplicated, 2),
+        "cell-duplicated": (duplicated, 1),  # the last copy (t_h100 wrong) counts, as in the kernel and nbgrader
         "cell-retyped": (retyped, 2),
         "metadata-edited": (metadata, 2),
         "reordered": (reordered, 2),

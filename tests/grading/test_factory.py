@@ -83,3 +83,161 @@ os._exit(0)
             return
         time.sleep(0.1)
     pytest.fail(f"the judging process {judge} of a dead worker is still running")
+
+
+def test_a_requester_that_leaves_before_the_reply_does_not_take_the_factory_down(own, tmp_path, monkeypatch):
+    """A worker killed mid-request (the OOM killer, a stalled pool abandoned) closes its connection before
+    the factory answers. Before, the reply's BrokenPipeError ended the factory, and every kernel, judging
+    process and program runner of the class died with it. Now the reply is given up, and the child it
+    forked is killed."""
+    import socket
+
+    import psutil
+
+    monkeypatch.setenv(factory.ENV, own.socket)
+    _judge(own, tmp_path)[1].close()  # the factory has imported everything: it answers at once from now on
+    before = {p.pid for p in psutil.Process(own.proc.pid).children()}
+    for _ in range(3):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(own.socket)
+        sock.sendall(json.dumps({"kind": "judge"}).encode() + b"\n")
+        sock.close()
+    time.sleep(2)
+    assert own.proc.poll() is None, "the factory died"
+    reply, sock = _judge(own, tmp_path)  # and it still serves
+    sock.close()
+    os.kill(reply["pid"], 9)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = {p.pid for p in psutil.Process(own.proc.pid).children()} - before - {reply["pid"]}
+        if not left:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"children forked for requesters that left are still running: {left}")
+
+
+# One notebook, run by execute() in a process of its own: the grader's environment holds an instructor's
+# token, the grading user's home holds a secret (two homes are denied: a scratch one, and the folder that
+# holds the Python environment, as when the environment lives in the home), and Landlock is lowered to ABI 5
+# (Linux 6.10 and earlier: no signal scoping), as by the sitecustomize in argv[2].
+KERNEL = r'''
+import json, os, resource, subprocess, sys
+from pathlib import Path
+import nbformat
+from autograder.grading import jail
+from autograder.grading.execute import Limits, execute
+
+root = Path(sys.argv[1])
+home = root / "home"
+home.mkdir()
+(home / "secret").write_text("the grading user's secret")
+jail.homes = lambda: [home, Path(sys.prefix).resolve().parent]
+course = root / "class"  # not "course": the working folder is on sys.path
+course.mkdir()
+deny, allow = jail.isolation_paths(course)
+decoy = subprocess.Popen(["sleep", "120"])
+cells = {
+    "env": "import os\nprint(sorted(os.environ))\n"
+           "print(open('/proc/self/environ', 'rb').read().decode(errors='replace'))",
+    "home": f"for p in [{str(home / 'secret')!r}, {str(Path(sys.prefix).resolve().parent / 'pyproject.toml')!r}"
+            "]:\n"
+            "    try:\n        open(p).read()\n        print('READ', p, 'ALLOWED')\n"
+            "    except OSError as e:\n        print('READ', p, 'blocked', type(e).__name__)",
+    "imports": "import sys\nfresh = 'sympy.physics.units' not in sys.modules\n"
+               "import sympy.physics.units, xml.dom.minidom\n"
+               "import course.plots\nprint('IMPORTED', fresh)",
+    "signal": f"import os, signal\ntry:\n    os.kill({decoy.pid}, signal.SIGKILL)\n    print('SIGNAL ALLOWED')\n"
+              "except OSError as e:\n    print('SIGNAL blocked', type(e).__name__)",
+    "small-widget": "from comm import create_comm\nsmall = create_comm(target_name='x-small', "
+                    "data={'state': {'_model_name': 'S'}, 'buffer_paths': [['b']]}, buffers=[b'tiny' * 25])",
+    "widget-buffers": "from comm import create_comm\nbig = create_comm(target_name='x-big', "
+                      "data={'state': {'_model_name': 'M'}, 'buffer_paths': []})\nbuf = bytes(2**20)\n"
+                      "for k in range(30):\n"
+                      "    big.send(data={'state': {}, 'buffer_paths': [[f'p{k}']]}, buffers=[buf])",
+    "one-huge-message": "from IPython.display import display\ndisplay({'text/plain': 'x' * (300 * 2**20)}, raw=True)",
+    "after": "print('AFTER')",
+}
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells.values()])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+run = execute(nb, course / ".scaling-course" / "work" / "w" / "k", deny, allow, Limits(), root / "kernel.log")
+grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+alive = decoy.poll() is None
+decoy.kill()
+outputs = {name: "".join(o.get("text", "") + str(o.get("data", "")) for o in c.get("outputs", []))
+           for name, c in zip(cells, nb.cells)}
+print(json.dumps({"outputs": outputs, "problems": run.problems, "isolation": run.isolation, "grew_kib": grew,
+                  "decoy_alive": alive, "widgets": nb.metadata.get("widgets", {}),
+                  "nb_bytes": len(nbformat.writes(nb))}))
+'''
+
+SIM_ABI5 = """
+import autograder.grading.jail as _jail
+_real = _jail.landlock_abi
+_jail.landlock_abi = lambda: min(_real(), 5)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kernel")
+    (root / "sim").mkdir()
+    (root / "sim" / "sitecustomize.py").write_text(SIM_ABI5)
+    (root / "run.py").write_text(KERNEL)
+    env = {**os.environ, "SC_INSTRUCTOR_TOKEN": "hub-token-4f1c9e2a",
+           "PYTHONPATH": os.pathsep.join([str(root / "sim"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env.pop(factory.ENV, None)
+    proc = subprocess.run([sys.executable, str(root / "run.py"), str(root)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_kernel_sees_none_of_the_graders_environment(kernel_run):
+    """Before, kernels inherited the grader's whole environment (an instructor's tokens), which a cell could
+    print into its feedback."""
+    env = kernel_run["outputs"]["env"]
+    assert "SC_INSTRUCTOR_TOKEN" not in env and "hub-token-4f1c9e2a" not in env, env
+    assert "PATH" in env and "HOME" in env and "SCALING_COURSE_GRADER" in env, env
+    assert factory.ENV not in env, env
+
+
+def test_a_kernel_cannot_read_the_grading_users_home_but_imports_from_its_environment(kernel_run):
+    home = kernel_run["outputs"]["home"]
+    assert "ALLOWED" not in home and home.count("blocked") >= 1, home
+    assert "IMPORTED True" in kernel_run["outputs"]["imports"], kernel_run["outputs"]["imports"]
+
+
+def test_a_kernel_cannot_signal_the_graders_processes_below_landlock_abi_6(kernel_run):
+    """With no signal scoping (Landlock ABI < 6), the kernel's own PID namespace keeps every process of the
+    grader out of its reach; where it has none, the isolation line says that signals are not confined."""
+    if "private namespaces" not in kernel_run["isolation"]:
+        assert "signals: not confined" in kernel_run["isolation"], kernel_run["isolation"]
+        pytest.skip("no private namespaces on this system")
+    assert "SIGNAL blocked" in kernel_run["outputs"]["signal"] and kernel_run["decoy_alive"], kernel_run["outputs"]
+
+
+def test_widget_buffers_count_against_the_output_budget(kernel_run):
+    """Before, binary buffers of widget messages were never counted: 30 MiB of them went into the notebook's
+    metadata with a 5 MB budget. A small widget is kept, with its buffer."""
+    assert kernel_run["nb_bytes"] < 2_000_000, kernel_run["nb_bytes"]
+    assert any("output over the limit" in p for p in kernel_run["problems"]), kernel_run["problems"]
+    small = [w for w in kernel_run["widgets"].get("application/vnd.jupyter.widget-state+json", {})
+             .get("state", {}).values() if w.get("model_name") == "S"]
+    assert small and small[0].get("buffers"), kernel_run["widgets"]
+
+
+def test_one_huge_message_is_refused_before_it_is_read(kernel_run):
+    """Before, a 300 MiB display cost the grading process about three times its size in memory before the
+    budget dropped it. The notebook goes on after it."""
+    assert kernel_run["grew_kib"] < 150 * 1024, kernel_run["grew_kib"]
+    assert "AFTER" in kernel_run["outputs"]["after"], kernel_run["outputs"]
+
+
+def test_the_isolation_line_says_when_signals_are_not_confined():
+    """Before, "landlock ABI 5" without private namespaces read like full isolation, though a kernel could kill
+    every process of the grading user."""
+    from autograder.grading.execute import isolation
+
+    assert "signals: not confined" in isolation(5, private=False)
+    assert "signals: not confined" in isolation(0, private=False)
+    assert "signals" not in isolation(6, private=False) and "signals" not in isolation(5, private=True)

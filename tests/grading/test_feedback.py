@@ -149,3 +149,35 @@ def test_hidden_tests_are_removed_in_linear_time():
 def test_a_huge_code_cell_is_cut_in_the_report():
     html = _report(new_code_cell("x = 1  # " + "y" * 300_000))
     assert "not shown" in html and len(html) < 100_000
+
+
+def test_a_pasted_image_is_a_placeholder_never_an_error():
+    """JupyterLab writes an image pasted into a markdown cell as ``attachment:NAME``; nbconvert raises for one
+    the cell does not carry. The report shows the text and says the image is not shown."""
+    cell = new_markdown_cell("My sketch:\n\n![image.png](attachment:image.png)")
+    html = _report(cell)
+    assert "My sketch:" in html and "image.png: an image attached to the cell, not shown" in html
+    cell["attachments"] = {"image.png": {"image/svg+xml": "PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+"}}
+    html = _report(cell)
+    assert _active(html.split("</head>")[1]) == [] and "not shown" in html
+
+
+def test_one_cell_the_report_cannot_show_never_costs_the_report(monkeypatch):
+    """Whatever one cell makes the renderer raise, the other cells and the scores are still shown."""
+    from autograder.grading import feedback
+
+    class Broken:
+        def render(self, text: str) -> str:
+            if "boom" in text:
+                raise ValueError("cannot")
+            return f"<p>{text}</p>"
+
+    monkeypatch.setattr(feedback, "_markdown_renderer", lambda: Broken())
+    feedback._rendered.clear()
+    nb = new_notebook(cells=[new_markdown_cell("before"), new_markdown_cell("boom here"), new_markdown_cell("after")])
+    nb.cells.insert(1, {"cell_type": "code", "source": "x = 1", "outputs": 7})  # no notebook of nbformat's
+    html = render_html(nb, "ch01", QUESTIONS, [])
+    assert "<p>before</p>" in html and "<p>after</p>" in html and "1 / 2</td>" in html
+    assert "boom here" in html and "could not be rendered: ValueError" in html
+    assert "This cell cannot be shown here (TypeError)" in html
+    feedback._rendered.clear()

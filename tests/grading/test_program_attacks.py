@@ -62,7 +62,7 @@ RESULTS = [
     _case("the inputs unchanged", lambda x, w_in, w_out: (x, w_in, w_out), "wrong_values@dW_in", "dW_in: "),
     _case("results that ignore the inputs",
           lambda x, w_in, w_out: (jnp.zeros(()), jnp.ones(w_in.shape), jnp.ones(w_out.shape)),
-          "bad_program", "not for the 8 devices of the question's mesh"),
+          "wrong_values@dW_in", "dW_in: "),  # judged as the constants they are, not as a device count
 ]
 
 

@@ -4,6 +4,7 @@ beside it are run again, and the class goes on. The local pool, and a Dask clust
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -47,6 +48,53 @@ def test_a_frozen_worker_stalls_only_its_own_job(tmp_path):
     assert results["frozen"] == {"job": "frozen", "stalled": True}
     assert all(results[j] == {"job": j, "ok": True} for j in ("a", "b", "c")), results
     assert seconds < 60
+
+
+# A class of honest jobs with one bad job among them, on 4 workers; each result says when and where it ran.
+CLASS_SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys, time
+    from autograder.grading.runners import run_local
+
+    MODE = sys.argv[1]
+
+    def work(job):
+        started = time.monotonic()
+        if job == "bad" and MODE == "crash":
+            time.sleep(0.3)
+            os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer would
+        if job == "bad" and MODE == "stall":
+            time.sleep(3600)
+        time.sleep(0.4)
+        return {"ok": True, "pid": os.getpid(), "start": started, "end": time.monotonic()}
+
+    if __name__ == "__main__":
+        jobs = [f"h{i}" for i in range(3)] + ["bad"] + [f"h{i}" for i in range(3, 40)]
+        out = {}
+        started = time.monotonic()
+        for job, result in run_local(work, jobs, 4, on_crash=lambda j: {"crashed": True},
+                                     seconds=3, on_stall=lambda j: {"stalled": True}):
+            assert job not in out, job  # each job's result comes once
+            out[job] = result
+        print(json.dumps({"results": out, "seconds": time.monotonic() - started}))
+""")
+
+
+@pytest.mark.parametrize("mode", ["crash", "stall"])
+def test_one_bad_job_costs_only_its_own_grade_and_the_class_goes_on_at_full_width(tmp_path, mode):
+    """A job that kills its worker (or stalls it) twice gets the failure; the jobs queued behind it were never
+    suspects. Before, every job still queued when the pool broke got a strike, the rest of the class ran one
+    at a time, and the jobs queued behind the bad one in that serial round got a second strike: zero."""
+    script = tmp_path / "class.py"
+    script.write_text(CLASS_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    assert results.pop("bad") == ({"crashed": True} if mode == "crash" else {"stalled": True})
+    assert len(results) == 40 and all(r.get("ok") for r in results.values()), results
+    # After the bad job's second failure (alone), the rest of the class runs side by side again: the last
+    # third of the class to start did not run one at a time.
+    late = sorted(results.values(), key=lambda r: r["start"])[-len(results) // 3:]
+    assert any(a["start"] < b["end"] and b["start"] < a["end"] for a, b in itertools.combinations(late, 2)), late
 
 
 DASK_SCRIPT = textwrap.dedent("""

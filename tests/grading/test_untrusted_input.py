@@ -229,3 +229,29 @@ def test_a_feedback_stage_over_its_budget_keeps_within_it():
     started = time.monotonic()
     render_html(annotate(nb, {}), "hw", {}, [])
     assert time.monotonic() - started < 5
+
+
+def test_a_hand_given_score_stays_flagged_when_the_automatic_one_is_written_again(tmp_path):
+    """A person's score in formgrader outlives a regrade (nbgrader keeps manual over automatic): the grade
+    is flagged for the staff again, as nbgrader's autograde does, so a changed automatic score is seen."""
+    from nbgrader.api import Gradebook
+
+    from autograder.grading import results
+
+    a = _course(tmp_path)
+    with Gradebook(a.db_url) as gb:
+        gb.add_assignment("hw")
+        gb.add_notebook("hw", "hw")
+        gb.add_grade_cell(QID, "hw", "hw", max_score=2, cell_type="code")
+    results.write_result(a.db_url, _result("ada"))
+    results.write_result(a.db_url, _result("bob"))
+    with Gradebook(a.db_url) as gb:
+        gb.find_grade(QID, "hw", "hw", "ada").manual_score = 0.5
+        gb.db.commit()
+    zero = {QID: _result("ada")["questions"][QID] | {"score": 0.0, "status": "incorrect"}}
+    results.write_result(a.db_url, _result("ada", questions=zero, score=0.0))
+    results.write_result(a.db_url, _result("bob"))
+    with Gradebook(a.db_url) as gb:
+        ada, bob = (gb.find_grade(QID, "hw", "hw", s) for s in ("ada", "bob"))
+        assert ada.auto_score == 0.0 and ada.manual_score == 0.5 and ada.needs_manual_grade
+        assert not bob.needs_manual_grade
