@@ -5,8 +5,7 @@ process), given namespaces of its own where the system allows (namespaces.py: no
 sockets, shared memory or network in sight) and jailed (jail.py) in a private working directory with
 no route to the course directory.
 Limits: seconds per cell and per notebook, bytes of output per cell and per notebook (more is
-dropped and reported, so 10 GB of prints cannot exhaust the grader's memory; a part of a message
-larger than a cell's budget is refused unread, so one huge message cannot either), address space and
+dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), address space and
 CPU time of the kernel, and bytes and files in its folders (a watchdog measures them; a kernel past the
 quota is stopped). A kernel that dies or hangs ends the run; the cells that ran keep their
 outputs and the rest score what they recorded: nothing. What the kernel leaves in its folders (its
@@ -15,7 +14,6 @@ log) is read back as a plain file only, and only so many bytes of it (files.py).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -30,15 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import zmq
-import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning.local_provisioner import LocalProvisioner
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
-from traitlets import Type, default
+from traitlets import Type
 
 from ..record import GRADER_ENV
 from . import factory
@@ -51,9 +47,6 @@ MAX_PIDS = 2048  # processes and threads of one kernel (JAX alone starts dozens 
 LOG_BYTES = 2**20  # of the kernel's own log (its stderr), kept in .scaling-course/logs/
 QUOTA_SECONDS = 0.2  # how often the watchdog measures a kernel's folders
 DRAIN_SECONDS = 1.0  # for a stopped kernel's processes to end before those left are killed (and reported)
-# Past the output budget of a cell, the most one part of a message from the kernel may hold (a cell's code, echoed
-# back, is up to 200,000 characters). A larger part is refused by the socket before it is read into memory.
-MESSAGE_HEADROOM = 4 * 2**20
 
 
 @dataclass(frozen=True)
@@ -144,25 +137,10 @@ class ZygoteProvisioner(LocalProvisioner):
         return self.connection_info
 
 
-def _capped_context(max_bytes: int) -> zmq.asyncio.Context:
-    """A context whose sockets refuse any part of a message over ``max_bytes`` (0: no cap), before reading it:
-    the kernel's side of the connection is dropped instead (LimitedClient reconnects it)."""
-    context = zmq.asyncio.Context()
-    if max_bytes:
-        context.setsockopt(zmq.MAXMSGSIZE, max_bytes)
-    return context
-
-
 class ReadyClient(AsyncKernelClient):
     """Ready as soon as the kernel answers and its IOPub stream is live. The stock client then waits
     for 0.2 s of silence on IOPub, once per notebook; nbclient ignores messages that answer other
-    requests, so the wait buys nothing here. Its sockets take messages of at most its manager's
-    ``max_message_bytes`` a part."""
-
-    @default("context")
-    def _context_default(self) -> zmq.asyncio.Context:
-        self._created_context = True
-        return _capped_context(getattr(self.parent, "max_message_bytes", 0))
+    requests, so the wait buys nothing here."""
 
     async def _async_wait_for_ready(self, timeout: float | None = None) -> None:
         from queue import Empty
@@ -193,12 +171,6 @@ class ZygoteKernelManager(AsyncKernelManager):
 
     client_factory = Type(ReadyClient, klass=AsyncKernelClient)
     provisioner_setup: tuple[PidsFence, dict[str, Any]] | None = None
-    max_message_bytes = 0  # a part of a message from the kernel larger than this is refused unread (0: no cap)
-
-    @default("context")
-    def _context_default(self) -> zmq.asyncio.Context:
-        self._created_context = True
-        return _capped_context(self.max_message_bytes)
 
     async def _async_wait(self, pollinterval: float = 0.1) -> None:
         """Wait for a dying kernel, looking every 5 ms rather than every 0.1 s (once per notebook)."""
@@ -214,13 +186,7 @@ class ZygoteKernelManager(AsyncKernelManager):
 
 
 class LimitedClient(NotebookClient):
-    """An nbclient that drops output beyond a budget instead of holding it all in memory. A message too
-    large for its sockets (``ZygoteKernelManager.max_message_bytes``) is refused before it is read: the
-    socket drops its connection to the kernel, which is made again at once; what the kernel sent in
-    between is lost, and the cell running then counts as over the limit (``cut``; a kernel that dies
-    closes its connections too, so its last cell is left out)."""
-
-    CHANNELS = ("shell", "iopub", "stdin", "control")
+    """An nbclient that drops output beyond a budget instead of holding it all in memory."""
 
     def __init__(self, *args: Any, limits: Limits, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -231,54 +197,6 @@ class LimitedClient(NotebookClient):
         self.timed_out: list[int] = []
         self.deadline = time.monotonic() + limits.notebook_seconds
         self.kill: Callable[[], None] = lambda: None  # set once the kernel exists
-        self.running: int | None = None  # the index of the cell being executed
-        self.last: int | None = None  # and of the last cell that started
-        self.cut: set[int] = set()  # cells during which a connection to the kernel was dropped
-        self.watchers: list[asyncio.Task] = []
-
-    async def async_execute(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await super().async_execute(*args, **kwargs)
-        finally:  # the loop outlives this notebook: nothing of it may wake up in the next one
-            for task in self.watchers:
-                task.cancel()
-            await asyncio.gather(*self.watchers, return_exceptions=True)
-            self.watchers = []
-
-    async def async_start_new_kernel_client(self) -> Any:
-        kc = await super().async_start_new_kernel_client()
-        for name in self.CHANNELS:
-            channel = getattr(kc, f"_{name}_channel", None)
-            if channel is not None and channel.socket is not None:
-                self.watchers.append(asyncio.ensure_future(self._reconnect_when_cut(channel.socket, name)))
-        return kc
-
-    async def _reconnect_when_cut(self, sock: zmq.asyncio.Socket, name: str) -> None:
-        """Connect ``sock`` again each time it drops its connection: a message over the cap, or a kernel that
-        closed its side (then it is dying, or the notebook broke its own kernel)."""
-        url = self.kc._make_url(name)
-        monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        try:
-            while True:
-                await monitor.recv_multipart()
-                if self.running is not None:
-                    self.cut.add(self.running)
-                with contextlib.suppress(zmq.ZMQError):
-                    sock.disconnect(url)
-                sock.connect(url)
-        except (asyncio.CancelledError, zmq.ZMQError):
-            pass
-        finally:
-            with contextlib.suppress(zmq.ZMQError):
-                sock.disable_monitor()
-            monitor.close(linger=0)
-
-    async def async_execute_cell(self, cell: NotebookNode, cell_index: int, *args: Any, **kwargs: Any) -> Any:
-        self.running = self.last = cell_index
-        try:
-            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
-        finally:
-            self.running = None
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | dict:
         """First timeout of a cell: interrupt the kernel (the cell gets a KeyboardInterrupt and the
@@ -345,7 +263,6 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         "roots": [str(p) for p in readable_roots(deny)], "allow": [str(p) for p in allow],
         "deny": [str(p) for p in deny], "fence": str(fence.path or "")})
     manager.connection_file = str(workdir / "kernel.json")
-    manager.max_message_bytes = limits.output_bytes_per_cell + MESSAGE_HEADROOM
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,
                            resources={"metadata": {"path": str(workdir)}}, kernel_name="python3")
@@ -369,7 +286,6 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     try:
         client.execute()
     except DeadKernelError:
-        client.cut.discard(client.last)  # its connections closed as it died
         problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {_last_run(nb)}")
     except CellTimeoutError:
         problems.append(f"time limit reached at cell {_last_run(nb)}")
@@ -396,7 +312,6 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     if client.timed_out:
         cells = ", ".join(map(str, client.timed_out))
         problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
-    client.truncated |= client.cut
     if client.truncated:
         problems.append(f"output over the limit was dropped in {len(client.truncated)} cells")
     private = getattr(manager.provisioner, "private", False)
