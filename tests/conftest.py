@@ -4,8 +4,20 @@ test session's own (self-checks record attempts; a learner's real progress must 
 import os
 import tempfile
 
+import pytest
+
 import course.devices
+from course import progress
 
 os.environ["SCALING_COURSE_PROGRESS"] = os.path.join(tempfile.mkdtemp(prefix="scaling-course-tests-"),
                                                      "progress.json")
 course.devices.setup("cpu")
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A progress file of the test's own, outside a graded run: what a learner's self-checks record."""
+    monkeypatch.setenv(progress.ENV_PATH, str(tmp_path / "progress.json"))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.setattr(progress, "_memory", {})
+    return tmp_path / "progress.json"

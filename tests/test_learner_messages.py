@@ -20,14 +20,6 @@ from course.answers import AnswerError, check, hint
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv(progress.ENV_PATH, str(tmp_path / "progress.json"))
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    monkeypatch.setattr(progress, "_memory", {})
-    return tmp_path / "progress.json"
-
-
 def one_line(e: BaseException) -> str:
     """What IPython shows for ``e`` (``_render_traceback_``): its message, no traceback (a message may end with the
     answer's text and a caret under the fault, as the self-check's do)."""

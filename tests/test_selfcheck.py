@@ -20,14 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 QID = "ch01-e1-h100-time"
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setenv(progress.ENV_PATH, str(tmp_path / "progress.json"))
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    monkeypatch.setattr(progress, "_memory", {})
-    return tmp_path / "progress.json"
-
-
 def wrong_answer() -> float:
     return 2 * load_chapter("ch01_rooflines")[QID].reference
 
