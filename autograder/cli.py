@@ -19,6 +19,7 @@ examples:
   scaling-course release                       # regenerate release/ and the self-check data from source/
   scaling-course release ch01_rooflines
   scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
+  scaling-course grade ch01_rooflines --student jdoe --force   # regrade one student (repeat --student for more)
   scaling-course variant ch01_rooflines --student jdoe   # a student's values and reference answers
   scaling-course gradescope ch01_rooflines     # ch01_rooflines-gradescope.zip: Gradescope's autograder
   scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
@@ -72,7 +73,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     progress = Progress()
     try:
         summary = grade(course, args.assignment, jobs=args.jobs, force=args.force, progress=progress,
-                        scheduler=args.scheduler)
+                        scheduler=args.scheduler, students=args.student)
     except CourseError as e:
         print(f"scaling-course grade: {e}", file=sys.stderr)
         return 2
@@ -87,8 +88,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 
 def print_summary(course: Path, assignment: str, summary: Summary) -> None:
-    """The grade table and the problems of a grading run. Student ids and the notes about their files are the
-    students' text: each goes through ``printable``, so no name can move the cursor or hide what follows."""
+    """The grade table, the problems and the warnings of a grading run. Student ids and the notes about their files
+    are the students' text: each goes through ``printable``, so no name can move the cursor or hide what follows."""
     from .demo import print_table
     from .grading.console import printable
 
@@ -101,8 +102,10 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
         print("\nSubmissions with problems (graded as far as possible, except those \"not graded\"):")
         for student, problems in sorted(summary.problems.items(), key=lambda item: printable(item[0])):
             print(f"  {printable(student)}: {'; '.join(printable(p) for p in problems)}")
-    print(f"\nGraded {len(summary.results)} submission(s) in {summary.seconds:.0f} s "
-          f"({summary.skipped} unchanged). Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
+    for warning in summary.warnings:
+        print(f"\nWarning: {warning}")
+    print(f"\n{len(summary.results) - summary.skipped} graded, {summary.skipped} unchanged and kept, in "
+          f"{summary.seconds:.0f} s. Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:
@@ -222,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course-dir", default=".", metavar="DIR")
     p.add_argument("--jobs", type=int, default=None, help="parallel notebooks (default: CPU count)")
     p.add_argument("--force", action="store_true", help="regrade submissions that did not change")
+    p.add_argument("--student", action="append", metavar="ID", help="grade only submitted/ID/ASSIGNMENT/ (repeat "
+                   "for more; with --force, regrade only them); grades.csv still lists every student graded")
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 "
                    "(workers need this package and the course directory at the same path)")
     p.set_defaults(func=cmd_grade)

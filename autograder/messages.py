@@ -79,8 +79,7 @@ _WRONG = {
     # "close" beyond what a rounding explains (kinds/number.py, ROUNDING): the same diagnosis, other words
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
                  "accepts {tolerance}): recheck each term, and each value you used.",
-    "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. "
-            "Give the value with one more significant figure.",
+    "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
     "magnitude": "Off by about a factor of {factor}: check the units and the powers of ten.{percent}",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you "
                  "combined (bytes or FLOPs, per chip or in total).",
@@ -100,6 +99,8 @@ _VERDICTS = {
     # The self-check's bounds on calling a function (record.bounded_calls), inside a test case's frame.
     "timeout:case": "your function did not return within {seconds} s, where the self-check stops it: an endless "
                     "loop, or far more work than the question needs?",
+    "timeout:trace": "your function did not return within {seconds} s when the self-check traced it, where it stops "
+                     "it: an endless loop, or far more work than the question needs?",
     "timeout:not_called": "not called: your function's calls on the cases before it took {seconds} s, all the time "
                           "the self-check gives one answer (an endless loop, or far more work than the question "
                           "needs?)",
@@ -343,6 +344,8 @@ def phrase(code: str, **ctx: object) -> str:
         fields["limit"] = f"{bounds.ANSWER_CPU_SECONDS:g} s of computing ({bounds.ANSWER_WALL_SECONDS:g} s in all)"
     if head == "unknown_function":
         fields["instead"] = _INSTEAD.get(str(fields["detail"]), "")
+    if head == "edge":  # ``precise``: the answer has figures enough that more would not move it
+        fields["advice"] = _EDGE_PRECISE if ctx.get("precise") else "Give the value with one more significant figure."
     if head == "magnitude":
         fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
         fields["percent"] = _PERCENT if arg in ("+2", "-2") and ctx.get("unit") == PLAIN else ""
@@ -429,7 +432,16 @@ def _num(k: Fraction) -> str:
 _SCALES = {"k": "e3", "K": "e3", "thousand": "e3", "M": "e6", "million": "e6", "G": "e9", "B": "e9", "billion": "e9",
            "T": "e12", "trillion": "e12"}
 
+# An answer at the edge that more figures cannot move: it is what it is, so the values it was computed from decide.
+_EDGE_PRECISE = ("More figures would not decide it: recheck the constants you used (a rounded one moves an answer by "
+                 "about this much).")
+
 _TIME_NAMES = {1e-3: "ms", 1e-6: "us", 1e-9: "ns", 1e3: "ks", 1e-12: "ps"}
+
+
+# The time units a question may ask for, in seconds, and the names of the others it may be off by.
+_TIME_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0, "hours": 3600.0, "days": 86400.0}
+_TIME_WORDS = {1.0: "seconds", 60.0: "minutes", 3600.0: "hours", 86400.0: "days", 604800.0: "weeks"}
 
 
 def _unit_guess(arg: str, unit: str) -> dict[str, str]:
@@ -443,10 +455,13 @@ def _unit_guess(arg: str, unit: str) -> dict[str, str]:
         guess = {1e3: "milliseconds", 1e6: "microseconds", 1e9: "nanoseconds"}.get(factor, guess)
     elif unit == "s" and factor < 1:
         guess = {1e-3: "kiloseconds"}.get(factor, guess)
-    elif unit in ("B", "B/s", "FLOP", "FLOP/s") and factor < 1:
+    elif unit in ("B", "B/s", "FLOP", "FLOP/s", "Hz") and factor < 1:
         prefix = {1e-3: "k", 1e-6: "M", 1e-9: "G", 1e-12: "T", 1e-15: "P"}.get(factor)
         guess = f"{prefix}{unit}" if prefix else guess
-    example_unit = {"s": "ms", "B": "GB", "B/s": "GB/s", "FLOP": "TFLOP", "FLOP/s": "TFLOP/s"}.get(unit, unit)
+    if unit in _TIME_SECONDS:  # 24 times a time in days is in hours; 1/60 of one in seconds, in minutes
+        guess = _TIME_WORDS.get(round(_TIME_SECONDS[unit] / factor, 6), guess)
+    example_unit = {"s": "ms", "B": "GB", "B/s": "GB/s", "FLOP": "TFLOP", "FLOP/s": "TFLOP/s",
+                    "Hz": "GHz"}.get(unit, unit)
     return {"guess": guess, "example": f"1.5 {example_unit}"}
 
 

@@ -61,6 +61,8 @@ def _unit_table() -> dict[str, tuple[str, float]]:
                               (("week", "weeks"), "time", 7 * 86400.0), (("byte",), "bytes", 1.0),
                               (("percent",), "number", 0.01)):
         t |= dict.fromkeys(words, (dim, scale))
+    for p, f in (("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9)):  # a clock: "2.11 GHz"
+        t[p + "Hz"] = ("frequency", f)
     for p, f in {**_PREFIX, **_BINARY}.items():
         t[p + "B/sec"] = t[p + "Bps"] = ("bytes/s", f)
         if p in _PREFIX and p:
@@ -79,7 +81,7 @@ def _unit_table() -> dict[str, tuple[str, float]]:
 UNITS = _unit_table()
 DIMENSION_WORDS = {"time": "a time", "bytes": "a size in bytes", "bytes/s": "a bandwidth",
                    "flops": "a FLOP count", "flops/s": "a FLOP rate", "flops/byte": "an intensity",
-                   "number": "a plain number"}
+                   "frequency": "a frequency", "number": "a plain number"}
 MAX_CHARS = 200  # a number, even as a short product with a unit, fits in far fewer
 
 # ASCII digits only: Python's \d and float() also read Arabic-Indic and other digits, which a

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from . import record
 from .collectives import BUSIER, Collective, census, compiled_census, inspect_text
 from .collectives import traffic as collective_traffic
 from .meshes import MeshFactory
@@ -948,6 +949,7 @@ _ERROR = re.compile(r"([A-Za-z_][\w.]*): ?(.*)", re.S)  # "Kind: text", as the k
 _HOST_CALLBACK = re.compile(r"host_callback")  # jax.debug.print, jax.debug.callback, io_callback, pure_callback
 _INSIDE_JIT = re.compile(r"`?(\w+)`? can only be used outside of `?jax\.jit")  # jax.set_mesh in the function
 _NO_CONTEXT_MESH = re.compile(r"context mesh cannot be empty")
+_TIMED_OUT = re.compile(record.TIMED_OUT.format(r"(\S+)"))  # the self-check stopped the trace (record.bounded_trace)
 _UNBOUND_AXIS = re.compile(r"unbound axis name: ([\w-]+)")
 # A call of a collective that names mesh axes, and a quoted name, on a line of the student's code.
 _COLLECTIVE_CALL = re.compile(r"\b(psum_scatter|psum|pmean|pmax|pmin|ppermute|pshuffle|all_gather|all_to_all|"
@@ -990,6 +992,9 @@ def lowering_verdict(error: str, at: Any, axes: Sequence[str]) -> Verdict:
     missing). JAX's words, except where they mislead or say nothing: a host callback and a mesh set inside the
     function are programs the check cannot export (invalid: nothing was judged); a collective over an axis the
     mesh lacks raises an AssertionError without a message; any error without one gets its type and a hint."""
+    stopped = _TIMED_OUT.fullmatch(error)
+    if stopped:  # the self-check stopped its trace: an endless loop, most likely, with no error of its own
+        return Verdict(Status.INCORRECT, 0.0, "timeout:trace", phrase("timeout:trace", seconds=stopped.group(1)))
     at = at.strip()[:AT_CHARS] if isinstance(at, str) else ""
     m = _ERROR.fullmatch(error)
     kind, detail = (m.group(1), m.group(2).strip()) if m else ("", error)

@@ -134,6 +134,19 @@ class _TimedOut(Exception):
     pass
 
 
+def bounded_trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, where it traces a student's program: in a ``bounded_calls`` block (the
+    self-check's) within the bound on one call, else unbounded. Returns ``{"error": TIMED_OUT...}``, the
+    record of a call that ran past it, in place of what ``fn`` would have returned."""
+    from .bounds import available
+
+    limits = _CALL_BOUNDS.get() if available() else None
+    try:
+        return _call(fn, args, kwargs, limits[0] if limits else None)
+    except _TimedOut:
+        return {"error": TIMED_OUT.format(f"{limits[0]:.3g}" if limits else "?")}
+
+
 def _call(fn: Callable[..., Any], args: tuple, kwargs: dict, seconds: float | None) -> Any:
     """``fn(*args, **kwargs)``, stopped after ``seconds`` of wall time (None: unbounded) with ``_TimedOut``."""
     if seconds is None:

@@ -127,6 +127,9 @@ def verdict(qid: str, answer: Any) -> Verdict:
         need = _mesh_devices(entry["program"])
         if need > devices.kernel_devices():
             return _too_few_devices(need)
+    if entry["kind"] == "program":
+        with record.bounded_calls():  # its trace, as a function's calls
+            return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
     if entry["kind"] != "function":
         return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
     with record.bounded_calls():

@@ -14,6 +14,7 @@ from this module as they would the real ones; the import happens when a model fi
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -43,8 +44,8 @@ __all__ = [
     # settings a variant draws from
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
-    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "X8", "number", "slip_code", "reshard_spec",
-    "count_of",
+    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "X8", "number", "slip_code",
+    "reshard_spec", "count_of",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -54,6 +55,18 @@ EXACT = Tolerance(rtol=1e-9)  # what a function computes exactly (counts, byte s
 THREE_FIGURES = Tolerance.figures()  # the least a number may have: a student may round to 3 figures (±0.5%)
 ONE_PERCENT = Tolerance(rtol=0.01)
 TWO_PERCENT = Tolerance(rtol=0.02)  # Number's default
+
+
+def rate_tolerance(gpu: hw.GPU, least: Tolerance = TWO_PERCENT) -> Tolerance:
+    """The tolerance of a number that scales with ``gpu``'s bf16 FLOP/s (or its inverse): ``least``, widened to the
+    next half percent that admits the book's own rate for that GPU (``hw.BOOK_BF16_RATES``: 2% for the H100, 2.5%
+    for the B200), so that one quantity has one tolerance in every chapter."""
+    book = hw.BOOK_BF16_RATES.get(gpu.name)
+    if book is None:
+        return least
+    gap = max(book / gpu.bf16_flops_per_s, gpu.bf16_flops_per_s / book) - 1
+    need = math.ceil(gap * 200) / 200
+    return least if least.rtol >= need else Tolerance(rtol=need)
 
 
 def number(qid: str, *, section: str, prompt: str, reference: float, slips: tuple[Slip, ...], unit: str = "",

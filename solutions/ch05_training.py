@@ -706,7 +706,7 @@ def e5(batch: float, mfu: float) -> tuple[Number, ...]:
                prompt=f"E5: days to train LLaMA 3-70B (6.3e24 FLOPs) on those chips at {mfu:.0%} utilisation.",
                reference=days, unit="days", tolerance=TWO_PERCENT,
                slips=(Slip(days * mfu, slip_code(days * mfu, days), f"at {mfu:.0%}, not 100%, of peak."),
-                      Slip(days * DAY, "magnitude:+5", "the answer is in days."))))
+                      Slip(days * DAY, "unit:86400", "the answer is in days."))))
 
 
 def e7(F: int, ways: int) -> tuple[Number | Choice, ...]:

@@ -595,7 +595,7 @@ def a3(chip: hw.TPU, mfu: float) -> tuple[Number, ...]:
                prompt=f"A4: days on a full {pod}-chip {chip.name} pod at {mfu:.0%} utilisation.", reference=days,
                unit="days", tolerance=TWO_PERCENT,
                slips=(Slip(days * mfu, slip_code(days * mfu, days), "divide by the utilisation."),
-                      Slip(days * DAY, "magnitude:+5"))))
+                      Slip(days * DAY, "unit:86400"))))
 
 
 # The book rounds A6's 7.1e9 bytes per chip (12 checkpoints) up to "about 8 GB": the same relative margin

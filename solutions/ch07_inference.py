@@ -950,6 +950,7 @@ def q5(E: int, k: int) -> tuple[Question, ...]:
     flops = m.forward_flops_per_token_of(moe) * T  # 2 x activated parameters per token (attention left out)
     per_chip = INT8 * total / Q6_CHIPS
     seconds, free = per_chip / W_V5E, V5E.hbm_bytes - per_chip
+    experts_only = INT8 * moe.L * moe.E * 3 * moe.D * moe.F / Q6_CHIPS / W_V5E  # the [E, D, F] tensors alone
     return (
         Number(qid="ch07-q5-total-params", points=1, section=_wp,
                prompt=f"Q5: total parameters of the model as an MoE with E = {E} experts.",
@@ -970,8 +971,12 @@ def q5(E: int, k: int) -> tuple[Question, ...]:
                 slips=(Slip(3 * flops, "ratio:3", "the forward pass only."),
                        Slip(flops / 2, "ratio:1/2", "2 FLOPs per parameter per token: a multiply and an add."))),
         number("ch07-q6-weight-time", section=_wp, unit="s", reference=seconds,
-               prompt="Q6: seconds to read each chip's int8 expert weights on a v5e 8x16.",
-               slips=(Slip(2 * seconds, "ratio:2", "int8: 1 byte per parameter."),)),
+               prompt="Q6: seconds to read each chip's share of all of the model's int8 weights (experts, attention "
+                      "and embeddings, split evenly) on a v5e 8x16.",
+               slips=(Slip(2 * seconds, "ratio:2", "int8: 1 byte per parameter."),
+                      *slips(seconds, TWO_PERCENT, (experts_only, "count all the weights each chip holds: the "
+                                                                  "attention and embedding weights too, not only "
+                                                                  "the experts'.")))),
         Number(qid="ch07-q6-free-hbm", points=1, unit="B", section=_wp,
                prompt="Q6: HBM left per chip after those weights.",
                reference=free, tolerance=TWO_PERCENT,

@@ -591,12 +591,12 @@ def c1_train(batch: int, chips: int, tokens: float) -> tuple[Question, ...]:
         number("ch11-c1-train-days", section=APPLIED_TRAINING,
                prompt=f"Days to train Course-31B on {tokens / 1e12:g}T tokens with that slice at 40% MFU.",
                reference=days, unit="days", tolerance=ONE_PERCENT,
-               slips=(Slip(days * 24, "magnitude:+1", "the answer is in days."),)),
+               slips=(Slip(days * 24, "unit:24"),)),
         number("ch11-c1-train-cost", section=SERVING, prompt="Its cost in US dollars at the v5p on-demand price.",
                reference=cost, tolerance=ONE_PERCENT,
                slips=(Slip(cost / 24, "magnitude:-1", "prices are per chip-hour."),)),
         number("ch11-c1-h100-cost", section=GPUS, prompt="The same training on H100s at 45% MFU, in US dollars.",
-               reference=h100_cost, tolerance=ONE_PERCENT,
+               reference=h100_cost, tolerance=rate_tolerance(H100),
                slips=(Slip(h100_cost * H100_MFU / 0.4, "close", "H100s here reach 45% MFU."),)),
         Choice(qid="ch11-c1-cheaper", points=1, section=SERVING, prompt="Which trains Course-31B for less money?",
                reference=cheaper, options=("TPU v5p", "H100"),
@@ -647,9 +647,10 @@ def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, .
     the per-GPU batches that decide which configuration is compute-bound."""
     g, gpu = gpu_plan(node, model, batch), node.gpu
     book = node is hw.DGX_H100 and model is m.LLAMA3_70B
+    rate = rate_tolerance(gpu)  # days, the TP limit and the DP thresholds scale with the GPU's FLOP/s
     # the book's 14.37 uses C = 1995 TF: the book's own case accepts it
-    tp_tolerance = Tolerance(low=g["tp_limit"] * 0.99, high=BOOK["ch11-c1-h100-tp-limit"] * 1.01) if book \
-        else ONE_PERCENT
+    tp_tolerance = Tolerance(low=g["tp_limit"] * (1 - rate.rtol), high=BOOK["ch11-c1-h100-tp-limit"] * 1.01) \
+        if book else rate
     state = m.TRAIN_STATE_BYTES * m.params_of(model)
     short = math.ceil(2 * m.params_of(model) / gpu.hbm_bytes)
     if g["per_gpu"] > g["dp"]:
@@ -666,7 +667,7 @@ def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, .
                            "Adam keeps two fp32 moments per parameter: 10 bytes in all."),)),
         number("ch11-c1-h100-days", section=GPUS,
                prompt=f"Days to train {model.name} on 15T tokens with 4096 {gpu.name}s at 45% MFU.",
-               reference=g["days"], unit="days", tolerance=TWO_PERCENT,
+               reference=g["days"], unit="days", tolerance=rate,
                slips=(Slip(g["days"] * 0.45 / 0.4, "close", "this run assumes 45% MFU."),)),
         number("ch11-c1-h100-tp-limit", section=GPUS,
                prompt=f"The largest tensor-parallel degree that stays compute-bound over NVLink ({gpu.name}, "
@@ -679,11 +680,11 @@ def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, .
                slips=(Slip(batch / (Q52_GPUS / 8), "ratio:8", "every GPU holds a share of the batch."),)),
         number("ch11-c1-h100-dp-threshold", section=GPUS,
                prompt="Tokens per GPU above which DP across nodes is compute-bound.", reference=g["dp"],
-               tolerance=ONE_PERCENT,
+               tolerance=rate,
                slips=(Slip(g["dp"] * 8, "ratio:8", "the node's egress is shared by its 8 GPUs."),)),
         number("ch11-c1-h100-pp-threshold", section=GPUS,
                prompt="That threshold when 8-way pipelining spreads DP over 8x the links.", reference=g["pp"],
-               tolerance=ONE_PERCENT, slips=(Slip(g["dp"], "ratio:8"),)),
+               tolerance=rate, slips=(Slip(g["dp"], "ratio:8"),)),
         Choice(qid="ch11-c1-h100-config", points=1, section=GPUS,
                prompt=f"Which configuration trains {model.name} compute-bound on 4096 {gpu.name}s?",
                reference=config, options=("tp8-dp512", "tp8-zero512", "tp8-pp8-zero"),

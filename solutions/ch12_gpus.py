@@ -106,7 +106,7 @@ def q14(gpu: hw.GPU, F: int) -> tuple[Question, ...]:
                            f"compare {b_small} with the {gpu.name}'s critical intensity."),)),
         number("ch12-q14-large-time", section=S["quiz1"],
                prompt=f"Seconds for fp16[{b_large},{Q14_D}] x fp16[{Q14_D},{F}] on one {gpu.name}.", reference=large,
-               unit="s", slips=(Slip(large_mem, slip_code(large_mem, large),
+               unit="s", tolerance=rate_tolerance(gpu), slips=(Slip(large_mem, slip_code(large_mem, large),
                                      "that is the memory time; which one is larger?"),)),
         Choice(qid="ch12-q14-large-bound", points=1, section=S["quiz1"],
                prompt=f"Is the B = {b_large} matmul compute- or memory-bound?",
@@ -394,7 +394,7 @@ E8_DEALS = ((32, 2048, 16000), (16, 1024, 8000), (64, 4096, 24000))
 def e8(node: hw.GPUNode, moe: int, h800s: int, fleet: int) -> tuple[Number, ...]:
     """E8: data-parallel thresholds C / W inside a node (NVLink) and across nodes (the node's egress),
     and the global batches they imply."""
-    c = node.gpu.bf16_flops_per_s
+    c, rate = node.gpu.bf16_flops_per_s, rate_tolerance(node.gpu)
     dp_node, dp_out = c / node.nvlink_bytes_per_s_per_gpu, c / node.egress_bytes_per_s
     deepseek = h800s * H800.bf16_flops_per_s / H800.nvlink_bytes_per_s
     llama = fleet * dp_out
@@ -407,23 +407,24 @@ def e8(node: hw.GPUNode, moe: int, h800s: int, fleet: int) -> tuple[Number, ...]
     return (
         number("ch12-e8-dp-node", section=S["dp"],
                prompt=f"Per-GPU token batch for compute-bound DP inside an {node.name}.", reference=dp_node,
-               slips=(Slip(dp_out, slip_code(dp_out, dp_node),
+               tolerance=rate, slips=(Slip(dp_out, slip_code(dp_out, dp_node),
                            "inside the node the GPU's NVLink bandwidth applies."),)),
         number("ch12-e8-dp-scaleout", section=S["dp"], prompt="The same across nodes.", reference=dp_out,
+               tolerance=rate,
                slips=(Slip(dp_out * 8, "ratio:8", "a collective across nodes gets the whole node's egress."),)),
         number("ch12-e8-llama-batch", section=S["dp"],
                prompt=f"Global token batch {fleet:,} {gpu}s would need for pure DP.", reference=llama,
-               slips=(*llama_slips, Slip(fleet * dp_node, slip_code(fleet * dp_node, llama),
+               tolerance=rate, slips=(*llama_slips, Slip(fleet * dp_node, slip_code(fleet * dp_node, llama),
                                          "across nodes the node egress applies, not NVLink."))),
         number("ch12-e8-deepseek-batch", section=S["dp"],
                prompt=f"Global batch {h800s:,} H800s (300 GB/s NVLink) would need.", reference=deepseek,
                slips=deepseek_slips),
         number("ch12-e8-moe", section=S["dp"], prompt=f"Cross-node DP threshold of an MoE with E/k = {moe}.",
-               reference=moe * dp_out,
+               reference=moe * dp_out, tolerance=rate,
                slips=(Slip(dp_out, f"ratio:{Fraction(1, moe)}", "an MoE moves E/k times more weights per FLOP."),)),
         number("ch12-e8-two-nodes", section=S["dp"],
                prompt="Per-GPU DP threshold with data parallelism over only 2 nodes.", reference=dp_out * (2 - 1) / 2,
-               slips=(Slip(dp_out, "ratio:2", "the (X - 1)/X factor with X = 2."),)))
+               tolerance=rate, slips=(Slip(dp_out, "ratio:2", "the (X - 1)/X factor with X = 2."),)))
 
 
 def e8_valid(node: hw.GPUNode, moe: int, h800s: int, fleet: int) -> bool:
@@ -539,16 +540,28 @@ def cx1(nbytes: float, node: hw.GPUNode) -> tuple[Number, ...]:
         ib_slip = Slip(leaf_only, slip_code(leaf_only, ib),
                        "the slowest level bounds it: compare NVLink with the leaf.")
     gpus = CX1_IB_NODES * node.gpus
+    # bytes / W, the rough form (PQ1 asks for it too): without each level's (N - 1)/N, or at the node's egress
+    # where NVLink is the slower level
+    ring = "the rough bytes / W; this question wants the exact time, with each level's (N - 1)/N."
+    nvlink_rough = nbytes / node.nvlink_bytes_per_s_per_gpu
+    ib_rough = nbytes / min(node.nvlink_bytes_per_s_per_gpu, node.egress_bytes_per_s)
+    ib_slips = [ib_slip, Slip(ib_rough, slip_code(ib_rough, ib), "that is " + ring)]
+    if node.egress_bytes_per_s != min(node.nvlink_bytes_per_s_per_gpu, node.egress_bytes_per_s):
+        egress_rough = nbytes / node.egress_bytes_per_s
+        ib_slips.append(Slip(egress_rough, slip_code(egress_rough, ib),
+                             "the slowest level bounds it: compare NVLink with the leaf, each with its (N - 1)/N."))
+    exact = " (exact: each ring level's (N - 1)/N included)"
     return (
         number("ch12-cx1-torus-time", section=S["beyond"],
                prompt=f"Seconds to AllGather {nbytes:.3g} bytes over a TPU v5p 4x4x4 cube.", reference=torus, unit="s",
                slips=(Slip(torus * 2, "ratio:2", "a full cube wraps: both directions of each link."),)),
         number("ch12-cx1-nvlink-time", section=S["intra"],
-               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over one {node.name}.", reference=nvlink, unit="s",
-               slips=(Slip(nvlink * 2, "ratio:2", "an AllGather is half an AllReduce."),)),
+               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over one {node.name}{exact}.", reference=nvlink,
+               unit="s", slips=(Slip(nvlink * 2, "ratio:2", "an AllGather is half an AllReduce."),
+                                Slip(nvlink_rough, slip_code(nvlink_rough, nvlink), "that is " + ring))),
         number("ch12-cx1-ib-time", section=S["cross"],
-               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over {gpus} {node.gpu.name}s in {CX1_IB_NODES} nodes.",
-               reference=ib, unit="s", slips=(ib_slip,)))
+               prompt=f"Seconds to AllGather {nbytes:.3g} bytes over {gpus} {node.gpu.name}s in {CX1_IB_NODES} "
+                      f"nodes{exact}.", reference=ib, unit="s", slips=tuple(ib_slips)))
 
 
 # --- CX2: hierarchical AllReduce on a (node, gpu) mesh -------------------------------------------------------
@@ -712,7 +725,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     # Q1.6: B200 clock.
     number("ch12-q16-b200-clock", section=S["quiz1"],
            prompt="Clock (Hz) implied by 8e13 fp32 vector FLOP/s (FMA counted as 2).", reference=B200_CLOCK_HZ,
-           tolerance=ONE_PERCENT,
+           unit="Hz", tolerance=ONE_PERCENT,
            slips=(Slip(2 * B200_CLOCK_HZ, "ratio:2", "an FMA is 2 FLOPs per core per cycle."),)),
     # Q1.7: vector add.
     Formula(qid="ch12-q17-bytes", points=1, section=S["quiz1"], prompt="HBM bytes of fp32[N] + fp32[N].",

@@ -14,6 +14,15 @@ os.environ["SCALING_COURSE_PROGRESS"] = os.path.join(tempfile.mkdtemp(prefix="sc
 course.devices.setup("cpu")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One marker per chapter, named by its file (``pytest -m ch13``): a new chapter needs no line in
+    pyproject.toml, where ``--strict-markers`` would otherwise refuse the whole of test_every_chapter.py."""
+    from autograder.questions import chapter_names
+
+    for name in chapter_names():
+        config.addinivalue_line("markers", f"{name[:4]}: {name} questions")
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A progress file of the test's own, outside a graded run: what a learner's self-checks record."""

@@ -353,3 +353,38 @@ def test_a_formula_missing_a_symbol_still_names_it(store):
     with pytest.raises(AnswerError) as e:
         check("ch01-e4-t-math", "B*D/C")
     assert "depends on F" in str(e.value) and "not a formula" not in str(e.value)
+
+
+def test_a_program_whose_trace_never_ends_ends_the_check_with_one_line(store, short_bounds):
+    """A program answer is traced (exported) by the self-check: an endless Python loop in it must not hang the
+    notebook any more than a function answer's does."""
+    qid = "ch03-cx2-case1-local"
+    model = _model("ch03_sharding", qid)
+
+    def endless(*args):
+        x = 1
+        while x != 3:  # never: x is a power of two
+            x *= 2
+        return model(*args)
+
+    started = time.monotonic()
+    with pytest.raises(AnswerError) as e:
+        check(qid, endless)
+    assert time.monotonic() - started < 10
+    text = one_line(e.value)
+    assert "did not return within 0.5 s" in text and "endless loop" in text, text
+
+
+def test_grading_traces_a_program_unbounded(short_bounds):
+    qid = "ch03-cx2-case1-local"
+    q = load_chapter("ch03_sharding")[qid]
+    model = q.solution
+
+    def slow(*args):
+        time.sleep(0.6)
+        return model(*args)
+
+    from autograder.kinds import program
+
+    blob = program.encode(program.make_print(q), slow)
+    assert isinstance(blob, str), blob

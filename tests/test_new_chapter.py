@@ -53,6 +53,13 @@ def test_a_new_chapter_from_the_recipe_releases_and_grades(tmp_path):
     student_copy = nbformat.read(repo / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     assert "psum" not in str(student_copy) and "grade(" not in str(student_copy)
 
+    # Section 3: the shared checks of every chapter run on this one's records under its marker.
+    shutil.copytree(ROOT / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", repo)
+    checked = _run(repo, "-m", "pytest", "-q", "-m", "ch13", "-p", "no:cacheprovider",
+                   "tests/chapters/test_every_chapter.py")
+    assert re.search(r"\b\d+ passed", checked.stdout) and " failed" not in checked.stdout, checked.stdout[-2000:]
+
     course = tmp_path / "class"
     _run(repo, "-c", CLI, "demo", CHAPTER, "--keep", str(course), "--jobs", "2")
     with open(course / "grades.csv") as f:

@@ -1,10 +1,16 @@
-"""A process-count fence around a grading worker's kernels, where the system lets us build one.
+"""A process-count fence around a grading worker's kernels, where the system lets us build one, and a
+CPU group beside it.
 
 ``RLIMIT_NPROC`` cannot stop a fork bomb when grading runs as root (root ignores it) and counts the
 user's other processes when it does not; a ``pids`` cgroup bounds exactly the processes of one
 worker's kernel factory and everything they start, and lets the worker kill them all after each
 notebook, including children that left the kernel's session. Where cgroups are not writable (no
 root, no delegation) this does nothing and the other limits still apply.
+
+The CPU group shares the machine's cores equally between the workers' kernels. Without it, the kernel
+scheduler shares CPU per session: a notebook that starts spinning processes in sessions of their own
+(``os.setsid``) took cores from the kernels graded beside it (a bystander's notebook ran 13 times slower
+beside 32 of them), and the CPU-time limit, per process, does not add them up.
 """
 
 from __future__ import annotations
@@ -12,9 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from pathlib import Path
 
 ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))  # cgroup v1, then v2
+# cgroup v1's cpu hierarchies, mounted alone or with cpuacct; under v2, the pids fence's own folder.
+CPU_ROOTS = (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct"))
 
 
 PREFIX = "scaling-course-"
@@ -37,6 +46,15 @@ class PidsFence:
                 break
             except OSError:
                 continue
+        self.groups: list[Path] = [self.path] if self.path else []
+        cpu = _cpu_group(self.path) if self.path else None
+        if cpu is not None and cpu != self.path:
+            self.groups.append(cpu)
+
+    @property
+    def shares_cpu(self) -> bool:
+        """Do the fenced processes share the CPU as one group (a cpu cgroup), beside the other workers'?"""
+        return self.path is not None and (len(self.groups) > 1 or _v2_cpu(self.path))
 
     @property
     def active(self) -> bool:
@@ -48,6 +66,8 @@ class PidsFence:
                 (self.path / "cgroup.procs").write_text(str(pid))
             except OSError:
                 self.path = None
+                return
+            _join_cpu(self.groups[1:], pid)
 
     def pids(self) -> list[int]:
         if self.path is None:
@@ -72,8 +92,62 @@ class PidsFence:
     def remove(self) -> None:
         if self.path is not None:
             self.kill_all()
-            with contextlib.suppress(OSError):
-                self.path.rmdir()
+            for group in reversed(self.groups):
+                _remove_when_empty(group)
+
+
+def enter(fence: str) -> None:
+    """The calling process joins the fence at path ``fence`` and its CPU group (a kernel forked by the
+    factory, before it forks anything): what it starts stays in both."""
+    pid = str(os.getpid())
+    with contextlib.suppress(OSError):
+        Path(fence, "cgroup.procs").write_text(pid)
+        _join_cpu([root / Path(fence).name for root in CPU_ROOTS if (root / Path(fence).name).is_dir()], int(pid))
+
+
+def _cpu_group(fence: Path) -> Path | None:
+    """A CPU group named as the fence: under cgroup v1 a folder in the cpu hierarchy; under v2 the fence's own
+    folder, once its parent hands the cpu controller down. None where neither can be made."""
+    if fence.parent.name != "pids":  # cgroup v2: one hierarchy
+        with contextlib.suppress(OSError):
+            if "cpu" in (fence.parent / "cgroup.controllers").read_text().split():
+                (fence.parent / "cgroup.subtree_control").write_text("+cpu")
+        return fence if _v2_cpu(fence) else None
+    for root in CPU_ROOTS:
+        if not (root / "cgroup.procs").exists():
+            continue
+        _remove_stale(root)
+        try:
+            (root / fence.name).mkdir(exist_ok=True)
+            return root / fence.name
+        except OSError:
+            continue
+    return None
+
+
+def _v2_cpu(path: Path) -> bool:
+    try:
+        return (path / "cpu.weight").exists()
+    except OSError:
+        return False
+
+
+def _join_cpu(groups: list[Path], pid: int) -> None:
+    for group in groups:
+        with contextlib.suppress(OSError):
+            (group / "cgroup.procs").write_text(str(pid))
+
+
+def _remove_when_empty(group: Path) -> None:
+    """rmdir fails while a process is in the group: the killed ones leave it within moments."""
+    for _ in range(50):
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 def _remove_stale(root: Path) -> None:

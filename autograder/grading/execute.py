@@ -5,7 +5,9 @@ process), given namespaces of its own where the system allows (namespaces.py: no
 sockets, shared memory or network in sight) and jailed (jail.py) in a private working directory with
 no route to the course directory.
 Limits: seconds per cell and per notebook, bytes of output per cell and per notebook (more is
-dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), address space and
+dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), answer records in test
+cells apart from that output (a budget of their own, so a student whose plots filled the output budget
+still has every answer recorded; bounded too, since a kernel can forge records), address space and
 CPU time of the kernel, and bytes and files in its folders (a watchdog measures them; a kernel past the
 quota is stopped). A kernel that dies or hangs ends the run; the cells that ran keep their
 outputs and the rest score what they recorded: nothing. What the kernel leaves in its folders (its
@@ -36,7 +38,7 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from traitlets import Type
 
-from ..record import GRADER_ENV
+from ..record import GRADER_ENV, MAX_RECORD_BYTES, MIME
 from . import factory
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
@@ -47,6 +49,13 @@ MAX_PIDS = 2048  # processes and threads of one kernel (JAX alone starts dozens 
 LOG_BYTES = 2**20  # of the kernel's own log (its stderr), kept in .scaling-course/logs/
 QUOTA_SECONDS = 0.2  # how often the watchdog measures a kernel's folders
 DRAIN_SECONDS = 1.0  # for a stopped kernel's processes to end before those left are killed (and reported)
+# Answer records have a budget of their own (``Limits.record_bytes_total``), in test cells only (the only cells
+# records are read from), for a message that holds a record and its text and nothing else: no larger than the
+# largest record the grader reads (record.read ignores larger ones) and a few a cell (a test cell records one
+# answer; the last counts). A record past these bounds is output like any other, charged to the output budget.
+RECORD_BYTES = MAX_RECORD_BYTES + 2**16
+RECORDS_PER_CELL = 3
+_RECORD_KEYS = {MIME, "text/plain"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,9 @@ class Limits:
     notebook_seconds: int = 900
     output_bytes_per_cell: int = 1_000_000
     output_bytes_total: int = 5_000_000
+    # Answer records in test cells, apart from the output above. A chapter's records take well under 1 MB (a
+    # program's is its exported StableHLO): this bounds what forged ones can make the grader hold.
+    record_bytes_total: int = 16_000_000
     memory_bytes: int = 12 * 2**30  # address space: XLA reserves a lot of virtual memory up front
     startup_seconds: int = 60
     # Everything the kernel writes into its folders (its work folder, on the course's file system, and its
@@ -186,7 +198,8 @@ class ZygoteKernelManager(AsyncKernelManager):
 
 
 class LimitedClient(NotebookClient):
-    """An nbclient that drops output beyond a budget instead of holding it all in memory."""
+    """An nbclient that drops output beyond a budget instead of holding it all in memory. Answer records in
+    test cells have a budget of their own, so that the student's own output never crowds them out."""
 
     def __init__(self, *args: Any, limits: Limits, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -194,6 +207,11 @@ class LimitedClient(NotebookClient):
         self.total_bytes = 0
         self.cell_bytes: dict[int, int] = {}
         self.truncated: set[int] = set()
+        # Test cells by index (their metadata is the master's: sanitize.py), and what their records spent.
+        self.test_cells = {i: gid for i, c in enumerate(self.nb.cells) if (gid := _test_cell_id(c))}
+        self.record_bytes = 0
+        self.record_count: dict[int, int] = {}
+        self.records_dropped: set[int] = set()
         self.timed_out: list[int] = []
         self.deadline = time.monotonic() + limits.notebook_seconds
         self.kill: Callable[[], None] = lambda: None  # set once the kernel exists
@@ -222,8 +240,27 @@ class LimitedClient(NotebookClient):
         self.total_bytes += total
         return True
 
+    def _record(self, msg: dict, size: int, cell_index: int) -> bool:
+        """Whether ``msg`` is an answer record that the records' own budget takes (and count it there): a
+        display of a record and its text only, in a test cell, within the bounds above."""
+        content = msg.get("content")
+        data = content.get("data") if isinstance(content, dict) else None
+        if (cell_index not in self.test_cells or msg.get("msg_type") not in ("display_data", "execute_result")
+                or not isinstance(data, dict) or MIME not in data or not set(data) <= _RECORD_KEYS):
+            return False
+        if (size > RECORD_BYTES or self.record_count.get(cell_index, 0) >= RECORDS_PER_CELL
+                or self.record_bytes + size > self.limits.record_bytes_total):
+            return False
+        self.record_count[cell_index] = self.record_count.get(cell_index, 0) + 1
+        self.record_bytes += size
+        return True
+
     def output(self, outs: list, msg: dict, display_id: str | None, cell_index: int) -> NotebookNode | None:
-        if not self._spend({cell_index: 1}, len(json.dumps(msg.get("content", {}), default=str))):
+        size = len(json.dumps(msg.get("content", {}), default=str))
+        if not (self._record(msg, size, cell_index) or self._spend({cell_index: 1}, size)):
+            data = (msg.get("content") or {}).get("data")
+            if cell_index in self.test_cells and isinstance(data, dict) and MIME in data:
+                self.records_dropped.add(cell_index)
             return None
         return super().output(outs, msg, display_id, cell_index)
 
@@ -313,9 +350,29 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         cells = ", ".join(map(str, client.timed_out))
         problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
     if client.truncated:
-        problems.append(f"output over the limit was dropped in {len(client.truncated)} cells")
+        problems.append(dropped_note(client))
     private = getattr(manager.provisioner, "private", False)
     return Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
+
+
+def _test_cell_id(cell: Any) -> str | None:
+    """The grade id of a test cell (a graded code cell that is no solution), the cells answers are read from."""
+    meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
+    gid = meta.get("grade_id") if isinstance(meta, dict) else None
+    if cell.get("cell_type") == "code" and meta.get("grade") and not meta.get("solution") and isinstance(gid, str):
+        return gid
+    return None
+
+
+def dropped_note(client: LimitedClient) -> str:
+    """The problem note for output dropped over the limit, naming the test cells whose answer record went with it
+    (their questions then say that nothing was recorded)."""
+    note = f"output over the limit was dropped in {len(client.truncated)} cells"
+    lost = [client.test_cells[i] for i in sorted(client.records_dropped)]
+    if lost:
+        note += (f"; the answer recorded in the test cell of {', '.join(lost[:10])}"
+                 f"{f' and {len(lost) - 10} more' if len(lost) > 10 else ''} was dropped with it")
+    return note
 
 
 def _drain(fence: PidsFence, seconds: float) -> None:

@@ -56,11 +56,12 @@ def write_result(db_url: str, result: dict[str, Any]) -> None:
 
 
 def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]]) -> None:
+    """One row per result (student and assignment), one column per question of ``qids``. A question that is not
+    in the row's assignment is an empty cell: a 0 is always a score, so a column's mean is that question's."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["student", "assignment", *qids, "score", "max_score"])
     for r in sorted(results, key=lambda r: (r["assignment"], r["student"])):
-        scores = [r["questions"].get(q, {}).get("score", 0) for q in qids]
-        w.writerow([r["student"], r["assignment"], *(f"{s:g}" for s in scores), f"{r['score']:g}",
-                    f"{r['max_score']:g}"])
+        cells = [f"{r['questions'][q].get('score', 0):g}" if q in r["questions"] else "" for q in qids]
+        w.writerow([r["student"], r["assignment"], *cells, f"{r['score']:g}", f"{r['max_score']:g}"])
     write_atomic(path, buf.getvalue())

@@ -1,11 +1,13 @@
 """``scaling-course grade``: grade every submission of an assignment, in parallel, resumably.
 
     prepare   -> check the course directory, release the assignment into the gradebook
-    find      -> every submitted/<student>/<assignment>/, unchanged ones kept    (submissions.py, results.py);
-                 work handed in elsewhere under submitted/ is listed, not graded
+    find      -> every submitted/<student>/<assignment>/ (or the students named), unchanged ones kept with
+                 their problems (submissions.py, results.py); work handed in elsewhere under submitted/ is
+                 listed, not graded
     warm      -> the reference fills a read-only compilation cache, once, alongside (warmup.py)
     grade     -> sanitize, execute, collect, judge, annotate, store: in workers   (stages.py)
     write     -> gradebook, stored results and grades.csv, by the parent alone   (results.py)
+    warn      -> reports that ``nbgrader release_feedback`` would stop at, named with a way round them
 
 A thread of the parent warms the cache while workers run the stages of stages.py; the parent alone
 writes the gradebook, so sqlite never sees two writers. A worker's files are written atomically and a
@@ -18,8 +20,10 @@ grades.csv, and says so (``Interrupted``): the same command continues.
 
 from __future__ import annotations
 
+import glob
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +81,7 @@ class Summary:
     skipped: int = 0
     problems: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)  # for the staff, about the class as a whole
 
 
 def check(course_dir: Path, name: str) -> list[Path]:
@@ -242,24 +247,75 @@ DEFAULT_LIMITS = Limits()
 
 def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = False,
           limits: Limits = DEFAULT_LIMITS, progress: Progress | None = None,
-          scheduler: str | None = None) -> Summary:
-    """Grade the assignment ``name`` for every submitted student; see the module docstring."""
+          scheduler: str | None = None, students: Iterable[str] | None = None) -> Summary:
+    """Grade the assignment ``name`` for every submitted student, or for ``students`` only (``force``: regrade
+    them even if unchanged); see the module docstring. grades.csv lists every stored result either way."""
     started = time.monotonic()
     progress = progress or Progress(bar=False)
     check(course_dir, name)
     # The factory imports its modules (seconds) while the gradebook is prepared.
     with factory.shared(course_dir.resolve() / STATE / "work"):
-        return _grade(course_dir, name, jobs, force, limits, progress, scheduler, started)
+        return _grade(course_dir, name, jobs, force, limits, progress, scheduler, started,
+                      None if students is None else list(students))
+
+
+def chosen(a: Assignment, students: list[str] | None) -> tuple[list[tuple[str, Path]], dict[str, str]]:
+    """The submissions to look at, and a note for each place the grader does not look (``misplaced``): the whole
+    class, or the ``students`` named, where a name with no ``submitted/<id>/<assignment>/`` is a note too (a
+    mistyped id is said, never a run that grades nobody in silence)."""
+    found, notes = submissions(a), misplaced(a)
+    if students is None:
+        return found, notes
+    named = set(students)
+    found = [(student, folder) for student, folder in found if student in named]
+    notes = {where: note for where, note in notes.items() if where in named}
+    for student in sorted(named - {s for s, _ in found} - set(notes)):
+        notes[student] = f"not graded: there is no submitted/{printable(student)}/{a.name}/ (is the id right?)"
+    return found, notes
+
+
+def unreleasable(a: Assignment) -> tuple[list[str], int]:
+    """The students whose report of ``a`` in feedback/ lacks a receipt that ``nbgrader release_feedback`` reads
+    (stages.RECEIPTS: work put in submitted/ by hand, not through nbgrader submit and collect), and how many
+    students have a report. nbgrader opens both receipts of every report it finds, and stops at the first that
+    is missing, for the whole class."""
+    reported, missing = set(), set()
+    for html in (a.course_dir / "feedback").glob(f"*/{glob.escape(a.name)}/*.html"):
+        student = html.parent.parent.name
+        reported.add(student)
+        if not all((html.parent / r).is_file() and not (html.parent / r).is_symlink() for r in stages.RECEIPTS):
+            missing.add(student)
+    return sorted(missing), len(reported)
+
+
+def release_warning(a: Assignment) -> list[str]:
+    """What to tell the staff of ``unreleasable`` (once a run): the students, and how to release the others."""
+    missing, reported = unreleasable(a)
+    if not missing:
+        return []
+    receipts, where = " and ".join(stages.RECEIPTS), f"feedback/<student>/{a.name}/"
+    if len(missing) == reported:
+        return [f"No report of {a.name} can be released with `nbgrader release_feedback`: none has the receipts "
+                f"it reads ({receipts}), which only work handed in with `nbgrader submit` and collected with "
+                f"`nbgrader collect` has. Give the students their reports from {where} another way."]
+    names = [printable(s) for s in missing]
+    return [f"`nbgrader release_feedback {a.name}` would stop with an error for the whole class: the reports of "
+            f"{', '.join(names)} lack the receipts it reads ({receipts}), since that work was not handed in with "
+            f"`nbgrader submit` and `nbgrader collect` (copied into submitted/ by hand, say). Release the others "
+            f"with `nbgrader release_feedback {a.name} --CourseDirectory.student_id_exclude={','.join(names)}`; "
+            f"have these students submit with nbgrader (then collect and grade again), or give them their reports "
+            f"from {where} another way."]
 
 
 def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: Limits, progress: Progress,
-           scheduler: str | None, started: float) -> Summary:
+           scheduler: str | None, started: float, students: list[str] | None = None) -> Summary:
     """``grade``, with the class's process factory started."""
     a = prepare(course_dir, name)
     todo, summary = [], Summary()
-    summary.problems.update({where: [note] for where, note in misplaced(a).items()})
+    found, notes = chosen(a, students)
+    summary.problems.update({where: [note] for where, note in notes.items()})
     regrade: dict[str, int] = {}
-    for student, folder in submissions(a):
+    for student, folder in found:
         if not _storable(student):
             summary.problems[student] = [
                 "not graded: the folder's name is not UTF-8 text, which the gradebook cannot hold (rename the "
@@ -272,6 +328,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         if kept:
             summary.results.append(kept)
             summary.skipped += 1
+            if kept.get("problems"):  # as the run that graded it listed them
+                summary.problems[student] = list(kept["problems"])
         else:
             regrade[why] = regrade.get(why, 0) + 1
             todo.append((a, student, folder, limits))
@@ -315,5 +373,6 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     if warming.thread is not None:
         progress.note(warming.finish())
     results.write_grades(a)
+    summary.warnings = release_warning(a)
     summary.seconds = time.monotonic() - started
     return summary

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..model_traffic import FILE_NAME as TRAFFIC_FILE
 from ..variants import dealt
 from . import STATE
 from .feedback import write_atomic
@@ -69,7 +70,8 @@ def answers_key(course_dir: Path, name: str, master: Path) -> str:
     """A hash of what the assignment's answers are judged against: its source notebook (test cells, points) and
     the references in use, as the judge finds them (the course's own ``solutions/`` where it has one, else the
     installed package's): the chapter's own files and every shared one (``_derived/``, ``_kit.py``), never
-    another chapter's. Its bytes, not its import: importing a chapter would import JAX in the parent."""
+    another chapter's, and of the table of what program models move (shared by every chapter), this chapter's
+    entries only. Its bytes, not its import: importing a chapter would import JAX in the parent."""
     h = hashlib.sha256(master.read_bytes())
     own = course_dir / "solutions"
     spec = importlib.util.find_spec("solutions") if not (own / "__init__.py").is_file() else None
@@ -82,8 +84,24 @@ def answers_key(course_dir: Path, name: str, master: Path) -> str:
         of = re.match(r"(ch\d\d)_", rel.name) if len(rel.parts) == 1 else None
         if of and chapter and of.group(1) != chapter.group(1):
             continue  # another chapter's references
-        h.update(os.fsencode(rel) + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        data = path.read_bytes()
+        if rel == Path(TRAFFIC_FILE) and chapter:
+            data = _chapter_entries(data, chapter.group(1))
+        h.update(os.fsencode(rel) + b"\0" + hashlib.sha256(data).digest())
     return h.hexdigest()
+
+
+def _chapter_entries(table: bytes, chapter: str) -> bytes:
+    """The entries of the program traffic table (question id -> ...) of ``chapter``'s questions, as canonical JSON:
+    releasing or measuring another chapter changes nothing here. A table that is no such JSON counts whole."""
+    try:
+        entries = json.loads(table)
+    except ValueError:
+        return table
+    if not isinstance(entries, dict):
+        return table
+    own = {q: v for q, v in entries.items() if q.split("-", 1)[0] == chapter}
+    return json.dumps(own, sort_keys=True, separators=(",", ":")).encode()
 
 
 def store(a: Assignment, result: dict[str, Any]) -> None:
@@ -93,7 +111,8 @@ def store(a: Assignment, result: dict[str, Any]) -> None:
 
 
 def write_grades(a: Assignment) -> None:
-    """``grades.csv`` from every stored result: this assignment's questions first, in notebook order."""
+    """``grades.csv`` from every stored result: the questions in chapter order, each chapter's in notebook order
+    (columns that do not move with whichever assignment was graded last)."""
     everything = [r for p in (a.course_dir / STATE / "results").glob("*/*.json") if (r := _load(p)) is not None]
     write_csv(a.course_dir / "grades.csv", _ordered_qids(everything, a), everything)
 

@@ -10,11 +10,16 @@ in the student's kernel run from the top and in nbgrader (``DeduplicateIds``); a
 answer runs before it as the student's own cell. A cell is cut at ``MAX_CELL_CHARS``. A markdown cell
 keeps the images pasted into it (its ``attachments``), so that its text renders. Every repair (and
 every cut) is reported.
+
+A notebook in an older format (nbformat 3, with its cells in worksheets) is upgraded by nbformat's own
+conversion first. The files of a submission are hashed (has it changed since it was graded?) to a cap
+(``hash_files``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,10 +27,17 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from .files import read_plain
+from .files import opened, read_plain
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_CELL_CHARS = 200_000
+# Hashing a submission's files: a file up to HASH_WHOLE_BYTES is read whole (every notebook the grader would grade,
+# and the zip it may come in, so "unchanged" is exact for them), a larger one is known by its size, its time of
+# change and its first and last HASH_EDGE_BYTES; past HASH_TOTAL_BYTES read for one submission, the files left are
+# known by their size and time of change alone.
+HASH_WHOLE_BYTES = 2 * MAX_NOTEBOOK_BYTES
+HASH_EDGE_BYTES = 2**20
+HASH_TOTAL_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -60,12 +72,63 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
         data = json.loads(raw.decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError) as e:
         return [], [f"the notebook cannot be read ({type(e).__name__}): graded as empty"]
+    problems = []
+    version = data.get("nbformat") if isinstance(data, dict) else None
+    if type(version) is int and version < 4 and not isinstance(data.get("cells"), list):
+        data, upgraded = _upgraded(data, version)
+        problems.append(upgraded)
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
-        return [], ["the notebook has no list of cells: graded as empty"]
+        return [], [*problems, "the notebook has no list of cells: graded as empty"]
     good = [c for c in cells if isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw")]
-    problems = [] if len(good) == len(cells) else [f"{len(cells) - len(good)} malformed cells ignored"]
+    problems += [] if len(good) == len(cells) else [f"{len(cells) - len(good)} malformed cells ignored"]
     return good, problems
+
+
+def _upgraded(data: dict[str, Any], version: int) -> tuple[Any, str]:
+    """A notebook in an older format (``version`` 3 and before: its cells in ``worksheets``) upgraded to nbformat 4
+    by nbformat's own conversion, and a note that says so; unchanged where the conversion fails."""
+    try:
+        old = nbformat.from_dict({"metadata": {}, **data})  # the one key the conversion cannot do without
+        return nbformat.convert(old, 4), f"the notebook is in nbformat {version}: upgraded to 4"
+    except Exception as e:  # whatever a malformed old notebook makes the conversion raise: graded as empty
+        return data, f"the notebook is in nbformat {version} and cannot be upgraded ({type(e).__name__})"
+
+
+def hash_files(h: Any, folder: Path) -> None:
+    """Update the hash ``h`` with every file under ``folder`` (links not followed), in order of their paths: its
+    path, and its bytes read to the caps above. A file it cannot read counts as its error. Within the caps, this is
+    the hash of every file's path and all its bytes (so fingerprints stored before the caps still match)."""
+    budget = HASH_TOTAL_BYTES
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+        h.update(os.fsencode(path.relative_to(folder)) + b"\0")
+        try:
+            with opened(path) as f:
+                budget -= _hash_file(h, f, budget)
+        except OSError as e:
+            h.update(f"\0unreadable: {type(e).__name__} {e.errno}\0".encode())
+
+
+def _hash_file(h: Any, f: Any, budget: int) -> int:
+    """Hash the open file ``f`` (whole, by its edges, or by its size and time alone: see above) with at most
+    ``budget`` bytes read if it can; return how many were read."""
+    info = os.fstat(f.fileno())
+    size, read = info.st_size, 0
+    if size <= min(HASH_WHOLE_BYTES, budget):
+        while block := f.read(min(1 << 20, HASH_WHOLE_BYTES + 1 - read)):  # one more: a file that grows is seen
+            h.update(block)
+            read += len(block)
+            if read > HASH_WHOLE_BYTES:
+                break
+        return read
+    h.update(f"\0{size} bytes, changed at {info.st_mtime_ns}\0".encode())
+    if budget >= 2 * HASH_EDGE_BYTES:
+        head = f.read(HASH_EDGE_BYTES)
+        f.seek(max(len(head), size - HASH_EDGE_BYTES))
+        tail = f.read(HASH_EDGE_BYTES)
+        h.update(head + b"\0" + tail)
+        read = len(head) + len(tail)
+    return read
 
 
 def _attachments(cell: dict[str, Any]) -> dict[str, dict[str, str]] | None:

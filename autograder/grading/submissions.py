@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from .console import printable
 from .files import opened, read_plain
-from .sanitize import MAX_NOTEBOOK_BYTES
+from .sanitize import MAX_NOTEBOOK_BYTES, hash_files
 
 if TYPE_CHECKING:
     from .pipeline import Assignment
@@ -45,14 +45,7 @@ def fingerprint(folder: Path, notebook: str) -> str:
     """Hash of everything submitted (a renamed notebook or a zip counts too) and the grader version. The
     parent computes it (has this submission changed?): a file it cannot read counts as its error."""
     h = hashlib.sha256(f"{GRADER_VERSION}|{notebook}".encode())
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-        h.update(os.fsencode(path.relative_to(folder)) + b"\0")
-        try:
-            with opened(path) as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
-                    h.update(block)
-        except OSError as e:
-            h.update(f"\0unreadable: {type(e).__name__} {e.errno}\0".encode())
+    hash_files(h, folder)  # to its caps: a huge file would otherwise be read whole on every rerun
     return h.hexdigest()
 
 

@@ -144,9 +144,10 @@ def _as_child(request: dict[str, Any], factory: int) -> None:
     """What every forked child does first: its own session, death with the factory, default signals,
     its output to its log."""
     os.setsid()
-    if request.get("fence"):  # the kernel's pids fence, entered before the child forks anything (namespaces.py)
-        with contextlib.suppress(OSError):
-            Path(request["fence"], "cgroup.procs").write_text(str(os.getpid()))
+    if request.get("fence"):  # the kernel's fence, entered before the child forks anything (namespaces.py)
+        from .cgroup import enter
+
+        enter(request["fence"])
     # A child outlives no factory: when the grader dies, the factory reads EOF and exits, and a kernel
     # still running a notebook nobody will read is killed with it.
     from .jail import die_with_parent

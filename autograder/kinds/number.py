@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +33,9 @@ ROUNDING = 0.05
 # sqrt(10) of it), for d other than 0.
 MAGNITUDES = tuple(d for d in range(-30, 31) if d)
 DECADE = 10**0.5
+# The self-check leaves undecided about a 2000th of the accepted interval at each end: an answer with this many
+# significant figures is no rounding that one more figure would move out of it.
+PRECISE_FIGURES = 7
 
 
 def tolerance_text(tolerance: Tolerance, reference: float) -> str:
@@ -46,11 +50,29 @@ def context(unit: str, tolerance_words: str) -> dict[str, Any]:
             "expected": "a number (or text with a unit, like '1.5 ms')"}
 
 
+@lru_cache(maxsize=64)
+def time_factors(unit: str) -> tuple[Fraction, ...]:
+    """For a question in a time ``unit``, the factors between it and the other time units that are not a power
+    of ten (those are simple factors already): a number in hours is 24 times the same time in days, one in
+    minutes 1/60 of it in seconds. None where the question's unit is not a time."""
+    dimension, scale = UNITS[unit]
+    if dimension != "time":
+        return ()
+    want = Fraction(str(scale))
+    ks = {want / Fraction(str(s)) for d, s in UNITS.values() if d == "time"}
+    return tuple(sorted((k for k in ks if not _power_of_ten(k)), key=lambda k: max(k.numerator, k.denominator)))
+
+
+def _power_of_ten(k: Fraction) -> bool:
+    return min(k.numerator, k.denominator) == 1 and str(max(k.numerator, k.denominator)).rstrip("0") == "1"
+
+
 def factor_code(k: Any, unit: str, unit_given: str | None) -> str:
-    """A wrong number that is k times the reference: a unit slip (k a power of 1000, no unit
-    given) or a plain factor."""
+    """A wrong number that is k times the reference: a unit slip (no unit given, and k a power of 1000 or
+    the factor between two time units) or a plain factor."""
     power = math.log10(abs(float(k)))
-    if unit_given is None and unit and k > 0 and abs(power) >= 3 and power == round(power):
+    if unit_given is None and unit and k > 0 and (abs(power) >= 3 and power == round(power)
+                                                  or k in time_factors(unit)):
         return f"unit:{k}"
     return f"ratio:{k}"
 
@@ -109,14 +131,14 @@ def _right(oracle: tg.Printed | tg.Exact, v: float) -> bool | None:
     return True if True in answers else None if None in answers else False
 
 
-def _factor(oracle: tg.Printed | tg.Exact, v: float) -> Any:
+def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = eq.SIMPLE_FACTORS) -> Any:
     """The simplest factor k that makes v/k the reference (within its relative tolerance, also in a
     question with a range), else one that makes v/k right (a value in the range); None if there is none."""
     factor = "factor" if "factor" in oracle.entries else "ref"
-    for k in eq.SIMPLE_FACTORS:
+    for k in factors:
         if oracle.near(factor, 0, v / float(k)) is True:
             return k
-    return next((k for k in eq.SIMPLE_FACTORS if _inside(oracle, v / float(k))), None)
+    return next((k for k in factors if _inside(oracle, v / float(k))), None)
 
 
 def _inside(oracle: tg.Printed | tg.Exact, v: float) -> bool:
@@ -124,6 +146,11 @@ def _inside(oracle: tg.Printed | tg.Exact, v: float) -> bool:
     range where the self-check's hashed one cannot tell (a value within a 2000th of the range's end)."""
     return any(oracle.near(key, 0, v) is True for key in oracle.entries
                if key == "ref" or key.startswith("at") or key.startswith("end"))
+
+
+def figures(v: float) -> int:
+    """Significant figures of ``v`` as a float writes it at shortest: 990 has 2, 7529362.88 has 9."""
+    return len(repr(abs(float(v))).split("e")[0].replace(".", "").strip("0"))
 
 
 def _near_miss(oracle: tg.Printed | tg.Exact, v: float) -> bool:
@@ -135,20 +162,23 @@ def _near_miss(oracle: tg.Printed | tg.Exact, v: float) -> bool:
 
 def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     """The one diagnosis of a number. Order: right, an accepted alternative, a simple factor (a unit
-    slip where it is a power of 1000 and no unit was given), close, a power of ten, anything else."""
+    slip where it is a power of 1000 and no unit was given), a time in another time unit (hours for days),
+    close, a power of ten, anything else."""
     ctx = context(e.unit, e.tolerance_words)
     near, v = e.oracle.near, p.value
     right = _right(e.oracle, v)
     if right is True:
         return correct()
     if right is None:
-        return edge(**ctx)
+        return edge(**ctx, precise=figures(v) >= PRECISE_FIGURES)
     for j, (credit, message) in enumerate(e.accepts):
         if e.oracle.accepts(f"accept{j}", [v]) is True:
             return partial(credit, message)
     hints = [h for j, h in enumerate(e.hints) if near(f"slip{j}", 0, v) is True]
     if v != 0:
         k = _factor(e.oracle, v)
+        if k is None:  # 24 (hours for days), 1/60 (minutes for seconds): no power of ten
+            k = _factor(e.oracle, v, time_factors(e.unit))
         if k is not None:
             return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
         if near("close", 0, v) is True:

@@ -64,9 +64,10 @@ def encode(fp: dict[str, Any], answer: Any) -> Any:
 
 def _exported(spec: ProgramSpec, answer: Any) -> Any:
     from ..programs import export, lowering_error
+    from ..record import bounded_trace
 
     try:
-        return export(spec, answer, make_mesh=mesh)
+        return bounded_trace(export, spec, answer, make_mesh=mesh)
     except Exception as e:  # the student's function cannot be traced: record why, and the line it came from
         return lowering_error(e)
 

@@ -127,3 +127,31 @@ def test_speculative_draft_equal_to_target_is_always_accepted():
     tokens, accepted = speculative_decode(prompt, w)
     assert (tokens == _greedy(prompt, w, ch07.SPEC_T)).all()
     assert (accepted == ch07.SPEC_T // (ch07.SPEC_K + 1) * ch07.SPEC_K).all()
+
+
+# --- Q6: which weights a chip reads ----------------------------------------------------------------------
+
+def _both(q, answer):
+    """The grader's verdict (the record through JSON, as it travels) and the self-check's."""
+    import json
+
+    from autograder import kinds
+    from autograder.checks import judge
+    from tests.chapter_checks import printed, recorded
+
+    rec = recorded(q, answer)
+    return judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, answer, rec)
+
+
+def test_q6_weight_time_says_all_the_weights_and_names_the_expert_only_reading():
+    """Q6 divides all the int8 weights (experts, attention, embeddings) over the 128 chips: the prompt says so,
+    and at every choice of E and k the expert MLPs alone pass (where they are that close) or get a hint that
+    names the weights left out, never a bare "Close"."""
+    setting = CHAPTER.setting_of("ch07-q6-weight-time")
+    for combo in setting.combos():
+        q = {x.qid: x for x in setting.build(**combo)}["ch07-q6-weight-time"]
+        assert "all of the model's int8 weights" in q.prompt, q.prompt
+        moe = ch07.Q.with_(**combo)
+        experts_only = ch07.INT8 * moe.L * moe.E * 3 * moe.D * moe.F / ch07.Q6_CHIPS / ch07.W_V5E
+        for v in _both(q, experts_only):
+            assert v.ok or "attention and embedding" in v.message, (combo, v.message)

@@ -405,3 +405,82 @@ def test_accept_and_hinted_slip():
     v = judge(q, 4.0)
     assert v.diagnosis == "ratio:4" and v.message.endswith(" Hint: Count bytes, not bits.")
     assert "Hint" not in judge(q, 8.0).message
+
+
+# --- both judges: time units that are not a power of ten apart, a clock in Hz, the edge ------------------
+
+def both(q: Number, answer: object) -> tuple[Verdict, Verdict]:
+    """The grader's verdict and the self-check's, on the answer as a notebook records it."""
+    from autograder import fingerprint, record
+
+    encoded = record.encode_scalar("number", answer)
+    return judge(q, encoded), fingerprint.selfcheck(fingerprint.make(q), q.qid, encoded)
+
+
+TIME_UNIT_SLIPS = [
+    (17.38, "days", 17.38 * 24, "unit:24", "hours"),
+    (17.38, "days", 17.38 * 24 * 60, "unit:1440", "minutes"),
+    (17.38, "days", 17.38 * 86400, "unit:86400", "seconds"),
+    (17.38, "days", 17.38 / 7, "unit:1/7", "weeks"),
+    (2.5e3, "s", 2.5e3 / 60, "unit:1/60", "minutes"),
+    (2.5e4, "s", 2.5e4 / 3600, "unit:1/3600", "hours"),
+    (3.0e6, "s", 3.0e6 / 86400, "unit:1/86400", "days"),
+]
+
+
+@pytest.mark.parametrize(("reference", "unit", "answer", "code", "guess"), TIME_UNIT_SLIPS)
+def test_a_time_in_another_unit_is_named_by_that_unit(reference, unit, answer, code, guess):
+    """Hours for days is a factor of 24, not "about 10^1": both judges name the unit the number is in."""
+    for v in both(number(reference, unit, Tolerance(rtol=0.01)), answer):
+        assert v.diagnosis == code, v.message
+        assert f"the answer in {guess}; the question asks for {unit}" in v.message
+        assert "power" not in v.message
+
+
+def test_a_time_with_its_unit_written_is_off_by_the_factor():
+    """The student wrote "days" on a number of hours: a factor of 24, said as one."""
+    for v in both(number(17.38, "days"), "417.1 days"):
+        assert v.diagnosis == "ratio:24" and "24 times the expected value" in v.message
+
+
+@pytest.mark.parametrize(("reference", "unit", "answer", "code"), [
+    (17.38, "days", 17.38 * 10, "ratio:10"),
+    (17.38, "days", 17.38 * 12, "magnitude:+1"),  # no time unit is 12 days
+    (17.38, "", 17.38 * 24, "magnitude:+1"),  # a plain number has no time unit to slip on
+    (1e-3, "s", 1.0, "unit:1000"),
+])
+def test_other_factors_are_said_as_before(reference, unit, answer, code):
+    for v in both(number(reference, unit, Tolerance(rtol=0.01)), answer):
+        assert v.diagnosis == code
+    if code.startswith("magnitude"):
+        assert "powers of ten" in v.message
+
+
+@pytest.mark.parametrize(("answer", "value", "given"), [
+    ("2.11 GHz", 2.11e9, "GHz"), ("2110 MHz", 2.11e9, "MHz"), ("2.11e9 Hz", 2.11e9, "Hz"),
+    ("2.11e6 kHz", 2.11e9, "kHz"), (2.11e9, 2.11e9, None)])
+def test_a_clock_is_read_in_hz(answer, value, given):
+    p = parse_number(answer, "Hz")
+    assert isinstance(p, ParsedNumber) and math.isclose(p.value, value) and p.unit_given == given
+    assert unit_dimension("Hz") == unit_dimension("GHz") == "frequency"
+
+
+def test_a_clock_in_ghz_without_its_unit_is_a_unit_slip():
+    q = number(2.11e9, "Hz", Tolerance(rtol=0.01))
+    for answer in ("2.11 GHz", "2110 MHz", "2.11e9 Hz", 2.11e9):
+        assert all(v.ok for v in both(q, answer)), answer
+    for v in both(q, 2.11):
+        assert v.diagnosis == "unit:1/1000000000" and "the answer in GHz; the question asks for Hz" in v.message
+    assert isinstance(parse_number("2.11 GHz", "s"), Invalid)
+
+
+def test_the_edge_asks_for_a_figure_only_where_one_would_help():
+    """At the very edge of the accepted range the self-check cannot tell. A rounded answer is asked for one more
+    figure; an answer that already has many is not (more figures cannot move it)."""
+    q = number(1000.0, "", Tolerance(rtol=0.01))
+    graded, rounded = both(q, 990)
+    assert rounded.diagnosis == "edge" and "one more significant figure" in rounded.message
+    precise_answer = 990.0000000001234
+    graded, precise = both(q, precise_answer)
+    assert graded.ok and precise.diagnosis == "edge"
+    assert "significant figure" not in precise.message and "constant" in precise.message

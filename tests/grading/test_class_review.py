@@ -275,6 +275,48 @@ def test_the_docs_give_no_nbgrader_command_that_skips_or_overwrites():
                 assert "--force" in words, (doc, words)  # without it nbgrader skips every graded student
 
 
+# --- reruns: the problems of kept results, one student regraded -------------------------------------------
+
+@pytest.mark.slow
+def test_a_rerun_lists_the_problems_of_the_results_it_keeps(graded):
+    course, _, first = graded
+    again = grade(course, CHAPTER, jobs=2, limits=LIMITS)
+    assert again.skipped == len(again.results) == 3
+    assert again.problems == first.problems
+
+
+@pytest.mark.slow
+def test_one_student_is_regraded_alone_and_grades_csv_keeps_the_class(graded):
+    course, results, _ = graded
+    before = (course / "grades.csv").read_text()
+    again = grade(course, CHAPTER, jobs=2, limits=LIMITS, students=["dup"], force=True)
+    assert [r["student"] for r in again.results] == ["dup"] and again.skipped == 0
+    assert again.results[0]["score"] == results["dup"]["score"]
+    assert (course / "grades.csv").read_text() == before  # every stored student, as before
+
+
+@pytest.mark.slow
+def test_work_copied_in_by_hand_is_named_before_release_feedback_fails_for_everyone(tmp_path):
+    """A submission placed in submitted/ by hand has no submission_secret.txt, and ``nbgrader release_feedback``
+    stops at its report for the whole class: the run names it, and the command it gives releases the others."""
+    course = copy_course(ROOT, tmp_path / "course", [CHAPTER])
+    _hand_in(course, "root", {NAME: nbformat.writes(answered()).encode()})
+    submit(course, "dave", CHAPTER, answered())
+    summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
+    [warning] = summary.warnings
+    command = re.search(r"`(nbgrader release_feedback [^`]*--CourseDirectory[^`]*)`", warning).group(1).split()
+    assert command == ["nbgrader", "release_feedback", CHAPTER, "--CourseDirectory.student_id_exclude=dave"]
+    exchange = tmp_path / "exchange"
+    exchange.mkdir(mode=0o777)
+    exchange.chmod(0o777)
+    plain = _nbgrader(course, ["release_feedback", CHAPTER], f"--Exchange.root={exchange}")
+    assert plain.returncode != 0 and "FileNotFoundError" in plain.stderr  # nbgrader's own behaviour, at dave's
+    assert f"feedback/dave/{CHAPTER}/" in plain.stderr
+    out = _nbgrader(course, command[1:], f"--Exchange.root={exchange}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(list(exchange.rglob("*.html"))) == 1
+
+
 # --- a reference fixed after grading (mutates the class: after the tests that read it) --------------------
 
 @pytest.mark.slow
