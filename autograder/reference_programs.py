@@ -162,6 +162,28 @@ def speculative_decode(prompt: np.ndarray, w_target: np.ndarray, draft_len: int 
     return tokens, accepted
 
 
+def _mlp_kinks(x: np.ndarray, w_in: np.ndarray, w_out: np.ndarray) -> list[np.ndarray]:
+    return [x @ w_in]
+
+
+def _relu_stack_kinks(x: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
+    scale, h, out = np.sqrt(2.0 / x.shape[1]), x, []
+    for layer in w:
+        out.append(h @ layer)
+        h = np.maximum(out[-1], 0.0) * scale
+    return out
+
+
+# The pre-activations whose sign a reference's gradient depends on (a relu's gate), by reference: where one is
+# near zero, a right float32 program may take the other side of the gate (``programs.inputs`` draws clear of it).
+# A forward pass alone needs none: there the jump is as small as the pre-activation.
+KINKS: dict[str, Callable[..., list[np.ndarray]]] = {
+    "mlp_loss_grad_w_in": _mlp_kinks,
+    "mlp_train_step": _mlp_kinks,
+    "relu_stack_train_step": _relu_stack_kinks,
+}
+
+
 REFERENCES: dict[str, Callable[..., np.ndarray]] = {
     "mlp": mlp,
     "attention": attention,
