@@ -95,8 +95,7 @@ def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
     kinks = KINKS.get(q.reference or "")
     drawn = _draw(q, rng)
     for _ in range(KINK_DRAWS if kinks else 0):
-        views = [x.astype(np.float64).reshape(op.view or op.shape) for x, op in zip(drawn, q.operands, strict=True)]
-        if min(np.abs(z).min() for z in kinks(*views)) >= KINK_MARGIN:
+        if min(np.abs(z).min() for z in kinks(*_as_views(q, drawn))) >= KINK_MARGIN:
             break
         drawn = _draw(q, rng)
     return drawn
@@ -319,8 +318,12 @@ def _device_count(q: ProgramSpec) -> int:
 
 
 def _views(q: ProgramSpec, seed: int) -> list[np.ndarray]:
-    return [x.astype(np.float64).reshape(op.view or op.shape) for x, op in zip(inputs(q, seed), q.operands,
-                                                                             strict=True)]
+    return _as_views(q, inputs(q, seed))
+
+
+def _as_views(q: ProgramSpec, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The inputs as the float64 reference reads them (each in its operand's view)."""
+    return [x.astype(np.float64).reshape(op.view or op.shape) for x, op in zip(arrays, q.operands, strict=True)]
 
 
 def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:

@@ -141,10 +141,12 @@ def bounded_trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     from .bounds import available
 
     limits = _CALL_BOUNDS.get() if available() else None
+    if limits is None:
+        return fn(*args, **kwargs)
     try:
-        return _call(fn, args, kwargs, limits[0] if limits else None)
+        return _call(fn, args, kwargs, limits[0])
     except _TimedOut:
-        return {"error": TIMED_OUT.format(f"{limits[0]:.3g}" if limits else "?")}
+        return {"error": TIMED_OUT.format(f"{limits[0]:.3g}")}
 
 
 def _call(fn: Callable[..., Any], args: tuple, kwargs: dict, seconds: float | None) -> Any:
