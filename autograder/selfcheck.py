@@ -20,6 +20,7 @@ import nbformat
 
 from course import progress
 
+from .grading.collect import why_no_record
 from .kernel import run_notebook
 from .questions import QID
 
@@ -36,13 +37,37 @@ def questions_in(nb: nbformat.NotebookNode) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def execute(path: Path, timeout: int) -> str:
-    """Run the notebook in a fresh kernel, errors and all; returns the run's id in the progress file."""
+def execute(path: Path, timeout: int) -> tuple[str, nbformat.NotebookNode]:
+    """Run the notebook in a fresh kernel, errors and all; returns the run's id in the progress file and
+    the executed notebook (whose outputs say why a check recorded nothing)."""
     run = uuid.uuid4().hex
     # The kernel writes where we read, tagged with this run.
     env = {progress.ENV_RUN: run, progress.ENV_PATH: str(progress.path())}
-    run_notebook(nbformat.read(path, as_version=4), path.parent, env, timeout)
-    return run
+    nb = nbformat.read(path, as_version=4)
+    run_notebook(nb, path.parent, env, timeout)
+    return run, nb
+
+
+def unchecked(nb: nbformat.NotebookNode, qid: str) -> str:
+    """The table's words for a question whose check recorded nothing in this run. A check whose variable
+    is undefined most often follows an answer cell still raising its placeholder: that is a question not
+    answered yet, not a fault to hunt for; an answer cell that stopped on another error is named."""
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    at = next((i for i, c in enumerate(cells) if f'check("{qid}"' in c.source), None)
+    if at is None:
+        return "not checked: its check cell is missing"
+    error = _error(cells[at])
+    if error.get("ename") != "NameError":
+        return f"not checked: {why_no_record(cells[at])}"
+    answer = next((c for c in reversed(cells[:at]) if not _CHECK.search(c.source)), None)
+    before = _error(answer) if answer is not None else {}
+    if before.get("ename", "NotImplementedError") == "NotImplementedError":
+        return f"not answered yet: {error.get('evalue', '')}"
+    return f"not checked: the answer cell above stopped with {before['ename']}: {before.get('evalue', '')}"
+
+
+def _error(cell: nbformat.NotebookNode) -> dict:
+    return next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), {})
 
 
 def selfcheck(path: Path, timeout: int = 600) -> int:
@@ -57,7 +82,7 @@ def selfcheck(path: Path, timeout: int = 600) -> int:
         return 2
     chapter = qids[0].split("-", 1)[0]
     print(f"Running {path.name} in a fresh kernel (your file is not changed) ...")
-    run = execute(path, timeout)
+    run, executed = execute(path, timeout)
     records = progress.load()
     points = _points(chapter)
     rows, earned, total = [], 0.0, 0.0
@@ -66,7 +91,7 @@ def selfcheck(path: Path, timeout: int = 600) -> int:
         entry = records.get(qid) or {}
         total += pts
         if entry.get("run") != run:
-            rows.append((qid, f"0/{pts:g}", "not checked: the check cell did not run to its end (see the notebook)"))
+            rows.append((qid, f"0/{pts:g}", unchecked(executed, qid)))
             continue
         earned += pts * entry["score"]
         mark = {"correct": "✓ correct", "partial": "~ partly right:", "invalid": "? unreadable:"}.get(

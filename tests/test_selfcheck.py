@@ -181,3 +181,29 @@ def test_selfcheck_refuses_what_is_not_a_course_notebook(tmp_path, capsys):
     assert selfcheck(tmp_path / "y.ipynb") == 2
     out = capsys.readouterr().out
     assert "cannot read" in out and "no check cells" in out
+
+
+def test_selfcheck_tells_an_unanswered_question_from_a_broken_cell():
+    """A blank notebook's checks fail on the undefined answer: the table says "not answered yet", and
+    names the error of an answer cell that stopped on something else, or of the check cell itself."""
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from autograder.selfcheck import unchecked
+
+    def cell(source, ename=None, evalue=""):
+        outputs = [new_output("error", ename=ename, evalue=evalue, traceback=[])] if ename else []
+        return new_code_cell(source, outputs=outputs, execution_count=1)
+
+    undefined = ("NameError", "name 'q1' is not defined")
+    nb = new_notebook(cells=[
+        cell("raise NotImplementedError()", "NotImplementedError"), cell('check("ch01-a", q1)', *undefined),
+        cell("q2 = 1/0", "ZeroDivisionError", "division by zero"), cell('check("ch01-b", q2)', *undefined),
+        cell("q3 = 3"), cell('check("ch01-c", q3)\nraise ValueError("mine")', "ValueError", "mine"),
+        cell("q4 = 4"), cell('check("ch01-d", q4)')])
+    nb.cells[-1].execution_count = None
+    assert unchecked(nb, "ch01-a") == "not answered yet: name 'q1' is not defined"
+    assert unchecked(nb, "ch01-b") == ("not checked: the answer cell above stopped with ZeroDivisionError: "
+                                       "division by zero")
+    assert unchecked(nb, "ch01-c") == "not checked: the test cell stopped with ValueError: mine"
+    assert "did not run" in unchecked(nb, "ch01-d")
+    assert unchecked(nb, "ch01-e") == "not checked: its check cell is missing"

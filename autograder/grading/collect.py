@@ -39,7 +39,7 @@ def collect(nb: NotebookNode, qids: list[str]) -> dict[str, Collected]:
             continue
         rec = read(cell.get("outputs", []), qid)
         out[qid] = Collected(rec["answer"], kind=str(rec.get("kind")), setting=rec.get("setting")) if rec \
-            else Collected(NO_ANSWER, _why(cell))
+            else Collected(NO_ANSWER, why_no_record(cell))
     return out
 
 
@@ -64,7 +64,9 @@ def _same(values: Any) -> str:
     return json.dumps(values, sort_keys=True, default=str)
 
 
-def _why(cell: NotebookNode) -> str:
+def why_no_record(cell: NotebookNode) -> str:
+    """Why an executed test cell holds no record, from its own outputs: the grader's feedback and the
+    learner's ``selfcheck`` table say it alike."""
     for out in cell.get("outputs", []):
         if out.get("output_type") == "error":
             return f"the test cell stopped with {out.get('ename', 'an error')}: {str(out.get('evalue', ''))[:200]}"
