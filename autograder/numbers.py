@@ -345,11 +345,11 @@ class Tolerance:
     def describe(self) -> str:
         """What the tolerance accepts, in a student's words and without the reference, to follow
         "the question accepts": "3 significant figures (±0.5%)", "±2%", "the exact whole number",
-        "the accepted range" (a range is the book's wording, which the question's text states)."""
+        "only values within a set range" (where the book itself gives a range or several answers)."""
         if self.whole:
             return "the exact whole number"
         if self.is_range:
-            return "the accepted range"
+            return "only values within a set range"
         if self.rtol < 1e-4:  # a function's computed output, compared to float rounding
             return "the exact value (up to float rounding)"
         percent = f"±{self.rtol * 100:.3g}%"

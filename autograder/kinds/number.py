@@ -113,8 +113,11 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     if tolerance.is_range:  # a factor slip is a multiple of the reference, not of some value in the range
         t["factor"] = [tg.around(reference, tolerance.rtol) if reference else tg.between(0, 0)]
     if not element:
+        # Near a range (the book's vague words) is near either end of it, not near the reference within it.
+        near = tg.between(*sorted((lo * (1 - CLOSE), hi * (1 + CLOSE)))) if tolerance.is_range else \
+            tg.around(reference, CLOSE)
         t |= {
-            "close": [tg.around(reference, CLOSE)],
+            "close": [near],
             "decade": [None if reference == 0 else tg.between(*sorted((reference / DECADE, reference * DECADE)))]}
     for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
         for j, alt in enumerate(alternatives):
@@ -134,11 +137,18 @@ def _right(oracle: tg.Printed | tg.Exact, v: float) -> bool | None:
 def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = eq.SIMPLE_FACTORS) -> Any:
     """The simplest factor k that makes v/k the reference (within its relative tolerance, also in a
     question with a range), else one that makes v/k right (a value in the range); None if there is none."""
-    factor = "factor" if "factor" in oracle.entries else "ref"
+    factor = "factor" if _ranged(oracle) else "ref"
     for k in factors:
         if oracle.near(factor, 0, v / float(k)) is True:
             return k
+    if _ranged(oracle) and oracle.near("close", 0, v) is True:
+        return None  # just outside a range of 10 to 20, 9.9 is close: not "half" of 19.8, a value inside it
     return next((k for k in factors if _inside(oracle, v / float(k))), None)
+
+
+def _ranged(oracle: tg.Printed | tg.Exact) -> bool:
+    """Whether the question accepts a range (only those have a target for factors of the reference alone)."""
+    return "factor" in oracle.entries
 
 
 def _inside(oracle: tg.Printed | tg.Exact, v: float) -> bool:
@@ -182,7 +192,7 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         if k is not None:
             return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
         if near("close", 0, v) is True:
-            if _near_miss(e.oracle, v):
+            if _ranged(e.oracle) or _near_miss(e.oracle, v):
                 return wrong("close", hints, **ctx)
             return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_far", **ctx), hints))
         for d in MAGNITUDES:

@@ -313,7 +313,7 @@ def test_honours_rounding(tolerance, fair):
     (Tolerance(), "±2%"),
     (Tolerance(rtol=0.035), "±3.5%"),
     (Tolerance.exact_count(), "the exact whole number"),
-    (Tolerance(low=10, high=20), "the accepted range"),
+    (Tolerance(low=10, high=20), "only values within a set range"),
 ])
 def test_describe(tolerance, words):
     """The words a message puts after "the question accepts"; never the reference."""
@@ -484,3 +484,28 @@ def test_the_edge_asks_for_a_figure_only_where_one_would_help():
     graded, precise = both(q, precise_answer)
     assert graded.ok and precise.diagnosis == "edge"
     assert "significant figure" not in precise.message and "constant" in precise.message
+
+
+@pytest.mark.parametrize(("low", "high", "reference", "answer"), [
+    (10, 20, 10.92, 9.9),  # 2 x 9.9 lies inside the range, but 9.9 is not half of anything the question meant
+    (2e-6, 4e-6, 3e-6, 1.9e-6),
+    (2.475, 3.03, 2.5, 2.25),
+    (0.1658, 0.2501, 0.1667, 0.15),
+    (10, 20, 10.92, 24.0),
+])
+def test_just_outside_a_range_is_close_not_a_factor(low, high, reference, answer):
+    """A range is the book's vague wording: a value a little outside it is close, for the grader and the
+    self-check alike, and the message says so in words that read as a sentence."""
+    from autograder import fingerprint, record
+
+    q = Number(qid="ch99-r1-range", points=1, prompt="p", reference=reference, unit="",
+               tolerance=Tolerance(low=low, high=high), slips=(Slip(3 * reference, "ratio:3"),))
+    encoded = record.encode_scalar("number", answer)
+    for v in (judge(q, encoded), fingerprint.selfcheck(fingerprint.make(q), q.qid, encoded)):
+        assert (v.status, v.diagnosis) == (Status.INCORRECT, "close"), v.message
+        assert "accepts the accepted" not in v.message and "range" in v.message
+
+
+def test_a_factor_of_the_reference_is_still_named_in_a_range():
+    v = verdict(10.92, "", 2 * 10.92, Tolerance(low=10, high=20))
+    assert v.diagnosis == "ratio:2"
