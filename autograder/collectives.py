@@ -300,6 +300,57 @@ def census(collectives: Sequence[Collective]) -> dict[str, int]:
     return dict(counts)
 
 
+_COMPILED_SHAPE = re.compile(r"=\s*\(?\s*([a-z]+[0-9a-z]*)\[([\d,]*)\]")
+_COMPILED_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
+_STATED_PAIRS = re.compile(r"source_target_pairs\s*=\s*dense<(\[[\[\]\d,\s]*\])>")
+_HLO_DTYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32", "f64": "f64", "pred": "i1", "s8": "i8", "u8": "ui8",
+               "s16": "i16", "s32": "i32", "u32": "ui32", "s64": "i64"}
+
+
+def _pairs(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(tuple(int(d) for d in p) for p in re.findall(r"(\d+)\s*,\s*(\d+)", text))
+
+
+def ring_step(pairs: Sequence[Sequence[int]], mesh: Sequence[tuple[str, int]]) -> bool:
+    """Whether every pair of a permute sends to a neighbour on the ring of one mesh axis, either way round: the
+    device one place on or one place back along that axis, the same on every other."""
+    shape = [n for _, n in mesh]
+
+    def one_link(src: int, dst: int) -> bool:
+        moved = [(b - a) % n for a, b, n in zip(_unravel(src, shape), _unravel(dst, shape), shape, strict=True)]
+        steps = [min(d, n - d) for d, n in zip(moved, shape, strict=True) if d]
+        return steps == [1]
+    return bool(pairs) and all(one_link(src, dst) for src, dst in pairs)
+
+
+def placed_permutes(stated_text: str, compiled_text: str,
+                    mesh: Sequence[tuple[str, int]]) -> list[tuple[Collective, bool]]:
+    """The collective-permutes of a compiled program (HLO text) that its StableHLO (``stated_text``) does not state:
+    those the compiler placed, for array operations outside a shard_map (``jnp.roll`` of a sharded array places
+    one that sends every block k devices on). A compiled permute is the program's own where a stated one has the
+    same pairs (each stated one explains one compiled one). Each comes with whether it is a ring step
+    (``ring_step``), as a Collective run once: the compiled program counts a loop's body once, and on CPU its
+    dtype may be wider than the program's."""
+    stated = Counter(_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text))
+    out = []
+    for line in compiled_text.splitlines():
+        m = _COMPILED.search(line)
+        pairs_m = _COMPILED_PAIRS.search(line)
+        if m is None or m.group(1) != "collective-permute" or pairs_m is None:
+            continue
+        pairs = _pairs(pairs_m.group(1))
+        if stated[pairs] > 0:
+            stated[pairs] -= 1
+            continue
+        shape_m = _COMPILED_SHAPE.search(line)
+        dims = tuple(int(d) for d in shape_m.group(2).split(",") if d) if shape_m else ()
+        dtype = _HLO_DTYPES.get(shape_m.group(1), shape_m.group(1)) if shape_m else "?"
+        groups = [list(p) for p in pairs]
+        out.append((Collective("collective-permute", _axes(groups, mesh), dtype, dims, 2, 1, _hops(groups, mesh)),
+                    ring_step(pairs, mesh)))
+    return out
+
+
 def compiled_census(hlo_text: str) -> dict[str, int]:
     """Collectives in compiled HLO text by kind (async ``-start`` halves counted once); loops are
     not unrolled, and on CPU bf16 appears as f32 and all-reduces may be combined."""

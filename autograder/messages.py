@@ -254,6 +254,12 @@ _PROGRAM = {
                        "the links {k}x as much as the expected program's do ({got:,.0f} bytes per device where "
                        "{want:,.0f} are enough): the question asks for both directions at once, half of the data "
                        "each way round the ring at every step.",
+    # a ring question answered with permutes the compiler placed (jnp.roll outside a shard_map) that jump
+    "not_ring": "Right numbers, but {n} of the {count} collective-permutes in your compiled program were placed by "
+                "the compiler, not written in your program (an array operation outside a shard_map, such as "
+                "jnp.roll of a sharded array, does this), and each sends its blocks past the neighbouring device, "
+                "up to {far} links away: they are not steps of a ring. Write the ring's steps yourself: inside a "
+                "shard_map, a ppermute to the neighbour at every step.",
     "unchanged": "Your program returns its input as it came, sharded as {got}: nothing moved, and the exercise is "
                  "to deliver it as {want}.",
     "unknown_count": "Right numbers, but your program runs {found}: the grader cannot count a collective in a loop "
@@ -440,8 +446,9 @@ _TIME_NAMES = {1e-3: "ms", 1e-6: "us", 1e-9: "ns", 1e3: "ks", 1e-12: "ps"}
 
 
 # The time units a question may ask for, in seconds, and the names of the others it may be off by.
-_TIME_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0, "hours": 3600.0, "days": 86400.0}
-_TIME_WORDS = {1.0: "seconds", 60.0: "minutes", 3600.0: "hours", 86400.0: "days", 604800.0: "weeks"}
+_TIME_SECONDS = {"s": 1.0, "min": 60.0, "h": 3600.0, "hours": 3600.0, "days": 86400.0, "years": 31557600.0}
+_TIME_WORDS = {1.0: "seconds", 60.0: "minutes", 3600.0: "hours", 86400.0: "days", 604800.0: "weeks",
+               31557600.0: "years"}  # a year of 365.25 days, as autograder/numbers.py reads one
 
 
 def _unit_guess(arg: str, unit: str) -> dict[str, str]:

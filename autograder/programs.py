@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import record
-from .collectives import BUSIER, Collective, census, compiled_census, inspect_text
+from .collectives import BUSIER, Collective, census, compiled_census, inspect_text, placed_permutes
 from .collectives import traffic as collective_traffic
 from .meshes import MeshFactory
 from .messages import phrase, phrase_program
@@ -68,6 +68,10 @@ class Report:
     # Per device, from the compiled program's memory analysis: bytes of "arguments", "outputs", "temporaries"
     # (measured only for a question with a memory bound).
     memory: dict[str, int] | None = None
+    # The collective-permutes the compiler placed (``collectives.placed_permutes``), and how many of them send past
+    # a neighbour on the ring of their axis: weighed on the questions whose collectives are permutes.
+    placed: tuple[Collective, ...] = ()
+    jumps: int = 0
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -139,9 +143,11 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         out = jitted(*args)
         found = tuple(inspect_text(lowered.as_text(), q.mesh))
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
-        placed = compiled_census(compiled.as_text())
+        compiled_text = compiled.as_text()
+        placed = compiled_census(compiled_text)
         stated = census(found)
         counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
+        permutes = placed_permutes(lowered.as_text(), compiled_text, q.mesh)
         memory = _memory(compiled) if q.max_bytes else None
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
@@ -159,7 +165,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     if odd:
         return Report(error=phrase_program("error:dtype", dtype=odd[0]), error_code="wrong_type")
     specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
-    return Report(tuple(np.asarray(o) for o in outs), specs, counts, found, memory=memory)
+    return Report(tuple(np.asarray(o) for o in outs), specs, counts, found, memory=memory,
+                  placed=tuple(c for c, _ in permutes), jumps=sum(not ring for _, ring in permutes))
 
 
 def _kind(value: Any) -> str:
@@ -295,7 +302,7 @@ def report_to_json(r: Report) -> dict[str, Any]:
     return {"outputs": [_array_to_text(o) for o in r.outputs],
             "out_specs": [None if s is None else list(s) for s in r.out_specs], "census": r.census,
             "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
-            "memory": r.memory}
+            "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -303,14 +310,16 @@ def report_from_json(d: dict[str, Any]) -> Report:
     outs = tuple(np.load(io.BytesIO(base64.b64decode(o)), allow_pickle=False) for o in d.get("outputs") or [])
     specs = tuple(None if s is None else tuple(tuple(e) if isinstance(e, list) else e for e in s)
                   for s in d.get("out_specs") or [])
-    collectives = tuple(Collective(c["kind"], tuple(c["axes"]), c["dtype"], tuple(c["operand_shape"]),
-                                   int(c["group_size"]), c["count"],
-                                   tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2])
-                        for c in d.get("collectives") or [])
+    def collectives(key: str) -> tuple[Collective, ...]:
+        return tuple(Collective(c["kind"], tuple(c["axes"]), c["dtype"], tuple(c["operand_shape"]),
+                                int(c["group_size"]), c["count"],
+                                tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2])
+                     for c in d.get(key) or [])
     memory = d.get("memory")
-    return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()}, collectives,
-                  str(d.get("error") or ""), str(d.get("error_code") or "raised"),
-                  {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None)
+    return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
+                  collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
+                  {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
+                  collectives("placed"), int(d.get("jumps") or 0))
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -842,6 +851,15 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         details.append(phrase_program("collectives+more", n=len(report.collectives) - len(shown)))
     over = _over_memory(q, report.memory)
     held = {"memory": report.memory, "max_bytes": q.max_bytes} if over else {}
+    # On a ring question the permutes the compiler placed are weighed as well as counted: one that sends past a
+    # neighbour is no ring step, and the bytes of the others count with the program's own.
+    ring = bool(expected_counts.get("collective-permute"))
+    if ring and report.jumps:
+        n = counts.get("collective-permute", 0)
+        far = max((sum(c.hops) for c in report.placed), default=2)
+        return Verdict(Status.PARTIAL, 0.5, "collectives:not_ring",
+                       phrase_program("not_ring", n=report.jumps, count=max(n, report.jumps), far=f"{far:.3g}"),
+                       {"collectives": details or counts})
     if not counts_match(counts, expected_counts) and not (
             not report.collectives and counts_match(_as_reduce_scatters(counts, expected_counts), expected_counts)):
         found = "; ".join(details) if details else describe_counts(counts)
@@ -857,8 +875,9 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say
         return Verdict(Status.PARTIAL, 0.5, "collectives:unknown_count",
                        phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})
-    moved = collective_traffic(report.collectives)
-    wasted = _wasted(moved, traffic, q) if report.collectives else None
+    weighed = report.collectives + report.placed if ring else report.collectives
+    moved = collective_traffic(weighed)
+    wasted = _wasted(moved, traffic, q) if weighed else None
     if wasted is not None:
         one_way = wasted["kind"] == BUSIER
         kind = "collective-permute" if one_way else wasted["kind"]
@@ -868,7 +887,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
-                   {"collectives": details or counts, **({"traffic": moved} if report.collectives else {})})
+                   {"collectives": details or counts, **({"traffic": moved} if weighed else {})})
 
 
 def _moves_only(q: ProgramSpec) -> bool:

@@ -21,6 +21,7 @@ come back here to be judged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -115,15 +116,28 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     """Run every program answer of a notebook in the jailed runner, then judge the reports here
     (``kinds.program.judge_all``). The inputs come from the submission's grading ``seed``. Each program is a
     request of its own, stopped after ``each`` seconds: one that never ends, or that kills the runner, loses
-    only its own report (the runner is started afresh for the next); all of them share ``seconds``."""
+    only its own report (the runner is started afresh for the next); all of them share ``seconds``. The runner
+    serves many notebooks, and its CPU limit covers its whole life, so each program's budget is made its own:
+    the runner is replaced before a program that could take it past its limit (``_runner``), and a program whose
+    runner died before the program's time was up, having served others before it, is run once more in a fresh
+    one: only there is its death its own."""
     from ..kinds.program import judge_all
 
     def run(todo: list[dict[str, Any]]) -> dict[str, Any]:
         deadline = time.monotonic() + seconds
         reports = {}
         for item in todo:
-            left = min(each, deadline - time.monotonic())
-            reply = _runner(course_dir, seconds).request({"items": [item]}, left) if left > 0 else None
+            reply = None
+            for _ in range(2):
+                left = min(each, deadline - time.monotonic())
+                if left <= 0:
+                    break
+                runner = _runner(course_dir, seconds, each)
+                shared = runner.alive() and 0 < runner.served < runner.max_requests  # not started for this one
+                start = time.monotonic()
+                reply = runner.request({"items": [item]}, left)
+                if reply is not None or not shared or time.monotonic() - start >= left:
+                    break
             if isinstance(reply, dict) and item["qid"] in reply:
                 reports[item["qid"]] = reply[item["qid"]]
         return reports
@@ -131,19 +145,65 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)
 
 
-def _runner(course_dir: Path, seconds: int) -> Service:
+def _runner(course_dir: Path, seconds: int, each: float = PROGRAM_EACH_SECONDS) -> Service:
+    """The runner for the next program, which may run ``each`` seconds: replaced (at its next request) where what
+    it has used so far and what that program could use on every core would pass its CPU limit."""
     from .jail import isolation_paths, readable_roots
 
     deny, allow = isolation_paths(course_dir)
     key = (tuple(deny), tuple(allow), seconds)
     if key not in _runners:
         scratch = Path(tempfile.mkdtemp(prefix="sc-run-"))
-        # CPU seconds accumulate over the runner's life: allow many notebooks' worth.
+        # CPU seconds accumulate over the runner's life: allow many notebooks' worth (and replace it, below, before a
+        # program could take it past them).
         request = {"kind": "runner", "workdir": str(scratch), "env": {"HOME": str(scratch)},
                    "memory": PROGRAM_MEMORY_BYTES, "cpu": seconds * 50, "roots": [str(p) for p in readable_roots(deny)],
                    "allow": [str(p) for p in allow], "deny": [str(p) for p in deny]}
         _runners[key] = _forked(request, course_dir / STATE / "work", max_requests=RUNNER_PROGRAMS)
-    return _runners[key]
+    runner = _runners[key]
+    if runner.pid is not None and cpu_used(runner.pid) + each * _cores() > int(runner.fork_request["cpu"]):
+        runner.close()
+    return runner
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cpu_used(pid: int) -> float:
+    """CPU seconds used by the busiest process of the tree under ``pid`` (Linux; 0 elsewhere): a runner in private
+    namespaces runs its programs in a grandchild of the process the factory forked, and its CPU limit is that
+    process's own."""
+    used = [0.0]
+    for p in _descendants(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = _stat(p)
+            used.append((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return max(used)
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the process's name (which may hold spaces and parentheses)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and the processes under it, from each thread's list of children (or, where the kernel keeps none,
+    from every process's parent)."""
+    listed = Path(f"/proc/{pid}/task/{pid}/children").exists()
+    children: dict[int, list[int]] = {}
+    for entry in [] if listed else Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo and len(found) < 64:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children") if listed else []:
+            with contextlib.suppress(OSError, ValueError):
+                todo += [int(c) for c in task.read_text().split()]
+        todo += children.get(p, [])
+    return found
 
 
 # Verdicts already given in this process, by (course, chapter, question, answer as judged: see
