@@ -415,6 +415,17 @@ class _Tolerance:
         return got.shape == want.shape and bool(self.close(got, want, factor).all())
 
 
+def result_tolerance(rtol: float, atol: float, want: np.ndarray, exact: bool = False) -> _Tolerance:
+    """The comparison of a result with ``want``. A float32 sum of many terms errs relative to the terms' size,
+    not the sum's: an entry whose large terms cancel to near zero keeps their error, so ``atol`` is at least
+    ``rtol`` of the result's root-mean-square entry (a right chain of two matmuls whose entries reach 400
+    erred by 1.07e-4 at an entry of 0.109, past a tolerance of 1e-4 for that entry alone)."""
+    if exact or not want.size:
+        return _Tolerance(rtol, atol, exact)
+    scale = float(np.sqrt(np.mean(np.square(want, dtype=np.float64))))
+    return _Tolerance(rtol, max(atol, rtol * scale) if math.isfinite(scale) else atol, exact)
+
+
 def _axes_text(axes: Sequence[str]) -> str:
     return " and ".join(axes) if len(axes) <= 2 else ", ".join(axes[:-1]) + " and " + axes[-1]
 
@@ -491,7 +502,7 @@ def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
     if got.dtype.kind not in "biuf":  # complex, text, records: not a real-valued result
         return Finding("wrong_type", phrase_program("wrong_type", dtype=got.dtype))
     exact = got.dtype.kind in "biu"
-    tol = _Tolerance(rtol, atol, exact)
+    tol = result_tolerance(rtol, atol, want, exact)
     g = got.astype(np.float64)
     if got.shape != want.shape:
         perm = _transposition(g, want, tol)
@@ -768,7 +779,7 @@ def diagnose(q: ProgramSpec, got: np.ndarray, want: np.ndarray, seed: int) -> Fi
     first = diagnose_array(got, want, q.rtol, q.atol, q.mesh, q.einsum)
     if first is None or first.code not in ("wrong_shape", "wrong_values"):
         return first
-    tol = _Tolerance(q.rtol, q.atol, got.dtype.kind in "biu")
+    tol = result_tolerance(q.rtol, q.atol, want, got.dtype.kind in "biu")
     shares = _shares(q)
     g = got.astype(np.float64)
     if first.code == "wrong_shape":
@@ -955,8 +966,8 @@ def _reordered(q: ProgramSpec, outs: tuple[np.ndarray, ...], wanted: tuple[np.nd
     # order[i]: where the i-th named result was returned; the first order tried is the named one, so results
     # that are right as they stand (two equal ones included) are never called reordered
     for order in itertools.permutations(range(len(outs))):
-        if all(_Tolerance(q.rtol, q.atol, outs[j].dtype.kind in "biu").same(outs[j].astype(np.float64), want)
-               for j, want in zip(order, wanted, strict=True)):
+        if all(result_tolerance(q.rtol, q.atol, want, outs[j].dtype.kind in "biu")
+               .same(outs[j].astype(np.float64), want) for j, want in zip(order, wanted, strict=True)):
             if order == tuple(range(len(outs))):
                 return None
             returned = [q.outputs[order.index(j)] for j in range(len(outs))]
