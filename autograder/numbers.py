@@ -58,7 +58,9 @@ def _unit_table() -> dict[str, tuple[str, float]]:
                               (("nanosecond", "nanoseconds"), "time", 1e-9),
                               (("minute", "minutes", "mins"), "time", 60.0),
                               (("hour", "hr", "hrs"), "time", 3600.0), (("day",), "time", 86400.0),
-                              (("week", "weeks"), "time", 7 * 86400.0), (("byte",), "bytes", 1.0),
+                              (("week", "weeks"), "time", 7 * 86400.0),
+                              (("year", "years", "yr", "yrs"), "time", 365.25 * 86400.0),  # a Julian year
+                              (("byte",), "bytes", 1.0),
                               (("percent",), "number", 0.01)):
         t |= dict.fromkeys(words, (dim, scale))
     for p, f in (("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9)):  # a clock: "2.11 GHz"

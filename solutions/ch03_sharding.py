@@ -140,6 +140,24 @@ def cx5_exact_ring(op, V, W, N, axes=1, wrap=True, hop_s=HOP_S):
 
 W_V5E, W_V4P = V5E.ici_bidirectional_bytes_per_s, V4P.ici_bidirectional_bytes_per_s
 
+# The problems' ring times (PQ2, Q2, Q6, Q7) use CX3's large-N forms, as CX5 does; CX3 calls the exact
+# (N-1)/N form right too, so each prompt says which one it asks for, and the exact form gets CX5's hint.
+LARGE_N = "large-N form, without (N-1)/N"
+EXACT_RING_HINT = "the question uses the large-N form of the ring time: drop the (N-1)/N factor."
+
+
+def exact_ring_slips(reference: float, *rings: int, tolerance: Tolerance = TWO_PERCENT) -> tuple[Slip, ...]:
+    """The exact form of a large-N ring time (or of a threshold that scales with one): ``reference`` times
+    (N-1)/N for each ring length N a student may read it with (one axis, or every device the collective
+    spans), where ``tolerance`` refuses it, each with its code at this variant's N."""
+    slips = []
+    for n in sorted(set(rings)):
+        exact = reference * (n - 1) / n
+        if not tolerance.accepts(reference, exact):
+            slips.append(Slip(exact, slip_code(exact, reference, tolerance), EXACT_RING_HINT))
+    return tuple(slips)
+
+
 # The book's PQ2 (a v5e axis of 4, no wraparound) and Q2/Q3 (a full v4p 4x4x4 cube), as CX5's probes.
 PQ2_N = 4
 PQ2_A_BYTES = BF16 * 2048 * 8192  # the whole gathered array of PQ2(a)
@@ -694,13 +712,15 @@ def pq2(N: int, E: int) -> tuple[Number, ...]:
     # The ideal ring over the line's time is N / (2 (N - 1)): 2/3 on the book's axis of 4.
     nowrap_code = "ratio:2/3" if N == 4 else "not_equal"
     # The book's 8 us were measured; on a longer axis, assuming wraparound (N/2 hops) is the slip to name.
-    small_slip = (Slip(8e-6, "ratio:8/3", "8 us was measured; the model counts hops.") if N == 4 else
-                  Slip(N // 2 * HOP_S, "ratio:1/2", "this axis has no wraparound link."))
+    small_tolerance = Tolerance(low=2 * hops / 3 * HOP_S, high=4 * hops / 3 * HOP_S)  # the book: 2-4 us
+    small_slip = (Slip(8e-6, slip_code(8e-6, small, small_tolerance), "8 us was measured; the model counts hops.")
+                  if N == 4 else Slip(N // 2 * HOP_S, slip_code(N // 2 * HOP_S, small, small_tolerance),
+                                      "this axis has no wraparound link."))
     return (
         number("ch03-pq2-ideal", section=ALLGATHER,
-               prompt=f"PQ2(a): AllGather_Y of bf16[{E}, 8192] on {slice_}, ideal ring with wraparound.",
+               prompt=f"PQ2(a): AllGather_Y of bf16[{E}, 8192] on {slice_}, ideal ring with wraparound ({LARGE_N}).",
                reference=ideal, unit="s",
-               slips=(Slip(2 * ideal, "ratio:2"), Slip(ideal * 1e6, "unit:1000000"))),
+               slips=(Slip(2 * ideal, "ratio:2"), Slip(ideal * 1e6, "unit:1000000"), *exact_ring_slips(ideal, N))),
         number("ch03-pq2-nowrap", section=ALLGATHER,
                prompt=f"PQ2(a) again, for the {N}-long v5e axis as it is: without wraparound.", reference=nowrap,
                unit="s", tolerance=Tolerance(rtol=0.03),
@@ -710,9 +730,7 @@ def pq2(N: int, E: int) -> tuple[Number, ...]:
                reference=hop, unit="s", tolerance=Tolerance(rtol=0.05), slips=(Slip(hop / 2, "ratio:1/2"),)),
         number("ch03-pq2-small", section=ALLGATHER,
                prompt=f"PQ2(b): the whole AllGather of bf16[256, 256] over the {N}-long axis (latency-bound).",
-               reference=small, unit="s",
-               tolerance=Tolerance(low=2 * hops / 3 * HOP_S, high=4 * hops / 3 * HOP_S),  # the book: 2-4 us
-               slips=(small_slip,)))
+               reference=small, unit="s", tolerance=small_tolerance, slips=(small_slip,)))
 
 
 def pq2_valid(N: int, E: int) -> bool:
@@ -733,20 +751,26 @@ def q2(B: int, D: int) -> tuple[Number, ...]:
     v0_allreduce = 2 * full / W_V4P  # the first edition reduced the whole unsharded array
     return (
         number("ch03-q2-gather-x", section=PROBLEMS,
-               prompt=f"Q2(1): AllGather_X([B_X, D_Y]) on a v4p 4x4x4, B = {B}, D = {D}, bf16.", reference=gather_x,
-               unit="s", slips=(Slip(4 * gather_x, "ratio:4", "only D_Y's share is gathered: divide by |Y|."),)),
-        number("ch03-q2-gather-xy", section=PROBLEMS, prompt="Q2(2): AllGather_XY([B_X, D_Y]) on the same cube.",
-               reference=gather_xy, unit="s",
-               slips=(Slip(2 * gather_xy, "ratio:2", "two axes gather at once, on their own links."),)),
-        number("ch03-q2-allreduce-z", section=PROBLEMS, prompt="Q2(3): AllReduce_Z([B_X, D_Y]{U_Z}) on the same cube.",
-               reference=allreduce_z, unit="s",
-               slips=(Slip(v0_allreduce, "ratio:16", "each device holds only a [B/4, D/4] block."),)),
+               prompt=f"Q2(1): AllGather_X([B_X, D_Y]) on a v4p 4x4x4, B = {B}, D = {D}, bf16 ({LARGE_N}).",
+               reference=gather_x, unit="s",
+               slips=(Slip(4 * gather_x, "ratio:4", "only D_Y's share is gathered: divide by |Y|."),
+                      *exact_ring_slips(gather_x, axis))),
+        number("ch03-q2-gather-xy", section=PROBLEMS,
+               prompt=f"Q2(2): AllGather_XY([B_X, D_Y]) on the same cube ({LARGE_N}).", reference=gather_xy, unit="s",
+               slips=(Slip(2 * gather_xy, "ratio:2", "two axes gather at once, on their own links."),
+                      *exact_ring_slips(gather_xy, axis, axis**2))),
+        number("ch03-q2-allreduce-z", section=PROBLEMS,
+               prompt=f"Q2(3): AllReduce_Z([B_X, D_Y]{{U_Z}}) on the same cube ({LARGE_N}).", reference=allreduce_z,
+               unit="s", slips=(Slip(v0_allreduce, "ratio:16", "each device holds only a [B/4, D/4] block."),
+                                *exact_ring_slips(allreduce_z, axis))),
         number("ch03-q2-reshard-x", section=PROBLEMS,
-               prompt="Q2(1) after resharding to [B_XZ, D_Y] locally, so Z's links help the gather.",
-               reference=reshard_x, unit="s", slips=(Slip(gather_x, "ratio:2"),)),
+               prompt=f"Q2(1) after resharding to [B_XZ, D_Y] locally, so Z's links help the gather ({LARGE_N}).",
+               reference=reshard_x, unit="s",
+               slips=(Slip(gather_x, "ratio:2"), *exact_ring_slips(reshard_x, axis, axis**2))),
         number("ch03-q2-reshard-xy", section=PROBLEMS,
-               prompt="Q2(2) after the same reshard: gather over X, Y and Z at once.", reference=reshard_xy, unit="s",
-               slips=(Slip(gather_xy, "ratio:3/2"),)))
+               prompt=f"Q2(2) after the same reshard: gather over X, Y and Z at once ({LARGE_N}).",
+               reference=reshard_xy, unit="s",
+               slips=(Slip(gather_xy, "ratio:3/2"), *exact_ring_slips(reshard_xy, axis, axis**2, axis**3))))
 
 
 def q2_valid(B: int, D: int) -> bool:
@@ -758,9 +782,15 @@ def q2_valid(B: int, D: int) -> bool:
                for op, v, k in cases)
 
 
+def ici_intensity(chip: hw.TPU) -> float:
+    """C / W: a chip's bf16 FLOP/s over one ICI link's bytes/s, both directions."""
+    return chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
+
+
 def q4(chip: hw.TPU) -> tuple[Formula | Number, ...]:
     """Q4: gather the weight or reduce the output; the thresholds are the chip's C / W per ICI axis."""
-    intensity = chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s  # C / W: 2550 on a v5p
+    intensity = ici_intensity(chip)  # C / W: 2550 on a v5p
+    tolerance = rate_tolerance(chip, ONE_PERCENT, of=ici_intensity)  # the book's rounded peaks pass too
     return (
         Formula(qid="ch03-q4-t-s1", points=1, section=PROBLEMS,
                 prompt="Q4 strategy 1 (AllGather Y[D_X, F], then multiply): lower bound on its time.",
@@ -774,7 +804,7 @@ def q4(chip: hw.TPU) -> tuple[Formula | Number, ...]:
                             "each chip multiplies only its 1/X share of the contraction."),)),
         Number(qid="ch03-q4-b-threshold", points=1, section=PROBLEMS,
                prompt=f"Q4 on {chip.name}: the batch below which strategy 1 is communication-bound.",
-               reference=intensity, tolerance=ONE_PERCENT,
+               reference=intensity, tolerance=tolerance,
                slips=(Slip(intensity / 2, "ratio:1/2", "W is the bidirectional bandwidth."),)),
         Formula(qid="ch03-q4-d-small-batch", points=1, section=PROBLEMS,
                 prompt="Q4 when both strategies are communication-bound: strategy 2 wins for D above what?",
@@ -782,7 +812,7 @@ def q4(chip: hw.TPU) -> tuple[Formula | Number, ...]:
                 slips=(Slip(B, "ratio:1/2", "the AllReduce moves 4BF bytes, the gather 2DF."),)),
         Number(qid="ch03-q4-d-threshold", points=1, section=PROBLEMS,
                prompt=f"Q4 on {chip.name} with B above that batch: strategy 2 wins for D above what?",
-               reference=2 * intensity, tolerance=ONE_PERCENT,
+               reference=2 * intensity, tolerance=tolerance,
                slips=(Slip(intensity, "ratio:1/2", "compare 2BDF/C with 4BF/W."),)))
 
 
@@ -790,8 +820,9 @@ def q6(chip: hw.TPU, mesh: tuple[int, int]) -> tuple[Choice | Number, ...]:
     """Q6: three matmuls on a 2-D TPU slice. (a) is compute-bound for J > 2|Y| C/W (an AllReduce over Y
     of C[I_X, K]), (b) for I > |X| C/W (an AllGather over X of B[J_X, K_Y]); (c) needs no collective."""
     nx, ny = mesh
-    intensity = chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
+    intensity = ici_intensity(chip)
     a_j, b_i = 2 * ny * intensity, nx * intensity
+    tolerance = rate_tolerance(chip, TWO_PERCENT, of=ici_intensity)  # as Q4's C / W, and Chapter 1's E4
     where = f"a {chip.name} {nx}x{ny}"
     return (
         Choice(qid="ch03-q6-a-collective", points=1, section=PROBLEMS,
@@ -800,17 +831,19 @@ def q6(chip: hw.TPU, mesh: tuple[int, int]) -> tuple[Choice | Number, ...]:
                slips=(Slip("all-gather", "wrong_option", "the contraction is sharded on both sides: partial sums."),)),
         Number(qid="ch03-q6-a-threshold", points=1, section=PROBLEMS,
                prompt=f"Q6(a) on {where}: the J above which it is compute-bound (bidirectional ring, wraparound "
-                      "assumed).",
-               reference=a_j, tolerance=TWO_PERCENT,
-               slips=(Slip(a_j / 2, "ratio:1/2", "an AllReduce costs two gathers' worth."),)),
+                      f"assumed, {LARGE_N}).",
+               reference=a_j, tolerance=tolerance,
+               slips=(Slip(a_j / 2, "ratio:1/2", "an AllReduce costs two gathers' worth."),
+                      *exact_ring_slips(a_j, ny, tolerance=tolerance))),
         Choice(qid="ch03-q6-b-collective", points=1, section=PROBLEMS,
                prompt="Q6(b): the collective of A[I_X, J] . B[J_X, K_Y] -> C[I_X, K_Y].",
                reference="all-gather", options=COLLECTIVES,
                slips=(Slip("all-reduce", "wrong_option", "A is not sharded on J: gather B's J first."),)),
         Number(qid="ch03-q6-b-threshold", points=1, section=PROBLEMS,
-               prompt=f"Q6(b) on {where}: the I above which it is compute-bound.",
-               reference=b_i, tolerance=TWO_PERCENT,
-               slips=(Slip(b_i * 2, "ratio:2", f"the gathered B is bf16[J, K_Y]: 2JK/{ny} bytes."),)),
+               prompt=f"Q6(b) on {where}: the I above which it is compute-bound (the same ring, {LARGE_N}).",
+               reference=b_i, tolerance=tolerance,
+               slips=(Slip(b_i * 2, "ratio:2", f"the gathered B is bf16[J, K_Y]: 2JK/{ny} bytes."),
+                      *exact_ring_slips(b_i, nx, tolerance=tolerance))),
         Choice(qid="ch03-q6-c-collective", points=1, section=PROBLEMS,
                prompt="Q6(c): the collective of A[I_X, J] . B[J, K_Y] -> C[I_X, K_Y].",
                reference="none", options=COLLECTIVES,
@@ -847,8 +880,9 @@ def q7(DF: tuple[int, int], B: int) -> tuple[Choice | Number, ...]:
                prompt=f"Q7: seconds of matmul per chip for the MLP block with B = {B} (tensor parallel, v5e).",
                reference=flop_time, unit="s", slips=(Slip(flop_time * 4, "ratio:4", "each chip does a quarter."),)),
         number("ch03-q7-comm-time", section=PROBLEMS,
-               prompt="Q7: seconds for the AllGather of In[B, D_XY] over both axes (wraparound assumed).",
-               reference=comm, unit="s", slips=(Slip(comm * 2, "ratio:2", "two axes gather at once."),)))
+               prompt=f"Q7: seconds for the AllGather of In[B, D_XY] over both axes (wraparound assumed, {LARGE_N}).",
+               reference=comm, unit="s", slips=(Slip(comm * 2, "ratio:2", "two axes gather at once."),
+                                                *exact_ring_slips(comm, 2, Q7_CHIPS))))
 
 
 def q7_valid(DF: tuple[int, int], B: int) -> bool:

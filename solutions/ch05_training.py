@@ -652,12 +652,22 @@ def e1(chip: hw.TPU) -> tuple[Number, ...]:
     """E1: data parallelism keeps every weight and both Adam moments on every chip, so the model is
     bounded by one chip's HBM."""
     params = chip.hbm_bytes / STATE_BYTES
+    tolerance = Tolerance(low=params * E1_ROUNDED_DOWN * 0.99, high=params * 1.01)
+    # The other honest readings, each with its code at this chip: bf16 gradients kept too (12 bytes), and the
+    # chip's GB read as GiB (the course's bytes are decimal: hw.TPU_*.hbm_bytes).
+    with_gradients = chip.hbm_bytes / (STATE_BYTES + 2)
+    gib = chip.hbm_bytes / 1e9 * 2**30 / STATE_BYTES
     return (number("ch05-e1-dp-max-params", section=DP,
                    prompt=f"E1: the largest model (parameters) pure data parallelism trains on a "
-                          f"{chip.hbm_bytes / 1e9:.0f} GB {chip.name}, with bf16 weights and fp32 Adam moments.",
-                   reference=params, tolerance=Tolerance(low=params * E1_ROUNDED_DOWN * 0.99, high=params * 1.01),
+                          f"{chip.hbm_bytes / 1e9:.0f} GB {chip.name}, with bf16 weights and fp32 Adam moments, "
+                          "gradients not kept (2 + 4 + 4 bytes per parameter).",
+                   reference=params, tolerance=tolerance,
                    slips=(Slip(chip.hbm_bytes / 16, "ratio:2/3",
                                "gradients are not kept: count 2 + 4 + 4 bytes per parameter."),
+                          Slip(with_gradients, slip_code(with_gradients, params, tolerance),
+                               "the question keeps no gradients: count 2 + 4 + 4 bytes per parameter."),
+                          Slip(gib, slip_code(gib, params, tolerance),
+                               "a GB here is 1e9 bytes (hw's hbm_bytes), not 2**30."),
                           Slip(params / 1e9, "ratio:1/1000000000", "give the number of parameters, not billions."))),)
 
 
@@ -667,21 +677,22 @@ def e2(chip: hw.TPU) -> tuple[Number, ...]:
     per_chip = value(DP_BOUND, C=chip.bf16_flops_per_s, W=chip.ici_bidirectional_bytes_per_s)
     axes, pod = torus_axes(chip), pod_chips(chip)
     all_axes = value(FSDP_BOUND, C=chip.bf16_flops_per_s, W=chip.ici_bidirectional_bytes_per_s, M_X=axes)
+    tolerance = rate_tolerance(chip, ONE_PERCENT, of=alpha_of)  # each scales with C / W: the book's peaks pass
     return (
         number("ch05-e2-dp-batch", section=DP, prompt=f"E2: that per-chip batch on {chip.name}, one mesh axis.",
-               reference=per_chip, tolerance=ONE_PERCENT,
+               reference=per_chip, tolerance=tolerance,
                slips=(Slip(per_chip * 2, "ratio:2", "W is the bidirectional bandwidth of an axis, both directions "
                                                     "of its link."),)),
         number("ch05-e2-dp-batch-3axes", section=DP,
                prompt=f"E2: the same with the AllReduce over all {axes} axes of the {chip.name} torus.",
-               reference=all_axes, tolerance=ONE_PERCENT,
+               reference=all_axes, tolerance=tolerance,
                slips=(Slip(per_chip, f"ratio:{axes}", "each axis adds its links to the AllReduce."),)),
         number("ch05-e2-pod-batch", section=DP,
                prompt=f"E2: the smallest global batch (tokens) that keeps a whole {pod}-chip {chip.name} pod "
                       "compute-bound under data parallelism, all axes used.",
-               reference=all_axes * pod, tolerance=ONE_PERCENT,
+               reference=all_axes * pod, tolerance=tolerance,
                slips=(Slip(per_chip * pod, f"ratio:{axes}"),
-                      Slip(all_axes, slip_code(all_axes, all_axes * pod, ONE_PERCENT), "per chip times chips."))))
+                      Slip(all_axes, slip_code(all_axes, all_axes * pod, tolerance), "per chip times chips."))))
 
 
 def e4(batch: float) -> tuple[Number, ...]:
@@ -792,11 +803,12 @@ def e13(chip: hw.TPU) -> tuple[Number, ...]:
     """E13: the batch per slice that hides a DCN AllReduce is the chip's FLOP/s over its DCN bytes/s."""
     batch = chip.bf16_flops_per_s / chip.dcn_bytes_per_s
     per_pod_chip = batch / pod_chips(chip)
+    tolerance = rate_tolerance(chip, Tolerance(rtol=0.005))  # C / DCN: the book's rounded peaks pass too
     return (number("ch05-e13-dcn-batch", section=PODS,
                    prompt=f"E13: the batch per {chip.name} slice (tokens) above which pure data parallelism across "
-                          "slices over the DCN stays compute-bound.", reference=batch, tolerance=Tolerance(rtol=0.005),
+                          "slices over the DCN stays compute-bound.", reference=batch, tolerance=tolerance,
                    slips=(Slip(batch / 2, "ratio:1/2"),
-                          Slip(per_pod_chip, slip_code(per_pod_chip, batch, Tolerance(rtol=0.005)),
+                          Slip(per_pod_chip, slip_code(per_pod_chip, batch, tolerance),
                                "the DCN rate is per chip, and so is each chip's share."))),)
 
 

@@ -589,8 +589,10 @@ def a3(chip: hw.TPU, mfu: float) -> tuple[Number, ...]:
     days = A3_FLOPS / (pod * chip.bf16_flops_per_s * mfu) / DAY
     return (
         number("ch06-a3-years", section=COUNTING,
-               prompt=f"A3: years that takes on one {chip.name} at peak (a number of years).", reference=years,
-               tolerance=ONE_PERCENT, slips=(Slip(years * 365.25, "magnitude:+3", "in years, not days."),)),
+               prompt=f"A3: years that takes on one {chip.name} at peak.", reference=years, unit="years",
+               tolerance=ONE_PERCENT,
+               slips=(Slip(years * 365.25, slip_code(years * 365.25, years, ONE_PERCENT, "years"),
+                           "in years, not days."),)),
         number("ch06-a4-pod-days", section=COUNTING,
                prompt=f"A4: days on a full {pod}-chip {chip.name} pod at {mfu:.0%} utilisation.", reference=days,
                unit="days", tolerance=TWO_PERCENT,
@@ -635,7 +637,7 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
         number("ch06-a5-days", section=COUNTING,
                prompt=f"A5: days to train on that many {chip.name} chips at 40% utilisation.",
                reference=days, unit="days", tolerance=ONE_PERCENT,
-               slips=(Slip(days / 365.25, "magnitude:-3", "in days."),)),
+               slips=(Slip(days / 365.25, slip_code(days / 365.25, days, ONE_PERCENT, "days"), "in days."),)),
         number("ch06-a6-bytes-per-chip", section=COUNTING, prompt="A6: bytes per chip of that memory on 8960 chips.",
                reference=per_chip, unit="B", tolerance=TWO_PERCENT,
                slips=(Slip(no_weights, slip_code(no_weights, per_chip),

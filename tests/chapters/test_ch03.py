@@ -96,3 +96,71 @@ def test_q10_alltoall_traffic_counts_hops():
         hops = sum((dst - src) % d for src in range(d) for dst in range(d))
         per_link = hops * (n // d) ** 2 / d
         assert per_link == pytest.approx(float(ch03.Q10_ALLTOALL.subs({ch03.N: n, ch03.D: d})))
+
+
+# --- the ring times ask for the large-N form; the exact (N-1)/N form gets a hint ---------------------
+
+def _both(q, answer):
+    """The grader's verdict (the record through JSON, as it travels) and the self-check's."""
+    import json
+
+    from autograder import kinds
+    from tests.chapter_checks import printed, recorded
+
+    rec = recorded(q, answer)
+    return judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, answer, rec)
+
+
+# Each ring time of PQ2, Q2, Q6 and Q7 (wraparound, so the large-N form of CX3), and the factors an exact
+# form multiplies it by: (N - 1)/N of one ring of N devices, or of the whole group the collective spans.
+def _exact_factors(qid, combo):
+    def ring(*ns):
+        return sorted({(n - 1) / n for n in ns})
+    if qid == "ch03-pq2-ideal":
+        return ring(combo["N"])
+    if qid in ("ch03-q2-gather-x", "ch03-q2-allreduce-z"):
+        return ring(4)
+    if qid in ("ch03-q2-gather-xy", "ch03-q2-reshard-x"):
+        return ring(4, 16)
+    if qid == "ch03-q2-reshard-xy":
+        return ring(4, 16, 64)
+    if qid == "ch03-q6-a-threshold":
+        return ring(combo["mesh"][1])
+    if qid == "ch03-q6-b-threshold":
+        return ring(combo["mesh"][0])
+    if qid == "ch03-q7-comm-time":
+        return ring(2, 4)
+    return []
+
+
+RING_SETTINGS = ("ch03-pq2", "ch03-q2", "ch03-q6", "ch03-q7")
+
+
+@pytest.mark.parametrize("name", RING_SETTINGS)
+def test_ring_times_ask_for_the_large_n_form_and_hint_the_exact_one(name):
+    """CX3 calls the exact (N-1)/N form right too, so every ring time that uses the large-N form says so in its
+    prompt, and the exact form, wherever it is not accepted, is refused with a hint that names the factor, at
+    every choice of the setting (not a factor of 3/4 on one mesh and "close" on another)."""
+    setting = next(s for s in CHAPTER.settings if s.name == name)
+    asked = 0
+    for combo in setting.combos():
+        for q in setting.build(**combo):
+            factors = _exact_factors(q.qid, combo)
+            if not factors:
+                continue
+            asked += 1
+            assert "large-N" in q.prompt and "(N-1)/N" in q.prompt, q.prompt
+            for k in factors:
+                if q.tolerance.accepts(q.reference, k * q.reference):
+                    continue
+                for v in _both(q, k * q.reference):
+                    assert not v.ok and "(N-1)/N" in v.message and "Hint:" in v.message, (combo, q.qid, k, v.message)
+    assert asked
+
+
+def test_the_book_constants_pass_every_question_that_depends_on_them():
+    """As in every chapter (tests/chapters/test_ch01.py): a number computed with the book's own rounded constants
+    (hw.BOOK_VALUES) passes."""
+    from tests.chapters.test_ch01 import outside_at_book_values
+
+    assert outside_at_book_values("ch03_sharding") == []

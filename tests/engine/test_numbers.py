@@ -74,6 +74,12 @@ UNIT_CASES = [
     ("-2.4 X 10**+2", "", -240.0, None),
     ("1.5 * 10^3", "", 1.5e3, None),  # ^ after a times-ten is its power, never Python's xor
     ("1.5e−3", "s", 1.5e-3, None),  # a typographic minus in an exponent
+    # years: 365.25 days each (a Julian year, the mean over leap years)
+    ("435 years", "years", 435.0, "years"),
+    ("1 year", "days", 365.25, "year"),
+    ("2 yr", "days", 730.5, "yr"),
+    ("2yrs", "s", 2 * 365.25 * 86400, "yrs"),
+    ("730.5 days", "years", 2.0, "days"),
 ]
 
 
@@ -425,6 +431,9 @@ TIME_UNIT_SLIPS = [
     (2.5e3, "s", 2.5e3 / 60, "unit:1/60", "minutes"),
     (2.5e4, "s", 2.5e4 / 3600, "unit:1/3600", "hours"),
     (3.0e6, "s", 3.0e6 / 86400, "unit:1/86400", "days"),
+    (435.0, "years", 435.0 * 365.25, "unit:1461/4", "days"),
+    (435.0, "years", 435.0 * 365.25 * 24, "unit:8766", "hours"),
+    (17.38, "days", 17.38 / 365.25, "unit:4/1461", "years"),
 ]
 
 
@@ -435,6 +444,28 @@ def test_a_time_in_another_unit_is_named_by_that_unit(reference, unit, answer, c
         assert v.diagnosis == code, v.message
         assert f"the answer in {guess}; the question asks for {unit}" in v.message
         assert "power" not in v.message
+
+
+def test_every_time_unit_names_the_unit_of_each_factor():
+    """Over every time unit a question may ask in, and every other time unit a student may answer in: a number in
+    that other unit is a unit slip named by that unit's word, in both judges (the words of the table above)."""
+    from autograder.kinds.number import time_factors
+    from autograder.numbers import UNITS
+
+    words = {1.0: "seconds", 60.0: "minutes", 3600.0: "hours", 86400.0: "days", 604800.0: "weeks",
+             31557600.0: "years"}
+    asked = ("s", "min", "h", "hours", "days", "years")
+    for unit in asked:
+        assert time_factors(unit), unit
+        want = UNITS[unit][1]
+        for other, word in words.items():
+            if other == want or round(want / other, 9) in (10.0**k for k in range(-12, 13)):
+                continue
+            k = want / other  # a number of `other` units is k times the same time in `unit`
+            # 3 figures: at 1% a week in minutes (10,080) would pass for a power of ten
+            for v in both(number(7.3, unit, Tolerance.figures()), 7.3 * k):
+                assert v.diagnosis.startswith("unit:"), (unit, word, v.diagnosis)
+                assert f"the answer in {word}; the question asks for {unit}" in v.message, (unit, word, v.message)
 
 
 def test_a_time_with_its_unit_written_is_off_by_the_factor():
