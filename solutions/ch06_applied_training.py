@@ -590,7 +590,7 @@ def a3(chip: hw.TPU, mfu: float) -> tuple[Number, ...]:
     return (
         number("ch06-a3-years", section=COUNTING,
                prompt=f"A3: years that takes on one {chip.name} at peak.", reference=years, unit="years",
-               tolerance=ONE_PERCENT,
+               tolerance=rate_tolerance(chip, ONE_PERCENT),  # 1 / C: the book's rounded peaks pass too
                slips=(Slip(years * 365.25, slip_code(years * 365.25, years, ONE_PERCENT, "years"),
                            "in years, not days."),)),
         number("ch06-a4-pod-days", section=COUNTING,

@@ -607,11 +607,12 @@ def iq10(prompt: int, batch: int) -> tuple[Question, ...]:
     finished = batch / IQ11_G
     evicted = inf.evicted_tokens_per_step(batch, prompt, IQ11_G)
     ratio = inf.prefill_to_generate_servers(batch, prefill, STEP_FULL, DECODE)
-    ratio_tol = Tolerance(low=2.88, high=3.02) if book else TWO_PERCENT  # the book: 0.91 s, 19 ms, about 3
+    # The book: 0.91 s, 19 ms, about 3; with the v5e's peak rounded to 2e14 (hw.BOOK_VALUES) the ratio is 2.87.
+    ratio_tol = Tolerance(low=2.85, high=3.02) if book else TWO_PERCENT
     return (
         number("ch08-iq10-prefill", section=_prefill,
                prompt=f"Seconds to prefill {prompt} tokens of 70e9 parameters on 16 v5e at 40% MFU.",
-               reference=prefill, unit="s", tolerance=ONE_PERCENT,
+               reference=prefill, unit="s", tolerance=rate_tolerance(V5E, ONE_PERCENT),  # 1 / C, as IQ4's C / W
                slips=(Slip(prefill * inf.PREFILL_MFU, "not_equal", "divide by the MFU."),)),
         number("ch08-iq11-finished", section=_prefill,
                prompt=f"Continuous batching, batch {batch}, {IQ11_G}-token decodes: sequences finishing per step.",
@@ -702,7 +703,8 @@ def w3(limit: float, context: int) -> tuple[Question, ...]:
                reference=plan["hbm"],
                slips=slips(plan["hbm"], exact, (plan["fits"], "that is what fits, not what the limit allows."))),
         number("ch08-w3-batch-flops", section=_wp, exact=True,
-               prompt="W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted.",
+               prompt="W3: the same batch (an exact count) with the weight matmuls' bf16 FLOPs counted at "
+                      "v5e.bf16_flops_per_s, as decode_step does.",
                reference=plan["flops"],
                slips=slips(plan["flops"], exact,
                            (plan["hbm"], "above the critical batch (IQ4) the weight matmuls are FLOP-bound."))))
@@ -746,7 +748,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     vary("ch08-iq1", iq1, context=values(32_768, 16_384, 65_536), sequences=values(240, 100, 64)),
     vary("ch08-iq2", iq2, batch=values(32, 16, 48), context=values(CONTEXT, 2048)),
     number("ch08-iq4-int8-weights", section=_story, prompt="Critical batch on v5e with int8 weights and bf16 math.",
-           reference=IQ4, tolerance=ONE_PERCENT,
+           reference=IQ4, tolerance=rate_tolerance(V5E, ONE_PERCENT),  # C / W: the book's rounded peak passes too
            slips=(Slip(2 * IQ4, "ratio:2", "int8 weights halve the bytes per FLOP."),)),
     Function(qid="ch08-cx1-serving-plan", points=3, section=_story,
              prompt="serving_plan(weight_bytes, kv_bytes_per_token, context, hbm_per_chip, hbm_bytes_per_s, "

@@ -14,7 +14,7 @@ from autograder.checks import judge
 from autograder.questions import load_chapter
 from course import comms
 from course.devices import mesh
-from tests.chapter_checks import assert_size, inspected, program_inputs, recorded
+from tests.chapter_checks import assert_size, both_judges, inspected, program_inputs, recorded
 
 pytestmark = pytest.mark.ch03
 CHAPTER = load_chapter("ch03_sharding")
@@ -100,16 +100,6 @@ def test_q10_alltoall_traffic_counts_hops():
 
 # --- the ring times ask for the large-N form; the exact (N-1)/N form gets a hint ---------------------
 
-def _both(q, answer):
-    """The grader's verdict (the record through JSON, as it travels) and the self-check's."""
-    import json
-
-    from autograder import kinds
-    from tests.chapter_checks import printed, recorded
-
-    rec = recorded(q, answer)
-    return judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, answer, rec)
-
 
 # Each ring time of PQ2, Q2, Q6 and Q7 (wraparound, so the large-N form of CX3), and the factors an exact
 # form multiplies it by: (N - 1)/N of one ring of N devices, or of the whole group the collective spans.
@@ -153,14 +143,6 @@ def test_ring_times_ask_for_the_large_n_form_and_hint_the_exact_one(name):
             for k in factors:
                 if q.tolerance.accepts(q.reference, k * q.reference):
                     continue
-                for v in _both(q, k * q.reference):
+                for v in both_judges(q, k * q.reference):
                     assert not v.ok and "(N-1)/N" in v.message and "Hint:" in v.message, (combo, q.qid, k, v.message)
     assert asked
-
-
-def test_the_book_constants_pass_every_question_that_depends_on_them():
-    """As in every chapter (tests/chapters/test_ch01.py): a number computed with the book's own rounded constants
-    (hw.BOOK_VALUES) passes."""
-    from tests.chapters.test_ch01 import outside_at_book_values
-
-    assert outside_at_book_values("ch03_sharding") == []

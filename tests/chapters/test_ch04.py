@@ -5,6 +5,7 @@ import pytest
 
 from autograder.questions import load_chapter
 from solutions.ch04_transformers import einsum_flops
+from tests.chapter_checks import both_judges
 
 pytestmark = pytest.mark.ch04
 CHAPTER = load_chapter("ch04_transformers")
@@ -56,18 +57,6 @@ def test_xla_counts_the_tp_mlp_as_cx6b_does():
     assert compiled_cost(ch04.tp_mlp_gathers_weights, *args)["flops"] == pytest.approx(8 * formula, rel=0.02)
 
 
-def _both(q, answer):
-    """The grader's verdict (the record through JSON, as it travels) and the self-check's."""
-    import json
-
-    from autograder import kinds
-    from autograder.checks import judge
-    from tests.chapter_checks import printed, recorded
-
-    rec = recorded(q, answer)
-    return judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, answer, rec)
-
-
 def test_q4_judges_the_mha_reading_alike_on_every_chip():
     """Q4 asks for large G. The MHA reading (G = 1: intensity T/2, so twice the length; the syllabus's erratum) is
     refused with the same diagnosis and a hint on every chip, the book's v5e included, where its 240 still
@@ -77,17 +66,9 @@ def test_q4_judges_the_mha_reading_alike_on_every_chip():
     for combo in setting.combos():
         (q,) = [q for q in setting.build(**combo) if q.qid == "ch04-q4-prefill-threshold"]
         assert "large G" in q.prompt
-        for v in _both(q, 2 * q.reference):
+        for v in both_judges(q, 2 * q.reference):
             assert not v.ok and "Hint:" in v.message and "G" in v.message.split("Hint:")[1], (combo, v.message)
             codes.add(v.diagnosis)
         if combo["chip"].name == "TPU v5e":
-            assert all(v.ok for v in _both(q, 240))
+            assert all(v.ok for v in both_judges(q, 240))
     assert len(codes) == 1, codes
-
-
-def test_the_book_constants_pass_every_question_that_depends_on_them():
-    """As in every chapter (tests/chapters/test_ch01.py): a number computed with the book's own rounded constants
-    (hw.BOOK_VALUES) passes."""
-    from tests.chapters.test_ch01 import outside_at_book_values
-
-    assert outside_at_book_values("ch04_transformers") == []

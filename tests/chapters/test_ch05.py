@@ -9,7 +9,7 @@ import sympy as sp
 import solutions.ch05_training as ch05
 from autograder.questions import load_chapter
 from course import comms
-from tests.chapter_checks import assert_size, program_inputs
+from tests.chapter_checks import assert_size, both_judges, program_inputs
 
 pytestmark = pytest.mark.ch05
 CHAPTER = load_chapter("ch05_training")
@@ -88,17 +88,6 @@ def test_gpipe_sends_one_handoff_per_tick():
 
 # --- E1: what counts per parameter, and the honest other readings --------------------------------------
 
-def _both(q, answer):
-    """The grader's verdict (the record through JSON, as it travels) and the self-check's."""
-    import json
-
-    from autograder import kinds
-    from autograder.checks import judge
-    from tests.chapter_checks import printed, recorded
-
-    rec = recorded(q, answer)
-    return judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, answer, rec)
-
 
 def test_e1_says_what_counts_and_hints_the_other_readings():
     """E1 counts 2 + 4 + 4 bytes per parameter, gradients not kept (the syllabus: 10 B/param), and the prompt says
@@ -109,13 +98,5 @@ def test_e1_says_what_counts_and_hints_the_other_readings():
         assert "gradients not kept" in q.prompt and "2 + 4 + 4 bytes" in q.prompt, q.prompt
         hbm = combo["chip"].hbm_bytes
         for answer, words in ((hbm / 12, "gradients"), (hbm / 1e9 * 2**30 / 10, "GB")):
-            for v in _both(q, answer):
+            for v in both_judges(q, answer):
                 assert not v.ok and "Hint:" in v.message and words in v.message.split("Hint:")[1], (combo, v.message)
-
-
-def test_the_book_constants_pass_every_question_that_depends_on_them():
-    """As in every chapter (tests/chapters/test_ch01.py): a number computed with the book's own rounded constants
-    (hw.BOOK_VALUES) passes."""
-    from tests.chapters.test_ch01 import outside_at_book_values
-
-    assert outside_at_book_values("ch05_training") == []

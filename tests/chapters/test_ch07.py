@@ -9,7 +9,7 @@ import pytest
 import solutions.ch07_inference as ch07
 from autograder.questions import Function, load_chapter
 from course import comms
-from tests.chapter_checks import assert_size, program_inputs
+from tests.chapter_checks import assert_size, both_judges, program_inputs
 
 pytestmark = pytest.mark.ch07
 CHAPTER = load_chapter("ch07_inference")
@@ -131,17 +131,6 @@ def test_speculative_draft_equal_to_target_is_always_accepted():
 
 # --- Q6: which weights a chip reads ----------------------------------------------------------------------
 
-def _both(q, answer):
-    """The grader's verdict (the record through JSON, as it travels) and the self-check's."""
-    import json
-
-    from autograder import kinds
-    from autograder.checks import judge
-    from tests.chapter_checks import printed, recorded
-
-    rec = recorded(q, answer)
-    return judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, answer, rec)
-
 
 def test_q6_weight_time_says_all_the_weights_and_names_the_expert_only_reading():
     """Q6 divides all the int8 weights (experts, attention, embeddings) over the 128 chips: the prompt says so,
@@ -153,5 +142,5 @@ def test_q6_weight_time_says_all_the_weights_and_names_the_expert_only_reading()
         assert "all of the model's int8 weights" in q.prompt, q.prompt
         moe = ch07.Q.with_(**combo)
         experts_only = ch07.INT8 * moe.L * moe.E * 3 * moe.D * moe.F / ch07.Q6_CHIPS / ch07.W_V5E
-        for v in _both(q, experts_only):
+        for v in both_judges(q, experts_only):
             assert v.ok or "attention and embedding" in v.message, (combo, v.message)

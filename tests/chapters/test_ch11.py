@@ -168,14 +168,6 @@ def test_gqa_programs_keep_heads_and_cache_local(qid):
                       "collective-permute": 0}
 
 
-def test_the_book_rates_pass_every_question_that_scales_with_them():
-    """The H100 at the book's 1e15 FLOP/s, the B200 at its 2.25e15: every number of C1's GPU part admits them, as
-    Chapter 12's do (the same quantities, the same tolerances)."""
-    from tests.chapters.test_ch12 import outside_at_book_rates
-
-    assert outside_at_book_rates("ch11_capstone") == []
-
-
 def test_train_days_in_hours_is_named_a_unit_slip():
     """A number of hours for a question in days is a factor of 24: the message names hours, not a power of ten."""
     import json
