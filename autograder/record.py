@@ -298,3 +298,14 @@ def read(outputs: list[dict[str, Any]], qid: str) -> dict[str, Any] | None:
             continue
         found = rec
     return found
+
+
+def why_no_record(cell: dict[str, Any]) -> str:
+    """Why an executed test cell holds no record, from its own outputs: the grader's feedback and the
+    learner's ``selfcheck`` table say it alike."""
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            return f"the test cell stopped with {out.get('ename', 'an error')}: {str(out.get('evalue', ''))[:200]}"
+    if cell.get("execution_count") is None:
+        return "the test cell did not run (an earlier cell hung, crashed the kernel or hit a limit)"
+    return "the test cell ran but recorded nothing"

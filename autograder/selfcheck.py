@@ -20,9 +20,9 @@ import nbformat
 
 from course import progress
 
-from .grading.collect import why_no_record
 from .kernel import run_notebook
 from .questions import QID
+from .record import why_no_record
 
 _CHECK = re.compile(r'^check\("(?P<qid>[^"]+)"', re.M)
 

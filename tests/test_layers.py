@@ -102,3 +102,17 @@ def test_a_number_check_loads_only_what_it_needs(tmp_path):
     extra = [m for m in loaded if any(m == u or m.startswith(u + ".") for u in unwanted)]
     assert not extra, f"a number check loaded {extra}"
     assert "autograder.kinds.number" in loaded, loaded
+
+
+def test_the_learners_commands_load_nothing_the_student_wheel_leaves_out():
+    """``scaling-course selfcheck`` and ``progress`` run from the student wheel, which has no grader: the modules
+    they import (the command line's too) must not need one (the wheel's own test finds it only at the end)."""
+    from autograder.distribution import GRADER_ONLY
+
+    def grader_only(module: str) -> bool:
+        path = module.replace(".", "/")
+        return any(path + suffix == g or (path + "/").startswith(g) for g in GRADER_ONLY for suffix in ("", ".py"))
+
+    procs = {name: _loaded_after(f"import {name}") for name in ("autograder.selfcheck", "autograder.cli")}
+    offenders = {name: bad for name, p in procs.items() if (bad := [m for m in _modules(p) if grader_only(m)])}
+    assert not offenders, f"learner commands that load what the student wheel leaves out: {offenders}"

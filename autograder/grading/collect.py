@@ -12,7 +12,7 @@ from typing import Any
 
 from nbformat import NotebookNode
 
-from ..record import read
+from ..record import read, why_no_record
 
 NO_ANSWER = object()
 
@@ -62,14 +62,3 @@ def _same(values: Any) -> str:
     import json
 
     return json.dumps(values, sort_keys=True, default=str)
-
-
-def why_no_record(cell: NotebookNode) -> str:
-    """Why an executed test cell holds no record, from its own outputs: the grader's feedback and the
-    learner's ``selfcheck`` table say it alike."""
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            return f"the test cell stopped with {out.get('ename', 'an error')}: {str(out.get('evalue', ''))[:200]}"
-    if cell.get("execution_count") is None:
-        return "the test cell did not run (an earlier cell hung, crashed the kernel or hit a limit)"
-    return "the test cell ran but recorded nothing"
