@@ -390,11 +390,6 @@ AT_B, AT_T, AT_D, AT_N, AT_H = 2, 16, 32, 16, 4  # CX7: two heads per device; sc
 FS_B, FS_D, FS_F = 256, 32, 128  # CX8: x[B_X, D]; the weights as in CX6. Gathering them moves 2DF < 2BD
 
 
-def _atol(*summed: int) -> float:
-    """1e-3 of an output entry's typical size: random normal inputs, so an entry summed over these
-    dimensions is about the square root of their product (float32 rounding stays far below)."""
-    return 1e-3 * math.sqrt(math.prod(summed))
-
 
 def tp_mlp(x, w_in, w_out):
     """relu(x @ w_in) @ w_out with the hidden F split over 8 devices: each device owns F/8 columns of w_in
@@ -552,17 +547,17 @@ def fsdp_mlp_tensor_parallel(x, w_in, w_out):
 TP_MLP_SPEC = ProgramSpec(mesh=X8, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
                           operands=(Operand((TP_B, TP_D), (None, None)), Operand((TP_D, TP_F), (None, "X")),
                                     Operand((TP_F, TP_D), ("X", None))),
-                          out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(TP_D, TP_F))
+                          out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3)
 HEADS_SPEC = ProgramSpec(mesh=X8, einsum="multi-head self-attention of x with w_q, w_k, w_v and w_o",
                          reference="attention",
                          operands=(Operand((AT_B, AT_T, AT_D), (None, None, None)),
                                    *(Operand((AT_D, AT_N, AT_H), (None, "X", None)) for _ in range(3)),
                                    Operand((AT_N, AT_H, AT_D), ("X", None, None))),
-                         out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(AT_D, AT_N * AT_H))
+                         out_spec=(), collectives={"all-reduce": 1}, rtol=1e-3)
 FSDP_MLP_SPEC = ProgramSpec(mesh=X8, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
                             operands=(Operand((FS_B, FS_D), ("X", None)), Operand((FS_D, FS_F), (None, "X")),
                                       Operand((FS_F, FS_D), ("X", None))),
-                            out_spec=("X", None), collectives={"all-gather": 2}, rtol=1e-3, atol=_atol(FS_D, FS_F))
+                            out_spec=("X", None), collectives={"all-gather": 2}, rtol=1e-3)
 
 # The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
 BOOK = {

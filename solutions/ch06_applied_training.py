@@ -215,7 +215,7 @@ MULTIPOD_SPEC = ProgramSpec(
     operands=(Operand((PB, PD), (("Z", "X"), "Y")), Operand((PB, PD), (("Z", "X"), "Y")),
               Operand((PF, PD), ("Y", "X"))),
     out_spec=("X", "Y"), collectives={"all-gather": 3, "reduce-scatter": 1, "all-reduce": 1},
-    rtol=1e-3, atol=1e-3 * math.sqrt(PB * PD))
+    rtol=1e-3)
 
 
 # --- CX3: the MLP block under FSDP + tensor parallelism, as A9 chose (few ways of tensor parallelism) -------
@@ -275,7 +275,7 @@ MLP_SPEC = ProgramSpec(
     mesh=XY24, einsum="the MLP block relu(x @ w_in) @ w_out", reference="mlp",
     operands=(Operand((MB, MD), ("X", None)), Operand((MD, MF), ("X", "Y")), Operand((MF, MD), ("Y", "X"))),
     out_spec=("X", None), collectives={"all-gather": 2, "all-reduce": 1},
-    rtol=1e-3, atol=1e-3 * math.sqrt(MD * MF))
+    rtol=1e-3)
 
 
 # --- CX5: one data-parallel step's gradient, from the loss -----------------------------------------------
