@@ -21,8 +21,9 @@ from contextlib import contextmanager
 
 # Measured over every question's reference, rewrites and slips: most answers cost milliseconds to judge.
 # The slowest honest ones are wrong arrays returned by a function answer, each element judged as a
-# number of its own: 2.2 s of CPU at most, in the grader and in the self-check alike. The bound leaves
-# four times that, for a slower machine (a student's laptop, a shared grader); the wall bound twice the
+# number of its own: 3 s of CPU at most (ch04-cx3's flash attention, 928 wrong elements, on 2 shared
+# cores), in the grader and in the self-check alike. The bound leaves three times that,
+# for a slower machine (a student's laptop, a shared grader); the wall bound twice the
 # CPU bound, for a grader whose workers share its cores. A right formula padded to cost the most the
 # parsers let through costs 0.5 s; a function answer whose every returned formula is so padded, 2 s.
 ANSWER_CPU_SECONDS = 10.0

@@ -143,6 +143,8 @@ def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = eq
             return k
     if _ranged(oracle) and oracle.near("close", 0, v) is True:
         return None  # just outside a range of 10 to 20, 9.9 is close: not "half" of 19.8, a value inside it
+    if "close" not in oracle.entries:
+        return None  # an array's element (no range, no "close"): the roundings of its reference add no factor
     return next((k for k in factors if _inside(oracle, v / float(k))), None)
 
 
