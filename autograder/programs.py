@@ -141,13 +141,14 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
             return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
                           error_code="bad_program")
         out = jitted(*args)
-        found = tuple(inspect_text(lowered.as_text(), q.mesh))
+        stated_text = lowered.as_text()  # once: a long program's text costs its printing each time
+        found = tuple(inspect_text(stated_text, q.mesh))
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
         compiled_text = compiled.as_text()
         placed = compiled_census(compiled_text)
         stated = census(found)
         counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
-        permutes = placed_permutes(lowered.as_text(), compiled_text, q.mesh)
+        permutes = placed_permutes(stated_text, compiled_text, q.mesh)
         memory = _memory(compiled) if q.max_bytes else None
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
