@@ -303,9 +303,14 @@ def read(outputs: list[dict[str, Any]], qid: str) -> dict[str, Any] | None:
 def why_no_record(cell: dict[str, Any]) -> str:
     """Why an executed test cell holds no record, from its own outputs: the grader's feedback and the
     learner's ``selfcheck`` table say it alike."""
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            return f"the test cell stopped with {out.get('ename', 'an error')}: {str(out.get('evalue', ''))[:200]}"
+    out = cell_error(cell)
+    if out:
+        return f"the test cell stopped with {out.get('ename', 'an error')}: {str(out.get('evalue', ''))[:200]}"
     if cell.get("execution_count") is None:
         return "the test cell did not run (an earlier cell hung, crashed the kernel or hit a limit)"
     return "the test cell ran but recorded nothing"
+
+
+def cell_error(cell: dict[str, Any]) -> dict[str, Any]:
+    """The first error output of an executed cell ({} where it ran through)."""
+    return next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), {})

@@ -22,7 +22,7 @@ from course import progress
 
 from .kernel import run_notebook
 from .questions import QID
-from .record import why_no_record
+from .record import cell_error, why_no_record
 
 _CHECK = re.compile(r'^check\("(?P<qid>[^"]+)"', re.M)
 
@@ -56,18 +56,14 @@ def unchecked(nb: nbformat.NotebookNode, qid: str) -> str:
     at = next((i for i, c in enumerate(cells) if f'check("{qid}"' in c.source), None)
     if at is None:
         return "not checked: its check cell is missing"
-    error = _error(cells[at])
+    error = cell_error(cells[at])
     if error.get("ename") != "NameError":
         return f"not checked: {why_no_record(cells[at])}"
     answer = next((c for c in reversed(cells[:at]) if not _CHECK.search(c.source)), None)
-    before = _error(answer) if answer is not None else {}
+    before = cell_error(answer) if answer is not None else {}
     if before.get("ename", "NotImplementedError") == "NotImplementedError":
         return f"not answered yet: {error.get('evalue', '')}"
     return f"not checked: the answer cell above stopped with {before['ename']}: {before.get('evalue', '')}"
-
-
-def _error(cell: nbformat.NotebookNode) -> dict:
-    return next((o for o in cell.get("outputs", []) if o.get("output_type") == "error"), {})
 
 
 def selfcheck(path: Path, timeout: int = 600) -> int:
