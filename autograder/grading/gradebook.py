@@ -35,6 +35,8 @@ def _storable_time(result: dict[str, Any]) -> bool:
 def write_result(db_url: str, result: dict[str, Any]) -> None:
     from nbgrader.api import Gradebook
 
+    if not str(result.get("assignment") or "").strip() or not str(result.get("student") or "").strip():
+        raise ValueError("a result without an assignment or a student is not written to the gradebook")
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore")  # SQLAlchemy autoflush notices from nbgrader's own queries
         gb.update_or_create_student(result["student"])
@@ -47,12 +49,39 @@ def write_result(db_url: str, result: dict[str, Any]) -> None:
                                                                   result["student"]).grades}
         for qid, q in result["questions"].items():
             grade = grades.get(qid) or gb.find_grade(qid, result["notebook"], result["assignment"], result["student"])
+            moved = grade.auto_score is None or abs(grade.auto_score - q["score"]) > 1e-9
             grade.auto_score = q["score"]
             # A grader error is the course's fault, not the student's: flag it for a person. So is a score a
-            # person gave (formgrader), which nbgrader keeps over the automatic one: the automatic one may
-            # have changed under it.
-            grade.needs_manual_grade = q.get("diagnosis") == "grader_error" or grade.manual_score is not None
+            # person gave (formgrader), which nbgrader keeps over the automatic one, where the automatic one
+            # changed under it; a result written again unchanged (a rerun keeps it) leaves the person's
+            # decision as it was, approved or not.
+            hand = grade.manual_score is not None
+            grade.needs_manual_grade = (q.get("diagnosis") == "grader_error"
+                                        or (hand and (moved or bool(grade.needs_manual_grade))))
         gb.db.commit()
+
+
+def hand_grades(db_url: str, assignment: str) -> dict[str, list[tuple[str, float, float | None]]]:
+    """Where the gradebook holds a score a person gave (formgrader) that differs from the automatic one, by
+    student: (question, score by hand, automatic score). nbgrader's export uses the hand score; grades.csv
+    and the run's table show the automatic one."""
+    from nbgrader.api import Assignment, Grade, Gradebook, GradeCell, Student, SubmittedAssignment, SubmittedNotebook
+
+    with warnings.catch_warnings(), Gradebook(db_url) as gb:
+        warnings.simplefilter("ignore")
+        rows = (gb.db.query(Student.id, GradeCell.name, Grade.manual_score, Grade.auto_score)
+                .join(SubmittedAssignment, SubmittedAssignment.student_id == Student.id)
+                .join(Assignment, Assignment.id == SubmittedAssignment.assignment_id)
+                .join(SubmittedNotebook, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+                .join(Grade, Grade.notebook_id == SubmittedNotebook.id)
+                .join(GradeCell, GradeCell.id == Grade.cell_id)
+                .filter(Assignment.name == assignment, Grade.manual_score.isnot(None))
+                .order_by(Student.id, GradeCell.name).all())
+    out: dict[str, list[tuple[str, float, float | None]]] = {}
+    for student, qid, manual, auto in rows:
+        if auto is None or abs(manual - auto) > 1e-9:
+            out.setdefault(student, []).append((qid, manual, auto))
+    return out
 
 
 def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]]) -> None:

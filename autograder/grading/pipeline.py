@@ -15,15 +15,20 @@ result is stored only after the gradebook has it, so a kill at any moment loses 
 duplicates none (results.py). Nothing a student handed in may stop the class in the parent: a result
 the gradebook refuses is that student's problem (``keep``), and so is a stored result it cannot take
 again or a folder name it cannot hold. A run interrupted (Ctrl-C) keeps what it graded, writes
-grades.csv, and says so (``Interrupted``): the same command continues.
+grades.csv, and says so (``Interrupted``): the same command continues. One run of an assignment at a time
+(``grading_lock``): two would each store what they graded, the later over the other's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import os
+import re
+import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +39,7 @@ from ..verdict import Status
 from . import STATE, factory, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
+from .gradebook import hand_grades
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
@@ -48,8 +54,8 @@ class CourseError(Exception):
 
 
 class Interrupted(Exception):
-    """A run stopped by Ctrl-C: ``kept`` results are stored (in the gradebook and grades.csv), and the same
-    command grades the rest."""
+    """A run stopped by Ctrl-C: the ``kept`` results it graded are stored (in the gradebook and grades.csv), and
+    the same command grades the rest."""
 
     def __init__(self, kept: int):
         super().__init__(f"interrupted: {kept} graded and kept, rerun the same command to continue")
@@ -84,6 +90,81 @@ class Summary:
     warnings: list[str] = field(default_factory=list)  # for the staff, about the class as a whole
 
 
+def assignment_name(typed: str) -> str:
+    """The assignment's name as typed, without the slashes shell completion adds (``ch01_rooflines/``); a CourseError
+    for what names no assignment folder (empty, ``.``, ``..``, a path): it would reach the gradebook as an
+    assignment of its own."""
+    name = typed.rstrip("/")
+    if not name.strip() or name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+        raise CourseError(f"{printable(typed)!r} is not an assignment's name: give the name of a folder in source/, "
+                          "such as ch01_rooflines")
+    return name
+
+
+LOCKS = "locks"  # under STATE: one lock file per assignment
+
+
+@contextlib.contextmanager
+def grading_lock(course_dir: Path, name: str) -> Iterator[None]:
+    """Hold the assignment's grading lock for the block, or raise a CourseError naming the run that holds it. Two
+    runs of one assignment at once would each store what it graded, the last to finish winning, even over a
+    newer submission the other graded. The lock is the operating system's (``flock``): it goes with the process
+    that holds it, ``kill -9`` included, so no lock outlives a run; the file keeps only the holder's pid, for
+    the message."""
+    folder = course_dir / STATE / LOCKS
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"grade-{name}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", errors="replace").strip()
+            pid = f" (pid {holder})" if holder.isdigit() else ""
+            raise CourseError(f"grading of {name} is already running{pid}: wait for it to end, or stop it, then run "
+                              "this again (two runs at once could store an older grade over a newer one)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except (OverflowError, ValueError):  # no such pid can exist
+        return False
+    return True
+
+
+STALE_WORK_SECONDS = 3600  # longer than one submission may take with the default limits (``_deadline``)
+
+
+def clear_dead_work(work: Path) -> None:
+    """Remove the work folders of grading workers that died (``<student>-<pid>``, whose pid is gone from this machine
+    and which nothing has changed for ``STALE_WORK_SECONDS``): a run interrupted or killed leaves its workers'
+    folders, which no later worker of the same pid would clear. A live worker's folder (of a run of another
+    assignment; the age keeps one on another machine of a Dask cluster too) and the reference run's
+    (``warmup-*``) stay."""
+    try:
+        entries = list(work.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        m = re.fullmatch(r".+-(\d+)", entry.name)
+        try:
+            if not m or entry.name.startswith("warmup-") or entry.is_symlink() or not entry.is_dir() \
+                    or time.time() - entry.stat().st_mtime < STALE_WORK_SECONDS or _alive(int(m.group(1))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+
+
 def check(course_dir: Path, name: str) -> list[Path]:
     """The assignment's source notebook (a list of one), or a CourseError saying what to fix."""
     course_dir = course_dir.resolve()
@@ -105,7 +186,7 @@ def check(course_dir: Path, name: str) -> list[Path]:
 
 def prepare(course_dir: Path, name: str) -> Assignment:
     """Check the course directory and register the assignment in the gradebook (creating it)."""
-    course_dir = course_dir.resolve()
+    course_dir, name = course_dir.resolve(), assignment_name(name)
     notebooks = check(course_dir, name)
     from ..release import generate
 
@@ -252,11 +333,15 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     them even if unchanged); see the module docstring. grades.csv lists every stored result either way."""
     started = time.monotonic()
     progress = progress or Progress(bar=False)
+    name = assignment_name(name)
     check(course_dir, name)
-    # The factory imports its modules (seconds) while the gradebook is prepared.
-    with factory.shared(course_dir.resolve() / STATE / "work"):
-        return _grade(course_dir, name, jobs, force, limits, progress, scheduler, started,
-                      None if students is None else list(students))
+    work = course_dir.resolve() / STATE / "work"
+    with grading_lock(course_dir.resolve(), name):
+        clear_dead_work(work)
+        # The factory imports its modules (seconds) while the gradebook is prepared.
+        with factory.shared(work):
+            return _grade(course_dir, name, jobs, force, limits, progress, scheduler, started,
+                          None if students is None else list(students))
 
 
 def chosen(a: Assignment, students: list[str] | None) -> tuple[list[tuple[str, Path]], dict[str, str]]:
@@ -307,6 +392,31 @@ def release_warning(a: Assignment) -> list[str]:
             f"from {where} another way."]
 
 
+SHOWN = 10  # students named in a warning, at most
+
+
+def hand_grade_warning(a: Assignment) -> list[str]:
+    """Where the gradebook holds a score given by hand (formgrader) that differs from the automatic one, which this
+    run's table and grades.csv show: said once a run, with the students and questions. Never stops the class."""
+    if not (a.course_dir / "gradebook.db").is_file():
+        return []
+    try:
+        found = hand_grades(a.db_url, a.name)
+    except Exception:  # a note for the staff: no gradebook error it meets may stop what was graded
+        return []
+    if not found:
+        return []
+    said = []
+    for student, grades in sorted(found.items())[:SHOWN]:
+        each = ", ".join(f"{qid} {manual:g} by hand ({'not graded' if auto is None else f'{auto:g}'} automatic)"
+                         for qid, manual, auto in grades[:3])
+        said.append(f"{printable(student)}: {each}" + (f" and {len(grades) - 3} more" if len(grades) > 3 else ""))
+    more = f"; and {len(found) - SHOWN} more students" if len(found) > SHOWN else ""
+    return [f"The gradebook holds scores given by hand that differ from the automatic ones in the table above and in "
+            f"grades.csv ({'; '.join(said)}{more}). `nbgrader export` uses the scores given by hand; a grade is "
+            "flagged for review again only where its automatic score changed."]
+
+
 def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: Limits, progress: Progress,
            scheduler: str | None, started: float, students: list[str] | None = None) -> Summary:
     """``grade``, with the class's process factory started."""
@@ -350,8 +460,12 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         progress.note(warming.note)
         todo = [(a, *rest) for _, *rest in todo]
 
+    table, graded_now = results.Grades(a), []
+
     def finish(result: dict[str, Any], done: int) -> None:
         result = keep(a, result, summary)
+        table.write()  # each result in grades.csv as it is stored: a kill leaves no stale table
+        graded_now.append(result)
         progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
                                      f"({result['seconds']:.1f} s)")
 
@@ -368,11 +482,11 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         # Ctrl-C: the runner stops its workers (closing it), what was stored stays, and grades.csv shows it.
         if (close := getattr(graded, "close", None)) is not None:
             close()
-        results.write_grades(a)
-        raise Interrupted(sum(1 for r in summary.results if r.get("sha256"))) from None
+        table.write()
+        raise Interrupted(sum(1 for r in graded_now if r.get("sha256"))) from None
     if warming.thread is not None:
         progress.note(warming.finish())
-    results.write_grades(a)
-    summary.warnings = release_warning(a)
+    table.write()
+    summary.warnings = release_warning(a) + hand_grade_warning(a)
     summary.seconds = time.monotonic() - started
     return summary

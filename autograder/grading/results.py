@@ -5,7 +5,7 @@ fingerprint (submissions.py) matches its stored result, judged against the same 
 the references and the source notebook), is not graded again (``unchanged``), and its stored result goes
 to the gradebook again, which is idempotent. So a kill at any moment loses no grade and duplicates none,
 and a fixed reference regrades the class. ``grades.csv`` is written from every stored result, of every
-assignment.
+assignment, after each result is stored (``Grades``).
 """
 
 from __future__ import annotations
@@ -110,11 +110,39 @@ def store(a: Assignment, result: dict[str, Any]) -> None:
     write_atomic(_folder(a) / f"{result['student']}.json", json.dumps(result, indent=1))
 
 
+class Grades:
+    """``grades.csv`` kept in step with the stored results: a run writes it again after every result it stores
+    (atomically), so a run killed at any moment leaves a table that agrees with the results and the gradebook
+    (but for the result being stored at that instant, which the next run repairs). Each write reads again only
+    the result files that changed since the last (a class is thousands of them, of every assignment): those of
+    another assignment graded at the same time are taken as they are."""
+
+    def __init__(self, a: Assignment):
+        self.a = a
+        self._seen: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+    def write(self) -> None:
+        """``grades.csv`` from every stored result: the questions in chapter order, each chapter's in notebook
+        order (columns that do not move with whichever assignment was graded last)."""
+        seen = {}
+        for path in sorted((self.a.course_dir / STATE / "results").glob("*/*.json")):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            key = (info.st_ino, info.st_mtime_ns, info.st_size)  # a result is replaced by a rename: a new inode
+            if (known := self._seen.get(path)) is not None and known[0] == key:
+                seen[path] = known
+            elif (r := _load(path)) is not None:
+                seen[path] = (key, r)
+        self._seen = seen
+        everything = [r for _, r in seen.values()]
+        write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything)
+
+
 def write_grades(a: Assignment) -> None:
-    """``grades.csv`` from every stored result: the questions in chapter order, each chapter's in notebook order
-    (columns that do not move with whichever assignment was graded last)."""
-    everything = [r for p in (a.course_dir / STATE / "results").glob("*/*.json") if (r := _load(p)) is not None]
-    write_csv(a.course_dir / "grades.csv", _ordered_qids(everything, a), everything)
+    """``grades.csv`` from every stored result (``Grades.write``)."""
+    Grades(a).write()
 
 
 def _ordered_qids(results: list[dict[str, Any]], a: Assignment) -> list[str]:

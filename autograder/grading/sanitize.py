@@ -62,6 +62,7 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
     """The student's cells as plain dicts, tolerating what JSON and nbformat would reject."""
     if path is None:
         return [], []
+    raw = b""
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             return [], [f"the notebook is {path.stat().st_size / 2**20:.0f} MiB, over the "
@@ -71,7 +72,7 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
             return [], [f"the notebook is over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit: graded as empty"]
         data = json.loads(raw.decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError) as e:
-        return [], [f"the notebook cannot be read ({type(e).__name__}): graded as empty"]
+        return [], [f"the notebook cannot be read ({type(e).__name__}{_encoding(raw)}): graded as empty"]
     problems = []
     version = data.get("nbformat") if isinstance(data, dict) else None
     if type(version) is int and version < 4 and not isinstance(data.get("cells"), list):
@@ -83,6 +84,16 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
     good = [c for c in cells if isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw")]
     problems += [] if len(good) == len(cells) else [f"{len(cells) - len(good)} malformed cells ignored"]
     return good, problems
+
+
+def _encoding(raw: bytes) -> str:
+    """Why a file JSON cannot read is no notebook, where its first bytes say it is text in another encoding than
+    the UTF-8 Jupyter writes (and reads): how to save it."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:4]:
+        return "; it is saved as UTF-16, which Jupyter cannot open either: save it as UTF-8"
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return "; it starts with a byte-order mark, which Jupyter cannot open either: save it as UTF-8 without one"
+    return ""
 
 
 def _upgraded(data: dict[str, Any], version: int) -> tuple[Any, str]:
@@ -231,7 +242,11 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
             missing.append(gid)
         out.append(new)
         out.extend(extra_after.get(gid, []))
-    if missing:
+    if missing and not taken:
+        if cells or not problems:  # unreadable, or no cells: the note that says "graded as empty" says it all
+            problems.append(f"none of the assignment's {len(missing)} cells were found in the notebook: all restored "
+                            "from the assignment (was it made from the released notebook?)")
+    elif missing:
         problems.append(f"cells restored from the assignment: {', '.join(missing)}")
     if retyped:
         problems.append(f"cells changed back to their original type: {', '.join(retyped)}")

@@ -1,14 +1,16 @@
 """Submissions: what each student handed in, found whatever shape it arrived in.
 
 A submission is ``submitted/<student>/<assignment>/``. The notebook in it is found by its name (other
-notebooks beside it are named in a note, never graded in its place); else it is the only notebook in the
-folder (renamed or moved); else the only notebook inside a zip (an LMS download), extracted safely. Work
-handed in anywhere else under ``submitted/`` is not graded but listed (``misplaced``), never left out in
-silence. Symbolic links are never followed: a link could point a grader at a
-file the student cannot read (another student's zip, say); every file is opened as a plain file only
-(files.py). The fingerprint covers everything handed in, so a changed upload is graded again
-(results.py). Names in the folder are the student's: the notes that quote them escape control characters
-(console.printable), and nothing here raises on a name that is not UTF-8 or a file it cannot read.
+notebooks beside it are named in a note, never graded in its place); else it is the one candidate in the
+folder or its zips (renamed, moved, or inside an LMS download, extracted safely). Several candidates (two
+zips, one zip holding the notebook twice, a renamed notebook beside a zip) are refused and named, as two
+renamed notebooks are: choosing among them would be a guess. Work handed in anywhere else under
+``submitted/`` is not graded but listed (``misplaced``), never left out in silence. Symbolic links are never
+followed: a link could point a grader at a file the student cannot read (another student's zip, say); every
+file is opened as a plain file only (files.py). The fingerprint covers everything handed in, so a changed
+upload is graded again (results.py). Names in the folder are the student's: the notes that quote them escape
+control characters (console.printable), and nothing here raises on a name that is not UTF-8 or a file it
+cannot read.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,28 +101,108 @@ def locate(a: Assignment, student: str, folder: Path, work: Path) -> tuple[Path 
 
 
 def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None, list[str]]:
-    """The submitted notebook: by its name; else the only notebook in the folder (renamed or moved);
-    else the only notebook inside a zip (an LMS download), extracted safely into ``work``."""
+    """The submitted notebook: by its name; else the one candidate, whatever its name or place: a notebook in
+    the folder (renamed or moved) or inside a zip (an LMS download, where a member of the assignment's name is
+    the zip's candidate, its other notebooks not), extracted safely into ``work``. Copies with the same bytes
+    (a zip and its unzipped folder) are one candidate. Several that differ are refused, each named ("which
+    one?"), wherever they are: taking the first would be a guess (a draft.zip sorts before final.zip)."""
     path = folder / f"{notebook}.ipynb"
     found = [p for p in sorted(folder.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts and
              p.is_file() and not p.is_symlink()]
+    archives = sorted(p for p in folder.glob("*.zip") if p.is_file() and not p.is_symlink())
     if path.is_file() and not path.is_symlink():
         # Graded by its name, never a guess; work handed in beside it (JupyterLab's Duplicate writes
         # ``<name>-Copy1.ipynb``, and ``nbgrader submit`` sends the whole folder) is named, for the staff.
-        others = [p for p in found if p != path] + sorted(p for p in folder.glob("*.zip") if not p.is_symlink())
+        others = [p for p in found if p != path] + archives
         return path, ([f"graded {notebook}.ipynb; also handed in, not graded: {_names(others, folder)} (if your "
                        "work is there, tell the course staff)"] if others else [])
-    if len(found) == 1:
-        return found[0], [f"graded {printable(found[0].relative_to(folder))}, expected {notebook}.ipynb "
-                          "(renamed or moved?)"]
-    for archive in sorted(folder.glob("*.zip")):
-        extracted = _notebook_from_zip(archive, notebook, work)
-        if extracted:
-            return extracted, [f"graded the notebook inside {printable(archive.name)}"]
-    names = ", ".join(printable(p.relative_to(folder)) for p in found)
-    linked = " (symbolic links are not followed)" if path.is_symlink() else ""
-    return None, [f"no {notebook}.ipynb in the submission{linked}" + (f" (found {names}: which one?)" if found
-                                                                         else "")]
+    candidates = [_Candidate(printable(p.relative_to(folder)), p) for p in found]
+    passed_over: list[str] = []  # what a zip holds beside its candidate, and zips with no notebook
+    for archive in archives:
+        inside, besides = _zipped(archive, notebook)
+        candidates += inside
+        passed_over += besides if inside else [printable(archive.name)]
+    candidates, copies = _distinct(candidates)
+    if len(candidates) > 1:
+        return None, [f"no {notebook}.ipynb in the submission (found {_listed([c.where for c in candidates])}: "
+                      "which one?)"]
+    if not candidates:
+        linked = " (symbolic links are not followed)" if path.is_symlink() else ""
+        return None, [f"no {notebook}.ipynb in the submission{linked}"]
+    [chosen] = candidates
+    aside = copies + passed_over
+    also = f"; also handed in, not graded: {_listed(aside)} (if your work is there, tell the course staff)" if aside \
+        else ""
+    if chosen.member < 0:
+        return chosen.path, [f"graded {chosen.where}, expected {notebook}.ipynb (renamed or moved?){also}"]
+    data = chosen.read()
+    if data is None:
+        return None, [f"the notebook inside {printable(chosen.path.name)} is over the {MAX_NOTEBOOK_BYTES // 2**20} "
+                      "MiB limit or cannot be read from the zip: graded as empty"]
+    work.mkdir(parents=True, exist_ok=True)
+    target = work / "submitted-from-zip.ipynb"  # never the member's own path: no traversal
+    target.write_bytes(data)
+    return target, [f"graded the notebook inside {printable(chosen.path.name)}{also}"]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A notebook that may be the submission: a file in the folder, or a zip's member (its index)."""
+
+    where: str  # as the notes name it: ``sub/hw.ipynb``, ``ada/hw.ipynb in download.zip``
+    path: Path  # the file, or the zip it is in
+    member: int = -1
+
+    def read(self) -> bytes | None:
+        """Its bytes, at most ``MAX_NOTEBOOK_BYTES`` (None past them, or where it cannot be read)."""
+        import zipfile
+
+        try:
+            if self.member < 0:
+                data, cut = read_plain(self.path, MAX_NOTEBOOK_BYTES)
+                return None if cut else data
+            with opened(self.path) as f, zipfile.ZipFile(f) as z, z.open(z.infolist()[self.member]) as member:
+                data = member.read(MAX_NOTEBOOK_BYTES + 1)  # what it inflates to, not what its header says
+            return data if len(data) <= MAX_NOTEBOOK_BYTES else None
+        except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: nothing read
+            return None
+
+
+DEDUPLICATED = 10  # candidates compared by their bytes at most; more are refused as they are
+
+
+def _distinct(candidates: list[_Candidate]) -> tuple[list[_Candidate], list[str]]:
+    """``candidates`` with copies of the same bytes as one (the first), and the names of the copies left out."""
+    if len(candidates) < 2 or len(candidates) > DEDUPLICATED:
+        return candidates, []
+    digests = []
+    for c in candidates:
+        data = c.read()
+        digests.append(hashlib.sha256(data).digest() if data is not None else c.where)
+    firsts = [c for i, c in enumerate(candidates) if digests[i] not in digests[:i]]
+    return firsts, [c.where for c in candidates if c not in firsts]
+
+
+def _zipped(archive: Path, notebook: str) -> tuple[list[_Candidate], list[str]]:
+    """The zip's candidates (its member named as the assignment's notebook, wherever in the zip; else every
+    notebook in it), and the names of its other notebooks. Nothing from a zip that cannot be read."""
+    import zipfile
+
+    try:
+        with opened(archive) as f, zipfile.ZipFile(f) as z:  # a link to someone else's zip is no upload
+            members = [(i, m.filename) for i, m in enumerate(z.infolist()) if m.filename.endswith(".ipynb")
+                       and not m.is_dir() and "__MACOSX" not in m.filename and ".ipynb_checkpoints" not in m.filename]
+    except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: no notebook
+        return [], []
+    exact = [(i, name) for i, name in members if name.rsplit("/", 1)[-1] == f"{notebook}.ipynb"]
+    chosen = exact or members
+    where = [f"{printable(name)} in {printable(archive.name)}" for _, name in members]
+    inside = [_Candidate(w, archive, i) for (i, name), w in zip(members, where, strict=True) if (i, name) in chosen]
+    return inside, [w for (i, name), w in zip(members, where, strict=True) if (i, name) not in chosen]
+
+
+def _listed(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _names(paths: list[Path], folder: Path, shown: int = 5) -> str:
@@ -177,21 +260,3 @@ def _misplaced_in(student_dir: Path, a: Assignment) -> list[Path]:
         if seen > WALKED:
             break
     return sorted(set(found))
-
-
-def _notebook_from_zip(archive: Path, notebook: str, work: Path) -> Path | None:
-    import zipfile
-
-    try:
-        with opened(archive) as f, zipfile.ZipFile(f) as z:  # a link to someone else's zip is no upload
-            members = [m for m in z.infolist() if m.filename.endswith(".ipynb") and "__MACOSX" not in m.filename
-                       and ".ipynb_checkpoints" not in m.filename]
-            exact = [m for m in members if Path(m.filename).name == f"{notebook}.ipynb"]
-            chosen = exact[:1] or (members if len(members) == 1 else [])
-            if not chosen or chosen[0].file_size > MAX_NOTEBOOK_BYTES:
-                return None
-            target = work / "submitted-from-zip.ipynb"  # never the member's own path: no traversal
-            target.write_bytes(z.read(chosen[0]))
-            return target
-    except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: no notebook
-        return None

@@ -5,6 +5,7 @@ Submissions start from the release notebook with Exercise E1 answered (2 points)
 run is short; the damage is then applied on top.
 """
 
+import csv
 import io
 import json
 import os
@@ -161,11 +162,12 @@ def test_kill_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
     course = make_course(tmp_path, students)
     cmd = [sys.executable, "-m", "autograder.cli", "grade", CHAPTER, "--course-dir", str(course), "--jobs", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    results = course / ".scaling-course" / "results" / CHAPTER
+    results, table = course / ".scaling-course" / "results" / CHAPTER, course / "grades.csv"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not any(results.glob("*.json")):
+    while time.monotonic() < deadline and not (any(results.glob("*.json")) and table.exists()):
         time.sleep(0.2)
     assert any(results.glob("*.json")), "the first submission never finished"
+    assert table.exists(), "grades.csv is written as results are stored, not at the end only"
     helpers = psutil.Process(proc.pid).children(recursive=True)  # workers, kernel factories, kernels, judges
     os.kill(proc.pid, signal.SIGKILL)  # kill -9 of the grader alone: nothing it started may linger
     proc.wait()
@@ -173,6 +175,10 @@ def test_kill_nine_then_resume_loses_and_duplicates_nothing(tmp_path):
     assert not alive, [" ".join(p.cmdline()[-3:]) for p in alive]
     done_before = {p.stem for p in results.glob("*.json")}
     assert 1 <= len(done_before) < 3
+    # grades.csv agrees with what was stored (but for a result stored at the instant of the kill)
+    rows = {r["student"]: r["score"] for r in csv.DictReader(table.open())}
+    stored = {p.stem: f"{json.loads(p.read_text())['score']:g}" for p in results.glob("*.json")}
+    assert rows.items() <= stored.items() and len(set(stored) - set(rows)) <= 1, (rows, stored)
     summary = grade(course, CHAPTER, jobs=2, limits=LIMITS)
     assert summary.skipped == len(done_before)
     assert {r["student"]: r["score"] for r in summary.results} == {s: 2 for s in students}

@@ -1,0 +1,316 @@
+"""The instructor's flows around a class run, without running a notebook: an upload that holds several candidate
+notebooks (zips and folders), hand grades in the gradebook across reruns, two runs of one assignment at once,
+grades.csv after a kill, an assignment named with a trailing slash, and what dead runs leave behind.
+
+A run here is ``pipeline.grade`` with the stages replaced by a stub (``Run`` of test_class_runs.py)."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from autograder.grading import pipeline, stages
+from autograder.grading.gradebook import write_result
+from autograder.grading.pipeline import CourseError, Interrupted
+from autograder.grading.submissions import find_notebook
+from tests.grading.test_class_runs import Run, _result, _stored
+from tests.grading.test_stages import QID, _course
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _zip(path: Path, members: dict[str, str]) -> None:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in members.items():
+            z.writestr(name, text)
+
+
+# --- several candidates: refused, never a guess ----------------------------------------------------------------
+
+def _upload(tmp_path: Path, files: dict[str, str], zips: dict[str, dict[str, str]]) -> Path:
+    folder = tmp_path / "submitted" / "ada" / "hw"
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    for name, members in zips.items():
+        _zip(folder / name, members)
+    return folder
+
+
+@pytest.mark.parametrize("files, zips, named", [
+    ({}, {"draft.zip": {"hw.ipynb": '{"draft": 1}'}, "final.zip": {"hw.ipynb": '{"final": 1}'}},
+     ["hw.ipynb in draft.zip", "hw.ipynb in final.zip"]),
+    ({}, {"upload.zip": {"attempt1/hw.ipynb": '{"a": 1}', "attempt2/hw.ipynb": '{"a": 2}'}},
+     ["attempt1/hw.ipynb in upload.zip", "attempt2/hw.ipynb in upload.zip"]),
+    ({}, {"a.zip": {"mine.ipynb": '{"a": 1}'}, "b.zip": {"other.ipynb": '{"b": 1}'}},
+     ["mine.ipynb in a.zip", "other.ipynb in b.zip"]),
+    ({"renamed.ipynb": '{"loose": 1}'}, {"download.zip": {"ada/hw.ipynb": '{"zipped": 1}'}},
+     ["renamed.ipynb", "ada/hw.ipynb in download.zip"]),
+    ({"sub/hw.ipynb": '{"loose": 1}'}, {"download.zip": {"hw.ipynb": '{"zipped": 1}'}},
+     ["sub/hw.ipynb", "hw.ipynb in download.zip"]),
+])
+def test_several_candidates_in_zips_and_folders_are_refused_and_named(tmp_path, files, zips, named):
+    """Two renamed notebooks are refused ("found A, B: which one?"); so is any other mix of candidates: several
+    zips, one zip with the notebook twice, a renamed notebook beside a zip. A guess (the first zip by name) would
+    grade a draft where the final sorts after it."""
+    folder = _upload(tmp_path, files, zips)
+    path, notes = find_notebook(folder, "hw", tmp_path / "work")
+    assert path is None, (path.read_text(), notes)
+    [note] = notes
+    assert note.startswith("no hw.ipynb in the submission") and "which one?" in note, note
+    for name in named:
+        assert name in note, note
+
+
+def test_copies_of_one_notebook_are_one_candidate(tmp_path):
+    """An upload and its unzipped copy (an LMS that keeps both) are the same work: graded, the copy named."""
+    text = json.dumps({"cells": [], "mine": 1})
+    folder = _upload(tmp_path, {"ada/hw.ipynb": text}, {"download.zip": {"ada/hw.ipynb": text}})
+    path, notes = find_notebook(folder, "hw", tmp_path / "work")
+    assert path is not None and path.read_text() == text
+    assert len(notes) == 1 and "download.zip" in notes[0] and "ada/hw.ipynb" in notes[0], notes
+
+
+def test_one_zip_is_graded_and_the_others_are_named(tmp_path):
+    folder = _upload(tmp_path, {}, {"upload.zip": {"hw.ipynb": '{"mine": 1}', "scratch.ipynb": "{}"},
+                                    "data.zip": {"table.csv": "a,b\n"}})
+    path, notes = find_notebook(folder, "hw", tmp_path / "work")
+    assert path is not None and path.read_text() == '{"mine": 1}'  # the assignment's name decides inside a zip
+    [note] = notes
+    assert note.startswith("graded the notebook inside upload.zip") and "data.zip" in note, note
+    assert "scratch.ipynb" in note, note
+
+
+def test_a_single_zip_of_one_notebook_says_only_where_it_came_from(tmp_path):
+    folder = _upload(tmp_path, {}, {"download.zip": {"ada/hw.ipynb": '{"mine": 1}'}})
+    path, notes = find_notebook(folder, "hw", tmp_path / "work")
+    assert path.read_text() == '{"mine": 1}' and notes == ["graded the notebook inside download.zip"]
+
+
+# --- hand grades ------------------------------------------------------------------------------------------------
+
+def _gradebook(a) -> None:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(a.db_url) as gb:
+        gb.add_assignment("hw")
+        gb.add_notebook("hw", "hw")
+        gb.add_grade_cell(QID, "hw", "hw", max_score=2, cell_type="code")
+
+
+def _hand_grade(a, student: str, score: float) -> None:
+    """What formgrader does when a person gives a score and approves it."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(a.db_url) as gb:
+        grade = gb.find_grade(QID, "hw", "hw", student)
+        grade.manual_score, grade.needs_manual_grade = score, False
+        gb.db.commit()
+
+
+def _flagged(a, student: str) -> bool:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(a.db_url) as gb:
+        return gb.find_grade(QID, "hw", "hw", student).needs_manual_grade
+
+
+def test_an_approved_hand_grade_is_flagged_again_only_when_its_automatic_score_changes(tmp_path):
+    a = _course(tmp_path)
+    _gradebook(a)
+    write_result(a.db_url, _result("ada"))
+    _hand_grade(a, "ada", 1.5)
+    write_result(a.db_url, _result("ada"))  # a rerun keeps the unchanged result and writes it again
+    assert not _flagged(a, "ada")
+    write_result(a.db_url, _result("ada", scores={QID: 0.0}))  # the automatic score moved under the hand grade
+    assert _flagged(a, "ada")
+    write_result(a.db_url, _result("ada", scores={QID: 0.0}))  # unchanged again: the flag stays for a person
+    assert _flagged(a, "ada")
+
+
+def test_a_run_names_hand_grades_that_differ_from_the_automatic_scores(tmp_path, monkeypatch):
+    """The table and grades.csv hold automatic scores; a run says where the gradebook holds another by hand."""
+    run = Run(tmp_path, monkeypatch)
+    for student in ("ada", "bob"):
+        run.submit(student)
+    run.grade()
+    _gradebook(run.a)
+    for student in ("ada", "bob"):
+        write_result(run.a.db_url, _result(student))
+    _hand_grade(run.a, "ada", 1.5)
+    _hand_grade(run.a, "bob", 2.0)  # the same as the automatic score: nothing to say
+    summary = run.grade()
+    said = [w for w in summary.warnings if "by hand" in w]
+    assert len(said) == 1 and "ada" in said[0] and "bob" not in said[0], summary.warnings
+    assert QID in said[0] and "1.5" in said[0] and "nbgrader export" in said[0], said
+
+
+# --- two runs of one assignment -----------------------------------------------------------------------------------
+
+def test_a_second_run_of_the_same_assignment_refuses_to_start(tmp_path, monkeypatch):
+    run = Run(tmp_path, monkeypatch)
+    run.submit("ada")
+    with pipeline.grading_lock(run.a.course_dir, "hw"):
+        with pytest.raises(CourseError, match=rf"grading of hw is already running \(pid {os.getpid()}\)"):
+            run.grade()
+        assert run.graded == []
+    run.grade()  # released when the first run ends
+    assert run.graded == ["ada"]
+
+
+def test_the_lock_of_a_killed_run_is_free(tmp_path):
+    """An OS lock, not a pid file: ``kill -9`` of the run releases it."""
+    course = tmp_path.resolve()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from pathlib import Path
+            from autograder.grading.pipeline import grading_lock
+            with grading_lock(Path({str(course)!r}), "hw"):
+                print("held", flush=True)
+                time.sleep(60)
+            """)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(CourseError, match=rf"pid {holder.pid}"), pipeline.grading_lock(course, "hw"):
+            pass
+        with pipeline.grading_lock(course, "other"):  # another assignment is not held up
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with pipeline.grading_lock(course, "hw"):
+        pass
+
+
+# --- grades.csv after a kill -------------------------------------------------------------------------------------
+
+def test_grades_csv_follows_each_stored_result(tmp_path, monkeypatch):
+    """A run killed midway leaves grades.csv agreeing with the stored results: it is rewritten at each store."""
+    run = Run(tmp_path, monkeypatch)
+    for student in ("ada", "bob"):
+        run.submit(student)
+        _stored(run.a, _result(student, scores={QID: 0.0}))  # an earlier grade, now stale
+    seen = {}
+    grade = run._grade
+
+    def grade_and_look(a, student, folder, limits):
+        table = a.course_dir / "grades.csv"
+        seen[student] = {r["student"]: r["score"] for r in csv.DictReader(table.open())} if table.exists() else {}
+        return grade(a, student, folder, limits)
+
+    monkeypatch.setattr(pipeline, "grade_submission", grade_and_look)
+    run.grade(force=True)
+    assert seen["bob"]["ada"] == "2", seen  # ada's new grade was in grades.csv before bob's grading began
+
+
+# --- the assignment's name ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("typed", ["hw/", "hw//"])
+def test_a_trailing_slash_is_dropped_before_the_name_is_used(tmp_path, monkeypatch, typed):
+    run = Run(tmp_path, monkeypatch)
+    run.submit("ada")
+    asked = []
+    monkeypatch.setattr(pipeline, "prepare", lambda course_dir, name: asked.append(name) or run.a)
+    summary = pipeline.grade(run.a.course_dir, typed, jobs=1)
+    assert asked == ["hw"] and [r["student"] for r in summary.results] == ["ada"]
+
+
+@pytest.mark.parametrize("typed", ["", "/", ".", "..", "source/hw", " "])
+def test_a_name_that_is_no_assignment_is_refused(tmp_path, typed):
+    (tmp_path / "nbgrader_config.py").write_text("")
+    with pytest.raises(CourseError, match="not an assignment's name"):
+        pipeline.grade(tmp_path, typed)
+    assert not (tmp_path / ".scaling-course" / "results").exists()
+
+
+def test_the_gradebook_never_gets_a_nameless_assignment(tmp_path):
+    a = _course(tmp_path)
+    with pytest.raises(ValueError):
+        write_result(a.db_url, _result("ada", assignment=""))
+
+
+# --- what dead runs leave -----------------------------------------------------------------------------------------
+
+def _dead_pid() -> int:
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    return done.pid
+
+
+def test_work_folders_of_dead_runs_are_removed_and_live_ones_kept(tmp_path, monkeypatch):
+    run = Run(tmp_path, monkeypatch)
+    run.submit("ada")
+    work = run.a.course_dir / ".scaling-course" / "work"
+    pid = _dead_pid()
+    dead, alive, recent = work / f"bob-{pid}", work / f"cy-{os.getppid()}", work / f"dee-{pid}"
+    for folder in (dead, alive, recent, work / "warmup-hw"):
+        folder.mkdir(parents=True)
+        (folder / ".drawn-cases.json").write_text("[]")
+        if folder != recent:  # one that changed lately may be a live worker's on another machine (Dask)
+            hours_ago = time.time() - 2 * pipeline.STALE_WORK_SECONDS
+            os.utime(folder, (hours_ago, hours_ago))
+    run.grade()
+    assert not dead.exists() and alive.exists() and recent.exists() and (work / "warmup-hw").exists()
+
+
+def test_an_interrupted_run_counts_only_what_it_graded(tmp_path, monkeypatch):
+    run = Run(tmp_path, monkeypatch)
+    for student in ("ada", "bob", "cy"):
+        run.submit(student)
+    _stored(run.a, _result("ada"))  # graded before: kept
+    grade = run._grade
+
+    def stopped_at_cy(a, student, folder, limits):
+        if student == "cy":
+            raise KeyboardInterrupt
+        return grade(a, student, folder, limits)
+
+    monkeypatch.setattr(pipeline, "grade_submission", stopped_at_cy)
+    with pytest.raises(Interrupted) as stopped:
+        run.grade()
+    assert stopped.value.kept == 1 and str(stopped.value).startswith("interrupted: 1 graded and kept"), stopped.value
+
+
+# --- notes on unreadable notebooks ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, encoding", [
+    (b"\xef\xbb\xbf" + json.dumps({"cells": []}).encode(), "byte-order mark"),
+    (json.dumps({"cells": []}).encode("utf-16"), "UTF-16"),
+    (b"not json at all", None),
+])
+def test_an_unreadable_notebook_gets_one_short_note(tmp_path, data, encoding):
+    """Not a list of every restored cell after "graded as empty"; a file saved in another encoding than the
+    UTF-8 Jupyter writes is told how to save it."""
+    a = _course(tmp_path)
+    folder = a.course_dir / "submitted" / "ada" / "hw"
+    folder.mkdir(parents=True)
+    (folder / "hw.ipynb").write_bytes(data)
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert len(job.problems) == 1 and "graded as empty" in job.problems[0], job.problems
+    assert QID not in job.problems[0] and "restored" not in job.problems[0]
+    if encoding:
+        assert encoding in job.problems[0] and "save it as UTF-8" in job.problems[0], job.problems
+
+
+def test_a_notebook_with_none_of_the_assignments_cells_says_so_in_one_line(tmp_path):
+    import nbformat
+
+    a = _course(tmp_path)
+    folder = a.course_dir / "submitted" / "ada" / "hw"
+    folder.mkdir(parents=True)
+    nbformat.write(new_notebook(cells=[new_code_cell("q1_bytes = 16")]), folder / "hw.ipynb")
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    [note] = [p for p in job.problems if "restored" in p]
+    assert QID not in note and "none of the assignment's 2 cells" in note, note
