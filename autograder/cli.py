@@ -151,6 +151,7 @@ def cmd_variant(args: argparse.Namespace) -> int:
 def cmd_equiv(args: argparse.Namespace) -> int:
     from .formula import Invalid, parse_formula
     from .kinds import formula
+    from .messages import phrase_invalid
     from .verdict import Status
 
     names, counts = [], []
@@ -165,8 +166,8 @@ def cmd_equiv(args: argparse.Namespace) -> int:
             counts.append(name)
     ref = parse_formula(args.reference, names)
     if isinstance(ref, Invalid):
-        print(f"scaling-course equiv: the reference is not a valid formula ({ref.code}: {ref.detail})",
-              file=sys.stderr)
+        why = phrase_invalid(ref, **formula.context(names))
+        print(f"scaling-course equiv: the reference is not a valid formula. {why}", file=sys.stderr)
         return 2
     v = formula.check("equiv", args.reference, names, counts, args.candidate)
     verdict = {Status.CORRECT: "equivalent", Status.INVALID: "invalid"}.get(v.status, "not_equivalent")
@@ -177,7 +178,7 @@ def cmd_equiv(args: argparse.Namespace) -> int:
         print(f"equivalent (the same values, to {formula.context(names)['tolerance']}, at points that make "
               "every branch of a max or min the active one)")
     else:
-        print(f"{verdict}: {v.message} [{v.diagnosis}]")
+        print(f"{verdict}: {v.message}")  # the code is in --json's "diagnosis"
     return 0
 
 

@@ -44,6 +44,8 @@ _INVALID = {
     "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.",
     "formula_for_number": "This question asks for a number, and your answer is a formula in {detail}: put in the "
                           "values (e.g. with .subs(...)) or compute it with numbers.",
+    "number_expression": "This question asks for a number, and your answer is a calculation with {detail} in it: "
+                         "compute its value and give the number (float(...) computes a sympy expression).",
     "unit_arithmetic": "Give one number, with at most one unit after it: '{detail}' is a calculation with units in "
                        "it. Compute it first (units that cancel, as in a ratio of two times, leave a plain number).",
     "count_word": "This question asks for a plain number: leave out '{detail}' and give the number alone.",
@@ -69,6 +71,9 @@ _WRONG = {
                           "Re-run the setup cell, or take the symbols from course.symbols, and compute the formula "
                           "again.",
     "lower_terms": "The leading term is right, but the lower-order terms differ: count exactly.",
+    # within 3 significant figures of the reference times one constant, yet not right (kinds/formula.py)
+    "constant_close": "The form is right, but its constant is slightly off: keep 3 significant figures in each "
+                      "coefficient, or count every contribution to it.",
     "partly": "Your answer agrees with the expected one in only part of the range of {names}: "
               "check which term dominates where (a max or min?).",
     "not_equivalent": "Not equivalent to the expected formula, and not off by a simple factor: recheck each "
@@ -116,6 +121,19 @@ _VERDICTS = {
     "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "
                      "{need}), and their checks will say so; the other questions work. For {need} simulated devices, "
                      "set SCALING_COURSE_DEVICES=cpu and restart the kernel (see the README).",
+    # A progress file that cannot be read (course/progress.py): never written over.
+    "progress:moved": "Your progress file {path} could not be read ({why}): it is kept as {kept}, and a new one "
+                      "is started.",
+    "progress:stuck": "Your progress file {path} could not be read ({why}) nor moved aside ({error}): it is left as "
+                      "it is, and this check is not saved. Repair the file or move it away.",
+    "progress:unreadable": "The progress file {path} cannot be read ({why}), so nothing is shown from it. It is left "
+                           "as it is: repair it, or the next check moves it aside (keeping it) and starts a new one.",
+    # `scaling-course selfcheck`'s table (autograder/selfcheck.py): a row stays within the table's width, and
+    # what to do about questions this machine cannot check is said once, in full, under the table.
+    "selfcheck:undefined": "not checked: the answer cell ran but did not define {name}",
+    "selfcheck:cannot_check": "not checked on this machine (see below the table)",
+    "selfcheck:cannot_check_below": "{questions} ({points}) could not be checked on this machine: {why}",
+    "selfcheck:missing": "not checked: its check cell is missing",
     # What a function returned, when it is not what the question reads (inside a test case's frame).
     "returned:none": "your function returned None: did you forget `return`?",
     "returned:type": "your function returned {got}; expected {want}.",
@@ -165,7 +183,7 @@ _ELEMENT_NOT_EQUAL = "neither the expected value nor a simple multiple of it"
 _FRAMES = {
     "every_element": "every element: {message}",
     "element": "element {index} of the array: {message}",
-    "returned_value": "returned value {n}: {message}",
+    "returned_value": "returned value {n} of {count}: {message}",
     "every_case": "In every test case: {message}",
     "every_case:drawn": "In every test case drawn at grading time: {message}",
     "failing_cases": "{failed} of {cases} test cases fail. First, with {args}: {message}",

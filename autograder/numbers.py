@@ -9,7 +9,9 @@ arithmetic of numbers (``"1/4"``, ``"2*31.27e9 B/s"``, ``"(8192*3584*2)/1024"``)
 the formula parser's allow-list (never ``eval``) with no names declared, percentages (``"25%"``
 is 0.25 of a plain number), scientific notation written by hand when it stands alone (``"1.5 x 10^-3"``,
 ``"1.5×10⁻³ s"``, ``"1.5e−3"``), and a number of any library (``record.plain_number``: numpy, JAX,
-sympy, ``Fraction``, ``Decimal``). Two forms stay refused because they cannot be read one way only: digit
+sympy, ``Fraction``, ``Decimal``), and a sympy expression of numbers alone by its value (``8*sqrt(3)`` as
+``.subs`` leaves it: ``record.number_of``). Runs of spaces and tabs read as one (``record.canonical``). Two
+forms stay refused because they cannot be read one way only: digit
 separators (``"1,024"`` is 1024 in one country and 1.024 in another) and anything with a name in it.
 
 And fair rounding: an answer rounded to 3 significant figures passes, unless the question asks for
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .formula import Invalid, answer_to_text, parse_formula
+from . import record
+from .formula import CONSTANTS, FUNCTIONS, Invalid, answer_to_text, parse_formula
 
 # Scale factors to the SI base of each dimension. FLOPs count operations; "B" is bytes.
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
@@ -166,12 +169,13 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     unit, also when that unit is "%" (0.25 then means 0.25 %, as 0.25 means 0.25 ms for a question
     in ms).
     """
-    text = answer_to_text(answer)
+    number = None if isinstance(answer, str) else record.number_of(answer)
+    text = answer_to_text(answer if number is None else number)
     if isinstance(text, Invalid):
         return text
+    text = record.canonical("number", text)
     if len(text) > MAX_CHARS:
         return Invalid("too_long", str(len(text)), text=text[:80])
-    text = text.strip()
     separator = _SEPARATOR.search(text)
     if separator:
         return Invalid("separator", separator.group()[1:], separator.start() + 1, text)
@@ -198,21 +202,28 @@ _SCALED = re.compile(rf"{_NUM}(?:[kKMGTB]|\s*(?:thousand|million|billion|trillio
 # Not after "/", which units hold (GB/s).
 _NAME_AFTER_OPERATOR = re.compile(r"(?:\*\*|[-+*(])\s*([A-Za-z_]\w*)")
 _NOT_NAMES = {"inf", "nan", "infinity"}  # "-inf": a number that is not finite, not a formula
+_NOT_FINITE = re.compile(r"[-+]?(?:inf|infinity|nan)", re.IGNORECASE)  # as a float prints, or a student types it
 
 
 def _misread(inv: Invalid, text: str, unit: str) -> Invalid:
     """Why an answer with a word in it cannot be read, in the student's terms where the words say more
-    than "unknown unit": a formula where a number is asked (a sympy expression such as 2*B), units inside
-    a calculation ("244 us / 224 us"), a word after a plain number ("240 tokens"), or a count written the
-    book's way ("70M")."""
+    than "unknown unit": a formula where a number is asked (a sympy expression such as 2*B: named by its
+    symbols, not its functions), a calculation of numbers with functions or pi in it (8*sqrt(3)), units
+    inside a calculation ("244 us / 224 us"), a word after a plain number ("240 tokens"), or a count
+    written the book's way ("70M")."""
     if inv.code not in ("unknown_unit", "not_a_number"):
         return inv
     def symbolic(name: str) -> bool:  # B is bytes after a space, and the batch after an operator
         return (name not in UNITS or len(name) == 1 and name.isupper()) and name.lower() not in _NOT_NAMES
 
-    if any(symbolic(m.group(1)) for m in _NAME_AFTER_OPERATOR.finditer(text)):
-        symbols = sorted({n for n in re.findall(r"[A-Za-z_]\w*", text) if symbolic(n)})
+    names = {n for n in re.findall(r"[A-Za-z_]\w*", text) if symbolic(n)}
+    symbols = sorted(n for n in names if n not in FUNCTIONS and n not in CONSTANTS)
+    if symbols and any(symbolic(m.group(1)) for m in _NAME_AFTER_OPERATOR.finditer(text)):
         return Invalid("formula_for_number", ", ".join(symbols), text=text)
+    calls = sorted({m.group(1) for m in re.finditer(r"([A-Za-z_]\w*)\s*\(", text) if m.group(1) in FUNCTIONS}
+                   | (names & set(CONSTANTS)))
+    if calls and not symbols and _HAS_DIGIT.search(text):
+        return Invalid("number_expression", ", ".join(calls), text=text)
     if inv.code != "unknown_unit":
         return inv
     if re.search(r"[-+*/]", inv.detail) and re.search(r"[0-9]", inv.detail):  # a second number, not GB/ss
@@ -241,6 +252,8 @@ def _value(numeric: str, text: str) -> float | Invalid:
     whole = re.fullmatch(r"([-+]?)\s*(.*)", numeric, re.S)  # a sign, then "1.5 x 10^-3" on its own
     if whole and _TIMES_TEN.fullmatch(whole.group(2)):
         numeric = whole.group(1) + e_notation(whole.group(2))  # type: ignore[operator]
+    if _NOT_FINITE.fullmatch(numeric):
+        return Invalid("not_finite", text=text)
     if _PLAIN.fullmatch(numeric):
         value = float(numeric)
         return value if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e999

@@ -15,6 +15,8 @@ import math
 import numbers
 import operator
 import os
+import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -78,12 +80,61 @@ def _plain_number(x: Any) -> int | float | Fraction | None:
     return None
 
 
+def number_of(x: Any) -> int | float | Fraction | complex | None:
+    """``plain_number``, and besides it the value of a sympy expression of numbers alone, as ``.subs`` leaves one
+    (8*sqrt(3), log(4096)/log(2), 76.47*pi): a float (a complex where it is not real). The reading of a number
+    answer and of a choice between numbers; a formula keeps such an expression exact. Never raises."""
+    number = plain_number(x)
+    return number if number is not None else expression_value(x)
+
+
+# The most a kernel spends evaluating a sympy expression of numbers: milliseconds for any a cell computes, while
+# floor(exp(exp(100))) never ends. Past it the expression is recorded as its text, which a number question
+# refuses with its reason.
+EVALUATE_SECONDS = 2.0
+
+
+def expression_value(x: Any) -> float | complex | None:
+    """The value of a sympy expression that holds no symbol (``is_number``), to float precision, or None where
+    ``x`` is no such expression or its value cannot be found within ``EVALUATE_SECONDS``."""
+    sp = sys.modules.get("sympy")  # an expression comes only from a process that imported sympy
+    if sp is None:
+        return None
+    from .bounds import TooExpensive, bounded
+
+    try:
+        if not isinstance(x, sp.Expr) or not x.is_number:
+            return None
+        with bounded(cpu=EVALUATE_SECONDS, wall=EVALUATE_SECONDS):
+            value = x.evalf(30, chop=True)
+            if value.has(sp.zoo, sp.nan):
+                return math.nan
+            real, imaginary = value.as_real_imag()
+            if not (real.is_Number and imaginary.is_Number):
+                return None  # an integral or a sum evalf leaves as it is
+            return float(real) if imaginary == 0 else complex(float(real), float(imaginary))
+    except TooExpensive:
+        return None
+    except Exception:  # a hostile subclass, or a value sympy cannot compute
+        return None
+
+
 def encode_scalar(kind: str, answer: Any) -> Any:
-    """JSON for one answer of kind formula / number / choice (text, or an invalid marker)."""
-    if kind == "choice" and isinstance(answer, str):
-        return answer
-    number = plain_number(answer) if kind in ("number", "choice") else None
-    if number is not None:
+    """JSON for one answer of kind formula / number / choice (text, or an invalid marker). Never raises: an
+    object whose methods raise is recorded as a value of the wrong type."""
+    try:
+        return _encode_scalar(kind, answer)
+    except Exception as e:
+        return _unreadable(answer, e)
+
+
+def _encode_scalar(kind: str, answer: Any) -> Any:
+    if kind == "choice" and issubclass(type(answer), str):
+        return str.__str__(answer)
+    number = number_of(answer) if kind in ("number", "choice") else None
+    if isinstance(number, complex):
+        answer = number  # recorded as a value of the wrong type, as Python's own complex numbers are
+    elif number is not None:
         try:
             value = float(number)  # rounded once, correctly (int / int is)
         except (OverflowError, TypeError, ValueError):  # a number beyond any float
@@ -93,8 +144,33 @@ def encode_scalar(kind: str, answer: Any) -> Any:
 
     text = answer_to_text(answer)
     if kind == "choice":  # an option is a string or a number; anything else is recorded as why not
-        return _invalid(text if isinstance(text, Invalid) else Invalid("wrong_type", type(answer).__name__))
+        return _invalid(text if isinstance(text, Invalid) else Invalid("wrong_type", type_name(answer)))
     return _invalid(text) if isinstance(text, Invalid) else text
+
+
+def type_name(x: Any) -> str:
+    """The name of ``x``'s type, whatever its class claims (a metaclass may override ``__name__``)."""
+    return type.__dict__["__name__"].__get__(type(x))
+
+
+def _unreadable(x: Any, e: Exception) -> dict[str, str]:
+    """The record of a value that raised ``e`` while it was read (its ``shape``, ``__len__``, ``__iter__``...)."""
+    return {"invalid": "wrong_type", "detail": f"{type_name(x)} ({type_name(e)})"}
+
+
+# A run of spaces and tabs inside an answer's text: read as one space. Python's tokenizer reads it so, and a
+# unit written with two spaces ("FLOPs  per byte") is the unit written with one.
+_BLANKS = re.compile(r"[ \t]+")
+
+
+def canonical(kind: str, answer: Any) -> Any:
+    """The answer as both judges read it, the grader's and the self-check's: text with its ends stripped and
+    each run of spaces and tabs made one space (so respaced copies of an answer also share the grader's memo).
+    A program's answer is an artefact, not text, and anything but text stays as it is (an object that claims to
+    be a str through ``__class__`` is none: its type says)."""
+    if kind == "program" or not issubclass(type(answer), str):
+        return answer
+    return _BLANKS.sub(" ", str.__str__(answer)).strip()
 
 
 def _invalid(x: Invalid) -> dict[str, str]:
@@ -165,9 +241,11 @@ def _call(fn: Callable[..., Any], args: tuple, kwargs: dict, seconds: float | No
 
 def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], kinds: list[str]) -> Any:
     """Call a student's function on each probe and encode what it returns, item by item (in a
-    ``bounded_calls`` block, each call within its bound)."""
+    ``bounded_calls`` block, each call within its bound). Nothing the function returns or raises can stop the
+    encoding: an exception whose message cannot be printed, or a value whose ``shape``, ``__len__`` or
+    ``__iter__`` raises, is recorded as that case's reason, and the other cases keep theirs."""
     if not callable(fn):
-        return {"error": f"expected a function, got {type(fn).__name__}"}
+        return {"error": f"expected a function, got {type_name(fn)}"}
     from .bounds import available
 
     limits = _CALL_BOUNDS.get() if available() else None
@@ -189,7 +267,7 @@ def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], 
             deadline = time.monotonic()  # a call that never returns would not on the next case either, most likely
             continue
         except Exception as e:  # the student's bug, reported per probe
-            out.append({"error": f"{type(e).__name__}: {str(e)[:300]}"})
+            out.append({"error": error_text(e)})
             continue
         wrapped = _wrapped(kinds[0], result) if len(kinds) == 1 else None
         if wrapped:  # ``return x,``: the one value asked for, in a tuple of one
@@ -199,6 +277,20 @@ def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], 
         out.append([_encode_item(k, x) for k, x in zip(kinds, items, strict=False)] if items is not None
                    else {"error": RETURNED.format(_returned(result), len(kinds))})
     return out
+
+
+# How the record says that an exception's message could not be printed (its ``__str__`` raised): its type, and
+# the type of what ``__str__`` raised.
+UNPRINTABLE = "{} (its message could not be printed: {} in its __str__)"
+
+
+def error_text(e: BaseException) -> str:
+    """What the record says of an exception a student's function raised: its type and the start of its message."""
+    try:
+        message = str.__str__(str(e))[:300]  # a plain str, whatever __str__ returned
+    except Exception as inner:
+        return UNPRINTABLE.format(type_name(e), type_name(inner))
+    return f"{type_name(e)}: {message}"
 
 
 # How the record says that a function returned another number of values than asked for: what it returned
@@ -224,14 +316,16 @@ def _items(result: Any, n: int) -> list[Any] | None:
 
 def _returned(result: Any) -> str:
     """What a function returned in place of several values, in words."""
-    if result is None or isinstance(result, dict):
-        return "None" if result is None else "a dict"
+    if result is None:
+        return "None"
     try:
+        if isinstance(result, dict):
+            return "a dict"
         if isinstance(result, tuple | list):
             return f"{len(list(result))} values"
         shape = getattr(result, "shape", None)
         if isinstance(shape, tuple) and shape and all(type(d) is int for d in shape):
-            return f"an array of shape {shape}"
+            return f"an array of shape {tuple.__repr__(shape)}"
     except Exception:  # a hostile object: one value, whatever it is
         pass
     return "1 values"
@@ -244,31 +338,36 @@ ONE_VALUE = "returned a {} of one value"
 def _wrapped(kind: str, result: Any) -> str | None:
     """"tuple" or "list" where ``result`` is the one value asked for, wrapped in a sequence of one: a
     number or a formula never is a sequence, and an array is one of numbers, so a sequence of one array
-    (or one list) is a wrapper; a tuple of one number is an array of one (a 1-d shape, ``(n,)``)."""
-    if not isinstance(result, tuple | list) or len(result) != 1:
-        return None
-    if kind == "array":
-        inner = result[0]
-        try:
-            nested = isinstance(inner, tuple | list) or bool(getattr(inner, "shape", ()))
-        except Exception:  # a hostile object: what it is, the judge of its element says
-            nested = False
-        if not nested:
+    (or one list) is a wrapper; a tuple of one number is an array of one (a 1-d shape, ``(n,)``). None also
+    where asking raised: what the value is, the judge of it says."""
+    try:
+        if not isinstance(result, tuple | list) or len(result) != 1:
             return None
-    return "tuple" if isinstance(result, tuple) else "list"
+        if kind == "array":
+            inner = result[0]
+            if not (isinstance(inner, tuple | list) or bool(getattr(inner, "shape", ()))):
+                return None
+        return "tuple" if isinstance(result, tuple) else "list"
+    except Exception:  # a hostile object
+        return None
 
 
 def _encode_item(kind: str, x: Any) -> Any:
-    kind = "number" if kind == "array" else kind  # the self-check data names array outputs "array"
-    shape = getattr(x, "shape", None)
-    if kind == "number" and shape not in (None, ()):
-        try:
-            return [float(v) for v in x.reshape(-1).tolist()]
-        except Exception as e:
-            return {"invalid": "wrong_type", "detail": f"array ({type(e).__name__})"}
-    if kind == "number" and isinstance(x, list | tuple):
-        return [encode_scalar("number", v) for v in x]
-    return encode_scalar(kind, x)
+    """One returned value as JSON; a value that raises while it is read is recorded as of the wrong type."""
+    try:
+        kind = "number" if kind == "array" else kind  # the self-check data names array outputs "array"
+        if kind == "number":
+            shape = getattr(x, "shape", None)
+            if not (shape is None or isinstance(shape, tuple) and tuple.__len__(shape) == 0):
+                try:
+                    return [float(v) for v in x.reshape(-1).tolist()]
+                except Exception as e:
+                    return {"invalid": "wrong_type", "detail": f"array ({type_name(e)})"}
+            if isinstance(x, list | tuple):
+                return [encode_scalar("number", v) for v in x]
+        return encode_scalar(kind, x)
+    except Exception as e:
+        return _unreadable(x, e)
 
 
 def make(qid: str, kind: str, answer: Any, setting: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -26,6 +26,10 @@ from autograder.verdict import Status, Verdict
 from . import devices, progress, variant
 from .errors import NotText, OneLine
 
+# The head of a check that this machine, not the answer, kept from judging (too few devices): the learner's
+# ``scaling-course selfcheck`` finds it in the check cell's error and says what to do under its table.
+CANNOT_CHECK_HERE = "cannot be checked here"
+
 
 class AnswerError(OneLine, AssertionError):
     """A wrong or unreadable answer. An AssertionError, so nbgrader's validate counts it; shown in one line
@@ -193,6 +197,9 @@ def check(qid: str, answer: Any) -> None:
     if v.diagnosis == "devices":  # the kernel's fault, not the answer's: no attempt, no hint
         _fail(qid, v)
     entry = progress.record(qid, str(v.status), v.score, v.message)
+    notice = progress.take_notice()  # a progress file that could not be read: where it went
+    if notice:
+        print(notice)
     if v.ok:
         print(f"✓ {qid}: correct.")
         return
@@ -231,7 +238,7 @@ def grade(qid: str, answer: Any) -> None:
 def _fail(qid: str, v: Verdict, notice: str = "") -> None:
     __tracebackhide__ = True
     status = {Status.PARTIAL: f"partly right ({v.score:.0%})", Status.INVALID: "cannot read the answer"}
-    heads = {"too_expensive": "too expensive to check", "devices": "cannot be checked here"}
+    heads = {"too_expensive": "too expensive to check", "devices": CANNOT_CHECK_HERE}
     head = heads.get(v.diagnosis) or status.get(v.status, "not right yet")
     url = _entry(qid).get("url", "")
     more = f"\n(Book section: {url})" if url and v.status is not Status.INVALID else ""

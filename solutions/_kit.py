@@ -47,7 +47,7 @@ __all__ = [
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "X8", "number", "slip_code",
-    "reshard_spec", "count_of",
+    "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -61,6 +61,11 @@ TWO_PERCENT = Tolerance(rtol=0.02)  # Number's default
 
 def _bf16_rate(chip: hw.Chip) -> float:
     return chip.bf16_flops_per_s
+
+
+# Part 12 Q5.2 divides F by 1995 for the H100's largest compute-bound tensor parallelism (14.37 for F = 28,672),
+# where the table's C / W_nvlink is 2200 (13.0): Chapters 11 and 12 accept the book's divisor beside the course's.
+BOOK_H100_TP_DIVISOR = 1995
 
 
 def rate_tolerance(chip: hw.Chip, least: Tolerance = TWO_PERCENT, *,

@@ -902,20 +902,27 @@ def q2(context: int, chips: int) -> tuple[Number, ...]:
 
     def fit(cfg: m.Config, tokens: int, bpe: int = INT8) -> int:
         return inf.max_batch(V5E.hbm_bytes, chips, weights, inf.kv_bytes_per_sequence(cfg, tokens, bpe))
+    def gib(cfg: m.Config) -> int:  # 16 GiB a chip (the book's tables' label) where a v5e holds 16 GB
+        return inf.max_batch(16 * 2**30, chips, weights, inf.kv_bytes_per_sequence(cfg, context, INT8))
     batch, mqa = fit(Q, context), fit(Q.with_(K=1), context)
     binary = context // 1000 * 1024  # "128k" read as 131,072
     no_weights = math.floor(chips * V5E.hbm_bytes / inf.kv_bytes_per_sequence(Q.with_(K=1), context, INT8))
     load = weights / (chips * W_V5E)
     exact, about = Tolerance.exact_count(), Tolerance(low=mqa, high=mqa + 1)
+    per_chip = "a v5e chip's HBM is v5e.hbm_bytes, counted in GB, not GiB"
+    # Leaving the weights out and taking 16 GiB a chip can give one batch: then one hint names both.
+    mqa_slips = ((no_weights, f"{per_chip}, and the weights take their share of it first."),) \
+        if gib(Q.with_(K=1)) == no_weights else \
+        ((no_weights, "the weights take their share of HBM first."), (gib(Q.with_(K=1)), f"{per_chip}."))
     return (
         number("ch07-q2-max-batch", section=_wp, exact=True, reference=batch,
                prompt=f"Q2: the largest batch (an exact count) of {context:,}-token sequences on a {chips}-chip "
                       "v5e slice, int8 weights and cache.",
                slips=slips(batch, exact, (fit(Q, binary), f"{context // 1000}k here means {context:,} tokens."),
-                           (fit(Q, context, BF16), "the cache is int8."))),
+                           (fit(Q, context, BF16), "the cache is int8."), (gib(Q), f"{per_chip}."))),
         number("ch07-q2-max-batch-mqa", section=_wp, reference=mqa, tolerance=about,
                prompt="Q2: the same with one key/value head (K = 1).",
-               slips=slips(mqa, about, (no_weights, "the weights take their share of HBM first."))),
+               slips=slips(mqa, about, *mqa_slips)),
         number("ch07-q3-weight-load", section=_wp, unit="s", tolerance=ONE_PERCENT, reference=load,
                prompt=f"Q3: lower bound on a decode step from loading the int8 weights on {chips} v5e chips.",
                slips=(Slip(2 * load, "ratio:2", "int8: 1 byte per parameter."),
@@ -927,6 +934,7 @@ def q4(chip: hw.TPU) -> tuple[Number, ...]:
     alpha = inf.ici_intensity(chip)
     one, two = inf.tp_limit_compute(Q.F, alpha), inf.tp_limit_compute(Q.F, alpha, n_axes=2)
     hbm_rule = Q.F / inf.critical_batch(chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
+    whole = "the question asks for F / alpha itself, not rounded down to a whole number of chips."
     return (
         Number(qid="ch07-q4-tp-one-axis", points=1, section=_wp,
                prompt=f"Q4: largest compute-bound model parallelism over one {chip.name} axis (F = 16,384, "
@@ -934,11 +942,12 @@ def q4(chip: hw.TPU) -> tuple[Number, ...]:
                reference=one, tolerance=TWO_PERCENT,
                slips=(Slip(one / 2, "ratio:1/2", "W_ici is the bidirectional bandwidth of a link."),
                       *slips(one, TWO_PERCENT, (hbm_rule, "that uses the HBM intensity; the collectives run "
-                                                          "over ICI.")))),
+                                                          "over ICI."), (math.floor(one), whole)))),
         Number(qid="ch07-q4-tp-two-axes", points=1, section=_wp,
                prompt="Q4: the same over two axes of a 2D slice.",
                reference=two, tolerance=TWO_PERCENT,
-               slips=(Slip(one, "ratio:1/2", "two axes carry the collectives together."),)))
+               slips=(Slip(one, "ratio:1/2", "two axes carry the collectives together."),
+                      *slips(two, TWO_PERCENT, (math.floor(two), whole)))))
 
 
 def q5(E: int, k: int) -> tuple[Question, ...]:

@@ -59,6 +59,9 @@ IQ4 = inf.critical_batch(C_BF16, W_V5E, INT8)
 CONTEXT = 8192  # the book's context, which CX1's probes keep
 DTYPES = {"bf16": BF16, "int8": INT8, "int4": INT4}  # weights and cache in the same precision
 STEP_FULL = inf.hbm_full_step_s(V5E)  # a step that reads all of HBM: 16e9 / 8.2e11
+# The book rounds that step to 19 ms. IQ6 accepts it, so every answer computed from it (IQ6's decode time, IQ7
+# and IQ8's queries per second, IQ12's ratio) accepts it too, at every student's values.
+BOOK_STEP = 0.019
 DECODE = inf.MEDIAN_DECODE_TOKENS
 
 
@@ -83,6 +86,7 @@ IQ12_FORMULA = inf.prefill_to_generate_servers(B, t_pre, t_step, G)
 
 # --- IQ13: the latency-throughput frontier, int8, bf16 math ---------------------------------------------
 IQ13_PLATEAU_B = 120
+IQ13_CACHE_SHARE = 0.015  # the least share of the batch-1 step the cache takes, outside the book's own values
 
 # --- W1-W3: LLaMA 3-8B and 3.1-405B (no book answers) ---------------------------------------------------
 P405 = inf.LLAMA31_405B_PARAMS_BOOK
@@ -434,13 +438,13 @@ def e1(h100_usd: float, v5p_usd: float, v5e_usd: float) -> tuple[Number, ...]:
     out = {n: inf.flops_per_dollar(chip.bf16_flops_per_s, prices[n]) for n, chip in E1_CHIPS.items()}
     per_hour = "prices are per hour, FLOP/s per second."
     return (
-        number("ch08-e1-h100", section=_story, reference=out["H100"], tolerance=E1_TOLERANCE,
+        number("ch08-e1-h100", section=_story, unit="FLOP", reference=out["H100"], tolerance=E1_TOLERANCE,
                prompt=f"FLOPs per dollar of an H100 at its dense bf16 peak (${h100_usd:g} per hour).",
                slips=(Slip(out["H100"] / 3600, "magnitude:-4", per_hour),)),
-        number("ch08-e1-v5p", section=_story, reference=out["TPU v5p"], tolerance=E1_TOLERANCE,
+        number("ch08-e1-v5p", section=_story, unit="FLOP", reference=out["TPU v5p"], tolerance=E1_TOLERANCE,
                prompt=f"FLOPs per dollar of a TPU v5p (${v5p_usd:g} per hour).",
                slips=(Slip(out["TPU v5p"] / 3600, "magnitude:-4", per_hour),)),
-        number("ch08-e1-v5e", section=_story, reference=out["TPU v5e"], tolerance=E1_TOLERANCE,
+        number("ch08-e1-v5e", section=_story, unit="FLOP", reference=out["TPU v5e"], tolerance=E1_TOLERANCE,
                prompt=f"FLOPs per dollar of a TPU v5e (${v5e_usd:g} per hour).",
                slips=(Slip(out["TPU v5e"] / 3600, "magnitude:-4", per_hour),
                       Slip(out["TPU v5e"] * 2, "ratio:2", "use the bf16 rate."))))
@@ -522,7 +526,8 @@ def iq5(context: int, decode: int) -> tuple[Question, ...]:
                               chips_for("int4", double=True), C_BF16, W_V5E)
     bound = "flops" if int4["flops"] > int4["weights"] else "weights"
     exact = Tolerance.exact_count()
-    decode_tol = Tolerance(low=9 * 0.99, high=seconds * 1.01) if book else TWO_PERCENT  # the book: "about 9 s"
+    # The book's 19 ms step, at every choice; and at its own values it says "about 9 s".
+    decode_tol = Tolerance(low=(9 if book else decode * BOOK_STEP) * 0.99, high=seconds * 1.02)
     q7, q8 = Tolerance(rtol=0.04), Tolerance(rtol=0.05)  # the book's 19 ms step raises its QPS a few percent
     return (
         number("ch08-iq5-sequences", section=_story, exact=True,
@@ -530,7 +535,7 @@ def iq5(context: int, decode: int) -> tuple[Question, ...]:
                reference=batch, slips=slips(batch, exact, (batch + 1, "round down: a partial cache is no cache."))),
         number("ch08-iq6-step-full", section=_story,
                prompt="The step time when every chip's HBM is full and read once per step.", reference=STEP_FULL,
-               unit="s", tolerance=Tolerance(low=0.019 * 0.99, high=STEP_FULL * 1.03),
+               unit="s", tolerance=Tolerance(low=BOOK_STEP * 0.99, high=STEP_FULL * 1.03),
                slips=(Slip(8 * STEP_FULL, "ratio:8", "each chip reads its own HBM, all at once."),)),
         number("ch08-iq6-decode-time", section=_story, prompt=f"Seconds to decode {decode} tokens at that step.",
                reference=seconds, unit="s", tolerance=decode_tol,
@@ -602,13 +607,14 @@ def iq10(prompt: int, batch: int) -> tuple[Question, ...]:
     """IQ10-IQ12: prefilling a ``prompt``-token request of 70e9 parameters on 16 v5e at the book's MFU, the
     cache a continuous batch of ``batch`` frees per step, and prefill servers per generate server (the
     formulas between them do not depend on the values)."""
-    book = (prompt, batch) == (8192, 32)
     prefill = inf.prefill_s(P70, prompt, IQ10_CHIPS, C_BF16, inf.PREFILL_MFU)
     finished = batch / IQ11_G
     evicted = inf.evicted_tokens_per_step(batch, prompt, IQ11_G)
     ratio = inf.prefill_to_generate_servers(batch, prefill, STEP_FULL, DECODE)
-    # The book: 0.91 s, 19 ms, about 3; with the v5e's peak rounded to 2e14 (hw.BOOK_VALUES) the ratio is 2.87.
-    ratio_tol = Tolerance(low=2.85, high=3.02) if book else TWO_PERCENT
+    # The book: 0.91 s, 19 ms, about 3. Its 19 ms step passes at every choice; with the v5e's peak rounded to
+    # 2e14 (hw.BOOK_VALUES) the ratio is 1.5% lower (2.87 for the book's values).
+    with_book_step = inf.prefill_to_generate_servers(batch, prefill, BOOK_STEP, DECODE)
+    ratio_tol = Tolerance(low=ratio * (1 - TWO_PERCENT.rtol), high=with_book_step * 1.01)
     return (
         number("ch08-iq10-prefill", section=_prefill,
                prompt=f"Seconds to prefill {prompt} tokens of 70e9 parameters on 16 v5e at 40% MFU.",
@@ -648,13 +654,22 @@ def iq13(context: int, chips: int) -> tuple[Number, ...]:
         step = inf.decode_step_s(batch, KV8 * context, INT8 * P70, P70, chips, C_BF16, W_V5E)
         return step, batch / step / chips
     latency = point(1)[0]
+    cache = KV8 * context / (chips * W_V5E)  # the one sequence's cache, read every step
     plateau = point(IQ13_PLATEAU_B)[1] / 1e3  # tokens per ms per chip
     plateau_tol = Tolerance(low=0.85, high=1.05) if book else Tolerance(rtol=0.05)  # the book reads "around 1"
+    # The cache is what this point asks about. Elsewhere it is at least IQ13_CACHE_SHARE of the step, so 1%
+    # tells leaving it out, or reading it in bf16, from the step. At the book's 2k context it is 0.5%: the range
+    # stops halfway to leaving it out, and reaches the book's 5.5 ms read off its plot (which a bf16 cache,
+    # lying between, cannot be told from).
+    latency_tol = Tolerance(low=latency - cache / 2, high=BOOK["ch08-iq13-latency-b1"] * 1.01) if book \
+        else ONE_PERCENT
     return (
         number("ch08-iq13-latency-b1", section=_pareto,
                prompt=f"Frontier: step time at batch 1, {context}-token context, int8 on {chips} v5e.",
-               reference=latency, unit="s", tolerance=Tolerance(rtol=0.05),
-               slips=(Slip(latency * 2, "ratio:2", "int8: 1 byte per parameter."),)),
+               reference=latency, unit="s", tolerance=latency_tol,
+               slips=(Slip(latency * 2, "ratio:2", "int8: 1 byte per parameter."),
+                      *slips(latency, latency_tol, (latency - cache, "the sequence's KV cache is read every step too."),
+                             (latency + cache, "the KV cache is int8 too: 1 byte per element.")))),
         number("ch08-iq13-plateau", section=_pareto,
                prompt=f"Frontier: tokens per ms per chip at batch {IQ13_PLATEAU_B} with a {context}-token context.",
                reference=plateau, tolerance=plateau_tol,
@@ -662,8 +677,10 @@ def iq13(context: int, chips: int) -> tuple[Number, ...]:
 
 
 def iq13_valid(context: int, chips: int) -> bool:
-    """Batch 120's caches must fit beside the weights."""
-    return inf.max_batch(HBM, chips, INT8 * P70, KV8 * context) >= IQ13_PLATEAU_B
+    """Batch 120's caches must fit beside the weights, and at batch 1 the cache must weigh enough in the step
+    for the latency to ask about it (the book's 2k context excepted: there the book's plot reading decides)."""
+    fits = inf.max_batch(HBM, chips, INT8 * P70, KV8 * context) >= IQ13_PLATEAU_B
+    return fits and (context == 2048 and chips == 16 or KV8 * context / (INT8 * P70) >= IQ13_CACHE_SHARE)
 
 
 def w2(batch: int) -> tuple[Question, ...]:
@@ -762,7 +779,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     # 3. Sharding and serving.
     vary("ch08-iq9", iq9, B=values(64, 32, 96), Y=values(32, 16)),
     vary("ch08-iq10", iq10, prompt=values(8192, 4096, 16_384), batch=values(32, 20, 48)),
-    vary("ch08-iq13", iq13, context=values(2048, 4096, 8192), chips=values(16, 32), valid=iq13_valid),
+    vary("ch08-iq13", iq13, context=values(2048, 8192, 16_384), chips=values(16, 32, 64), valid=iq13_valid),
     Function(qid="ch08-cx2-largest-batch", points=2, section=_pareto,
              prompt="largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip): "
                     "the largest batch on the grid that fits.",

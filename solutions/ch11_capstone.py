@@ -646,11 +646,12 @@ def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, .
     """C1's GPU variant, Part 12's Q5.2 for a node's GPU, a model and a batch: memory, days, the TP limit and
     the per-GPU batches that decide which configuration is compute-bound."""
     g, gpu = gpu_plan(node, model, batch), node.gpu
-    book = node is hw.DGX_H100 and model is m.LLAMA3_70B
     rate = rate_tolerance(gpu)  # days, the TP limit and the DP thresholds scale with the GPU's FLOP/s
-    # the book's 14.37 uses C = 1995 TF: the book's own case accepts it
-    tp_tolerance = Tolerance(low=g["tp_limit"] * (1 - rate.rtol), high=BOOK["ch11-c1-h100-tp-limit"] * 1.01) \
-        if book else rate
+    # The book divides F by 1995 for the H100 (14.37 for LLaMA 3-70B), not by the table's C / W of 2200: that
+    # reading passes for every model and batch on a GPU with the H100's C and W, from the course's value up.
+    h100_like = (gpu.bf16_flops_per_s, gpu.nvlink_bytes_per_s) == (H100.bf16_flops_per_s, H100.nvlink_bytes_per_s)
+    tp_tolerance = Tolerance(low=g["tp_limit"] * (1 - rate.rtol), high=model.F / BOOK_H100_TP_DIVISOR * 1.01) \
+        if h100_like else rate
     state = m.TRAIN_STATE_BYTES * m.params_of(model)
     short = math.ceil(2 * m.params_of(model) / gpu.hbm_bytes)
     if g["per_gpu"] > g["dp"]:
@@ -702,6 +703,9 @@ def c1_gpu_valid(node: hw.GPUNode, model: m.Config, batch: float) -> bool:
             and g["pp"] < g["per_gpu"] < g["dp"])
 
 
+ONE_LINK = "W is the bidirectional bandwidth of one link (v5p.ici_bidirectional_bytes_per_s)"
+
+
 def c4_scale(batch: int) -> tuple[Question, ...]:
     """C4 at scale: Course-31B's tokens per chip and forward MLP times per layer on the 16x16x16 slice for a
     batch, at the plan the planner gives it, and which bound wins."""
@@ -720,10 +724,11 @@ def c4_scale(batch: int) -> tuple[Question, ...]:
                slips=(Slip(t_math / 2, "ratio:1/2", "the MLP has two matmuls of 2BDF FLOPs each."),)),
         number("ch11-c4-t-fsdp", section=TRAINING, prompt="Its FSDP weight-gather time per layer.", reference=t_fsdp,
                unit="s", tolerance=TWO_PERCENT,
-               slips=(Slip(t_fsdp * 2, "ratio:2", "FSDP runs over two torus axes at once."),)),
+               # W taken one way and a single torus axis both double the time: the hint names both
+               slips=(Slip(t_fsdp * 2, "ratio:2", f"{ONE_LINK}, and FSDP runs over M_X = 2 torus axes at once."),)),
         number("ch11-c4-t-tp", section=TRAINING, prompt="Its TP activation gather and scatter time per layer.",
                reference=t_tp, unit="s", tolerance=TWO_PERCENT,
-               slips=(Slip(t_tp * y, slip_code(t_tp * y, t_tp)),)),
+               slips=(Slip(t_tp * y, slip_code(t_tp * y, t_tp)), Slip(t_tp * 2, "ratio:2", f"{ONE_LINK}."))),
         Choice(qid="ch11-c4-bound", points=1, section=TRAINING, prompt="Is that layer compute- or communication-bound?",
                reference=bound, options=("compute", "communication"),
                slips=(Slip("communication" if bound == "compute" else "compute", "wrong_option",

@@ -1,6 +1,7 @@
 """The command line contract: demo, equiv, release and grade as the README and instructors use them."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,36 @@ def test_demo_prints_the_grade_table(tmp_path):
     assert "(100%)" in total[0] and "(  0%)" in total[0], total[0]
     assert (tmp_path / "course" / "grades.csv").exists()
     assert "Feedback:" in proc.stdout
+
+
+@pytest.mark.parametrize(("ref", "cand", "code", "words"), [
+    ("2*D", "2*B", "unknown_name", "Unknown name 'D'"),
+    ("2B", "2*B", "implicit_multiplication", "Write the multiplication out"),
+])
+def test_equiv_says_what_is_wrong_with_a_reference_in_words(ref, cand, code, words):
+    proc = run("equiv", ref, cand, "--symbols", "B")
+    assert proc.returncode == 2 and words in proc.stderr and code not in proc.stderr, proc.stderr
+
+
+def test_equiv_shows_the_message_not_the_diagnosis_code():
+    proc = run("equiv", "2*B", "2B", "--symbols", "B")
+    assert "Write the multiplication out" in proc.stdout and "implicit_multiplication" not in proc.stdout, proc.stdout
+
+
+def test_selfcheck_on_a_json_file_that_is_no_notebook_is_one_line(tmp_path):
+    (tmp_path / "bad.ipynb").write_text("{}")
+    proc = run("selfcheck", str(tmp_path / "bad.ipynb"), cwd=tmp_path)
+    shown = (proc.stdout + proc.stderr).strip()
+    assert proc.returncode != 0 and "Traceback" not in shown and len(shown.splitlines()) == 1, shown
+    assert "bad.ipynb" in shown and "notebook" in shown, shown
+
+
+def test_progress_on_an_unreadable_file_says_so_and_keeps_it(tmp_path):
+    store = tmp_path / "progress.json"
+    store.write_text('{"format": 1, "questions": {"ch01-e1-h100-time": {"solved": "x"}},}')
+    before = store.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "progress"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**os.environ, "SCALING_COURSE_PROGRESS": str(store)})
+    shown = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "cannot be read" in shown and "Traceback" not in shown, shown
+    assert store.read_bytes() == before

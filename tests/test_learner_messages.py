@@ -389,3 +389,33 @@ def test_grading_traces_a_program_unbounded(short_bounds):
 
     blob = program.encode(program.make_print(q), slow)
     assert isinstance(blob, str), blob
+
+
+def test_selfcheck_keeps_what_to_do_for_questions_this_machine_cannot_check(store, monkeypatch):
+    """On a machine with too few devices the table's rows are short and a line under it gives the remedy in
+    full (the row's own text is cut at the table's width), with how many questions and points it concerns."""
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    from autograder.selfcheck import report
+    from course.answers import fingerprints
+
+    monkeypatch.setattr(devices, "kernel_devices", lambda: 1)
+    monkeypatch.setattr(devices, "chosen", lambda: "real")
+    qids = ["ch03-cx2-case1-local", "ch03-cx2-case2-allgather"]
+    errors_shown = []
+    for qid in qids:
+        with pytest.raises(AnswerError) as e:
+            check(qid, _model("ch03_sharding", qid))
+        errors_shown.append(str(e.value))
+    cells = [new_code_cell(f'check("{qid}", answer)', execution_count=1, outputs=[
+        new_output("error", ename="AnswerError", evalue=text, traceback=[])])
+        for qid, text in zip(qids, errors_shown, strict=True)]
+    lines = report(new_notebook(cells=cells), "this-run", {})
+    rows = [line for line in lines if line.startswith("ch03-")]
+    for qid in qids:
+        row = next(r for r in rows if r.startswith(qid))
+        assert "this machine" in row and not row.endswith("…"), row
+    below = "\n".join(lines[lines.index(rows[-1]) + 1:])
+    assert "SCALING_COURSE_DEVICES=cpu" in below and "restart the kernel" in below, below
+    points = sum(fingerprints("ch03")[q]["points"] for q in qids)
+    assert f"{len(qids)} questions" in below and f"{points:g} points" in below, below

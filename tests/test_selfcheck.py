@@ -116,12 +116,6 @@ def test_the_self_check_says_too_expensive_past_the_graders_bound(store, monkeyp
     assert progress.get("ch01-e4-t-math")["attempts"] == 0  # invalid, as an unreadable answer: no attempt
 
 
-def test_a_corrupt_progress_file_is_ignored(store):
-    store.write_text("{not json")
-    check(QID, load_chapter("ch01_rooflines")[QID].reference)
-    assert progress.solved(progress.load(), QID)
-
-
 @pytest.mark.parametrize("chapter", ["ch01_rooflines", "ch03_sharding", "ch05_training", "ch12_gpus"])
 def test_derived_hints_never_print_the_answer(chapter):
     for q in load_chapter(chapter).questions:
@@ -207,3 +201,120 @@ def test_selfcheck_tells_an_unanswered_question_from_a_broken_cell():
     assert unchecked(nb, "ch01-c") == "not checked: the test cell stopped with ValueError: mine"
     assert "did not run" in unchecked(nb, "ch01-d")
     assert unchecked(nb, "ch01-e") == "not checked: its check cell is missing"
+
+
+def _cell(source, ename=None, evalue="", ran=True):
+    from nbformat.v4 import new_code_cell, new_output
+
+    outputs = [new_output("error", ename=ename, evalue=evalue, traceback=[])] if ename else []
+    return new_code_cell(source, outputs=outputs, execution_count=1 if ran else None)
+
+
+def test_a_renamed_answer_is_not_called_unanswered():
+    """The answer cell ran without error but defined another name (t_H100 for t_h100): the table says so."""
+    from nbformat.v4 import new_notebook
+
+    from autograder.selfcheck import unchecked
+
+    nb = new_notebook(cells=[
+        _cell("t_H100 = 2 * 6e23 / 989e12"),
+        _cell('check("ch01-a", t_h100)', "NameError", "name 't_h100' is not defined"),
+        _cell("def roll_in_shards(x, s):\n    return x"),
+        _cell('check("ch01-b", roll_in_shard)', "NameError", "name 'roll_in_shard' is not defined"),
+        _cell("raise NotImplementedError()", "NotImplementedError"),
+        _cell('check("ch01-c", q3)', "NameError", "name 'q3' is not defined")])
+    assert unchecked(nb, "ch01-a") == "not checked: the answer cell ran but did not define t_h100"
+    assert unchecked(nb, "ch01-b") == "not checked: the answer cell ran but did not define roll_in_shard"
+    assert unchecked(nb, "ch01-c") == "not answered yet: name 'q3' is not defined"
+
+
+def _executed_chapter(chapter: str, run: str, drop: set[str] = frozenset()):
+    """A chapter's check cells, executed, each question's verdict recorded as correct in run ``run``; the
+    check cells of ``drop`` deleted (and their questions unrecorded)."""
+    from nbformat.v4 import new_notebook
+
+    qids = [q.qid for q in load_chapter(chapter).questions]
+    nb = new_notebook(cells=[_cell(f'check("{q}", answer)') for q in qids if q not in drop])
+    records = {q: {"status": "correct", "score": 1.0, "run": run, "solved": "then"} for q in qids if q not in drop}
+    return nb, records
+
+
+def test_a_deleted_check_cell_still_counts_in_the_total():
+    """The chapter's records are the list, not the notebook's check cells: a question whose check cell is gone
+    has a row saying so, and its points and its count stay in the totals."""
+    from autograder.selfcheck import report
+
+    chapter = load_chapter("ch01_rooflines")
+    gone = {"ch01-e2-bound", "ch01-e3-intensity"}
+    nb, records = _executed_chapter("ch01_rooflines", "r1", gone)
+    lines = report(nb, "r1", records)
+    rows = {line.split()[0]: line for line in lines if line.startswith("ch01-")}
+    assert set(rows) == {q.qid for q in chapter.questions}
+    for qid in gone:
+        assert "its check cell is missing" in rows[qid] and f"0/{chapter[qid].points:g}" in rows[qid], rows[qid]
+    lost = sum(chapter[q].points for q in gone)
+    n = len(chapter.questions)
+    text = "\n".join(lines)
+    assert f"This run: {chapter.total_points - lost:g} of {chapter.total_points:g} points" in text, text
+    assert f"{n - len(gone)} of {n} questions" in text, text
+
+
+def test_a_corrupt_progress_file_is_moved_aside_never_overwritten(store, capsys):
+    """One trailing comma must not cost a learner every record: the check says the file cannot be read, keeps
+    its bytes beside it under another name, and starts a new one."""
+    store.write_text('{"format": 1, "questions": {"ch01-x": {"solved": "then"}},}')
+    before = store.read_bytes()
+    check(QID, load_chapter("ch01_rooflines")[QID].reference)
+    out = capsys.readouterr().out
+    kept = [p for p in store.parent.iterdir() if p.name != store.name and not p.name.startswith(".")]
+    assert len(kept) == 1 and kept[0].read_bytes() == before, kept
+    assert "could not be read" in out and str(kept[0]) in out, out
+    assert progress.solved(progress.load(), QID)
+
+
+def test_a_corrupt_progress_file_that_cannot_be_moved_is_not_written(store, monkeypatch, capsys):
+    store.write_text("{not json")
+
+    def refuse(*args):
+        raise PermissionError("read-only folder")
+    monkeypatch.setattr(progress.os, "rename", refuse)
+    monkeypatch.setattr(progress.os, "replace", refuse)
+    with pytest.raises(AnswerError):
+        check(QID, wrong_answer())
+    assert store.read_text() == "{not json"
+    assert "could not be read" in capsys.readouterr().out
+    assert progress.get(QID)["wrong"] == 1  # this kernel still unlocks the hint
+
+
+def test_progress_says_an_unreadable_file_cannot_be_read_and_leaves_it(store, capsys):
+    from autograder.selfcheck import show_progress
+
+    store.write_text('{"format": 1, "questions": {},}')
+    before = store.read_bytes()
+    assert show_progress() != 0
+    out = capsys.readouterr().out
+    assert "cannot be read" in out and str(store) in out and "Traceback" not in out, out
+    assert store.read_bytes() == before
+
+
+def test_selfcheck_sets_an_unreadable_progress_file_aside_before_running(store, capsys):
+    from autograder.selfcheck import set_progress_aside
+
+    store.write_text("[1, 2")
+    assert set_progress_aside() is True
+    out = capsys.readouterr().out
+    kept = [p for p in store.parent.iterdir() if p.name != store.name and not p.name.startswith(".")]
+    assert len(kept) == 1 and kept[0].read_text() == "[1, 2" and str(kept[0]) in out, out
+    assert not store.exists() or progress.problem() is None
+    assert set_progress_aside() is True and capsys.readouterr().out == ""  # nothing more to do
+
+
+@pytest.mark.parametrize("data", [b"{}", b"[]", b'{"cells": 5, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}',
+                                  b'{"cells": [1], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}', b"\xff\xfe"])
+def test_selfcheck_refuses_a_file_that_is_no_notebook_in_one_line(tmp_path, capsys, data):
+    from autograder.selfcheck import selfcheck
+
+    (tmp_path / "x.ipynb").write_bytes(data)
+    assert selfcheck(tmp_path / "x.ipynb") == 2
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) == 1 and "cannot read" in out and "x.ipynb" in out, out

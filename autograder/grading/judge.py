@@ -25,7 +25,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import resource
 import sys
 import tempfile
@@ -224,19 +223,13 @@ def _memo_key(request: dict[str, Any], item: dict[str, Any], seed: str | None = 
     return (request["course_dir"], request["chapter"], item["qid"], hashlib.sha256(answer.encode()).hexdigest())
 
 
-_BLANKS = re.compile(r"[ \t]+")
-
-
 def _canonical(question: Any, answer: Any) -> Any:
-    """The answer as it is judged and remembered: text with its ends stripped and each run of spaces and
-    tabs made one space, so that respaced copies of an answer share one memo entry. Python's tokenizer
-    reads a run of blanks as one, and so does the number reader, up to the wording of what it says about
-    an unreadable answer. A program answer is an artefact, not text: it stays as it is."""
-    from ..questions import Program
+    """The answer as it is judged and remembered: ``record.canonical``, the one reading of text that the
+    self-check shares (each run of spaces and tabs one space), so that respaced copies of an answer share one
+    memo entry."""
+    from ..record import canonical
 
-    if isinstance(answer, str) and not isinstance(question, Program):
-        return _BLANKS.sub(" ", answer).strip()
-    return answer
+    return canonical(question.kind, answer)
 
 
 def _judge_one(judge: Any, question: Any, answer: Any, deadline: float) -> Verdict:

@@ -19,6 +19,7 @@ from typing import Any
 from ..bounds import TooExpensive, bounded
 from ..messages import phrase
 from ..questions import Question
+from ..record import canonical
 from ..verdict import Status, Verdict
 from .common import too_expensive
 
@@ -75,7 +76,8 @@ def judge(q: Question, answer: Any, seed: str | None = None, book: Question | No
     """The grader's verdict on one recorded answer. ``seed``: the submission's grading seed, from which
     the inputs of function and program answers are drawn (None: a function's public test cases).
     ``book``: the question's record at the book's values, where ``q`` is built by exercise ``setting`` for
-    the student's own (``at_book``)."""
+    the student's own (``at_book``). Text is read in ``record.canonical`` form, as the self-check reads it."""
+    answer = canonical(q.kind, answer)
     if q.kind in DRAWN:
         return KINDS[q.kind].judge(q, answer, seed)
     v = KINDS[q.kind].judge(q, answer)
@@ -108,8 +110,10 @@ def selfcheck(fp: dict[str, Any], qid: str, recorded: Any, book: tuple[str, dict
     """The self-check's verdict on a recorded answer, from the question's self-check data, judged under
     the grader's bound on one answer (``autograder.bounds``): past it, the answer is "too expensive" here
     as it would be in the grade. ``book``: (the exercise setting, the question's self-check data at the
-    book's values), where ``fp`` is the data of a student's other values (``at_book``)."""
+    book's values), where ``fp`` is the data of a student's other values (``at_book``). Text is read in
+    ``record.canonical`` form, as the grader reads it."""
     kind = KINDS.get(fp.get("kind", ""))
+    recorded = canonical(fp.get("kind", ""), recorded)
     if kind is None or not hasattr(kind, "selfcheck"):
         return Verdict(Status.INVALID, 0.0, "unknown_kind", phrase("unknown_kind", kind=fp.get("kind")))
     try:

@@ -3,18 +3,22 @@
 Fair reading: an option is recognised whatever its case, spacing, hyphens or underscores
 ("AllReduce", "all reduce" and "all-reduce" are one option), and an option that is a number is
 recognised by its value, whichever library holds it (150, 150.0, ``np.int64(150)`` or ``sp.Integer(150)``
-for the option "150": ``record.plain_number``). Two options that would read the same
-are an authoring error, caught when the record is made (``questions.Choice``).
+for the option "150": ``record.number_of``). An option's text and an answer's text are read as a number
+question reads them (``numbers.parse_number``): the option "1/4" is 0.25, ``Fraction(1, 4)``,
+``sp.Rational(1, 4)``, "0.25" or "25%". Two options that would read the same are an authoring error,
+caught when the record is made (``questions.Choice``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from .. import record
 from ..formula import Invalid, answer_to_text
+from ..numbers import ParsedNumber, parse_number
 from ..questions import Choice, option_key
 from ..verdict import Verdict
 from . import targets as tg
@@ -22,10 +26,14 @@ from .common import correct, invalid, wrong
 
 
 def _as_number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    """The plain number ``text`` reads as ("150", "1/4", "25%"), or None where it reads as none."""
+    p = parse_number(text, "")
+    return p.value if isinstance(p, ParsedNumber) else None
+
+
+@lru_cache(maxsize=1024)
+def _option_value(option: str) -> float | None:
+    return _as_number(option)
 
 
 def context(options: Sequence[str]) -> dict[str, Any]:
@@ -37,14 +45,16 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
         # "empty", or the reason a record's marker carries: a recorded None is {"invalid": "empty", ...}
         reason = answer_to_text(answer)
         return reason if isinstance(reason, Invalid) else Invalid("wrong_type", "dict")
-    number = record.plain_number(answer)  # an option that is a number, given as a number of any library
+    number = record.number_of(answer)  # an option that is a number, given as a number of any library
+    if isinstance(number, complex):
+        return Invalid("wrong_type", "complex")
     if number is not None:
         text = answer_to_text(number)
         try:
             value = float(number)
         except OverflowError:
             value = math.inf
-        by_value = [o for o in options if _as_number(o) is not None and _as_number(o) == value]
+        by_value = [o for o in options if _option_value(o) is not None and _option_value(o) == value]
         if by_value:
             return by_value[0]
         return Invalid("unknown_option", text[:40] if isinstance(text, str) else "")
@@ -55,8 +65,8 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
         return text
     by_spelling = {option_key(o): o for o in options}
     found = by_spelling.get(option_key(text))
-    if found is None and (value := _as_number(text.strip())) is not None:
-        found = next((o for o in options if _as_number(o) == value), None)
+    if found is None and (value := _as_number(text)) is not None:
+        found = next((o for o in options if _option_value(o) == value), None)
     return found or Invalid("unknown_option", text[:40])
 
 

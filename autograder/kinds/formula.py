@@ -140,8 +140,9 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
 
 def diagnose(e: Expected, p: Parsed) -> Verdict:
     """The one diagnosis of a formula answer. Order matters: right (or right in the declared limit),
-    an accepted alternative, then a constant factor (most specific), a wrong coefficient, symbols that
-    should or should not appear, a right leading order with wrong lower terms, partial agreement."""
+    an accepted alternative, then a constant factor (most specific), a wrong coefficient (or one within 3
+    figures yet not right: a constant slightly off), symbols that should or should not appear, a right
+    leading order with wrong lower terms, partial agreement."""
     s, near = e.setting, e.oracle
     ctx = context(s.names)
     at = eq.evaluator(p.expr, s.names)
@@ -173,6 +174,8 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
             ratios = [None if v is None else v / values[a] for v in values]
             if all(near.near("shape", i, r) is True for i, r in enumerate(ratios) if i != a):
                 return wrong("ratio:other", hints, **ctx)
+        if nearly and _a_multiple(e, at, values):
+            return wrong("constant_close", hints, **ctx)
     mine = eq.free_names(p.expr)
     extra = sorted(n for n in mine if not e.uses(n))
     missing = sorted(n for n in s.names if n not in mine and e.uses(n))
@@ -188,6 +191,19 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     if any(near.near(partly, i, v) is True for i, v in enumerate(values)):
         return wrong("partly", hints, **ctx)
     return wrong("not_equivalent", hints, **ctx)
+
+
+def _a_multiple(e: Expected, at: Callable[[eq.Point], Any], values: list[Any]) -> bool:
+    """Whether an answer within 3 figures of the reference at every point is the reference times one constant:
+    it keeps the reference's shape (its values over the anchor's, the "shape" targets of ``ratio:other``) and
+    stays within 3 figures at the small points too, where a lower-order term would weigh (call inside
+    ``workdps``)."""
+    s, a = e.setting, e.setting.anchor
+    if a is None or values[a] in (None, 0) or not s.small:
+        return False
+    same_shape = all(e.oracle.near("shape", i, None if v is None else v / values[a]) is True
+                     for i, v in enumerate(values) if i != a)
+    return same_shape and tg.all_near(e.oracle, "small", [at(pt) for pt in s.small]) is True
 
 
 def _rounded_right(e: Expected, at_points: bool | None, at: Callable[[eq.Point], Any]) -> bool | None:

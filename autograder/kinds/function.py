@@ -18,6 +18,7 @@ import json
 import math
 import random
 import re
+import struct
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from ..questions import Function, Output
 from ..verdict import Status, Verdict
 from . import formula, number
 from . import targets as tg
-from .common import correct, invalid
+from .common import correct, edge, invalid
 
 SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
 # How the record says that the answer was not a function, or returned another number of values
@@ -61,7 +62,7 @@ def _short(v: Any) -> str:
         first = v.strip().splitlines()[0] if v.strip() else ""
         return f"{first[:SHOWN_CHARS]!r}... ({len(v):,} characters)"
     shape = builders.array_shape(v)
-    if shape and (len(shape) > 1 or len(v) > SHOWN_VALUES):
+    if shape and math.prod(shape) > SHOWN_VALUES:  # a small one, such as a pair of shapes, by its values
         return f"array of shape {shape}"
     if isinstance(v, list | tuple):
         if len(v) > SHOWN_VALUES:
@@ -241,7 +242,8 @@ def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:
     for n, (item, judge) in enumerate(zip(items, judges, strict=True)):
         v = judge(item)
         if not v.ok:
-            message = frame("returned_value", v.message, n=n + 1) if len(judges) > 1 else v.message
+            message = frame("returned_value", v.message, n=n + 1, count=len(judges)) if len(judges) > 1 \
+                else v.message
             return Verdict(v.status, 0.0, v.diagnosis, message)
     return correct()
 
@@ -363,6 +365,56 @@ def hint(q: Function) -> str:
             "paper; the message above names the case that fails.")
 
 
+# --- float rounding ---------------------------------------------------------------------------------
+# A function's returned numbers are compared "up to float rounding", and JAX computes in float32 by default: a
+# ratio of two counts computed with jnp lies a few float32 roundings (2**-24 of it each) from the exact value.
+# So an output asked to less than FLOAT32_RTOL also accepts, within FLOAT32_RTOL of the reference, a value that
+# float32 can hold. A value it cannot hold (a Python int off by one, a float64 result) is still held to the
+# output's own tolerance: a count returned as an int stays exact, unless float32 could not tell it from the
+# count either (an odd count above 2**24 it cannot hold; an even one off by two, it could have computed).
+# Both judges ask the same targets (``_float32_targets``), the grader's exactly, the self-check's hashed.
+FLOAT32_RTOL = 1e-6
+
+
+def _float32_allowed(tolerance: Any) -> bool:
+    return not tolerance.is_range and tolerance.rtol < FLOAT32_RTOL
+
+
+def _float32_targets(reference: float, element: bool = False) -> tg.Targets:
+    """The float32 band around ``reference``, and its two ends cut finer, as a number's "ref" is; except for an
+    element of an array, of which there may be thousands (the self-check data stays small, and says "edge" for a
+    value within a 64th of the band's end, some 16 float32 roundings off)."""
+    band = tg.around(float(reference), FLOAT32_RTOL)
+    return {"f32": [band]} | ({} if element else {f"f32end{j}": [iv] for j, iv in enumerate(tg.ends(band))})
+
+
+def _float32_value(x: Any) -> bool:
+    """Whether a recorded number is one float32 can hold: what a float32 result becomes in the record."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        return False
+    try:
+        return struct.unpack("f", struct.pack("f", float(x)))[0] == x
+    except OverflowError:  # beyond float32's range
+        return False
+
+
+def _in_float32_band(judge: ItemJudge, oracle: tg.Exact | tg.Printed, tolerance_words: str,
+                     unit: str) -> ItemJudge:
+    """``judge``, which also accepts a float32 value within float32 rounding of the reference; where the
+    self-check's hashes cannot tell (an edge of the band), it says so, as a number's edge."""
+    def within(got: Any) -> Verdict:
+        v = judge(got)
+        if v.ok or not _float32_value(got):
+            return v
+        answers = [oracle.accepts(key, [got]) for key in oracle.entries]
+        if True in answers:
+            return correct()
+        if None in answers:
+            return edge(**number.context(unit, tolerance_words), precise=True)
+        return v
+    return within
+
+
 # --- the grader -----------------------------------------------------------------------------------
 
 def _reference_judge(tag: str, spec: Output, expected: Any, element: bool = False) -> ItemJudge:
@@ -371,7 +423,12 @@ def _reference_judge(tag: str, spec: Output, expected: Any, element: bool = Fals
     if isinstance(expected, list | tuple):
         return _array([_reference_judge(f"{tag}/{j}", Output("number", spec.unit, spec.tolerance), e, element=True)
                        for j, e in enumerate(expected)], len(expected))
-    return lambda got: number.check(tag, expected, spec.unit, spec.tolerance, got, element=element)
+    def judge(got: Any) -> Verdict:
+        return number.check(tag, expected, spec.unit, spec.tolerance, got, element=element)
+    if not _float32_allowed(spec.tolerance):
+        return judge
+    oracle = tg.Exact(tag, _float32_targets(expected, element))
+    return _in_float32_band(judge, oracle, number.tolerance_text(spec.tolerance, expected), spec.unit)
 
 
 def _judges(q: Function, probes: Sequence[dict[str, Any]]) -> list[list[ItemJudge]]:
@@ -410,9 +467,16 @@ def _item_print(tag: str, spec: Output, expected: Any) -> dict[str, Any]:
         prints = [number.fingerprint(f"{tag}/{j}", x, spec.unit, spec.tolerance, element=True)
                   for j, x in enumerate(expected)]
         shared = {k: v for k, v in prints[0].items() if k != "targets"} if prints else {}
-        return {"kind": "array", "length": len(expected), "shared": shared,
-                "elements": [p["targets"] for p in prints]}
-    return {"kind": "number"} | number.fingerprint(tag, expected, spec.unit, spec.tolerance)
+        out = {"kind": "array", "length": len(expected), "shared": shared, "elements": [p["targets"] for p in prints]}
+        if _float32_allowed(spec.tolerance):
+            out["f32"] = [_float32_print(f"{tag}/{j}", x, element=True) for j, x in enumerate(expected)]
+        return out
+    out = {"kind": "number"} | number.fingerprint(tag, expected, spec.unit, spec.tolerance)
+    return out | ({"f32": _float32_print(tag, expected)} if _float32_allowed(spec.tolerance) else {})
+
+
+def _float32_print(tag: str, reference: float, element: bool = False) -> dict[str, Any]:
+    return {key: tg.printed(tag, key, ivs) for key, ivs in _float32_targets(reference, element).items()}
 
 
 def make_print(q: Function) -> dict[str, Any]:
@@ -428,9 +492,16 @@ def _print_judge(tag: str, p: dict[str, Any]) -> ItemJudge:
     if p["kind"] == "formula":
         return lambda got: formula.selfcheck(p, tag, got)
     if p["kind"] == "array":
-        return _array([_print_judge(f"{tag}/{j}", {"kind": "number", "targets": t} | p["shared"])
-                       for j, t in enumerate(p["elements"])], p["length"])
-    return lambda got: number.selfcheck(p, tag, got)
+        f32 = p.get("f32") or [None] * len(p["elements"])
+        return _array([_print_judge(f"{tag}/{j}", {"kind": "number", "targets": t} | p["shared"]
+                                    | ({"f32": f} if f else {}))
+                       for j, (t, f) in enumerate(zip(p["elements"], f32, strict=True))], p["length"])
+
+    def judge(got: Any) -> Verdict:
+        return number.selfcheck(p, tag, got)
+    if "f32" not in p:
+        return judge
+    return _in_float32_band(judge, tg.Printed(tag, p["f32"]), p["tolerance"], p["unit"])
 
 
 def selfcheck(fp: dict[str, Any], qid: str, outputs: Any) -> Verdict:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
 from .. import equivalence as eq
 from .. import record
-from ..formula import FUNCTIONS, Invalid
+from ..formula import Invalid
 from ..messages import PLAIN, phrase, with_hints
 from ..numbers import DIMENSION_WORDS, UNITS, ParsedNumber, Tolerance, parse_number, round_figures, unit_examples
 from ..questions import Accept, Number, Slip
@@ -203,22 +203,11 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     return wrong("not_equal", hints, **ctx)
 
 
-def _parsed(answer: Any, unit: str) -> ParsedNumber | Invalid:
-    """``parse_number``, with a formula given for a number named by its symbols alone: in 2*floor(8/X) the
-    symbol is X; floor is a function."""
-    p = parse_number(answer, unit)
-    if isinstance(p, Invalid) and p.code == "formula_for_number":
-        symbols = [n for n in p.detail.split(", ") if n not in FUNCTIONS]
-        if symbols:
-            return replace(p, detail=", ".join(symbols))
-    return p
-
-
 def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: Any,
           accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), element: bool = False) -> Verdict:
     """The grader's verdict on one number."""
     e, _ = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element)
-    p = _parsed(answer, unit)
+    p = parse_number(answer, unit)
     if isinstance(p, Invalid):
         return invalid(p, **context(unit, e.tolerance_words))
     return diagnose(e, p)
@@ -260,7 +249,7 @@ def from_print(fp: dict, tag: str) -> Expected:
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
-    p = _parsed(answer, fp["unit"])
+    p = parse_number(answer, fp["unit"])
     if isinstance(p, Invalid):
         return invalid(p, **context(fp["unit"], fp["tolerance"]))
     return diagnose(from_print(fp, tag), p)

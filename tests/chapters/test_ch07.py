@@ -144,3 +144,48 @@ def test_q6_weight_time_says_all_the_weights_and_names_the_expert_only_reading()
         experts_only = ch07.INT8 * moe.L * moe.E * 3 * moe.D * moe.F / ch07.Q6_CHIPS / ch07.W_V5E
         for v in both_judges(q, experts_only):
             assert v.ok or "attention and embedding" in v.message, (combo, v.message)
+
+
+# --- readings a student may honestly make, at every choice -----------------------------------------------
+
+def _at_every_choice(qid: str):
+    """(choice, question) for each choice of the question's setting."""
+    setting = CHAPTER.setting_of(qid)
+    for combo in setting.combos():
+        yield combo, {q.qid: q for q in setting.build(**combo)}[qid]
+
+
+@pytest.mark.parametrize(("qid", "heads"), [("ch07-q2-max-batch", None), ("ch07-q2-max-batch-mqa", 1)])
+def test_q2_sixteen_gib_per_chip_is_told_about_hbm_per_chip(qid, heads):
+    """16 GiB a chip (the weights taken off) passes where it gives the same batch, or gets a hint naming the
+    HBM of a chip, never only "the weights take their share" (which this student did)."""
+    import math
+
+    from solutions._derived import inference as inf
+
+    for combo, q in _at_every_choice(qid):
+        cfg = ch07.Q if heads is None else ch07.Q.with_(K=heads)
+        kv = inf.kv_bytes_per_sequence(cfg, combo["context"], ch07.INT8)
+        answer = math.floor((combo["chips"] * 16 * 2**30 - ch07.INT8 * ch07.Q1_PARAMS) / kv)
+        for v in both_judges(q, answer):
+            assert v.ok or "GiB" in v.message, (combo, answer, v.message)
+
+
+@pytest.mark.parametrize("qid", ["ch07-q4-tp-one-axis", "ch07-q4-tp-two-axes"])
+def test_q4_a_whole_number_of_chips_is_told_what_is_asked(qid):
+    """F / alpha rounded down to whole chips is a reading of "the largest model parallelism": its hint says the
+    question asks for F / alpha itself."""
+    import math
+
+    for combo, q in _at_every_choice(qid):
+        for v in both_judges(q, math.floor(q.reference)):
+            assert v.ok or "F / alpha" in v.message, (combo, v.message)
+
+
+def test_q5_flops_with_a_two_figure_coefficient_is_told_the_constant_is_off():
+    """c T has no lower-order terms: a coefficient rounded to 2 figures is told its constant is off (slightly, or
+    beyond 3 figures), never that lower-order terms differ."""
+    for combo, q in _at_every_choice("ch07-q5-flops"):
+        coefficient = float(q.reference.subs(ch07.T, 1))
+        for v in both_judges(q, f"{coefficient:.1e}*T"):
+            assert v.ok or v.diagnosis in ("constant_close", "ratio:other"), (combo, v.message)

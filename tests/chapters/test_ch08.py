@@ -9,7 +9,7 @@ import solutions.ch08_applied_inference as ch08
 from autograder.questions import load_chapter
 from solutions._derived import inference as inf
 from solutions._derived import models as m
-from tests.chapter_checks import assert_size, inspected, program_inputs
+from tests.chapter_checks import assert_size, both_judges, inspected, program_inputs
 
 pytestmark = pytest.mark.ch08
 CHAPTER = load_chapter("ch08_applied_inference")
@@ -112,3 +112,73 @@ def test_decode_attention_reference_is_grouped_query_softmax():
     k_new, v_new = rng.standard_normal((b, k, h)), rng.standard_normal((b, k, h))
     out = decode_attention(q, k_new, v_new, k_new[:, None], v_new[:, None])
     np.testing.assert_allclose(out, np.repeat(v_new, n // k, axis=1))  # head n reads key/value head n // 2
+
+
+# --- the book's 19 ms step and the frontier's cache, at every variant -------------------------------
+
+BOOK_STEP = 0.019  # the book's full-HBM step, which IQ6 accepts for everyone
+
+
+def _at_every_choice(qid: str):
+    """(choice, question) for each choice of the question's setting."""
+    setting = CHAPTER.setting_of(qid)
+    for combo in setting.combos():
+        yield combo, {q.qid: q for q in setting.build(**combo)}[qid]
+
+
+def test_iq6_accepts_the_book_step_for_everyone():
+    for combo, q in _at_every_choice("ch08-iq6-step-full"):
+        assert all(v.ok for v in both_judges(q, BOOK_STEP)), combo
+
+
+@pytest.mark.parametrize("qid", ["ch08-iq6-decode-time", "ch08-iq7-bf16", "ch08-iq7-int8", "ch08-iq7-int4",
+                                 "ch08-iq8-bf16", "ch08-iq8-int8", "ch08-iq8-int4", "ch08-iq12-ratio"])
+def test_the_book_step_carries_through_at_every_choice(qid):
+    """A student who reuses the 19 ms step IQ6 accepts gets the same credit downstream whatever values they
+    were dealt: the reading is computed at each choice, not only at the book's."""
+    for combo, q in _at_every_choice(qid):
+        scale = BOOK_STEP / ch08.STEP_FULL  # the step enters decode times as a factor, QPS and ratios as a divisor
+        answer = q.reference * scale if qid == "ch08-iq6-decode-time" else q.reference / scale
+        for v in both_judges(q, answer):
+            assert v.ok, (combo, answer, v.message)
+
+
+def test_iq12_with_the_book_step_and_the_book_peak():
+    """IQ12 from IQ10's prefill at the book's rounded 2e14 and the book's step: both readings together pass."""
+    for combo, q in _at_every_choice("ch08-iq12-ratio"):
+        prefill = inf.prefill_s(ch08.P70, combo["prompt"], ch08.IQ10_CHIPS, 2e14, inf.PREFILL_MFU)
+        answer = inf.prefill_to_generate_servers(combo["batch"], prefill, BOOK_STEP, ch08.DECODE)
+        assert all(v.ok for v in both_judges(q, answer)), combo
+
+
+def test_iq13_latency_tests_the_cache():
+    """Weights alone (no cache) fail at every choice with a hint about the cache; a bf16 cache (int8 asked) fails
+    at every choice but the book's, whose plot reading of 5.5 ms lies beyond it, so that range holds it."""
+    for combo, q in _at_every_choice("ch08-iq13-latency-b1"):
+        weights = ch08.INT8 * ch08.P70 / (combo["chips"] * ch08.W_V5E)
+        cache = ch08.KV8 * combo["context"] / (combo["chips"] * ch08.W_V5E)
+        assert q.reference == pytest.approx(weights + cache)
+        for v in both_judges(q, weights):
+            assert not v.ok and "cache" in v.message, (combo, v.message)
+        book = combo == CHAPTER.setting_of("ch08-iq13-latency-b1").book
+        for v in both_judges(q, weights + 2 * cache):
+            assert v.ok == book, (combo, v.message)
+            assert book or "int8" in v.message, (combo, v.message)
+
+
+def test_iq13_latency_cannot_be_copied_from_a_classmate():
+    """Another choice's step fails, except where the book's own range reaches it: at the book's values the range
+    runs up to the book's 5.5 ms, and the 8k context on the same 16 chips takes 5.44 ms."""
+    answers = [q for _, q in _at_every_choice("ch08-iq13-latency-b1")]
+    book = CHAPTER["ch08-iq13-latency-b1"]
+    copied = [(mine, theirs) for mine in answers for theirs in answers
+              if theirs.reference != mine.reference and any(v.ok for v in both_judges(mine, theirs.reference))]
+    assert len(copied) <= 1 and all(mine.prompt == book.prompt and theirs.reference <= ch08.BOOK[book.qid]
+                                    for mine, theirs in copied), [(m.prompt, t.prompt) for m, t in copied]
+
+
+@pytest.mark.parametrize("qid", ["ch08-e1-h100", "ch08-e1-v5p", "ch08-e1-v5e"])
+def test_flops_per_dollar_may_carry_its_unit(qid):
+    q = CHAPTER[qid]
+    for answer in (f"{q.reference:.3g} FLOP", f"{q.reference:.3g} FLOPs", f"{q.reference:.3g}"):
+        assert all(v.ok for v in both_judges(q, answer)), answer

@@ -15,6 +15,7 @@ import solutions.ch11_capstone as ch11
 from autograder.questions import load_chapter
 from course.devices import mesh
 from solutions.ch09_profiling import arrays, census, program_line, replica_groups, split_instruction
+from tests.chapter_checks import both_judges
 
 pytestmark = pytest.mark.ch11
 CHAPTER = load_chapter("ch11_capstone")
@@ -180,3 +181,32 @@ def test_train_days_in_hours_is_named_a_unit_slip():
     rec = recorded(q, q.reference * 24)
     for v in (judge(q, json.loads(json.dumps(rec))), kinds.selfcheck_live(printed(q), q.qid, q.reference * 24, rec)):
         assert v.diagnosis == "unit:24" and "answer in hours" in v.message and "power" not in v.message
+
+
+# --- readings a student may honestly make, at every choice -----------------------------------------------
+
+def _at_every_choice(qid: str):
+    """(choice, question) for each choice of the question's setting."""
+    setting = CHAPTER.setting_of(qid)
+    for combo in setting.combos():
+        yield combo, {q.qid: q for q in setting.build(**combo)}[qid]
+
+
+@pytest.mark.parametrize("qid", ["ch11-c4-t-fsdp", "ch11-c4-t-tp"])
+def test_c4_one_way_link_bandwidth_is_told_w_is_bidirectional(qid):
+    """T_FSDP and T_TP with W taken one way (half the bidirectional W) are twice the time; the hint names W,
+    where a hint about the torus axes alone would blame what the student got right."""
+    for combo, q in _at_every_choice(qid):
+        for v in both_judges(q, 2 * q.reference):
+            assert not v.ok and "bidirectional" in v.message, (combo, v.message)
+
+
+def test_c1_gpu_tp_limit_accepts_the_books_reading_on_the_h100():
+    """The book divides F by 1995 for an H100 (not the course table's C / W of 2200): that reading passes for
+    every model and batch on a GPU with the H100's FLOP/s and NVLink bandwidth, not only for the book's model."""
+    from course import hardware as hw
+
+    for combo, q in _at_every_choice("ch11-c1-h100-tp-limit"):
+        gpu = combo["node"].gpu
+        if (gpu.bf16_flops_per_s, gpu.nvlink_bytes_per_s) == (hw.H100.bf16_flops_per_s, hw.H100.nvlink_bytes_per_s):
+            assert all(v.ok for v in both_judges(q, combo["model"].F / 1995)), combo

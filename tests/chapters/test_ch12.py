@@ -4,6 +4,7 @@ the book's and derived answers)."""
 import pytest
 
 from autograder.questions import load_chapter
+from solutions._kit import BOOK_H100_TP_DIVISOR
 from solutions.ch12_gpus import gpu_intensity
 from tests.chapter_checks import both_judges
 
@@ -50,3 +51,14 @@ def test_cx1_times_name_the_exact_form_and_the_rough_one_gets_a_hint():
             for answer in answers:
                 for v in both_judges(qs[qid], answer):
                     assert not v.ok and "Hint:" in v.message, (combo, qid, v.message)
+
+
+def test_q52_tp_limit_takes_the_books_divisor_for_every_model():
+    """The book divides F by 1995 (its 14.37), not C / W = 2200: that reading passes for every model the setting
+    deals, not only the book's; a limit 5% above it, or NVLink's per-node bandwidth, does not."""
+    setting = CHAPTER.setting_of("ch12-q52-tp-limit")
+    for combo in setting.combos():
+        q = {q.qid: q for q in setting.build(**combo)}["ch12-q52-tp-limit"]
+        book = combo["F"] / BOOK_H100_TP_DIVISOR
+        assert all(v.ok for v in both_judges(q, book)), combo
+        assert not any(v.ok for v in both_judges(q, book * 1.05)), combo

@@ -3,7 +3,11 @@ and the self-check read them alike. Near misses stay wrong or unreadable."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+import numpy as np
 import pytest
+import sympy as sp
 
 from autograder import fingerprint, record
 from autograder.checks import judge
@@ -45,6 +49,28 @@ def test_near_misses_are_not_right(q, answer, status, diagnosis):
     graded, checked = both(q, answer)
     assert (graded.status, graded.diagnosis) == (checked.status, checked.diagnosis) == (status, diagnosis)
     assert graded.message == checked.message
+
+
+FRACTION = Choice(qid="ch99-c4-fraction", points=1, prompt="p", reference="1/4", options=("1/4", "1/2", "1", "2"),
+                  slips=(Slip("1/2", "wrong_option"),))
+
+
+@pytest.mark.parametrize("answer", [0.25, 1 / 4, Fraction(1, 4), sp.Rational(1, 4), np.float64(0.25), "0.25", "25%",
+                                    " 1 / 4 ", "2/8", "1/4", sp.Integer(1) / 4, np.float32(0.25)],
+                         ids=lambda a: f"{type(a).__name__}-{a}")
+def test_an_option_written_as_a_fraction_is_recognised_by_its_value(answer):
+    graded, checked = both(FRACTION, answer)
+    assert graded.ok and checked.ok, (graded, checked)
+
+
+@pytest.mark.parametrize(("answer", "status", "diagnosis"), [
+    (0.5, Status.INCORRECT, "wrong_option"), ("0.5", Status.INCORRECT, "wrong_option"),
+    (Fraction(2, 1), Status.INCORRECT, "wrong_option"), (0.3, Status.INVALID, "unknown_option"),
+    ("1/3", Status.INVALID, "unknown_option"), ("1/4 ms", Status.INVALID, "unknown_option"),
+])
+def test_a_fraction_option_is_not_matched_by_another_value(answer, status, diagnosis):
+    graded, checked = both(FRACTION, answer)
+    assert (graded.status, graded.diagnosis) == (checked.status, checked.diagnosis) == (status, diagnosis)
 
 
 def test_a_slip_hint_is_shown_for_any_spelling_of_it():

@@ -224,3 +224,52 @@ def test_imaginary_unit_is_complex_even_where_i_is_declared():
 def test_unassumed_sympy_symbols_map_to_the_positive_ones():
     got = parse_formula(sp.Symbol("B") * sp.Symbol("D"), NAMES)
     assert isinstance(got, Parsed) and got.expr == B * D
+
+
+# --- a constant slightly off: the form is right, the coefficient is not ------------------------------
+
+def _both_judges(reference: str, answer: object, names: tuple[str, ...], counts: tuple[str, ...] = ()):
+    """The grader's verdict and the self-check's (from its data, through JSON as it ships) on one answer."""
+    import json
+
+    from autograder.kinds import formula
+
+    tag = "ch99-t1-formula"
+    graded = formula.check(tag, reference, names, counts, answer)
+    fp = json.loads(json.dumps(formula.fingerprint(tag, names, counts, reference)))
+    return graded, formula.selfcheck(fp, tag, answer)
+
+
+NEARLY_A_MULTIPLE = [
+    ("88310022144*T", "8.8e10*T", ("T",)),  # two figures of the coefficient: exact numbers, 0.35% low
+    ("62540218368*T", "62277025792*T", ("T",)),  # a contribution left out of the coefficient: 0.4% low
+    ("301*B*D + 301*D*F", "300*B*D + 300*D*F", NAMES),  # one constant, several terms
+    ("2*B*D*F/(N - 1)", "1999*B*D*F/(1000*(N - 1))", NAMES),
+]
+
+
+@pytest.mark.parametrize(("reference", "answer", "names"), NEARLY_A_MULTIPLE)
+def test_a_constant_slightly_off_is_not_called_lower_terms(reference, answer, names):
+    """Within 3 figures of a multiple of the reference but not right: both judges say the form is right and the
+    constant slightly off, never "lower-order terms" (a monomial has none), and neither prints the value."""
+    from autograder.messages import phrase
+
+    for v in _both_judges(reference, answer, names):
+        assert not v.ok and v.diagnosis == "constant_close", v
+        assert v.message == phrase("constant_close") and "lower-order" not in v.message
+        assert "3 significant figures" in v.message and "{" not in v.message
+        assert not any(ch.isdigit() and ch != "3" for ch in v.message), v.message
+
+
+TRUE_LOWER_TERMS = [
+    ("2*N", "2*N - 1", ("N",), ("N",)),
+    ("3*D*F + D", "3*D*F", NAMES, ()),
+    ("3*D*F + D", "3*D*F*1.001", NAMES, ()),
+    ("B**2 + B", "B**2", NAMES, ()),
+]
+
+
+@pytest.mark.parametrize(("reference", "answer", "names", "counts"), TRUE_LOWER_TERMS)
+def test_a_true_lower_order_difference_stays_lower_terms(reference, answer, names, counts):
+    for v in _both_judges(reference, answer, names, counts):
+        assert v.diagnosis == "lower_terms", v

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+import sympy as sp
 
 from autograder.checks import judge
 from autograder.formula import Invalid
@@ -100,16 +102,21 @@ INVALID = {
     # inside a calculation a times-ten is not one number: "2 / 1.5 x 10^3" is 2/1500, or 2/1.5 times 1000?
     "scientific_notation": [("2 / 1.5 x 10^3", ""), ("1 + 1.5×10⁻³ s", "s"), ("(1.5 x 10^3)", ""),
                             ("2*1.5*10^3", "")],
-    "formula_for_number": [("2*B", "s"), ("4*(N + 1)", "")],
+    "formula_for_number": [("2*B", "s"), ("4*(N + 1)", ""), ("2*sqrt(B)", "")],
+    # a calculation of numbers with a function or pi in it, as text: compute it first
+    "number_expression": [("8*sqrt(3)", ""), ("76.47*pi", ""), ("log(4096)/log(2)", ""), ("sqrt(2)", ""),
+                          ("2 pi", "")],
     "count_word": [("240 tokens", "")],
     "scale_suffix": [("13B", ""), ("70M", ""), ("13 billion", "")],
     "separator": [("1,000", "s"), ("1_000", "s"), ("1,024", ""), ("1 024", ""), ("1'024", ""), ("1,5 ms", "s"),
                   ("1, 2", "")],
-    "not_a_number": [("nan", "s"), ("inf", "s"), ("-inf", "s"), ("Infinity", "s"), ("abc", "s"), ("ms", "s"),
-                     ("", "s"), (float("nan"), "s"), (float("inf"), "s"), ("()", ""), ("sqrt(2)", ""),
+    "not_a_number": [("abc", "s"), ("ms", "s"), ("", "s"), ("()", ""),
                      ("١٢٣", "")],  # digits other than 0-9 are not read, though Python's float() would
+    # a number that is not finite, however it is written: the same sentence as "1e999"
     "not_finite": [("1e999", "s"), ("-1e999", ""), ("1e308 TB/s", "B/s"), ("1 / 0", ""), ("1/0", ""),
-                   ("2*1e999", ""), ("(1-1)**-1", ""), ("3 x 10^400", "")],
+                   ("2*1e999", ""), ("(1-1)**-1", ""), ("3 x 10^400", ""), ("nan", "s"), ("inf", "s"), ("-inf", "s"),
+                   ("Infinity", "s"), ("inf ms", "s"), (float("nan"), "s"), (float("inf"), "s"), (-math.inf, ""),
+                   (np.float64("inf"), ""), (sp.oo, ""), (sp.nan, "")],
     "complex": [("(-8)**(1/3)", ""), ("(-1)**0.5", "")],
     "too_long": [("1" * 300, "s"), ("x" * 10**6, "s"), ("-" * 150 + "1", "")],
     "too_large": [(10**5000, "s"), ("10**100", ""), ("9**9**9", ""), ("1e30*1e30", "")],
