@@ -317,7 +317,7 @@ def pick_notebook(submission: Path, notebook: str, work: Path) -> tuple[Path | N
 
     if not submission.is_dir():
         return None, "Nothing was submitted (no submission folder): upload your notebook."
-    path, _ = find_notebook(submission, notebook, work)
+    path, notes = find_notebook(submission, notebook, work)
     if path is not None:
         return path, ""
     found = [p for p in sorted(submission.rglob("*.ipynb")) if p.is_file() and not p.is_symlink()
@@ -329,6 +329,9 @@ def pick_notebook(submission: Path, notebook: str, work: Path) -> tuple[Path | N
         names = ", ".join(str(p.relative_to(submission)) for p in found[:10])
         return None, (f"The submission holds several notebooks ({names}) and not one named {notebook}.ipynb: "
                       f"submit only your {notebook}.ipynb, or name the one to grade so.")
+    if notes and any(p.is_file() for p in submission.glob("*.zip")):
+        # zips whose notebooks differ, or a zipped notebook that cannot be read: the class grader's reason
+        return None, f"{notes[0][0].upper()}{notes[0][1:]}: submit only your {notebook}.ipynb."
     files = [str(p.relative_to(submission)) for p in sorted(submission.rglob("*")) if p.is_file()][:10]
     return None, (f"No notebook (.ipynb) found in the submission ({', '.join(files) or 'no files'}): "
                   f"upload your {notebook}.ipynb.")

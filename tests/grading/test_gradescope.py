@@ -200,9 +200,9 @@ def test_an_empty_student_means_the_books_values_in_the_kernel(monkeypatch):
 
 
 def test_several_notebooks_none_named_is_explained(tmp_path):
-    for name in ("a.ipynb", "b.ipynb"):
+    for name in ("a.ipynb", "b.ipynb"):  # two different notebooks (copies with the same bytes count as one)
         (tmp_path / "submission" / name).parent.mkdir(exist_ok=True)
-        (tmp_path / "submission" / name).write_text("{}")
+        (tmp_path / "submission" / name).write_text(f'{{"name": "{name}"}}')
     path, reason = pick_notebook(tmp_path / "submission", CHAPTER, tmp_path)
     assert path is None and "several notebooks" in reason and f"{CHAPTER}.ipynb" in reason
     out = zero_results({"q1": 2.0, "q2": 1.0}, reason)
@@ -227,3 +227,18 @@ def test_an_unusable_id_falls_back_to_the_next_identifier_never_to_the_book(tmp_
     assert student_of(meta, "sid") == ("s1", student_of(meta, "sid")[1], "")
     meta.write_text(json.dumps({"users": [{"email": "a@b.edu", "id": 7}]}))
     assert student_of(meta, "email")[0] == "a@b.edu" and not student_of(meta, "email")[2]
+
+
+def test_several_zips_are_named_not_called_no_notebook(tmp_path):
+    """Two uploaded zips that each hold the notebook: none is graded (as in class grading), and the reason names
+    both, not "no notebook found"."""
+    import zipfile
+
+    sub = tmp_path / "submission"
+    sub.mkdir()
+    for name, text in (("draft.zip", '{"a": 1}'), ("final.zip", '{"a": 2}')):
+        with zipfile.ZipFile(sub / name, "w") as z:
+            z.writestr(f"{CHAPTER}.ipynb", text)
+    path, reason = pick_notebook(sub, CHAPTER, tmp_path / "work")
+    assert path is None and "draft.zip" in reason and "final.zip" in reason, reason
+    assert "No notebook" not in reason and f"{CHAPTER}.ipynb" in reason
