@@ -140,11 +140,6 @@ class Grades:
         write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything)
 
 
-def write_grades(a: Assignment) -> None:
-    """``grades.csv`` from every stored result (``Grades.write``)."""
-    Grades(a).write()
-
-
 def _ordered_qids(results: list[dict[str, Any]], a: Assignment) -> list[str]:
     qids = list(a.questions)
     for r in sorted(results, key=lambda r: r["assignment"]):

@@ -49,7 +49,7 @@ def test_grades_csv_leaves_a_question_outside_the_rows_assignment_empty(tmp_path
                    {"ch13-x1": 1.0, "ch13-x2": 1.0})
     _stored(a, _result("refstu", "ch13_example", {"ch13-x1": 1.0, "ch13-x2": 0.0}))
     _stored(a, _result("refstu", "ch01_rooflines", {"ch01-e1": 0.0, "ch01-e2": 2.0}))
-    results.write_grades(a)
+    results.Grades(a).write()
     with (tmp_path / "grades.csv").open() as f:
         header = next(csv.reader(f))
         f.seek(0)
