@@ -178,13 +178,15 @@ class Choice(Question):
             raise AuthoringError(f"{self.qid}: the reference is not one of the options")
         spelled = [option_key(o) for o in self.options]
         if len(set(spelled)) < len(spelled):
-            raise AuthoringError(f"{self.qid}: two options read the same when case, spaces, hyphens and "
-                                 "underscores are ignored")
+            raise AuthoringError(f"{self.qid}: two options read the same when case, spaces, hyphens, "
+                                 "underscores and a last word 'bound' are ignored")
 
 
 def option_key(text: str) -> str:
-    """What two spellings of one option share: "AllReduce", "all reduce" and "all-reduce" are one."""
-    return re.sub(r"[\s\-_]+", "", text.lower())
+    """What two spellings of one option share: "AllReduce", "all reduce" and "all-reduce" are one; so are a
+    mesh's "16x4" and "16×4", and "memory" and "memory-bound" (the word a bound question leaves implied)."""
+    key = re.sub(r"[\s\-_]+", "", text.lower().replace("\u00d7", "x"))
+    return key.removesuffix("bound") or key
 
 
 @dataclass(frozen=True)

@@ -82,3 +82,36 @@ def test_options_that_read_the_same_are_an_authoring_error():
     with pytest.raises(AuthoringError, match="read the same"):
         Choice(qid="ch99-c3-twins", points=1, prompt="p", reference="all-reduce", options=("all-reduce", "AllReduce"),
                slips=(Slip("AllReduce", "wrong_option"),))
+
+
+BOUND = Choice(qid="ch99-c5-bound", points=1, prompt="p", reference="memory", options=("compute", "memory"),
+               slips=(Slip("compute", "wrong_option"),))
+MESH = Choice(qid="ch99-c6-mesh", points=1, prompt="p", reference="16x4", options=("8x8", "16x4", "32x2"),
+              slips=(Slip("8x8", "wrong_option"),))
+BOUND_OPTIONS = Choice(qid="ch99-c7-bound", points=1, prompt="p", reference="comms-bound",
+                       options=("compute-bound", "comms-bound"), slips=(Slip("compute-bound", "wrong_option"),))
+
+
+@pytest.mark.parametrize(("q", "answer"), [
+    (BOUND, "memory-bound"), (BOUND, "Memory bound"), (BOUND, "memory_bound"), (BOUND, "memorybound"),
+    (MESH, "16×4"), (MESH, "16 × 4"), (MESH, "16X4"), (BOUND_OPTIONS, "comms"), (BOUND_OPTIONS, "Comms-Bound"),
+])
+def test_the_words_a_question_leaves_implied_are_read_too(q, answer):
+    """'memory-bound' for the option 'memory' and '16×4' for '16x4' say the option: refusing them as unknown
+    options costs an honest student the point."""
+    graded, checked = both(q, answer)
+    assert graded.ok and checked.ok, (graded, checked)
+
+
+@pytest.mark.parametrize(("q", "answer", "status"), [
+    (BOUND, "compute-bound", Status.INCORRECT), (MESH, "8×8", Status.INCORRECT), (BOUND, "bound", Status.INVALID),
+    (MESH, "16x4x1", Status.INVALID), (BOUND_OPTIONS, "bound", Status.INVALID),
+])
+def test_implied_words_do_not_make_a_wrong_option_right(q, answer, status):
+    graded, checked = both(q, answer)
+    assert graded.status == checked.status == status, (graded, checked)
+
+
+def test_options_that_read_the_same_once_bound_is_dropped_are_an_authoring_error():
+    with pytest.raises(AuthoringError):
+        Choice(qid="ch99-c8-same", points=1, prompt="p", reference="memory", options=("memory", "memory-bound"))
