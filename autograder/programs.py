@@ -82,7 +82,7 @@ def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
     return [NamedSharding(m, PartitionSpec(*op.spec)) for op in q.operands]
 
 
-# How far from zero every gate of a reference's gradient lies in drawn inputs (``reference_programs.KINKS``): ten
+# How far from zero every gate of a reference's gradient lies in drawn inputs (``kinks.KINKS``): ten
 # times float32's error on a pre-activation of these sizes. Most draws are clear already; a draw that is not is
 # replaced by the next from the same generator, so the grader and the self-check draw alike.
 KINK_MARGIN = 2e-5
@@ -93,7 +93,7 @@ def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
     """Random inputs (never arange or zeros: regular data hides indexing bugs), clear of the reference's
     kinks. Floats are normal; integers are nonzero and small (|v| <= 9), so sums of them stay exact in float64
     and int32."""
-    from .reference_programs import KINKS
+    from .kinks import KINKS
 
     rng = np.random.default_rng(seed)
     kinks = KINKS.get(q.reference or "")
@@ -339,9 +339,9 @@ def _as_views(q: ProgramSpec, arrays: list[np.ndarray]) -> list[np.ndarray]:
 def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
     """Every result the program must return, in order (one unless the spec names several outputs), in
     float64: from the public einsum (on each operand's view), or from the single-device reference the spec
-    names (``reference_programs``)."""
+    names (``solutions/_derived/programs.py``)."""
     if q.reference:
-        from .reference_programs import REFERENCES
+        from solutions._derived.programs import REFERENCES
 
         result = REFERENCES[q.reference](*_views(q, seed))
         outs = tuple(result) if q.outputs else (result,)
@@ -671,7 +671,7 @@ def _local_share(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance) -> F
     """For a reference program: whether each device's block of the result is that device's share, the
     reference computed on the blocks of the operands it holds, summed over none of the mesh axes that
     split the operands but not the result (a psum over them left out)."""
-    from .reference_programs import REFERENCES
+    from solutions._derived.programs import REFERENCES
 
     sizes = dict(q.mesh)
     split = {a for op in q.operands for e in op.spec for a in _entry_axes(e)}

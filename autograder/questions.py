@@ -275,7 +275,7 @@ class ProgramSpec:
     atol: float = 1e-4
     out_shape: tuple[int, ...] | None = None  # reshape of the einsum's result, when it differs
     # A block that is not one einsum (an MLP, attention, a gradient): the name of its single-device
-    # reference in ``autograder.reference_programs``, computed on the operands in place of the einsum.
+    # reference in ``solutions/_derived/programs.py``, computed on the operands in place of the einsum.
     reference: str = ""
     # A program that returns several arrays (a train step's loss and gradients): their names, in the order
     # the function returns them and the reference computes them; ``out_spec`` then holds one spec per name.
@@ -301,11 +301,6 @@ class ProgramSpec:
     both_ways: bool = False
 
     def __post_init__(self) -> None:
-        if self.reference:
-            from .reference_programs import REFERENCES
-
-            if self.reference not in REFERENCES:
-                raise AuthoringError(f"no reference program {self.reference!r}; known: {', '.join(REFERENCES)}")
         if self.outputs and (len(self.out_spec) != len(self.outputs) or not self.reference):
             raise AuthoringError(f"{len(self.outputs)} named outputs need a reference program and one out_spec each")
         if self.mesh_choices:
@@ -417,6 +412,12 @@ class Program(Question):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.spec.reference:  # here, where records are written, not in ProgramSpec: jailed processes build those
+            from solutions._derived.programs import REFERENCES
+
+            if self.spec.reference not in REFERENCES:
+                raise AuthoringError(f"{self.qid}: no reference program {self.spec.reference!r}; known: "
+                                     f"{', '.join(REFERENCES)}")
         # A program is matched to a slip by its diagnosis (kinds/program.py), so a hint must belong to a
         # diagnosis no other slip of the question has, and not to one as vague as wrong values.
         for s in self.slips:

@@ -15,7 +15,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -36,13 +35,13 @@ class Factory:
     """A factory this process started, with its pids fence; it dies with this process."""
 
     def __init__(self, home: Path):
-        from .jail import jail_command, kernel_environment
+        from .jail import PYTHON, jail_command, kernel_environment
 
         folder = Path(tempfile.mkdtemp(prefix="sc-f-"))  # 0700: other users cannot even reach the socket
         self.socket = str(folder / "z")
         self.fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-factory", MAX_PIDS)
         cmd = jail_command([], [], [], MEMORY_BYTES, 10**6, limits_only=True) + [
-            "--", sys.executable, "-m", "autograder.grading.zygote", self.socket]
+            "--", *PYTHON, "-m", "autograder.grading.zygote", self.socket]
         self.log = home / f"factory-{os.getpid()}.log"
         home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as log:

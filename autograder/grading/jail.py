@@ -246,10 +246,16 @@ def kernel_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
     return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)}
 
 
+# How grading processes start Python: -P keeps the folder the grader runs in off the import path. A course folder
+# that holds its own copy of ``course/`` (a clone of the repository) would otherwise shadow the installed package in
+# the factory, whose kernels the jail then denies that folder: every setup cell would fail.
+PYTHON = (sys.executable, "-P")
+
+
 def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,
                  limits_only: bool = False) -> list[str]:
     """The argument list that starts a command through this jail (append "--" and the command)."""
-    args = [sys.executable, "-m", "autograder.grading.jail", "--memory", str(memory), "--cpu", str(cpu)]
+    args = [*PYTHON, "-m", "autograder.grading.jail", "--memory", str(memory), "--cpu", str(cpu)]
     args += ["--limits-only"] if limits_only else []
     for flag, paths in (("--deny", deny), ("--allow", allow), ("--rw", rw)):
         for p in paths:

@@ -1,4 +1,4 @@
-"""Program questions whose computation is not one einsum (autograder/reference_programs.py): each
+"""Program questions whose computation is not one einsum (solutions/_derived/programs.py): each
 single-device reference agrees with JAX on random inputs; a sharded block that leaves out its psum is
 named as one device's share, one with a device-count factor as scaled, a right but wasteful one by its
 collectives; the spec travels through the release's JSON; and a program's error keeps JAX's advice."""
@@ -10,9 +10,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from autograder.programs import error_text, judge_report, run
-from autograder.questions import AuthoringError, Operand, ProgramSpec
-from autograder.reference_programs import REFERENCES
+from autograder.questions import AuthoringError, Operand, Program, ProgramSpec, Slip
 from course.devices import mesh
+from solutions._derived.programs import REFERENCES
 
 RNG = np.random.default_rng(11)
 B, T, D, F, N, H = 8, 4, 16, 64, 8, 4
@@ -82,7 +82,9 @@ def test_a_reference_spec_survives_the_release_and_an_unknown_one_is_refused():
                         collectives={})
     assert "reference" not in plain.to_json()  # an einsum program's data is as before
     with pytest.raises(AuthoringError, match="no reference program 'mlpp'"):
-        ProgramSpec(mesh=(("X", 8),), einsum="x", reference="mlpp", operands=(), out_spec=(), collectives={})
+        Program(qid="ch99-cx1-mlpp", points=1, prompt="p", slips=(Slip(None, "wrong_values"),),
+                spec=ProgramSpec(mesh=(("X", 8),), einsum="x", reference="mlpp", operands=(), out_spec=(),
+                                 collectives={}))
 
 
 def test_a_programs_error_keeps_jaxs_advice():

@@ -177,3 +177,22 @@ def test_isolation_paths_never_allow_a_tree_that_holds_the_solutions(tmp_path):
     assert {site / "course", site / "jax"} <= set(read)
     assert listed == [tmp_path / "env", tmp_path / "env" / "lib", site]  # listed on the way down, not read
     assert allowed_paths([site / "course"], [site / "solutions"]) == ([site / "course"], [])
+
+
+def test_grading_processes_import_the_installed_course_whatever_folder_the_grader_runs_in(tmp_path):
+    """An instructor who runs the grader from a course folder that holds a copy of ``course/`` (a clone of the
+    repository) must not have kernels import that copy: the jail hides the course folder, so every kernel's setup
+    cell would fail and the whole class score zero."""
+    from autograder.grading.jail import PYTHON, jail_command
+
+    decoy = tmp_path / "course"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the course folder copy was imported')")
+    show = ["-c", "import course; print(course.__file__)"]
+    plain = subprocess.run([sys.executable, *show], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "copy was imported" in plain.stderr  # the attack: Python's own default
+    cmd = jail_command([], [], [], 2**31, 120, limits_only=True) + ["--", *PYTHON, *show]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import course
+    assert Path(out.stdout.strip()).resolve() == Path(course.__file__).resolve()

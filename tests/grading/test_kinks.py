@@ -6,24 +6,24 @@ right program is right whatever the student's seed (the book's 16-layer step sco
 import numpy as np
 import pytest
 
-from autograder import programs, reference_programs
+from autograder import kinks, programs
 from autograder.kinds.program import mesh
 from autograder.questions import Program, chapter_names, load_chapter
 
 PROGRAMS = [q for name in chapter_names() for q in load_chapter(name).questions if isinstance(q, Program)]
-KINKED = [q for q in PROGRAMS if q.spec.reference in reference_programs.KINKS]
+KINKED = [q for q in PROGRAMS if q.spec.reference in kinks.KINKS]
 
 
 def test_every_reference_with_a_relu_in_its_gradient_declares_its_kinks():
     graded = {q.spec.reference for q in PROGRAMS}
-    assert {"relu_stack_train_step", "mlp_train_step", "mlp_loss_grad_w_in"} <= graded & set(reference_programs.KINKS)
+    assert {"relu_stack_train_step", "mlp_train_step", "mlp_loss_grad_w_in"} <= graded & set(kinks.KINKS)
 
 
 @pytest.mark.parametrize("q", KINKED, ids=lambda q: q.qid)
 def test_drawn_inputs_keep_every_preactivation_clear_of_zero(q):
     for seed in range(40):
         views = programs._views(q.spec, seed)
-        assert min(np.abs(z).min() for z in reference_programs.KINKS[q.spec.reference](*views)) \
+        assert min(np.abs(z).min() for z in kinks.KINKS[q.spec.reference](*views)) \
             >= programs.KINK_MARGIN, (q.qid, seed)
 
 

@@ -5,10 +5,12 @@ says it. A block of a transformer (an MLP with its nonlinearity, attention with 
 gradient) is not one einsum, so the spec names one of the functions here instead (``reference``), and
 its ``einsum`` field describes the computation in words for the messages.
 
-They are public, like the spec: each is the block as the chapter's text defines it, on one device, in
-float64 numpy, so the judging process needs no JAX and the self-check and the grader agree on what
-is right. They answer no question: the exercise is to shard the computation over a mesh, with the
-collectives the chapter asks for, and the grader checks those, not only the numbers.
+Each is the block as the chapter's text defines it, on one device, in float64 numpy, so the judging
+process needs no JAX. They are answers like the rest of ``solutions/``: a block on one device is what some
+function questions ask for (ch07-cx2's decode step is ``decode_attention`` with a cache; ch04-cx3's attention
+is it called per query), so a grading kernel cannot read them (``tests/grading/test_grader_only_code.py``).
+The judge calls them, and the self-check of a learner's own notebook, where the installed package holds
+``solutions/`` anyway.
 """
 
 from __future__ import annotations
@@ -160,28 +162,6 @@ def speculative_decode(prompt: np.ndarray, w_target: np.ndarray, draft_len: int 
             last = target[n]
         tokens[b] = out[:new_tokens]
     return tokens, accepted
-
-
-def _mlp_kinks(x: np.ndarray, w_in: np.ndarray, w_out: np.ndarray) -> list[np.ndarray]:
-    return [x @ w_in]
-
-
-def _relu_stack_kinks(x: np.ndarray, w: np.ndarray) -> list[np.ndarray]:
-    scale, h, out = np.sqrt(2.0 / x.shape[1]), x, []
-    for layer in w:
-        out.append(h @ layer)
-        h = np.maximum(out[-1], 0.0) * scale
-    return out
-
-
-# The pre-activations whose sign a reference's gradient depends on (a relu's gate), by reference: where one is
-# near zero, a right float32 program may take the other side of the gate (``programs.inputs`` draws clear of it).
-# A forward pass alone needs none: there the jump is as small as the pre-activation.
-KINKS: dict[str, Callable[..., list[np.ndarray]]] = {
-    "mlp_loss_grad_w_in": _mlp_kinks,
-    "mlp_train_step": _mlp_kinks,
-    "relu_stack_train_step": _relu_stack_kinks,
-}
 
 
 REFERENCES: dict[str, Callable[..., np.ndarray]] = {

@@ -1,0 +1,60 @@
+"""What a grading kernel can import answers no question: the single-device references of the program questions
+included. They are the chapters' answers as much as any record's (ch07-cx2 asks for the decode step that the
+decode-attention reference computes; ch04-cx3's attention is that reference called once per query), so they
+live in ``solutions/`` with the rest, where a grading kernel cannot read them, and only the judge, which runs
+no student code, calls them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.grading.jail import isolation_paths, landlock_abi
+from autograder.questions import Program, chapter_names, load_chapter
+
+NAMES = sorted({q.spec.reference for name in chapter_names() for q in load_chapter(name).questions
+                if isinstance(q, Program) and q.spec.reference})
+
+# What a student would try: every module of the packages a notebook imports, searched for the references by name.
+PROBE = """
+import importlib, json, pkgutil, sys
+import autograder, course
+names, found = json.loads(sys.argv[1]), []
+for package in (autograder, course):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        try:
+            loaded = importlib.import_module(module.name)
+        except BaseException:
+            continue
+        found += [f"{module.name}.{n}" for n in names if callable(getattr(loaded, n, None))]
+print(json.dumps(found))
+"""
+
+
+def test_every_program_question_names_a_reference():
+    assert len(NAMES) >= 8, NAMES  # the search below looks for something
+
+
+@pytest.mark.skipif(landlock_abi() == 0, reason="no Landlock on this kernel")
+def test_a_grading_kernel_finds_no_program_reference_in_what_it_can_import(tmp_path):
+    deny, allow = isolation_paths(Path.cwd())
+    walls = [a for d in deny for a in ("--deny", str(d))] + [a for p in allow for a in ("--allow", str(p))]
+    cmd = [sys.executable, "-m", "autograder.grading.jail", *walls, "--rw", str(tmp_path), "--",
+           sys.executable, "-c", PROBE, json.dumps(NAMES)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+def test_the_judge_still_reads_the_references():
+    from autograder import programs
+
+    q = next(q for name in chapter_names() for q in load_chapter(name).questions
+             if isinstance(q, Program) and q.spec.reference == "decode_attention")
+    (out,) = programs.expected_outputs(q.spec, seed=7)
+    assert out.shape and abs(out).sum() > 0
