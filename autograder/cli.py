@@ -95,6 +95,8 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
 
     if not summary.results and not summary.problems:
         print(f"No submissions found under {course / 'submitted'}/<student>/{assignment}/.")
+        if summary.not_submitted:
+            print(f"not submitted: {', '.join(printable(s) for s in summary.not_submitted)}")
         return
     if summary.results:
         print_table(assignment, [{**r, "student": printable(r["student"])} for r in summary.results])
@@ -102,6 +104,8 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
         print("\nSubmissions with problems (graded as far as possible, except those \"not graded\"):")
         for student, problems in sorted(summary.problems.items(), key=lambda item: printable(item[0])):
             print(f"  {printable(student)}: {'; '.join(printable(p) for p in problems)}")
+    if summary.not_submitted:  # roster students with nothing graded: a "not submitted" row each in grades.csv
+        print(f"\nnot submitted: {', '.join(printable(s) for s in summary.not_submitted)}")
     for warning in summary.warnings:
         print(f"\nWarning: {warning}")
     print(f"\n{len(summary.results) - summary.skipped} graded, {summary.skipped} unchanged and kept, in "

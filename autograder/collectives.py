@@ -6,7 +6,9 @@ their bytes), combines all-reduces into tuples and replaces reduce-scatters by a
 A ``shard_map`` program states its collectives explicitly, in its own dtypes, before any of that.
 Loops are counted with their trip counts (a ``scan`` body runs ``length`` times). Programs whose
 collectives are chosen by the compiler (``jit`` with shardings) have none in StableHLO; for those
-``compiled_census`` counts the compiled program's, with the caveats above.
+``compiled_census`` counts the compiled program's, with the caveats above, and ``compiled_collectives`` reads
+their shapes and groups so that their bytes are weighed too. The census is a closed world: an op that
+communicates and is none of the five kinds raises ``UnknownCollective``.
 
 Bytes per device follow the book's ring algorithms (Part 3): with N devices in the group and an
 operand of S bytes per device, an all-gather receives (N-1)*S, a reduce-scatter and an all-to-all
@@ -36,6 +38,25 @@ _SCALAR = re.compile(r"dense<(-?\d+)>")
 # The result's shape is one token, or a tuple of shapes where XLA combined several collectives into one.
 _COMPILED = re.compile(r"=\s*(?:\([^()=]*\)|\S+)\s+(all-reduce|all-gather|reduce-scatter|all-to-all|"
                        r"collective-permute)(?:-start)?\(")
+
+
+class UnknownCollective(ValueError):
+    """A program communicates with an op the census does not know (``collective_broadcast``, ``send``, ``recv``...):
+    the census is a closed world, so such a program is refused rather than counted as moving nothing."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(op)
+        self.op = op
+
+
+# Communicating ops the census does not weigh. Beyond these names, any op that carries a channel or device groups
+# and is not one of ``KINDS`` is unknown too (a new collective of a later StableHLO or XLA).
+UNKNOWN_STABLEHLO = re.compile(r"\bstablehlo\.(collective_broadcast|send|recv|infeed|outfeed)\b")
+_GROUPED_ATTRS = ("channel_handle", "replica_groups", "source_target_pairs")
+_KNOWN_HLO = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"}
+_UNKNOWN_HLO = {"collective-broadcast", "send", "send-done", "recv", "recv-done", "ragged-all-to-all", "infeed",
+                "outfeed", "all-reduce-scatter"}
+_GROUPED_HLO = re.compile(r"\b(channel_id|replica_groups|source_target_pairs)=")
 
 
 @dataclass(frozen=True)
@@ -196,10 +217,14 @@ def _hops(pairs: list[list[int]], mesh: Sequence[tuple[str, int]]) -> tuple[floa
 
 
 def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Collective]:
-    """Collectives of a StableHLO module (as text), aggregated by kind, axes, dtype and shape."""
+    """Collectives of a StableHLO module (as text), aggregated by kind, axes, dtype and shape. Raises
+    ``UnknownCollective`` for a communicating op it does not know (a closed world: nothing moves unweighed)."""
     from jax._src.interpreters import mlir as jmlir
     from jax._src.lib.mlir import ir
 
+    unknown_op = UNKNOWN_STABLEHLO.search(module_text)  # anywhere in the module, called or not
+    if unknown_op:
+        raise UnknownCollective(unknown_op.group(0))
     with jmlir.make_ir_context():
         module = ir.Module.parse(module_text)
         funcs = {}
@@ -214,6 +239,8 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
             if depth > 64:
                 return
             name = op.name
+            if name not in KINDS and any(a in op.attributes for a in _GROUPED_ATTRS):
+                raise UnknownCollective(name)
             if name in KINDS:
                 groups_text = _attr(op, "replica_groups") or _attr(op, "source_target_pairs") or "dense<[[0]]>"
                 groups = _dense_list(groups_text)
@@ -353,5 +380,114 @@ def placed_permutes(stated_text: str, compiled_text: str,
 
 def compiled_census(hlo_text: str) -> dict[str, int]:
     """Collectives in compiled HLO text by kind (async ``-start`` halves counted once); loops are
-    not unrolled, and on CPU bf16 appears as f32 and all-reduces may be combined."""
+    not unrolled, and on CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective``
+    for a communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
+    for line in hlo_text.splitlines():
+        found = _instruction(line)
+        if found is None:
+            continue
+        op = found[1]
+        half = op.rsplit("-", 1)[0] if op.endswith(("-start", "-done")) else ""
+        known = op in _KNOWN_HLO or op.startswith("async-") or half in _KNOWN_HLO
+        if op in _UNKNOWN_HLO or (not known and _GROUPED_HLO.search(line)):
+            raise UnknownCollective(op)
     return dict(Counter(m.group(1) for m in _COMPILED.finditer(hlo_text)))
+
+
+_NAME = re.compile(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
+_ARRAY = re.compile(r"([a-z]+[0-9a-z]*)\[([\d,]*)\]")
+
+
+def _instruction(line: str) -> tuple[str, str] | None:
+    """An HLO instruction line's result type (a shape, or a tuple of them in parentheses) and opcode."""
+    m = _NAME.match(line)
+    if m is None:
+        return None
+    i = m.end()
+    if line[i:i + 1] == "(":  # a tuple type, perhaps nested
+        depth, j = 0, i
+        while j < len(line):
+            depth += (line[j] == "(") - (line[j] == ")")
+            j += 1
+            if depth == 0:
+                break
+    else:
+        j = i
+        while j < len(line) and not line[j].isspace():
+            j += 1
+    op = _OPCODE.match(line, j)
+    return (line[i:j], op.group(1)) if op else None
+
+
+def _compiled_groups(line: str, devices: int) -> list[list[int]] | None:
+    """A compiled collective's device groups, in any of XLA's forms: explicit ``{{0,1},{2,3}}``, iota
+    ``[2,4]<=[4,2]T(1,0)`` and Shardy's ``mesh['axis_0'=2,'axis_1'=4] {'axis_1'}``; all devices where none are
+    written; None for a form not read here."""
+    import numpy as np
+
+    m = re.search(r"replica_groups=(\{[\d,{}\s]*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?|mesh\[[^\]]*\]\s*\{[^}]*\})",
+                  line)
+    if m is None:
+        return None if "replica_groups=" in line else [list(range(devices))]
+    text = m.group(1)
+    if text.startswith("{"):
+        groups = [[int(d) for d in g.split(",") if d.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text[1:-1])]
+        groups = [g for g in groups if g]
+        return groups or [list(range(devices))]
+    if text.startswith("["):
+        shape_m = re.match(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
+        out_shape = [int(d) for d in shape_m.group(1).split(",")]
+        dims = [int(d) for d in shape_m.group(2).split(",")]
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        if shape_m.group(3):
+            ids = ids.transpose([int(d) for d in shape_m.group(3).split(",")])
+        return ids.reshape(out_shape).tolist() if math.prod(out_shape) == ids.size else None
+    axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", text[:text.index("]")])
+    over = re.findall(r"'([^']*)'(?!\s*=)", text[text.index("]"):])
+    names = [a for a, _ in axes]
+    if any(":" in a or a not in names for a in over) or "(" in text[text.index("]"):]:
+        return None  # sub-axes: not read here
+    ids = np.arange(math.prod(int(n) for _, n in axes)).reshape([int(n) for _, n in axes] or [1])
+    inner = [names.index(a) for a in over]
+    ids = ids.transpose([d for d in range(len(names)) if d not in inner] + inner)
+    return ids.reshape(-1, math.prod(int(axes[d][1]) for d in inner) if inner else 1).tolist()
+
+
+def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: str | None = None) -> list[Collective]:
+    """The collectives of a compiled program (HLO text) other than collective-permutes (``placed_permutes`` reads
+    those), each run once (the compiled program counts a loop's body once), with its operand as each device holds
+    it, worked out from the result's shape: what the compiler placed in a ``jit`` program, to weigh against the
+    model's traffic. A combined all-reduce of several arrays is one collective per array. ``width``: the widest
+    float dtype of the question; a wider compiled float (CPU runs bf16 collectives in f32) is counted at it."""
+    devices = math.prod(n for _, n in mesh) or 1
+    out = []
+    for line in hlo_text.splitlines():
+        m = _COMPILED.search(line)
+        found = _instruction(line)
+        if m is None or found is None or m.group(1) == "collective-permute":
+            continue
+        kind, (result, op) = m.group(1), found
+        arrays = [(dt, tuple(int(d) for d in dims.split(",") if d)) for dt, dims in _ARRAY.findall(result)]
+        if op == "all-gather-start":  # (operands..., results...)
+            arrays = arrays[len(arrays) // 2:]
+        groups = _compiled_groups(line, devices)
+        n = len(groups[0]) if groups else devices
+        axes = _axes(groups, mesh) if groups else tuple(a for a, _ in mesh)
+        dim_m = re.search(r"dimensions=\{(\d+)\}", line)
+        dim = int(dim_m.group(1)) if dim_m else 0
+        for dtype, shape in arrays:
+            dtype = _HLO_DTYPES.get(dtype, dtype)
+            if width and dtype in _FLOATS and DTYPE_BYTES[dtype] > DTYPE_BYTES.get(width, 4):
+                dtype = width
+            shape = list(shape) or [1]
+            d = min(dim, len(shape) - 1)
+            if kind == "all-gather":  # the result holds n operands
+                shape[d] = max(shape[d] // max(n, 1), 1)
+            elif kind == "reduce-scatter":  # the operand holds n results
+                shape[d] *= n
+            out.append(Collective(kind, axes, dtype, tuple(shape), n, 1))
+    return out
+
+
+_FLOATS = {"bf16", "f16", "f32", "f64"}

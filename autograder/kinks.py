@@ -2,8 +2,8 @@
 
 Drawn inputs keep clear of them (``programs.inputs``): where one lies near zero, a right float32 program may take
 the other side of a relu's gate than the float64 reference. They answer nothing (a matmul of the inputs), so
-they lie here, where the jailed process that draws a program's inputs can read them; the references themselves
-(``solutions/_derived/programs.py``) it cannot.
+they lie outside ``autograder/program_references/``, which the jailed process that draws a program's inputs
+cannot read.
 """
 
 from __future__ import annotations

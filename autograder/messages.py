@@ -80,6 +80,9 @@ _WRONG = {
                       "term (which quantities enter it, and whether they multiply or add).",
     "unit": "This looks like the answer in {guess}; the question asks for {unit}. Give the number in "
             "{unit}, or write the unit, e.g. '{example}'.",
+    # a size written with a decimal prefix that is right with the binary one, or the other way round
+    "unit:binary": "{decimal} is 10^{decimal_power} bytes and {binary} is 2^{binary_power} bytes: your number reads "
+                   "as the other one. Check which one your calculation gives, and write that unit.",
     "close": "Close, but the question accepts {tolerance}.",
     # "close" beyond what a rounding explains (kinds/number.py, ROUNDING): the same diagnosis, other words
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
@@ -116,6 +119,8 @@ _VERDICTS = {
     "devices:real": "This kernel has {have}; this question's mesh needs {need}: check it on a machine with {need}, "
                     "or on {need} simulated devices (set SCALING_COURSE_DEVICES=cpu and restart the kernel; see "
                     "the README).",
+    # A check cell run before its answer cell: its argument names a variable no cell has set yet (course/answers.py).
+    "run_first": "{error}: run the answer cell above (the one that sets {name}) first.",
     "interrupted": "{qid}: the check was interrupted before it finished, and nothing was recorded. If your function "
                    "was still running, look for an endless loop.",
     "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "
@@ -189,6 +194,8 @@ _FRAMES = {
     "failing_cases": "{failed} of {cases} test cases fail. First, with {args}: {message}",
     "failing_cases:drawn": "{failed} of {cases} test cases drawn at grading time fail. First, with {args}: {message}",
     "hints": "{message} Hint: {hints}",
+    # the book's answer (``kinds.at_book``) that is also a slip or a simple factor at the student's own values
+    "book_value+own": "{message} If you did use your own values: {own}",
 }
 _HINT_JOINER = " Or: "
 
@@ -317,6 +324,8 @@ _PROGRAM = {
     "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",
     "error:unreadable": "the recorded program cannot be read ({kind})",
     "error:foreign_call": "the program calls {target!r}, which is not allowed here",
+    "error:unknown_collective": "the program uses {op}, which the course cannot weigh; use the collectives of the "
+                                "chapter (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute)",
     "error:signature": "the program takes {got} on {devices} devices",
     "error:devices": "the program was exported for {devices} device(s), not for the {want} devices of the "
                      "question's mesh (a program whose results do not depend on its inputs is exported for one)",
@@ -349,9 +358,12 @@ def phrase(code: str, **ctx: object) -> str:
         return _NOTEBOOK_SPENT.format(seconds=bounds.NOTEBOOK_SECONDS)
     fields = {"detail": arg or ctx.get("detail", ""), **ctx}
     said_of_a_number = _WRONG.get(f"{head}:number") if ctx.get("number") else None  # e.g. "missing_symbol:number"
-    template = _VERDICTS.get(code) or _INVALID.get(head) or said_of_a_number or _WRONG.get(head)
+    template = _VERDICTS.get(code) or _INVALID.get(head) or said_of_a_number or _WRONG.get(code) or _WRONG.get(head)
     if template is None:
         return "Not the expected answer."
+    if head == "wrong_type" and _CONTAINER.match(str(fields["detail"])):  # record.container_words
+        template = _CONTAINED
+        fields["fix"] = _container_fix(str(fields["detail"]))
     if head == "implicit_multiplication":
         d = str(fields["detail"])
         fields["fix"] = d[:1] + "*" + d[1:].lstrip() if d else ""
@@ -379,6 +391,24 @@ def phrase(code: str, **ctx: object) -> str:
         fields["finding"] = _ELEMENT_NOT_EQUAL if ctx.get("finding_code") == "not_equal" \
             else str(ctx.get("finding", "")).rstrip(".")
     return template.format_map(_Default(fields))
+
+
+# "wrong_type" of one value given in a container: what ``record.container_words`` calls it, and what to give instead.
+_CONTAINER = re.compile(r"an? (list|tuple|array) of (one value|\d+ values|shape \(([\d, ]*)\))$")
+_CONTAINED = "Expected {expected}, got {detail}: {fix}."
+
+
+def _container_fix(detail: str) -> str:
+    m = _CONTAINER.match(detail)
+    name, size = (m.group(1), m.group(2)) if m else ("array", "")
+    dims = [int(d) for d in m.group(3).replace(" ", "").split(",") if d] if m and m.group(3) is not None else []
+    if name == "array" and dims and all(d == 1 for d in dims):  # an array that holds one value, but not a number
+        return "give the one value it holds, x.item(), not the array"
+    if size != "one value":
+        return f"give the one value the question asks for, not {'an' if name == 'array' else 'a'} {name} of them"
+    if name == "tuple":
+        return "give the value itself, x[0], not the tuple (a comma after a value makes a tuple)"
+    return "give the value itself, x[0], not the list"
 
 
 def frame(name: str, message: str, **ctx: object) -> str:

@@ -29,7 +29,7 @@ import sysconfig
 import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -72,6 +72,9 @@ class Report:
     # a neighbour on the ring of their axis: weighed on the questions whose collectives are permutes.
     placed: tuple[Collective, ...] = ()
     jumps: int = 0
+    # Where the program states no collective (a ``jit`` program), the others the compiler placed
+    # (``collectives.compiled_collectives``): weighed against the model's traffic as the stated ones are.
+    compiled: tuple[Collective, ...] = ()
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -132,6 +135,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
     import jax
 
+    from .collectives import UnknownCollective, compiled_collectives
+
     try:
         args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
         jitted = jax.jit(fn)
@@ -140,16 +145,19 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         if size > RESULT_BYTES:  # refused before it runs: results this large would not fit where they are judged
             return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
                           error_code="bad_program")
-        out = jitted(*args)
         stated_text = lowered.as_text()  # once: a long program's text costs its printing each time
-        found = tuple(inspect_text(stated_text, q.mesh))
+        found = tuple(inspect_text(stated_text, q.mesh))  # before it runs: what the census cannot weigh is refused
+        out = jitted(*args)
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
         compiled_text = compiled.as_text()
         placed = compiled_census(compiled_text)
         stated = census(found)
         counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
         permutes = placed_permutes(stated_text, compiled_text, q.mesh)
+        chosen = () if found else tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
         memory = _memory(compiled) if q.max_bytes else None
+    except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
+        return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
     except Exception as e:  # the student's program failed to trace, compile or run
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
     if not jax.tree.leaves(out):  # None, or a tuple of them: nothing came out
@@ -167,7 +175,19 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         return Report(error=phrase_program("error:dtype", dtype=odd[0]), error_code="wrong_type")
     specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
     return Report(tuple(np.asarray(o) for o in outs), specs, counts, found, memory=memory,
-                  placed=tuple(c for c, _ in permutes), jumps=sum(not ring for _, ring in permutes))
+                  placed=tuple(c for c, _ in permutes), jumps=sum(not ring for _, ring in permutes), compiled=chosen)
+
+
+_FLOAT_NAMES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}
+
+
+def _float_width(q: ProgramSpec) -> str | None:
+    """The widest float dtype of the question's operands (as the census names it), at which a compiled collective
+    is counted: XLA on CPU runs a bf16 collective in f32. None for a question of integers."""
+    from .collectives import DTYPE_BYTES
+
+    floats = [_FLOAT_NAMES[str(op.dtype)] for op in q.operands if str(op.dtype) in _FLOAT_NAMES]
+    return max(floats, key=DTYPE_BYTES.__getitem__) if floats else None
 
 
 def _kind(value: Any) -> str:
@@ -303,7 +323,8 @@ def report_to_json(r: Report) -> dict[str, Any]:
     return {"outputs": [_array_to_text(o) for o in r.outputs],
             "out_specs": [None if s is None else list(s) for s in r.out_specs], "census": r.census,
             "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
-            "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps}
+            "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
+            "compiled": [asdict(c) for c in r.compiled]}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -320,7 +341,7 @@ def report_from_json(d: dict[str, Any]) -> Report:
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
                   collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
                   {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
-                  collectives("placed"), int(d.get("jumps") or 0))
+                  collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"))
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -339,9 +360,9 @@ def _as_views(q: ProgramSpec, arrays: list[np.ndarray]) -> list[np.ndarray]:
 def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
     """Every result the program must return, in order (one unless the spec names several outputs), in
     float64: from the public einsum (on each operand's view), or from the single-device reference the spec
-    names (``solutions/_derived/programs.py``)."""
+    names (``autograder/program_references/``)."""
     if q.reference:
-        from solutions._derived.programs import REFERENCES
+        from .program_references import REFERENCES
 
         result = REFERENCES[q.reference](*_views(q, seed))
         outs = tuple(result) if q.outputs else (result,)
@@ -671,7 +692,7 @@ def _local_share(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance) -> F
     """For a reference program: whether each device's block of the result is that device's share, the
     reference computed on the blocks of the operands it holds, summed over none of the mesh axes that
     split the operands but not the result (a psum over them left out)."""
-    from solutions._derived.programs import REFERENCES
+    from .program_references import REFERENCES
 
     sizes = dict(q.mesh)
     split = {a for op in q.operands for e in op.spec for a in _entry_axes(e)}
@@ -887,9 +908,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say
         return Verdict(Status.PARTIAL, 0.5, "collectives:unknown_count",
                        phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})
-    weighed = report.collectives + report.placed if ring else report.collectives
+    compiled, model = _standing_in(report.compiled, expected_counts, traffic)
+    weighed = weighed_collectives(q, replace(report, compiled=compiled))
     moved = collective_traffic(weighed)
-    wasted = _wasted(moved, traffic, q) if weighed else None
+    wasted = _wasted(moved, model, q) if weighed else None
     if wasted is not None:
         one_way = wasted["kind"] == BUSIER
         kind = "collective-permute" if one_way else wasted["kind"]
@@ -918,6 +940,34 @@ def _as_reduce_scatters(found: dict[str, int], wanted: dict[str, Any]) -> dict[s
     out = {**found, "reduce-scatter": found.get("reduce-scatter", 0) + moved,
            "all-reduce": found.get("all-reduce", 0) - moved}
     return {k: v for k, v in out.items() if v}
+
+
+def weighed_collectives(q: ProgramSpec, report: Report) -> tuple[Collective, ...]:
+    """The collectives whose bytes are weighed: those the program states, the permutes the compiler placed on a ring
+    question, and, for a program that states none, those the compiler placed. The model's traffic
+    (``release.measure_traffic``) is measured over the same, so a ``jit`` model has a yardstick too."""
+    ring = bool(q.collectives.get("collective-permute"))
+    return report.collectives + (report.placed if ring else ()) + report.compiled
+
+
+def _standing_in(compiled: tuple[Collective, ...], wanted: dict[str, Any], model: Mapping[str, float] | None
+                 ) -> tuple[tuple[Collective, ...], Mapping[str, float] | None]:
+    """The compiler's collectives and the model's traffic as they are weighed against each other. XLA on CPU compiles
+    a reduce-scatter to an all-reduce of the same operand and a slice: where the question asks for reduce-scatters
+    the compiled program lacks, its all-reduces are weighed as reduce-scatters of their operands (never as
+    all-reduce bytes beside a reduce-scatter), and the model's all-reduce and reduce-scatter bytes as one; a real
+    all-reduce among them then counts half its bytes, which spares every honest program."""
+    want = wanted.get("reduce-scatter", 0)
+    want = want if isinstance(want, int) else want[0]
+    have = sum(c.kind == "reduce-scatter" for c in compiled)
+    if not compiled or want <= have or not any(c.kind == "all-reduce" for c in compiled):
+        return compiled, model
+    moved = tuple(replace(c, kind="reduce-scatter") if c.kind == "all-reduce" else c for c in compiled)
+    if not model:
+        return moved, model
+    both = {k: v for k, v in model.items() if k not in ("all-reduce", "reduce-scatter")}
+    both["reduce-scatter"] = model.get("all-reduce", 0.0) + model.get("reduce-scatter", 0.0)
+    return moved, both
 
 
 def _wasted(moved: dict[str, float], model: Mapping[str, float] | None, q: ProgramSpec) -> dict[str, Any] | None:

@@ -275,7 +275,7 @@ class ProgramSpec:
     atol: float = 1e-4
     out_shape: tuple[int, ...] | None = None  # reshape of the einsum's result, when it differs
     # A block that is not one einsum (an MLP, attention, a gradient): the name of its single-device
-    # reference in ``solutions/_derived/programs.py``, computed on the operands in place of the einsum.
+    # reference in ``autograder/program_references/``, computed on the operands in place of the einsum.
     reference: str = ""
     # A program that returns several arrays (a train step's loss and gradients): their names, in the order
     # the function returns them and the reference computes them; ``out_spec`` then holds one spec per name.
@@ -413,7 +413,7 @@ class Program(Question):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.spec.reference:  # here, where records are written, not in ProgramSpec: jailed processes build those
-            from solutions._derived.programs import REFERENCES
+            from .program_references import REFERENCES
 
             if self.spec.reference not in REFERENCES:
                 raise AuthoringError(f"{self.qid}: no reference program {self.spec.reference!r}; known: "

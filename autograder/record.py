@@ -81,11 +81,48 @@ def _plain_number(x: Any) -> int | float | Fraction | None:
 
 
 def number_of(x: Any) -> int | float | Fraction | complex | None:
-    """``plain_number``, and besides it the value of a sympy expression of numbers alone, as ``.subs`` leaves one
-    (8*sqrt(3), log(4096)/log(2), 76.47*pi): a float (a complex where it is not real). The reading of a number
-    answer and of a choice between numbers; a formula keeps such an expression exact. Never raises."""
+    """``plain_number``, and besides it the number an array of one element holds (``jnp.array([t])``,
+    ``np.array([[t]])``: as a 0-d array, its value is not in doubt) and the value of a sympy expression of numbers
+    alone, as ``.subs`` leaves one (8*sqrt(3), log(4096)/log(2), 76.47*pi): a float (a complex where it is not
+    real). The reading of a number answer and of a choice between numbers; a formula keeps such an expression
+    exact. A list or tuple of one number is none (``container_words`` says what it is). Never raises."""
     number = plain_number(x)
+    if number is None:
+        number = _one_element(x)
     return number if number is not None else expression_value(x)
+
+
+def _one_element(x: Any) -> int | float | Fraction | None:
+    """The number an array of one element holds, whatever its shape ((1,), (1, 1)...), read as ``plain_number``
+    reads the 0-d array of it; None where ``x`` is no such array (a list or a tuple is none)."""
+    if isinstance(x, list | tuple | str | bytes):
+        return None
+    try:
+        shape = getattr(x, "shape", None)
+        if not (isinstance(shape, tuple) and shape and all(type(d) is int and d == 1 for d in shape)):
+            return None
+        return plain_number(x.reshape(()))
+    except Exception:  # no reshape (a sympy Matrix), or a hostile object
+        return None
+
+
+def container_words(x: Any, sequences: bool = True) -> str | None:
+    """A scalar answer given in a container, in words, for the message that refuses it: "a list of one value",
+    "a tuple of 3 values", "an array of shape (2, 3)" (never a library's class name). None where ``x`` is no list,
+    tuple or array of one dimension or more, or (``sequences`` false) is a list or a tuple, which the record then
+    names by its type as before. ``messages.phrase`` says what to give instead."""
+    try:
+        if isinstance(x, list | tuple):
+            if not sequences:
+                return None
+            name, n = ("list", list.__len__(x)) if isinstance(x, list) else ("tuple", tuple.__len__(x))
+            return f"a {name} of {'one value' if n == 1 else f'{n} values'}"
+        shape = getattr(x, "shape", None)
+        if isinstance(shape, tuple) and 0 < len(shape) <= 8 and all(type(d) is int for d in shape):
+            return f"an array of shape {tuple.__repr__(tuple(shape))}"
+    except Exception:  # a hostile object: its type says what it is
+        return None
+    return None
 
 
 # The most a kernel spends evaluating a sympy expression of numbers: milliseconds for any a cell computes, while
@@ -119,16 +156,17 @@ def expression_value(x: Any) -> float | complex | None:
         return None
 
 
-def encode_scalar(kind: str, answer: Any) -> Any:
+def encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
     """JSON for one answer of kind formula / number / choice (text, or an invalid marker). Never raises: an
-    object whose methods raise is recorded as a value of the wrong type."""
+    object whose methods raise is recorded as a value of the wrong type. ``whole``: the answer itself, not one
+    value a function returned (whose lists the function kind describes from their type's name)."""
     try:
-        return _encode_scalar(kind, answer)
+        return _encode_scalar(kind, answer, whole)
     except Exception as e:
         return _unreadable(answer, e)
 
 
-def _encode_scalar(kind: str, answer: Any) -> Any:
+def _encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
     if kind == "choice" and issubclass(type(answer), str):
         return str.__str__(answer)
     number = number_of(answer) if kind in ("number", "choice") else None
@@ -142,6 +180,11 @@ def _encode_scalar(kind: str, answer: Any) -> Any:
         return value if math.isfinite(value) else float.__repr__(value)
     from .formula import Invalid, answer_to_text  # sympy: in the kernel, not in the grader's workers
 
+    # An array of several values, or a number question's [t] or (t,): its shape and size, not its class. (A choice
+    # or formula in a list keeps the type's name, "list", which the record has always written there.)
+    contained = container_words(answer, sequences=kind == "number") if whole else None
+    if contained is not None:
+        return {"invalid": "wrong_type", "detail": contained}
     text = answer_to_text(answer)
     if kind == "choice":  # an option is a string or a number; anything else is recorded as why not
         return _invalid(text if isinstance(text, Invalid) else Invalid("wrong_type", type_name(answer)))
@@ -364,8 +407,8 @@ def _encode_item(kind: str, x: Any) -> Any:
                 except Exception as e:
                     return {"invalid": "wrong_type", "detail": f"array ({type_name(e)})"}
             if isinstance(x, list | tuple):
-                return [encode_scalar("number", v) for v in x]
-        return encode_scalar(kind, x)
+                return [encode_scalar("number", v, whole=False) for v in x]
+        return encode_scalar(kind, x, whole=False)
     except Exception as e:
         return _unreadable(x, e)
 

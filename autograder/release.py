@@ -427,13 +427,13 @@ def measure_traffic(q: Program, spec: ProgramSpec) -> dict[str, float]:
     setup("cpu")
     from .collectives import traffic
     from .meshes import mesh
-    from .programs import export, run_exported
+    from .programs import export, run_exported, weighed_collectives
 
     model = functools.partial(q.solution, **dict(spec.mesh)) if q.spec.mesh_choices else q.solution  # at its shape
     report = run_exported(spec, export(spec, model, make_mesh=mesh), 0, make_mesh=mesh)
     if report.error:
         raise AuthoringError(f"{q.qid}: the model does not run at {spec.mesh}: {report.error}")
-    return model_traffic.as_json(traffic(report.collectives))
+    return model_traffic.as_json(traffic(weighed_collectives(spec, report)))
 
 
 def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[str], None] = print) -> list[Path]:

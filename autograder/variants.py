@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -178,8 +179,11 @@ def settings_block(settings: Sequence[Setting], allowed: Mapping[str, Mapping[st
 
 
 def deal(course: str, assignment: str, student: str, setting: str, count: int) -> int:
-    """Which of a setting's ``count`` choices a student gets: the same everywhere it is computed."""
-    digest = hashlib.sha256("\0".join((course, assignment, student, setting)).encode()).digest()
+    """Which of a setting's ``count`` choices a student gets: the same everywhere it is computed. The parts are
+    hashed in Unicode's composed form (NFC): ``José`` typed on one machine and the same name decomposed by
+    another's file system (a macOS zip writes NFD) are one student, dealt one setting."""
+    parts = (unicodedata.normalize("NFC", part) for part in (course, assignment, student, setting))
+    digest = hashlib.sha256("\0".join(parts).encode()).digest()
     return int.from_bytes(digest[:8], "big") % count
 
 

@@ -9,8 +9,10 @@ the course's own grader does not trust; see docs/security.md).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import json
+import linecache
 import math
 import os
 import re
@@ -245,6 +247,58 @@ def _fail(qid: str, v: Verdict, notice: str = "") -> None:
     raise AnswerError(f"{qid}: {head}. {v.message}{more}{notice}") from None
 
 
+def show_run_first(shell: Any = None) -> None:
+    """In an IPython kernel (``shell``: this one's), show a NameError raised by a check cell's argument, a name no
+    cell has set yet (the answer cell above not run), as one line that says to run that cell first. The error stays
+    a NameError (Run All stops there, nbgrader counts it); a NameError anywhere else keeps its traceback. Installed
+    by ``from course import check``; nothing where the kernel has custom exception handlers of its own."""
+    if shell is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+    if shell is None or getattr(shell, "custom_exceptions", None) != () or not hasattr(shell, "set_custom_exc"):
+        return  # not IPython, installed already, or another handler there, which this one would replace
+
+    def handler(self: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
+        try:
+            line = _run_first(self, value, tb)
+        except Exception:  # never in the way of the traceback (IPython would drop a handler that raises)
+            line = None
+        if line is not None:
+            value._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]  # how IPython shows it
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+
+    shell.set_custom_exc((NameError,), handler)
+
+
+def _run_first(shell: Any, value: BaseException, tb: Any) -> str | None:
+    """The one line for a NameError raised in a cell's own code by the argument of a check(...) call in it, or
+    None where it is any other NameError (in a function, or outside a check call)."""
+    name = getattr(value, "name", None)
+    if not isinstance(name, str) or tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if code.co_name != "<module>" or shell.compile.format_code_name(code.co_filename) is None:
+        return None  # raised inside a function, or in a module's code: not a check cell's argument
+    try:
+        tree = ast.parse("".join(linecache.getlines(code.co_filename)))
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and node.lineno <= tb.tb_lineno <= (node.end_lineno or node.lineno)):
+            continue
+        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        arguments = [*node.args, *(k.value for k in node.keywords)]
+        if called == "check" and any(isinstance(n, ast.Name) and n.id == name
+                                     for a in arguments for n in ast.walk(a)):
+            return f"{type(value).__name__}: " + phrase("run_first", error=str(value), name=name)
+    return None
+
+
 def _display(bundle: dict[str, Any]) -> None:
     try:
         from IPython import get_ipython
@@ -255,3 +309,6 @@ def _display(bundle: dict[str, Any]) -> None:
         display(bundle, raw=True)
     else:
         print(bundle["text/plain"])
+
+
+show_run_first()  # the kernel that imports check shows a check cell run too early in one line

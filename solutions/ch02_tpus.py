@@ -495,8 +495,9 @@ def q6(chip: hw.TPU, shape: tuple[int, ...]) -> tuple[Number, ...]:
                ("hbm", "Seconds to stream A from HBM into the MXUs.", "2", "A is int8: one byte per element."),
                ("flops", "Seconds of MXU work for the bf16[8, 128*1024] product.", "1/2",
                 "a multiply-add is 2 FLOPs."))]
-    # the book: "at least 167 ms, closer to 200"; an answer rounded to 3 figures passes
-    between = Tolerance(low=pipelined * 0.995, high=serial)
+    # the book: "at least 167 ms, closer to 200"; an answer rounded to 3 figures passes at either end, and so does
+    # the sum of the four stages each rounded to 3 figures (0.0625 + 0.167 + 0.0195 + 0.0014 = 0.2504 > 0.25007)
+    between = Tolerance(low=pipelined * 0.995, high=serial * 1.005)
     out.append(number("ch02-q6-total", section=PROBLEMS, prompt="Estimated total time, with the stages pipelined.",
                       reference=pipelined, unit="s", tolerance=between,
                       slips=(Slip(stages["flops"], slip_code(stages["flops"], pipelined, between),

@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable
 
 import course
+from autograder.numbers import round_figures
 from autograder.questions import MeshChoice
 from course.symbols import D, F, H, K, L, N, V, X, Y
 from solutions._derived import models as m
@@ -571,13 +572,21 @@ def a1(model: m.Config) -> tuple[Number, ...]:
                slips=(Slip(one_embedding, slip_code(one_embedding, total, count.tolerance)), *count.slips)))
 
 
+def with_rounding(low: float, high: float, reference: float, *, figures: int) -> Tolerance:
+    """The range [low, high], widened to hold ``reference`` rounded to ``figures`` significant figures (the
+    book's reading of its own answer), whether that rounds up or down, with 1% to spare."""
+    rounded = round_figures(reference, figures)
+    return Tolerance(low=min(low, rounded * 0.99), high=max(high, rounded * 1.01))
+
+
 def a2(chip: hw.TPU) -> tuple[Number, ...]:
     """A2: seconds per token on one chip at peak. The book rounds the v5p's 0.915 ms up to about 1 ms, so
-    answers from 2% below the exact time to 10% above it pass, for every chip."""
+    answers from 2% below the exact time to 10% above it pass, for every chip; and, as the book reads it, the
+    time to one figure, whichever way that rounds (2 ms for the v5e's 2.13 ms and the v4p's 1.53 ms)."""
     seconds = A2_FLOPS / chip.bf16_flops_per_s
     return (number("ch06-a2-seconds-per-token", section=COUNTING,
                    prompt=f"A2: seconds per token on one {chip.name} at peak.", reference=seconds, unit="s",
-                   tolerance=Tolerance(low=0.98 * seconds, high=1.1 * seconds),
+                   tolerance=with_rounding(0.98 * seconds, 1.1 * seconds, seconds, figures=1),
                    slips=(Slip(seconds / 3, "ratio:1/3"), Slip(seconds * 1e3, "unit:1000"))),)
 
 
@@ -614,7 +623,17 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
     ckpt = ckpt_bytes(M70.D, batch, N_CKPT, M70.L)
     total = state + ckpt
     fewest = total / chip.hbm_bytes
-    days = A3_FLOPS / (fewest * chip.bf16_flops_per_s * MFU) / DAY
+    # A student carries their own total (3 figures, or any the question accepts) into the fewest chips, and
+    # trains on the whole number they were credited with: every whole count reachable from an accepted
+    # total passes, and the days on any of those chips.
+    total_tol = ONE_PERCENT
+    least, most = (f(bound / chip.hbm_bytes)
+                   for f, bound in zip((math.floor, math.ceil), total_tol.bounds(total), strict=True))
+
+    def days_on(n: float) -> float:
+        return A3_FLOPS / (n * chip.bf16_flops_per_s * MFU) / DAY
+    days = days_on(fewest)
+    days_tol = Tolerance(low=days_on(most) * (1 - ONE_PERCENT.rtol), high=days_on(least) * (1 + ONE_PERCENT.rtol))
     per_chip = total / POD
     per_chip_12 = (state + ckpt_bytes(M70.D, batch, 12, M70.L)) / POD
     doubled_12 = (state + 2 * ckpt_bytes(M70.D, batch, 12, M70.L)) / POD
@@ -627,17 +646,17 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
                slips=(Slip(ckpt / 2, "ratio:1/2", "bf16 is 2 bytes."),)),
         number("ch06-a5-total-bytes", section=COUNTING,
                prompt="A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
-               reference=total, unit="B", tolerance=ONE_PERCENT,
-               slips=(Slip(no_optimizer, slip_code(no_optimizer, total, ONE_PERCENT),
+               reference=total, unit="B", tolerance=total_tol,
+               slips=(Slip(no_optimizer, slip_code(no_optimizer, total, total_tol),
                            "the optimizer state: 8 bytes per parameter."),)),
         number("ch06-a5-min-chips", section=COUNTING,
                prompt=f"A5: the fewest {chip.hbm_bytes / 1e9:.0f} GB {chip.name} chips that hold it.", reference=fewest,
-               tolerance=Tolerance(low=math.floor(fewest), high=math.ceil(fewest)),
+               tolerance=Tolerance(low=least, high=most),
                slips=(Slip(fewest * 2, "ratio:2"),)),
         number("ch06-a5-days", section=COUNTING,
                prompt=f"A5: days to train on that many {chip.name} chips at 40% utilisation.",
-               reference=days, unit="days", tolerance=ONE_PERCENT,
-               slips=(Slip(days / 365.25, slip_code(days / 365.25, days, ONE_PERCENT, "days"), "in days."),)),
+               reference=days, unit="days", tolerance=days_tol,
+               slips=(Slip(days / 365.25, slip_code(days / 365.25, days, days_tol, "days"), "in days."),)),
         number("ch06-a6-bytes-per-chip", section=COUNTING, prompt="A6: bytes per chip of that memory on 8960 chips.",
                reference=per_chip, unit="B", tolerance=TWO_PERCENT,
                slips=(Slip(no_weights, slip_code(no_weights, per_chip),

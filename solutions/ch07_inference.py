@@ -438,7 +438,7 @@ def cx4_allreduce_then_slice(x, w_in, w_out):
 # --- CX5a, CX5b: a decode step with the softmax, sharded; CX6, CX7: greedy speculative decoding ------
 # The whole attention block of one decode step (projections, the new token's key and value joining the
 # cache, GQA softmax attention, the output projection), graded against ``gqa_decode_step`` in
-# solutions/_derived/programs.py. CX5a splits the batch over X = 8 (B 16, S 16, D 32, N 8, K 2, H 8):
+# autograder/program_references/. CX5a splits the batch over X = 8 (B 16, S 16, D 32, N 8, K 2, H 8):
 # every sequence's cache lives on one device, so the step needs no collective. CX5b splits the K = 8
 # key/value heads over X (B 4, S 16, D 32, N 16, K 8, H 8): one AllReduce adds the heads' shares of W_O.
 DB = dict(B=16, S=16, D=32, N=8, K=2, H=8)
@@ -619,7 +619,7 @@ def draw_spec(rng: random.Random, probe: dict) -> dict:
 # it. B = 16 sequences split over X (two per device) start from their prompt token mod V (the grader's
 # integer operands are small, of either sign); k = 3 proposals a round, until T = 16 new tokens. The
 # tokens, which must be the target's greedy decoding exactly, and each sequence's accepted proposals are
-# compared with ``speculative_decode`` in solutions/_derived/programs.py, whose defaults are k and T.
+# compared with ``speculative_decode`` in autograder/program_references/, whose defaults are k and T.
 # Sequences are independent, so the batch splits with no collective. Half-step rounding with V = 128 and
 # k = 3 keeps every slip visible on almost every draw (simulated in numpy over 2000 draws of the grader's
 # inputs: unverified proposals change the tokens on all of them, a dropped bonus token changes an accepted

@@ -1175,9 +1175,11 @@ COINCIDENCES: dict[str, tuple[str, frozenset[str]]] = {
         {"ch01-e5-tile-intensity", "ch01-e6-local-batch", "ch02-q2-v5e-cores", "ch02-q4-crossover-hbm",
          "ch04-q4-prefill-threshold", "ch06-a7-max-ways", "ch09-e3-padded-elements", "ch10-e1-local-cols",
          "ch11-c1-train-x", "ch11-c3-batch"})),
-    "course.inference.MEDIAN_DECODE_TOKENS": (_POWERS_OF_TWO.format("the answer"), frozenset(
+    "course.inference.MEDIAN_DECODE_TOKENS": (_POWERS_OF_TWO.format("the answer") + "; ch06-a5-min-chips accepts "
+                                              "every whole chip count an accepted total leads to (508 to 519 at "
+                                              "3M tokens on the v4p), 512 among them", frozenset(
         {"ch01-e6-local-batch", "ch06-a7-max-ways", "ch10-e1-local-cols", "ch11-c1-train-x", "ch11-c3-d-model",
-         "ch11-c4-tokens-per-chip", "ch12-e10-model-parallel"})),
+         "ch11-c4-tokens-per-chip", "ch12-e10-model-parallel", "ch06-a5-min-chips"})),
 }
 # A constant's unit, from its name (the course names units: ``*_BYTES_PER_S``, ``*_S``, ``*_HZ``); a constant
 # is compared with the questions asked in its dimension. None: no question is asked in it (Hz).

@@ -4,6 +4,7 @@ gradebook, so a grader killed between two writes loses nothing when it runs agai
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import warnings
@@ -84,13 +85,37 @@ def hand_grades(db_url: str, assignment: str) -> dict[str, list[tuple[str, float
     return out
 
 
-def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]]) -> None:
+def roster(db_path: Path) -> list[str] | None:
+    """The students of nbgrader's gradebook (``nbgrader db student add``, an LMS import, and every student a run
+    graded), or None where there is no gradebook to read. Read with sqlite alone, read-only: a note for the
+    staff, which no gradebook error may turn into a stopped class."""
+    import sqlite3
+
+    if not db_path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            return sorted(str(row[0]) for row in db.execute("SELECT id FROM student") if row[0] is not None)
+    except sqlite3.Error:
+        return None
+
+
+GRADED, NOT_SUBMITTED = "graded", "not submitted"  # grades.csv's status column
+
+
+def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]],
+              missing: list[dict[str, Any]] | None = None) -> None:
     """One row per result (student and assignment), one column per question of ``qids``. A question that is not
-    in the row's assignment is an empty cell: a 0 is always a score, so a column's mean is that question's."""
+    in the row's assignment is an empty cell: a 0 is always a score, so a column's mean is that question's.
+    ``missing`` (where the gradebook's roster is known): a row for each roster student with no result of an
+    assignment (``student``, ``assignment``, ``max_score``), its question cells empty, its score 0. The last
+    column, ``status``, says which a row is ("graded" or "not submitted"), after the columns readers know."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["student", "assignment", *qids, "score", "max_score"])
-    for r in sorted(results, key=lambda r: (r["assignment"], r["student"])):
-        cells = [f"{r['questions'][q].get('score', 0):g}" if q in r["questions"] else "" for q in qids]
-        w.writerow([r["student"], r["assignment"], *cells, f"{r['score']:g}", f"{r['max_score']:g}"])
+    w.writerow(["student", "assignment", *qids, "score", "max_score", "status"])
+    rows = [(r, GRADED) for r in results] + [(r, NOT_SUBMITTED) for r in missing or []]
+    for r, state in sorted(rows, key=lambda row: (row[0]["assignment"], row[0]["student"])):
+        questions = r.get("questions") or {}
+        cells = [f"{questions[q].get('score', 0):g}" if q in questions else "" for q in qids]
+        w.writerow([r["student"], r["assignment"], *cells, f"{r.get('score', 0):g}", f"{r['max_score']:g}", state])
     write_atomic(path, buf.getvalue())

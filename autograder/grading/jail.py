@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
+import importlib.util
 import os
 import platform
 import resource
@@ -198,8 +199,11 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
 
     solutions_dir = Path(solutions.__file__).parent.resolve()
     repo = solutions_dir.parent
-    deny = [course_dir.resolve(), solutions_dir, repo / "source", repo / "gradebook.db", repo / "submitted",
-            repo / "autograded", repo / STATE]
+    # The program questions' single-device references answer function questions: the grader's package holds them
+    # (a student's self-check runs them), but no grading process that runs a student's code may read them.
+    references = Path(importlib.util.find_spec("autograder.program_references").origin).parent.resolve()
+    deny = [course_dir.resolve(), solutions_dir, references, repo / "source", repo / "gradebook.db",
+            repo / "submitted", repo / "autograded", repo / STATE]
     needed = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
               *(Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})]
     # A home that is itself a package's or the environment's folder stays readable: denying it would break grading.

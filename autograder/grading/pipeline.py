@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import time
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +40,13 @@ from ..verdict import Status
 from . import STATE, factory, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
-from .gradebook import hand_grades
+from .gradebook import hand_grades, roster
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
 from .seeds import secret
 from .stages import Job
-from .submissions import GRADER_VERSION, misplaced, submissions
+from .submissions import GRADER_VERSION, misplaced, near_ids, same_id, spelled, submissions
 from .warmup import Warming, warm
 
 
@@ -88,6 +89,9 @@ class Summary:
     problems: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)  # for the staff, about the class as a whole
+    # Students of the gradebook's roster with no result of the assignment (a run of the whole class only; those
+    # with a note in ``problems`` are said there): each has a "not submitted" row in grades.csv.
+    not_submitted: list[str] = field(default_factory=list)
 
 
 def assignment_name(typed: str) -> str:
@@ -347,16 +351,27 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
 def chosen(a: Assignment, students: list[str] | None) -> tuple[list[tuple[str, Path]], dict[str, str]]:
     """The submissions to look at, and a note for each place the grader does not look (``misplaced``): the whole
     class, or the ``students`` named, where a name with no ``submitted/<id>/<assignment>/`` is a note too (a
-    mistyped id is said, never a run that grades nobody in silence)."""
-    found, notes = submissions(a), misplaced(a)
+    mistyped id is said, never a run that grades nobody in silence). A name typed in another Unicode form than
+    the folder's (``José`` composed, the folder decomposed by a macOS zip) is that folder, where it is the only
+    one; a folder whose id differs from the name in case (or that is one of several) is named in the note."""
+    everyone, notes = submissions(a), misplaced(a)
     if students is None:
-        return found, notes
+        return everyone, notes
     named = set(students)
-    found = [(student, folder) for student, folder in found if student in named]
+    found = [(student, folder) for student, folder in everyone if student in named]
     notes = {where: note for where, note in notes.items() if where in named}
     for student in sorted(named - {s for s, _ in found} - set(notes)):
-        notes[student] = f"not graded: there is no submitted/{printable(student)}/{a.name}/ (is the id right?)"
-    return found, notes
+        nfc = unicodedata.normalize("NFC", student)
+        same = [(s, f) for s, f in everyone if unicodedata.normalize("NFC", s) == nfc]
+        if len(same) == 1:
+            if same[0] not in found:
+                found.append(same[0])
+            continue
+        near = [s for s, _ in everyone if same_id(s) == same_id(student)]
+        hint = (f"; {', '.join(f'submitted/{spelled(s)}/{a.name}/' for s in near)} differ"
+                f"{'s' if len(near) == 1 else ''} from it only in Unicode form or letter case") if near else ""
+        notes[student] = f"not graded: there is no submitted/{printable(student)}/{a.name}/ (is the id right?{hint})"
+    return sorted(found), notes
 
 
 def unreleasable(a: Assignment) -> tuple[list[str], int]:
@@ -424,6 +439,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     todo, summary = [], Summary()
     found, notes = chosen(a, students)
     summary.problems.update({where: [note] for where, note in notes.items()})
+    # Said before this run's gradebook writes add the submitted ids to the roster (and on every later run too).
+    identity = near_ids([s for s, _ in found], roster(a.course_dir / "gradebook.db"))
     regrade: dict[str, int] = {}
     for student, folder in found:
         if not _storable(student):
@@ -487,6 +504,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     if warming.thread is not None:
         progress.note(warming.finish())
     table.write()
-    summary.warnings = release_warning(a) + hand_grade_warning(a)
+    summary.warnings = identity + release_warning(a) + hand_grade_warning(a)
+    if students is None and (missing := table.missing()) is not None:
+        summary.not_submitted = [s for s in missing.get(a.name, []) if s not in summary.problems]
     summary.seconds = time.monotonic() - started
     return summary

@@ -2,10 +2,11 @@
 
 The parent stores a result only after the gradebook has it (``store``). On a rerun, a submission whose
 fingerprint (submissions.py) matches its stored result, judged against the same answers (``answers_key``:
-the references and the source notebook), is not graded again (``unchanged``), and its stored result goes
-to the gradebook again, which is idempotent. So a kill at any moment loses no grade and duplicates none,
-and a fixed reference regrades the class. ``grades.csv`` is written from every stored result, of every
-assignment, after each result is stored (``Grades``).
+the source notebook, the references, and the source of the course and autograder packages), is not graded
+again (``unchanged``), and its stored result goes to the gradebook again, which is idempotent. So a kill at
+any moment loses no grade and duplicates none, and a fixed reference (or a changed course constant, or a new
+grader) regrades the class. ``grades.csv`` is written from every stored result, of every assignment, after
+each result is stored (``Grades``), with a row for each roster student who handed in nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..model_traffic import FILE_NAME as TRAFFIC_FILE
 from ..variants import dealt
 from . import STATE
 from .feedback import write_atomic
-from .gradebook import write_csv, write_result
+from .gradebook import roster, write_csv, write_result
 from .submissions import fingerprint
 
 if TYPE_CHECKING:
@@ -67,28 +68,57 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
 
 
 def answers_key(course_dir: Path, name: str, master: Path) -> str:
-    """A hash of what the assignment's answers are judged against: its source notebook (test cells, points) and
-    the references in use, as the judge finds them (the course's own ``solutions/`` where it has one, else the
-    installed package's): the chapter's own files and every shared one (``_derived/``, ``_kit.py``), never
-    another chapter's, and of the table of what program models move (shared by every chapter), this chapter's
-    entries only. Its bytes, not its import: importing a chapter would import JAX in the parent."""
+    """A hash of what the assignment's answers are judged against: its source notebook (test cells, points), the
+    references in use, as the judge finds them (the course's own ``solutions/`` where it has one, else the
+    installed package's), and the source of every module the references and the verdicts are built from: the
+    installed ``course`` package (``course/hardware.py``'s constants, its data files: the released fingerprints)
+    and the ``autograder`` package (its ``.py`` files: the judges). Of ``solutions/``, the chapter's own files
+    and every shared one (``_derived/``, ``_kit.py``), never another chapter's, and of the table of what program
+    models move (shared by every chapter), this chapter's entries only; of ``course/``'s data, another
+    chapter's fingerprints neither. Its bytes, not its import: importing a chapter would import JAX in the
+    parent. Computed once a run (``pipeline.prepare``): a few megabytes read."""
     h = hashlib.sha256(master.read_bytes())
     own = course_dir / "solutions"
     spec = importlib.util.find_spec("solutions") if not (own / "__init__.py").is_file() else None
     root = own if spec is None else Path(next(iter(spec.submodule_search_locations or []), own))
     chapter = re.match(r"(ch\d\d)_", name)
+    of_chapter = chapter.group(1) if chapter else None
+    _hash_tree(h, root, of_chapter, "", data=True)
+    for package, data in (("course", True), ("autograder", False)):
+        if (where := _package_dir(package)) is not None:
+            _hash_tree(h, where, of_chapter, package, data=data)
+    return h.hexdigest()
+
+
+def _package_dir(name: str) -> Path | None:
+    """The folder of the installed package ``name`` (the one the grader's processes import), or None."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))).resolve()
+    return Path(spec.origin).resolve().parent if spec.origin else None
+
+
+def _hash_tree(h: Any, root: Path, chapter: str | None, label: str, data: bool) -> None:
+    """Into ``h``, every file under ``root`` (its ``.py`` files only, unless ``data``) by its path under ``label``,
+    but byte code, hidden files and another chapter's files (``chNN_*`` by name, at any depth)."""
     for path in sorted(root.rglob("*")) if root.is_dir() else []:
         rel = path.relative_to(root)
         if not path.is_file() or "__pycache__" in rel.parts or any(p.startswith(".") for p in rel.parts):
             continue
-        of = re.match(r"(ch\d\d)_", rel.name) if len(rel.parts) == 1 else None
-        if of and chapter and of.group(1) != chapter.group(1):
-            continue  # another chapter's references
-        data = path.read_bytes()
-        if rel == Path(TRAFFIC_FILE) and chapter:
-            data = _chapter_entries(data, chapter.group(1))
-        h.update(os.fsencode(rel) + b"\0" + hashlib.sha256(data).digest())
-    return h.hexdigest()
+        if not data and path.suffix != ".py":
+            continue
+        of = re.match(r"(ch\d\d)_", rel.name) if len(rel.parts) == 1 or label else None
+        if of and chapter and of.group(1) != chapter:
+            continue  # another chapter's references, or its released fingerprints
+        content = path.read_bytes()
+        if not label and rel == Path(TRAFFIC_FILE) and chapter:
+            content = _chapter_entries(content, chapter)
+        h.update(os.fsencode(Path(label) / rel) + b"\0" + hashlib.sha256(content).digest())
 
 
 def _chapter_entries(table: bytes, chapter: str) -> bytes:
@@ -115,15 +145,25 @@ class Grades:
     (atomically), so a run killed at any moment leaves a table that agrees with the results and the gradebook
     (but for the result being stored at that instant, which the next run repairs). Each write reads again only
     the result files that changed since the last (a class is thousands of them, of every assignment): those of
-    another assignment graded at the same time are taken as they are."""
+    another assignment graded at the same time are taken as they are. A student of the gradebook's roster with
+    no result of an assignment in the table has a row too, "not submitted" (``gradebook.write_csv``): the
+    roster is read once, at the first write (a run adds to it only students it grades, who have results)."""
 
     def __init__(self, a: Assignment):
         self.a = a
         self._seen: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+        self._roster: list[str] | None = None
+        self._read_roster = False
 
-    def write(self) -> None:
-        """``grades.csv`` from every stored result: the questions in chapter order, each chapter's in notebook
-        order (columns that do not move with whichever assignment was graded last)."""
+    @property
+    def roster(self) -> list[str] | None:
+        """The gradebook's students (None: no gradebook), as the run found them."""
+        if not self._read_roster:
+            self._roster, self._read_roster = roster(self.a.course_dir / "gradebook.db"), True
+        return self._roster
+
+    def results(self) -> list[dict[str, Any]]:
+        """Every stored result, of every assignment (read again where its file changed)."""
         seen = {}
         for path in sorted((self.a.course_dir / STATE / "results").glob("*/*.json")):
             try:
@@ -136,8 +176,32 @@ class Grades:
             elif (r := _load(path)) is not None:
                 seen[path] = (key, r)
         self._seen = seen
-        everything = [r for _, r in seen.values()]
-        write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything)
+        return [r for _, r in seen.values()]
+
+    def missing(self, everything: list[dict[str, Any]] | None = None) -> dict[str, list[str]] | None:
+        """By assignment in the table (this one always), the roster's students with no result of it; None where
+        the roster is not known."""
+        if self.roster is None:
+            return None
+        everything = self.results() if everything is None else everything
+        have: dict[str, set[str]] = {self.a.name: set()}
+        for r in everything:
+            have.setdefault(r["assignment"], set()).add(r["student"])
+        return {name: [s for s in self.roster if s not in students] for name, students in have.items()}
+
+    def write(self) -> None:
+        """``grades.csv`` from every stored result: the questions in chapter order, each chapter's in notebook
+        order (columns that do not move with whichever assignment was graded last)."""
+        everything = self.results()
+        missing = self.missing(everything)
+        rows = None
+        if missing is not None:
+            out_of = {self.a.name: sum(self.a.questions.values())}
+            for r in everything:
+                out_of.setdefault(r["assignment"], r.get("max_score", 0))
+            rows = [{"student": s, "assignment": name, "questions": {}, "score": 0, "max_score": out_of[name]}
+                    for name, students in missing.items() for s in students]
+        write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything, rows)
 
 
 def _ordered_qids(results: list[dict[str, Any]], a: Assignment) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +36,8 @@ GRADER_VERSION = "2"  # 2: function answers judged on cases drawn per submission
 
 
 def submissions(a: Assignment) -> list[tuple[str, Path]]:
-    """(student, submission folder) for every submitted/<student>/<assignment>/."""
+    """(student, submission folder) for every submitted/<student>/<assignment>/ (a hidden student folder, whose
+    name starts with ".", is not a student's: ``misplaced`` names it)."""
     out = []
     for student_dir in sorted((a.course_dir / "submitted").iterdir()):
         folder = student_dir / a.name
@@ -218,7 +220,8 @@ def misplaced(a: Assignment) -> dict[str, str]:
     look (so it is not graded), by the student folder's name, or the file's for one directly in ``submitted/``:
     a notebook or zip with no ``<assignment>/`` folder around it (``submitted/<id>/<notebook>.ipynb``, an LMS
     zip beside where the folder should be), a folder named like the assignment in another case, the
-    assignment's notebook in another folder. A student folder holding only other assignments says nothing."""
+    assignment's notebook in another folder, an assignment folder in a hidden student folder (``.jdoe/``). A
+    student folder holding only other assignments says nothing."""
     submitted = a.course_dir / "submitted"
     expected = f"{a.name}/{a.notebook}.ipynb"
     notes = {}
@@ -229,7 +232,15 @@ def misplaced(a: Assignment) -> dict[str, str]:
     for entry in entries:
         where = printable(entry.name)
         try:
-            if entry.name.startswith(".") or entry.is_symlink():
+            if entry.is_symlink():
+                continue
+            if entry.name.startswith("."):
+                # A student folder whose name starts with "." (a hidden folder, ``submissions`` does not take it):
+                # named, never absent in silence. Jupyter's own (.ipynb_checkpoints) holds no assignment folder.
+                if entry.is_dir() and (entry / a.name).is_dir() and not (entry / a.name).is_symlink():
+                    notes[entry.name] = (f"not graded: submitted/{where}/ is a hidden folder (its name starts with "
+                                         f"\".\"), which the grader does not take for a student's; rename it to the "
+                                         "student's id, then grade again")
                 continue
             if entry.is_file() and entry.suffix.lower() in (".ipynb", ".zip"):
                 notes[entry.name] = (f"not graded: submitted/{where} is in no student's folder; "
@@ -260,3 +271,39 @@ def _misplaced_in(student_dir: Path, a: Assignment) -> list[Path]:
         if seen > WALKED:
             break
     return sorted(set(found))
+
+
+def same_id(student: str) -> str:
+    """What two ids that name one person share: their composed Unicode form (NFC), case folded. ``José`` typed
+    and ``José`` decomposed by a file system (a macOS zip writes NFD), or ``Alice`` and ``alice``."""
+    return unicodedata.normalize("NFC", student).casefold()
+
+
+def spelled(student: str) -> str:
+    """``student`` as a note shows it, with its escapes where it is not ASCII: two ids that look the same on a
+    screen (``José`` composed and decomposed) read differently (``Jos\\xe9``, ``Jose\\u0301``)."""
+    shown = printable(student)
+    return shown if student.isascii() else f"{shown} ({student.encode('ascii', 'backslashreplace').decode()})"
+
+
+def near_ids(submitted: list[str], roster: list[str] | None) -> list[str]:
+    """A warning for each set of ids, among the submitted folders and the gradebook's roster, that differ only in
+    Unicode form or letter case (``same_id``) where at least one was submitted: each is graded as its own
+    student, never merged, so the staff must hear that the grades may sit under an id the roster does not
+    mean (nbgrader's export then lists a second, nameless student, and the roster's one with 0)."""
+    on_roster, handed_in = set(roster or []), set(submitted)
+    groups: dict[str, set[str]] = {}
+    for student in handed_in | on_roster:
+        groups.setdefault(same_id(student), set()).add(student)
+    said = []
+    for key in sorted(groups):
+        ids = sorted(groups[key])
+        if len(ids) < 2 or not handed_in & set(ids):
+            continue
+        named = [(f"submitted/{spelled(s)}/" if s in handed_in else f"the gradebook roster's {spelled(s)}")
+                 + (" (on the roster)" if s in handed_in and s in on_roster else "") for s in ids]
+        fix = ("rename the folder to the roster's id and grade again" if on_roster & set(ids)
+               else "rename one folder to the other's id if they are one student, and grade again")
+        said.append(f"Student ids that differ only in Unicode form or letter case: {', '.join(named)}. Each is "
+                    f"graded as a different student, never merged (nbgrader's gradebook holds each apart); {fix}.")
+    return said

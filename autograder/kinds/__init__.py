@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from ..bounds import TooExpensive, bounded
-from ..messages import phrase
+from ..messages import frame, phrase
 from ..questions import Question
 from ..record import canonical
 from ..verdict import Status, Verdict
@@ -48,14 +48,24 @@ DRAWN = {"function", "program"}
 SCALAR = ("number", "choice", "formula")
 
 
+# Diagnoses at the student's own values with evidence as good as the book's answer: a simple factor (ratio:2,
+# unit:1000, unit:binary). Said after the book's sentence, as a declared slip's hint is.
+_OWN_CAUSES = ("ratio", "unit")
+
+
 def at_book(v: Verdict, kind: str, setting: str | None, right_at_book: Callable[[], bool]) -> Verdict:
     """The verdict on an answer to a question of exercise ``setting`` (variants.py) at values other than the
-    book's: a wrong answer that is right at the book's values is told so, in place of any other diagnosis (a
-    factor, "close", a slip's hint would send the student after an error they did not make). Both judges ask
-    ``right_at_book`` of the book's self-check data, so they agree; an answer right or partly right at the
-    student's values, or at the edge there, keeps its verdict."""
-    if setting and kind in SCALAR and v.status is Status.INCORRECT and v.diagnosis != "edge" and right_at_book():
-        return Verdict(Status.INCORRECT, 0.0, "book_value", phrase("book_value", setting=setting))
+    book's: a wrong answer that is right at the book's values is told so first ("close" or "not equal" alone
+    would send the student after an error they did not make). Where the answer is also a declared slip at the
+    student's own values (its hint) or a simple factor of their answer, that is said after it: both causes fit.
+    Both judges ask ``right_at_book`` of the book's self-check data, so they agree, the self-check's "edge"
+    (which the grader never says: there it is right, or wrong and asked the same) included; an answer right or
+    partly right at the student's values keeps its verdict."""
+    if setting and kind in SCALAR and v.status is Status.INCORRECT and right_at_book():
+        said = phrase("book_value", setting=setting)
+        if "Hint:" in v.message or v.diagnosis.partition(":")[0] in _OWN_CAUSES:
+            said = frame("book_value+own", said, own=v.message)
+        return Verdict(Status.INCORRECT, 0.0, "book_value", said)
     return v
 
 

@@ -9,6 +9,7 @@ except that the self-check says "at the edge" where its data cannot decide.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -98,9 +99,14 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     # right too, and so is each whole number of a range of counts ("56 or 57"): a range may start at the
     # reference (the book's "at least 167 ms"), and the self-check's bucket at the edge of a range could
     # not tick a value that lies on it.
+    # A range's ends are rounded as the reference is (an end that is a computed value, rounded inward by a
+    # student, lies within a bucket of that end).
     points = [reference] + [r for r in (round_figures(reference, 3), round_figures(reference, 4))
                             if r != reference and lo <= r <= hi]
-    if tolerance.is_range and float(lo).is_integer() and float(hi).is_integer() and hi - lo <= 4:
+    if tolerance.is_range:  # the ends themselves are targets of their own (below)
+        points += [r for r in dict.fromkeys(round_figures(x, n) for x in (lo, hi) for n in (3, 4))
+                   if lo + 1e-8 * abs(lo) < r < hi - 1e-8 * abs(hi) and r not in points]  # clear of the ends
+    if tolerance.of_counts:
         points += [float(k) for k in range(int(lo), int(hi) + 1) if k != reference]
     t: tg.Targets = {"ref": [tg.between(lo, hi)]}
     inside = tg.Exact(tag, t)
@@ -138,6 +144,8 @@ def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = eq
     """The simplest factor k that makes v/k the reference (within its relative tolerance, also in a
     question with a range), else one that makes v/k right (a value in the range); None if there is none."""
     factor = "factor" if _ranged(oracle) else "ref"
+    if _ranged(oracle) and _near_miss(oracle, v):
+        return None  # within a rounding of a range's end (0.126 past 0.125): close to it, not 3/2 of its reference
     for k in factors:
         if oracle.near(factor, 0, v / float(k)) is True:
             return k
@@ -168,14 +176,40 @@ def figures(v: float) -> int:
 def _near_miss(oracle: tg.Printed | tg.Exact, v: float) -> bool:
     """Whether v lies within ``ROUNDING`` of the reference: the ``CLOSE`` target, [0.75, 1.25] times the
     reference, holds both v / a and v / b, with a = 1.05 / 1.25 and b = 0.95 / 0.75 (so v lies in [0.63, 1.05] and
-    in [0.95, 1.58] times it). An edge bucket's doubt counts as no."""
+    in [0.95, 1.58] times it). In a question with a range, the target is [0.75 low, 1.25 high], and the same two
+    tests ask whether v lies in [0.95 low, 1.05 high]. An edge bucket's doubt counts as no."""
     return all(oracle.near("close", 0, v / ((1 + s * ROUNDING) / (1 + s * CLOSE))) is True for s in (1, -1))
+
+
+# A size written with a prefix of one kind that is right read with the other kind: "4 KB" for 4096 B, "16 GiB"
+# for 16e9 B. The decimal prefixes (k and K are both 10^3) and their binary counterparts, by power of 1000.
+_DECIMAL_PREFIX = {"k": 1, "K": 1, "M": 2, "G": 3, "T": 4}
+_BINARY_PREFIX = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4}
+_SIZE_UNIT = re.compile(r"(?P<prefix>[kKMGT]i?)B(?:/s|/sec|ps)?")
+
+
+def binary_reading(unit_given: str | None) -> tuple[float, dict[str, str]] | None:
+    """For a size or bandwidth the student wrote with a prefix, the factor that reads their number with the
+    other kind of prefix (1.024 for KB read as KiB, 1/1.073741824 for GiB read as GB) and the words that name
+    both; None for anything else (no unit, no prefix, bits)."""
+    m = _SIZE_UNIT.fullmatch(unit_given or "")
+    if m is None:
+        return None
+    prefix = m.group("prefix")
+    n = _BINARY_PREFIX.get(prefix) or _DECIMAL_PREFIX[prefix]
+    decimal = prefix if prefix in _DECIMAL_PREFIX else "KMGT"[n - 1]
+    binary = "KMGT"[n - 1] + "i"
+    k = 2.0 ** (10 * n) / 10.0 ** (3 * n)
+    words = {"decimal": f"{decimal}B", "binary": f"{binary}B", "decimal_power": str(3 * n),
+             "binary_power": str(10 * n)}
+    return (k if prefix in _DECIMAL_PREFIX else 1 / k), words
 
 
 def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     """The one diagnosis of a number. Order: right, an accepted alternative, a simple factor (a unit
     slip where it is a power of 1000 and no unit was given), a time in another time unit (hours for days),
-    close, a power of ten, anything else."""
+    a binary prefix read as a decimal one or the other way round (only where the student wrote one), close,
+    a power of ten, anything else."""
     ctx = context(e.unit, e.tolerance_words)
     near, v = e.oracle.near, p.value
     right = _right(e.oracle, v)
@@ -193,6 +227,9 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             k = _factor(e.oracle, v, time_factors(e.unit))
         if k is not None:
             return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
+        reading = binary_reading(p.unit_given)
+        if reading is not None and _inside(e.oracle, v * reading[0]):
+            return wrong("unit:binary", hints, **ctx, **reading[1])
         if near("close", 0, v) is True:
             if _ranged(e.oracle) or _near_miss(e.oracle, v):
                 return wrong("close", hints, **ctx)

@@ -104,7 +104,7 @@ def test_speculative_reference_is_greedy_decoding():
     draft, which usually agrees, is checked: it accepts some proposals and rejects others."""
     import inspect
 
-    from solutions._derived.programs import speculative_decode
+    from autograder.program_references import speculative_decode
 
     defaults = inspect.signature(speculative_decode).parameters
     assert (defaults["draft_len"].default, defaults["new_tokens"].default) == (ch07.SPEC_K, ch07.SPEC_T)
@@ -119,7 +119,7 @@ def test_speculative_reference_is_greedy_decoding():
 def test_speculative_draft_equal_to_target_is_always_accepted():
     """A target whose logits are already whole halves is its own draft: every proposal is accepted, so each round
     emits k + 1 tokens and T = 16 tokens take 4 rounds of 3 accepted proposals (the syllabus's check)."""
-    from solutions._derived.programs import speculative_decode
+    from autograder.program_references import speculative_decode
 
     rng = np.random.default_rng(4)
     w = rng.permutation(ch07.SPEC_V**2).reshape(ch07.SPEC_V, ch07.SPEC_V) / 2  # distinct halves: no ties

@@ -104,7 +104,7 @@ def test_decode_attention_is_local_and_reads_an_eighth_of_the_cache():
 def test_decode_attention_reference_is_grouped_query_softmax():
     """The reference appends the new token's key and value to the cache and groups query heads n // G; with one
     cached position equal to the new one, both positions get the same weight."""
-    from solutions._derived.programs import decode_attention
+    from autograder.program_references import decode_attention
 
     rng = np.random.default_rng(3)
     b, n, k, h = 2, 4, 2, 3

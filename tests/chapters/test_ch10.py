@@ -9,13 +9,13 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from autograder import program_references as reference_programs
 from autograder import programs
 from autograder.checks import judge
 from autograder.collectives import compiled_census
 from autograder.questions import load_chapter
 from course import comms
 from solutions import ch10_jax as ch10
-from solutions._derived import programs as reference_programs
 from tests.chapter_checks import recorded
 
 pytestmark = pytest.mark.ch10

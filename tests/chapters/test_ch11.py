@@ -131,12 +131,12 @@ def test_fsdp_tp_times_are_part_5s_formulas():
     assert t_tp == pytest.approx(4 * 2**20 * 8192 / (256 * 1.8e11))
 
 
-# --- C2: head-sharded GQA attention (references in solutions/_derived/programs.py) ------------------
+# --- C2: head-sharded GQA attention (references in autograder/program_references/) ------------------
 
 def test_gqa_references_agree_with_jax_and_with_each_other():
     """gqa_prefill is JAX's causal dot-product attention with grouped heads (query head n reads key/value
     head n // (N / K)); a decode step over the cache of the first T - 1 tokens gives prefill's last row."""
-    from solutions._derived.programs import REFERENCES
+    from autograder.program_references import REFERENCES
 
     rng = np.random.default_rng(5)
     b, t, d, n, k, h = 2, 6, 8, 8, 4, 4

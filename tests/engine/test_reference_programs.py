@@ -1,4 +1,4 @@
-"""Program questions whose computation is not one einsum (solutions/_derived/programs.py): each
+"""Program questions whose computation is not one einsum (autograder/program_references/): each
 single-device reference agrees with JAX on random inputs; a sharded block that leaves out its psum is
 named as one device's share, one with a device-count factor as scaled, a right but wasteful one by its
 collectives; the spec travels through the release's JSON; and a program's error keeps JAX's advice."""
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
+from autograder.program_references import REFERENCES
 from autograder.programs import error_text, judge_report, run
 from autograder.questions import AuthoringError, Operand, Program, ProgramSpec, Slip
 from course.devices import mesh
-from solutions._derived.programs import REFERENCES
 
 RNG = np.random.default_rng(11)
 B, T, D, F, N, H = 8, 4, 16, 64, 8, 4

@@ -54,7 +54,8 @@ def test_grades_csv_leaves_a_question_outside_the_rows_assignment_empty(tmp_path
         header = next(csv.reader(f))
         f.seek(0)
         rows = {row["assignment"]: row for row in csv.DictReader(f)}
-    assert header == ["student", "assignment", "ch01-e1", "ch01-e2", "ch13-x1", "ch13-x2", "score", "max_score"]
+    assert header == ["student", "assignment", "ch01-e1", "ch01-e2", "ch13-x1", "ch13-x2", "score", "max_score",
+                      "status"]
     assert rows["ch13_example"]["ch01-e1"] == rows["ch13_example"]["ch01-e2"] == ""
     assert rows["ch01_rooflines"]["ch13-x1"] == rows["ch01_rooflines"]["ch13-x2"] == ""
     assert rows["ch13_example"]["ch13-x2"] == "0" and rows["ch01_rooflines"]["ch01-e1"] == "0"  # real zeros stay

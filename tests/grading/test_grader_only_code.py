@@ -1,8 +1,8 @@
 """What a grading kernel can import answers no question: the single-device references of the program questions
 included. They are the chapters' answers as much as any record's (ch07-cx2 asks for the decode step that the
-decode-attention reference computes; ch04-cx3's attention is that reference called once per query), so they
-live in ``solutions/`` with the rest, where a grading kernel cannot read them, and only the judge, which runs
-no student code, calls them."""
+decode-attention reference computes; ch04-cx3's attention is that reference called once per query), so the
+jail denies their folder to a grading kernel as it denies ``solutions/``, and only the judge, which runs no
+student code, calls them. (A learner's own self-check runs them: the student package ships them.)"""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import importlib, json, pkgutil, sys
 import autograder, course
 names, found = json.loads(sys.argv[1]), []
 for package in (autograder, course):
-    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + ".", onerror=lambda name: None):
         try:
             loaded = importlib.import_module(module.name)
         except BaseException:

@@ -6,11 +6,11 @@ gradient) is not one einsum, so the spec names one of the functions here instead
 its ``einsum`` field describes the computation in words for the messages.
 
 Each is the block as the chapter's text defines it, on one device, in float64 numpy, so the judging
-process needs no JAX. They are answers like the rest of ``solutions/``: a block on one device is what some
-function questions ask for (ch07-cx2's decode step is ``decode_attention`` with a cache; ch04-cx3's attention
-is it called per query), so a grading kernel cannot read them (``tests/grading/test_grader_only_code.py``).
-The judge calls them, and the self-check of a learner's own notebook, where the installed package holds
-``solutions/`` anyway.
+process needs no JAX. A block on one device is also what some function questions ask for (ch07-cx2's decode
+step is ``decode_attention`` with a cache; ch04-cx3's attention is it called per query), so these are answers:
+the package ships them for the self-check of program answers on a learner's machine, and the grader's jail
+denies this folder to every process that runs a student's code (``jail.isolation_paths``,
+``tests/grading/test_grader_only_code.py``), as it denies ``solutions/``. Only the judge calls them in grading.
 """
 
 from __future__ import annotations

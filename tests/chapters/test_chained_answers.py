@@ -1,0 +1,156 @@
+"""Chained answers and the book's rounding in chapters 6 and 9, at every combo of every setting.
+
+A whole number derived from an earlier answer (ceil of a total over a chip's memory) passes for every whole
+number reachable from an answer the earlier question accepts; the question after it ("on that many chips")
+passes at every whole chip count the student could have been credited for; and where the book rounds its
+answer to fewer figures, that rounding of the student's own value passes at every combo, in both directions,
+while the declared slips still fail. Both judges (grader and self-check) are asked.
+"""
+
+import math
+
+import pytest
+
+from autograder.numbers import round_figures
+from autograder.questions import load_chapter
+from tests.chapter_checks import both_judges
+
+CH06 = load_chapter("ch06_applied_training")
+CH09 = load_chapter("ch09_profiling")
+
+
+def _setting(chapter, name):
+    return next(s for s in chapter.settings if s.name == name)
+
+
+def _combos(chapter, name):
+    s = _setting(chapter, name)
+    out = []
+    for values in s.combos():
+        labels = s.labels(values)
+        out.append((values, {q.qid: q for q in s.questions(labels)}))
+    return out
+
+
+def _id(values):
+    return "-".join(str(getattr(v, "name", v)) for v in values.values())
+
+
+def _passes(q, answer):
+    grader, selfcheck = both_judges(q, answer)
+    return grader.diagnosis == "correct" and selfcheck.diagnosis == "correct", (grader.diagnosis,
+                                                                               selfcheck.diagnosis)
+
+
+def _fails(q, answer):
+    grader, selfcheck = both_judges(q, answer)
+    return grader.diagnosis != "correct" and selfcheck.diagnosis != "correct", (grader.diagnosis,
+                                                                               selfcheck.diagnosis)
+
+
+A5 = _combos(CH06, "ch06-a5")
+
+
+def _slips_and_factors_fail(q, labels, factors=(2, 0.5), named=True):
+    """Each declared slip fails (with its own diagnosis where ``named``), and so does the reference times each
+    factor: a widened tolerance lets no slip through."""
+    for slip in q.slips:
+        ok, why = _fails(q, slip.answer)
+        assert ok, (labels, slip, why)
+        if named:
+            assert both_judges(q, slip.answer)[0].diagnosis == slip.diagnosis
+    for factor in factors:
+        ok, why = _fails(q, q.reference * factor)
+        assert ok, (labels, factor, why)
+
+
+def _hbm(labels):
+    return labels["chip"].hbm_bytes
+
+
+def _reachable_chips(qs, labels):
+    """Every whole chip count a student reaches from a total the total-bytes question accepts: the fewest
+    that hold it (ceil), or the quotient rounded down as the book does at its own values."""
+    total = qs["ch06-a5-total-bytes"]
+    lo, hi = total.tolerance.bounds(total.reference)
+    hbm = _hbm(labels)
+    return range(math.floor(lo / hbm), math.ceil(hi / hbm) + 1)
+
+
+@pytest.mark.parametrize("labels,qs", A5, ids=[_id(c[0]) for c in A5])
+def test_min_chips_accepts_every_whole_number_from_an_accepted_total(labels, qs):
+    q = qs["ch06-a5-min-chips"]
+    hbm = _hbm(labels)
+    total = qs["ch06-a5-total-bytes"]
+    # the 3-figure total a student carries, as docs/feedback.md tells them to
+    carried = round_figures(total.reference, 3)
+    assert total.tolerance.accepts(total.reference, carried)
+    assert math.ceil(carried / hbm) in _reachable_chips(qs, labels)
+    for n in _reachable_chips(qs, labels):
+        ok, why = _passes(q, n)
+        assert ok, (labels, n, why)
+
+
+@pytest.mark.parametrize("labels,qs", A5, ids=[_id(c[0]) for c in A5])
+def test_min_chips_still_refuses_its_slip(labels, qs):
+    q = qs["ch06-a5-min-chips"]
+    for slip in q.slips:
+        ok, why = _fails(q, slip.answer)
+        assert ok, (labels, slip, why)
+        assert both_judges(q, slip.answer)[0].diagnosis == slip.diagnosis
+
+
+@pytest.mark.parametrize("labels,qs", A5, ids=[_id(c[0]) for c in A5])
+def test_days_on_that_many_chips_pass_at_every_credited_chip_count(labels, qs):
+    """Days on n chips, n any whole number min-chips accepts, to 3 figures, pass; so does the book's method
+    at its own values (pod-days x pod / chips)."""
+    from solutions.ch06_applied_training import A3_FLOPS, DAY, MFU
+    chip = labels["chip"]
+    q = qs["ch06-a5-days"]
+    for n in _reachable_chips(qs, labels):
+        assert qs["ch06-a5-min-chips"].tolerance.accepts(qs["ch06-a5-min-chips"].reference, n)
+        days = A3_FLOPS / (n * chip.bf16_flops_per_s * MFU) / DAY
+        for answer in (days, round_figures(days, 3)):
+            ok, why = _passes(q, answer)
+            assert ok, (labels, n, answer, q.reference, why)
+    _slips_and_factors_fail(q, labels, named=False)
+
+
+# --- the book's rounding --------------------------------------------------------------------------------
+
+E5 = _combos(CH09, "ch09-e5")
+
+
+@pytest.mark.parametrize("labels,qs", E5, ids=[_id(c[0]) for c in E5])
+def test_reduce_scatter_time_to_the_books_two_figures_passes(labels, qs):
+    """The book's "roughly 1.1 ms": the time rounded to 2 figures passes at every combo, up or down."""
+    q = qs["ch09-e6-time"]
+    for answer in (q.reference, round_figures(q.reference, 3), round_figures(q.reference, 2),
+                   f"{round_figures(q.reference, 2) * 1e3:.2g} ms"):
+        ok, why = _passes(q, answer)
+        assert ok, (labels, answer, q.reference, why)
+    _slips_and_factors_fail(q, labels)
+
+
+@pytest.mark.parametrize("labels,qs", [(dict(B=56, D=8192), "2.0 ms"), (dict(B=56, D=6144), "1.5 ms")])
+def test_reduce_scatter_time_rounded_up_passes(labels, qs):
+    """Two readings that round up: 1.957 ms and 1.468 ms, read to 2 figures as the book reads its own."""
+    s = _setting(CH09, "ch09-e5")
+    q = next(q for q in s.questions(s.labels(labels)) if q.qid == "ch09-e6-time")
+    ok, why = _passes(q, qs)
+    assert ok, (labels, why)
+
+
+A2 = _combos(CH06, "ch06-a2")
+
+
+@pytest.mark.parametrize("labels,qs", A2, ids=[_id(c[0]) for c in A2])
+def test_seconds_per_token_to_the_books_one_figure_passes(labels, qs):
+    """The book's "about 1 ms" for the v5p's 0.915 ms: a one-figure reading passes at every chip (2 ms for
+    the v5e's 2.13 ms and the v4p's 1.53 ms, as 0.5 ms for the v6e's 0.456 ms), and the band above it stays."""
+    q = qs["ch06-a2-seconds-per-token"]
+    for answer in (q.reference, round_figures(q.reference, 3), round_figures(q.reference, 1), q.reference * 1.1,
+                   q.reference * 0.98, f"{round_figures(q.reference, 1) * 1e3:.1g} ms"):
+        ok, why = _passes(q, answer)
+        assert ok, (labels, answer, q.reference, why)
+    _slips_and_factors_fail(q, labels, factors=(2, 0.5, 1 / 3, 3))

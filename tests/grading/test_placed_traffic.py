@@ -1,0 +1,217 @@
+"""The collectives the compiler places in a ``jit`` program are weighed as well as counted, and the census is a
+closed world.
+
+A ``jit`` program states no collective: XLA places them. Counting their kinds alone gave full marks to any program
+that made XLA place the expected number of all-gathers, whatever they gathered (the whole batch with the weights,
+and the weights sixteen times over: ten times the model's bytes). Now the compiled program's collectives are read
+with their result shapes and groups, and weighed against the model's traffic like stated ones (a compiled f32
+collective of a bf16 question at the question's width; an all-reduce standing in for a reduce-scatter as the
+reduce-scatter it stands for), while every honest ``jit`` answer keeps full marks.
+
+And a program whose communication the census does not know (``collective_broadcast``, ``send``, ``recv``) is
+refused, by the grader and the self-check alike (both read it in ``programs.run``), instead of counting as moving
+nothing."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import course
+from autograder import kinds
+from autograder.collectives import UnknownCollective, compiled_census, compiled_collectives, inspect_text, traffic
+from autograder.kinds import program
+from autograder.programs import run_exported
+from autograder.questions import load_chapter
+from tests.chapter_checks import printed, recorded
+
+CH03, CH04, CH05 = (load_chapter(n) for n in ("ch03_sharding", "ch04_transformers", "ch05_training"))
+FSDP_MLP = CH04["ch04-cx8-fsdp-mlp"]  # 2 all-gathers of weights; the activations never move
+FSDP_FWD = CH05["ch05-cx2-fsdp-forward"]  # the same, without the nonlinearity
+FSDP_BWD = CH05["ch05-cx2-fsdp-backward"]  # an all-gather and a reduce-scatter
+M = course.mesh(X=8)
+WHOLE, ROWS = NamedSharding(M, P()), NamedSharding(M, P("X", None))
+
+
+def _wsc(x, s):
+    return jax.lax.with_sharding_constraint(x, s)
+
+
+# --- honest jit answers: the compiler's collectives move what the model's do ------------------------------------
+
+def mlp_by_jit(x, w_in, w_out):
+    """FSDP left to the compiler: each weight made whole where it is used, the tokens stay where they are."""
+    return _wsc(jnp.maximum(x @ _wsc(w_in, WHOLE), 0) @ _wsc(w_out, WHOLE), ROWS)
+
+
+def forward_by_jit(x, w_in, w_out):
+    return _wsc((x @ _wsc(w_in, WHOLE)) @ _wsc(w_out, WHOLE), ROWS)
+
+
+def backward_by_jit(x, g, w_out):
+    """The backward pass left to the compiler: on CPU XLA makes its reduce-scatter an all-reduce and a slice."""
+    return _wsc(x.T @ (g @ _wsc(w_out, WHOLE).T), ROWS)
+
+
+# --- wasteful ones: the expected number of all-gathers, of the wrong things -------------------------------------
+
+def mlp_wasteful(x, w_in, w_out):
+    """The whole batch and all weights on every device, and w_in sixteen more times: two all-gathers, ~10x."""
+    a = _wsc(jnp.concatenate([x.reshape(128, 64), w_out, w_in.T], axis=1), WHOLE)
+    junk = _wsc(jnp.tile(w_in.T, (1, 16)), WHOLE)
+    xf, w2f, w1f = a[:, :64].reshape(256, 32), a[:, 64:96], a[:, 96:].T
+    return _wsc(jnp.maximum(xf @ w1f, 0) @ w2f + 0 * junk.sum(), ROWS)
+
+
+def mlp_replicated_batch(x, w_in, w_out):
+    """The activations gathered with w_out in one piece, then w_in: every device runs all 256 tokens."""
+    both = _wsc(jnp.concatenate([x.reshape(128, 64), w_out], axis=1), WHOLE)
+    xf, w2f = both[:, :64].reshape(256, 32), both[:, 64:]
+    return _wsc(jnp.maximum(xf @ _wsc(w_in, WHOLE), 0) @ w2f, ROWS)
+
+
+def forward_replicated_everything(x, w_in, w_out):
+    """Not FSDP: the whole batch gathered with w_in, and w_out; every device computes all 64 tokens."""
+    xw = _wsc(jnp.concatenate([x, w_in], axis=1), WHOLE)
+    return _wsc((xw[:, :64] @ xw[:, 64:]) @ _wsc(w_out, WHOLE), ROWS)
+
+
+def forward_replicated_everything_stated(x, w_in, w_out):
+    """Its shard_map twin: the same two all-gathers, stated."""
+    def block(xb, wib, wob):
+        xw = jax.lax.all_gather(jnp.concatenate([xb, wib], axis=1), "X", axis=0, tiled=True)
+        full = (xw[:, :64] @ xw[:, 64:]) @ jax.lax.all_gather(wob, "X", axis=1, tiled=True)
+        return full.reshape(8, -1, full.shape[-1])[jax.lax.axis_index("X")]
+    return jax.shard_map(block, mesh=M, in_specs=(P("X", None), P("X", None), P(None, "X")),
+                         out_specs=P("X", None), check_vma=False)(x, w_in, w_out)
+
+
+def case3_by_jit(a, b):
+    """Case 3 (a reduce-scatter) left to the compiler."""
+    return _wsc(a @ b, NamedSharding(M, P("X", None)))
+
+
+CASES = [
+    pytest.param(FSDP_MLP, mlp_by_jit, 1.0, "correct", "Correct", id="fsdp mlp by jit"),
+    pytest.param(FSDP_FWD, forward_by_jit, 1.0, "correct", "Correct", id="fsdp forward by jit"),
+    pytest.param(FSDP_BWD, backward_by_jit, 1.0, "correct", "Correct", id="fsdp backward by jit (all-reduce for rs)"),
+    pytest.param(CH03["ch03-cx2-case3-reducescatter"], case3_by_jit, 1.0, "correct", "Correct", id="case 3 by jit"),
+    pytest.param(FSDP_MLP, mlp_wasteful, 0.5, "traffic:all-gather", "the bytes", id="batch, weights and junk"),
+    pytest.param(FSDP_MLP, mlp_replicated_batch, 0.5, "traffic:all-gather", "the bytes", id="mlp batch gathered"),
+    # The batch (16 KiB) gathered with weights of 128 KiB: 1.125x the model's bytes, within the question's slack
+    # (1.25x) and the floor (an eighth): weighed, and judged as the same program written with shard_map is.
+    pytest.param(FSDP_FWD, forward_replicated_everything, 1.0, "correct", "Correct", id="forward batch gathered"),
+    pytest.param(FSDP_FWD, forward_replicated_everything_stated, 1.0, "correct", "Correct",
+                 id="forward batch gathered, stated"),
+]
+
+
+@pytest.mark.parametrize(("q", "fn", "score", "diagnosis", "words"), CASES)
+def test_compiler_placed_collectives_are_weighed_in_both_judges(q, fn, score, diagnosis, words):
+    rec = recorded(q, fn)
+    for seed in ("s1", "s2"):
+        v = program.judge(q, rec, seed=seed)
+        assert (v.score, v.diagnosis) == (score, diagnosis), v.message
+        assert words in v.message, v.message
+    s = kinds.selfcheck_live(printed(q), q.qid, fn, rec)
+    assert (s.score, s.diagnosis) == (score, diagnosis), s.message
+
+
+def test_the_report_holds_what_the_compiler_placed_and_travels_as_json():
+    from autograder.programs import report_from_json, report_to_json
+
+    r = run_exported(FSDP_MLP.spec, recorded(FSDP_MLP, mlp_wasteful), 1, make_mesh=course.mesh)
+    assert not r.collectives and r.census == {"all-gather": 2}
+    assert sorted(c.kind for c in r.compiled) == ["all-gather", "all-gather"]
+    assert traffic(r.compiled)["all-gather"] == 10 * 28672  # the model moves 28,672 bytes per device
+    assert report_from_json(report_to_json(r)).compiled == r.compiled
+
+
+# --- reading compiled HLO text ------------------------------------------------------------------------------
+
+MESH8 = (("X", 8),)
+MESH24 = (("X", 2), ("Y", 4))
+
+
+def test_compiled_collectives_read_result_shapes_and_every_form_of_groups():
+    text = "\n".join([
+        # Shardy's mesh form of the groups: over axis_1 of a 1x8 mesh, gathered along dimension 1
+        "%all-gather.1 = f32[1,128,16,32]{3,2,0,1} all-gather(%f), channel_id=2, "
+        "replica_groups=mesh['axis_0'=1,'axis_1'=8,'axis_2'=1,'axis_3'=1] {'axis_1'}, dimensions={1}, "
+        "use_global_device_ids=true",
+        # explicit groups of two (over X of the 2x4 mesh), a combined all-reduce of two arrays
+        "%all-reduce = (f32[16,4]{1,0}, f32[8]{0}) all-reduce(%a, %b), channel_id=3, "
+        "replica_groups={{0,4},{1,5},{2,6},{3,7}}, use_global_device_ids=true, to_apply=%add",
+        # iota groups of four (over Y), a reduce-scatter along dimension 0
+        "ROOT %reduce-scatter = bf16[2,64]{1,0} reduce-scatter(%c), channel_id=4, replica_groups=[2,4]<=[8], "
+        "dimensions={0}, use_global_device_ids=true, to_apply=%add",
+        "%cp = f32[8]{0} collective-permute(%d), channel_id=5, source_target_pairs={{0,1},{1,2}}",  # not here
+    ])
+    got = {c.kind: c for c in compiled_collectives(text, MESH24)}
+    gather = compiled_collectives(text.splitlines()[0], MESH8)[0]
+    assert (gather.operand_shape, gather.group_size, gather.axes) == ((1, 16, 16, 32), 8, ("X",))
+    assert gather.bytes_per_device == 7 * 16 * 16 * 32 * 4
+    reduces = [c for c in compiled_collectives(text, MESH24) if c.kind == "all-reduce"]
+    assert sorted(c.operand_shape for c in reduces) == [(8,), (16, 4)]
+    assert {(c.group_size, c.axes) for c in reduces} == {(2, ("X",))}
+    rs = got["reduce-scatter"]
+    assert (rs.operand_shape, rs.group_size, rs.axes, rs.dtype) == ((8, 64), 4, ("Y",), "bf16")
+    assert "collective-permute" not in got  # weighed as placed permutes, on the questions that ask for a ring
+
+
+def test_a_bf16_question_counts_a_compiled_f32_collective_at_its_own_width():
+    line = ("%all-gather = f32[128,128]{1,0} all-gather(%c), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
+            "dimensions={0}, use_global_device_ids=true")
+    wide, narrow = compiled_collectives(line, MESH8)[0], compiled_collectives(line, MESH8, width="bf16")[0]
+    assert (wide.dtype, narrow.dtype) == ("f32", "bf16")
+    assert narrow.bytes_per_device * 2 == wide.bytes_per_device
+
+
+# --- a closed world: what communicates and is not known is refused --------------------------------------------
+
+BROADCAST = """module @jit_f {
+  func.func public @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+    %0 = "stablehlo.collective_broadcast"(%arg0) {replica_groups = dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> :
+      tensor<1x8xi64>, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>} :
+      (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}
+"""
+
+
+def test_the_stated_census_refuses_a_collective_it_cannot_weigh():
+    with pytest.raises(UnknownCollective, match="collective_broadcast"):
+        inspect_text(BROADCAST, MESH8)
+
+
+@pytest.mark.parametrize("line", [
+    "%cb = f32[8]{0} collective-broadcast(%p), channel_id=9, replica_groups={{0,1,2,3,4,5,6,7}}",
+    "%send = (f32[8]{0}, u32[], token[]) send(%p, %tok), channel_id=2, is_host_transfer=false",
+    "%recv-done = (f32[8]{0}, token[]) recv-done(%recv), channel_id=3",
+    "%r = f32[8]{0} ragged-all-to-all(%a, %b, %c, %d, %e, %f), channel_id=4, replica_groups={{0,1}}",
+], ids=["collective-broadcast", "send", "recv-done", "ragged-all-to-all"])
+def test_the_compiled_census_refuses_a_collective_it_cannot_weigh(line):
+    with pytest.raises(UnknownCollective):
+        compiled_census("%p = f32[8]{0} parameter(0)\n" + line)
+
+
+def test_run_refuses_an_unknown_collective_in_either_text_for_both_judges(monkeypatch):
+    """A GPU host runs a program with a collective_broadcast; this CPU cannot, so the texts ``run`` reads are
+    replaced: it refuses the program with a sentence, whichever text shows the op."""
+    q = FSDP_MLP
+    blob = recorded(q, q.model)
+    lowered, compiled = jax.stages.Lowered.as_text, jax.stages.Compiled.as_text
+    monkeypatch.setattr(jax.stages.Lowered, "as_text", lambda self, *a, **k: BROADCAST)
+    r = run_exported(q.spec, blob, 1, make_mesh=course.mesh)
+    assert r.error_code == "bad_program" and "collective_broadcast" in r.error and "cannot weigh" in r.error, r
+    v = program.judge(q, blob, seed="s1")
+    assert v.score == 0 and "cannot weigh" in v.message, v.message
+    monkeypatch.setattr(jax.stages.Lowered, "as_text", lowered)
+    extra = "\n%cb = f32[8]{0} collective-broadcast(%p), channel_id=9, replica_groups={{0,1,2,3,4,5,6,7}}\n"
+    monkeypatch.setattr(jax.stages.Compiled, "as_text", lambda self, *a, **k: compiled(self) + extra)
+    r = run_exported(q.spec, blob, 1, make_mesh=course.mesh)
+    assert r.error_code == "bad_program" and "collective-broadcast" in r.error and "cannot weigh" in r.error, r
+    s = kinds.selfcheck_live(printed(q), q.qid, q.model, blob)
+    assert s.score == 0 and "cannot weigh" in s.message, s.message

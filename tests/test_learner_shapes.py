@@ -1,0 +1,175 @@
+"""What a learner reads when a number comes in a container, and when a check cell runs before its answer cell.
+
+- D6: an array of one number (``jnp.array([t])``, ``np.array([[t]])``) is that number, as a 0-d array is, in both
+  judges and in the demo cells' reader; a list or tuple of one (``[t]``, ``t,``), and an array of several values,
+  are refused with their shape and what to give instead, never a library's class name.
+- D7: a check cell run before its answer cell (its argument is a name no cell has set yet) says in one line to run
+  the answer cell first; a NameError anywhere else keeps Python's own traceback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import sympy as sp
+
+from autograder.checks import judge
+from autograder.questions import load_chapter
+from autograder.verdict import Status
+from course.answers import AnswerError, check, verdict
+from tests.chapter_checks import recorded
+
+TIME = load_chapter("ch01_rooflines")["ch01-e1-h100-time"]  # a number in s
+FORMULA = load_chapter("ch01_rooflines")["ch01-e2-dot-flops"]
+CHOICE = load_chapter("ch12_gpus")["ch12-e6-shard-bandwidth"]  # options '450', '370', '150'
+CLASS_NAMES = ("ArrayImpl", "ndarray", "Array", "type list", "type tuple", "of type")
+
+
+def _both(q, answer):
+    """The self-check's verdict and the grader's (on the record, through JSON), which must agree."""
+    s = verdict(q.qid, answer)
+    g = judge(q, json.loads(json.dumps(recorded(q, answer))))
+    assert (s.status, s.diagnosis, s.message) == (g.status, g.diagnosis, g.message), (s, g)
+    return s
+
+
+# --- D6: one number in a container --------------------------------------------------------------------------
+
+ONE_ELEMENT_ARRAYS = {
+    "jnp-(1,)": lambda t: jnp.array([t]),
+    "np-(1,)": lambda t: np.array([t]),
+    "np-(1,1)": lambda t: np.array([[t]]),
+    "jnp-(1,1,1)": lambda t: jnp.array([[[t]]]),
+    "np-float32-(1,)": lambda t: np.array([t], dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("make", list(ONE_ELEMENT_ARRAYS.values()), ids=list(ONE_ELEMENT_ARRAYS))
+def test_an_array_of_one_number_is_that_number_in_both_judges(store, make, capsys):
+    """A 0-d array is a number; so is an array of one element, whatever its shape: the value is not in doubt."""
+    answer = make(TIME.reference)
+    assert _both(TIME, answer).status is Status.CORRECT
+    check(TIME.qid, answer)
+    assert "correct" in capsys.readouterr().out
+
+
+def test_a_wrong_array_of_one_number_is_diagnosed_like_the_number(store):
+    v = _both(TIME, jnp.array([TIME.reference * 1000]))
+    assert v.status is Status.INCORRECT and v.diagnosis == _both(TIME, TIME.reference * 1000).diagnosis, v
+
+
+def test_an_array_of_one_option_value_is_that_option():
+    assert _both(CHOICE, np.array([150])).status is Status.CORRECT
+
+
+def test_the_demo_cells_read_an_array_of_one_number_as_the_judges_do():
+    import course
+
+    assert course.as_number(jnp.array([1.5e-3]), "s") == pytest.approx(1.5e-3)
+
+
+@pytest.mark.parametrize(("answer", "says", "fix"), [
+    ([2.5e-3], "a list of one value", "x[0]"),
+    ((2.5e-3,), "a tuple of one value", "a comma after a value makes a tuple"),
+    ([[2.5e-3]], "a list of one value", "not the list"),
+    ([1e-3, 2e-3], "a list of 2 values", "not a list of them"),
+    (np.array([1e-3, 2e-3]), "an array of shape (2,)", "not an array of them"),
+    (jnp.zeros((2, 3)), "an array of shape (2, 3)", "the one value the question asks for"),
+], ids=["list", "tuple", "nested-list", "list-of-2", "np-(2,)", "jnp-(2,3)"])
+def test_a_number_in_a_list_tuple_or_larger_array_is_told_its_shape_and_the_fix(store, answer, says, fix):
+    v = _both(TIME, answer)
+    assert v.status is Status.INVALID and says in v.message and fix in v.message, v.message
+    assert not any(name in v.message for name in CLASS_NAMES), v.message
+    with pytest.raises(AnswerError) as e:
+        check(TIME.qid, answer)
+    assert says in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_a_choice_in_an_array_of_several_values_is_told_its_shape():
+    v = _both(CHOICE, np.array([150, 370]))
+    assert v.status is Status.INVALID and "an array of shape (2,)" in v.message, v.message
+    assert not any(name in v.message for name in CLASS_NAMES), v.message
+
+
+@pytest.mark.parametrize("answer", [jnp.array([2.0]), np.array([sp.Symbol("N")])], ids=["jnp-(1,)", "object-array"])
+def test_a_formula_in_an_array_names_its_shape_not_its_class(answer):
+    v = _both(FORMULA, answer)
+    assert v.status is Status.INVALID and "an array of shape (1,)" in v.message and "x.item()" in v.message, v.message
+    assert not any(name in v.message for name in CLASS_NAMES), v.message
+
+
+def test_a_function_returning_a_list_of_lists_is_still_named_so():
+    """The words for a number given in a list are the answer's own: the values a function returns keep the record
+    the function kind describes them from ("a list of 16 lists")."""
+    from autograder import record
+
+    assert record._encode_item("array", [[1.0, 2.0]]) == [{"invalid": "wrong_type", "detail": "list"}]
+
+
+# --- D7: a check cell run before its answer cell ------------------------------------------------------------
+
+@pytest.fixture
+def shell():
+    """IPython's shell in this process, its displayed tracebacks collected (each a list of lines)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    before = sh.custom_exceptions, sh.CustomTB
+    shown: list[list[str]] = []
+    own = sh._showtraceback
+    sh._showtraceback = lambda etype, evalue, stb: shown.append(list(stb))
+    sh.shown = shown
+    sh.run_cell("from course import check")
+    try:
+        yield sh
+    finally:
+        sh._showtraceback = own
+        sh.custom_exceptions, sh.CustomTB = before
+        del sh.shown
+
+
+@pytest.mark.parametrize("cell", ['check("ch01-e1-h100-time", t_h100)',
+                                  'check("ch01-e1-h100-time", float(t_h100))',
+                                  'import course\ncourse.check(\n    "ch01-e1-h100-time",\n    t_h100,\n)'],
+                         ids=["bare", "inside-a-call", "course.check-over-lines"])
+def test_a_check_before_its_answer_cell_says_run_that_cell_in_one_line(shell, cell):
+    result = shell.run_cell(cell)
+    assert isinstance(result.error_in_exec, NameError)  # the cell still fails: Run All stops, validate counts it
+    assert len(shell.shown) == 1 and len(shell.shown[0]) == 1, shell.shown
+    line = shell.shown[0][0]
+    assert "\n" not in line and line.startswith("NameError: name 't_h100' is not defined"), line
+    assert "run the answer cell above (the one that sets t_h100) first" in line, line
+
+
+@pytest.mark.parametrize("cell", ["print(not_defined_anywhere)",
+                                  "def f():\n    return not_defined_anywhere\ncheck('ch01-e1-h100-time', f())",
+                                  "x = 1e-3\nnot_defined_anywhere\ncheck('ch01-e1-h100-time', x)"],
+                         ids=["no-check", "inside-a-function", "another-line"])
+def test_other_name_errors_keep_their_traceback(shell, cell, capsys):
+    result = shell.run_cell(cell)
+    assert isinstance(result.error_in_exec, NameError)
+    assert len(shell.shown) == 1 and len(shell.shown[0]) > 1, shell.shown
+    text = "\n".join(shell.shown[0])
+    assert "not_defined_anywhere" in text and "answer cell" not in text, text
+
+
+def test_a_kernel_with_its_own_exception_handler_keeps_it():
+    """The course adds its handler only where the kernel has none: IPython holds one handler for all."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from course.answers import show_run_first
+
+    sh = InteractiveShell.instance()
+    before = sh.custom_exceptions, sh.CustomTB
+    seen = []
+    try:
+        sh.set_custom_exc((KeyError,), lambda self, etype, value, tb, tb_offset=None: seen.append(etype))
+        show_run_first(sh)
+        assert sh.custom_exceptions == (KeyError,)
+        sh.run_cell("{}['k']")
+        assert seen == [KeyError]
+    finally:
+        sh.custom_exceptions, sh.CustomTB = before
