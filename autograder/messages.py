@@ -508,8 +508,6 @@ def _unit_guess(arg: str, unit: str) -> dict[str, str]:
     guess = f"units {arg} times smaller than {unit or 'expected'}"
     if unit == "s" and factor > 1:
         guess = {1e3: "milliseconds", 1e6: "microseconds", 1e9: "nanoseconds"}.get(factor, guess)
-    elif unit == "s" and factor < 1:
-        guess = {1e-3: "kiloseconds"}.get(factor, guess)
     elif unit in ("B", "B/s", "FLOP", "FLOP/s", "Hz") and factor < 1:
         prefix = {1e-3: "k", 1e-6: "M", 1e-9: "G", 1e-12: "T", 1e-15: "P"}.get(factor)
         guess = f"{prefix}{unit}" if prefix else guess

@@ -70,12 +70,20 @@ def _power_of_ten(k: Fraction) -> bool:
 
 def factor_code(k: Any, unit: str, unit_given: str | None) -> str:
     """A wrong number that is k times the reference: a unit slip (no unit given, and k a power of 1000 or
-    the factor between two time units) or a plain factor."""
+    the factor between two time units, where a unit of that size exists: 1000 times an answer in days is no
+    answer in any unit) or a plain factor."""
     power = math.log10(abs(float(k)))
-    if unit_given is None and unit and k > 0 and (abs(power) >= 3 and power == round(power)
+    if unit_given is None and unit and k > 0 and (abs(power) >= 3 and power == round(power) and _unit_of(unit, k)
                                                   or k in time_factors(unit)):
         return f"unit:{k}"
     return f"ratio:{k}"
+
+
+def _unit_of(unit: str, k: Any) -> bool:
+    """Whether a unit of the question's kind is 1/k of its unit: the one a number k times the answer is in."""
+    dimension, scale = UNITS[unit]
+    size = float(scale) / float(k)
+    return any(d == dimension and math.isclose(s, size, rel_tol=1e-9) for d, s in UNITS.values())
 
 
 @dataclass(frozen=True)

@@ -134,14 +134,17 @@ RANGES = [q for q in QUESTIONS.values() if isinstance(q, Number) and q.tolerance
 @pytest.mark.parametrize("q", RANGES, ids=lambda q: q.qid)
 def test_a_factor_off_a_range_is_named_by_that_factor(q):
     """Twice, half, 3 and 8 times the reference of a range question are ``ratio:2`` and so on, as they are
-    in a question with a relative tolerance; a bare value in the unit 1000 times smaller is a unit slip."""
+    in a question with a relative tolerance; a bare value 1000 times too large is a unit slip where the unit 1000
+    times smaller exists (ms for s), a factor where it does not (days, bytes)."""
     r = float(q.reference)
     lo, hi = q.tolerance.bounds(r)
     for k, code in ((2, "ratio:2"), (0.5, "ratio:1/2"), (8, "ratio:8"), (3, "ratio:3"), (0.25, "ratio:1/4")):
         if not lo <= r * k <= hi:  # ch04-q4's range is the book's 240 to 480: twice 240 is right
             assert diagnoses(q, r * k) == (code, code), (k, diagnoses(q, r * k))
     if q.unit:
-        assert diagnoses(q, r * 1000) == ("unit:1000", "unit:1000")
+        dimension, scale = UNITS[q.unit]
+        code = "unit:1000" if (dimension, scale / 1000) in {(d, s) for d, s in UNITS.values()} else "ratio:1000"
+        assert diagnoses(q, r * 1000) == (code, code)
 
 
 def inside(q: Number) -> list[float]:

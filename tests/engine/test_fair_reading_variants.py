@@ -1,4 +1,4 @@
-"""Number readings at every variant, as a fair-reading review (fair6a) found them wanting. Each test runs both
+"""Number readings at every variant, as a fair-reading review found them wanting. Each test runs both
 judges the way the real paths call them, at every combination of every exercise setting (and at the book's
 values for questions in no setting):
 
@@ -12,12 +12,14 @@ Classes pinned here:
 2. a size written with a decimal prefix that is the answer read with the binary one (GB for GiB, and the other
    way round) is named so (``unit:binary``), without giving the answer;
 3. an answer that is the book's and also a declared slip at the student's own values keeps the slip's hint;
-4. both judges apply ``at_book`` to the same verdicts ("edge" exists only in the self-check).
+4. both judges apply ``at_book`` to the same verdicts ("edge" exists only in the self-check);
+5. a slip by a power of 1000 is named a unit slip only where a unit of that size exists.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 from functools import cache
@@ -89,11 +91,6 @@ def cases(chapter: str, kind: str | None = None) -> Iterator[Case]:
             yield Case(chapter, q)
 
 
-def _counts(lo: float, hi: float) -> bool:
-    """A range of whole numbers ("56 or 57"): its ends are counts, not values to round."""
-    return float(lo).is_integer() and float(hi).is_integer() and hi - lo <= 4
-
-
 def _said(graded: Verdict, checked: Verdict) -> tuple[str, str]:
     return ("correct" if graded.ok else graded.diagnosis), ("correct" if checked.ok else checked.diagnosis)
 
@@ -107,7 +104,7 @@ def test_a_range_end_rounded_to_3_figures_is_right_at_every_variant(chapter):
     failures = []
     for c in cases(chapter, "number"):
         t = c.q.tolerance
-        if not t.is_range or _counts(t.low, t.high):
+        if not t.is_range or t.of_counts:
             continue
         for end in (t.low, t.high):
             v = round_figures(end, 3)
@@ -124,7 +121,7 @@ def test_a_value_just_outside_a_range_is_close_not_a_factor(chapter):
     failures = []
     for c in cases(chapter, "number"):
         t = c.q.tolerance
-        if not t.is_range or _counts(t.low, t.high):
+        if not t.is_range or t.of_counts:
             continue
         lo, hi = t.bounds(float(c.q.reference))
         for v in (lo * 0.99, hi * 1.01):
@@ -258,4 +255,30 @@ def test_the_book_s_answer_gets_one_diagnosis_in_both_judges(chapter):
             if (graded.ok, graded.diagnosis, graded.message) != (checked.ok, checked.diagnosis, checked.message) \
                     and not (graded.ok and checked.diagnosis == "edge"):
                 failures.append((repr(c), v, graded.diagnosis, checked.diagnosis))
+    assert not failures, failures[:10]
+
+
+# --- 5. a unit slip names a unit that exists ----------------------------------------------------------
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_slip_by_a_power_of_1000_is_a_unit_only_where_such_a_unit_exists(chapter):
+    """1000 times an answer in days is no answer "in units 1000 times smaller than days" (there are none): it is
+    named as the factor it is. Where the unit exists (ms for s, kB for B), the slip names that unit."""
+    failures = []
+    for c in cases(chapter, "number"):
+        if c.q.unit not in UNITS or not c.q.unit:
+            continue
+        dimension, scale = UNITS[c.q.unit]
+        declared = [float(s.answer) for s in c.q.slips if isinstance(s.answer, int | float)]
+        for k in (1000, 1e-3, 1e6, 1e-6):
+            wrong = float(c.q.reference) * k
+            if any(math.isclose(wrong, d, rel_tol=1e-6) for d in declared):
+                continue  # a declared slip speaks for itself
+            exists = any(d == dimension and math.isclose(s, scale / k, rel_tol=1e-9) for d, s in UNITS.values())
+            graded, checked = c.both(wrong, book=False)
+            said = (graded.diagnosis, checked.diagnosis)
+            named = [d.startswith("unit:") for d in said]
+            ok = all(named) if exists else not any(named) and "times smaller than" not in graded.message
+            if not ok or graded.message != checked.message:
+                failures.append((repr(c), k, said))
     assert not failures, failures[:10]

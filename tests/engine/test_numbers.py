@@ -380,7 +380,7 @@ DIAGNOSES = [
     (1e-3, "s", "1.0", "unit:1000"),
     (1e-3, "s", 1000.0, "unit:1000000"),  # in us
     (1e-3, "s", "1 s", "ratio:1000"),  # the unit was written: a factor, not a unit slip
-    (1e-3, "s", 1e-6, "unit:1/1000"),  # in ks
+    (1e-3, "s", 1e-6, "ratio:1/1000"),  # in ks, were there such a unit
     (16e9, "B", 16.0, "unit:1/1000000000"),  # in GB
     (1e-3, "s", 2e-3, "ratio:2"),
     (1e-3, "s", "2 ms", "ratio:2"),
