@@ -54,6 +54,9 @@ _MESH = re.compile(r"sdy\.mesh\s+@[\w.$-]+\s*=\s*<\[([^\]]*)\]")
 _MESH_AXIS = re.compile(r'"([^"]*)"\s*=\s*(\d{1,12})(?!\d)')
 
 
+GRADER_ERROR = "grader_error"  # a report's error code where the grader, not the program, failed (``error``: what)
+
+
 @dataclass(frozen=True)
 class Report:
     """What running one program showed; ``error`` set when it could not run at all. ``outputs`` holds the
@@ -137,8 +140,12 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
 
     from .collectives import UnknownCollective, compiled_collectives
 
+    # Whose failure an exception is: the student's while their program is traced, compiled and run; the grader's
+    # while it makes the inputs or reads what the program compiled to (a person looks at it: no student pays).
+    grader = True
     try:
         args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
+        grader = False
         jitted = jax.jit(fn)
         lowered = jitted.lower(*args)
         size = sum(math.prod(o.shape) * o.dtype.itemsize for o in jax.tree.leaves(lowered.out_info))
@@ -146,10 +153,13 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
             return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
                           error_code="bad_program")
         stated_text = lowered.as_text()  # once: a long program's text costs its printing each time
+        grader = True
         found = tuple(inspect_text(stated_text, q.mesh))  # before it runs: what the census cannot weigh is refused
+        grader = False
         out = jitted(*args)
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
         compiled_text = compiled.as_text()
+        grader = True
         placed = compiled_census(compiled_text)
         stated = census(found)
         counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
@@ -158,7 +168,9 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         memory = _memory(compiled) if q.max_bytes else None
     except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
         return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
-    except Exception as e:  # the student's program failed to trace, compile or run
+    except Exception as e:
+        if grader:
+            return Report(error=type(e).__name__, error_code=GRADER_ERROR)
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
     if not jax.tree.leaves(out):  # None, or a tuple of them: nothing came out
         return Report()
@@ -858,6 +870,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
     then the collectives (their kinds and counts, then the bytes they move against ``traffic``, the model's,
     from ``model_traffic``), then the memory it holds: a right but wasteful program earns partial credit."""
+    if report.error_code == GRADER_ERROR:
+        return Verdict(Status.INVALID, 0.0, GRADER_ERROR, phrase(GRADER_ERROR, error=report.error))
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
     wanted = expected_outputs(q, seed)  # once: a reference program (a decode loop, attention) is not free

@@ -293,3 +293,27 @@ def test_a_setting_must_build_the_same_questions_for_every_choice():
         Chapter("ch99_test", "test", (s,), {"ch99-e1": {"n": 2}})
     with pytest.raises(KeyError, match="not one of the allowed values"):
         Chapter("ch99_test", "test", (s,), {"ch99-e1": {"n": 3}})
+
+
+# Number questions placed in a setting whose answer is the same at every choice: a classmate's answer is right. Each
+# is fixed by what the exercise holds constant, and is named here with why; a new one fails the test below until it
+# varies or is named.
+SAME_FOR_EVERYONE = {
+    "ch08-iq3-tp-limit": "v5e's FLOP/s over its link bandwidth, and LLaMA-70B's F: the story's chip and model",
+    "ch08-iq6-step-full": "a full v5e's HBM read at its bandwidth: the chip alone",
+    "ch08-iq6-int4-weights": "LLaMA-70B's int4 weights on a 2x2: the story's model and slice",
+    "ch08-w3-min-step": "405B's int8 weights on the one slice every allowed limit leads to",
+    "ch09-q2-allreduce-count": "the mock layer's two partial-sum reductions, whatever its sizes",
+    "ch11-c4-t-fsdp": "the FSDP weight gather does not depend on the batch: the point of the exercise",
+}
+
+
+def test_number_questions_that_no_choice_changes_are_named():
+    same = set()
+    for chapter in CHAPTERS:
+        for s in load_chapter(chapter).settings:
+            built = [s.questions(s.labels(c)) for c in s.combos()]
+            for k, q in enumerate(built[0]):
+                if q.kind == "number" and all(b[k].reference == q.reference for b in built[1:]):
+                    same.add(q.qid)
+    assert same == set(SAME_FOR_EVERYONE), sorted(same ^ set(SAME_FOR_EVERYONE))

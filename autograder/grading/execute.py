@@ -85,6 +85,9 @@ class Execution:
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
     isolation: str = ""
+    # False where the kernel failed before the notebook's first cell was sent to it: nothing of the student's ran,
+    # so the failure is the grader's (a limit no kernel starts in, a broken factory), never a graded 0.
+    started: bool = True
 
 
 class ForeignProcess:
@@ -215,6 +218,11 @@ class LimitedClient(NotebookClient):
         self.timed_out: list[int] = []
         self.deadline = time.monotonic() + limits.notebook_seconds
         self.kill: Callable[[], None] = lambda: None  # set once the kernel exists
+        self.sent = 0  # cells handed to the kernel: before the first, a failure is no student's doing
+
+    async def async_execute_cell(self, *args: Any, **kwargs: Any) -> NotebookNode:
+        self.sent += 1
+        return await super().async_execute_cell(*args, **kwargs)
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | dict:
         """First timeout of a cell: interrupt the kernel (the cell gets a KeyboardInterrupt and the
@@ -320,14 +328,19 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     watchdog.start()
     quota = Quota([workdir, sockets], limits, kill)
     quota.start()
+    ran = True  # False where the kernel failed before the first cell: see ``Execution.started``
     try:
         client.execute()
     except DeadKernelError:
-        problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {_last_run(nb)}")
+        ran = client.sent > 0
+        problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {_last_run(nb)}" if ran
+                        else "the kernel could not be started: it died before the first cell")
     except CellTimeoutError:
         problems.append(f"time limit reached at cell {_last_run(nb)}")
     except Exception as e:  # a kernel that will not start, a protocol error: grade what ran
-        problems.append(f"execution stopped: {type(e).__name__}: {str(e)[:200]}")
+        ran = client.sent > 0
+        problems.append(f"execution stopped: {type(e).__name__}: {str(e)[:200]}" if ran
+                        else f"the kernel could not be started ({type(e).__name__}: {str(e)[:200]})")
     finally:
         watchdog.cancel()
         quota.stop()
@@ -352,7 +365,9 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     if client.truncated:
         problems.append(dropped_note(client))
     private = getattr(manager.provisioner, "private", False)
-    return Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
+    run = Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
+    run.started = ran
+    return run
 
 
 def _test_cell_id(cell: Any) -> str | None:

@@ -45,6 +45,7 @@ PROGRAM_SECONDS = 300  # all the programs of one notebook
 # One program: a chapter's programs compile and run in a second or two, so a minute is ample, and one that never
 # ends costs a minute of its notebook's time, not the whole of it (nor its other programs' grades).
 PROGRAM_EACH_SECONDS = 60
+RUNNER_START_SECONDS = 60  # a fresh runner asked to run nothing: forked with JAX imported, it answers in seconds
 RUNNER_PROGRAMS = 250  # programs a runner runs before it is replaced (about 25 notebooks' worth)
 
 _judge: Service | None = None  # one per grading worker process
@@ -119,12 +120,16 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     serves many notebooks, and its CPU limit covers its whole life, so each program's budget is made its own:
     the runner is replaced before a program that could take it past its limit (``_runner``), and a program whose
     runner died before the program's time was up, having served others before it, is run once more in a fresh
-    one: only there is its death its own."""
+    one: only there is its death its own. And only if a runner works at all: a program that got no report is asked
+    about once more, of a fresh runner with nothing to run; one that does not answer that is the grader's failure
+    (a person looks), never the student's."""
     from ..kinds.program import judge_all
+    from ..programs import GRADER_ERROR
 
     def run(todo: list[dict[str, Any]]) -> dict[str, Any]:
         deadline = time.monotonic() + seconds
         reports = {}
+        works: list[bool] = []  # whether a runner starts and answers, asked once, when a program got no report
         for item in todo:
             reply = None
             for _ in range(2):
@@ -139,6 +144,11 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
                     break
             if isinstance(reply, dict) and item["qid"] in reply:
                 reports[item["qid"]] = reply[item["qid"]]
+                continue
+            if not works:
+                works.append(_runner(course_dir, seconds, each).request({"items": []}, RUNNER_START_SECONDS) == {})
+            if not works[0]:
+                reports[item["qid"]] = {"error": "the program runner did not start", "error_code": GRADER_ERROR}
         return reports
 
     return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)

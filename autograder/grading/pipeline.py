@@ -267,6 +267,8 @@ def _worker(args: tuple[Assignment, str, Path, Limits]) -> dict[str, Any]:
     a, student, folder, limits = args
     try:
         return grade_submission(a, student, folder, limits)
+    except stages.GraderFailure as e:
+        return _failed(a, student, str(e))
     except Exception as e:  # one broken submission must never stop the class
         return _failed(a, student, f"{type(e).__name__}: {e}")
 
@@ -468,7 +470,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     if summary.skipped:
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
     for why, said in ((results.ANSWERS, "the chapter's answers changed since the last run"),
-                      (results.UNRECORDED, "graded before the grader recorded the chapter's answers")):
+                      (results.UNRECORDED, "graded before the grader recorded the chapter's answers"),
+                      (results.FLAGGED, "the grader failed on part of them last time")):
         if regrade.get(why):
             progress.note(f"{said}: regrading {regrade[why]}")
     warming = Warming("")

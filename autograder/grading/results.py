@@ -47,7 +47,7 @@ def stored(a: Assignment, student: str) -> dict[str, Any] | None:
 
 
 # Why a submission with a stored result is graded again (``unchanged``).
-RESUBMITTED, ANSWERS, UNRECORDED, SETTING = "resubmitted", "answers", "unrecorded", "setting"
+RESUBMITTED, ANSWERS, UNRECORDED, SETTING, FLAGGED = "resubmitted", "answers", "unrecorded", "setting", "flagged"
 
 
 def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any] | None, str]:
@@ -57,6 +57,9 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
     kept = stored(a, student)
     if not kept:
         return None, ""
+    graded = (kept.get("questions") or {}).values()
+    if any(isinstance(q, dict) and q.get("diagnosis") == "grader_error" for q in graded):
+        return None, FLAGGED  # the grader failed on part of it last time: a fixed grader grades it in full
     if kept.get("sha256") != fingerprint(folder, a.notebook):
         return None, RESUBMITTED
     if kept.get("answers") != a.answers:

@@ -47,6 +47,11 @@ if TYPE_CHECKING:
     from .pipeline import Assignment
 
 
+class GraderFailure(RuntimeError):
+    """A stage failed for the grader's own reasons, before anything of the student's ran: the submission is flagged
+    for the course staff (pipeline's ``_failed``), never graded 0."""
+
+
 @dataclass
 class Job:
     """One submission on its way through the stages."""
@@ -108,7 +113,12 @@ def execute(job: Job) -> None:
         env[ENV] = str(cache)
     job.cache = cache is not None
     log = a.course_dir / STATE / "logs" / a.name / f"{job.student}.log"
-    job.run = run_notebook(job.notebook, job.work, deny, allow, job.limits, log, env)
+    for _ in range(2):  # a kernel that failed to start is started once more (a loaded machine), then given up on
+        job.run = run_notebook(job.notebook, job.work, deny, allow, job.limits, log, env)
+        if job.run.started:
+            break
+    else:  # nothing of the student's ran: the grader's failure, flagged for a person and never stored as graded
+        raise GraderFailure(job.run.problems[-1])
     job.problems += job.run.problems
     job.notebook = job.run.notebook
 

@@ -139,4 +139,5 @@ def test_a_program_past_its_own_limit_still_fails_and_is_not_run_again(tmp_path,
     monkeypatch.setattr(Service, "request", counted)
     v = _judged(_forever, tmp_path, "mallory", seconds=33, each=3)
     assert (v.score, v.diagnosis) == (0, "program_failed"), v.message
-    assert len(asked) == 1
+    assert [p for p in asked if p["items"]] == asked[:1]  # run once; then a fresh runner is asked to run nothing
+    assert asked[1:] == [{"items": []}]

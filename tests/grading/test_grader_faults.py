@@ -1,0 +1,143 @@
+"""When the grader itself fails, no student pays for it. A kernel that cannot start, a program runner that cannot
+start, a failure in the grader's own reading of a compiled program: each is the grader's fault, reported as such
+(flagged for the course staff, never stored as a graded 0, graded again on the next run), while a student's
+program that hangs or raises stays the student's."""
+
+import io
+from pathlib import Path
+
+import jax.numpy as jnp
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from autograder import programs
+from autograder.grading import judge, results
+from autograder.grading.execute import Limits
+from autograder.kinds.program import judge as judge_here
+from autograder.questions import load_chapter
+from autograder.verdict import Status
+from tests.chapter_checks import recorded
+
+CH = load_chapter("ch03_sharding")
+Q = CH["ch03-cx2-case1-local"]  # x[64, 256] split on X, y[256, 128] on every device
+STARVED = 64 * 2**20  # an address space no kernel or runner can start in: a grader's configuration fault
+
+
+@pytest.fixture
+def runners(monkeypatch):
+    """Runners this test starts are closed after it; ``starved["on"]`` starts them with too little memory."""
+    before, forked = set(judge._runners), judge._forked
+    starved = {"on": False}
+
+    def starving(request, home, max_requests=50):
+        if request.get("kind") == "runner" and starved["on"]:
+            request = {**request, "memory": STARVED}
+        return forked(request, home, max_requests)
+
+    monkeypatch.setattr(judge, "_forked", starving)
+    yield starved
+    for key in set(judge._runners) - before:
+        judge._runners.pop(key).close()
+
+
+def _judged(fn, course_dir, each=20):
+    answer = recorded(Q, fn)
+    return judge.judge_programs(CH, [{"qid": Q.qid, "answer": answer}], course_dir, "ada", seconds=40,
+                                each=each)[Q.qid]
+
+
+def test_a_runner_that_cannot_start_is_the_graders_fault(tmp_path, runners):
+    runners["on"] = True
+    v = _judged(Q.solution, tmp_path)
+    assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+    assert "course staff" in v.message
+
+
+def test_a_program_that_never_ends_is_still_its_own_fault(tmp_path, runners):
+    def forever(x, y):
+        import jax
+
+        return jax.lax.while_loop(lambda c: c.sum() < jnp.inf, lambda c: c + 1.0, Q.solution(x, y))
+
+    v = _judged(forever, tmp_path, each=3)
+    assert (v.status, v.diagnosis) == (Status.INCORRECT, "program_failed"), v.message
+    assert _judged(Q.solution, tmp_path).score == 1  # and the runner serves the next program
+
+
+def test_a_failure_in_reading_a_compiled_program_is_the_graders(monkeypatch):
+    """The grader's reading of what a program compiled to (its census, its collectives, its memory) is the
+    grader's code: an exception there is no 'your program raised'."""
+    def broken(*_):
+        raise ValueError("an HLO form the census does not parse")
+
+    monkeypatch.setattr(programs, "compiled_census", broken)
+    v = judge_here(Q, recorded(Q, Q.solution))
+    assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+    assert "Your program" not in v.message
+
+
+def test_a_program_that_raises_is_still_its_own_fault():
+    def raises(x, y):
+        raise ZeroDivisionError("the student's own")
+
+    v = judge_here(Q, recorded(Q, raises))
+    assert v.status is not Status.INVALID and v.diagnosis != "grader_error", v.message
+
+
+def test_a_kernel_that_cannot_start_is_flagged_not_graded(tmp_path):
+    """A memory limit no kernel starts in (an instructor's setting): every submission is flagged as the grader's
+    failure, nothing is stored as graded, and the next run grades it again."""
+    from autograder.demo import copy_course, submit
+    from autograder.grading.console import Progress
+    from autograder.grading.pipeline import grade, prepare
+
+    chapter = "ch01_rooflines"
+    root = Path(__file__).resolve().parents[2]
+    course = copy_course(root, tmp_path / "course", [chapter])
+    release = nbformat.read(root / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    submit(course, "ada", chapter, release)
+    summary = grade(course, chapter, jobs=1, limits=Limits(memory_bytes=STARVED, startup_seconds=20),
+                    progress=Progress(stream=io.StringIO(), bar=False))
+    (r,) = summary.results
+    assert {q["diagnosis"] for q in r["questions"].values()} == {"grader_error"}, r["problems"]
+    assert any("kernel could not be started" in p for p in r["problems"]), r["problems"]
+    kept, why = results.unchanged(prepare(course, chapter), "ada", course / "submitted" / "ada" / chapter)
+    assert kept is None and why, why
+
+
+def test_a_stored_result_the_grader_failed_on_is_graded_again(tmp_path, monkeypatch):
+    kept = {"sha256": "x", "answers": "k", "setting": {},
+            "questions": {"q": {"diagnosis": "grader_error", "score": 0.0, "points": 1.0}}}
+
+    class A:
+        answers, variants, db_url, notebook = "k", None, "", "n.ipynb"
+
+    monkeypatch.setattr(results, "stored", lambda a, s: kept)
+    monkeypatch.setattr(results, "fingerprint", lambda folder, nb: "x")
+    monkeypatch.setattr(results, "write_result", lambda url, r: None)
+    assert results.unchanged(A(), "ada", tmp_path) == (None, results.FLAGGED)
+    kept["questions"]["q"]["diagnosis"] = "ratio:2"
+    assert results.unchanged(A(), "ada", tmp_path) == (kept, "")
+
+
+def test_a_kernel_start_failure_is_told_apart_from_a_first_cell_that_kills_it(tmp_path, monkeypatch):
+    """A notebook whose first cell ends the kernel ran the student's code: that is the student's."""
+    from autograder.grading import factory
+    from autograder.grading.execute import execute
+    from autograder.grading.jail import isolation_paths
+
+    work = tmp_path / "work"
+    made = factory.Factory(work)
+    monkeypatch.setenv(factory.ENV, made.socket)
+    deny, allow = isolation_paths(Path(__file__).resolve().parents[2])
+    try:
+        nb = new_notebook(cells=[new_code_cell("import os\nos._exit(3)"), new_code_cell("x = 1")])
+        run = execute(nb, work / "ada", deny, allow, Limits(startup_seconds=30), tmp_path / "a.log")
+        assert run.started and "the kernel died" in run.problems[0], run.problems
+        nb = new_notebook(cells=[new_code_cell("x = 1")])
+        run = execute(nb, work / "bob", deny, allow, Limits(memory_bytes=STARVED, startup_seconds=20),
+                      tmp_path / "b.log")
+        assert not run.started and "could not be started" in run.problems[0], run.problems
+    finally:
+        made.close()
