@@ -61,6 +61,9 @@ class Factory:
         with contextlib.suppress(OSError):
             os.unlink(self.socket)
             os.rmdir(os.path.dirname(self.socket))
+        with contextlib.suppress(OSError):  # one per run: kept only where it says something
+            if self.log.stat().st_size == 0:
+                self.log.unlink()
 
 
 _own: list[Factory] = []

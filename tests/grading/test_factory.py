@@ -230,3 +230,16 @@ def test_the_isolation_line_says_when_signals_are_not_confined():
     assert "signals: not confined" in isolation(5, private=False)
     assert "signals: not confined" in isolation(0, private=False)
     assert "signals" not in isolation(6, private=False) and "signals" not in isolation(5, private=True)
+
+
+def test_a_closed_factory_leaves_its_log_only_where_it_says_something(tmp_path):
+    """Every run starts a factory with a log of its own: an empty one is removed when the factory stops, so runs
+    do not pile up empty files in the course's work folder."""
+    quiet = factory.Factory(tmp_path / "quiet")
+    assert quiet.log.exists()
+    quiet.close()
+    assert not quiet.log.exists()
+    loud = factory.Factory(tmp_path / "loud")
+    loud.log.write_text("a traceback the staff may want\n")
+    loud.close()
+    assert loud.log.read_text() == "a traceback the staff may want\n"
