@@ -233,8 +233,24 @@ def grade(qid: str, answer: Any) -> None:
         return
     v = kinds.selfcheck_live(_entry(qid), qid, answer, payload, _book(qid))
     _graded[qid] = (id(answer), v)
+    if v.status is Status.PARTIAL:
+        _show_points(_entry(qid).get("points"), v.score)
     if not v.ok:
         _fail(qid, v)
+
+
+def _show_points(points: Any, score: float) -> None:
+    """Plain ``nbgrader autograde`` scores a test cell by its outputs: an error gets nothing, and a number shown as
+    the cell's result before it gets that many points. A partly right answer shows its share of the points first, so
+    that nbgrader gives it what ``scaling-course grade`` gives, not the error's 0."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or not isinstance(points, int | float):
+        return
+    shell.displayhook(round(float(points) * score, 6))
 
 
 def _fail(qid: str, v: Verdict, notice: str = "") -> None:
