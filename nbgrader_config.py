@@ -24,3 +24,8 @@ c.Execute.startup_timeout = 120
 # nbgrader zeroes a test cell that writes to stderr; course.setup() silences library warnings, and
 # this drops the few lines XLA's C++ runtime may still print.
 c.IgnorePattern.pattern = r"(W|I)\d{4} .*"
+
+# nbgrader's formgrader and generate_feedback render the autograded notebooks with nbconvert's HTML exporter.
+# The grader writes them with nothing active of the student's (docs/security.md, item 8); this is a second
+# wall for their outputs (formgrade's template renders markdown without it).
+c.HTMLExporter.sanitize_html = True

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from .formula import Invalid
 
 MIME = "application/vnd.scaling-course.answer+json"
+# What ``course.setting`` shows beside its text: {"name", "values"} of an exercise's setting as the notebook ran it.
+# The grader compares a submission's last shown values with the ones it grades with; nothing is judged from it.
+SETTING_MIME = "application/vnd.scaling-course.setting+json"
 FORMAT = 1
 MAX_RECORD_BYTES = 2_000_000  # a record larger than this is ignored, never parsed
 # Set by ``scaling-course grade`` in its kernels: it judges records itself, so grade() only records.

@@ -137,7 +137,7 @@ def _settings_of(chapter: str) -> list[str]:
 
 def setting(name: str) -> Values:
     """Show and return the values of exercise ``name`` ("ch01-e3") that this notebook computes with."""
-    from .answers import UnknownQuestion, chapter_table, fingerprints
+    from .answers import UnknownQuestion, _display, chapter_table, fingerprints
 
     if not isinstance(name, str) or "-" not in name:
         raise NotText('the argument is the exercise\'s setting, as text, e.g. course.setting("ch01-e3")')
@@ -167,5 +167,5 @@ def setting(name: str) -> Values:
     else:
         origin = f"  (dealt to {student()})"
     values = Values(name, labels, dict(s["params"]), origin)
-    print(repr(values))
+    _display({record.SETTING_MIME: {"name": name, "values": labels}, "text/plain": repr(values)})
     return values

@@ -317,3 +317,18 @@ def test_number_questions_that_no_choice_changes_are_named():
                 if q.kind == "number" and all(b[k].reference == q.reference for b in built[1:]):
                     same.add(q.qid)
     assert same == set(SAME_FOR_EVERYONE), sorted(same ^ set(SAME_FOR_EVERYONE))
+
+
+def test_a_setting_shows_its_values_as_data_the_grader_can_read(monkeypatch):
+    """What the notebook shows ("Your setting for ch01-e3: ...") also carries the values as data: the grader
+    compares them with the values it grades with (``tests/grading/test_stages.py``)."""
+    from course import answers
+
+    shown = []
+    monkeypatch.setattr(answers, "_display", shown.append)
+    monkeypatch.delenv(record.GRADER_ENV, raising=False)
+    monkeypatch.setattr(variant, "_state", {"student": "ada", "mode": "student"})
+    e3 = variant.setting("ch01-e3")
+    [bundle] = shown
+    assert bundle["text/plain"] == repr(e3)
+    assert bundle[record.SETTING_MIME] == {"name": "ch01-e3", "values": {"chip": e3.chip.name}}

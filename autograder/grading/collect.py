@@ -58,6 +58,27 @@ def other_settings(recorded: dict[str, Collected], assigned: dict[str, dict[str,
             "was graded with its own values" for name, qids in found.items()]
 
 
+def worked_with_other_values(shown: dict[str, Any], assigned: dict[str, dict[str, Any]]) -> list[str]:
+    """A note per exercise setting whose values the saved notebook last showed (``sanitize.shown_settings``) are
+    not those it is graded with: numbers typed from the old values are judged at the graded ones, and the student
+    and the staff should know why (the variant plan changed after the notebooks went out, or the notebook ran
+    without the student's id, or in practice mode)."""
+    from ..variants import describe
+
+    notes = []
+    for name, values in shown.items():
+        if name in assigned and _same(values) != _same(assigned[name]):
+            try:
+                was, now = describe(values), describe(assigned[name])
+            except Exception:  # values the student's file made up: named without them
+                was, now = "other values", describe(assigned[name])
+            notes.append(f"{name}: the notebook was last run with {was[:200]}, and is graded with {now} (the "
+                         "student's values): numbers typed from the old values are judged at these. Was the "
+                         "variant plan changed after the notebooks went out, or the notebook run without the "
+                         "student's id?")
+    return notes
+
+
 def _same(values: Any) -> str:
     import json
 

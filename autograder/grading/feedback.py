@@ -11,11 +11,21 @@ in quadratic time (its math rules rescan to the end of the cell from every ``\\b
 within ``CELL_SECONDS`` (where a timer can be set: a worker's main thread), and all of a report's
 markdown within ``REPORT_SECONDS``; past any of them the cell is shown as plain text, saying so. A cell's
 text in the report is cut at ``SHOWN_CHARS`` (the autograded notebook keeps it whole).
+
+What the staff's tools render carries nothing active that the student controls (docs/security.md, item 8):
+every value from a notebook, a kernel or a result enters the report through ``_e`` (attributes included,
+and a class is one of a fixed set); MathJax loads ``ui/safe``, without the ``html`` TeX package, and
+typesets the markdown cells only; an output is styled as a verdict only where ``annotate`` marked it. The
+autograded notebook, which nbgrader's formgrader and ``generate_feedback`` render as raw HTML, is written as
+``inert`` makes it: text, PNG and JPEG outputs only, student markdown with its raw HTML and harmful link
+targets turned to text.
 """
 
 from __future__ import annotations
 
+import copy
 import html
+import json
 import re
 import time
 from collections import OrderedDict
@@ -23,11 +33,12 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from nbformat import NotebookNode
+from nbformat import NotebookNode, from_dict
 from nbformat.v4 import new_output
 
 from ..bounds import TooExpensive, bounded
 from ..variants import describe
+from ..verdict import Status
 
 HIDDEN_BEGIN, HIDDEN_END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 # Honest markdown cells of the course hold up to 4,000 characters, a chapter's 40,000 in all, and render in
@@ -61,6 +72,12 @@ def verdict_text(q: dict[str, Any]) -> str:
     return head + "\n"
 
 
+# The cell metadata by which ``annotate`` marks its verdict (the cell's first output) for the report: a stream
+# output has no metadata of its own in nbformat's schema. Test cells are the master's, and a student's own
+# cells lose their metadata in sanitize, so neither the student nor the kernel can set it.
+MARK = "scaling_course"
+
+
 def annotate(nb: NotebookNode, questions: dict[str, dict[str, Any]]) -> NotebookNode:
     for cell in nb.cells:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -70,7 +87,115 @@ def annotate(nb: NotebookNode, questions: dict[str, dict[str, Any]]) -> Notebook
             plots = [o for o in cell.get("outputs", []) if o.get("output_type") == "display_data"
                      and "image/png" in o.get("data", {})]
             cell.outputs = [new_output("stream", name="stdout", text=verdict_text(questions[gid])), *plots]
+            cell.metadata[MARK] = {"verdict": 0}  # the index of the verdict among the cell's outputs
     return nb
+
+
+def _is_verdict(cell: dict[str, Any], index: int) -> bool:
+    mark = cell.get("metadata", {}).get(MARK) if isinstance(cell.get("metadata"), dict) else None
+    return isinstance(mark, dict) and mark.get("verdict") == index
+
+
+# The autograded notebook, for nbgrader's formgrader and generate_feedback: both render it with nbconvert's
+# HTML templates, which pass a rich output's HTML, JavaScript and SVG, an image's metadata and a markdown
+# cell's raw HTML through as they are (formgrade's markdown escapes the exporter's ``sanitize_html``).
+KEPT_MIME = ("text/plain", "image/png", "image/jpeg")
+# A one-pixel transparent PNG, for an attachment of another type: its name stays, or nbconvert's markdown raises.
+BLANK_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")  # every tag, closing tag, comment, declaration, CDATA and autolink
+_BACKSLASHED = re.compile(r"\\([!-/:-@\[-`{-~])")  # markdown's escapes: javascript\: is javascript:
+# A link target that runs or embeds something: as markdown decodes it (mistune decodes a target's character
+# references twice, so java&amp;#115;cript: is javascript:). "data: 5 GB" is prose: a target has no space.
+_HARMFUL = re.compile(r"(?<![a-z0-9+.\-])(?:javascript:|vbscript:|data:(?![ \t\r\n]))", re.I)
+_LINK = re.compile(r"\](?=[(:])")  # an inline link or image, [text](target), and a definition, [label]: target
+DECODINGS = 8
+
+
+def _harmful(text: str) -> bool:
+    """Whether a link target in markdown ``text`` could be harmful: whether the text holds a harmful scheme
+    once decoded, as often as a renderer may (backslash escapes, character references), or more."""
+    for _ in range(DECODINGS):
+        if _HARMFUL.search(text):
+            return True
+        decoded = html.unescape(_BACKSLASHED.sub(r"\1", text))
+        if decoded == text:
+            return False
+        text = decoded
+    return True  # still decoding: taken as harmful
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(v for v in value if isinstance(v, str))
+    return value if isinstance(value, str) else ""
+
+
+def _image(value: Any) -> str | None:
+    text = _text(value)
+    return text if text.strip() and _BASE64.fullmatch(text) else None
+
+
+def inert_output(out: Any) -> dict[str, Any] | None:
+    """``out`` as the staff's tools may show it, or None: a stream of stdout or stderr, an error's text, and
+    of a rich output its plain text and PNG or JPEG image only (valid base64), without metadata."""
+    if not isinstance(out, dict):
+        return None
+    kind = out.get("output_type")
+    if kind == "stream":
+        return {"output_type": "stream", "name": "stderr" if out.get("name") == "stderr" else "stdout",
+                "text": _text(out.get("text"))}
+    if kind == "error":
+        tb = out.get("traceback")
+        return {"output_type": "error", "ename": str(out.get("ename", "")), "evalue": str(out.get("evalue", "")),
+                "traceback": [str(t) for t in tb] if isinstance(tb, list) else []}
+    if kind not in ("display_data", "execute_result") or not isinstance(out.get("data"), dict):
+        return None
+    data = out["data"]
+    kept = {"text/plain": _text(data["text/plain"])} if "text/plain" in data else {}
+    kept |= {mime: image for mime in ("image/png", "image/jpeg") if (image := _image(data.get(mime))) is not None}
+    if not kept:
+        return None
+    made = {"output_type": kind, "data": kept, "metadata": {}}
+    if kind == "execute_result":
+        count = out.get("execution_count")
+        made["execution_count"] = count if type(count) is int else None
+    return made
+
+
+def inert_markdown(text: str) -> str:
+    """A student's markdown with nothing a markdown renderer passes to a browser as markup or a script link: raw
+    HTML shown as text (``<`` before a tag becomes ``&lt;``, everywhere, code and math included, where it shows
+    as typed: a parse of markdown here that differed from the renderer's by one case would pass a tag), and,
+    where the text holds a ``javascript:``, ``vbscript:`` or ``data:`` target however encoded, no link or image
+    at all (``[text] (target)`` and ``[label] : target`` are text)."""
+    text = _TAG.sub("&lt;", _CONTROL.sub("", text))
+    return _LINK.sub("] ", text) if _harmful(text) else text
+
+
+def _students(cell: dict[str, Any]) -> bool:
+    """Whether ``cell`` holds what the student wrote: an answer, or a cell of their own (the assignment's
+    other cells are the master's)."""
+    meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
+    return not isinstance(meta, dict) or not meta.get("grade_id") or bool(meta.get("solution"))
+
+
+def inert(nb: NotebookNode) -> NotebookNode:
+    """A copy of the annotated notebook ``nb`` that nbgrader's formgrader and generate_feedback may render: every
+    output as ``inert_output`` keeps it (the verdicts and plots, printed text, tracebacks), every markdown cell of
+    the student's as ``inert_markdown`` writes it, its attachments PNG or JPEG only."""
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = from_dict([o for o in map(inert_output, cell.get("outputs", [])) if o is not None])
+        elif cell.get("cell_type") == "markdown" and _students(cell):
+            cell["source"] = inert_markdown(_text(cell.get("source")))
+            if isinstance(cell.get("attachments"), dict):
+                cell["attachments"] = {str(name): ({m: image for m in ("image/png", "image/jpeg") if isinstance(
+                    bundle, dict) and (image := _image(bundle.get(m))) is not None} or {"image/png": BLANK_PNG})
+                    for name, bundle in cell["attachments"].items()}
+                cell["attachments"] = from_dict(cell["attachments"])
+    return out
 
 
 # The report is built here rather than with nbconvert's HTML templates: those cost about 0.6 s a
@@ -87,8 +212,23 @@ img { max-width: 100% } table { border-collapse: collapse } td, th { border: 1px
 tr.correct td:nth-child(2) { background: #e6f4e6 } tr.incorrect td:nth-child(2), tr.invalid td:nth-child(2)
 { background: #fbe9e9 } tr.partial td:nth-child(2) { background: #fff6dd }
 """
-_MATHJAX = ("<script>window.MathJax = {tex: {inlineMath: [['$', '$']]}};</script>"  # read when MathJax loads
-            "<script src='https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js' async></script>")
+# MathJax typesets the student's markdown only (``processHtmlClass``; the score table, the notes and the code
+# cells are in ``ignoreHtmlClass``, where a message quotes a kernel's or a file's name), with its ``ui/safe``
+# extension letting no URL, class, id or style through, and without the ``html`` TeX package (\href, \style,
+# \class, \cssId), which is neither autoloaded nor ``\require``d.
+NO_MATH, MATH = "nomath", "markdown"
+MATHJAX_CONFIG = {
+    "loader": {"load": ["ui/safe"]},
+    "tex": {"inlineMath": [["$", "$"]], "packages": {"[-]": ["html"]}, "autoload": {"html": []},
+            "require": {"allow": {"html": False}}},
+    "options": {"ignoreHtmlClass": NO_MATH, "processHtmlClass": MATH,
+                "safeOptions": {"allow": {"URLs": "none", "classes": "none", "cssIDs": "none", "styles": "none"},
+                                "safeProtocols": {"http": False, "https": False, "file": False,
+                                                  "javascript": False, "data": False}}},
+}
+MATHJAX_URL = "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js"
+_MATHJAX = (f"<script>window.MathJax = {json.dumps(MATHJAX_CONFIG)};</script>"  # read when MathJax loads
+            f"<script src='{MATHJAX_URL}' async></script>")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
@@ -102,18 +242,24 @@ def _markdown_renderer() -> Any:
             """An image pasted into a markdown cell (``attachment:NAME``) is not shown: the report embeds no
             file the student attached (nbconvert would raise for one the cell does not carry), and says so."""
             if url.startswith("attachment:"):
-                name = html.escape(url.removeprefix("attachment:"))
+                name = _e(url.removeprefix("attachment:"))
                 return f"<em class='note'>[{name}: an image attached to the cell, not shown in this report]</em>"
             return super().image(text, url, title)
 
     return MarkdownWithMath(renderer=Renderer(escape=True, allow_harmful_protocols=False, exclude_anchor_links=True))
 
 
+def _e(value: Any) -> str:
+    """The one way a value from a notebook, a kernel or a result enters the report's HTML: as text, with both
+    quotes escaped, so that in an attribute too it stays a value."""
+    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+
+
 def _cut(text: str) -> str:
     """``text`` escaped for HTML, cut at ``SHOWN_CHARS`` with a note."""
     if len(text) <= SHOWN_CHARS:
-        return html.escape(text)
-    return (html.escape(text[:SHOWN_CHARS]) + f"\n… ({len(text) - SHOWN_CHARS:,} more characters not shown here; "
+        return _e(text)
+    return (_e(text[:SHOWN_CHARS]) + f"\n… ({len(text) - SHOWN_CHARS:,} more characters not shown here; "
             "the autograded notebook has them all)")
 
 
@@ -165,22 +311,27 @@ def _code(text: str) -> str:
     return f"<pre class='source'>{_cut(text)}</pre>"
 
 
+_PRE = frozenset({"", "stdout", "stderr", "verdict", "error"})  # the classes of an output, a fixed set
+
+
 def _pre(text: Any, kind: str = "") -> str:
-    text = "".join(text) if isinstance(text, list) else str(text)
-    return f"<pre class='{kind}'>{html.escape(_ANSI.sub('', text))}</pre>"
+    text = "".join(map(str, text)) if isinstance(text, list) else str(text)
+    return f"<pre class='{kind if kind in _PRE else ''}'>{_e(_ANSI.sub('', text))}</pre>"
 
 
-def _output(out: dict[str, Any]) -> str:
+def _output(out: dict[str, Any], verdict: bool = False) -> str:
+    """One output; ``verdict``: the grader's verdict (``annotate`` marked it), styled as one."""
     kind = out.get("output_type")
     if kind == "stream":
-        verdict = str(out.get("text", "")).startswith("[") and out.get("name") == "stdout"
-        return _pre(out.get("text", ""), "verdict" if verdict else out.get("name", ""))
+        return _pre(out.get("text", ""), "verdict" if verdict else "stderr" if out.get("name") == "stderr"
+                    else "stdout")
     if kind == "error":
-        return _pre("\n".join(map(str, out.get("traceback", []))) or f"{out.get('ename')}: {out.get('evalue')}",
-                    "error")
+        tb = out.get("traceback")
+        return _pre("\n".join(map(str, tb)) if isinstance(tb, list) and tb else
+                    f"{out.get('ename')}: {out.get('evalue')}", "error")
     data = out.get("data", {}) if isinstance(out.get("data"), dict) else {}
     png = data.get("image/png")
-    if isinstance(png, str) and _BASE64.fullmatch(png):
+    if isinstance(png, str) and _BASE64.fullmatch(png):  # base64 only: nothing that could leave the attribute
         return f"<img alt='plot' src='data:image/png;base64,{png.strip()}'>"
     if "text/plain" in data:
         return _pre(data["text/plain"])
@@ -193,15 +344,16 @@ def _cell(cell: dict[str, Any], budget: _Budget) -> str:
     try:
         return _cell_html(cell, budget)
     except Exception as e:
-        return f"<div class='cell'><p class='note'>This cell cannot be shown here ({type(e).__name__}).</p></div>"
+        return f"<div class='cell'><p class='note'>This cell cannot be shown here ({_e(type(e).__name__)}).</p></div>"
 
 
 def _cell_html(cell: dict[str, Any], budget: _Budget) -> str:
     if cell.get("cell_type") == "markdown":
-        return f"<div class='cell markdown'>{budget.render(str(cell.get('source', '')))}</div>"
+        return f"<div class='cell {MATH}'>{budget.render(str(cell.get('source', '')))}</div>"
     if cell.get("cell_type") != "code":
         return ""
-    outputs = "".join(_output(o) for o in cell.get("outputs", []) if isinstance(o, dict))
+    outputs = "".join(_output(o, _is_verdict(cell, i)) for i, o in enumerate(cell.get("outputs", []))
+                      if isinstance(o, dict))
     return f"<div class='cell code'>{_code(str(cell.get('source', '')))}{outputs}</div>"
 
 
@@ -212,14 +364,14 @@ def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any
     total = sum(q["score"] for q in questions.values())
     maximum = sum(q["points"] for q in questions.values())
     rows = "".join(
-        f"<tr class='{html.escape(q['status'])}'><td>{html.escape(qid)}</td><td>{q['score']:g} / {q['points']:g}</td>"
-        f"<td>{html.escape(q['message'])}</td><td><code>{html.escape(q.get('answer_text') or '')}</code></td></tr>"
+        f"<tr class='{_status(q['status'])}'><td>{_e(qid)}</td><td>{q['score']:g} / {q['points']:g}</td>"
+        f"<td>{_e(q['message'])}</td><td><code>{_e(q.get('answer_text') or '')}</code></td></tr>"
         for qid, q in questions.items())
-    notes = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
-    values = "".join(f"<li>{html.escape(name)}: {html.escape(describe(labels))}</li>"
+    notes = "".join(f"<li>{_e(p)}</li>" for p in problems)
+    values = "".join(f"<li>{_e(name)}: {_e(describe(labels))}</li>"
                      for name, labels in (setting or {}).items())
-    summary = (f"<section id='scaling-course-summary'>"
-               f"<h1>{html.escape(title)}: {total:g} / {maximum:g}</h1>"
+    summary = (f"<section id='scaling-course-summary' class='{NO_MATH}'>"
+               f"<h1>{_e(title)}: {total:g} / {maximum:g}</h1>"
                + (f"<p>Notes from the grader:</p><ul>{notes}</ul>" if notes else "")
                + (f"<p>Your setting (the values your answers were graded with):</p><ul>{values}</ul>"
                   if values else "")
@@ -227,8 +379,17 @@ def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any
                + rows + "</table></section>")
     budget = _Budget(REPORT_SECONDS)
     cells = "\n".join(_cell(c, budget) for c in nb.cells)
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style>{_MATHJAX}</head>\n<body>{summary}\n<main>{cells}</main></body></html>\n")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{_STYLE}</style>{_MATHJAX}</head>\n<body>{summary}\n<main class='{NO_MATH}'>{cells}</main>"
+            "</body></html>\n")
+
+
+_STATUSES = frozenset(map(str, Status))
+
+
+def _status(status: Any) -> str:
+    """A row's class: one of the statuses, or none."""
+    return status if status in _STATUSES else ""
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from ..record import SETTING_MIME
 from .files import opened, read_plain
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -44,6 +45,9 @@ HASH_TOTAL_BYTES = 256 * 2**20
 class Sanitized:
     notebook: NotebookNode
     problems: list[str] = field(default_factory=list)
+    # The values each exercise setting last showed in the student's saved outputs (``record.SETTING_MIME``): what
+    # the notebook was worked with, to compare with what it is graded with. Said by the student: a note, never a score.
+    shown: dict[str, Any] = field(default_factory=dict)
 
 
 def _grade_id(cell: Any) -> str | None:
@@ -84,6 +88,20 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
     good = [c for c in cells if isinstance(c, dict) and c.get("cell_type") in ("code", "markdown", "raw")]
     problems += [] if len(good) == len(cells) else [f"{len(cells) - len(good)} malformed cells ignored"]
     return good, problems
+
+
+def shown_settings(cells: list[dict[str, Any]]) -> dict[str, Any]:
+    """Setting name -> the values its last display in the saved outputs showed (well-formed ones only)."""
+    shown: dict[str, Any] = {}
+    for cell in cells:
+        outputs = cell.get("outputs") if cell.get("cell_type") == "code" else None
+        for out in outputs if isinstance(outputs, list) else []:
+            data = out.get("data") if isinstance(out, dict) else None
+            setting = data.get(SETTING_MIME) if isinstance(data, dict) else None
+            if isinstance(setting, dict) and isinstance(setting.get("name"), str) \
+                    and isinstance(setting.get("values"), dict) and len(setting["name"]) <= 100:
+                shown[setting["name"]] = setting["values"]
+    return shown
 
 
 def _encoding(raw: bytes) -> str:
@@ -254,7 +272,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     nb = nbformat.v4.new_notebook(cells=out, metadata=json.loads(json.dumps(master.metadata)))
     for i, c in enumerate(nb.cells):
         c["id"] = f"graded-{i:03d}"
-    return Sanitized(nb, problems)
+    return Sanitized(nb, problems, shown_settings(cells))
 
 
 def release_stubs(release_nb: NotebookNode) -> dict[str, str]:

@@ -29,12 +29,12 @@ from ..record import DRAWN_ENV, STUDENT_ENV
 from ..variants import dealt
 from ..verdict import Status, Verdict
 from . import STATE
-from .collect import NO_ANSWER, Collected, other_settings
+from .collect import NO_ANSWER, Collected, other_settings, worked_with_other_values
 from .collect import collect as read_records
 from .execute import Execution, Limits
 from .execute import execute as run_notebook
 from .feedback import annotate as annotate_notebook
-from .feedback import render_html, write_atomic
+from .feedback import inert, render_html, write_atomic
 from .files import read_plain
 from .jail import isolation_paths
 from .judge import draw_cases, judge_answers
@@ -94,7 +94,7 @@ def sanitize(job: Job) -> None:
     _copy_supporting_files(a, job.work)
     path, job.problems = locate(a, job.student, job.folder, job.work)
     clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path)
-    job.problems += clean.problems
+    job.problems += clean.problems + worked_with_other_values(clean.shown, job.setting)
     job.timestamp, unreadable = timestamp(job.folder)
     job.problems += [unreadable] if unreadable else []
     job.notebook = clean.notebook
@@ -151,8 +151,10 @@ def store(job: Job) -> None:
     a, student = job.a, job.student
     autograded = a.course_dir / "autograded" / student / a.name
     # Written without nbformat's validation (a tenth of a second a notebook): the notebook was built
-    # from the master and filled by nbclient, never read from the student.
-    write_atomic(autograded / f"{a.notebook}.ipynb", nbformat.v4.writes(job.notebook))
+    # from the master and filled by nbclient, never read from the student. nbgrader's formgrader and
+    # generate_feedback render it as raw HTML: it is written with nothing active of the student's (``inert``);
+    # the report is made from the notebook as it ran, and escapes everything itself.
+    write_atomic(autograded / f"{a.notebook}.ipynb", nbformat.v4.writes(inert(job.notebook)))
     feedback = a.course_dir / "feedback" / student / a.name
     html = report(job)
     if html is not None:

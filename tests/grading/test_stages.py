@@ -142,3 +142,25 @@ def test_a_cell_over_the_limit_is_cut_and_the_cut_is_reported(tmp_path):
     assert len(cut) == 2, job.problems
     assert cut[0].startswith("cell q1-answer") and f"{MAX_CELL_CHARS:,}" in cut[0] and "not run" in cut[0]
     assert cut[1].startswith(f"your code cell after {QID}")
+
+
+def test_sanitize_tells_when_the_notebook_was_worked_with_other_values_than_it_is_graded_with(tmp_path, monkeypatch):
+    """The grader deals a student's values when it grades. A notebook last run with other values (the variant plan
+    changed after the notebooks went out, or it was run without the student's id) has numbers typed from those:
+    they are judged at the graded values, and both the student and the staff are told why."""
+    from autograder.record import SETTING_MIME
+
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    shown = {"name": "ch00-e1", "values": {"chip": "TPU v6e"}}
+    theirs.cells[0].outputs = [new_output("display_data", data={SETTING_MIME: shown, "text/plain": "Your setting"})]
+    nbformat.write(theirs, folder / "hw.ipynb")
+    monkeypatch.setattr(stages, "dealt", lambda variants, student: {"ch00-e1": {"chip": "TPU v5e"}})
+    job = stages.Job(Assignment(**{**a.__dict__, "variants": {"chapter": "hw"}}), "ada", folder)
+    stages.sanitize(job)
+    [note] = [p for p in job.problems if "ch00-e1" in p]
+    assert "chip = TPU v6e" in note and "chip = TPU v5e" in note, note
+    monkeypatch.setattr(stages, "dealt", lambda variants, student: {"ch00-e1": {"chip": "TPU v6e"}})
+    job = stages.Job(Assignment(**{**a.__dict__, "variants": {"chapter": "hw"}}), "ada", folder)
+    stages.sanitize(job)
+    assert not [p for p in job.problems if "ch00-e1" in p], job.problems
