@@ -282,7 +282,9 @@ def complete_solution_cells(chapter: Chapter, nb: Any, replaced: list[str] | Non
     chapter's tests prove the grader accepts it, and the release copies it into the solution cell
     before the question's test cell, replacing that cell's function of the same name. What else the
     cell holds (visible helpers, other answers) stays the author's. ``replaced`` collects the names of
-    the functions whose notebook version, neither a stub nor the model, was overwritten."""
+    the functions whose notebook version, neither a stub nor the model, was overwritten. A test cell of any
+    other question whose variable no cell before it sets (a typo) is named: its students would be told to run
+    an answer cell that does not exist."""
     replaced = [] if replaced is None else replaced
     records = {q.qid: q for q in chapter.questions}
     problems = []
@@ -295,6 +297,8 @@ def complete_solution_cells(chapter: Chapter, nb: Any, replaced: list[str] | Non
             solution_cell = cell
         question = _question_of(cell)
         q = records.get(question[0]) if question else None
+        if q is not None and q.kind not in WRITTEN_FROM_MODELS and question[1] not in bound | set(dir(builtins)):
+            problems.append(f"{q.qid}: its test cell checks {question[1]}, which no cell before it sets")
         if q is not None and q.kind in WRITTEN_FROM_MODELS:
             problem = _write_model(q, question[1], solution_cell, bound, replaced)
             problems += [problem] if problem else []

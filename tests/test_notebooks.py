@@ -86,6 +86,21 @@ def test_the_release_names_a_model_it_cannot_place():
         "ch01-cx4-split-matmul: its model reads RECORDS_MESH, which the notebook does not define before its test cell"]
 
 
+def test_the_release_names_a_checked_name_no_cell_sets():
+    """A check line whose variable no cell above it sets (a typo) would tell every student to run an answer cell
+    that does not exist: the release refuses it, for every kind of question."""
+    chapter = "ch01_rooflines"
+    nb = _as_written(_nb(chapter), chapter)
+    records = load_chapter(chapter)
+    test = next(c for c in nb.cells if c.source.startswith('check("ch01-e1-') and c.source.endswith(")"))
+    qid, variable = re.match(r'check\("([^"]+)", (\w+)\)', test.source).groups()
+    test.source = f'check("{qid}", {variable}x)'
+    assert complete_solution_cells(records, nb) == [
+        f"{qid}: its test cell checks {variable}x, which no cell before it sets"]
+    test.source = f'check("{qid}", {variable})'
+    assert complete_solution_cells(records, nb) == []
+
+
 def split_matmul(x, y):  # a model written with a constant of the records, which the notebook lacks
     return RECORDS_MESH(x, y)  # noqa: F821
 
