@@ -329,12 +329,44 @@ def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
 
 
 def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
+    """Write the chapter's self-check data; where it changed (its records did), first refuse records the grader
+    reads otherwise than they say (``record_problems``)."""
     path = fingerprint_dir() / f"{chapter}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = fingerprint_text(chapter, course_dir)
     if not path.exists() or path.read_text() != text:
+        problems = record_problems(load_chapter(chapter))
+        if problems:
+            raise AuthoringError(f"solutions/{chapter}.py:\n  " + "\n  ".join(problems))
         path.write_text(text)
     return path
+
+
+SCALAR_KINDS = ("number", "formula", "choice")
+
+
+def record_problems(chapter: Chapter) -> list[str]:
+    """What the chapter's tests would find first in its scalar questions, at the book's values: a reference the
+    grader refuses, a slip it gives full marks or another diagnosis than the record's. Judged only where the
+    records changed (seconds a chapter); programs and functions are left to the tests, which run them."""
+    from . import fingerprint, kinds
+    from .checks import judge
+
+    problems = []
+    for q in chapter.questions:
+        if q.kind not in SCALAR_KINDS:
+            continue
+        data = fingerprint.make(q)
+        if not judge(q, kinds.encode(data, q.reference)).ok:
+            problems.append(f"{q.qid}: the grader refuses its reference")
+        for slip in q.slips:
+            v = judge(q, kinds.encode(data, slip.answer))
+            if v.ok:
+                problems.append(f"{q.qid}: the slip {slip.answer!r} gets full marks from the grader")
+            elif v.diagnosis != slip.diagnosis:
+                problems.append(f"{q.qid}: the slip {slip.answer!r} is diagnosed {v.diagnosis} by the grader, not "
+                                f"{slip.diagnosis} as its record says")
+    return problems
 
 
 def generate(course_dir: Path, chapter: str, database: bool = False, release_dir: Path | None = None) -> Path:

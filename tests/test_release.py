@@ -47,3 +47,19 @@ def test_release_has_no_solutions_or_hidden_tests(chapter):
     for line in lines:
         assert line not in text, f"solution line leaked into the release: {line!r}"
     assert "HIDDEN TESTS" not in text and "grade(" not in text
+
+
+def test_the_release_names_a_slip_the_grader_credits_or_reads_otherwise():
+    """The record mistakes the chapter's tests find (a slip equal to the reference, a slip whose diagnosis the grader
+    does not give, a reference it refuses) are named at the release, where the author makes them."""
+    from autograder.questions import Chapter, Number, Slip
+    from autograder.release import record_problems
+
+    def number(reference, *slips):
+        return Number(qid="ch01-zz-q", prompt="p", points=1, section="roofline", reference=reference, slips=slips)
+
+    assert record_problems(Chapter("ch01_rooflines", "t", (number(8.0, Slip(16.0, "ratio:2")),))) == []
+    assert record_problems(Chapter("ch01_rooflines", "t", (number(8.0, Slip(8.0, "ratio:2")),))) == [
+        "ch01-zz-q: the slip 8.0 gets full marks from the grader"]
+    assert record_problems(Chapter("ch01_rooflines", "t", (number(8.0, Slip(16.0, "ratio:3")),))) == [
+        "ch01-zz-q: the slip 16.0 is diagnosed ratio:2 by the grader, not ratio:3 as its record says"]
