@@ -328,6 +328,20 @@ def complete_notebook(course_dir: Path, chapter: str) -> list[str]:
     return replaced
 
 
+def _plan_note(chapter: str, before: dict[str, Any] | None, after: dict[str, Any] | None, course_dir: Path) -> str:
+    """What an instructor must hear where a release from a course folder other than the package's own checkout
+    changed the variant plan the installed package keeps: every course folder on this installation shares it."""
+    def plan(data: dict[str, Any] | None) -> dict[str, Any]:
+        return {k: v for k, v in ((data or {}).get("variants") or {}).items() if k not in ("settings", "order")}
+
+    if before is None or plan(before) == plan(after) or course_dir.resolve() == COURSE_ROOT:
+        return ""
+    return (f"course/fingerprints/{chapter}.json: the installed package now holds this folder's variant plan "
+            f"({plan(after)}, before: {plan(before)}). Every course folder on this installation shares it, and the "
+            "students' package is built from it: a folder with another plan must release again before it grades "
+            "(or use an environment of its own).")
+
+
 def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
     """Write the chapter's self-check data; where it changed (its records did), first refuse records the grader
     reads otherwise than they say (``record_problems``)."""
@@ -488,7 +502,11 @@ def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[
         if replaced:
             say(f"source/{name}: wrote the model answers of solutions/{name}.py over other versions in the "
                 f"notebook: {', '.join(replaced)} (edit models in the records)")
+        before = released(name)
         write_fingerprints(name, course_dir)
+        note = _plan_note(name, before, released(name), course_dir)
+        if note:
+            say(note)
         out.append(generate(course_dir, name))
     try:
         if write_readme_links(course_dir):

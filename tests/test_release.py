@@ -63,3 +63,17 @@ def test_the_release_names_a_slip_the_grader_credits_or_reads_otherwise():
         "ch01-zz-q: the slip 8.0 gets full marks from the grader"]
     assert record_problems(Chapter("ch01_rooflines", "t", (number(8.0, Slip(16.0, "ratio:3")),))) == [
         "ch01-zz-q: the slip 16.0 is diagnosed ratio:2 by the grader, not ratio:3 as its record says"]
+
+
+def test_a_release_that_changes_the_shared_plan_from_another_folder_says_so(tmp_path):
+    """The installed package keeps one variant plan per chapter for every course folder on the installation: a
+    release from another folder that changes it is told what that means (the file is not written here: other
+    tests read it)."""
+    from autograder.release import COURSE_ROOT, _plan_note, released
+
+    on = released("ch01_rooflines")
+    off = {**on, "variants": {**on["variants"], "enabled": False}}
+    note = _plan_note("ch01_rooflines", on, off, tmp_path)
+    assert "course/fingerprints/ch01_rooflines.json" in note and "release again" in note, note
+    assert _plan_note("ch01_rooflines", on, on, tmp_path) == ""  # the same plan: nothing to say
+    assert _plan_note("ch01_rooflines", on, off, COURSE_ROOT) == ""  # the package's own checkout: its own plan

@@ -224,9 +224,11 @@ def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
         raise CourseError(str(e)) from None
     shown = {k: v for k, v in (data.get("variants") or {}).items() if k not in ("settings", "order")}
     if shown != plan:
-        raise CourseError(f"the variant settings of nbgrader_config.py ({plan}) differ from those {name} was "
-                          f"released with ({shown}): run `scaling-course release {name}`, give students the new "
-                          "notebooks, then grade")
+        raise CourseError(f"the variant settings of nbgrader_config.py ({plan}) differ from those {name} was last "
+                          f"released with ({shown}), which the installed package keeps (course/fingerprints/"
+                          f"{name}.json, shared by every course folder on this installation): run `scaling-course "
+                          f"release {name}` here, give students the package built after it (`scaling-course dist "
+                          "student`: their self-check deals values from that plan), then grade")
     return {"chapter": data["chapter"], "variants": data.get("variants")}
 
 
