@@ -125,6 +125,15 @@ def test_feedback_shows_a_program_as_a_program_never_its_bytes():
     assert chosen == '(your compiled program, on the mesh {"X": 2, "Y": 4})' and "QUJD" not in chosen
 
 
+def test_feedback_shows_a_function_as_a_function_never_its_raw_results():
+    """A function's record is its results on the public and the drawn cases: JSON no student can read. Its verdict
+    says which cases fail; the answer column says what was judged."""
+    from autograder.grading.collect import Collected
+
+    text = stages._answer_text(Collected({"drawn": [[10.0], [56.0]], "public": [[1.0]]}, kind="function"))
+    assert text == "(your function, called on the test cases)"
+
+
 def test_a_cell_over_the_limit_is_cut_and_the_cut_is_reported(tmp_path):
     """A solution cell (or a cell of the student's own) past ``MAX_CELL_CHARS`` is cut: the student is told
     which one, and that what followed the cut was not run."""
