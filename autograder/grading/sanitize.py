@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,9 @@ class Sanitized:
     # The values each exercise setting last showed in the student's saved outputs (``record.SETTING_MIME``): what
     # the notebook was worked with, to compare with what it is graded with. Said by the student: a note, never a score.
     shown: dict[str, Any] = field(default_factory=dict)
+    # The questions whose self-check the saved outputs show as passed (``✓ <qid>: correct.``), as the student last
+    # ran them: where the graded run scores one less, the student is told why that can be.
+    ticked: set[str] = field(default_factory=set)
 
 
 def _grade_id(cell: Any) -> str | None:
@@ -102,6 +106,22 @@ def shown_settings(cells: list[dict[str, Any]]) -> dict[str, Any]:
                     and isinstance(setting.get("values"), dict) and len(setting["name"]) <= 100:
                 shown[setting["name"]] = setting["values"]
     return shown
+
+
+TICK = re.compile(r"✓ (ch\d\d-[\w\-]{1,80}): correct\.")  # what ``course.check`` prints for a right answer
+
+
+def ticked_questions(cells: list[dict[str, Any]]) -> set[str]:
+    """The question ids the saved stream outputs show a passed self-check for."""
+    ticked: set[str] = set()
+    for cell in cells:
+        outputs = cell.get("outputs") if cell.get("cell_type") == "code" else None
+        for out in outputs if isinstance(outputs, list) else []:
+            text = out.get("text") if isinstance(out, dict) and out.get("output_type") == "stream" else None
+            text = "".join(t for t in text if isinstance(t, str)) if isinstance(text, list) else text
+            if isinstance(text, str):
+                ticked.update(TICK.findall(text[:100_000]))
+    return ticked
 
 
 def _encoding(raw: bytes) -> str:
@@ -272,7 +292,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     nb = nbformat.v4.new_notebook(cells=out, metadata=json.loads(json.dumps(master.metadata)))
     for i, c in enumerate(nb.cells):
         c["id"] = f"graded-{i:03d}"
-    return Sanitized(nb, problems, shown_settings(cells))
+    return Sanitized(nb, problems, shown_settings(cells), ticked_questions(cells))
 
 
 def release_stubs(release_nb: NotebookNode) -> dict[str, str]:

@@ -66,6 +66,7 @@ class Job:
     notebook: NotebookNode | None = None  # sanitized, then executed, then annotated
     seed: str = ""  # the submission's grading seed (seeds.py)
     setting: dict[str, dict[str, Any]] = field(default_factory=dict)  # the student's values, by setting
+    ticked: set[str] = field(default_factory=set)  # questions the saved notebook shows a passed self-check for
     cache: bool = False  # kernels were pointed at the reference run's compilation cache
     run: Execution | None = None
     recorded: dict[str, Collected] = field(default_factory=dict)
@@ -95,6 +96,7 @@ def sanitize(job: Job) -> None:
     path, job.problems = locate(a, job.student, job.folder, job.work)
     clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path)
     job.problems += clean.problems + worked_with_other_values(clean.shown, job.setting)
+    job.ticked = clean.ticked
     job.timestamp, unreadable = timestamp(job.folder)
     job.problems += [unreadable] if unreadable else []
     job.notebook = clean.notebook
@@ -141,6 +143,24 @@ def judge(job: Job) -> None:
             status, score, diagnosis, message = str(v.status), v.score * points, v.diagnosis, v.message
         job.questions[qid] = {"points": points, "score": round(score, 6), "status": status,
                               "diagnosis": diagnosis, "message": message, "answer_text": _answer_text(c)}
+    job.problems += ticked_then_refused(job.ticked, {q: {**e, "kind": job.recorded[q].kind}
+                                                     for q, e in job.questions.items()})
+
+
+def ticked_then_refused(ticked: set[str], graded: dict[str, dict[str, Any]]) -> list[str]:
+    """A note per question the saved notebook shows ✓ for and the graded run scores less: the student saw a
+    passed check, so the feedback says how the two can differ."""
+    notes = []
+    for qid in sorted(ticked & set(graded)):
+        e = graded[qid]
+        if e["score"] >= e["points"]:
+            continue
+        why = ("or the grader's own test cases, drawn for this submission, found what the public ones did not"
+               if e.get("kind") in ("function", "program") else "or the cells were run out of order")
+        notes.append(f"{qid}: the saved notebook shows ✓ for it, but the graded run, from the top, scores it "
+                     f"{e['score']:g}/{e['points']:g}: a cell changed after it last ran, {why}. Restart the kernel "
+                     "and run all cells to see what the grader sees.")
+    return notes
 
 
 def annotate(job: Job) -> None:

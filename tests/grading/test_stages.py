@@ -173,3 +173,20 @@ def test_sanitize_tells_when_the_notebook_was_worked_with_other_values_than_it_i
     job = stages.Job(Assignment(**{**a.__dict__, "variants": {"chapter": "hw"}}), "ada", folder)
     stages.sanitize(job)
     assert not [p for p in job.problems if "ch00-e1" in p], job.problems
+
+
+def test_a_tick_in_the_saved_notebook_that_the_graded_run_refuses_is_explained(tmp_path):
+    """"The self-check ticked it and the grader refused it": the saved notebook's ✓ (from the last time the student ran
+    the cell) is read back, and where the graded run scores the question less, the note says why that can be."""
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    theirs.cells[1].outputs = [new_output("stream", name="stdout", text=f"✓ {QID}: correct.\n")]
+    nbformat.write(theirs, folder / "hw.ipynb")
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert job.ticked == {QID}
+    wrong = {QID: {"points": 2.0, "score": 0.0, "status": "incorrect", "kind": "number"}}
+    [note] = stages.ticked_then_refused(job.ticked, wrong)
+    assert note.startswith(f"{QID}: the saved notebook shows ✓") and "run all" in note, note
+    right = {QID: {"points": 2.0, "score": 2.0, "status": "correct"}}
+    assert stages.ticked_then_refused(job.ticked, right) == []
