@@ -30,3 +30,23 @@ def store(tmp_path, monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.setattr(progress, "_memory", {})
     return tmp_path / "progress.json"
+
+
+@pytest.fixture
+def runner_request(monkeypatch):
+    """Program runners a test starts are closed after it; what the test puts in the dict this yields is set in the
+    fork request of each runner started from then on (``{"cpu": 4}``: a runner with a lower CPU limit)."""
+    from autograder.grading import judge
+
+    before, forked = set(judge._runners), judge._forked
+    changes: dict = {}
+
+    def forking(request, home, max_requests=50):
+        if request.get("kind") == "runner" and changes:
+            request = {**request, **changes}
+        return forked(request, home, max_requests)
+
+    monkeypatch.setattr(judge, "_forked", forking)
+    yield changes
+    for key in set(judge._runners) - before:
+        judge._runners.pop(key).close()

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import nbformat
-import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder import programs
@@ -24,37 +23,20 @@ Q = CH["ch03-cx2-case1-local"]  # x[64, 256] split on X, y[256, 128] on every de
 STARVED = 64 * 2**20  # an address space no kernel or runner can start in: a grader's configuration fault
 
 
-@pytest.fixture
-def runners(monkeypatch):
-    """Runners this test starts are closed after it; ``starved["on"]`` starts them with too little memory."""
-    before, forked = set(judge._runners), judge._forked
-    starved = {"on": False}
-
-    def starving(request, home, max_requests=50):
-        if request.get("kind") == "runner" and starved["on"]:
-            request = {**request, "memory": STARVED}
-        return forked(request, home, max_requests)
-
-    monkeypatch.setattr(judge, "_forked", starving)
-    yield starved
-    for key in set(judge._runners) - before:
-        judge._runners.pop(key).close()
-
-
 def _judged(fn, course_dir, each=20):
     answer = recorded(Q, fn)
     return judge.judge_programs(CH, [{"qid": Q.qid, "answer": answer}], course_dir, "ada", seconds=40,
                                 each=each)[Q.qid]
 
 
-def test_a_runner_that_cannot_start_is_the_graders_fault(tmp_path, runners):
-    runners["on"] = True
+def test_a_runner_that_cannot_start_is_the_graders_fault(tmp_path, runner_request):
+    runner_request["memory"] = STARVED
     v = _judged(Q.solution, tmp_path)
     assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
     assert "course staff" in v.message
 
 
-def test_a_program_that_never_ends_is_still_its_own_fault(tmp_path, runners):
+def test_a_program_that_never_ends_is_still_its_own_fault(tmp_path, runner_request):
     def forever(x, y):
         import jax
 

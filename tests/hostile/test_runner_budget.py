@@ -9,7 +9,6 @@ import resource
 
 import jax
 import jax.numpy as jnp
-import pytest
 
 from autograder.grading import judge
 from autograder.grading.service import Service
@@ -63,23 +62,6 @@ def _cpu(pid):
     return max(used)
 
 
-@pytest.fixture
-def runners(monkeypatch):
-    """The runners this test starts (closed after it), with their CPU limit lowered to ``LIMIT`` where asked."""
-    before, forked = set(judge._runners), judge._forked
-    low = {"on": False}
-
-    def lowered(request, home, max_requests=50):
-        if request.get("kind") == "runner" and low["on"]:
-            request = {**request, "cpu": LIMIT}
-        return forked(request, home, max_requests)
-
-    monkeypatch.setattr(judge, "_forked", lowered)
-    yield low
-    for key in set(judge._runners) - before:
-        judge._runners.pop(key).close()
-
-
 def _runner():
     (service,) = [s for s in judge._runners.values() if s.alive()]
     return service
@@ -91,8 +73,8 @@ def _judged(fn, course_dir, student, seconds=30, each=20):
                                 each=each)[Q.qid]
 
 
-def test_others_programs_do_not_spend_a_bystanders_budget(tmp_path, runners):
-    runners["on"] = True
+def test_others_programs_do_not_spend_a_bystanders_budget(tmp_path, runner_request):
+    runner_request["cpu"] = LIMIT
     first = None
     for k in range(4):  # one student's programs bring the runner close to its limit (or have it replaced)
         v = _judged(_burner, tmp_path, f"mallory{k}")
@@ -104,7 +86,7 @@ def test_others_programs_do_not_spend_a_bystanders_budget(tmp_path, runners):
     assert (v.score, v.diagnosis) == (1.0, "correct"), v.message
 
 
-def test_a_program_whose_runner_died_of_earlier_programs_is_run_again(tmp_path, runners):
+def test_a_program_whose_runner_died_of_earlier_programs_is_run_again(tmp_path, runner_request):
     assert _judged(_burner, tmp_path, "mallory", seconds=31).diagnosis == "wrong_values"
     spent = _runner()
     pid, used = spent.pid, _cpu(spent.pid)
@@ -115,7 +97,7 @@ def test_a_program_whose_runner_died_of_earlier_programs_is_run_again(tmp_path, 
     assert _runner().pid != pid
 
 
-def test_a_runner_with_room_is_kept(tmp_path, runners):
+def test_a_runner_with_room_is_kept(tmp_path, runner_request):
     assert _judged(Q.solution, tmp_path, "alice", seconds=32).score == 1
     pid = _runner().pid
     assert _judged(_burner, tmp_path, "mallory", seconds=32).diagnosis == "wrong_values"
@@ -127,7 +109,7 @@ def _forever(x, y):
     return jax.lax.while_loop(lambda c: c.sum() < jnp.inf, lambda c: c + 1.0, Q.solution(x, y))
 
 
-def test_a_program_past_its_own_limit_still_fails_and_is_not_run_again(tmp_path, runners, monkeypatch):
+def test_a_program_past_its_own_limit_still_fails_and_is_not_run_again(tmp_path, runner_request, monkeypatch):
     assert _judged(Q.solution, tmp_path, "alice", seconds=33).score == 1  # the runner has served before
     asked = []
     request = Service.request
