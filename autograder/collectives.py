@@ -35,9 +35,8 @@ DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "ui8":
                "ui32": 4, "i64": 8, "f8E4M3FN": 1, "f8E5M2": 1}
 _TENSOR = re.compile(r"tensor<((?:\d+x)*)([A-Za-z0-9]+)>")
 _SCALAR = re.compile(r"dense<(-?\d+)>")
-# The result's shape is one token, or a tuple of shapes where XLA combined several collectives into one.
-_COMPILED = re.compile(r"=\s*(?:\([^()=]*\)|\S+)\s+(all-reduce|all-gather|reduce-scatter|all-to-all|"
-                       r"collective-permute)(?:-start)?\(")
+# The collectives a compiled program may run, as HLO names them (an async one as its ``-start`` half).
+_PLACED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 
 class UnknownCollective(ValueError):
@@ -361,9 +360,9 @@ def placed_permutes(stated_text: str, compiled_text: str,
     stated = Counter(_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text))
     out = []
     for line in compiled_text.splitlines():
-        m = _COMPILED.search(line)
+        found = _compiled_kind(line)
         pairs_m = _COMPILED_PAIRS.search(line)
-        if m is None or m.group(1) != "collective-permute" or pairs_m is None:
+        if found is None or found[0] != "collective-permute" or pairs_m is None:
             continue
         pairs = _pairs(pairs_m.group(1))
         if stated[pairs] > 0:
@@ -382,6 +381,7 @@ def compiled_census(hlo_text: str) -> dict[str, int]:
     """Collectives in compiled HLO text by kind (async ``-start`` halves counted once); loops are
     not unrolled, and on CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective``
     for a communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
+    counts: Counter[str] = Counter()
     for line in hlo_text.splitlines():
         found = _instruction(line)
         if found is None:
@@ -391,7 +391,24 @@ def compiled_census(hlo_text: str) -> dict[str, int]:
         known = op in _KNOWN_HLO or op.startswith("async-") or half in _KNOWN_HLO
         if op in _UNKNOWN_HLO or (not known and _GROUPED_HLO.search(line)):
             raise UnknownCollective(op)
-    return dict(Counter(m.group(1) for m in _COMPILED.finditer(hlo_text)))
+        kind = _placed_kind(op)
+        if kind:
+            counts[kind] += 1
+    return dict(counts)
+
+
+def _placed_kind(op: str) -> str | None:
+    """The collective an HLO opcode runs (an async ``-start`` half as its collective; a ``-done`` half none)."""
+    op = op.removesuffix("-start")
+    return op if op in _PLACED else None
+
+
+def _compiled_kind(line: str) -> tuple[str, str, str] | None:
+    """(collective, result type, opcode) of an HLO instruction line that runs one, else None. The result type is
+    read with balanced parentheses: a tuple of six or more arrays holds XLA's ``/*index=5*/`` comments."""
+    found = _instruction(line)
+    kind = _placed_kind(found[1]) if found else None
+    return (kind, *found) if kind and found else None
 
 
 _NAME = re.compile(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
@@ -463,11 +480,10 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
     devices = math.prod(n for _, n in mesh) or 1
     out = []
     for line in hlo_text.splitlines():
-        m = _COMPILED.search(line)
-        found = _instruction(line)
-        if m is None or found is None or m.group(1) == "collective-permute":
+        found = _compiled_kind(line)
+        if found is None or found[0] == "collective-permute":
             continue
-        kind, (result, op) = m.group(1), found
+        kind, result, op = found
         arrays = [(dt, tuple(int(d) for d in dims.split(",") if d)) for dt, dims in _ARRAY.findall(result)]
         if op == "all-gather-start":  # (operands..., results...)
             arrays = arrays[len(arrays) // 2:]

@@ -916,7 +916,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         message = phrase("collectives", found=found, expected=describe_counts(expected_counts))
         message += " " + q.collectives_note if q.collectives_note else ""
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
-        return Verdict(Status.PARTIAL, 0.5, "collectives:" + ",".join(sorted(counts)), message,
+        return Verdict(Status.PARTIAL, 0.5, "collectives:" + (",".join(sorted(counts)) or "none"), message,
                        {"collectives": details, **held})
     uncounted = [c.describe() for c in report.collectives if c.count is None]
     if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say

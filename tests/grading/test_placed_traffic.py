@@ -92,6 +92,13 @@ def case3_by_jit(a, b):
     return _wsc(a @ b, NamedSharding(M, P("X", None)))
 
 
+def case1_detour(x, y):
+    """Case 1 asks for no collective: x sent to column blocks and back first, two 8-way all-to-alls (XLA prints each
+    as a tuple of eight arrays, its sixth with an /*index=5*/ comment inside the type), with right numbers."""
+    w = lambda a, *s: _wsc(a, NamedSharding(M, P(*s)))  # noqa: E731
+    return _wsc(w(w(x * 2.0, None, "X") * 0.5, "X", None) @ y, ROWS)
+
+
 CASES = [
     pytest.param(FSDP_MLP, mlp_by_jit, 1.0, "correct", "Correct", id="fsdp mlp by jit"),
     pytest.param(FSDP_FWD, forward_by_jit, 1.0, "correct", "Correct", id="fsdp forward by jit"),
@@ -104,6 +111,8 @@ CASES = [
     pytest.param(FSDP_FWD, forward_replicated_everything, 1.0, "correct", "Correct", id="forward batch gathered"),
     pytest.param(FSDP_FWD, forward_replicated_everything_stated, 1.0, "correct", "Correct",
                  id="forward batch gathered, stated"),
+    pytest.param(CH03["ch03-cx2-case1-local"], case1_detour, 0.5, "collectives:all-to-all", "all-to-all",
+                 id="case 1 with two all-to-alls"),
 ]
 
 
@@ -158,6 +167,20 @@ def test_compiled_collectives_read_result_shapes_and_every_form_of_groups():
     rs = got["reduce-scatter"]
     assert (rs.operand_shape, rs.group_size, rs.axes, rs.dtype) == ((8, 64), 4, ("Y",), "bf16")
     assert "collective-permute" not in got  # weighed as placed permutes, on the questions that ask for a ring
+
+
+def test_a_collective_of_six_or_more_arrays_is_counted_and_weighed():
+    """XLA prints a tuple type of six or more arrays with comments inside it (``/*index=5*/``): an 8-way all-to-all
+    on CPU, a combined all-reduce of many gradients. Each is one collective of the census, each array weighed."""
+    arrays = ", ".join(("/*index=5*/" if i == 5 else "") + "f32[8,1,32]{2,1,0}" for i in range(8))
+    line = (f"%all-to-all.2 = ({arrays}) all-to-all(%a, %b, %c, %d, %e, %f, %g, %h), channel_id=1, "
+            "replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}")
+    assert compiled_census(line) == {"all-to-all": 1}
+    moved = compiled_collectives(line, MESH8)
+    assert len(moved) == 8 and {c.kind for c in moved} == {"all-to-all"}
+    reduce = line.replace("all-to-all", "all-reduce").replace("dimensions={0}", "to_apply=%add")
+    assert compiled_census(reduce) == {"all-reduce": 1}
+    assert len(compiled_collectives(reduce, MESH8)) == 8
 
 
 def test_a_bf16_question_counts_a_compiled_f32_collective_at_its_own_width():
