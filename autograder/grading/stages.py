@@ -34,8 +34,9 @@ from .collect import collect as read_records
 from .execute import Execution, Limits
 from .execute import execute as run_notebook
 from .feedback import annotate as annotate_notebook
-from .feedback import inert, render_html, write_atomic
+from .feedback import render_html, write_atomic
 from .files import read_plain
+from .inert import inert
 from .jail import isolation_paths
 from .judge import draw_cases, judge_answers
 from .sanitize import sanitize as rebuild

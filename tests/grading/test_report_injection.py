@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from autograder.grading import feedback
+from autograder.grading import inert
 from autograder.grading.feedback import annotate, render_html
 
 EVIL = "'\"><img src=x onerror=alert(1)>"
@@ -212,7 +212,7 @@ def _student_active(html: str, template: str) -> list[str]:
 def test_the_autograded_notebook_renders_nothing_active_in_nbgrader():
     nb = annotate(_hostile_notebook(), QUESTIONS)
     before = json.dumps(nb, sort_keys=True)
-    staff = feedback.inert(nb)
+    staff = inert.inert(nb)
     assert json.dumps(nb, sort_keys=True) == before  # the report's notebook is left as it was
     nbformat.validate(staff)
     assert nbformat.reads(nbformat.v4.writes(staff), as_version=4) == staff  # as store() writes it
@@ -231,7 +231,7 @@ def test_the_autograded_notebook_renders_nothing_active_in_nbgrader():
     assert own.outputs[4]["data"] == {"text/plain": "42"} and own.outputs[4]["execution_count"] == 3
     assert staff.cells[1].outputs == nb.cells[1].outputs  # printed text of the answer cell, unchanged
     assert staff.cells[0].source == "Instructions: use <code>x</code>."  # the assignment's own cell, untouched
-    assert staff.cells[2]["attachments"] == {"a.svg": {"image/png": feedback.BLANK_PNG}, "ok.png": {"image/png": PNG}}
+    assert staff.cells[2]["attachments"] == {"a.svg": {"image/png": inert.BLANK_PNG}, "ok.png": {"image/png": PNG}}
     test = staff.cells[4]
     assert test.outputs[0]["text"].startswith("[1 / 1] correct: Correct.")
     assert test.outputs[1] == {"output_type": "display_data", "data": {"image/png": PNG}, "metadata": {}}
