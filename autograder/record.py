@@ -445,10 +445,18 @@ def read(outputs: list[dict[str, Any]], qid: str) -> dict[str, Any] | None:
     return found
 
 
-def why_no_record(cell: dict[str, Any]) -> str:
-    """Why an executed test cell holds no record, from its own outputs: the grader's feedback and the
-    learner's ``selfcheck`` table say it alike."""
+def why_no_record(cell: dict[str, Any], answer: dict[str, Any] | None = None) -> str:
+    """Why an executed test cell holds no record, from its own outputs and those of its ``answer`` cell (the
+    answer cell before it): the grader's feedback and the learner's ``selfcheck`` table say it alike. A name the
+    check cannot find most often follows an answer cell that stopped: its placeholder, or another error."""
     out = cell_error(cell)
+    before = cell_error(answer) if out.get("ename") == "NameError" and answer is not None else {}
+    if before.get("ename") == "NotImplementedError":
+        return ("the answer cell above still holds its placeholder (# YOUR ANSWER HERE), which stops with "
+                "NotImplementedError: write the answer there")
+    if before:
+        return (f"the answer cell above stopped with {before.get('ename', 'an error')}: "
+                f"{str(before.get('evalue', ''))[:200]}, so the check had no answer to read")
     if out:
         return f"the test cell stopped with {out.get('ename', 'an error')}: {str(out.get('evalue', ''))[:200]}"
     if cell.get("execution_count") is None:

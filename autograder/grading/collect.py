@@ -26,11 +26,15 @@ class Collected:
 
 
 def collect(nb: NotebookNode, qids: list[str]) -> dict[str, Collected]:
-    cells = {}
+    cells, answers = {}, {}  # the test cell of each question, and the answer cell before it
+    answer = None
     for cell in nb.cells:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") and cell.cell_type == "code":
+            answer = cell
+        gid = meta.get("grade_id")
         if gid in qids and cell.cell_type == "code" and gid not in cells:
-            cells[gid] = cell
+            cells[gid], answers[gid] = cell, answer
     out = {}
     for qid in qids:
         cell = cells.get(qid)
@@ -39,7 +43,7 @@ def collect(nb: NotebookNode, qids: list[str]) -> dict[str, Collected]:
             continue
         rec = read(cell.get("outputs", []), qid)
         out[qid] = Collected(rec["answer"], kind=str(rec.get("kind")), setting=rec.get("setting")) if rec \
-            else Collected(NO_ANSWER, why_no_record(cell))
+            else Collected(NO_ANSWER, why_no_record(cell, answers[qid]))
     return out
 
 

@@ -190,3 +190,19 @@ def test_a_tick_in_the_saved_notebook_that_the_graded_run_refuses_is_explained(t
     assert note.startswith(f"{QID}: the saved notebook shows ✓") and "run all" in note, note
     right = {QID: {"points": 2.0, "score": 2.0, "status": "correct"}}
     assert stages.ticked_then_refused(job.ticked, right) == []
+
+
+def test_a_question_whose_answer_cell_is_untouched_says_so():
+    """A blank answer: the answer cell's placeholder raised NotImplementedError, so the check's variable was never
+    set. The feedback says the answer cell was not filled in, not only that a name is undefined."""
+    from autograder.grading.collect import collect
+
+    answer = _graded("q1-answer", "# YOUR ANSWER HERE\nraise NotImplementedError()", solution=True)
+    answer.outputs = [new_output("error", ename="NotImplementedError", evalue="", traceback=[])]
+    test = _graded(QID, f"check({QID!r}, q1_bytes)", grade=True)
+    test.outputs = [new_output("error", ename="NameError", evalue="name 'q1_bytes' is not defined", traceback=[])]
+    reason = collect(new_notebook(cells=[answer, test]), [QID])[QID].reason
+    assert "answer cell above" in reason and "YOUR ANSWER HERE" in reason, reason
+    answer.outputs = [new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]
+    reason = collect(new_notebook(cells=[answer, test]), [QID])[QID].reason
+    assert reason.startswith("the answer cell above stopped with ZeroDivisionError: division by zero"), reason
