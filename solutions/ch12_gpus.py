@@ -263,9 +263,12 @@ def q52(params: float, F: int, batch: float) -> tuple[Number, ...]:
     state = params * Q52_BYTES_PER_PARAM
     days = 6 * params * Q52_TOKENS / (Q52_GPUS * C_H100 * Q52_MFU) / 86400
     tp = F * W_GPU / C_H100
-    # the book divides F by 1995, not the in-node C/W of 2200 (14.37 for its model): that reading passes for every model
+    # the book divides F by 1995, not the in-node C/W of 2200 (14.37 for its model): that reading passes for every
+    # model, to a 1% rounding of it (as ch11-c1-h100-tp-limit takes it). Not the chip's 2% rate tolerance on top:
+    # F / 1995 is 10% above F / 2200 and the models' F are 12.5-14% apart, so 2% more (and the 3-figure rounding
+    # of the end) reached the next model's reference, a classmate's answer (16.76 passed at F = 32,768).
     rate = rate_tolerance(H100)
-    tp_tolerance = Tolerance(low=tp * (1 - rate.rtol), high=F / BOOK_H100_TP_DIVISOR * (1 + rate.rtol))
+    tp_tolerance = Tolerance(low=tp * (1 - rate.rtol), high=F / BOOK_H100_TP_DIVISOR * 1.01)
     return (
         number("ch12-q52-min-gpus", section=S["quiz5"],
                prompt=f"How many H100s, at fewest, hold the bf16 weights and fp32 Adam state of {params:.3g} "

@@ -58,11 +58,16 @@ def at_book(v: Verdict, kind: str, setting: str | None, right_at_book: Callable[
     book's: a wrong answer that is right at the book's values is told so first ("close" or "not equal" alone
     would send the student after an error they did not make). Where the answer is also a declared slip at the
     student's own values (its hint) or a simple factor of their answer, that is said after it: both causes fit.
-    Both judges ask ``right_at_book`` of the book's self-check data, so they agree, the self-check's "edge"
-    (which the grader never says: there it is right, or wrong and asked the same) included; an answer right or
-    partly right at the student's values keeps its verdict."""
+    Both judges ask ``right_at_book`` of the book's self-check data, so they agree on every verdict both can
+    reach. The self-check's "edge" is its own (the grader never says it: there the answer is right, or wrong and
+    asked the same): it stays "edge", since the grader may credit the answer at the student's own values and
+    calling a credited answer the book's would be false; its message says both: the answer is the book's, and
+    at the student's own values the self-check cannot tell. An answer right or partly right at the student's
+    values keeps its verdict."""
     if setting and kind in SCALAR and v.status is Status.INCORRECT and right_at_book():
         said = phrase("book_value", setting=setting)
+        if v.diagnosis == "edge":
+            return Verdict(Status.INCORRECT, 0.0, "edge", frame("book_value+own", said, own=v.message))
         if "Hint:" in v.message or v.diagnosis.partition(":")[0] in _OWN_CAUSES:
             said = frame("book_value+own", said, own=v.message)
         return Verdict(Status.INCORRECT, 0.0, "book_value", said)

@@ -154,3 +154,78 @@ def test_seconds_per_token_to_the_books_one_figure_passes(labels, qs):
         ok, why = _passes(q, answer)
         assert ok, (labels, answer, q.reference, why)
     _slips_and_factors_fail(q, labels, factors=(2, 0.5, 1 / 3, 3))
+
+
+# --- a derived question is at least as tolerant as the answer it is built from (chapters 7, 8, 11, 12) ---------
+
+# (chapter, upstream, downstream) where the downstream is the upstream times a factor of the student's own values
+# (a length, a count, a price), in one setting: an upstream answer the grader credits, carried forward, must be
+# credited downstream at every combo.
+PROPORTIONAL = (
+    ("ch07_inference", "ch07-q5-total-params", "ch07-q6-weight-time"),
+    ("ch08_applied_inference", "ch08-iq1-kv-32k", "ch08-iq1-kv-240"),
+    ("ch08_applied_inference", "ch08-iq3-tokens-per-s", "ch08-iq3-per-chip"),
+    ("ch08_applied_inference", "ch08-iq6-step-full", "ch08-iq6-decode-time"),
+    ("ch08_applied_inference", "ch08-iq10-prefill", "ch08-iq12-ratio"),
+    ("ch08_applied_inference", "ch08-iq7-bf16", "ch08-iq7-int8"),
+    ("ch08_applied_inference", "ch08-iq7-int8", "ch08-iq7-int4"),
+    ("ch08_applied_inference", "ch08-iq8-bf16", "ch08-iq8-int8"),
+    ("ch08_applied_inference", "ch08-iq8-int8", "ch08-iq8-int4"),
+    ("ch11_capstone", "ch11-c1-train-flops", "ch11-c1-h100-cost"),
+    ("ch11_capstone", "ch11-c1-train-days", "ch11-c1-train-cost"),
+    ("ch12_gpus", "ch12-e10-tokens", "ch12-e10-per-gpu"),
+    ("ch12_gpus", "ch12-e8-dp-scaleout", "ch12-e8-llama-batch"),
+    ("ch12_gpus", "ch12-e8-dp-scaleout", "ch12-e8-two-nodes"),
+)
+
+
+def _pair_combos(chapter_name, up, down):
+    chapter = load_chapter(chapter_name)
+    s = next(s for s in chapter.settings if up in s.qids and down in s.qids)
+    return [(s.labels(v), {q.qid: q for q in s.questions(s.labels(v))}) for v in s.combos()]
+
+
+def _relative_reach(q):
+    r = float(q.reference)
+    lo, hi = q.tolerance.bounds(r)
+    return hi / r - 1, 1 - lo / r
+
+
+@pytest.mark.parametrize("chapter,up,down", PROPORTIONAL, ids=[f"{u}->{d}" for _, u, d in PROPORTIONAL])
+def test_a_proportional_derived_question_reaches_as_far_as_its_upstream(chapter, up, down):
+    """ch08-iq6-step-full accepts up to +3%, and decode-time (decode x that step) accepted only +2%: "20.0 ms",
+    credited, times 300 tokens was refused ("6.00 s" close). Each side of the downstream's accepted interval
+    reaches, relative to its reference, at least as far as the upstream's."""
+    combos = _pair_combos(chapter, up, down)
+    for labels, qs in combos:
+        u, d = _relative_reach(qs[up]), _relative_reach(qs[down])
+        assert d[0] >= u[0] - 1e-9 and d[1] >= u[1] - 1e-9, (labels, up, u, down, d)
+    assert combos
+
+
+IQ5 = _pair_combos("ch08_applied_inference", "ch08-iq6-step-full", "ch08-iq6-decode-time")
+
+
+@pytest.mark.parametrize("labels,qs", IQ5, ids=[f"{c['context']}-{c['decode']}" for c, _ in IQ5])
+def test_decode_time_credits_every_credited_step_carried_forward(labels, qs):
+    """Every step the step question credits (its ends, their 3-figure roundings, the review's "20.0 ms"), times the
+    student's decode length, exact or to 3 figures, passes decode-time in both judges."""
+    step, decode_q = qs["ch08-iq6-step-full"], qs["ch08-iq6-decode-time"]
+    lo, hi = step.tolerance.bounds(float(step.reference))
+    steps = [x for x in (lo, hi, round_figures(lo, 3), round_figures(hi, 3), 0.0200, 0.0190)
+             if step.tolerance.accepts(float(step.reference), x)]
+    assert 0.0200 in steps
+    for s in steps:
+        assert _passes(step, s)[0], (labels, s)
+        for answer in (labels["decode"] * s, round_figures(labels["decode"] * s, 3)):
+            ok, why = _passes(decode_q, answer)
+            assert ok, (labels, s, answer, decode_q.tolerance, why)
+    _slips_and_factors_fail(decode_q, labels, named=False)
+
+
+def test_the_review_s_decode_time_case():
+    """Combo {context 8192, decode 300}: the review's credited "20.0 ms" step carried forward."""
+    qs = next(q for c, q in IQ5 if c == {"context": 8192, "decode": 300})
+    assert _passes(qs["ch08-iq6-step-full"], "20.0 ms")[0]
+    ok, why = _passes(qs["ch08-iq6-decode-time"], "6.00 s")
+    assert ok, why
