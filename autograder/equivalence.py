@@ -57,27 +57,22 @@ class Domain:
                 p[name] = Fraction(max(1, round(2 ** rng.uniform(-4, 16) * 64)), 64)
         return p
 
-    def points(self, n: int, seed: int, cover: sp.Expr | None = None) -> list[Point]:
-        """``n`` points spread over many orders of magnitude; with ``cover``, chosen so that each
-        argument of each max()/min() in it is the active one at one point at least."""
+    def points(self, n: int, seed: int, cover: sp.Expr | None = None,
+               kinds: tuple[type, ...] = (sp.Max, sp.Min), candidates: int = CANDIDATES) -> list[Point]:
+        """``n`` points spread over many orders of magnitude; with ``cover``, chosen from ``candidates`` times
+        as many so that each argument of each max()/min() in it (each node of ``kinds``; of an abs(), each
+        sign of its argument) is the active one at one point at least."""
         rng = random.Random(seed)
-        pool = [self.draw(rng) for _ in range(n * (CANDIDATES if cover is not None else 1))]
+        pool = [self.draw(rng) for _ in range(n * (candidates if cover is not None else 1))]
         if cover is None:
             return pool
-        branches = [(node, [evaluator(a, self.names) for a in node.args])
-                    for node in sorted(cover.atoms(sp.Max, sp.Min), key=sp.default_sort_key)]
-        if not branches:
+        found = branches(cover, self.names, kinds)
+        if not found:
             return pool[:n]
         chosen: list[int] = []
         seen: set[tuple[int, int]] = set()
         for i, p in enumerate(pool):
-            active = set()
-            for b, (node, args) in enumerate(branches):
-                values = [f(p) for f in args]
-                if any(v is None for v in values):
-                    continue
-                pick = max if isinstance(node, sp.Max) else min
-                active.add((b, values.index(pick(values))))
+            active = _active(found, p)
             if active - seen and len(chosen) < n:
                 chosen.append(i)
                 seen |= active
@@ -96,6 +91,48 @@ class Domain:
     def scaled(points: list[Point], names: Sequence[str]) -> list[Point]:
         """The same points with the symbols ``names`` ``LARGE`` times larger."""
         return [{k: v * LARGE if k in names else v for k, v in p.items()} for p in points]
+
+
+# What may switch between branches: a max() or min() picks one argument, an abs() one sign of its argument.
+BRANCHING = (sp.Max, sp.Min, sp.Abs)
+
+Branch = tuple[sp.Expr, list[Callable[[Point], "mpmath.mpf | None"]]]
+
+
+def branches(expr: sp.Expr, names: Sequence[str], kinds: tuple[type, ...] = BRANCHING) -> list[Branch]:
+    """Each node of ``kinds`` in ``expr``, with evaluators of its arguments."""
+    return [(node, [evaluator(a, names) for a in node.args])
+            for node in sorted(expr.atoms(*kinds), key=sp.default_sort_key)]
+
+
+def _active(found: list[Branch], p: Point) -> set[tuple[int, int]]:
+    """(node, side) of each branch active at ``p``: the argument a max/min picks, the sign under an abs."""
+    active = set()
+    for b, (node, args) in enumerate(found):
+        values = [f(p) for f in args]
+        if any(v is None for v in values):
+            continue
+        if isinstance(node, sp.Abs):
+            active.add((b, int(values[0] < 0)))
+        else:
+            pick = max if isinstance(node, sp.Max) else min
+            active.add((b, values.index(pick(values))))
+    return active
+
+
+def unexercised(expr: sp.Expr, names: Sequence[str], points: Sequence[Point]) -> bool:
+    """Whether a branch of ``expr`` (an argument of a max/min, a sign under an abs) is the active one at none
+    of ``points``: there the formula was never tested."""
+    found = branches(expr, names)
+    if not found:
+        return False
+    sides = {(b, i) for b, (node, args) in enumerate(found)
+             for i in range(2 if isinstance(node, sp.Abs) else len(args))}
+    for p in points:
+        sides -= _active(found, p)
+        if not sides:
+            return False
+    return True
 
 
 # mpmath keeps the exponent of a value exactly, so exp(x) of a huge x needs log(2) to as many digits

@@ -74,6 +74,12 @@ _WRONG = {
     # within 3 significant figures of the reference times one constant, yet not right (kinds/formula.py)
     "constant_close": "The form is right, but its constant is slightly off: keep 3 significant figures in each "
                       "coefficient, or count every contribution to it.",
+    # right where the record's limit symbols are huge, but neither the large-N form nor the exact one (kinds/formula.py)
+    "limit_only": "Right for large {limit}, but not the exact form: give the large-{limit} form, or the exact one.",
+    # right at the self-check's sample points, not at the grader's own (kinds/formula.py, grader_points)
+    "elsewhere": "Your formula gives the expected values at the self-check's sample points, but not at other "
+                 "values of {names}: it must hold for all of them (check each max, min or abs in it, and which "
+                 "term it picks where).",
     "partly": "Your answer agrees with the expected one in only part of the range of {names}: "
               "check which term dominates where (a max or min?).",
     "not_equivalent": "Not equivalent to the expected formula, and not off by a simple factor: recheck each "
@@ -102,6 +108,10 @@ _WRONG = {
 # says which variant of the diagnosis), looked up before the tables above.
 _VERDICTS = {
     "correct": "Correct.",
+    # the self-check's "edge" of a formula with a branch (max, min, abs) never active at its points (kinds/formula.py)
+    "edge:branch": "The self-check cannot fully check this answer: a branch of a max(), min() or abs() in it is "
+                   "never the active one at its sample points, so only the grader tests it. Is that branch meant "
+                   "to be there?",
     "raised": "Your function raised an error: {error}",
     "raised:case": "your function raised an error: {error}",  # inside a test case's frame
     # The self-check's bounds on calling a function (record.bounded_calls), inside a test case's frame.

@@ -227,7 +227,8 @@ _TRANSIENT = ("too_expensive", "grader_error", "program_failed")  # judged again
 
 def _memo_key(request: dict[str, Any], item: dict[str, Any], seed: str | None = None,
               values: Any = None) -> tuple[str, str, str, str]:
-    """``seed``: the grading seed, for an answer judged on inputs drawn from it (a function, a program);
+    """``seed``: the grading seed, for an answer judged on inputs or points drawn from it (a function, a program,
+    a formula);
     ``values``: the student's values of the question's setting, for a varied question."""
     answer = json.dumps([item["answer"], seed, values], sort_keys=True, default=str)
     return (request["course_dir"], request["chapter"], item["qid"], hashlib.sha256(answer.encode()).hexdigest())
@@ -295,7 +296,8 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
         return {"cases": drawn_cases(chapter, request["seed"])}
     seed = request.get("seed")
     items = [{**i, "answer": _canonical(chapter[i["qid"]], i["answer"])} for i in request["items"]]
-    keys = {item["qid"]: _memo_key(request, item, seed if chapter[item["qid"]].kind in DRAWN else None,
+    # A formula's credit also rests on points drawn from the seed (kinds/formula.py, grader_points).
+    keys = {item["qid"]: _memo_key(request, item, seed if chapter[item["qid"]].kind in (*DRAWN, "formula") else None,
                                    _values_of(chapter, item["qid"])) for item in items}
     out = {qid: _memo[key] for qid, key in keys.items() if key in _memo}
     programs = [i for i in items if i["qid"] not in out and isinstance(chapter[i["qid"]], Program)]

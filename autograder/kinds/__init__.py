@@ -89,13 +89,15 @@ def _book_print(book: Question) -> dict[str, Any]:
 def judge(q: Question, answer: Any, seed: str | None = None, book: Question | None = None,
           setting: str | None = None) -> Verdict:
     """The grader's verdict on one recorded answer. ``seed``: the submission's grading seed, from which
-    the inputs of function and program answers are drawn (None: a function's public test cases).
+    the inputs of function and program answers and a formula's unseen points are drawn (None: a function's
+    public test cases, a formula's fixed unseen points).
     ``book``: the question's record at the book's values, where ``q`` is built by exercise ``setting`` for
     the student's own (``at_book``). Text is read in ``record.canonical`` form, as the self-check reads it."""
     answer = canonical(q.kind, answer)
     if q.kind in DRAWN:
         return KINDS[q.kind].judge(q, answer, seed)
-    v = KINDS[q.kind].judge(q, answer)
+    # A formula is also compared at points drawn from the seed, which no student can read (kinds/formula.py).
+    v = KINDS[q.kind].judge(q, answer, seed) if q.kind == "formula" else KINDS[q.kind].judge(q, answer)
     if book is None or book == q:
         return v
     return at_book(v, q.kind, setting, lambda: KINDS[q.kind].selfcheck(_book_print(book), q.qid, answer).ok)

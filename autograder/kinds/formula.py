@@ -12,8 +12,16 @@ at every point, so a coefficient the student worked out and rounded honestly (6.
 points too (``Setting.small``), where lower-order terms weigh, so rounding never hides a missing term.
 A formula in whole numbers, fractions and simple decimals must be exact (within ``EXACT``): a small
 term that is missing (one norm's D parameters beside 3*D*F) is a slip, not rounding. A record whose
-reference is a limit (the book's large-N form) names the symbols in ``limit``; an answer that agrees
-at points where those symbols are huge (the exact form) is right too.
+reference is a limit (the book's large-N form) names the symbols in ``limit``; its exact form, the
+reference times (N-1)/N for each of them (``full_form``), is right too, and an answer that only agrees
+where those symbols are huge is not ("limit_only": a wrong exact form, or a term that vanishes there).
+
+Where credit is decided, the grader does not stop at the public points (they ship in the self-check
+data, and their values can be recovered from it): an answer credited there must also agree at points of
+its own (``grader_points``), drawn from the submission's grading seed, that cover the reference's
+branches and each branch of the answer's own max/min/abs; else it is wrong ("elsewhere"). The
+self-check, which has only the public points, withholds its tick ("edge") from an answer with a branch
+that is never the active one at them.
 """
 
 from __future__ import annotations
@@ -31,14 +39,18 @@ import sympy as sp
 from .. import equivalence as eq
 from .. import record
 from ..formula import FUNCTIONS, Invalid, Parsed, parse_formula
+from ..messages import phrase
 from ..numbers import UNITS
 from ..questions import Accept, Formula, Slip
-from ..verdict import Verdict
+from ..symbols import symbol
+from ..verdict import Status, Verdict
 from . import targets as tg
 from .common import and_list, correct, edge, invalid, partial, wrong
 
 RTOL = 0.005  # an answer with decimals: agreement within 3 significant figures at every point
 EXACT = 1e-9  # an answer in exact numbers: the same values, up to the evaluation's own rounding
+K_DRAWN = 10  # the grader's own points per kind: covering the reference's branches, and the answer's
+ANSWER_CANDIDATES = 200  # points drawn per point kept, to find where each branch of the answer is active
 
 
 def context(names: Sequence[str]) -> dict[str, Any]:
@@ -70,6 +82,15 @@ def read(answer: Any, names: Sequence[str]) -> Parsed | Invalid:
 
 def seed(tag: str) -> int:
     return int(hashlib.sha256(tag.encode()).hexdigest()[:8], 16)
+
+
+def full_form(reference: sp.Expr, limit: Sequence[str]) -> sp.Expr:
+    """The exact form of a reference that is the large-N limit (the record's ``limit`` symbols): the
+    reference times (N-1)/N for each, as each prompt and the syllabus state it (T_AG = (N-1)/N * V/W)."""
+    out = reference
+    for name in limit:
+        out = out * (symbol(name) - 1) / symbol(name)
+    return out
 
 
 @dataclass(frozen=True)
@@ -130,6 +151,10 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
                           for i, v in enumerate(values)]
     if limit:
         t["limit"] = [tg.around(at(p), RTOL) for p in setting.limit_points]
+        full = eq.evaluator(full_form(ref, limit), names)
+        t["full"] = [tg.around(full(p), EXACT) for p in points]
+        t["full_ref"] = [tg.around(full(p), RTOL) for p in points]
+        t["full_small"] = [tg.around(full(p), RTOL) for p in small]
     for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
         for j, alt in enumerate(alternatives):
             f = eq.evaluator(parse_known(names, alt).expr, names)
@@ -152,15 +177,20 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     right = near.accepts("exact", values) if not p.approximate else _rounded_right(e, near.accepts("ref", values), at)
     if right is True:
         return correct()
-    in_limit = near.accepts("limit", [at(pt) for pt in s.limit_points])
-    if in_limit is True:
-        return correct(form="exact")
-    if right is None or in_limit is None:
+    full = False
+    if s.limit:  # the exact (N-1)/N form
+        full = near.accepts("full", values) if not p.approximate \
+            else _rounded_right(e, near.accepts("full_ref", values), at, "full_small")
+        if full is True:
+            return correct(form="exact")
+    if right is None or full is None:
         return edge(**ctx)
+    hints = [h for j, h in enumerate(s.hints) if tg.all_near(near, f"slip{j}", values) is True]
+    if s.limit and tg.all_near(near, "limit", [at(pt) for pt in s.limit_points]) is True:
+        return wrong("limit_only", hints, **ctx, limit=and_list(list(s.limit)))
     for j, (credit, message) in enumerate(s.accepts):
         if near.accepts(f"accept{j}", values) is True:
             return partial(credit, message)
-    hints = [h for j, h in enumerate(s.hints) if tg.all_near(near, f"slip{j}", values) is True]
     # Within 3 significant figures everywhere, yet not right: the big terms are right, a small one is not
     # (exact numbers; or rounded ones that disagree where the small terms weigh, ``Setting.small``).
     nearly = tg.all_near(near, "ref", values) is True
@@ -206,22 +236,78 @@ def _a_multiple(e: Expected, at: Callable[[eq.Point], Any], values: list[Any]) -
     return same_shape and tg.all_near(e.oracle, "small", [at(pt) for pt in s.small]) is True
 
 
-def _rounded_right(e: Expected, at_points: bool | None, at: Callable[[eq.Point], Any]) -> bool | None:
+def _rounded_right(e: Expected, at_points: bool | None, at: Callable[[eq.Point], Any],
+                   small: str = "small") -> bool | None:
     """A formula with rounded decimals: within 3 significant figures at the points and at the small ones."""
     if at_points is False or not e.setting.small:
         return at_points
-    at_small = e.oracle.accepts("small", [at(pt) for pt in e.setting.small])
+    at_small = e.oracle.accepts(small, [at(pt) for pt in e.setting.small])
     return at_small if at_points is True or at_small is False else None
 
 
 def check(tag: str, reference: Any, names: Sequence[str], counts: Sequence[str], answer: Any,
-          accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = ()) -> Verdict:
-    """The grader's verdict on one formula answer."""
+          accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = (),
+          grading_seed: str | None = None) -> Verdict:
+    """The grader's verdict on one formula answer: the diagnosis at the public points, and credit only where
+    the answer also agrees at the grader's own points (``grader_points``)."""
     p = read(answer, names)
     if isinstance(p, Invalid):
         return invalid(p, **context(names))
     e, _ = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
-    return diagnose(e, p)
+    v = diagnose(e, p)
+    if v.score <= 0:
+        return v
+    ref = parse_known(names, reference).expr
+    if v.status is Status.PARTIAL:  # the accepted alternative it matched
+        j = next(j for j, (c, m) in enumerate(e.setting.accepts) if (c, m) == (v.score, v.message))
+        ref = parse_known(names, accept[j].answer).expr
+    elif v.data.get("form") == "exact":
+        ref = full_form(ref, limit)
+    # the points covering the answer's branches cost more to find: only for an answer right at the others
+    for more in (False, True):
+        points = _grader_points(tag, tuple(names), tuple(counts), ref, p.expr, grading_seed, more)
+        if not _agrees(ref, p, names, points):
+            return wrong("elsewhere", **context(names))
+    return v
+
+
+def _drawn_seed(tag: str, grading_seed: str | None, what: str) -> int:
+    """The submission's grading seed (grading/seeds.py) with the question; without one (tests, the release's
+    checks), a seed of the question's own that no self-check data holds points of."""
+    text = f"{grading_seed}/{tag}/{what}" if grading_seed is not None else f"{tag}/grader/{what}"
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def _grader_points(tag: str, names: tuple[str, ...], counts: tuple[str, ...], ref: sp.Expr, answer: sp.Expr,
+                   grading_seed: str | None, branches: bool | None = None) -> list[eq.Point]:
+    """Points covering the reference's branches (``branches`` False), the answer's own (True), or both (None)."""
+    domain = eq.Domain(names, frozenset(counts))
+    points = [] if branches else domain.points(K_DRAWN, _drawn_seed(tag, grading_seed, "points"), cover=ref)
+    if branches is not False and answer.has(*eq.BRANCHING):  # where each branch of the answer's own max/min/abs
+        # is the active one: a wrong one may be active at 1 point in 250 of the domain, or mostly at its bottom
+        points += domain.points(K_DRAWN, _drawn_seed(tag, grading_seed, "branches"), cover=answer,
+                                kinds=eq.BRANCHING, candidates=ANSWER_CANDIDATES)
+        points += domain.small(K_DRAWN, _drawn_seed(tag, grading_seed, "small"))
+    return points
+
+
+def grader_points(q: Formula, grading_seed: str | None, answer: Any = None) -> list[eq.Point]:
+    """The points beyond the public ones at which the grader asks an answer credited at those."""
+    p = read(q.reference if answer is None else answer, q.names)
+    expr = p.expr if isinstance(p, Parsed) else sp.Integer(0)
+    return _grader_points(q.qid, q.names, tuple(q.counts.split()), parse_known(q.names, q.reference).expr, expr,
+                          grading_seed)
+
+
+def _agrees(ref: sp.Expr, p: Parsed, names: Sequence[str], points: list[eq.Point]) -> bool:
+    """Whether the answer takes the value of ``ref`` at every point where ``ref`` has one (to 3 figures for a
+    formula with rounded decimals, else exactly)."""
+    want, got = eq.evaluator(ref, names), eq.evaluator(p.expr, names)
+    for pt in points:
+        iv = tg.around(want(pt), RTOL if p.approximate else EXACT)
+        if iv is not None and got(pt) not in iv:
+            return False
+    return True
 
 
 def encode(fp: dict, answer: Any) -> Any:
@@ -239,8 +325,9 @@ def hint(q: Formula) -> str:
     return f"The answer is a formula in {and_list(used)} and no other symbol."
 
 
-def judge(q: Formula, answer: Any) -> Verdict:
-    return check(q.qid, q.reference, q.names, q.counts.split(), answer, q.accept, q.slips, q.limit.split())
+def judge(q: Formula, answer: Any, seed: str | None = None) -> Verdict:
+    """``seed``: the submission's grading seed, from which the grader's own points are drawn."""
+    return check(q.qid, q.reference, q.names, q.counts.split(), answer, q.accept, q.slips, q.limit.split(), seed)
 
 
 # --- the self-check -------------------------------------------------------------------------------
@@ -278,4 +365,10 @@ def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
     p = read(answer, names)
     if isinstance(p, Invalid):
         return invalid(p, **context(names))
-    return diagnose(from_print(fp, tag), p)
+    e = from_print(fp, tag)
+    v = diagnose(e, p)
+    checked = [*e.setting.points, *(e.setting.small if p.approximate else ())]  # where its values were compared
+    if v.score > 0 and eq.unexercised(p.expr, names, checked):
+        # a branch of the answer's own is never the active one here: the grader tests it, the self-check cannot
+        return Verdict(Status.INCORRECT, 0.0, "edge", phrase("edge:branch"))
+    return v
