@@ -50,3 +50,22 @@ def runner_request(monkeypatch):
     yield changes
     for key in set(judge._runners) - before:
         judge._runners.pop(key).close()
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """How many times the judging service asks the checker (``autograder.checks.judge``) about each
+    (qid, answer as judged)."""
+    from collections import Counter
+
+    import autograder.checks
+
+    counts: Counter = Counter()
+    real = autograder.checks.judge
+
+    def counting(question, answer, *args, **kw):
+        counts[question.qid, answer] += 1
+        return real(question, answer, *args, **kw)
+
+    monkeypatch.setattr(autograder.checks, "judge", counting)
+    return counts

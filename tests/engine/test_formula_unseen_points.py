@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from fractions import Fraction
 
 import mpmath
@@ -122,20 +121,12 @@ def test_the_grader_points_are_its_own():
     assert not [p for p in a + b + none if p in public]
 
 
-def test_a_verdict_that_depends_on_the_seed_is_remembered_per_seed(tmp_path, monkeypatch):
-    counts: Counter = Counter()
-    real = autograder.checks.judge
-
-    def counting(question, answer, *args, **kw):
-        counts[question.qid, answer] += 1
-        return real(question, answer, *args, **kw)
-
-    monkeypatch.setattr(autograder.checks, "judge", counting)
+def test_a_verdict_that_depends_on_the_seed_is_remembered_per_seed(tmp_path, asked):
     qid = "ch01-e4-t-math"
     request = {"chapter": "ch01_rooflines", "course_dir": str(tmp_path), "items": [{"qid": qid, "answer": "B*D*F/C"}]}
     for seed in ("a", "b", "a"):
         assert judging.handle({**request, "seed": seed})[qid]["status"] == "correct"
-    assert counts == {(qid, "B*D*F/C"): 2}
+    assert asked == {(qid, "B*D*F/C"): 2}
 
 
 # --- the answer's own branches -----------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 import signal
 import time
-from collections import Counter
 
 import pytest
 
@@ -29,21 +28,6 @@ def course(tmp_path) -> str:
     """A course directory of the test's own: verdicts are remembered per course, so none that another
     test was given is reused here. It holds no solutions of its own: the installed ones are judged."""
     return str(tmp_path)
-
-
-@pytest.fixture
-def asked(monkeypatch) -> Counter:
-    """How many times the judging service asks the checker (``autograder.checks.judge``) about each
-    (qid, answer as judged)."""
-    counts: Counter = Counter()
-    real = autograder.checks.judge
-
-    def counting(question, answer, *args, **kw):
-        counts[question.qid, answer] += 1
-        return real(question, answer, *args, **kw)
-
-    monkeypatch.setattr(autograder.checks, "judge", counting)
-    return counts
 
 
 def test_a_repeated_answer_is_judged_once_with_the_same_verdict(course, asked):
