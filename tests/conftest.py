@@ -2,6 +2,7 @@
 test session's own (self-checks record attempts; a learner's real progress must not change)."""
 
 import os
+import sys
 import tempfile
 
 import pytest
@@ -12,6 +13,11 @@ from course import progress
 os.environ["SCALING_COURSE_PROGRESS"] = os.path.join(tempfile.mkdtemp(prefix="scaling-course-tests-"),
                                                      "progress.json")
 course.devices.setup("cpu")
+# The environment's own commands (nbgrader runs ``alembic`` when it opens a gradebook) are found whether or not the
+# environment is activated, in every test process, as ``scaling-course`` finds them (release.generate).
+_SCRIPTS = os.path.dirname(sys.executable)
+if _SCRIPTS not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _SCRIPTS + os.pathsep + os.environ.get("PATH", "")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -98,7 +98,7 @@ def test_feedback_shows_the_students_own_values(graded):
     assert f"ch01-e3: chip = {chip}" in html
     autograded = nbformat.read(path / "autograded" / "grace" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     shown = next(c for c in autograded.cells if c.source == 'e3 = course.setting("ch01-e3")')
-    assert f"chip = {chip}  (dealt to grace)" in shown.outputs[0]["text"]
+    assert f"chip = {chip}  (dealt to grace)" in shown.outputs[0]["data"]["text/plain"]  # shown with its values
 
 
 def test_reruns_and_force_keep_everyones_values(graded):
