@@ -361,7 +361,7 @@ def test_the_review_s_book_readings_at_other_values():
 
 # --- 7. the self-check's "edge" stays an edge --------------------------------------------------------------
 
-FAIR7 = ("ch07_inference", "ch08_applied_inference", "ch11_capstone", "ch12_gpus")
+EDGE_SCANNED = ("ch07_inference", "ch08_applied_inference", "ch11_capstone", "ch12_gpus")
 _NEAR_END = (0, 1e-7, -1e-7, 1e-6, -1e-6)  # the self-check's edge: a 2000th of the interval at most
 
 
@@ -389,7 +389,7 @@ def test_edge_keeps_its_own_verdict_in_at_book():
     assert v.message in said.message and "book's values" in said.message
 
 
-@pytest.mark.parametrize("chapter", FAIR7)
+@pytest.mark.parametrize("chapter", EDGE_SCANNED)
 def test_no_answer_the_grader_credits_is_called_the_book_s_by_the_self_check(chapter):
     """Each end of the student's range, moved by up to 1e-6 of itself (where the self-check's edge buckets lie), at
     every combo: where the grader credits the answer, the self-check ticks it or says it cannot tell (edge), never
