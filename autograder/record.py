@@ -31,6 +31,14 @@ MIME = "application/vnd.scaling-course.answer+json"
 # What ``course.setting`` shows beside its text: {"name", "values"} of an exercise's setting as the notebook ran it.
 # The grader compares a submission's last shown values with the ones it grades with; nothing is judged from it.
 SETTING_MIME = "application/vnd.scaling-course.setting+json"
+
+
+def tick(qid: str) -> str:
+    """What ``course.check`` prints for a right answer; the grader reads it back from a saved notebook (``TICK``)."""
+    return f"✓ {qid}: correct."
+
+
+TICK = re.compile(r"✓ (ch\d\d-[\w\-]{1,80}): correct\.")
 FORMAT = 1
 MAX_RECORD_BYTES = 2_000_000  # a record larger than this is ignored, never parsed
 # Set by ``scaling-course grade`` in its kernels: it judges records itself, so grade() only records.

@@ -203,7 +203,7 @@ def check(qid: str, answer: Any) -> None:
     if notice:
         print(notice)
     if v.ok:
-        print(f"✓ {qid}: correct.")
+        print(record.tick(qid))
         return
     unlocked = entry.get("wrong", 0) > 0 and progress.enabled() and _entry(qid).get("hint")
     _fail(qid, v, f'\nA hint is unlocked: run course.hint("{qid}")' if unlocked else "")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
-from ..record import SETTING_MIME
+from ..record import SETTING_MIME, TICK
 from .files import opened, read_plain
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
@@ -94,33 +94,33 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
     return good, problems
 
 
+def _saved_outputs(cells: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each output the student's file saved in its code cells, as it is (their own, untrusted: notes only)."""
+    for cell in cells:
+        outputs = cell.get("outputs") if cell.get("cell_type") == "code" else None
+        yield from (out for out in (outputs if isinstance(outputs, list) else []) if isinstance(out, dict))
+
+
 def shown_settings(cells: list[dict[str, Any]]) -> dict[str, Any]:
     """Setting name -> the values its last display in the saved outputs showed (well-formed ones only)."""
     shown: dict[str, Any] = {}
-    for cell in cells:
-        outputs = cell.get("outputs") if cell.get("cell_type") == "code" else None
-        for out in outputs if isinstance(outputs, list) else []:
-            data = out.get("data") if isinstance(out, dict) else None
-            setting = data.get(SETTING_MIME) if isinstance(data, dict) else None
-            if isinstance(setting, dict) and isinstance(setting.get("name"), str) \
-                    and isinstance(setting.get("values"), dict) and len(setting["name"]) <= 100:
-                shown[setting["name"]] = setting["values"]
+    for out in _saved_outputs(cells):
+        data = out.get("data")
+        setting = data.get(SETTING_MIME) if isinstance(data, dict) else None
+        if isinstance(setting, dict) and isinstance(setting.get("name"), str) \
+                and isinstance(setting.get("values"), dict) and len(setting["name"]) <= 100:
+            shown[setting["name"]] = setting["values"]
     return shown
 
 
-TICK = re.compile(r"✓ (ch\d\d-[\w\-]{1,80}): correct\.")  # what ``course.check`` prints for a right answer
-
-
 def ticked_questions(cells: list[dict[str, Any]]) -> set[str]:
-    """The question ids the saved stream outputs show a passed self-check for."""
+    """The question ids the saved stream outputs show a passed self-check for (``record.TICK``)."""
     ticked: set[str] = set()
-    for cell in cells:
-        outputs = cell.get("outputs") if cell.get("cell_type") == "code" else None
-        for out in outputs if isinstance(outputs, list) else []:
-            text = out.get("text") if isinstance(out, dict) and out.get("output_type") == "stream" else None
-            text = "".join(t for t in text if isinstance(t, str)) if isinstance(text, list) else text
-            if isinstance(text, str):
-                ticked.update(TICK.findall(text[:100_000]))
+    for out in _saved_outputs(cells):
+        text = out.get("text") if out.get("output_type") == "stream" else None
+        text = "".join(t for t in text if isinstance(t, str)) if isinstance(text, list) else text
+        if isinstance(text, str):
+            ticked.update(TICK.findall(text[:100_000]))
     return ticked
 
 

@@ -180,6 +180,9 @@ def test_a_tick_in_the_saved_notebook_that_the_graded_run_refuses_is_explained(t
     the cell) is read back, and where the graded run scores the question less, the note says why that can be."""
     a = _course(tmp_path)
     folder, theirs = _submit(a)
+    from autograder.record import TICK, tick
+
+    assert TICK.fullmatch(tick(QID))  # what the self-check prints is what the grader reads back
     theirs.cells[1].outputs = [new_output("stream", name="stdout", text=f"✓ {QID}: correct.\n")]
     nbformat.write(theirs, folder / "hw.ipynb")
     job = stages.Job(a, "ada", folder)
