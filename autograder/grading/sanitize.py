@@ -288,11 +288,28 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"cells restored from the assignment: {', '.join(missing)}")
     if retyped:
         problems.append(f"cells changed back to their original type: {', '.join(retyped)}")
+    if moved := _moved(sorted(taken, key=last.__getitem__), [g for c in master.cells if (g := _grade_id(c))]):
+        problems.append(f"graded cells in another order than the assignment's: {', '.join(moved)} graded in the "
+                        "assignment's order (where a cell uses what a later one sets, the result can differ from "
+                        "your run)")
     problems += cut
     nb = nbformat.v4.new_notebook(cells=out, metadata=json.loads(json.dumps(master.metadata)))
     for i, c in enumerate(nb.cells):
         c["id"] = f"graded-{i:03d}"
     return Sanitized(nb, problems, shown_settings(cells), ticked_questions(cells))
+
+
+def _moved(theirs: list[str], master: list[str]) -> list[str]:
+    """The fewest of the student's graded cells that, put back, restore the assignment's order: those outside a
+    longest run of cells already in that order (the student dragged those, or swapped their grade ids)."""
+    rank = {gid: i for i, gid in enumerate(master)}
+    best: list[list[str]] = []  # best[k]: an in-order run of length k+1 ending at the lowest rank
+    for gid in theirs:
+        k = next((k for k, run in enumerate(best) if rank[run[-1]] > rank[gid]), len(best))
+        run = (best[k - 1] if k else []) + [gid]
+        best[k:k + 1] = [run]
+    kept = set(best[-1]) if best else set()
+    return [gid for gid in theirs if gid not in kept]
 
 
 def release_stubs(release_nb: NotebookNode) -> dict[str, str]:

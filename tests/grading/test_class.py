@@ -131,6 +131,7 @@ def test_every_broken_submission_is_graded_as_far_as_it_can_be(broken):
     ("renamed", "renamed"), ("zipped", "inside download.zip"), ("cells-deleted", "restored"),
     ("cell-duplicated", "duplicated"), ("cell-retyped", "original type"), ("kernel-death", "kernel died"),
     ("endless-loop", "Timeout"), ("huge-output", "output over the limit"), ("missing", "no ch01_rooflines.ipynb"),
+    ("reordered", "another order than the assignment's: ch01-e1-h100-time graded"),
 ])
 def test_the_summary_says_what_was_wrong(broken, student, reason):
     _, _, results, summary = broken

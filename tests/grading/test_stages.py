@@ -134,6 +134,27 @@ def test_feedback_shows_a_function_as_a_function_never_its_raw_results():
     assert text == "(your function, called on the test cases)"
 
 
+def test_graded_cells_moved_or_given_each_others_ids_are_graded_in_the_assignments_order_and_named(tmp_path):
+    """The graded notebook runs the graded cells in the assignment's order, whatever order the student's file has
+    them in (cells dragged around, or grade ids swapped in the metadata). Its outputs were made in the student's
+    order, so a changed order can change what runs: the student and the staff are told which cells moved."""
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    theirs.cells.reverse()  # the test cell above the answer it checks
+    nbformat.write(theirs, folder / "hw.ipynb")
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert [c.source for c in job.notebook.cells] == ["q1_bytes = 16", f"grade({QID!r}, q1_bytes)"]
+    [note] = [p for p in job.problems if "order" in p]
+    assert "assignment's order" in note and ("q1-answer" in note or QID in note), note
+
+    _, theirs = folder, _submit(a, "bob")[1]
+    nbformat.write(theirs, a.course_dir / "submitted" / "bob" / "hw" / "hw.ipynb")
+    job = stages.Job(a, "bob", a.course_dir / "submitted" / "bob" / "hw")
+    stages.sanitize(job)
+    assert not [p for p in job.problems if "order" in p], job.problems  # in order: nothing said
+
+
 def test_a_cell_over_the_limit_is_cut_and_the_cut_is_reported(tmp_path):
     """A solution cell (or a cell of the student's own) past ``MAX_CELL_CHARS`` is cut: the student is told
     which one, and that what followed the cut was not run."""
