@@ -241,13 +241,18 @@ def python_paths() -> list[Path]:
 # found, the locale and time zone, and the settings of JAX and XLA that the course reads. Nothing else: no
 # instructor's tokens or keys, no factory socket. The grader then adds the kernel's own (HOME, TMPDIR, ...).
 KEPT_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "MPLBACKEND",
-                  "SCALING_COURSE_DEVICES", "TF_CPP_MIN_LOG_LEVEL")
-KEPT_PREFIXES = ("LC_", "JAX_", "XLA_")
+                  "TF_CPP_MIN_LOG_LEVEL")
+KEPT_PREFIXES = ("LC_",)
+# The devices and JAX settings of every grading process are the grader's, never the shell's: a grade must not depend
+# on the machine it is computed on (SCALING_COURSE_DEVICES=real on a one-CPU host could not lower the programs; on a
+# GPU host they would be exported for the GPU; JAX_ENABLE_X64 changes dtypes). Every JAX_* and XLA_* is dropped.
+GRADING_DEVICES = {"SCALING_COURSE_DEVICES": "cpu", "JAX_PLATFORMS": "cpu"}
 
 
 def kernel_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
-    """The part of ``env`` that a process running foreign code may see (``KEPT_VARIABLES``)."""
-    return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)}
+    """The part of ``env`` that a process running foreign code may see (``KEPT_VARIABLES``), and the devices the
+    grader chooses for it (``GRADING_DEVICES``)."""
+    return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)} | GRADING_DEVICES
 
 
 # How grading processes start Python: -P keeps the folder the grader runs in off the import path. A course folder
