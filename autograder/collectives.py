@@ -8,7 +8,8 @@ Loops are counted with their trip counts (a ``scan`` body runs ``length`` times)
 collectives are chosen by the compiler (``jit`` with shardings) have none in StableHLO; for those
 ``compiled_census`` counts the compiled program's, with the caveats above, and ``compiled_collectives`` reads
 their shapes and groups so that their bytes are weighed too. The census is a closed world: an op that
-communicates and is none of the five kinds raises ``UnknownCollective``.
+communicates and is none of the five kinds raises ``UnknownCollective``, and a collective of an element type outside
+``DTYPE_BITS`` (or of no devices, or nested too deep to read) raises ``UnreadableCollective``.
 
 Bytes per device follow the book's ring algorithms (Part 3): with N devices in the group and an
 operand of S bytes per device, an all-gather receives (N-1)*S, a reduce-scatter and an all-to-all
@@ -31,12 +32,42 @@ from dataclasses import dataclass
 KINDS = {"stablehlo.all_gather": "all-gather", "stablehlo.reduce_scatter": "reduce-scatter",
          "stablehlo.all_reduce": "all-reduce", "stablehlo.all_to_all": "all-to-all",
          "stablehlo.collective_permute": "collective-permute"}
-DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "ui8": 1, "i16": 2, "i32": 4,
-               "ui32": 4, "i64": 8, "f8E4M3FN": 1, "f8E5M2": 1}
-_TENSOR = re.compile(r"tensor<((?:\d+x)*)([A-Za-z0-9]+)>")
+# The element types a collective may move, by StableHLO's names, and their widths in bits: a closed world, like the
+# ops'. A collective of any other element type is refused (``UnreadableCollective``), never weighed at a default
+# width. Sub-byte integers count as XLA packs them, two int4 to a byte (an operand's bytes rounded up); a bool
+# (``i1``, HLO's ``pred``) takes a byte.
+DTYPE_BITS = {"i1": 8, "i4": 4, "ui4": 4, "i8": 8, "ui8": 8, "i16": 16, "ui16": 16, "i32": 32, "ui32": 32,
+              "i64": 64, "ui64": 64, "bf16": 16, "f16": 16, "f32": 32, "f64": 64,
+              "f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8, "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8, "f8E4M3": 8,
+              "f8E3M4": 8, "f8E8M0FNU": 8, "complex<f32>": 64, "complex<f64>": 128}
+DTYPE_BYTES = {k: bits / 8 for k, bits in DTYPE_BITS.items()}  # an element's bytes (half a byte for int4)
+# HLO's names of the same element types (compiled programs).
+_HLO_DTYPES = {"pred": "i1", "s4": "i4", "u4": "ui4", "s8": "i8", "u8": "ui8", "s16": "i16", "u16": "ui16",
+               "s32": "i32", "u32": "ui32", "s64": "i64", "u64": "ui64", "bf16": "bf16", "f16": "f16", "f32": "f32",
+               "f64": "f64", "f8e4m3fn": "f8E4M3FN", "f8e5m2": "f8E5M2", "f8e4m3fnuz": "f8E4M3FNUZ",
+               "f8e5m2fnuz": "f8E5M2FNUZ", "f8e4m3b11fnuz": "f8E4M3B11FNUZ", "f8e4m3": "f8E4M3", "f8e3m4": "f8E3M4",
+               "f8e8m0fnu": "f8E8M0FNU", "c64": "complex<f32>", "c128": "complex<f64>"}
+# A ranked tensor type of static dims: tensor<64x320xcomplex<f32>>, tensor<f32> (the element type is read whole).
+_TENSOR = re.compile(r"tensor<((?:\d+x)*)([^<>,]+(?:<[^<>]*>)?)>")
+# Loops nest and counts multiply: a count past this (a collective no program could run) is counted as this.
+MAX_COUNT = 10**15
+# An operand past this many bytes is no program's (a petabyte): refused, never weighed as a float that overflows.
+MAX_OPERAND_BYTES = 2**50
+MAX_DEPTH = 64  # regions and calls the stated reader follows; a program nested deeper is refused
 _SCALAR = re.compile(r"dense<(-?\d+)>")
 # The collectives a compiled program may run, as HLO names them (an async one as its ``-start`` half).
 _PLACED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+class UnreadableCollective(ValueError):
+    """A program states a collective the census cannot weigh as it stands: an element type outside ``DTYPE_BITS``, a
+    group of no devices, an operand of no known shape, collectives nested past ``MAX_DEPTH``. The census is a
+    closed world: such a program is the student's to change, refused rather than weighed at a guess. ``why``: a
+    sentence for the student."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
 
 
 class UnknownCollective(ValueError):
@@ -72,12 +103,17 @@ class Collective:
 
     @property
     def operand_bytes(self) -> int:
-        return math.prod(self.operand_shape) * DTYPE_BYTES.get(self.dtype, 4)
+        """Bytes of the operand per device: its elements at their width (``DTYPE_BITS``; int4 packed two to a
+        byte), rounded up to a whole byte."""
+        return -(-math.prod(self.operand_shape) * DTYPE_BITS[self.dtype] // 8)
 
     @property
     def bytes_per_device(self) -> float:
-        """Bytes one device sends (or receives) per execution, by the book's ring algorithms."""
+        """Bytes one device sends (or receives) per execution, by the book's ring algorithms (a group of no devices,
+        which the readers refuse, moves nothing)."""
         n, s = self.group_size, self.operand_bytes
+        if n <= 0:
+            return 0.0
         return {"all-gather": (n - 1) * s, "reduce-scatter": (n - 1) / n * s, "all-to-all": (n - 1) / n * s,
                 "all-reduce": 2 * (n - 1) / n * s, "collective-permute": s}[self.kind]
 
@@ -93,11 +129,28 @@ class Collective:
 
 
 def _shape_dtype(type_text: str) -> tuple[tuple[int, ...], str]:
-    m = _TENSOR.search(type_text)
+    """A collective operand's static shape and element type (``DTYPE_BITS``' name), from its StableHLO type; raises
+    ``UnreadableCollective`` for any other type (an element type the census cannot weigh, a dynamic shape)."""
+    m = _TENSOR.fullmatch(type_text.strip())
     if not m:
-        return (), "?"
-    dims = tuple(int(d) for d in m.group(1).split("x") if d)
-    return dims, m.group(2)
+        raise UnreadableCollective(f"it moves a value of type {type_text.strip()[:80]}, which the course cannot weigh "
+                                   "(an element type it does not know, or a shape that is not fixed)")
+    return _checked(tuple(int(d) for d in m.group(1).split("x") if d), m.group(2).strip())
+
+
+def _checked(dims: tuple[int, ...], dtype: str) -> tuple[tuple[int, ...], str]:
+    """``dims`` and ``dtype`` where the census can weigh them; else ``UnreadableCollective``."""
+    if dtype not in DTYPE_BITS:
+        raise UnreadableCollective(f"a collective of it moves the element type {dtype[:40]}, which the course cannot "
+                                   f"weigh: use one of {', '.join(_SHOWN_DTYPES)}")
+    if math.prod(dims) * DTYPE_BITS[dtype] > 8 * MAX_OPERAND_BYTES:
+        raise UnreadableCollective(f"a collective of it moves an operand of shape {list(dims)}, larger than any "
+                                   "device holds")
+    return dims, dtype
+
+
+_SHOWN_DTYPES = ("float32", "bfloat16", "float16", "float64", "complex64", "int8 to int64", "uint8 to uint64", "int4",
+                 "bool", "float8")
 
 
 def _axes(groups: list[list[int]], mesh: Sequence[tuple[str, int]]) -> tuple[str, ...]:
@@ -127,10 +180,19 @@ def _attr(op, name: str) -> str | None:
 
 
 def _dense_list(text: str) -> list:
-    """``dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>`` -> [[0, 1], [2, 3]] (a splat ``dense<0>`` -> [[0]])."""
+    """``dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>`` -> [[0, 1], [2, 3]] (a splat ``dense<0>`` -> [[0]], and
+    ``dense<>``, of a tensor with no elements, -> [], no groups: a permute of no pairs). Raises
+    ``UnreadableCollective`` for any other form (a hex blob, a nesting that is no list of lists of integers)."""
     m = re.search(r"dense<(.*?)>\s*:", text)
-    body = m.group(1) if m else "[[0]]"
-    return ast.literal_eval(body) if body.startswith("[") else [[int(body)]]
+    body = (m.group(1) if m else "[[0]]").strip()
+    try:
+        value = [] if not body else ast.literal_eval(body) if body.startswith("[") else [[int(body)]]
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    if not isinstance(value, list) or not all(
+            isinstance(g, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in g) for g in value):
+        raise UnreadableCollective("its collectives name their devices in a form the course does not read")
+    return value
 
 
 def _constant(value) -> int | None:
@@ -217,7 +279,9 @@ def _hops(pairs: list[list[int]], mesh: Sequence[tuple[str, int]]) -> tuple[floa
 
 def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Collective]:
     """Collectives of a StableHLO module (as text), aggregated by kind, axes, dtype and shape. Raises
-    ``UnknownCollective`` for a communicating op it does not know (a closed world: nothing moves unweighed)."""
+    ``UnknownCollective`` for a communicating op it does not know, and ``UnreadableCollective`` for a collective it
+    cannot weigh (an element type outside ``DTYPE_BITS``, a group of no devices, nesting past ``MAX_DEPTH``): a
+    closed world, nothing moves unweighed. A permute of no pairs (``dense<>``) moves nothing and is not counted."""
     from jax._src.interpreters import mlir as jmlir
     from jax._src.lib.mlir import ir
 
@@ -235,17 +299,28 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
         unknown: set = set()
 
         def walk(op, times: int | None, depth: int) -> None:
-            if depth > 64:
-                return
+            if depth > MAX_DEPTH:  # never silently: a collective below would go uncounted
+                raise UnreadableCollective(f"its operations are nested more than {MAX_DEPTH} deep (loops, branches "
+                                           "and calls inside one another), deeper than the course reads")
             name = op.name
             if name not in KINDS and any(a in op.attributes for a in _GROUPED_ATTRS):
                 raise UnknownCollective(name)
             if name in KINDS:
                 groups_text = _attr(op, "replica_groups") or _attr(op, "source_target_pairs") or "dense<[[0]]>"
                 groups = _dense_list(groups_text)
-                axes = _axes(groups, mesh)
                 permute = name == "stablehlo.collective_permute"
-                size = 2 if permute else len(groups[0])
+                if not permute:  # groups of unequal sizes are padded with -1 (axis_index_groups [[0], [1, ..., 7]])
+                    groups = [[d for d in g if d != -1] for g in groups]
+                devices = math.prod(n for _, n in mesh) or 1
+                if any(len(g) != 2 for g in groups) if permute else (not groups or not all(groups)):
+                    raise UnreadableCollective(f"its {KINDS[name]} names a group of no devices"
+                                               if not permute else "its collective-permute has pairs that are no pairs")
+                if any(not 0 <= d < devices for g in groups for d in g):
+                    raise UnreadableCollective(f"its {KINDS[name]} names a device the mesh does not have")
+                if permute and not groups:  # no pairs: it moves nothing, between no devices
+                    return
+                axes = _axes(groups, mesh)
+                size = 2 if permute else max(len(g) for g in groups)  # the busiest device is in the largest group
                 hops = _hops(groups, mesh) if permute else (1.0, 0.0)
                 for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
                     key = (KINDS[name], axes, *reversed(_shape_dtype(str(operand.type))), size, hops)
@@ -255,7 +330,7 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                         found[key] += times
             if name == "stablehlo.while":
                 trip = _trip_count(op)
-                inner = None if times is None or trip is None else times * trip
+                inner = None if times is None or trip is None else min(times * trip, MAX_COUNT)
                 for region in op.regions:
                     for block in region.blocks:
                         for child in block.operations:
@@ -289,7 +364,8 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
     merged: dict[tuple, tuple[int, float, float]] = {}  # one entry per collective, whatever its pairs' hops
     for key, c in found.items():
         n, forward, backward = merged.get(key[:5], (0, 0.0, 0.0))
-        merged[key[:5]] = (n + c, forward + key[5][0] * c, backward + key[5][1] * c)
+        c = min(c, MAX_COUNT)
+        merged[key[:5]] = (min(n + c, MAX_COUNT), forward + key[5][0] * c, backward + key[5][1] * c)
     out = [Collective(*base, n, (f / n, b / n)) for base, (n, f, b) in merged.items()]
     out += [Collective(*key[:5], None, key[5]) for key in unknown if key[:5] not in merged]
     return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape, c.hops))
@@ -308,11 +384,12 @@ def traffic(collectives: Sequence[Collective]) -> dict[str, float]:
     for c in collectives:
         if c.count is None:
             continue
+        count = min(c.count, MAX_COUNT)  # a report read back from elsewhere may hold any count
         if c.kind == "collective-permute":
-            ways[0] += c.operand_bytes * c.count * c.hops[0]
-            ways[1] += c.operand_bytes * c.count * c.hops[1]
+            ways[0] += float(c.operand_bytes) * count * c.hops[0]
+            ways[1] += float(c.operand_bytes) * count * c.hops[1]
         else:
-            moved[c.kind] += c.bytes_per_device * c.count
+            moved[c.kind] += c.bytes_per_device * count
     if max(ways):
         moved["collective-permute"], moved[BUSIER] = sum(ways), max(ways)
     return {k: float(v) for k, v in moved.items()}
@@ -329,8 +406,15 @@ def census(collectives: Sequence[Collective]) -> dict[str, int]:
 _COMPILED_SHAPE = re.compile(r"=\s*\(?\s*([a-z]+[0-9a-z]*)\[([\d,]*)\]")
 _COMPILED_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
 _STATED_PAIRS = re.compile(r"source_target_pairs\s*=\s*dense<(\[[\[\]\d,\s]*\])>")
-_HLO_DTYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32", "f64": "f64", "pred": "i1", "s8": "i8", "u8": "ui8",
-               "s16": "i16", "s32": "i32", "u32": "ui32", "s64": "i64"}
+
+
+def _hlo_array(dtype: str, dims: str) -> tuple[tuple[int, ...], str]:
+    """A compiled array's shape and element type (``DTYPE_BITS``' name) from HLO's ``c64[64,320]``; raises
+    ``UnreadableCollective`` for an element type the census cannot weigh."""
+    if dtype not in _HLO_DTYPES:
+        raise UnreadableCollective(f"a collective of it moves the element type {dtype[:40]}, which the course cannot "
+                                   f"weigh: use one of {', '.join(_SHOWN_DTYPES)}")
+    return _checked(tuple(int(d) for d in dims.split(",") if d), _HLO_DTYPES[dtype])
 
 
 def _pairs(text: str) -> tuple[tuple[int, int], ...]:
@@ -369,9 +453,12 @@ def placed_permutes(stated_text: str, compiled_text: str,
             stated[pairs] -= 1
             continue
         shape_m = _COMPILED_SHAPE.search(line)
-        dims = tuple(int(d) for d in shape_m.group(2).split(",") if d) if shape_m else ()
-        dtype = _HLO_DTYPES.get(shape_m.group(1), shape_m.group(1)) if shape_m else "?"
+        if shape_m is None:
+            raise UnreadableCollective("a collective-permute of it moves a value of no shape the course reads")
+        dims, dtype = _hlo_array(shape_m.group(1), shape_m.group(2))
         groups = [list(p) for p in pairs]
+        if not groups:  # no pairs: it moves nothing
+            continue
         out.append((Collective("collective-permute", _axes(groups, mesh), dtype, dims, 2, 1, _hops(groups, mesh)),
                     ring_step(pairs, mesh)))
     return out
@@ -392,9 +479,14 @@ def compiled_census(hlo_text: str) -> dict[str, int]:
         if op in _UNKNOWN_HLO or (not known and _GROUPED_HLO.search(line)):
             raise UnknownCollective(op)
         kind = _placed_kind(op)
+        if kind == "collective-permute" and _NO_PAIRS.search(line):  # a permute of no pairs moves nothing
+            continue
         if kind:
             counts[kind] += 1
     return dict(counts)
+
+
+_NO_PAIRS = re.compile(r"source_target_pairs=\{\s*\}")
 
 
 def _placed_kind(op: str) -> str | None:
@@ -440,14 +532,23 @@ def _instruction(line: str) -> tuple[str, str] | None:
 def _compiled_groups(line: str, devices: int) -> list[list[int]] | None:
     """A compiled collective's device groups, in any of XLA's forms: explicit ``{{0,1},{2,3}}``, iota
     ``[2,4]<=[4,2]T(1,0)`` and Shardy's ``mesh['axis_0'=2,'axis_1'=4] {'axis_1'}``; all devices where none are
-    written; None for a form not read here."""
-    import numpy as np
-
+    written; None for a form not read here (or not read as groups of devices: odd iota shapes and transposes,
+    groups of no devices), which the caller weighs as one group of every device."""
     m = re.search(r"replica_groups=(\{[\d,{}\s]*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?|mesh\[[^\]]*\]\s*\{[^}]*\})",
                   line)
     if m is None:
         return None if "replica_groups=" in line else [list(range(devices))]
-    text = m.group(1)
+    try:
+        groups = _groups_of(m.group(1), devices)
+    except (ValueError, IndexError, TypeError, MemoryError):  # a form numpy cannot reshape or transpose as written
+        return None
+    return groups if groups and all(groups) else None
+
+
+def _groups_of(text: str, devices: int) -> list[list[int]] | None:
+    """``_compiled_groups``' reading of the text of one form (numpy raises on forms it cannot reshape)."""
+    import numpy as np
+
     if text.startswith("{"):
         groups = [[int(d) for d in g.split(",") if d.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text[1:-1])]
         groups = [g for g in groups if g]
@@ -456,6 +557,8 @@ def _compiled_groups(line: str, devices: int) -> list[list[int]] | None:
         shape_m = re.match(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
         out_shape = [int(d) for d in shape_m.group(1).split(",")]
         dims = [int(d) for d in shape_m.group(2).split(",")]
+        if math.prod(dims) > 2**20:  # no machine's groups
+            return None
         ids = np.arange(math.prod(dims)).reshape(dims)
         if shape_m.group(3):
             ids = ids.transpose([int(d) for d in shape_m.group(3).split(",")])
@@ -465,6 +568,8 @@ def _compiled_groups(line: str, devices: int) -> list[list[int]] | None:
     names = [a for a, _ in axes]
     if any(":" in a or a not in names for a in over) or "(" in text[text.index("]"):]:
         return None  # sub-axes: not read here
+    if math.prod(int(n) for _, n in axes) > 2**20:
+        return None
     ids = np.arange(math.prod(int(n) for _, n in axes)).reshape([int(n) for _, n in axes] or [1])
     inner = [names.index(a) for a in over]
     ids = ids.transpose([d for d in range(len(names)) if d not in inner] + inner)
@@ -484,7 +589,7 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
         if found is None or found[0] == "collective-permute":
             continue
         kind, result, op = found
-        arrays = [(dt, tuple(int(d) for d in dims.split(",") if d)) for dt, dims in _ARRAY.findall(result)]
+        arrays = _ARRAY.findall(result)
         if op == "all-gather-start":  # (operands..., results...)
             arrays = arrays[len(arrays) // 2:]
         groups = _compiled_groups(line, devices)
@@ -492,8 +597,8 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
         axes = _axes(groups, mesh) if groups else tuple(a for a, _ in mesh)
         dim_m = re.search(r"dimensions=\{(\d+)\}", line)
         dim = int(dim_m.group(1)) if dim_m else 0
-        for dtype, shape in arrays:
-            dtype = _HLO_DTYPES.get(dtype, dtype)
+        for hlo_dtype, dims in arrays:
+            shape, dtype = _hlo_array(hlo_dtype, dims)
             if width and dtype in _FLOATS and DTYPE_BYTES[dtype] > DTYPE_BYTES.get(width, 4):
                 dtype = width
             shape = list(shape) or [1]

@@ -202,7 +202,9 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
         if expr.has(sp.I):
             raise _Reject("complex")
         _check_size(expr)
-        approximate = any(isinstance(n, ast.Constant) and isinstance(n.value, float) and rounded(n.value)
+        # A whole number is read as the same number written as a decimal (243 as 243.0): whether a formula is
+        # approximate depends on a literal's value, never on its spelling.
+        approximate = any(isinstance(n, ast.Constant) and type(n.value) in (int, float) and rounded(n.value)
                           for n in ast.walk(tree))
         return Parsed(expr, to_text(expr), approximate)
     except _Reject as r:
@@ -270,17 +272,32 @@ def _describe(node: ast.AST) -> str:
     return type(node).__name__
 
 
-def rounded(v: float) -> bool:
-    """Whether a decimal in a formula may be somebody's rounding (1.97e14, 0.333, 3.14, 0.125), so that
-    the formula is compared to 3 significant figures. A decimal of at most two significant figures
-    that is a whole number of quarters (2.0, 0.5, 1.5, 0.25, 0.0, 16.0, 1e9) is the simple number it
-    reads as: nobody rounds to it, and a sympy expression holding 2.0 bytes per parameter is an exact
-    count. Read as approximate, a formula would pass with a small term missing or too many."""
+def rounded(v: float | int) -> bool:
+    """Whether a number in a formula may be somebody's rounding (1.97e14, 0.333, 3.14, 0.125), so that
+    the formula is compared to 3 significant figures. A whole number is one where it reads as a rounding
+    (``_rounded_whole``): 243 as 243.0 (the honest 3-figure rounding of 19700/81), 134000000 as 1.34e8. A decimal of
+    at most two significant figures that is a whole number of quarters (2.0, 0.5, 1.5, 0.25, 0.0, 16.0, 1e9) is the
+    simple number it reads as: nobody rounds to it, and a sympy expression holding 2.0 bytes per parameter is an
+    exact count. Read as approximate, a formula would pass with a small term missing or too many."""
+    if isinstance(v, int):
+        return _rounded_whole(v)
     d = Decimal(repr(v)).normalize()
     if not d.is_finite() or d == 0:
         return not d.is_finite()
     digits, exponent = d.as_tuple().digits, d.as_tuple().exponent
     return len(digits) > 2 or (exponent < 0 and (4 * d) % 1 != 0)
+
+
+def _rounded_whole(v: int) -> bool:
+    """Whether a whole number in a formula reads as a rounding: 3 significant figures (243, 20500, 62500000000),
+    or more that end in zeros (62540000000). A whole number of 1 or 2 figures (2, 12, 1000000: a count or a
+    factor), one of many figures that does not end in a zero (62277025792, 1999: somebody's exact count) and a
+    power of two (128, 4096: bytes and sizes) are exact."""
+    n = abs(v)
+    figures = str(n).rstrip("0")
+    if len(figures) < 3 or n & (n - 1) == 0:
+        return False
+    return len(figures) == 3 or len(figures) < len(str(n))
 
 
 def _literal(node: ast.Constant) -> sp.Expr:

@@ -8,6 +8,7 @@ devices exist is the business of the process that set them up (``course.setup()`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,40 @@ if TYPE_CHECKING:
 MeshFactory = Callable[..., "Mesh"]  # axis name -> size, in order (``X=2, Y=4``) -> a mesh
 
 
+COURSE_DEVICES = 8  # the devices of the course's meshes (course.devices.DEFAULT_DEVICES)
+
+
+class MeshTooLarge(ValueError):
+    """A mesh of more devices than this process has: shown in a notebook as its message alone, one line (IPython
+    shows what ``_render_traceback_`` returns), since the cell, not the course, asked for it. A ValueError, as
+    JAX's own error for it."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"ValueError: {self}"]
+
+
+def _device_count() -> int:
+    import jax
+
+    return jax.device_count()
+
+
 def mesh(**axes: int) -> Mesh:
     """A mesh with named axes, e.g. ``mesh(X=8)`` or ``mesh(X=2, Y=4)``.
 
     Axes are ``AxisType.Auto``: the book's programs let the compiler propagate shardings (jax 0.10's
-    ``jax.make_mesh`` defaults to Explicit axes, which reject mismatched input shardings)."""
+    ``jax.make_mesh`` defaults to Explicit axes, which reject mismatched input shardings). A mesh of more devices
+    than the process has raises ``MeshTooLarge``, one line that says what to do, not JAX's traceback."""
     import jax
     from jax.sharding import AxisType
 
-    return jax.make_mesh(tuple(axes.values()), tuple(axes), axis_types=(AxisType.Auto,) * len(axes))
+    sizes = tuple(axes.values())
+    if all(isinstance(n, int) and n > 0 for n in sizes):
+        need, have = math.prod(sizes), _device_count()
+        if need > have:
+            from .messages import phrase
+
+            code = "devices:mesh" if need <= COURSE_DEVICES else "devices:mesh_too_large"
+            raise MeshTooLarge(phrase(code, need=need, have=f"{have} device" + ("" if have == 1 else "s"),
+                                      most=COURSE_DEVICES))
+    return jax.make_mesh(sizes, tuple(axes), axis_types=(AxisType.Auto,) * len(axes))

@@ -74,6 +74,9 @@ _WRONG = {
     # within 3 significant figures of the reference times one constant, yet not right (kinds/formula.py)
     "constant_close": "The form is right, but its constant is slightly off: keep 3 significant figures in each "
                       "coefficient, or count every contribution to it.",
+    # floor() or ceiling() around a right formula (kinds/formula.py)
+    "whole_number": "The question asks for the formula itself, not rounded to a whole number: drop the floor() or "
+                    "ceiling() around it.",
     # right where the record's limit symbols are huge, but neither the large-N form nor the exact one (kinds/formula.py)
     "limit_only": "Right for large {limit}, but not the exact form: give the large-{limit} form, or the exact one.",
     # right at the self-check's sample points, not at the grader's own (kinds/formula.py, grader_points)
@@ -127,15 +130,27 @@ _VERDICTS = {
     "devices:no_setup": "This kernel has {have}; this question's mesh needs {need}: restart the kernel and run the "
                         "setup cell (course.setup()) before any other.",
     "devices:real": "This kernel has {have}; this question's mesh needs {need}: check it on a machine with {need}, "
-                    "or on {need} simulated devices (set SCALING_COURSE_DEVICES=cpu and restart the kernel; see "
-                    "the README).",
+                    "or on {need} simulated devices: restart the kernel, run %env SCALING_COURSE_DEVICES=cpu in a new "
+                    "cell above the first one, then the first cell (see the README).",
+    # A cell that builds a mesh (course.mesh) of more devices than the kernel has (autograder/meshes.py): one line.
+    "devices:mesh": "this cell builds a mesh of {need} devices; this kernel has {have}: run it on a machine with "
+                    "{need}, or on {need} simulated devices: restart the kernel, run %env SCALING_COURSE_DEVICES=cpu "
+                    "in a new cell above the first one, then the first cell (see the README).",
+    "devices:mesh_too_large": "this cell builds a mesh of {need} devices; this kernel has {have}, and the course's "
+                              "meshes have at most {most}: check the sizes of its axes (see the README).",
+    # After "raised:lowering" of a program checked on a kernel with more devices than the question's mesh.
+    "devices:program_mesh": " The checks run your program on an {need}-device mesh, and this kernel has {have}: build "
+                            "meshes with course.mesh(...) in the question's shape, not from jax.device_count().",
+    # A NameError in any cell for a name that is an answer of this notebook, not given yet (course/answers.py).
+    "answer_first": "{error}: this cell uses your answer `{name}`{qid}: fill in its answer cell and run it first.",
     # A check cell run before its answer cell: its argument names a variable no cell has set yet (course/answers.py).
     "run_first": "{error}: run the answer cell above (the one that sets {name}) first.",
     "interrupted": "{qid}: the check was interrupted before it finished, and nothing was recorded. If your function "
                    "was still running, look for an endless loop.",
     "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "
                      "{need}), and their checks will say so; the other questions work. For {need} simulated devices, "
-                     "set SCALING_COURSE_DEVICES=cpu and restart the kernel (see the README).",
+                     "restart the kernel, run %env SCALING_COURSE_DEVICES=cpu in a new cell above the first one, then "
+                     "the first cell (see the README).",
     # A progress file that cannot be read (course/progress.py): never written over.
     "progress:moved": "Your progress file {path} could not be read ({why}): it is kept as {kept}, and a new one "
                       "is started.",
@@ -334,6 +349,15 @@ _PROGRAM = {
     "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",
     "error:unreadable": "the recorded program cannot be read ({kind})",
     "error:foreign_call": "the program calls {target!r}, which is not allowed here",
+    # the grader's reading of what the program compiled to raised, where it reads the question's reference fine
+    "error:cannot_read": "the grader cannot read this program's collectives ({kind}): use the chapter's collectives "
+                         "(psum, all_gather, psum_scatter, all_to_all, ppermute) with ordinary arguments",
+    # the census reads the program but cannot weigh it (``collectives.UnreadableCollective``: ``why`` says what)
+    "error:unweighable": "{why}. The course weighs the bytes every collective moves, so it refuses a program it "
+                         "cannot weigh: use the chapter's collectives with ordinary arguments",
+    # judging the program's report raised, where judging the question's reference does not
+    "error:cannot_judge": "the grader cannot judge this program's results ({kind}): use the chapter's collectives "
+                          "with ordinary arguments, and return the arrays the question asks for",
     "error:unknown_collective": "the program uses {op}, which the course cannot weigh; use the collectives of the "
                                 "chapter (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute)",
     "error:signature": "the program takes {got} on {devices} devices",
@@ -374,6 +398,8 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "wrong_type" and _CONTAINER.match(str(fields["detail"])):  # record.container_words
         template = _CONTAINED
         fields["fix"] = _container_fix(str(fields["detail"]))
+    elif head == "wrong_type" and _DESCRIBED.match(str(fields["detail"])):  # record.describe
+        template = "Expected {expected}, got {detail}."
     if head == "implicit_multiplication":
         d = str(fields["detail"])
         fields["fix"] = d[:1] + "*" + d[1:].lstrip() if d else ""
@@ -404,14 +430,23 @@ def phrase(code: str, **ctx: object) -> str:
 
 
 # "wrong_type" of one value given in a container: what ``record.container_words`` calls it, and what to give instead.
-_CONTAINER = re.compile(r"an? (list|tuple|array) of (one value|\d+ values|shape \(([\d, ]*)\))$")
+_CONTAINER = re.compile(r"an? (list|tuple|(?:JAX |NumPy )?array|PyTorch tensor|sympy Matrix) of "
+                        r"(one value|\d+ values|shape \(([\d, ]*)\))$")
 _CONTAINED = "Expected {expected}, got {detail}: {fix}."
+# "wrong_type" of a value ``record.describe`` put in words ("a formula", "nothing (None)"), not a type's name.
+_DESCRIBED = re.compile(r"(an? |nothing \()|(text|bytes)$")
 
 
 def _container_fix(detail: str) -> str:
     m = _CONTAINER.match(detail)
     name, size = (m.group(1), m.group(2)) if m else ("array", "")
     dims = [int(d) for d in m.group(3).replace(" ", "").split(",") if d] if m and m.group(3) is not None else []
+    if name == "sympy Matrix":  # a Matrix has no .item(): M[0] is its first value
+        if dims and all(d == 1 for d in dims):
+            return "give the one value it holds, M[0], not the matrix"
+        return "give the one value the question asks for, not a matrix of them"
+    if name not in ("list", "tuple"):
+        name = "array"
     if name == "array" and dims and all(d == 1 for d in dims):  # an array that holds one value, but not a number
         return "give the one value it holds, x.item(), not the array"
     if size != "one value":

@@ -55,6 +55,11 @@ _MESH_AXIS = re.compile(r'"([^"]*)"\s*=\s*(\d{1,12})(?!\d)')
 
 
 GRADER_ERROR = "grader_error"  # a report's error code where the grader, not the program, failed (``error``: what)
+# A report's error code where the grader's reading of what the program compiled to raised: whose fault that is
+# depends on the input, not on the code that raised (the readers parse text the program decides). The grader reads
+# the question's reference the same way (``kinds.program.judge_all``): if that fails too, the grader is broken; if
+# not, the program is refused as the student's (``judge_report``, as the self-check does too).
+UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -138,13 +143,16 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
     import jax
 
-    from .collectives import UnknownCollective, compiled_collectives
+    from .collectives import UnknownCollective, UnreadableCollective, compiled_collectives
 
     # Whose failure an exception is: the student's while their program is traced, compiled and run; the grader's
-    # while it makes the inputs or reads what the program compiled to (a person looks at it: no student pays).
+    # while it makes the inputs; while it reads what the program compiled to, the input's that made the reading fail
+    # (UNREADABLE: the program's, unless the reference's reading fails too; see ``kinds.program.judge_all``).
+    stage = "inputs"
     grader = True
     try:
         args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
+        stage = "reading"
         grader = False
         jitted = jax.jit(fn)
         lowered = jitted.lower(*args)
@@ -168,9 +176,13 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         memory = _memory(compiled) if q.max_bytes else None
     except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
         return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
+    except UnreadableCollective as e:  # the same world's element types, groups and depth
+        return Report(error=phrase_program("error:unweighable", why=e.why), error_code="bad_program")
     except Exception as e:
-        if grader:
+        if grader and stage == "inputs":
             return Report(error=type(e).__name__, error_code=GRADER_ERROR)
+        if grader:
+            return Report(error=phrase_program("error:cannot_read", kind=type(e).__name__), error_code=UNREADABLE)
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
     if not jax.tree.leaves(out):  # None, or a tuple of them: nothing came out
         return Report()
@@ -872,6 +884,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     from ``model_traffic``), then the memory it holds: a right but wasteful program earns partial credit."""
     if report.error_code == GRADER_ERROR:
         return Verdict(Status.INVALID, 0.0, GRADER_ERROR, phrase(GRADER_ERROR, error=report.error))
+    if report.error_code == UNREADABLE:  # the grader's judge first reads the reference the same way (judge_all)
+        return Verdict(Status.INCORRECT, 0.0, "bad_program", phrase("not_checked", error=report.error))
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
     wanted = expected_outputs(q, seed)  # once: a reference program (a decode loop, attention) is not free

@@ -130,10 +130,64 @@ def container_words(x: Any, sequences: bool = True) -> str | None:
             return f"a {name} of {'one value' if n == 1 else f'{n} values'}"
         shape = getattr(x, "shape", None)
         if isinstance(shape, tuple) and 0 < len(shape) <= 8 and all(type(d) is int for d in shape):
-            return f"an array of shape {tuple.__repr__(tuple(shape))}"
+            return f"{_array_name(x)} of shape {tuple.__repr__(tuple(shape))}"
     except Exception:  # a hostile object: its type says what it is
         return None
     return None
+
+
+# The array types a student meets, by the package their class comes from: named in words, never by the class.
+_ARRAY_NAMES = {"jax": "a JAX array", "jaxlib": "a JAX array", "numpy": "a NumPy array", "sympy": "a sympy Matrix",
+                "torch": "a PyTorch tensor"}
+
+
+def _array_name(x: Any) -> str:
+    package = str(type.__dict__["__module__"].__get__(type(x)) or "").partition(".")[0]
+    return _ARRAY_NAMES.get(package, "an array")
+
+
+def describe(x: Any) -> str:
+    """A value of the wrong type for its question, in plain words, for every kind's message: "a formula",
+    "nothing (None)", "a list of one value", "a JAX array of shape (1,)", "a sympy Matrix of shape (1, 1)", "a
+    function", "text" (``messages.phrase`` adds the container's fix). A library's class name only for a value of
+    no kind a student meets. Never raises."""
+    try:
+        return _describe(x)
+    except Exception:  # a hostile object: its type says what it is
+        return f"a value of type {type_name(x)}"
+
+
+def _describe(x: Any) -> str:
+    if x is None:
+        return "nothing (None)"
+    if isinstance(x, bool):
+        return f"a truth value ({bool.__repr__(x)})"
+    if isinstance(x, str):
+        return "text"
+    if isinstance(x, bytes | bytearray):
+        return "bytes"
+    contained = container_words(x)
+    if contained is not None:
+        return contained
+    if isinstance(x, dict):
+        return "a dict"
+    if isinstance(x, set | frozenset):
+        return "a set"
+    if isinstance(x, complex):
+        return "a complex number"
+    sp = sys.modules.get("sympy")
+    if sp is not None and isinstance(x, sp.Basic):
+        if isinstance(x, sp.Rel):
+            return "an equation or a comparison"
+        if isinstance(x, sp.Expr):
+            return "a formula" if x.free_symbols else "a number"
+    if plain_number(x) is not None:
+        return "a number"
+    if isinstance(x, type):
+        return "a class"
+    if callable(x):
+        return "a function"
+    return f"a value of type {type_name(x)}"
 
 
 # The most a kernel spends evaluating a sympy expression of numbers: milliseconds for any a cell computes, while
@@ -191,14 +245,15 @@ def _encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
         return value if math.isfinite(value) else float.__repr__(value)
     from .formula import Invalid, answer_to_text  # sympy: in the kernel, not in the grader's workers
 
-    # An array of several values, or a number question's [t] or (t,): its shape and size, not its class. (A choice
-    # or formula in a list keeps the type's name, "list", which the record has always written there.)
-    contained = container_words(answer, sequences=kind == "number") if whole else None
+    # An array of several values, or one value in a list, a tuple or an array: its shape and size, not its class.
+    contained = container_words(answer) if whole else None
     if contained is not None:
         return {"invalid": "wrong_type", "detail": contained}
     text = answer_to_text(answer)
-    if kind == "choice":  # an option is a string or a number; anything else is recorded as why not
-        return _invalid(text if isinstance(text, Invalid) else Invalid("wrong_type", type_name(answer)))
+    if kind == "choice" and not isinstance(text, Invalid):  # an option is a string or a number
+        text = Invalid("wrong_type", type_name(answer))
+    if isinstance(text, Invalid) and text.code == "wrong_type" and whole:  # in words, the same for every kind
+        text = Invalid("wrong_type", describe(answer))
     return _invalid(text) if isinstance(text, Invalid) else text
 
 
@@ -299,7 +354,7 @@ def encode_outputs(fn: Callable[..., Any], calls: Iterable[tuple[tuple, dict]], 
     encoding: an exception whose message cannot be printed, or a value whose ``shape``, ``__len__`` or
     ``__iter__`` raises, is recorded as that case's reason, and the other cases keep theirs."""
     if not callable(fn):
-        return {"error": f"expected a function, got {type_name(fn)}"}
+        return {"error": f"expected a function, got {describe(fn)}"}
     from .bounds import available
 
     limits = _CALL_BOUNDS.get() if available() else None

@@ -68,6 +68,9 @@ def source_chapters(course_dir: Path) -> list[str]:
 def fingerprint_text(chapter: str, course_dir: Path = COURSE_ROOT) -> str:
     """The chapter's self-check data, with the variant plan of ``course_dir``'s nbgrader_config.py."""
     data = make_chapter(load_chapter(chapter), variant_plan(course_dir, chapter))
+    answers = answer_variables(course_dir / "source" / chapter / f"{chapter}.ipynb")
+    if answers:  # a demo cell run before an answer's cell says which answer it waits for (course/answers.py)
+        data["answers"] = answers
 
     def compact(x: Any) -> str:
         return json.dumps(x, sort_keys=True, separators=(",", ":"))
@@ -76,6 +79,113 @@ def fingerprint_text(chapter: str, course_dir: Path = COURSE_ROOT) -> str:
     head = [f"{json.dumps(k)}:{compact(v)}" for k, v in sorted(data.items()) if k != "questions"]
     questions = ",\n".join(f"{json.dumps(q)}:{compact(e)}" for q, e in sorted(data["questions"].items()))
     return "{" + ",\n".join(head) + ',\n"questions":{\n' + questions + "}}\n"
+
+
+def answer_variables(path: Path) -> dict[str, str]:
+    """The notebook's answers: variable -> the id of the first question whose test cell checks it ({} where there is
+    no notebook). Released with the self-check data, so that the kernel knows an answer's name before its check
+    cell has run."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except (OSError, ValueError):
+        return {}
+    found: dict[str, str] = {}
+    for cell in nb.cells:
+        question = _question_of(cell)
+        if question:
+            found.setdefault(question[1], question[0])
+    return found
+
+
+def _cell_head(cell: Any) -> str:
+    first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
+    return first[:60] + ("..." if len(first) > 60 else "")
+
+
+def answer_name_problems(nb: Any) -> list[str]:
+    """Every cell that is neither an answer (solution) cell nor a test cell and binds, at its top level (assigns,
+    defines, imports as, loops over), a name that a test cell checks: run after the answer's cell, it overwrites the
+    student's answer, and the check then judges the demo's value (devices9 D4)."""
+    checked: dict[str, str] = {}
+    for cell in nb.cells:
+        question = _question_of(cell)
+        if question:
+            checked.setdefault(question[1], question[0])
+    problems = []
+    code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
+    for n, cell in enumerate(code_cells, 1):
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution") or _question_of(cell):
+            continue
+        for name in sorted(bound_names(cell.source) & set(checked)):
+            problems.append(f"code cell {n} ({_cell_head(cell)!r}) binds {name}, the answer that the test cell of "
+                            f"{checked[name]} checks: rename it in that cell, or a student who runs it after "
+                            "answering loses the answer")
+    return problems
+
+
+_MESH_CALLS = ("mesh", "make_mesh", "Mesh")
+
+
+def _builds_mesh(node: ast.AST) -> bool:
+    """Whether running ``node`` builds a mesh (a call of course.mesh, jax.make_mesh or Mesh outside a def)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+        return False
+    if isinstance(node, ast.Call):
+        called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+        if called in _MESH_CALLS:
+            return True
+    return any(_builds_mesh(child) for child in ast.iter_child_nodes(node))
+
+
+def _names_read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def mesh_cell_problems(nb: Any) -> list[str]:
+    """Names that an answer (solution) cell reads and that a cell building a mesh sets without needing the mesh:
+    on a kernel with fewer devices than the mesh, that cell stops where it builds it, and the answers that read
+    such a name cannot be given, though nothing in them needs the devices (devices9 D2: ch09's B_, T_, ... of Q2).
+    Set them in a cell of their own. A name whose value needs the mesh (a compiled program) is the mesh's."""
+    free: dict[str, str] = {}  # a name set without the mesh, in a cell that builds one -> that cell's first line
+    problems = []
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        bound = bound_names(cell.source)
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "?")
+            read = sorted(n for n in globals_read(code) if n in free)
+            if read:
+                problems.append(f"the answer cell {grade_id} reads {', '.join(read)}, which the cell "
+                                f"{free[read[0]]!r} sets after it builds a mesh: on a kernel with fewer devices that "
+                                "cell stops at the mesh, and these answers cannot be given. Set them in a cell of "
+                                "their own, before the mesh")
+        elif any(_builds_mesh(statement) for statement in tree.body):
+            tainted: set[str] = set()
+            built = False  # what the cell sets before it builds its first mesh is set on any kernel
+            for statement in tree.body:
+                names = bound_names(ast.unparse(statement))
+                built = built or _builds_mesh(statement)
+                if _builds_mesh(statement) or _names_read(statement) & tainted:
+                    tainted |= names
+                elif built:
+                    free.update(dict.fromkeys(names - tainted, _cell_head(cell)))
+                else:
+                    for name in names:
+                        free.pop(name, None)
+            for name in tainted:
+                free.pop(name, None)
+            continue
+        for name in bound:
+            free.pop(name, None)
+    return problems
 
 
 def test_cell_source(qid: str, variable: str) -> str:
@@ -201,7 +311,7 @@ def complete_cells(chapter: Chapter, nb: Any, replaced: list[str] | None = None)
     """Every cell the release writes (the setup cell's bootstrap; from the records: test cells, model
     answers, setting cells), and what stands in the way."""
     return (complete_setup_cell(nb) + complete_test_cells(chapter, nb) + complete_solution_cells(chapter, nb, replaced)
-            + complete_setting_cells(chapter, nb))
+            + complete_setting_cells(chapter, nb) + answer_name_problems(nb) + mesh_cell_problems(nb))
 
 
 # The block between the solution markers of a solution cell.

@@ -10,6 +10,7 @@ the course's own grader does not trust; see docs/security.md).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import json
 import linecache
@@ -135,7 +136,8 @@ def verdict(qid: str, answer: Any) -> Verdict:
             return _too_few_devices(need)
     if entry["kind"] == "program":
         with record.bounded_calls():  # its trace, as a function's calls
-            return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
+            v = kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
+        return _on_another_mesh(v, need)
     if entry["kind"] != "function":
         return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
     with record.bounded_calls():
@@ -153,15 +155,27 @@ def _mesh_devices(program: dict[str, Any]) -> int:
     return min(math.prod(int(n) for _, n in m) for m in meshes)
 
 
-# JAX's words when a mesh asks for more devices than it has (jax.make_mesh, course.mesh).
-_TOO_FEW = re.compile(r"Number of devices \d+ must be >= the product of mesh_shape \(([\d, ]+)\)")
+# JAX's words when a mesh asks for more devices than it has (jax.make_mesh), and the course's (course.mesh).
+_TOO_FEW = re.compile(r"Number of devices \d+ must be >= the product of mesh_shape \(([\d, ]+)\)"
+                      r"|this cell builds a mesh of (\d+) devices")
 
 
 def _mesh_needed(recorded: Any) -> int:
     """The devices of the largest mesh a function answer could not build (0: none), from its calls' errors."""
     errors = [x.get("error") for x in recorded if isinstance(x, dict)] if isinstance(recorded, list) else []
-    sizes = [m.group(1) for e in errors if isinstance(e, str) for m in [_TOO_FEW.search(e)] if m]
+    sizes = [m.group(1) or m.group(2) for e in errors if isinstance(e, str) for m in [_TOO_FEW.search(e)] if m]
     return max((math.prod(int(n) for n in size.replace(" ", "").split(",") if n) for size in sizes), default=0)
+
+
+def _on_another_mesh(v: Verdict, need: int) -> Verdict:
+    """A program that could not be lowered, on a kernel with more devices than the question's mesh: the verdict, and
+    that the checks run it on a mesh of ``need`` (a program sized from jax.device_count() does not fit it)."""
+    have = devices.kernel_devices()
+    lowering = phrase("raised:lowering", error="")
+    if v.ok or have <= need or not v.message.startswith(lowering):
+        return v
+    note = phrase("devices:program_mesh", need=need, have=devices.devices_text(have))
+    return dataclasses.replace(v, message=v.message.rstrip().rstrip(".") + "." + note)
 
 
 def _too_few_devices(need: int) -> Verdict:
@@ -289,21 +303,67 @@ def show_run_first(shell: Any = None) -> None:
     shell.set_custom_exc((NameError,), handler)
 
 
+def answer_names(prefix: str) -> dict[str, str]:
+    """Chapter ``prefix``'s answers as its notebook names them: variable -> question id (the release writes them
+    with the self-check data, ``autograder.release.answer_variables``); {} where it has none."""
+    try:
+        found = _chapter_data(prefix).get("answers")
+    except LookupError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+_CHAPTER_FILE = re.compile(r"(?:^|[/\\])(ch\d\d)_\w*\.ipynb$")
+_QUESTION_ID = re.compile(r"[\"'](ch\d\d)-[\w-]+[\"']")
+
+
+def _kernel_chapter(shell: Any) -> str | None:
+    """The chapter this kernel runs: the notebook Jupyter names (``__session__``), else the chapter of the last
+    question id or setting a cell run here named (the locked setting cells name theirs); None where unknown."""
+    session = shell.user_ns.get("__session__") if isinstance(getattr(shell, "user_ns", None), dict) else None
+    m = _CHAPTER_FILE.search(session) if isinstance(session, str) else None
+    if m:
+        return m.group(1)
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    for cell in reversed(history[-200:]):
+        found = _QUESTION_ID.findall(cell) if isinstance(cell, str) else []
+        if found:
+            return found[-1]
+    return None
+
+
+def _answer_first(shell: Any, value: BaseException, name: str) -> str | None:
+    """The one line for a NameError of ``name`` where it is an answer of this kernel's chapter (of the one chapter
+    that has it, where the chapter is unknown), or None."""
+    chapter = _kernel_chapter(shell)
+    if chapter is not None:
+        qid = answer_names(chapter).get(name)
+    else:
+        owners = [q for c in chapter_table() for q in [answer_names(c[:4]).get(name)] if q]
+        qid = owners[0] if len(owners) == 1 else None
+    if qid is None:
+        return None
+    return f"{type(value).__name__}: " + phrase("answer_first", error=str(value), name=name, qid=f" ({qid})")
+
+
 def _run_first(shell: Any, value: BaseException, tb: Any) -> str | None:
-    """The one line for a NameError raised in a cell's own code by the argument of a check(...) call in it, or
-    None where it is any other NameError (in a function, or outside a check call)."""
+    """The one line for a NameError raised in a cell's own code by the argument of a check(...) call in it, or,
+    raised anywhere in the code of the notebook's cells (a function they define included), for a name that is an
+    answer of this chapter not given yet; None where it is any other NameError."""
     name = getattr(value, "name", None)
     if not isinstance(name, str) or tb is None:
         return None
     while tb.tb_next is not None:
         tb = tb.tb_next
     code = tb.tb_frame.f_code
-    if code.co_name != "<module>" or shell.compile.format_code_name(code.co_filename) is None:
-        return None  # raised inside a function, or in a module's code: not a check cell's argument
+    if shell.compile.format_code_name(code.co_filename) is None:
+        return None  # raised in a module's code, not a cell's
+    if code.co_name != "<module>":  # inside a function or comprehension of a cell: not a check call's argument
+        return _answer_first(shell, value, name)
     try:
         tree = ast.parse("".join(linecache.getlines(code.co_filename)))
     except (SyntaxError, ValueError):
-        return None
+        return _answer_first(shell, value, name)
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and node.lineno <= tb.tb_lineno <= (node.end_lineno or node.lineno)):
             continue
@@ -312,7 +372,7 @@ def _run_first(shell: Any, value: BaseException, tb: Any) -> str | None:
         if called == "check" and any(isinstance(n, ast.Name) and n.id == name
                                      for a in arguments for n in ast.walk(a)):
             return f"{type(value).__name__}: " + phrase("run_first", error=str(value), name=name)
-    return None
+    return _answer_first(shell, value, name)
 
 
 def _display(bundle: dict[str, Any]) -> None:

@@ -998,7 +998,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             reference=T_ALLREDUCE, symbols="V W N", counts="N", limit="N",
             slips=(Slip(V / W, "ratio:1/2", "an AllReduce is a ReduceScatter followed by an AllGather."),)),
     Formula(qid="ch03-cx3-t-alltoall", points=1, section=ALLTOALL,
-            prompt="Time of a bandwidth-bound AllToAll of V bytes (whole array) on the same ring.",
+            prompt="Time of a bandwidth-bound AllToAll of V bytes (whole array) on the same ring (large N).",
             reference=T_ALLTOALL, symbols="V W N", counts="N",
             slips=(Slip(V / (2 * W), "ratio:2", "that is the one-direction ring; both directions halve it."),)),
     Formula(qid="ch03-cx3-t-line", points=1, section=ALLGATHER,

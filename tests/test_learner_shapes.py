@@ -76,8 +76,8 @@ def test_the_demo_cells_read_an_array_of_one_number_as_the_judges_do():
     ((2.5e-3,), "a tuple of one value", "a comma after a value makes a tuple"),
     ([[2.5e-3]], "a list of one value", "not the list"),
     ([1e-3, 2e-3], "a list of 2 values", "not a list of them"),
-    (np.array([1e-3, 2e-3]), "an array of shape (2,)", "not an array of them"),
-    (jnp.zeros((2, 3)), "an array of shape (2, 3)", "the one value the question asks for"),
+    (np.array([1e-3, 2e-3]), "a NumPy array of shape (2,)", "not an array of them"),
+    (jnp.zeros((2, 3)), "a JAX array of shape (2, 3)", "the one value the question asks for"),
 ], ids=["list", "tuple", "nested-list", "list-of-2", "np-(2,)", "jnp-(2,3)"])
 def test_a_number_in_a_list_tuple_or_larger_array_is_told_its_shape_and_the_fix(store, answer, says, fix):
     v = _both(TIME, answer)
@@ -90,14 +90,14 @@ def test_a_number_in_a_list_tuple_or_larger_array_is_told_its_shape_and_the_fix(
 
 def test_a_choice_in_an_array_of_several_values_is_told_its_shape():
     v = _both(CHOICE, np.array([150, 370]))
-    assert v.status is Status.INVALID and "an array of shape (2,)" in v.message, v.message
+    assert v.status is Status.INVALID and "a NumPy array of shape (2,)" in v.message, v.message
     assert not any(name in v.message for name in CLASS_NAMES), v.message
 
 
 @pytest.mark.parametrize("answer", [jnp.array([2.0]), np.array([sp.Symbol("N")])], ids=["jnp-(1,)", "object-array"])
 def test_a_formula_in_an_array_names_its_shape_not_its_class(answer):
     v = _both(FORMULA, answer)
-    assert v.status is Status.INVALID and "an array of shape (1,)" in v.message and "x.item()" in v.message, v.message
+    assert v.status is Status.INVALID and "array of shape (1,)" in v.message and "x.item()" in v.message, v.message
     assert not any(name in v.message for name in CLASS_NAMES), v.message
 
 
@@ -173,3 +173,51 @@ def test_a_kernel_with_its_own_exception_handler_keeps_it():
         assert seen == [KeyError]
     finally:
         sh.custom_exceptions, sh.CustomTB = before
+
+
+# --- devices9 D5: one plain-words description of a value of the wrong type, for every kind -----------------------
+
+FUNCTION = load_chapter("ch01_rooflines")["ch01-cx2-attainable"]
+BOUND = load_chapter("ch01_rooflines")["ch01-e2-bound"]  # options 'compute', 'memory'
+INTERNAL = ("Mul", "ArrayImpl", "NoneType", "float64", "ndarray", "MutableDenseMatrix", "type list", "type tuple",
+            "of type")
+
+
+@pytest.mark.parametrize(("q", "answer", "says", "fix"), [
+    (FORMULA, [2 * sp.Symbol("N", positive=True) - 1], "a list of one value", "x[0]"),
+    (FORMULA, (2 * sp.Symbol("N", positive=True) - 1,), "a tuple of one value", "x[0]"),
+    (BOUND, ["memory"], "a list of one value", "x[0]"),
+    (FORMULA, sp.Matrix([2 * sp.Symbol("N", positive=True) - 1]), "a sympy Matrix of shape (1, 1)", "M[0]"),
+    (TIME, sp.Matrix([1e-3]), "a sympy Matrix of shape (1, 1)", "M[0]"),
+    (FORMULA, jnp.array([2.0, 3.0]), "a JAX array of shape (2,)", "not an array of them"),
+], ids=["formula-list", "formula-tuple", "choice-list", "formula-matrix", "number-matrix", "formula-jax-(2,)"])
+def test_every_kind_describes_a_container_in_words_with_its_fix(store, q, answer, says, fix):
+    v = _both(q, answer)
+    assert v.status is Status.INVALID and says in v.message and fix in v.message, v.message
+    assert "x.item()" not in v.message or "Matrix" not in v.message, v.message  # a Matrix has no .item()
+    assert not any(name in v.message for name in INTERNAL), v.message
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (2 * sp.Symbol("N", positive=True) - 1, "a formula"),
+    (jnp.array([1.0, 2.0]), "a JAX array of shape (2,)"),
+    (np.float64(3.0), "a number"),
+    ("lambda x: x", "text"),
+], ids=["sympy", "jax", "float64", "str"])
+def test_a_function_question_describes_what_it_got_in_words(store, answer, says):
+    v = _both(FUNCTION, answer)
+    assert v.status is Status.INVALID and f"got {says}" in v.message, v.message
+    assert not any(name in v.message for name in INTERNAL), v.message
+
+
+def test_none_for_a_function_is_no_answer_yet_as_for_a_number(store):
+    assert _both(FUNCTION, None).message == _both(TIME, None).message
+
+
+def test_a_number_times_a_unit_symbol_is_the_number_in_that_unit(store):
+    """``0.00101*s`` with a sympy symbol s: recorded as text "0.00101*s", read as 0.00101 s, not as the unit "*s"."""
+    s = sp.Symbol("s")
+    v = _both(TIME, sp.Float(TIME.reference) * s)
+    assert v.status is Status.CORRECT, v.message
+    v = _both(TIME, sp.Float(TIME.reference) * sp.Symbol("parsec"))
+    assert "'*" not in v.message, v.message

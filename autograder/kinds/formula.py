@@ -38,7 +38,7 @@ import sympy as sp
 
 from .. import equivalence as eq
 from .. import record
-from ..formula import FUNCTIONS, Invalid, Parsed, parse_formula
+from ..formula import FUNCTIONS, Invalid, Parsed, parse_formula, to_text
 from ..messages import phrase
 from ..numbers import UNITS
 from ..questions import Accept, Formula, Slip
@@ -185,29 +185,32 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
             return correct(form="exact")
     if right is None or full is None:
         return edge(**ctx)
-    hints = [h for j, h in enumerate(s.hints) if tg.all_near(near, f"slip{j}", values) is True]
+    if isinstance(p.expr, sp.floor | sp.ceiling) and _right_unrounded(e, p):
+        return wrong("whole_number", **ctx)
+    # A limit record's answer in the exact form's shape (it holds a limit symbol) is also read against that form:
+    # its values over the (N-1)/N factors, so that twice the exact form is "twice", with the slip's hint.
+    readings = [(values, at)]
+    if s.limit and set(eq.free_names(p.expr)) & set(s.limit):
+        exact_at = _over_limit_factors(s, at)
+        readings.append(([exact_at(pt) for pt in s.points], exact_at))
+    hints = list(dict.fromkeys(h for vs, _ in readings for j, h in enumerate(s.hints)
+                               if tg.all_near(near, f"slip{j}", vs) is True))
     if s.limit and tg.all_near(near, "limit", [at(pt) for pt in s.limit_points]) is True:
         return wrong("limit_only", hints, **ctx, limit=and_list(list(s.limit)))
     for j, (credit, message) in enumerate(s.accepts):
         if near.accepts(f"accept{j}", values) is True:
             return partial(credit, message)
-    # Within 3 significant figures everywhere, yet not right: the big terms are right, a small one is not
-    # (exact numbers; or rounded ones that disagree where the small terms weigh, ``Setting.small``).
-    nearly = tg.all_near(near, "ref", values) is True
-    with mpmath.workdps(eq.DIGITS):
-        for k in () if nearly else eq.NICE_FACTORS:
-            factor = mpmath.mpf(k.numerator) / k.denominator
-            if tg.all_near(near, "ref", [None if v is None else v / factor for v in values]) is True:
-                return wrong(f"ratio:{k}", hints, **ctx)
-        a = s.anchor
-        if not nearly and a is not None and values[a] not in (None, 0):
-            ratios = [None if v is None else v / values[a] for v in values]
-            if all(near.near("shape", i, r) is True for i, r in enumerate(ratios) if i != a):
-                return wrong("ratio:other", hints, **ctx)
-        if nearly and _a_multiple(e, at, values):
-            return wrong("constant_close", hints, **ctx)
+    for vs, fn in readings:
+        code = _constant_factor(e, vs, fn)
+        if code is not None:
+            return wrong(code, hints, **ctx)
+    # Within 3 significant figures everywhere, yet not right: the big terms are right, a small one is not.
+    nearly = any(tg.all_near(near, "ref", vs) is True for vs, _ in readings)
     mine = eq.free_names(p.expr)
-    extra = sorted(n for n in mine if not e.uses(n))
+    # The exact form holds the limit symbols: one is extra only where it stays once the (N-1)/N factors are divided
+    # out (V/(N*W), not 4*V*(N-1)/(N*W)).
+    beyond = _beyond_exact_form(s, p.expr) if set(mine) & set(s.limit) else set()
+    extra = sorted(n for n in mine if not e.uses(n) and (n not in s.limit or n in beyond))
     missing = sorted(n for n in s.names if n not in mine and e.uses(n))
     if extra:
         return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
@@ -221,6 +224,60 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     if any(near.near(partly, i, v) is True for i, v in enumerate(values)):
         return wrong("partly", hints, **ctx)
     return wrong("not_equivalent", hints, **ctx)
+
+
+def _constant_factor(e: Expected, values: list[Any], at: Callable[[eq.Point], Any]) -> str | None:
+    """The reference times a constant: a simple factor ("ratio:2"), another one ("ratio:other"), or one within 3
+    figures yet not right ("constant_close": a constant slightly off, exact numbers or rounded ones that disagree
+    where the small terms weigh, ``Setting.small``); None where the answer is no constant multiple of it."""
+    s, near = e.setting, e.oracle
+    nearly = tg.all_near(near, "ref", values) is True
+    with mpmath.workdps(eq.DIGITS):
+        for k in () if nearly else eq.NICE_FACTORS:
+            factor = mpmath.mpf(k.numerator) / k.denominator
+            if tg.all_near(near, "ref", [None if v is None else v / factor for v in values]) is True:
+                return f"ratio:{k}"
+        a = s.anchor
+        if not nearly and a is not None and values[a] not in (None, 0):
+            ratios = [None if v is None else v / values[a] for v in values]
+            if all(near.near("shape", i, r) is True for i, r in enumerate(ratios) if i != a):
+                return "ratio:other"
+        if nearly and _a_multiple(e, at, values):
+            return "constant_close"
+    return None
+
+
+def _over_limit_factors(s: Setting, at: Callable[[eq.Point], Any]) -> Callable[[eq.Point], Any]:
+    """The answer's values divided by the (N-1)/N factor of each limit symbol: an answer in the exact form's
+    shape, read as the large-N form it stands for (``full_form``'s inverse)."""
+    def value(pt: eq.Point) -> Any:
+        v = at(pt)
+        if v is None:
+            return None
+        with mpmath.workdps(eq.DIGITS):
+            for name in s.limit:
+                n = mpmath.mpf(pt[name].numerator) / pt[name].denominator
+                v = v / ((n - 1) / n)
+            return v
+    return value
+
+
+def _beyond_exact_form(s: Setting, expr: sp.Expr) -> set[str]:
+    """The symbols of the answer divided by the (N-1)/N factor of each limit symbol, cancelled."""
+    factor = sp.Integer(1)
+    for name in s.limit:
+        factor = factor * symbol(name) / (symbol(name) - 1)
+    try:
+        return set(eq.free_names(sp.cancel(expr * factor)))
+    except Exception:  # a form cancel cannot take apart: its symbols as they are
+        return set(eq.free_names(expr))
+
+
+def _right_unrounded(e: Expected, p: Parsed) -> bool:
+    """Whether the answer, floor(f) or ceiling(f), is right without it (f is): the formula rounded to a whole
+    number, where the question asks for the formula itself. (A floor inside a formula is a part of it.)"""
+    inner = p.expr.args[0]
+    return diagnose(e, Parsed(inner, to_text(inner), p.approximate)).status is Status.CORRECT
 
 
 def _a_multiple(e: Expected, at: Callable[[eq.Point], Any], values: list[Any]) -> bool:

@@ -189,6 +189,11 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
         error = str(outputs["error"])
         if error.startswith(NOT_A_FUNCTION):  # nothing was called, so nothing raised
             got = error[len(NOT_A_FUNCTION):]
+            if got in ("nothing (None)", "NoneType"):  # the placeholder's None: as a number question says it
+                return invalid(Invalid("empty"))
+            # a record made before ``record.describe`` names a type
+            if re.fullmatch(r"\w+", got) and got not in ("text", "bytes"):
+                got = f"a value of type {got}"
             return Verdict(Status.INVALID, 0.0, "not_a_function", phrase("not_a_function", got=got))
         return _raised(error)
     if not isinstance(outputs, list) or len(outputs) != len(probes):

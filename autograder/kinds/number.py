@@ -248,11 +248,29 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     return wrong("not_equal", hints, **ctx)
 
 
+# A number times a unit, as a product ("0.00101*s": a sympy symbol named after the unit, recorded as its text).
+_TIMES_UNIT = re.compile(r"(.*?[\d.)])\s*\*\s*([^\W\d][\w/]*)", re.S)
+
+
+def read(answer: Any, unit: str) -> ParsedNumber | Invalid:
+    """``numbers.parse_number``, and a number multiplied by a unit (``0.00101*s``) read as the number in that
+    unit: a sympy symbol named after a unit is that unit, not a unit "*s"."""
+    p = parse_number(answer, unit)
+    if isinstance(p, Invalid) and p.code == "unknown_unit" and p.text and str(p.detail).startswith("*"):
+        m = _TIMES_UNIT.fullmatch(p.text)
+        if m is not None:
+            again = parse_number(f"{m.group(1)} {m.group(2)}", unit)
+            if isinstance(again, ParsedNumber):
+                return again
+            return Invalid("unknown_unit", m.group(2), p.offset, p.text)
+    return p
+
+
 def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: Any,
           accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), element: bool = False) -> Verdict:
     """The grader's verdict on one number."""
     e, _ = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element)
-    p = parse_number(answer, unit)
+    p = read(answer, unit)
     if isinstance(p, Invalid):
         return invalid(p, **context(unit, e.tolerance_words))
     return diagnose(e, p)
@@ -294,7 +312,7 @@ def from_print(fp: dict, tag: str) -> Expected:
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
-    p = parse_number(answer, fp["unit"])
+    p = read(answer, fp["unit"])
     if isinstance(p, Invalid):
         return invalid(p, **context(fp["unit"], fp["tolerance"]))
     return diagnose(from_print(fp, tag), p)

@@ -196,7 +196,7 @@ ENCODED = [
     ("number", 10**5000, {"invalid": "not_finite", "detail": ""}),  # float() of it overflows
     ("choice", "memory", "memory"),
     ("choice", 3, 3.0),  # an option may be a number
-    ("choice", ["memory"], {"invalid": "wrong_type", "detail": "list"}),
+    ("choice", ["memory"], {"invalid": "wrong_type", "detail": "a list of one value"}),  # in words, with its fix
 ]
 
 

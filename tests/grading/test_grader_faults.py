@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jax.numpy as jnp
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 from autograder import programs
@@ -57,6 +58,110 @@ def test_a_failure_in_reading_a_compiled_program_is_the_graders(monkeypatch):
     v = judge_here(Q, recorded(Q, Q.solution))
     assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
     assert "Your program" not in v.message
+
+
+@pytest.fixture(autouse=True)
+def _fresh_reference_checks():
+    """The two-way rule remembers, per question, whether the grader reads its reference; a test that breaks a
+    reader must not find what another test remembered."""
+    from autograder.kinds import program as program_kind
+
+    program_kind.REFERENCE_CHECKS.clear()
+    yield
+    program_kind.REFERENCE_CHECKS.clear()
+
+
+def _with_cosine(x, y):
+    """The right answer with a marker the reference lacks (a cosine that adds nothing)."""
+    return Q.solution(x, y) + 0 * jnp.cos(x).sum()
+
+
+def test_a_reader_that_fails_on_the_students_program_alone_refuses_it_as_the_students(monkeypatch):
+    """Whose fault is decided by which input made the reading fail: the grader's readers parse text the student's
+    program decides, so where the question's reference reads fine, the program is refused as the student's (no
+    flag, no endless regrade); where the reference fails too, the grader is broken."""
+    real = programs.placed_permutes
+
+    def picky(stated_text, compiled_text, mesh):
+        if "stablehlo.cosine" in stated_text:
+            raise ValueError("a form of the student's that the reader does not parse")
+        return real(stated_text, compiled_text, mesh)
+
+    monkeypatch.setattr(programs, "placed_permutes", picky)
+    v = judge_here(Q, recorded(Q, _with_cosine))
+    assert (v.status, v.diagnosis, v.score) == (Status.INCORRECT, "bad_program", 0), v.message
+    assert "cannot read" in v.message and "ValueError" in v.message and "course staff" not in v.message
+    assert judge_here(Q, recorded(Q, Q.solution)).score == 1  # the reference itself reads fine
+
+
+def test_a_reader_that_fails_on_every_program_is_the_graders(monkeypatch):
+    def broken(*_):
+        raise ValueError("the grader's own bug")
+
+    monkeypatch.setattr(programs, "placed_permutes", broken)
+    v = judge_here(Q, recorded(Q, _with_cosine))
+    assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+
+
+def test_judging_that_fails_on_the_students_report_alone_is_the_students(monkeypatch):
+    """The same two-way rule where the report is judged (``judge_all``): a failure on the student's report alone is
+    the student's; one on the reference's report too is the grader's."""
+    real = programs.judge_report
+
+    def picky(q, report, seed, traffic=None):
+        if report.census:  # the student's program runs a collective; case 1's reference none
+            raise ZeroDivisionError("a value of the student's program")
+        return real(q, report, seed, traffic)
+
+    def psum_too(x, y):
+        import jax
+        from jax.sharding import PartitionSpec as P
+
+        import course
+
+        extra = jax.shard_map(lambda b: jax.lax.psum(b, "X"), mesh=course.mesh(X=8), in_specs=P(None, "X"),
+                              out_specs=P(None, "X"))(x)
+        return Q.solution(x, y) + 0 * extra.sum()
+
+    monkeypatch.setattr(programs, "judge_report", picky)
+    v = judge_here(Q, recorded(Q, psum_too))
+    assert (v.status, v.diagnosis, v.score) == (Status.INCORRECT, "bad_program", 0), v.message
+    assert "ZeroDivisionError" in v.message and "course staff" not in v.message
+    monkeypatch.setattr(programs, "judge_report", lambda *a, **k: 1 / 0)
+    from autograder.kinds import program as program_kind
+
+    program_kind.REFERENCE_CHECKS.clear()
+    v = judge_here(Q, recorded(Q, psum_too))
+    assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+
+
+def test_the_reference_is_read_once_per_question(monkeypatch):
+    """The reference is exported and run only where a student's program could not be read, and once per question."""
+    from autograder.kinds import program as program_kind
+
+    real, exported = programs.placed_permutes, []
+    monkeypatch.setattr(programs, "placed_permutes", lambda s, c, m: (_ for _ in ()).throw(ValueError())
+                        if "stablehlo.cosine" in s else real(s, c, m))
+    made = program_kind._reference_blob
+    monkeypatch.setattr(program_kind, "_reference_blob", lambda q, spec: exported.append(q.qid) or made(q, spec))
+    assert judge_here(Q, recorded(Q, Q.solution)).score == 1 and exported == []
+    for _ in range(2):
+        assert judge_here(Q, recorded(Q, _with_cosine)).diagnosis == "bad_program"
+    assert exported == [Q.qid]
+
+
+def test_a_refused_program_is_kept_on_the_next_run(tmp_path, monkeypatch):
+    """A program refused as the student's is a grade: not flagged, so not graded again on every run."""
+    kept = {"sha256": "x", "answers": "k", "setting": {},
+            "questions": {"q": {"diagnosis": "bad_program", "score": 0.0, "points": 1.0}}}
+
+    class A:
+        answers, variants, db_url, notebook = "k", None, "", "n.ipynb"
+
+    monkeypatch.setattr(results, "stored", lambda a, s: kept)
+    monkeypatch.setattr(results, "fingerprint", lambda folder, nb: "x")
+    monkeypatch.setattr(results, "write_result", lambda url, r: None)
+    assert results.unchanged(A(), "ada", tmp_path) == (kept, "")
 
 
 def test_a_program_that_raises_is_still_its_own_fault():

@@ -238,3 +238,162 @@ def test_run_refuses_an_unknown_collective_in_either_text_for_both_judges(monkey
     assert r.error_code == "bad_program" and "collective-broadcast" in r.error and "cannot weigh" in r.error, r
     s = kinds.selfcheck_live(printed(q), q.qid, q.model, blob)
     assert s.score == 0 and "cannot weigh" in s.message, s.message
+
+
+# --- element types: a closed world, read in full at their true widths (attack9 D2) ------------------------------
+
+def _gather_module(element: str, groups: str = "dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>") -> str:
+    return f"""module @jit_f {{
+  func.func public @main(%arg0: tensor<8x4x{element}>) -> tensor<64x4x{element}> {{
+    %0 = "stablehlo.all_gather"(%arg0) {{all_gather_dim = 0 : i64, replica_groups = {groups},
+      channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, use_global_device_ids}} :
+      (tensor<8x4x{element}>) -> tensor<64x4x{element}>
+    return %0 : tensor<64x4x{element}>
+  }}
+}}
+"""
+
+
+# (StableHLO's name, HLO's name, bytes of an 8x4 operand): sub-byte integers as XLA packs them, two to a byte.
+WIDTHS = [("complex<f32>", "c64", 256), ("complex<f64>", "c128", 512), ("i4", "s4", 16), ("ui4", "u4", 16),
+          ("ui16", "u16", 64), ("i16", "s16", 64), ("f8E4M3FN", "f8e4m3fn", 32), ("f8E5M2", "f8e5m2", 32),
+          ("bf16", "bf16", 64), ("f32", "f32", 128), ("ui64", "u64", 256), ("i1", "pred", 32)]
+
+
+@pytest.mark.parametrize(("stated", "hlo", "size"), WIDTHS, ids=[w[0] for w in WIDTHS])
+def test_every_element_type_is_weighed_at_its_true_width_in_both_readers(stated, hlo, size):
+    (c,) = inspect_text(_gather_module(stated), MESH8)
+    assert (c.dtype, c.operand_shape, c.operand_bytes) == (stated, (8, 4), size)
+    assert c.bytes_per_device == 7 * size
+    line = (f"%all-gather = {hlo}[64,4]{{1,0}} all-gather(%c), channel_id=1, replica_groups={{{{0,1,2,3,4,5,6,7}}}}, "
+            "dimensions={0}, use_global_device_ids=true")
+    (d,) = compiled_collectives(line, MESH8, width="f32")
+    assert (d.dtype, d.operand_shape, d.operand_bytes) == (stated, (8, 4), size)
+
+
+@pytest.mark.parametrize("element", ["f4E2M1FN", "f6E2M3FN", "i2", "ui2"])
+def test_an_element_type_the_census_cannot_weigh_refuses_the_program(element):
+    from autograder.collectives import UnreadableCollective
+
+    text = _gather_module(element)
+    try:
+        from jax._src.interpreters import mlir as jmlir
+        from jax._src.lib.mlir import ir
+        with jmlir.make_ir_context():
+            ir.Module.parse(text)
+    except Exception:
+        pytest.skip(f"this MLIR cannot parse {element}")
+    with pytest.raises(UnreadableCollective, match="element type"):
+        inspect_text(text, MESH8)
+    line = ("%all-gather = f4e2m1fn[64,4]{1,0} all-gather(%c), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, "
+            "dimensions={0}")
+    with pytest.raises(UnreadableCollective, match="element type"):
+        compiled_collectives(line, MESH8)
+
+
+@pytest.mark.parametrize("dtype", [jnp.complex64, jnp.uint16, jnp.int4, jnp.float8_e4m3fn])
+def test_a_stated_collective_of_an_odd_dtype_is_weighed_at_its_bytes(dtype):
+    """Plain JAX on CPU: a psum of complex64, uint16, int4 or float8, read from the program's StableHLO."""
+    def block(b):
+        return jnp.real(jax.lax.psum(b.astype(dtype), "X")).astype(jnp.float32)
+
+    f = jax.jit(jax.shard_map(block, mesh=M, in_specs=P("X"), out_specs=P("X"), check_vma=False))
+    (c,) = inspect_text(f.lower(jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=ROWS)).as_text(), MESH8)
+    bits = {jnp.complex64: 64, jnp.uint16: 16, jnp.int4: 4, jnp.float8_e4m3fn: 8}[dtype]
+    assert (c.kind, c.operand_shape, c.operand_bytes) == ("all-reduce", (8, 4), 32 * bits // 8), c
+
+
+# --- the readers take whatever a program states (attack9 D1) ---------------------------------------------------
+
+def test_a_permute_of_no_pairs_moves_nothing():
+    from autograder.collectives import _dense_list
+
+    assert _dense_list("dense<> : tensor<0x2xi64>") == []
+    text = _gather_module("f32").replace(
+        '"stablehlo.all_gather"(%arg0) {all_gather_dim = 0 : i64, replica_groups = '
+        'dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>,',
+        '"stablehlo.collective_permute"(%arg0) {source_target_pairs = dense<> : tensor<0x2xi64>,').replace(
+        ", use_global_device_ids}", "}").replace("-> tensor<64x4xf32>", "-> tensor<8x4xf32>").replace(
+        "return %0 : tensor<64x4xf32>", "return %0 : tensor<8x4xf32>")
+    assert "collective_permute" in text
+    assert inspect_text(text, MESH8) == []
+
+
+SIXTEEN = "dense<[[" + ", ".join(map(str, range(16))) + "]]> : tensor<1x16xi64>"  # devices 8 to 15: none of the mesh
+
+
+@pytest.mark.parametrize("groups", ["dense<> : tensor<1x0xi64>", "dense<> : tensor<0x0xi64>", SIXTEEN])
+def test_a_collective_of_no_devices_is_refused(groups):
+    """Groups of no devices (a forged artefact: MLIR's verifier lets them through without global device ids), or of
+    devices the mesh lacks: refused, never a ZeroDivisionError in the grader."""
+    from autograder.collectives import Collective, UnreadableCollective
+
+    with pytest.raises(UnreadableCollective):
+        inspect_text(_gather_module("f32", groups).replace(", use_global_device_ids}", "}"), MESH8)
+    assert Collective("all-reduce", (), "f32", (8,), 0, 1).bytes_per_device == 0  # never a ZeroDivisionError
+
+
+def test_a_collective_nested_past_the_readers_depth_refuses_the_program():
+    """A call chain 70 deep (the reader walked 64 levels and counted nothing below them, silently)."""
+    from autograder.collectives import UnreadableCollective
+
+    funcs = [_gather_module("f32").split("\n", 1)[1].rsplit("}", 1)[0].replace("@main", "@f70")]
+    for i in range(70):
+        funcs.append(f"""  func.func private @f{i}(%arg0: tensor<8x4xf32>) -> tensor<64x4xf32> {{
+    %0 = func.call @f{i + 1}(%arg0) : (tensor<8x4xf32>) -> tensor<64x4xf32>
+    return %0 : tensor<64x4xf32>
+  }}""")
+    main = """  func.func public @main(%arg0: tensor<8x4xf32>) -> tensor<64x4xf32> {
+    %0 = func.call @F(%arg0) : (tensor<8x4xf32>) -> tensor<64x4xf32>
+    return %0 : tensor<64x4xf32>
+  }"""
+
+    def module(first):
+        return "module @jit_f {\n" + main.replace("@F", first) + "\n" + "\n".join(funcs) + "\n}\n"
+
+    with pytest.raises(UnreadableCollective, match="deep"):
+        inspect_text(module("@f0"), MESH8)
+    assert [c.count for c in inspect_text(module("@f60"), MESH8)] == [1]  # ten calls deep: read
+
+
+def test_a_count_past_any_float_does_not_overflow():
+    """Loops of 100,000 steps nested in a branch that never runs: the count is capped (62 levels of them made an
+    OverflowError in the reader's floats; JAX itself cannot lower so many, so four show the cap here), and so is a
+    report's count in ``traffic``."""
+    from autograder.collectives import MAX_COUNT, Collective
+
+    def block(b):
+        def nest(depth):
+            if depth == 0:
+                return lambda c: jax.lax.psum(c, "X")
+            inner = nest(depth - 1)
+            return lambda c: jax.lax.fori_loop(0, 100_000, lambda i, d: inner(d), c)
+        return jax.lax.cond(b.sum() > 1e30, nest(4), lambda c: c, b)
+
+    f = jax.jit(jax.shard_map(block, mesh=M, in_specs=P("X"), out_specs=P("X"), check_vma=False))
+    found = inspect_text(f.lower(jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=ROWS)).as_text(), MESH8)
+    assert [c.count for c in found] == [MAX_COUNT]
+    assert traffic(found)["all-reduce"] > 0
+    assert traffic([Collective("all-reduce", ("X",), "f32", (8,), 8, 10**400)])["all-reduce"] > 0
+
+
+@pytest.mark.parametrize("line", [
+    "%ag = f32[64]{0} all-gather(%c), channel_id=1, replica_groups=[3,4]<=[8], dimensions={0}",
+    "%ag = f32[64]{0} all-gather(%c), channel_id=1, replica_groups=[2,4]<=[4,2]T(1,1), dimensions={0}",
+    "%ag = f32[64]{0} all-gather(%c), channel_id=1, replica_groups=[8,0]<=[0], dimensions={0}",
+    "%ag = f32[64]{0} all-gather(%c), channel_id=1, replica_groups=mesh['a'=8] {'a','a'}, dimensions={0}",
+], ids=["shape", "transpose", "empty", "mesh"])
+def test_odd_forms_of_compiled_groups_are_read_or_left_unread_never_raise(line):
+    (c,) = compiled_collectives(line, MESH8)
+    assert c.group_size > 0 and c.bytes_per_device >= 0
+
+
+def test_groups_of_unequal_sizes_are_weighed_at_the_largest():
+    """StableHLO pads uneven ``axis_index_groups`` with -1: the padding is no device, and the busiest device is in the
+    largest group (the first group's size, 1 here, weighed nothing)."""
+    def block(b):
+        return jax.lax.psum(b, "X", axis_index_groups=[[0], [1, 2, 3, 4, 5, 6, 7]])
+
+    f = jax.jit(jax.shard_map(block, mesh=M, in_specs=P("X"), out_specs=P("X"), check_vma=False))
+    (c,) = inspect_text(f.lower(jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=ROWS)).as_text(), MESH8)
+    assert (c.group_size, c.axes) == (7, ("X",)), c

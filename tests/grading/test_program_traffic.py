@@ -152,6 +152,28 @@ def hierarchical_whole_array(b):
     return jax.shard_map(block, mesh=course.mesh(X=2, Y=4), in_specs=P("X", "Y"), out_specs=P(), check_vma=False)(b)
 
 
+def case2_wasted_as(dtype):
+    """Case 2's all-gather of ten times the bytes it needs, in ``dtype`` (attack9: complex64 was weighed as 4 bytes
+    whatever its size, so the waste earned full marks where float32's earned half)."""
+    def f(x, y):
+        def block(xb, yf):
+            big = jnp.tile(xb, (1, 10)).astype(dtype)
+            g = jax.lax.all_gather(big, "X", axis=1, tiled=True)
+            xf = jnp.real(g).astype(jnp.float32).reshape(64, 8, 10, 32)[:, :, 0, :].reshape(64, 256)
+            return xf @ yf
+        return _on_x(block, (P(None, "X"), P()), P())(x, y)
+    return f
+
+
+def case2_with_an_empty_permute(x, y):
+    """Case 2 right, and a permute of no pairs (a comprehension over an empty range): it moves nothing, and it
+    once made the grader blame itself (``dense<>`` read as a number)."""
+    def block(xb, yf):
+        out = jax.lax.all_gather(xb, "X", axis=1, tiled=True) @ yf
+        return out + 0 * jax.lax.ppermute(xb, "X", perm=[]).sum()
+    return _on_x(block, (P(None, "X"), P()), P())(x, y)
+
+
 CASES = [
     # (question, program, score, diagnosis, words of its message)
     pytest.param(CH03["ch03-cx4-ring-allgather"], ring_left, 1.0, "correct", "Correct", id="ring the other way"),
@@ -182,6 +204,12 @@ CASES = [
                  id="jit on a reduce-scatter question"),
     pytest.param(CH12["ch12-cx2-hierarchical-allreduce"], hierarchical_whole_array, 0.5, "traffic:all-reduce",
                  "4.0x the bytes", id="the whole array across nodes"),
+    pytest.param(CH03["ch03-cx2-case2-allgather"], case2_wasted_as(jnp.float32), 0.5, "traffic:all-gather",
+                 "10.0x the bytes", id="ten times the bytes as float32"),
+    pytest.param(CH03["ch03-cx2-case2-allgather"], case2_wasted_as(jnp.complex64), 0.5, "traffic:all-gather",
+                 "20.0x the bytes", id="ten times the bytes as complex64"),
+    pytest.param(CH03["ch03-cx2-case2-allgather"], case2_with_an_empty_permute, 1.0, "correct", "Correct",
+                 id="a permute of no pairs"),
 ]
 
 

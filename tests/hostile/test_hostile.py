@@ -326,6 +326,32 @@ def split_matmul(x, y):
 """
 
 
+# attack9: a WRONG answer (it forgets the sum: no collective) with a permute of no pairs, which moves nothing. The
+# grader read ``dense<>`` as a number, blamed itself, flagged the answer and regraded the notebook on every run.
+EMPTY_PERMUTE = """
+from jax.sharding import PartitionSpec as P
+def split_matmul(x, y):
+    def block(xb, yb):
+        part = xb @ yb
+        return part + 0 * jax.lax.ppermute(part, "X", perm=[])
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P(),
+                         check_vma=False)(x, y)
+"""
+
+# attack9: the question's all-reduce of ten times the bytes it needs, as complex64, which was weighed as 4 bytes
+# whatever its size (full marks, where the float32 waste earns half of the question's 3 points).
+COMPLEX_WASTE = """
+from jax.sharding import PartitionSpec as P
+import jax.numpy as jnp
+def split_matmul(x, y):
+    def block(xb, yb):
+        part = xb @ yb
+        s = jax.lax.psum(jnp.tile(part, (1, 10)).astype(jnp.complex64), "X")
+        return jnp.real(s)[:, :part.shape[1]].astype(jnp.float32)
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P())(x, y)
+"""
+
+
 # The kernel's stderr goes to ``kernel.log`` in its work folder, which the grader keeps after the kernel is
 # gone: replaced by a link, it would have the grader copy a file the kernel cannot read (the grading secret),
 # or copy /dev/zero until the disk is full.
@@ -458,6 +484,8 @@ def students() -> dict:
         "replay-public-cases": (replaying(hide=False), 2),
         "replay-hiding-the-drawn-cases": (replaying(hide=True), 2),
         "constant-program": (after("ch01-cx4-answer", CONSTANT_PROGRAM), 2),
+        "empty-permute": (after("ch01-cx4-answer", EMPTY_PERMUTE), 2),
+        "complex-waste": (after("ch01-cx4-answer", COMPLEX_WASTE), 3.5),
         "log-to-secret-slow-feedback": (slow_feedback(), 2),
         "fill-the-disk": (after("ch01-e1-v6e-time", FILL_THE_DISK), 2),
         SPOOFING_STUDENT: (odd_names, 2),
@@ -698,3 +726,25 @@ def test_a_folder_name_no_gradebook_can_hold_is_reported(graded):
     _, _, results, _, _ = graded
     assert UNNAMEABLE not in results
     assert any("not UTF-8" in p for p in PRINTED["summary"].problems[UNNAMEABLE])
+
+
+def test_a_program_the_grader_cannot_read_is_the_students_not_flagged(graded):
+    """attack9: the wrong answer with an empty permute scores what it earns (0 for the program), is not flagged for
+    the staff in the gradebook, and is kept, not regraded, on the next run; the complex64 waste earns what the
+    float32 waste would (half of the question)."""
+    from nbgrader.api import Gradebook
+
+    from autograder.grading import results as stored_results
+
+    course, _, results, _, _ = graded
+    cx4 = results["empty-permute"]["questions"]["ch01-cx4-split-matmul"]
+    assert cx4["score"] == 0 and cx4["diagnosis"] not in ("grader_error", "bad_program"), cx4
+    waste = results["complex-waste"]["questions"]["ch01-cx4-split-matmul"]
+    assert waste["diagnosis"] == "traffic:all-reduce" and waste["score"] == 1.5, waste
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in ("empty-permute", "complex-waste"):
+            sub = gb.find_submission(CHAPTER, student)
+            assert not [g.name for n in sub.notebooks for g in n.grades if g.needs_manual_grade], student
+    kept, why = stored_results.unchanged(prepare(course, CHAPTER), "empty-permute",
+                                         course / "submitted" / "empty-permute" / CHAPTER)
+    assert kept is not None and why == "", why

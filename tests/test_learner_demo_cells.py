@@ -1,0 +1,235 @@
+"""Demo cells as the learner meets them: a cell that uses an answer not yet given, a mesh larger than the kernel, a
+demo cell that would overwrite an answer, and what to do on a kernel with other devices (devices9: D2, D3, D4, D6,
+D7). Each message is one line, never a traceback through the course."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+import course
+from autograder.release import answer_name_problems, mesh_cell_problems, source_chapters
+from course import devices, progress
+from course.answers import AnswerError, check
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = source_chapters(ROOT)
+
+
+@pytest.fixture
+def shell():
+    """IPython's shell in this process, its displayed tracebacks collected (each a list of lines)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    before = sh.custom_exceptions, sh.CustomTB
+    shown: list[list[str]] = []
+    own = sh._showtraceback
+    sh._showtraceback = lambda etype, evalue, stb: shown.append(list(stb))
+    sh.shown = shown
+    sh.run_cell("from course import check")
+    try:
+        yield sh
+    finally:
+        sh._showtraceback = own
+        sh.custom_exceptions, sh.CustomTB = before
+        sh.user_ns.pop("__session__", None)
+        del sh.shown
+
+
+def _run(sh, cell: str, session: str | None = None):
+    if session is None:
+        sh.user_ns.pop("__session__", None)
+    else:
+        sh.user_ns["__session__"] = session
+    sh.shown.clear()
+    return sh.run_cell(cell, store_history=True)
+
+
+# --- D6: a demo cell that uses an answer not given yet --------------------------------------------------------
+
+@pytest.mark.parametrize("cell", ['print(census("text", "all-reduce"))',
+                                  'def counts(text):\n    return census(text, "all-reduce")\n\nprint(counts("x"))',
+                                  'found = {k: census("t", k)\n         for k in ("all-reduce",)}'],
+                         ids=["in-the-cell", "in-a-function-the-cell-defines", "in-a-comprehension"])
+def test_a_demo_cell_using_an_unanswered_answer_says_so_in_one_line(shell, cell):
+    result = _run(shell, cell, session="work/ch09_profiling.ipynb")
+    assert isinstance(result.error_in_exec, NameError)  # still a NameError: Run All stops there
+    assert len(shell.shown) == 1 and len(shell.shown[0]) == 1, shell.shown
+    line = shell.shown[0][0]
+    assert "\n" not in line and line.startswith("NameError: name 'census' is not defined"), line
+    assert "this cell uses your answer `census` (ch09-cx3-census)" in line, line
+    assert "fill in its answer cell and run it first" in line, line
+
+
+def test_the_chapter_comes_from_the_cells_run_when_jupyter_does_not_name_the_notebook(shell):
+    _run(shell, 'where = "ch01-e1"')  # as a locked setting cell names its exercise
+    result = _run(shell, "intensity(8, 1.0, 2.0)")
+    assert isinstance(result.error_in_exec, NameError)
+    line = shell.shown[0][0]
+    assert len(shell.shown[0]) == 1 and "your answer `intensity` (ch01-cx1-intensity)" in line, shell.shown
+    _run(shell, 'where = "ch09-q2"')
+    _run(shell, "print(q2_batch)")
+    assert "(ch09-q2-batch)" in shell.shown[0][0], shell.shown  # an answer's name in several chapters: this one's
+
+
+@pytest.mark.parametrize(("cell", "session"), [("print(not_defined_anywhere)", "ch09_profiling.ipynb"),
+                                               ('print(census("t", "all-reduce"))', "ch01_rooflines.ipynb")],
+                         ids=["not-an-answer", "another-chapters-answer"])
+def test_other_name_errors_in_demo_cells_keep_their_traceback(shell, cell, session):
+    result = _run(shell, cell, session=session)
+    assert isinstance(result.error_in_exec, NameError)
+    assert len(shell.shown) == 1 and len(shell.shown[0]) > 1, shell.shown
+    assert "answer cell" not in "\n".join(shell.shown[0])
+
+
+def test_the_check_cell_keeps_its_own_line(shell):
+    _run(shell, 'check("ch09-cx3-census", census)', session="ch09_profiling.ipynb")
+    line = shell.shown[0][0]
+    assert len(shell.shown[0]) == 1 and "run the answer cell above (the one that sets census) first" in line, line
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_the_released_data_names_every_checked_answer(chapter):
+    from course.answers import answer_names
+
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    names = answer_names(chapter[:4])
+    checked = [c.source.splitlines()[-1] for c in nb.cells if c.cell_type == "code" and "grade(" in c.source]
+    assert checked and all(f'check("{names[v]}", {v})' in checked for v in names), names
+    assert len(names) == len({line.split(", ")[-1] for line in checked})
+
+
+# --- D2: a mesh larger than the kernel -------------------------------------------------------------------------
+
+def _one_line(e: BaseException) -> str:
+    shown = e._render_traceback_()
+    assert len(shown) == 1 and "\n" not in shown[0] and 'File "' not in shown[0], shown
+    return shown[0]
+
+
+@pytest.mark.parametrize(("axes", "need"), [({"X": 16}, 16), ({"X": 2, "Y": 8}, 16)])
+def test_a_mesh_larger_than_the_kernel_is_one_course_line(axes, need):
+    with pytest.raises(ValueError) as e:  # this process has 8 devices
+        course.mesh(**axes)
+    line = _one_line(e.value)
+    assert f"this cell builds a mesh of {need} devices" in line and "this kernel has 8 devices" in line, line
+    assert "README" in line and "product of mesh_shape" not in line, line
+
+
+def test_a_mesh_larger_than_the_kernel_shows_no_traceback_in_a_cell(shell):
+    _run(shell, "import course\nm = course.mesh(X=4, Y=4)")
+    assert len(shell.shown) == 1 and len(shell.shown[0]) == 1, shell.shown
+    assert shell.shown[0][0].startswith("ValueError: this cell builds a mesh of 16 devices"), shell.shown
+
+
+def test_a_function_answer_whose_course_mesh_the_kernel_cannot_hold_is_not_an_attempt(store, monkeypatch):
+    from autograder import meshes
+
+    qid = "ch10-q1-roll-in-shard"
+    monkeypatch.setattr(meshes, "_device_count", lambda: 1)
+    monkeypatch.setattr(devices, "kernel_devices", lambda: 1)
+    monkeypatch.setattr(devices, "chosen", lambda: "real")
+
+    def builds_a_mesh(x, shift):
+        course.mesh(X=2, Y=4)
+        return x
+
+    with pytest.raises(AnswerError) as e:
+        check(qid, builds_a_mesh)
+    assert "cannot be checked here" in str(e.value) and "needs 8" in str(e.value), e.value
+    assert progress.get(qid) == {}
+
+
+def test_scalar_answers_never_need_what_a_mesh_building_cell_sets():
+    """On a kernel with fewer devices a cell that builds a mesh stops at its first line: a name set further down
+    that an answer cell reads (ch09's B_, T_, ... for Q2) would leave its scalar questions unanswerable."""
+    nb = new_notebook(cells=[
+        new_code_cell("m = course.mesh(X=4, Y=2)\nB_ = q2.B\nargs = sds(m, B_)\ndef layer(x):\n    return x * B_\n"),
+        new_code_cell("### BEGIN SOLUTION\nq2_batch = 4 * (B_ // 4)\ny = layer(args)\n### END SOLUTION",
+                      metadata={"nbgrader": {"solution": True, "grade_id": "ch09-q2-answer"}})])
+    problems = mesh_cell_problems(nb)
+    assert len(problems) == 1 and "ch09-q2-answer" in problems[0] and "B_" in problems[0], problems
+    assert "layer" in problems[0] and "args" not in problems[0], problems  # args needs the mesh anyway
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_source_notebook_sets_answer_inputs_in_a_mesh_building_cell(chapter):
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    assert mesh_cell_problems(nb) == []
+
+
+# --- D4: a demo cell that binds an answer's name -----------------------------------------------------------------
+
+def _tiny(demo: str) -> nbformat.NotebookNode:
+    return new_notebook(cells=[
+        new_code_cell("### BEGIN SOLUTION\ndef intensity(B, D, F):\n    return B\n### END SOLUTION",
+                      metadata={"nbgrader": {"solution": True, "grade_id": "ch01-cx1-answer"}}),
+        new_code_cell('check("ch01-cx1-intensity", intensity)'),
+        new_code_cell(demo)])
+
+
+@pytest.mark.parametrize("demo", ['intensity = course.as_expr(mm_intensity, "B D F")',
+                                  "def intensity(x):\n    return x", "from math import log as intensity",
+                                  "for intensity in range(3):\n    pass"],
+                         ids=["assigns", "defs", "imports-as", "loops"])
+def test_the_release_refuses_a_demo_cell_that_binds_an_answers_name(demo):
+    problems = answer_name_problems(_tiny(demo))
+    assert len(problems) == 1, problems
+    assert "intensity" in problems[0] and "ch01-cx1-intensity" in problems[0] and "code cell 3" in problems[0]
+    assert demo.splitlines()[0][:30] in problems[0], problems
+
+
+def test_a_demo_cell_may_read_an_answer_and_bind_other_names():
+    assert answer_name_problems(_tiny("curve = intensity(8, 1, 2)\ndef f(intensity):\n    return intensity")) == []
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_release_notebook_has_a_demo_cell_that_binds_an_answers_name(chapter):
+    nb = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    assert answer_name_problems(nb) == []
+
+
+# --- D3: the advice on a kernel with too few devices is a step that works ----------------------------------------
+
+def test_the_advice_for_simulated_devices_works_after_a_restart():
+    """A kernel started with SCALING_COURSE_DEVICES=real on 2 devices: after a restart (a new process), the cell the
+    message says to put above the first one, then the first cell, gives 8 simulated devices."""
+    from autograder.messages import phrase
+
+    advice = phrase("devices:real", have="2 devices", need=8)
+    assert "%env SCALING_COURSE_DEVICES=cpu" in advice and "above the first" in advice, advice
+    code = ("from IPython.core.interactiveshell import InteractiveShell\nsh = InteractiveShell.instance()\n"
+            "sh.run_cell('%env SCALING_COURSE_DEVICES=cpu')\n"
+            "r = sh.run_cell('import course\\nprint(course.setup())')\nassert r.success\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={"PATH": "/usr/bin:/bin", "SCALING_COURSE_DEVICES": "real",
+                               "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"})
+    assert proc.returncode == 0, proc.stderr
+    assert "8 simulated CPU device(s)" in proc.stdout, proc.stdout
+    assert "%env SCALING_COURSE_DEVICES=cpu" in phrase("devices:setup", have="2 devices", need=8)
+    readme = (ROOT / "README.md").read_text()
+    assert "%env SCALING_COURSE_DEVICES=cpu" in readme and "above the first" in readme
+
+
+# --- D7: a program built for the kernel's own count of devices ---------------------------------------------------
+
+def test_a_program_that_cannot_be_lowered_on_a_larger_kernel_says_the_checks_mesh(store, monkeypatch):
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    qid = "ch03-cx2-case1-local"
+    monkeypatch.setattr(devices, "kernel_devices", lambda: 16)
+
+    def own_count(x, *rest):  # sized from the kernel's 16 devices (this process has 8: JAX refuses the mesh)
+        mesh = jax.make_mesh((16,), ("X",))
+        return jax.shard_map(lambda a: a, mesh=mesh, in_specs=P(None, "X"), out_specs=P(None, "X"))(x)
+
+    with pytest.raises(AnswerError) as e:
+        check(qid, own_count)
+    text = str(e.value)
+    assert "The checks run your program on an 8-device mesh" in text and "course.mesh(" in text, text
+    assert "this kernel has 16 devices" in text, text
