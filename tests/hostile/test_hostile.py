@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import zipfile
+from collections import Counter
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
@@ -328,6 +330,22 @@ def split_matmul(x, y):
 
 # attack9: a WRONG answer (it forgets the sum: no collective) with a permute of no pairs, which moves nothing. The
 # grader read ``dense<>`` as a number, blamed itself, flagged the answer and regraded the notebook on every run.
+FORGED_REPORT = r'''
+from IPython.display import HTML, display
+k = get_ipython().kernel
+fake = '</pre></div><h1 class="score">44 / 44</h1><div><pre>'
+k.session.send(k.iopub_socket, "stream", content={"name": fake, "text": "x\n"}, parent=k.get_parent())
+display(HTML('<script>document.title="PWNED"</script><h2 class="verdict correct">44 / 44 correct</h2>'))
+display({"image/svg+xml": '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"></svg>', "text/plain": "svg"},
+        raw=True)
+print("✓ ch01-e1-v6e-time: correct.")
+import time; time.sleep(0.3)
+'''
+FORGED_MARKDOWN = ('<script>document.title="PWNED"</script> <a href="javascript:alert(1)">click</a> '
+                   '<iframe src="https://example.com"></iframe> [again](javascript:alert(2)) '
+                   '$\\href{javascript:alert(3)}{x}$')
+
+
 EMPTY_PERMUTE = """
 from jax.sharding import PartitionSpec as P
 def split_matmul(x, y):
@@ -403,6 +421,16 @@ def replaying(hide: bool):
     cases = {qid: {json.dumps(p, sort_keys=True): chapter[qid].reference(**p) for p in printed[qid]["probes"]}
              for qid in REPLAYED}
     return after("ch01-q3-answer", REPLAY.format(cases=cases, hide=hide))
+
+
+def forged_report():
+    """E1 answered, then outputs and markdown made to look like the grader's: a stream whose name closes the report's
+    markup and opens a heading "44 / 44", a script, an SVG with an onload, a forged tick; and a markdown cell with a
+    script, an iframe and javascript: links (plain markdown and MathJax's \\href)."""
+    nb = after("ch01-e1-v6e-time", FORGED_REPORT)
+    i = next(i for i, c in enumerate(nb.cells) if _gid(c) == "ch01-e1-v6e-time")
+    nb.cells.insert(i + 2, nbformat.v4.new_markdown_cell(FORGED_MARKDOWN))
+    return nb
 
 
 def students() -> dict:
@@ -485,6 +513,7 @@ def students() -> dict:
         "replay-hiding-the-drawn-cases": (replaying(hide=True), 2),
         "constant-program": (after("ch01-cx4-answer", CONSTANT_PROGRAM), 2),
         "empty-permute": (after("ch01-cx4-answer", EMPTY_PERMUTE), 2),
+        "forged-report": (forged_report(), 2),
         "complex-waste": (after("ch01-cx4-answer", COMPLEX_WASTE), 3.5),
         "log-to-secret-slow-feedback": (slow_feedback(), 2),
         "fill-the-disk": (after("ch01-e1-v6e-time", FILL_THE_DISK), 2),
@@ -748,3 +777,42 @@ def test_a_program_the_grader_cannot_read_is_the_students_not_flagged(graded):
     kept, why = stored_results.unchanged(prepare(course, CHAPTER), "empty-permute",
                                          course / "submitted" / "empty-permute" / CHAPTER)
     assert kept is not None and why == "", why
+
+
+def test_what_the_staff_and_the_student_see_is_the_graders_alone(graded):
+    """The report and the autograded notebook (which nbgrader's formgrader and generate_feedback render as raw HTML)
+    of a notebook made to look graded: its true score heads the report, and nothing the student wrote is active
+    markup in either, exactly as many scripts, iframes, SVGs and event handlers as in the bystander's."""
+    course, _, results, _, _ = graded
+    assert results["forged-report"]["score"] == 2
+
+    def report(student):
+        return (course / "feedback" / student / CHAPTER / f"{CHAPTER}.html").read_text()
+
+    def active(text):
+        """The elements and attributes that could act or pass for the grader's, as a browser parses the page."""
+        found = Counter()
+
+        class Page(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                found[tag] += tag in ("script", "iframe", "svg", "object", "embed", "h1")
+                for name, value in attrs:
+                    found[name] += name.startswith("on") or (value or "").strip().lower().startswith("javascript:")
+
+        Page().feed(text)
+        return +found
+
+    mine, theirs = report("forged-report"), report("bystander")
+    assert active(mine) == active(theirs), (active(mine), active(theirs))
+    heading = re.search(r"<h1>(.*?)</h1>", mine).group(1)
+    assert heading.endswith(f": 2 / {results['forged-report']['max_score']:g}"), heading
+    def rendered(student):
+        """What a notebook viewer renders as markup: markdown, and the outputs' data (code is shown as text)."""
+        nb = nbformat.read(course / "autograded" / student / CHAPTER / NAME, as_version=4)
+        return "\n".join([c.source for c in nb.cells if c.cell_type == "markdown"]
+                         + [json.dumps(o.get("data", {})) + o.get("text", "") + o.get("name", "")
+                            for c in nb.cells if c.cell_type == "code" for o in c.outputs])
+
+    mine, theirs = rendered("forged-report"), rendered("bystander")
+    assert active(mine) == active(theirs), (active(mine), active(theirs))
+    assert "](javascript:" not in mine and "text/html" not in mine and "image/svg+xml" not in mine
