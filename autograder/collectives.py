@@ -9,7 +9,7 @@ collectives are chosen by the compiler (``jit`` with shardings) have none in Sta
 ``compiled_census`` counts the compiled program's, with the caveats above, and ``compiled_collectives`` reads
 their shapes and groups so that their bytes are weighed too. The census is a closed world: an op that
 communicates and is none of the five kinds raises ``UnknownCollective``, and a collective of an element type outside
-``DTYPE_BITS`` (or of no devices, or nested too deep to read) raises ``UnreadableCollective``.
+``DTYPE_BITS`` (or of devices the mesh lacks, or nested too deep to read) raises ``UnreadableCollective``.
 
 Bytes per device follow the book's ring algorithms (Part 3): with N devices in the group and an
 operand of S bytes per device, an all-gather receives (N-1)*S, a reduce-scatter and an all-to-all
@@ -61,7 +61,7 @@ _PLACED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collecti
 
 class UnreadableCollective(ValueError):
     """A program states a collective the census cannot weigh as it stands: an element type outside ``DTYPE_BITS``, a
-    group of no devices, an operand of no known shape, collectives nested past ``MAX_DEPTH``. The census is a
+    device the mesh lacks, an operand of no known shape, collectives nested past ``MAX_DEPTH``. The census is a
     closed world: such a program is the student's to change, refused rather than weighed at a guess. ``why``: a
     sentence for the student."""
 
@@ -110,7 +110,7 @@ class Collective:
     @property
     def bytes_per_device(self) -> float:
         """Bytes one device sends (or receives) per execution, by the book's ring algorithms (a group of no devices,
-        which the readers refuse, moves nothing)."""
+        which neither reader makes but a report read back from elsewhere may hold, moves nothing)."""
         n, s = self.group_size, self.operand_bytes
         if n <= 0:
             return 0.0
@@ -280,8 +280,9 @@ def _hops(pairs: list[list[int]], mesh: Sequence[tuple[str, int]]) -> tuple[floa
 def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Collective]:
     """Collectives of a StableHLO module (as text), aggregated by kind, axes, dtype and shape. Raises
     ``UnknownCollective`` for a communicating op it does not know, and ``UnreadableCollective`` for a collective it
-    cannot weigh (an element type outside ``DTYPE_BITS``, a group of no devices, nesting past ``MAX_DEPTH``): a
-    closed world, nothing moves unweighed. A permute of no pairs (``dense<>``) moves nothing and is not counted."""
+    cannot weigh (an element type outside ``DTYPE_BITS``, a device the mesh lacks, nesting past ``MAX_DEPTH``): a
+    closed world, nothing moves unweighed. A permute of no pairs (``dense<>``) moves nothing and is not counted;
+    other collectives' groups that name no device are every device, as in HLO (``_all_if_none``)."""
     from jax._src.interpreters import mlir as jmlir
     from jax._src.lib.mlir import ir
 
@@ -297,6 +298,7 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 funcs[name.strip('"')] = op.operation
         found: Counter = Counter()
         unknown: set = set()
+        devices = math.prod(n for _, n in mesh) or 1
 
         def walk(op, times: int | None, depth: int) -> None:
             if depth > MAX_DEPTH:  # never silently: a collective below would go uncounted
@@ -309,18 +311,17 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 groups_text = _attr(op, "replica_groups") or _attr(op, "source_target_pairs") or "dense<[[0]]>"
                 groups = _dense_list(groups_text)
                 permute = name == "stablehlo.collective_permute"
-                if not permute:  # groups of unequal sizes are padded with -1 (axis_index_groups [[0], [1, ..., 7]])
-                    groups = [[d for d in g if d != -1] for g in groups]
-                devices = math.prod(n for _, n in mesh) or 1
-                if any(len(g) != 2 for g in groups) if permute else (not groups or not all(groups)):
-                    raise UnreadableCollective(f"its {KINDS[name]} names a group of no devices"
-                                               if not permute else "its collective-permute has pairs that are no pairs")
+                if permute:
+                    if any(len(g) != 2 for g in groups):
+                        raise UnreadableCollective("its collective-permute has pairs that are no pairs")
+                    if not groups:  # no pairs: it moves nothing, between no devices
+                        return
+                else:  # uneven groups are padded with -1 (axis_index_groups [[0], [1, ..., 7]])
+                    groups = _all_if_none([[d for d in g if d != -1] for g in groups], devices)
                 if any(not 0 <= d < devices for g in groups for d in g):
                     raise UnreadableCollective(f"its {KINDS[name]} names a device the mesh does not have")
-                if permute and not groups:  # no pairs: it moves nothing, between no devices
-                    return
                 axes = _axes(groups, mesh)
-                size = 2 if permute else max(len(g) for g in groups)  # the busiest device is in the largest group
+                size = 2 if permute else group_size(groups)
                 hops = _hops(groups, mesh) if permute else (1.0, 0.0)
                 for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
                     key = (KINDS[name], axes, *reversed(_shape_dtype(str(operand.type))), size, hops)
@@ -545,19 +546,33 @@ def _compiled_groups(line: str, devices: int) -> list[list[int]] | None:
     return groups if groups and all(groups) else None
 
 
+def _all_if_none(groups: list[list[int]], devices: int) -> list[list[int]]:
+    """HLO's meaning of replica groups, in both readers: a group of no devices is none, and no groups (``{}``,
+    StableHLO's ``dense<>``) is every device in one group."""
+    return [g for g in groups if g] or [list(range(devices))]
+
+
+def group_size(groups: list[list[int]]) -> int:
+    """The devices a collective of ``groups`` is weighed at, in both readers: the busiest device is in the largest
+    group (uneven groups: ``axis_index_groups`` [[0], [1, ..., 7]] is 7)."""
+    return max(len(g) for g in groups)
+
+
+_MAX_GROUP_IDS = 2**20  # device ids of a compiled iota form past this: no machine's groups, left unread
+
+
 def _groups_of(text: str, devices: int) -> list[list[int]] | None:
     """``_compiled_groups``' reading of the text of one form (numpy raises on forms it cannot reshape)."""
     import numpy as np
 
     if text.startswith("{"):
         groups = [[int(d) for d in g.split(",") if d.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text[1:-1])]
-        groups = [g for g in groups if g]
-        return groups or [list(range(devices))]
+        return _all_if_none(groups, devices)
     if text.startswith("["):
         shape_m = re.match(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
         out_shape = [int(d) for d in shape_m.group(1).split(",")]
         dims = [int(d) for d in shape_m.group(2).split(",")]
-        if math.prod(dims) > 2**20:  # no machine's groups
+        if math.prod(dims) > _MAX_GROUP_IDS:
             return None
         ids = np.arange(math.prod(dims)).reshape(dims)
         if shape_m.group(3):
@@ -568,7 +583,7 @@ def _groups_of(text: str, devices: int) -> list[list[int]] | None:
     names = [a for a, _ in axes]
     if any(":" in a or a not in names for a in over) or "(" in text[text.index("]"):]:
         return None  # sub-axes: not read here
-    if math.prod(int(n) for _, n in axes) > 2**20:
+    if math.prod(int(n) for _, n in axes) > _MAX_GROUP_IDS:
         return None
     ids = np.arange(math.prod(int(n) for _, n in axes)).reshape([int(n) for _, n in axes] or [1])
     inner = [names.index(a) for a in over]
@@ -593,7 +608,7 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
         if op == "all-gather-start":  # (operands..., results...)
             arrays = arrays[len(arrays) // 2:]
         groups = _compiled_groups(line, devices)
-        n = len(groups[0]) if groups else devices
+        n = group_size(groups) if groups else devices
         axes = _axes(groups, mesh) if groups else tuple(a for a, _ in mesh)
         dim_m = re.search(r"dimensions=\{(\d+)\}", line)
         dim = int(dim_m.group(1)) if dim_m else 0

@@ -356,8 +356,6 @@ _PROGRAM = {
     "error:unweighable": "{why}. The course weighs the bytes every collective moves, so it refuses a program it "
                          "cannot weigh: use the chapter's collectives with ordinary arguments",
     # judging the program's report raised, where judging the question's reference does not
-    "error:cannot_judge": "the grader cannot judge this program's results ({kind}): use the chapter's collectives "
-                          "with ordinary arguments, and return the arrays the question asks for",
     "error:unknown_collective": "the program uses {op}, which the course cannot weigh; use the collectives of the "
                                 "chapter (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute)",
     "error:signature": "the program takes {got} on {devices} devices",

@@ -238,12 +238,24 @@ def _misread(inv: Invalid, text: str, unit: str) -> Invalid:
 
 def _split_unit(text: str) -> tuple[str, str | None]:
     """The number part and the known unit that ends ``text``, if one does. The unit must follow a
-    space, a digit, a decimal point or a ")", so that "1 xB/s" is not read as "1 x" in B/s."""
+    space, a digit, a decimal point or a ")", so that "1 xB/s" is not read as "1 x" in B/s; or a times sign
+    after one of those ("0.00101*s": a sympy symbol named after a unit, recorded as its text), unless the unit is
+    one capital letter, which after an operator is a symbol (2*B is twice the batch: ``_misread``'s formula)."""
     for u in _SUFFIXES:
         head = text[: len(text) - len(u)]
-        if text.endswith(u) and head and (head[-1].isspace() or head[-1] in "0123456789.)⁰¹²³⁴⁵⁶⁷⁸⁹"):
-            return head.rstrip(), u
+        if not (text.endswith(u) and head):
+            continue
+        times = head.rstrip()
+        if times.endswith("*") and not times.endswith("**") and u[0].isalpha() and not (len(u) == 1 and u.isupper()):
+            number = times[:-1].rstrip()
+            if number and number[-1] in _BEFORE_UNIT:
+                return number, u
+        if head[-1].isspace() or head[-1] in _BEFORE_UNIT:
+            return times, u
     return text, None
+
+
+_BEFORE_UNIT = "0123456789.)⁰¹²³⁴⁵⁶⁷⁸⁹"
 
 
 def _value(numeric: str, text: str) -> float | Invalid:

@@ -58,7 +58,8 @@ GRADER_ERROR = "grader_error"  # a report's error code where the grader, not the
 # A report's error code where the grader's reading of what the program compiled to raised: whose fault that is
 # depends on the input, not on the code that raised (the readers parse text the program decides). The grader reads
 # the question's reference the same way (``kinds.program.judge_all``): if that fails too, the grader is broken; if
-# not, the program is refused as the student's (``judge_report``, as the self-check does too).
+# not, the program is refused as the student's (``judge_report``, as the self-check does too). ``error``: the
+# exception's name, as GRADER_ERROR's; ``judge_report`` phrases it.
 UNREADABLE = "unreadable"
 
 
@@ -148,12 +149,10 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     # Whose failure an exception is: the student's while their program is traced, compiled and run; the grader's
     # while it makes the inputs; while it reads what the program compiled to, the input's that made the reading fail
     # (UNREADABLE: the program's, unless the reference's reading fails too; see ``kinds.program.judge_all``).
-    stage = "inputs"
-    grader = True
+    stage = "inputs"  # then "program" (the student's) and "reading" (the grader's readers), as each step starts
     try:
         args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
-        stage = "reading"
-        grader = False
+        stage = "program"
         jitted = jax.jit(fn)
         lowered = jitted.lower(*args)
         size = sum(math.prod(o.shape) * o.dtype.itemsize for o in jax.tree.leaves(lowered.out_info))
@@ -161,13 +160,13 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
             return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
                           error_code="bad_program")
         stated_text = lowered.as_text()  # once: a long program's text costs its printing each time
-        grader = True
+        stage = "reading"
         found = tuple(inspect_text(stated_text, q.mesh))  # before it runs: what the census cannot weigh is refused
-        grader = False
+        stage = "program"
         out = jitted(*args)
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
         compiled_text = compiled.as_text()
-        grader = True
+        stage = "reading"
         placed = compiled_census(compiled_text)
         stated = census(found)
         counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
@@ -179,10 +178,10 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     except UnreadableCollective as e:  # the same world's element types, groups and depth
         return Report(error=phrase_program("error:unweighable", why=e.why), error_code="bad_program")
     except Exception as e:
-        if grader and stage == "inputs":
+        if stage == "inputs":
             return Report(error=type(e).__name__, error_code=GRADER_ERROR)
-        if grader:
-            return Report(error=phrase_program("error:cannot_read", kind=type(e).__name__), error_code=UNREADABLE)
+        if stage == "reading":  # the name alone, as GRADER_ERROR's: ``judge_report`` phrases it
+            return Report(error=type(e).__name__, error_code=UNREADABLE)
         return Report(error=phrase_program("error:raised", kind=type(e).__name__, detail=error_text(e)))
     if not jax.tree.leaves(out):  # None, or a tuple of them: nothing came out
         return Report()
@@ -267,6 +266,14 @@ def foreign_calls(mlir_text: str) -> list[str]:
     """Custom-call targets other than sharding markers (host callbacks would run code)."""
     targets = (m.group(1) or m.group(2) for m in _CUSTOM.finditer(mlir_text))
     return [t for t in targets if t not in ALLOWED_CUSTOM_CALLS]
+
+
+def reference_program(q: Any, spec: ProgramSpec, *, make_mesh: MeshFactory) -> str:
+    """Question ``q``'s reference (``q.solution``) exported for ``spec``, as the kernel exports a student's function
+    (at the shape ``spec`` names, where the student chooses one), on the devices of ``make_mesh``: what the release
+    measures the model's traffic on and what the grader reads where a student's program could not be read."""
+    model = functools.partial(q.solution, **dict(spec.mesh)) if q.spec.mesh_choices else q.solution
+    return export(spec, model, make_mesh=make_mesh)
 
 
 def run_exported(q: ProgramSpec, blob: str, seed: int, *, make_mesh: MeshFactory) -> Report:
@@ -885,7 +892,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if report.error_code == GRADER_ERROR:
         return Verdict(Status.INVALID, 0.0, GRADER_ERROR, phrase(GRADER_ERROR, error=report.error))
     if report.error_code == UNREADABLE:  # the grader's judge first reads the reference the same way (judge_all)
-        return Verdict(Status.INCORRECT, 0.0, "bad_program", phrase("not_checked", error=report.error))
+        return Verdict(Status.INCORRECT, 0.0, "bad_program",
+                       phrase("not_checked", error=phrase_program("error:cannot_read", kind=report.error)))
     if report.error:
         return Verdict(Status.INCORRECT, 0.0, report.error_code, phrase("not_checked", error=report.error))
     wanted = expected_outputs(q, seed)  # once: a reference program (a decode loop, attention) is not free

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import inspect
 import json
 import os
@@ -107,7 +106,7 @@ def _cell_head(cell: Any) -> str:
 def answer_name_problems(nb: Any) -> list[str]:
     """Every cell that is neither an answer (solution) cell nor a test cell and binds, at its top level (assigns,
     defines, imports as, loops over), a name that a test cell checks: run after the answer's cell, it overwrites the
-    student's answer, and the check then judges the demo's value (devices9 D4)."""
+    student's answer, and the check then judges the demo's value."""
     checked: dict[str, str] = {}
     for cell in nb.cells:
         question = _question_of(cell)
@@ -146,7 +145,7 @@ def _names_read(node: ast.AST) -> set[str]:
 def mesh_cell_problems(nb: Any) -> list[str]:
     """Names that an answer (solution) cell reads and that a cell building a mesh sets without needing the mesh:
     on a kernel with fewer devices than the mesh, that cell stops where it builds it, and the answers that read
-    such a name cannot be given, though nothing in them needs the devices (devices9 D2: ch09's B_, T_, ... of Q2).
+    such a name cannot be given, though nothing in them needs the devices (as ch09's B_, T_, ... of Q2 were).
     Set them in a cell of their own. A name whose value needs the mesh (a compiled program) is the mesh's."""
     free: dict[str, str] = {}  # a name set without the mesh, in a cell that builds one -> that cell's first line
     problems = []
@@ -582,15 +581,14 @@ def write_traffic() -> bool:
 def measure_traffic(q: Program, spec: ProgramSpec) -> dict[str, float]:
     """What the question's model moves at ``spec``: exported and run as a student's program is, on the 8
     simulated devices (the collectives a program states do not depend on the machine)."""
-    from course.devices import setup
+    from course.devices import simulated_cpus
 
-    setup("cpu")
+    simulated_cpus()
     from .collectives import traffic
     from .meshes import mesh
-    from .programs import export, run_exported, weighed_collectives
+    from .programs import reference_program, run_exported, weighed_collectives
 
-    model = functools.partial(q.solution, **dict(spec.mesh)) if q.spec.mesh_choices else q.solution  # at its shape
-    report = run_exported(spec, export(spec, model, make_mesh=mesh), 0, make_mesh=mesh)
+    report = run_exported(spec, reference_program(q, spec, make_mesh=mesh), 0, make_mesh=mesh)
     if report.error:
         raise AuthoringError(f"{q.qid}: the model does not run at {spec.mesh}: {report.error}")
     return model_traffic.as_json(traffic(weighed_collectives(spec, report)))

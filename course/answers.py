@@ -280,7 +280,9 @@ def _fail(qid: str, v: Verdict, notice: str = "") -> None:
 def show_run_first(shell: Any = None) -> None:
     """In an IPython kernel (``shell``: this one's), show a NameError raised by a check cell's argument, a name no
     cell has set yet (the answer cell above not run), as one line that says to run that cell first. The error stays
-    a NameError (Run All stops there, nbgrader counts it); a NameError anywhere else keeps its traceback. Installed
+    a NameError (Run All stops there, nbgrader counts it). So is a NameError raised anywhere in the code of the
+    notebook's cells (a function they define included) for a name that is an answer of this chapter not given yet
+    (``_run_first``); any other NameError keeps its traceback. Installed
     by ``from course import check``; nothing where the kernel has custom exception handlers of its own."""
     if shell is None:
         try:
@@ -301,6 +303,17 @@ def show_run_first(shell: Any = None) -> None:
         self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     shell.set_custom_exc((NameError,), handler)
+
+
+@cache
+def _answer_owners() -> dict[str, list[str]]:
+    """Every chapter's answers: variable -> the question ids that name it, over all chapters (read once: a kernel
+    that knows no chapter asks at every NameError)."""
+    owners: dict[str, list[str]] = {}
+    for prefix in dict.fromkeys(f.name.split("_", 1)[0] for f in _files()):
+        for name, qid in answer_names(prefix).items():
+            owners.setdefault(name, []).append(qid)
+    return owners
 
 
 def answer_names(prefix: str) -> dict[str, str]:
@@ -339,7 +352,7 @@ def _answer_first(shell: Any, value: BaseException, name: str) -> str | None:
     if chapter is not None:
         qid = answer_names(chapter).get(name)
     else:
-        owners = [q for c in chapter_table() for q in [answer_names(c[:4]).get(name)] if q]
+        owners = _answer_owners().get(name, [])
         qid = owners[0] if len(owners) == 1 else None
     if qid is None:
         return None

@@ -111,17 +111,9 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
     quiet()
     use_real = devices == "real" or (devices == "auto" and accelerator_count() >= count)
     if not use_real:
-        flags = _COUNT_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()
-        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
-        os.environ["JAX_PLATFORMS"] = "cpu"
+        _ask_cpus(count)
     import jax
 
-    if not use_real:
-        try:
-            jax.config.update("jax_platforms", "cpu")
-            jax.config.update("jax_num_cpu_devices", count)
-        except RuntimeError:
-            pass  # backends already initialised; checked just below
     _compilation_cache()
     found = jax.devices()
     if not use_real and len(found) != count:
@@ -135,6 +127,32 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
 
         line += "\n" + phrase("devices:setup", have=devices_text(len(found)), need=count)
     return line + _version_note(version)
+
+
+def _ask_cpus(count: int) -> None:
+    """Ask JAX for ``count`` simulated CPU devices: heard only before its backends start (``jax.devices()`` says)."""
+    flags = _COUNT_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+
+    try:
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", count)
+    except RuntimeError:
+        pass  # backends already initialised; the caller checks the count
+
+
+def simulated_cpus(count: int = DEFAULT_DEVICES) -> None:
+    """The devices part of ``setup("cpu")`` alone, for a process of the course's own (the release, the grader's
+    judging process) that exports references: no student, variant, warning filters or compilation cache. Raises
+    ``SetupError`` where JAX already started with another number of devices."""
+    import jax
+
+    _ask_cpus(count)
+    if jax.device_count() != count:
+        raise SetupError(f"JAX already started with {jax.device_count()} device(s), before the course could ask for "
+                         f"{count}")
 
 
 def _compilation_cache() -> None:

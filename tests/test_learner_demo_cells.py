@@ -1,6 +1,6 @@
 """Demo cells as the learner meets them: a cell that uses an answer not yet given, a mesh larger than the kernel, a
-demo cell that would overwrite an answer, and what to do on a kernel with other devices (devices9: D2, D3, D4, D6,
-D7). Each message is one line, never a traceback through the course."""
+demo cell that would overwrite an answer, and what to do on a kernel with other devices.
+Each message is one line, never a traceback through the course."""
 
 import subprocess
 import sys
@@ -49,7 +49,7 @@ def _run(sh, cell: str, session: str | None = None):
     return sh.run_cell(cell, store_history=True)
 
 
-# --- D6: a demo cell that uses an answer not given yet --------------------------------------------------------
+# --- a demo cell that uses an answer not given yet --------------------------------------------------------
 
 @pytest.mark.parametrize("cell", ['print(census("text", "all-reduce"))',
                                   'def counts(text):\n    return census(text, "all-reduce")\n\nprint(counts("x"))',
@@ -103,7 +103,7 @@ def test_the_released_data_names_every_checked_answer(chapter):
     assert len(names) == len({line.split(", ")[-1] for line in checked})
 
 
-# --- D2: a mesh larger than the kernel -------------------------------------------------------------------------
+# --- a mesh larger than the kernel -------------------------------------------------------------------------
 
 def _one_line(e: BaseException) -> str:
     shown = e._render_traceback_()
@@ -162,7 +162,7 @@ def test_no_source_notebook_sets_answer_inputs_in_a_mesh_building_cell(chapter):
     assert mesh_cell_problems(nb) == []
 
 
-# --- D4: a demo cell that binds an answer's name -----------------------------------------------------------------
+# --- a demo cell that binds an answer's name -----------------------------------------------------------------
 
 def _tiny(demo: str) -> nbformat.NotebookNode:
     return new_notebook(cells=[
@@ -193,7 +193,7 @@ def test_no_release_notebook_has_a_demo_cell_that_binds_an_answers_name(chapter)
     assert answer_name_problems(nb) == []
 
 
-# --- D3: the advice on a kernel with too few devices is a step that works ----------------------------------------
+# --- the advice on a kernel with too few devices is a step that works ----------------------------------------
 
 def test_the_advice_for_simulated_devices_works_after_a_restart():
     """A kernel started with SCALING_COURSE_DEVICES=real on 2 devices: after a restart (a new process), the cell the
@@ -233,3 +233,21 @@ def test_a_program_that_cannot_be_lowered_on_a_larger_kernel_says_the_checks_mes
     text = str(e.value)
     assert "The checks run your program on an 8-device mesh" in text and "course.mesh(" in text, text
     assert "this kernel has 16 devices" in text, text
+
+
+def test_a_name_error_with_no_known_chapter_reads_no_fingerprint_file_again(monkeypatch):
+    """In a kernel that names no notebook (Colab, VS Code) and ran no check yet, a NameError looks the name up over
+    every chapter's answers: from data read once, never every chapter's self-check file again on each typo."""
+    from course import answers
+
+    name, qid = next(iter(answers.answer_names("ch01").items()))
+
+    def read_again():
+        raise AssertionError("every chapter's self-check file read again for one NameError")
+
+    monkeypatch.setattr(answers, "chapter_table", read_again)
+    shell = type("Shell", (), {"user_ns": {}})()
+    for _ in range(2):
+        line = answers._answer_first(shell, NameError(f"name '{name}' is not defined"), name)
+        assert line is not None and qid in line, line
+    assert answers._answer_first(shell, NameError("name 'no_answer_at_all' is not defined"), "no_answer_at_all") is None

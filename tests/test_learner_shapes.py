@@ -175,7 +175,7 @@ def test_a_kernel_with_its_own_exception_handler_keeps_it():
         sh.custom_exceptions, sh.CustomTB = before
 
 
-# --- devices9 D5: one plain-words description of a value of the wrong type, for every kind -----------------------
+# --- one plain-words description of a value of the wrong type, for every kind -----------------------
 
 FUNCTION = load_chapter("ch01_rooflines")["ch01-cx2-attainable"]
 BOUND = load_chapter("ch01_rooflines")["ch01-e2-bound"]  # options 'compute', 'memory'
@@ -221,3 +221,25 @@ def test_a_number_times_a_unit_symbol_is_the_number_in_that_unit(store):
     assert v.status is Status.CORRECT, v.message
     v = _both(TIME, sp.Float(TIME.reference) * sp.Symbol("parsec"))
     assert "'*" not in v.message, v.message
+
+
+@pytest.mark.parametrize(("text", "unit", "value"), [("0.00101*s", "s", 0.00101), ("0.00101 * ms", "s", 1.01e-6),
+                                                     ("(2+1)*GB", "GB", 3.0)])
+def test_a_number_times_a_unit_reads_alike_in_the_self_check_form_the_grader_and_a_choice(text, unit, value):
+    """The rule lives in ``numbers.parse_number``, so every reader agrees: ``course.as_number`` (the self-check
+    form), the number kind (the grader) and a choice's option values."""
+    from autograder import numbers
+    from autograder.kinds import number
+    from course.answerforms import as_number
+
+    assert as_number(text, unit) == pytest.approx(value)
+    assert number.read(text, unit).value == pytest.approx(value)
+    assert numbers.parse_number(text, unit).value == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["2*B", "4*(N + 1)*B", "3*T"])
+def test_a_capital_after_a_times_sign_stays_a_formula(text):
+    from autograder import numbers
+
+    p = numbers.parse_number(text, "B")
+    assert getattr(p, "code", None) == "formula_for_number", p

@@ -238,8 +238,9 @@ def python_paths() -> list[Path]:
 
 
 # What a kernel (or program runner) keeps of the grader's environment: where programs and Python's modules are
-# found, the locale and time zone, and the settings of JAX and XLA that the course reads. Nothing else: no
-# instructor's tokens or keys, no factory socket. The grader then adds the kernel's own (HOME, TMPDIR, ...).
+# found, the locale and time zone. Nothing else: no JAX_* or XLA_* setting (the grader sets the kernel's devices,
+# GRADING_DEVICES below), no instructor's tokens or keys, no factory socket. The grader then adds the kernel's own
+# (HOME, TMPDIR, ...).
 KEPT_VARIABLES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "LANG", "LANGUAGE", "TZ", "MPLBACKEND",
                   "TF_CPP_MIN_LOG_LEVEL")
 KEPT_PREFIXES = ("LC_",)

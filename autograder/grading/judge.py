@@ -151,7 +151,19 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
                 reports[item["qid"]] = {"error": "the program runner did not start", "error_code": GRADER_ERROR}
         return reports
 
-    return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run)
+    return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run, _reference)
+
+
+def _reference(q: Any, spec: Any) -> str:
+    """A question's reference exported as a student's function is, on the course's simulated CPU devices, which this
+    judging process asks for at its first unreadable program (``SetupError`` where JAX started otherwise: the
+    flagged verdict names it)."""
+    from course.devices import mesh, simulated_cpus
+
+    from ..programs import reference_program
+
+    simulated_cpus()
+    return reference_program(q, spec, make_mesh=mesh)
 
 
 def _runner(course_dir: Path, seconds: int, each: float = PROGRAM_EACH_SECONDS) -> Service:

@@ -248,22 +248,10 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     return wrong("not_equal", hints, **ctx)
 
 
-# A number times a unit, as a product ("0.00101*s": a sympy symbol named after the unit, recorded as its text).
-_TIMES_UNIT = re.compile(r"(.*?[\d.)])\s*\*\s*([^\W\d][\w/]*)", re.S)
-
-
 def read(answer: Any, unit: str) -> ParsedNumber | Invalid:
-    """``numbers.parse_number``, and a number multiplied by a unit (``0.00101*s``) read as the number in that
-    unit: a sympy symbol named after a unit is that unit, not a unit "*s"."""
-    p = parse_number(answer, unit)
-    if isinstance(p, Invalid) and p.code == "unknown_unit" and p.text and str(p.detail).startswith("*"):
-        m = _TIMES_UNIT.fullmatch(p.text)
-        if m is not None:
-            again = parse_number(f"{m.group(1)} {m.group(2)}", unit)
-            if isinstance(again, ParsedNumber):
-                return again
-            return Invalid("unknown_unit", m.group(2), p.offset, p.text)
-    return p
+    """The grader's reading of a number: ``numbers.parse_number``, as the self-check form (``course.as_number``) and
+    a choice's options read it (a number times a unit, ``0.00101*s``, included)."""
+    return parse_number(answer, unit)
 
 
 def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: Any,

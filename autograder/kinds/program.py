@@ -174,17 +174,19 @@ def prepare(spec: ProgramSpec, record: Any) -> tuple[ProgramSpec, str] | Verdict
     return not_a_program(record, [a for a, _ in spec.mesh]) or (spec, record)
 
 
-def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run) -> dict[str, Verdict]:
+def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run,
+              reference: Reference | None = None) -> dict[str, Verdict]:
     """Verdicts on program ``answers`` (qid -> what the kernel recorded; ``chapter[qid]`` is the question).
     A record that holds no program is judged as it is; the others go to ``run`` together, and each report
     that comes back is judged against the reference. One that does not come back ran out of limits; one that
     cannot be judged (a grader's bug, a broken runner) is flagged for a person, and costs no other answer.
 
-    Whose fault a failure to read or judge a program is, is decided by the input that made it fail, not by the code
-    that raised: the grader's readers parse what the student's program compiled to. Where reading the program
-    failed (``programs.UNREADABLE``) or judging its report raised, the question's reference goes through the same
-    reading and judging (``_reference_check``: only then, once per question): if it fails too, the grader is broken
-    (flagged for a person); if not, the program is refused as the student's."""
+    Whose fault a failure to read a program is, is decided by the input that made it fail, not by the code that
+    raised: the grader's readers parse what the student's program compiled to. Where reading the program failed
+    (``programs.UNREADABLE``), the question's reference, made by ``reference`` (default: exported in this process,
+    ``_reference_blob``), goes through the same reading (``_reference_check``: only then, once per question): if it
+    fails too, the grader is broken (flagged for a person, with why); if not, the program is refused as the
+    student's. Judging a well-formed report is the grader's own logic: an exception there is the grader's."""
     from .. import model_traffic, programs
     from ..programs import UNREADABLE, report_from_json
 
@@ -205,94 +207,68 @@ def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run)
         if not (isinstance(reports, dict) and qid in reports):
             verdicts[qid] = Verdict(Status.INCORRECT, 0.0, "program_failed", phrase("program_failed"))
             continue
-        try:  # the grader's own table: a failure here is the grader's, whatever the program
+        try:  # the grader's own table and logic over the runner's report: a failure here is the grader's
             traffic = model_traffic.at(model_traffic.expected(chapter[qid]), spec)
+            report = report_from_json(reports[qid])
+            unread = _reference_check(chapter[qid], spec, item, run, reference) \
+                if report.error_code == UNREADABLE else None
+            verdict = programs.judge_report(spec, report, item["seed"], traffic) if unread is None \
+                else Verdict(Status.INVALID, 0.0, "grader_error",  # the reference cannot be read either
+                             phrase("grader_error", error=f"{report.error}; the reference: {unread}"))
         except Exception as e:
             verdicts[qid] = _grader_error(e)
             continue
-        try:
-            report = report_from_json(reports[qid])
-            if report.error_code == UNREADABLE and not _reference_check(chapter[qid], spec, item, run, traffic)[0]:
-                verdicts[qid] = _grader_error_named(report.error)  # the reference cannot be read either
-                continue
-            verdict = programs.judge_report(spec, report, item["seed"], traffic)
-            verdicts[qid] = with_slip_hint(verdict, slip_hints(chapter[qid]))
-        except Exception as e:
-            judges = _reference_check(chapter[qid], spec, item, run, traffic)[1]
-            verdicts[qid] = _refused(e) if judges else _grader_error(e)
+        verdicts[qid] = with_slip_hint(verdict, slip_hints(chapter[qid]))
     return verdicts
 
 
-# Whether the grader reads and judges each question's reference, as (reads, judges), by the question and its spec:
-# asked only where a student's program could not be read or judged, and once per question in a judging process.
-REFERENCE_CHECKS: dict[tuple[str, str], tuple[bool, bool]] = {}
+Reference = Callable[[Program, ProgramSpec], str]  # a question and its spec as judged -> its exported reference
+
+# Whether the grader reads each question's reference, by the question and the shape it is judged at: None where it
+# does, else why not. Asked only where a student's program could not be read, and once per question in a judging
+# process, whatever runner asks (a judging process has one runner); a runner that did not answer is not remembered.
+REFERENCE_CHECKS: dict[tuple[str, tuple[tuple[str, int], ...]], str | None] = {}
 
 
 def _reference_check(q: Program, spec: ProgramSpec, item: dict[str, Any], run: Run,
-                     traffic: Any) -> tuple[bool, bool]:
-    """(reads, judges): whether the question's reference (its model, exported as a student's function is) runs in
-    ``run`` through the same reading as the student's program, with no error, and whether its report is judged
-    without raising. A reference that cannot be made, run or read is the grader's failure: (False, False)."""
-    import json
-
-    key = (q.qid, json.dumps(spec.to_json(), sort_keys=True, default=str))
+                     reference: Reference | None) -> str | None:
+    """None where the question's reference (``reference``, or ``_reference_blob``) runs in ``run`` through the same
+    reading as the student's program with no error; else why not (a phrase for the staff: the exception's name
+    and where it was raised)."""
+    key = (q.qid, tuple(map(tuple, spec.mesh)))
     if key in REFERENCE_CHECKS:
         return REFERENCE_CHECKS[key]
     from .. import programs
 
     try:
-        blob = _reference_blob(q, spec)
+        blob = (reference or _reference_blob)(q, spec)
+    except Exception as e:  # no reference to read (JAX started with other devices: SetupError): say so, once
+        REFERENCE_CHECKS[key] = f"{type(e).__name__} while it was made"
+        return REFERENCE_CHECKS[key]
+    try:
         reports = run([{**item, "blob": blob}])
         raw = reports.get(item["qid"]) if isinstance(reports, dict) else None
-    except Exception:
-        raw = None
-    if raw is None:  # no reference, or no runner: nothing learnt about the readers (not remembered)
-        return False, False
+    except Exception as e:
+        raw, why = None, f"{type(e).__name__} while it was run"
+    else:
+        why = "the runner did not answer"
+    if raw is None:  # nothing learnt about the readers: not remembered
+        return why
     try:
         report = programs.report_from_json(raw)
-    except Exception:
-        report = None
-    if report is None or report.error:
-        outcome = (False, False)
-    else:
-        try:
-            programs.judge_report(spec, report, item["seed"], traffic)
-            outcome = (True, True)
-        except Exception:
-            outcome = (True, False)
-    REFERENCE_CHECKS[key] = outcome
-    return outcome
+    except Exception as e:
+        REFERENCE_CHECKS[key] = f"{type(e).__name__} in its report"
+        return REFERENCE_CHECKS[key]
+    REFERENCE_CHECKS[key] = f"{report.error[:200]} ({report.error_code or 'an error'})" if report.error else None
+    return REFERENCE_CHECKS[key]
 
 
 def _reference_blob(q: Program, spec: ProgramSpec) -> str:
-    """The question's reference exported for ``spec`` (at its shape, where the student chooses one), as the kernel
-    exports a student's function: on the course's simulated CPU devices, as the program runner runs it."""
-    import contextlib
+    """The question's reference exported for ``spec`` in this process, on its devices (the in-process judge's, whose
+    caller set them up; the judging process passes its own ``reference``, which sets up the course's)."""
+    from ..programs import reference_program
 
-    from course.devices import setup
-
-    from ..programs import export
-
-    with contextlib.suppress(Exception):  # this process's devices, where nothing set them up yet (a judging process)
-        setup("cpu")
-    model = partial(q.solution, **dict(spec.mesh)) if q.spec.mesh_choices else q.solution
-    return export(spec, model, make_mesh=mesh)
-
-
-def _refused(e: Exception) -> Verdict:
-    """The verdict where judging a program's report raised but judging the reference's does not: the program's."""
-    from ..messages import phrase_program
-
-    return Verdict(Status.INCORRECT, 0.0, "bad_program",
-                   phrase("not_checked", error=phrase_program("error:cannot_judge", kind=type(e).__name__)))
-
-
-def _grader_error_named(error: str) -> Verdict:
-    """The grader's failure to read a program whose reference it cannot read either: flagged for a person."""
-    import re
-
-    kind = re.search(r"\(([A-Za-z_]\w*)\)", error)
-    return Verdict(Status.INVALID, 0.0, "grader_error", phrase("grader_error", error=kind.group(1) if kind else "?"))
+    return reference_program(q, spec, make_mesh=mesh)
 
 
 def _grader_error(e: Exception) -> Verdict:

@@ -1,4 +1,4 @@
-"""Honest forms and their messages (an outside review, fair9, and devices9 D5, found each).
+"""Honest forms and their messages: each a form a student writes honestly that the course once misread.
 
 - An integer that is the honest 3-figure rounding of a constant (243 for 19700/81) is read as the same number
   written 243.0: possibly rounded, so the formula is compared to 3 significant figures. A small integer (a factor

@@ -103,9 +103,24 @@ def test_a_reader_that_fails_on_every_program_is_the_graders(monkeypatch):
     assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
 
 
-def test_judging_that_fails_on_the_students_report_alone_is_the_students(monkeypatch):
-    """The same two-way rule where the report is judged (``judge_all``): a failure on the student's report alone is
-    the student's; one on the reference's report too is the grader's."""
+def _psum_too(x, y):
+    """The right answer with a collective the reference lacks (a psum that adds nothing)."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    import course
+
+    extra = jax.shard_map(lambda b: jax.lax.psum(b, "X"), mesh=course.mesh(X=8), in_specs=P(None, "X"),
+                          out_specs=P(None, "X"))(x)
+    return Q.solution(x, y) + 0 * extra.sum()
+
+
+def test_judging_that_fails_on_the_students_report_alone_is_still_the_graders(monkeypatch):
+    """Judging a well-formed report is the grader's own logic, not a reading of text the program decides: where it
+    raises, even on the student's report alone (a branch of a diagnosis only a wrong program reaches), the grader is
+    at fault: flagged for a person, never a kept 0."""
+    from autograder.grading.judge import _TRANSIENT
+
     real = programs.judge_report
 
     def picky(q, report, seed, traffic=None):
@@ -113,26 +128,53 @@ def test_judging_that_fails_on_the_students_report_alone_is_the_students(monkeyp
             raise ZeroDivisionError("a value of the student's program")
         return real(q, report, seed, traffic)
 
-    def psum_too(x, y):
-        import jax
-        from jax.sharding import PartitionSpec as P
-
-        import course
-
-        extra = jax.shard_map(lambda b: jax.lax.psum(b, "X"), mesh=course.mesh(X=8), in_specs=P(None, "X"),
-                              out_specs=P(None, "X"))(x)
-        return Q.solution(x, y) + 0 * extra.sum()
-
     monkeypatch.setattr(programs, "judge_report", picky)
-    v = judge_here(Q, recorded(Q, psum_too))
-    assert (v.status, v.diagnosis, v.score) == (Status.INCORRECT, "bad_program", 0), v.message
-    assert "ZeroDivisionError" in v.message and "course staff" not in v.message
+    v = judge_here(Q, recorded(Q, _psum_too))
+    assert (v.status, v.diagnosis, v.score) == (Status.INVALID, "grader_error", 0), v.message
+    assert "ZeroDivisionError" in v.message and "course staff" in v.message
+    assert v.diagnosis in _TRANSIENT  # graded again on the next run
     monkeypatch.setattr(programs, "judge_report", lambda *a, **k: 1 / 0)
-    from autograder.kinds import program as program_kind
-
-    program_kind.REFERENCE_CHECKS.clear()
-    v = judge_here(Q, recorded(Q, psum_too))
+    v = judge_here(Q, recorded(Q, _psum_too))
     assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+
+
+def test_an_unreadable_report_holds_the_exception_name_and_the_judge_phrases_it(monkeypatch):
+    """The runner's report of a reading that raised stores the exception's name alone (as a grader error's does),
+    and ``judge_report`` phrases it: nothing reads a name back out of a sentence."""
+    from autograder.meshes import mesh
+
+    def broken(*_):
+        raise KeyError("a form the reader does not parse")
+
+    monkeypatch.setattr(programs, "placed_permutes", broken)
+    report = programs.run(Q.spec, Q.solution, 0, make_mesh=mesh)
+    assert (report.error_code, report.error) == (programs.UNREADABLE, "KeyError"), report
+    v = programs.judge_report(Q.spec, report, 0)
+    assert (v.diagnosis, v.score) == ("bad_program", 0) and "cannot read" in v.message and "KeyError" in v.message
+    v = judge_here(Q, recorded(Q, _with_cosine))  # the reference cannot be read either: the grader's, by that name
+    assert v.diagnosis == "grader_error" and "(KeyError; the reference: KeyError" in v.message, v.message
+
+
+def test_a_reference_that_cannot_be_made_is_flagged_with_why():
+    """Where the reference cannot be made (the judging process's JAX started with other devices), nothing is
+    swallowed: the flagged verdict names why, and it is asked once per question."""
+    from autograder.kinds.program import judge_all
+    from course.errors import SetupError
+
+    made = []
+
+    def no_devices(q, spec):
+        made.append(q.qid)
+        raise SetupError("JAX already started with 1 device(s)")
+
+    def unreadable(items):
+        return {i["qid"]: {"error": "ValueError", "error_code": programs.UNREADABLE} for i in items}
+
+    for _ in range(2):
+        v = judge_all({Q.qid: Q}, {Q.qid: recorded(Q, Q.solution)}, None, unreadable, no_devices)[Q.qid]
+        assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+        assert "SetupError" in v.message and "ValueError" in v.message, v.message
+    assert made == [Q.qid]
 
 
 def test_the_reference_is_read_once_per_question(monkeypatch):

@@ -240,7 +240,7 @@ def test_run_refuses_an_unknown_collective_in_either_text_for_both_judges(monkey
     assert s.score == 0 and "cannot weigh" in s.message, s.message
 
 
-# --- element types: a closed world, read in full at their true widths (attack9 D2) ------------------------------
+# --- element types: a closed world, read in full at their true widths ------------------------------------------
 
 def _gather_module(element: str, groups: str = "dense<[[0, 1, 2, 3, 4, 5, 6, 7]]> : tensor<1x8xi64>") -> str:
     return f"""module @jit_f {{
@@ -303,7 +303,7 @@ def test_a_stated_collective_of_an_odd_dtype_is_weighed_at_its_bytes(dtype):
     assert (c.kind, c.operand_shape, c.operand_bytes) == ("all-reduce", (8, 4), 32 * bits // 8), c
 
 
-# --- the readers take whatever a program states (attack9 D1) ---------------------------------------------------
+# --- the readers take whatever a program states --------------------------------------------------------------
 
 def test_a_permute_of_no_pairs_moves_nothing():
     from autograder.collectives import _dense_list
@@ -322,10 +322,9 @@ def test_a_permute_of_no_pairs_moves_nothing():
 SIXTEEN = "dense<[[" + ", ".join(map(str, range(16))) + "]]> : tensor<1x16xi64>"  # devices 8 to 15: none of the mesh
 
 
-@pytest.mark.parametrize("groups", ["dense<> : tensor<1x0xi64>", "dense<> : tensor<0x0xi64>", SIXTEEN])
+@pytest.mark.parametrize("groups", [SIXTEEN])
 def test_a_collective_of_no_devices_is_refused(groups):
-    """Groups of no devices (a forged artefact: MLIR's verifier lets them through without global device ids), or of
-    devices the mesh lacks: refused, never a ZeroDivisionError in the grader."""
+    """Groups of devices the mesh lacks: refused, never a ZeroDivisionError in the grader."""
     from autograder.collectives import Collective, UnreadableCollective
 
     with pytest.raises(UnreadableCollective):
@@ -397,3 +396,25 @@ def test_groups_of_unequal_sizes_are_weighed_at_the_largest():
     f = jax.jit(jax.shard_map(block, mesh=M, in_specs=P("X"), out_specs=P("X"), check_vma=False))
     (c,) = inspect_text(f.lower(jax.ShapeDtypeStruct((64, 4), jnp.float32, sharding=ROWS)).as_text(), MESH8)
     assert (c.group_size, c.axes) == (7, ("X",)), c
+
+
+def test_a_compiled_collective_of_unequal_groups_is_weighed_at_the_largest_as_a_stated_one():
+    """Both readers weigh the busiest device, in the largest group: a compiled ``{{0},{1,...,7}}`` is 7 devices, as
+    the stated census reads the same groups (the first group's size, 1, weighed nothing)."""
+    line = ("%all-reduce = f32[8,4]{1,0} all-reduce(%c), channel_id=1, replica_groups={{0},{1,2,3,4,5,6,7}}, "
+            "use_global_device_ids=true, to_apply=%add")
+    (c,) = compiled_collectives(line, MESH8)
+    assert c.group_size == 7 and c.bytes_per_device == 2 * 6 / 7 * 128, c
+
+
+@pytest.mark.parametrize("groups", ["dense<> : tensor<1x0xi64>", "dense<> : tensor<0x0xi64>"])
+def test_a_collective_that_names_no_devices_means_all_of_them_in_both_readers(groups):
+    """HLO's meaning of groups that name no device (``replica_groups={}``): every device in one group. The stated
+    reader reads a ``dense<>`` the same way as the compiled one reads ``{}`` and ``{{}}``, so a legal program is never
+    refused on one side alone, and the grader never divides by a group of no devices."""
+    (c,) = inspect_text(_gather_module("f32", groups).replace(", use_global_device_ids}", "}"), MESH8)
+    for compiled in ("{}", "{{}}"):
+        line = (f"%all-gather = f32[64,4]{{1,0}} all-gather(%c), channel_id=1, replica_groups={compiled}, "
+                "dimensions={0}")
+        (d,) = compiled_collectives(line, MESH8)
+        assert (c.group_size, c.axes, c.operand_shape) == (d.group_size, d.axes, d.operand_shape) == (8, ("X",), (8, 4))

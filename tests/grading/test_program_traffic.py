@@ -153,7 +153,7 @@ def hierarchical_whole_array(b):
 
 
 def case2_wasted_as(dtype):
-    """Case 2's all-gather of ten times the bytes it needs, in ``dtype`` (attack9: complex64 was weighed as 4 bytes
+    """Case 2's all-gather of ten times the bytes it needs, in ``dtype`` (complex64 was once weighed as 4 bytes
     whatever its size, so the waste earned full marks where float32's earned half)."""
     def f(x, y):
         def block(xb, yf):
