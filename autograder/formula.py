@@ -292,7 +292,12 @@ def _rounded_whole(v: int) -> bool:
     """Whether a whole number in a formula reads as a rounding: 3 significant figures (243, 20500, 62500000000),
     or more that end in zeros (62540000000). A whole number of 1 or 2 figures (2, 12, 1000000: a count or a
     factor), one of many figures that does not end in a zero (62277025792, 1999: somebody's exact count) and a
-    power of two (128, 4096: bytes and sizes) are exact."""
+    power of two (128, 4096: bytes and sizes) are exact.
+
+    The price is the decimal spelling's: a formula holding an exact 768 or 86400 is compared to 3 figures, as one
+    holding 768.0 always was, so a term under half a percent at every point goes unseen there. Digits alone cannot
+    tell 243 (a rounding) from 768 (a count); every listed slip stays refused under this reading (the release
+    judges each one), and a slip that only this reading let through would be refused at release."""
     n = abs(v)
     figures = str(n).rstrip("0")
     if len(figures) < 3 or n & (n - 1) == 0:

@@ -75,3 +75,24 @@ def asked(monkeypatch):
 
     monkeypatch.setattr(autograder.checks, "judge", counting)
     return counts
+
+
+@pytest.fixture
+def shell():
+    """IPython's shell in this process, its displayed tracebacks collected (each a list of lines)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    sh = InteractiveShell.instance()
+    before = sh.custom_exceptions, sh.CustomTB
+    shown: list[list[str]] = []
+    own = sh._showtraceback
+    sh._showtraceback = lambda etype, evalue, stb: shown.append(list(stb))
+    sh.shown = shown
+    sh.run_cell("from course import check")
+    try:
+        yield sh
+    finally:
+        sh._showtraceback = own
+        sh.custom_exceptions, sh.CustomTB = before
+        sh.user_ns.pop("__session__", None)
+        del sh.shown

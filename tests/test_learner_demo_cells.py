@@ -19,27 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = source_chapters(ROOT)
 
 
-@pytest.fixture
-def shell():
-    """IPython's shell in this process, its displayed tracebacks collected (each a list of lines)."""
-    from IPython.core.interactiveshell import InteractiveShell
-
-    sh = InteractiveShell.instance()
-    before = sh.custom_exceptions, sh.CustomTB
-    shown: list[list[str]] = []
-    own = sh._showtraceback
-    sh._showtraceback = lambda etype, evalue, stb: shown.append(list(stb))
-    sh.shown = shown
-    sh.run_cell("from course import check")
-    try:
-        yield sh
-    finally:
-        sh._showtraceback = own
-        sh.custom_exceptions, sh.CustomTB = before
-        sh.user_ns.pop("__session__", None)
-        del sh.shown
-
-
 def _run(sh, cell: str, session: str | None = None):
     if session is None:
         sh.user_ns.pop("__session__", None)
@@ -215,7 +194,7 @@ def test_the_advice_for_simulated_devices_works_after_a_restart():
     assert "%env SCALING_COURSE_DEVICES=cpu" in readme and "above the first" in readme
 
 
-# --- D7: a program built for the kernel's own count of devices ---------------------------------------------------
+# --- a program built for the kernel's own count of devices ---------------------------------------------------
 
 def test_a_program_that_cannot_be_lowered_on_a_larger_kernel_says_the_checks_mesh(store, monkeypatch):
     import jax

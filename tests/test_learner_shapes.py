@@ -1,9 +1,9 @@
 """What a learner reads when a number comes in a container, and when a check cell runs before its answer cell.
 
-- D6: an array of one number (``jnp.array([t])``, ``np.array([[t]])``) is that number, as a 0-d array is, in both
+- an array of one number (``jnp.array([t])``, ``np.array([[t]])``) is that number, as a 0-d array is, in both
   judges and in the demo cells' reader; a list or tuple of one (``[t]``, ``t,``), and an array of several values,
   are refused with their shape and what to give instead, never a library's class name.
-- D7: a check cell run before its answer cell (its argument is a name no cell has set yet) says in one line to run
+- a check cell run before its answer cell (its argument is a name no cell has set yet) says in one line to run
   the answer cell first; a NameError anywhere else keeps Python's own traceback.
 """
 
@@ -36,7 +36,7 @@ def _both(q, answer):
     return s
 
 
-# --- D6: one number in a container --------------------------------------------------------------------------
+# --- one number in a container --------------------------------------------------------------------------
 
 ONE_ELEMENT_ARRAYS = {
     "jnp-(1,)": lambda t: jnp.array([t]),
@@ -109,27 +109,7 @@ def test_a_function_returning_a_list_of_lists_is_still_named_so():
     assert record._encode_item("array", [[1.0, 2.0]]) == [{"invalid": "wrong_type", "detail": "list"}]
 
 
-# --- D7: a check cell run before its answer cell ------------------------------------------------------------
-
-@pytest.fixture
-def shell():
-    """IPython's shell in this process, its displayed tracebacks collected (each a list of lines)."""
-    from IPython.core.interactiveshell import InteractiveShell
-
-    sh = InteractiveShell.instance()
-    before = sh.custom_exceptions, sh.CustomTB
-    shown: list[list[str]] = []
-    own = sh._showtraceback
-    sh._showtraceback = lambda etype, evalue, stb: shown.append(list(stb))
-    sh.shown = shown
-    sh.run_cell("from course import check")
-    try:
-        yield sh
-    finally:
-        sh._showtraceback = own
-        sh.custom_exceptions, sh.CustomTB = before
-        del sh.shown
-
+# --- a check cell run before its answer cell ------------------------------------------------------------
 
 @pytest.mark.parametrize("cell", ['check("ch01-e1-h100-time", t_h100)',
                                   'check("ch01-e1-h100-time", float(t_h100))',

@@ -288,7 +288,8 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"cells restored from the assignment: {', '.join(missing)}")
     if retyped:
         problems.append(f"cells changed back to their original type: {', '.join(retyped)}")
-    if moved := _moved(sorted(taken, key=last.__getitem__), [g for c in master.cells if (g := _grade_id(c))]):
+    once = sorted((g for g in taken if g not in duplicated), key=last.__getitem__)  # a duplicate has its own note
+    if moved := _moved(once, [g for c in master.cells if (g := _grade_id(c))]):
         problems.append(f"graded cells in another order than the assignment's: {', '.join(moved)} graded in the "
                         "assignment's order (where a cell uses what a later one sets, the result can differ from "
                         "your run)")

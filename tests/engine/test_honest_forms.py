@@ -26,7 +26,7 @@ def _both(qid: str, answer):
     return g
 
 
-# --- D2: an integer that rounds a constant ------------------------------------------------------------------------
+# --- an integer that rounds a constant ------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("qid", "answer"), [
     ("ch08-w1-flop-bound", "1/(243*N)"),
@@ -66,7 +66,7 @@ def test_a_missing_small_term_stays_wrong_with_a_big_integer():
     assert _both("ch01-e2-dot-flops", "256*N/128").status is Status.INCORRECT
 
 
-# --- D1: a wrong exact form of a limit record ------------------------------------------------------------------
+# --- a wrong exact form of a limit record ------------------------------------------------------------------
 
 @pytest.mark.parametrize(("qid", "answer", "diagnosis", "hint"), [
     ("ch03-cx3-t-allreduce", "4*V*(N-1)/(N*W)", "ratio:2", None),
@@ -94,7 +94,7 @@ def test_the_exact_form_is_still_right():
     assert _both("ch03-cx3-t-allreduce", "2*V*(N-1)/(N*W)").status is Status.CORRECT
 
 
-# --- D3: floor/ceiling around the right formula -----------------------------------------------------------------
+# --- floor/ceiling around the right formula -----------------------------------------------------------------
 
 @pytest.mark.parametrize(("qid", "answer"), [
     ("ch05-e6-tp-max-y", "floor(F*M_Y*W/C)"),

@@ -192,17 +192,23 @@ def test_the_reference_is_read_once_per_question(monkeypatch):
     assert exported == [Q.qid]
 
 
-def test_a_refused_program_is_kept_on_the_next_run(tmp_path, monkeypatch):
-    """A program refused as the student's is a grade: not flagged, so not graded again on every run."""
-    kept = {"sha256": "x", "answers": "k", "setting": {},
-            "questions": {"q": {"diagnosis": "bad_program", "score": 0.0, "points": 1.0}}}
-
+def _stored_as(monkeypatch, kept):
+    """An assignment whose stored result for every student is ``kept``, made from the same files and answers."""
     class A:
         answers, variants, db_url, notebook = "k", None, "", "n.ipynb"
 
     monkeypatch.setattr(results, "stored", lambda a, s: kept)
     monkeypatch.setattr(results, "fingerprint", lambda folder, nb: "x")
     monkeypatch.setattr(results, "write_result", lambda url, r: None)
+    return A
+
+
+def test_a_refused_program_is_kept_on_the_next_run(tmp_path, monkeypatch):
+    """A program refused as the student's is a grade: not flagged, so not graded again on every run."""
+    kept = {"sha256": "x", "answers": "k", "setting": {},
+            "questions": {"q": {"diagnosis": "bad_program", "score": 0.0, "points": 1.0}}}
+
+    A = _stored_as(monkeypatch, kept)
     assert results.unchanged(A(), "ada", tmp_path) == (kept, "")
 
 
@@ -239,12 +245,7 @@ def test_a_stored_result_the_grader_failed_on_is_graded_again(tmp_path, monkeypa
     kept = {"sha256": "x", "answers": "k", "setting": {},
             "questions": {"q": {"diagnosis": "grader_error", "score": 0.0, "points": 1.0}}}
 
-    class A:
-        answers, variants, db_url, notebook = "k", None, "", "n.ipynb"
-
-    monkeypatch.setattr(results, "stored", lambda a, s: kept)
-    monkeypatch.setattr(results, "fingerprint", lambda folder, nb: "x")
-    monkeypatch.setattr(results, "write_result", lambda url, r: None)
+    A = _stored_as(monkeypatch, kept)
     assert results.unchanged(A(), "ada", tmp_path) == (None, results.FLAGGED)
     kept["questions"]["q"]["diagnosis"] = "ratio:2"
     assert results.unchanged(A(), "ada", tmp_path) == (kept, "")

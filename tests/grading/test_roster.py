@@ -34,7 +34,7 @@ def _rows(a) -> dict[str, dict[str, str]]:
         return {row["student"]: row for row in csv.DictReader(f)}
 
 
-# --- D3: ids equal but for their Unicode form -------------------------------------------------------------------
+# --- ids equal but for their Unicode form -------------------------------------------------------------------
 
 def test_the_deal_is_the_same_for_either_unicode_form_of_an_id():
     """A macOS zip writes José decomposed (NFD); the student typed it composed (NFC): one student, one setting."""
@@ -90,7 +90,7 @@ def test_student_in_another_case_names_the_near_match(tmp_path, monkeypatch):
     assert note.startswith("not graded: there is no submitted/alice/hw/") and "submitted/Alice/" in note, note
 
 
-# --- D4: a hidden student folder ----------------------------------------------------------------------------------
+# --- a hidden student folder ----------------------------------------------------------------------------------
 
 def test_a_hidden_student_folder_is_listed_as_not_graded(tmp_path, monkeypatch):
     run = Run(tmp_path, monkeypatch)
@@ -106,7 +106,7 @@ def test_a_hidden_student_folder_is_listed_as_not_graded(tmp_path, monkeypatch):
     assert named.problems[".dot"] == [note], named.problems  # never "there is no submitted/.dot/hw/"
 
 
-# --- D5: roster students who handed in nothing --------------------------------------------------------------------
+# --- roster students who handed in nothing --------------------------------------------------------------------
 
 def test_a_roster_student_with_no_submission_has_a_row_and_a_summary_line(tmp_path, monkeypatch, capsys):
     run = Run(tmp_path, monkeypatch)
@@ -140,7 +140,7 @@ def test_nobody_submitted_yet_still_names_the_roster(tmp_path, monkeypatch, caps
     assert "not submitted: ada" in capsys.readouterr().out
 
 
-# --- D2: what a rerun's answers are keyed on ----------------------------------------------------------------------
+# --- what a rerun's answers are keyed on ----------------------------------------------------------------------
 
 def _package(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():

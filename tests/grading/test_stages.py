@@ -154,6 +154,14 @@ def test_graded_cells_moved_or_given_each_others_ids_are_graded_in_the_assignmen
     stages.sanitize(job)
     assert not [p for p in job.problems if "order" in p], job.problems  # in order: nothing said
 
+    _, theirs = folder, _submit(a, "cy")[1]
+    theirs.cells.append(nbformat.from_dict({**json.loads(json.dumps(theirs.cells[0])), "id": "copy"}))  # again, last
+    nbformat.write(theirs, a.course_dir / "submitted" / "cy" / "hw" / "hw.ipynb")
+    job = stages.Job(a, "cy", a.course_dir / "submitted" / "cy" / "hw")
+    stages.sanitize(job)
+    assert [p for p in job.problems if "duplicated" in p] and not [p for p in job.problems if "order" in p], \
+        job.problems  # one note for the one thing the student did: the duplicated note says which copy counts
+
 
 def test_a_cell_over_the_limit_is_cut_and_the_cut_is_reported(tmp_path):
     """A solution cell (or a cell of the student's own) past ``MAX_CELL_CHARS`` is cut: the student is told

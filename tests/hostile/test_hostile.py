@@ -328,8 +328,9 @@ def split_matmul(x, y):
 """
 
 
-# attack9: a WRONG answer (it forgets the sum: no collective) with a permute of no pairs, which moves nothing. The
-# grader read ``dense<>`` as a number, blamed itself, flagged the answer and regraded the notebook on every run.
+# Outputs made to pass for the grader's in the report: a stream whose name closes the report's markup and opens
+# a heading, an HTML script and heading, an SVG with an onload, a forged tick; then markdown with a script, an
+# iframe and javascript: links.
 FORGED_REPORT = r'''
 from IPython.display import HTML, display
 k = get_ipython().kernel
@@ -346,6 +347,8 @@ FORGED_MARKDOWN = ('<script>document.title="PWNED"</script> <a href="javascript:
                    '$\\href{javascript:alert(3)}{x}$')
 
 
+# a WRONG answer (it forgets the sum: no collective) with a permute of no pairs, which moves nothing. The
+# grader read ``dense<>`` as a number, blamed itself, flagged the answer and regraded the notebook on every run.
 EMPTY_PERMUTE = """
 from jax.sharding import PartitionSpec as P
 def split_matmul(x, y):
@@ -356,7 +359,7 @@ def split_matmul(x, y):
                          check_vma=False)(x, y)
 """
 
-# attack9: the question's all-reduce of ten times the bytes it needs, as complex64, which was weighed as 4 bytes
+# the question's all-reduce of ten times the bytes it needs, as complex64, which was weighed as 4 bytes
 # whatever its size (full marks, where the float32 waste earns half of the question's 3 points).
 COMPLEX_WASTE = """
 from jax.sharding import PartitionSpec as P
@@ -758,7 +761,7 @@ def test_a_folder_name_no_gradebook_can_hold_is_reported(graded):
 
 
 def test_a_program_the_grader_cannot_read_is_the_students_not_flagged(graded):
-    """attack9: the wrong answer with an empty permute scores what it earns (0 for the program), is not flagged for
+    """The wrong answer with an empty permute scores what it earns (0 for the program), is not flagged for
     the staff in the gradebook, and is kept, not regraded, on the next run; the complex64 waste earns what the
     float32 waste would (half of the question)."""
     from nbgrader.api import Gradebook
