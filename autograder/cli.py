@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .grading.pipeline import Summary
@@ -84,7 +84,16 @@ def cmd_grade(args: argparse.Namespace) -> int:
               "to continue", file=sys.stderr, flush=True)
         return INTERRUPTED
     print_summary(course, args.assignment, summary)
-    return 0
+    return GRADER_FAILED if _failed(summary) else 0
+
+
+GRADER_FAILED = 3  # the run ended, but the grader failed on part of some submissions (flagged, graded again next run)
+
+
+def _failed(summary: Summary) -> list[str]:
+    from .grading.gradebook import grader_failed
+
+    return [r["student"] for r in summary.results if grader_failed(r)]
 
 
 def print_summary(course: Path, assignment: str, summary: Summary) -> None:
@@ -98,7 +107,9 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
         if summary.not_submitted:
             print(f"not submitted: {', '.join(printable(s) for s in summary.not_submitted)}")
         return
-    if summary.results:
+    if len(summary.results) > TABLE_STUDENTS:
+        print_questions(summary.results)
+    elif summary.results:
         print_table(assignment, [{**r, "student": printable(r["student"])} for r in summary.results])
     if summary.problems:
         print("\nSubmissions with problems (graded as far as possible, except those \"not graded\"):")
@@ -108,8 +119,34 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
         print(f"\nnot submitted: {', '.join(printable(s) for s in summary.not_submitted)}")
     for warning in summary.warnings:
         print(f"\nWarning: {warning}")
+    if failed := _failed(summary):
+        print(f"\nThe grader failed on part of {len(failed)} submission(s): "
+              f"{', '.join(printable(s) for s in failed[:SHOWN])}{' and more' if len(failed) > SHOWN else ''}. "
+              "Their scores are not final (status \"grader error\" in grades.csv, flagged in the gradebook); the "
+              "next run grades them again. Each one's problems say what failed.")
     print(f"\n{len(summary.results) - summary.skipped} graded, {summary.skipped} unchanged and kept, in "
           f"{summary.seconds:.0f} s. Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
+
+
+TABLE_STUDENTS = 10  # above this many results, the summary shows each question's scores, not a column a student
+SHOWN = 10  # students named in one line, at most
+
+
+def print_questions(results: list[dict[str, Any]]) -> None:
+    """A class's results by question: points, mean score and how many got full marks (one line a question, however
+    large the class; each student's row is in grades.csv)."""
+    qids = list(dict.fromkeys(q for r in results for q in r["questions"]))
+    width = max([len(q) for q in qids] + [10])
+    print(f"{len(results)} students: each one's scores are in grades.csv.")
+    print(f"{'question':<{width}}  {'points':>6}  {'mean':>6}  {'full marks':>10}")
+    for qid in qids:
+        got = [r["questions"][qid] for r in results if qid in r["questions"]]
+        points = max(q["points"] for q in got)
+        mean = sum(q["score"] for q in got) / len(got)
+        full = sum(q["score"] >= q["points"] for q in got)
+        print(f"{qid:<{width}}  {points:>6g}  {mean:>6.2f}  {full:>6}/{len(got):<3}")
+    mean = sum(r["score"] for r in results) / len(results)
+    print(f"{'total':<{width}}  {results[0]['max_score']:>6g}  {mean:>6.2f}")
 
 
 def cmd_gradescope(args: argparse.Namespace) -> int:

@@ -100,7 +100,13 @@ def roster(db_path: Path) -> list[str] | None:
         return None
 
 
-GRADED, NOT_SUBMITTED = "graded", "not submitted"  # grades.csv's status column
+GRADED, NOT_SUBMITTED, GRADER_ERROR = "graded", "not submitted", "grader error"  # grades.csv's status column
+
+
+def grader_failed(result: dict[str, Any]) -> bool:
+    """Whether the grader failed on part of ``result`` (flagged for the staff, graded again on the next run)."""
+    return any(isinstance(q, dict) and q.get("diagnosis") == "grader_error"
+               for q in (result.get("questions") or {}).values())
 
 
 def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]],
@@ -109,11 +115,13 @@ def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]],
     in the row's assignment is an empty cell: a 0 is always a score, so a column's mean is that question's.
     ``missing`` (where the gradebook's roster is known): a row for each roster student with no result of an
     assignment (``student``, ``assignment``, ``max_score``), its question cells empty, its score 0. The last
-    column, ``status``, says which a row is ("graded" or "not submitted"), after the columns readers know."""
+    column, ``status``, says which a row is ("graded", "grader error": its scores are not final, or "not
+    submitted"), after the columns readers know."""
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["student", "assignment", *qids, "score", "max_score", "status"])
-    rows = [(r, GRADED) for r in results] + [(r, NOT_SUBMITTED) for r in missing or []]
+    rows = [(r, GRADER_ERROR if grader_failed(r) else GRADED) for r in results]
+    rows += [(r, NOT_SUBMITTED) for r in missing or []]
     for r, state in sorted(rows, key=lambda row: (row[0]["assignment"], row[0]["student"])):
         questions = r.get("questions") or {}
         cells = [f"{questions[q].get('score', 0):g}" if q in questions else "" for q in qids]

@@ -148,25 +148,29 @@ def _alive(pid: int) -> bool:
 STALE_WORK_SECONDS = 3600  # longer than one submission may take with the default limits (``_deadline``)
 
 
-def clear_dead_work(work: Path) -> None:
+def clear_dead_work(work: Path, stale_seconds: float = STALE_WORK_SECONDS) -> None:
     """Remove the work folders of grading workers that died (``<student>-<pid>``, whose pid is gone from this machine
-    and which nothing has changed for ``STALE_WORK_SECONDS``): a run interrupted or killed leaves its workers'
-    folders, which no later worker of the same pid would clear. A live worker's folder (of a run of another
-    assignment; the age keeps one on another machine of a Dask cluster too) and the reference run's
-    (``warmup-*``) stay."""
+    and which nothing has changed for ``stale_seconds``), and the logs of kernel factories that died
+    (``factory-<pid>.log``): a run interrupted or killed leaves them, and no later run of the same pid would clear
+    them. A live worker's folder (of a run of another assignment; the age keeps one on another machine of a Dask
+    cluster too) and the reference run's (``warmup-*``) stay. An interrupted run on this machine alone clears its
+    own at once (``stale_seconds`` 0): its workers are gone when it says so."""
     try:
         entries = list(work.iterdir())
     except OSError:
         return
     for entry in entries:
-        m = re.fullmatch(r".+-(\d+)", entry.name)
+        m = re.fullmatch(r"factory-(\d+)\.log|(?!warmup-).+-(\d+)", entry.name)
         try:
-            if not m or entry.name.startswith("warmup-") or entry.is_symlink() or not entry.is_dir() \
-                    or time.time() - entry.stat().st_mtime < STALE_WORK_SECONDS or _alive(int(m.group(1))):
+            if not m or entry.is_symlink() or entry.is_dir() != (m.group(2) is not None) \
+                    or time.time() - entry.stat().st_mtime < stale_seconds or _alive(int(m.group(1) or m.group(2))):
                 continue
         except OSError:
             continue
-        shutil.rmtree(entry, ignore_errors=True)
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def check(course_dir: Path, name: str) -> list[Path]:
@@ -446,6 +450,9 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     # Said before this run's gradebook writes add the submitted ids to the roster (and on every later run too).
     identity = near_ids([s for s, _ in found], roster(a.course_dir / "gradebook.db"))
     regrade: dict[str, int] = {}
+    forced = results.ForcedRun(a, students) if force else None
+    if forced is not None and forced.continued:
+        progress.note("continuing the --force run that was interrupted: what it graded is kept")
     for student, folder in found:
         if not _storable(student):
             summary.problems[student] = [
@@ -453,7 +460,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
                 "folder to the student's id)"]
             continue
         try:
-            kept, why = (None, "") if force else results.unchanged(a, student, folder)
+            again = forced is not None and not forced.regraded(student)
+            kept, why = (None, "") if again else results.unchanged(a, student, folder)
         except Exception:  # a stored result the gradebook no longer takes (an older grader's): grade it again
             kept, why = None, ""
         if kept:
@@ -486,7 +494,7 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
 
     def finish(result: dict[str, Any], done: int) -> None:
         result = keep(a, result, summary)
-        table.write()  # each result in grades.csv as it is stored: a kill leaves no stale table
+        table.write()  # grades.csv kept current as results are stored, at a bounded cost (Grades.write)
         graded_now.append(result)
         progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
                                      f"({result['seconds']:.1f} s)")
@@ -504,11 +512,15 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         # Ctrl-C: the runner stops its workers (closing it), what was stored stays, and grades.csv shows it.
         if (close := getattr(graded, "close", None)) is not None:
             close()
-        table.write()
+        if not scheduler:
+            clear_dead_work(a.course_dir / STATE / "work", stale_seconds=0)
+        table.write(final=True)
         raise Interrupted(sum(1 for r in graded_now if r.get("sha256"))) from None
     if warming.thread is not None:
         progress.note(warming.finish())
-    table.write()
+    table.write(final=True)
+    if forced is not None:
+        forced.done()
     summary.warnings = identity + release_warning(a) + hand_grade_warning(a)
     if students is None and (missing := table.missing()) is not None:
         summary.not_submitted = [s for s in missing.get(a.name, []) if s not in summary.problems]

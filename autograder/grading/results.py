@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from ..model_traffic import FILE_NAME as TRAFFIC_FILE
 from ..variants import dealt
 from . import STATE
 from .feedback import write_atomic
-from .gradebook import roster, write_csv, write_result
+from .gradebook import grader_failed, roster, write_csv, write_result
 from .submissions import fingerprint
 
 if TYPE_CHECKING:
@@ -57,8 +58,7 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
     kept = stored(a, student)
     if not kept:
         return None, ""
-    graded = (kept.get("questions") or {}).values()
-    if any(isinstance(q, dict) and q.get("diagnosis") == "grader_error" for q in graded):
+    if grader_failed(kept):
         return None, FLAGGED  # the grader failed on part of it last time: a fixed grader grades it in full
     if kept.get("sha256") != fingerprint(folder, a.notebook):
         return None, RESUBMITTED
@@ -68,6 +68,34 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
         return None, SETTING  # graded with other values (variants turned on or off since): grade again
     write_result(a.db_url, kept)
     return kept, ""
+
+
+class ForcedRun:
+    """A ``--force`` run that an interruption (Ctrl-C, a kill) stopped is continued by the same command: the results
+    it stored are kept as any unchanged result is, and only the rest is graded again. Without this, rerunning the
+    command regraded the whole class again, and dropping ``--force`` kept the old results of those it had not reached.
+    Kept in ``.scaling-course/forced/<assignment>.json`` (the start and the students asked for) until the run ends."""
+
+    def __init__(self, a: Assignment, students: list[str] | None):
+        self.path = a.course_dir / STATE / "forced" / f"{a.name}.json"
+        self.a, self.students = a, sorted(students) if students is not None else None
+        earlier = _load(self.path)
+        if isinstance(earlier, dict) and earlier.get("students") == self.students and isinstance(
+                earlier.get("since"), int | float):
+            self.since, self.continued = float(earlier["since"]), True
+        else:
+            self.since, self.continued = time.time(), False
+            write_atomic(self.path, json.dumps({"since": self.since, "students": self.students}))
+
+    def regraded(self, student: str) -> bool:
+        """Whether this forced run (or the interrupted one it continues) stored ``student``'s result already."""
+        try:
+            return (_folder(self.a) / f"{student}.json").stat().st_mtime >= self.since
+        except OSError:
+            return False
+
+    def done(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 def answers_key(course_dir: Path, name: str, master: Path) -> str:
@@ -144,16 +172,18 @@ def store(a: Assignment, result: dict[str, Any]) -> None:
 
 
 class Grades:
-    """``grades.csv`` kept in step with the stored results: a run writes it again after every result it stores
-    (atomically), so a run killed at any moment leaves a table that agrees with the results and the gradebook
-    (but for the result being stored at that instant, which the next run repairs). Each write reads again only
-    the result files that changed since the last (a class is thousands of them, of every assignment): those of
-    another assignment graded at the same time are taken as they are. A student of the gradebook's roster with
-    no result of an assignment in the table has a row too, "not submitted" (``gradebook.write_csv``): the
-    roster is read once, at the first write (a run adds to it only students it grades, who have results)."""
+    """``grades.csv`` kept in step with the stored results: a run writes it again as it stores results
+    (atomically; after every one, where the table is cheap to write, see ``write``), so a run killed at any
+    moment leaves a table that agrees with the results and the gradebook but for the last few, which the next run
+    repairs. Each write reads again only the result files that changed since the last (a class is thousands of
+    them, of every assignment): those of another assignment graded at the same time are taken as they are. A
+    student of the gradebook's roster with no result of an assignment in the table has a row too, "not submitted"
+    (``gradebook.write_csv``): the roster is read once, at the first write (a run adds to it only students it
+    grades, who have results)."""
 
     def __init__(self, a: Assignment):
         self.a = a
+        self._due = 0.0  # time.monotonic() from which the next write is made (see ``write``)
         self._seen: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
         self._roster: list[str] | None = None
         self._read_roster = False
@@ -192,9 +222,17 @@ class Grades:
             have.setdefault(r["assignment"], set()).add(r["student"])
         return {name: [s for s in self.roster if s not in students] for name, students in have.items()}
 
-    def write(self) -> None:
+    def write(self, final: bool = False) -> None:
         """``grades.csv`` from every stored result: the questions in chapter order, each chapter's in notebook
-        order (columns that do not move with whichever assignment was graded last)."""
+        order (columns that do not move with whichever assignment was graded last). The table is written whole
+        (a column per question of every assignment), which late in a term takes a second: a write waits until the
+        run has spent ``WRITE_SPACING`` times the last one's cost on other work, so keeping the table current costs
+        a bounded share of any run (a small table is still written after every result). ``final``: now, whatever
+        the wait (a run's end, or its interruption); a table a killed run left behind is brought up to date by the
+        next run, even one with nothing to grade."""
+        start = time.monotonic()
+        if not final and start < self._due:
+            return
         everything = self.results()
         missing = self.missing(everything)
         rows = None
@@ -205,10 +243,16 @@ class Grades:
             rows = [{"student": s, "assignment": name, "questions": {}, "score": 0, "max_score": out_of[name]}
                     for name, students in missing.items() for s in students]
         write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything, rows)
+        end = time.monotonic()
+        self._due = end + WRITE_SPACING * (end - start)
+
+
+WRITE_SPACING = 20  # a write of grades.csv waits this many times its last cost: at most 1/20 of a run writes it
 
 
 def _ordered_qids(results: list[dict[str, Any]], a: Assignment) -> list[str]:
-    qids = list(a.questions)
+    first = dict.fromkeys(a.questions)  # the order each question was first seen in: this assignment's, then others'
     for r in sorted(results, key=lambda r: r["assignment"]):
-        qids += [q for q in r["questions"] if q not in qids]
-    return sorted(qids, key=lambda q: (q.split("-", 1)[0], qids.index(q)))
+        first.update((q, None) for q in r["questions"] if q not in first)
+    order = {q: i for i, q in enumerate(first)}
+    return sorted(order, key=lambda q: (q.split("-", 1)[0], order[q]))

@@ -259,8 +259,31 @@ def test_work_folders_of_dead_runs_are_removed_and_live_ones_kept(tmp_path, monk
         if folder != recent:  # one that changed lately may be a live worker's on another machine (Dask)
             hours_ago = time.time() - 2 * pipeline.STALE_WORK_SECONDS
             os.utime(folder, (hours_ago, hours_ago))
+    dead_log, live_log = work / f"factory-{pid}.log", work / f"factory-{os.getppid()}.log"
+    for log in (dead_log, live_log):
+        log.write_text("a kernel factory's log")
+        os.utime(log, (hours_ago, hours_ago))
     run.grade()
     assert not dead.exists() and alive.exists() and recent.exists() and (work / "warmup-hw").exists()
+    assert not dead_log.exists() and live_log.exists()  # a killed run's factory log went with its folders
+
+
+def test_an_interrupted_run_removes_its_workers_folders_at_once(tmp_path, monkeypatch):
+    """Not an hour later: a kernel may have written hundreds of MiB there. Folders of live processes stay."""
+    run = Run(tmp_path, monkeypatch)
+    run.submit("ada")
+    work = run.a.course_dir / ".scaling-course" / "work"
+    mine, theirs = work / f"ada-{_dead_pid()}", work / f"bob-{os.getppid()}"
+
+    def interrupted(a, student, folder, limits):
+        for f in (mine, theirs):
+            f.mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "grade_submission", interrupted)
+    with pytest.raises(Interrupted):
+        run.grade()
+    assert not mine.exists() and theirs.exists()
 
 
 def test_an_interrupted_run_counts_only_what_it_graded(tmp_path, monkeypatch):
@@ -279,6 +302,34 @@ def test_an_interrupted_run_counts_only_what_it_graded(tmp_path, monkeypatch):
     with pytest.raises(Interrupted) as stopped:
         run.grade()
     assert stopped.value.kept == 1 and str(stopped.value).startswith("interrupted: 1 graded and kept"), stopped.value
+
+
+def test_the_same_command_continues_an_interrupted_forced_run(tmp_path, monkeypatch):
+    """"rerun the same command to continue" holds for --force too: the rerun keeps what the interrupted forced run
+    regraded and regrades only the rest (before, it regraded everyone again; and without --force, those it had not
+    reached kept their old results). A forced run that ends leaves nothing behind: the next one regrades all."""
+    run = Run(tmp_path, monkeypatch)
+    for student in ("ada", "bob", "cy"):
+        run.submit(student)
+        _stored(run.a, _result(student))  # graded before, long ago
+        old = time.time() - 3600
+        os.utime(run.a.course_dir / ".scaling-course" / "results" / "hw" / f"{student}.json", (old, old))
+    grade, done = run._grade, []
+
+    def stopped_at_the_third(a, student, folder, limits):
+        if len(done) == 2:
+            raise KeyboardInterrupt
+        done.append(student)
+        return grade(a, student, folder, limits)
+
+    monkeypatch.setattr(pipeline, "grade_submission", stopped_at_the_third)
+    with pytest.raises(Interrupted):
+        run.grade(force=True)
+    monkeypatch.setattr(pipeline, "grade_submission", grade)
+    again = run.grade(force=True)
+    assert run.graded == sorted({"ada", "bob", "cy"} - set(done)) and again.skipped == 2, (run.graded, done)
+    run.grade(force=True)
+    assert sorted(run.graded) == ["ada", "bob", "cy"]
 
 
 # --- notes on unreadable notebooks ----------------------------------------------------------------------------------

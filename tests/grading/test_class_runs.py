@@ -268,3 +268,70 @@ def test_staff_only_outputs_are_ignored_by_git_and_the_course_is_not(tmp_path):
     ignored = _ignored(tmp_path, STAFF_ONLY + documented + COMMITTED)
     assert not set(STAFF_ONLY + documented) - ignored, sorted(set(STAFF_ONLY + documented) - ignored)
     assert not set(COMMITTED) & ignored, sorted(set(COMMITTED) & ignored)
+
+
+def test_keeping_grades_csv_current_costs_a_bounded_share_of_a_run(tmp_path, monkeypatch):
+    """grades.csv is rewritten whole, one row per student and assignment, one column per question of every
+    assignment: late in a term (300 students, 12 chapters) one write took a second, and after every result that
+    was most of a run. A write now waits until the run has spent many times its last write's cost on other work
+    (a cheap table is still written after every result); the last write of a run, or of an interrupted one, always
+    happens."""
+    a = Assignment(tmp_path, "hw", "hw", tmp_path / "m.ipynb", {}, {QID: 2.0})
+    _stored(a, _result("ada"))
+    clock, written = [0.0], []
+
+    def write_csv(path, qids, rows, missing=None):
+        written.append(clock[0])
+        clock[0] += cost_of_a_write[0]
+
+    monkeypatch.setattr(results, "write_csv", write_csv)
+    monkeypatch.setattr(results.time, "monotonic", lambda: clock[0])
+    for cost, most in ((1.0, 3), (0.001, 30)):
+        cost_of_a_write, table = [cost], results.Grades(a)
+        written.clear()
+        for _ in range(30):  # a result a second
+            table.write()
+            clock[0] += 1.0
+        assert 1 <= len(written) <= most, (cost, written)
+        before = len(written)
+        table.write(final=True)
+        assert len(written) == before + 1
+
+
+def _flagged(student: str) -> dict:
+    r = _result(student, scores={QID: 0.0})
+    r["questions"][QID].update(status="invalid", diagnosis="grader_error")
+    return r
+
+
+def test_a_run_the_grader_failed_on_says_so_in_its_status_its_last_lines_and_grades_csv(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """A run where the grader failed (every kernel unable to start, say) ended with "120 graded", status 0 and 120
+    zeros marked "graded": a scheduled job noticed nothing. Now its status is 3, its last lines count and name the
+    flagged submissions, and grades.csv says "grader error" for them."""
+    done = Summary(results=[_result("ada"), _flagged("bob")])
+    monkeypatch.setattr(pipeline, "grade", lambda course_dir, name, **kwargs: done)
+    assert cli.main(["grade", "hw", "--course-dir", str(tmp_path)]) == cli.GRADER_FAILED
+    said = capsys.readouterr().out
+    assert "The grader failed on part of 1 submission(s): bob" in said and "not final" in said, said
+    monkeypatch.setattr(pipeline, "grade", lambda course_dir, name, **kwargs: Summary(results=[_result("ada")]))
+    assert cli.main(["grade", "hw", "--course-dir", str(tmp_path)]) == 0
+
+    a = Assignment(tmp_path, "hw", "hw", tmp_path / "m.ipynb", {}, {QID: 2.0})
+    _stored(a, _result("ada"))
+    _stored(a, _flagged("bob"))
+    results.Grades(a).write(final=True)
+    with (tmp_path / "grades.csv").open() as f:
+        assert {row["student"]: row["status"] for row in csv.DictReader(f)} == {"ada": "graded",
+                                                                                "bob": "grader error"}
+
+
+def test_a_large_class_is_summed_up_by_question_not_a_column_a_student(tmp_path, capsys):
+    """The demo's table (a column a student) reached 1,711 characters a line at 120 students."""
+    many = Summary(results=[_result(f"s{i:03d}", scores={QID: float(i % 3)}) for i in range(120)])
+    cli.print_summary(tmp_path, "hw", many)
+    said = capsys.readouterr().out
+    assert max(len(x) for x in said.splitlines() if str(tmp_path) not in x) <= 120, said  # but for the paths
+    assert "120 students" in said and "grades.csv" in said
+    line = next(x for x in said.splitlines() if x.startswith(QID))
+    assert line.split()[1:4] == ["2", "1.00", "40/120"], line  # points, mean, full marks
