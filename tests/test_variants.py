@@ -332,3 +332,34 @@ def test_a_setting_shows_its_values_as_data_the_grader_can_read(monkeypatch):
     [bundle] = shown
     assert bundle["text/plain"] == repr(e3)
     assert bundle[record.SETTING_MIME] == {"name": "ch01-e3", "values": {"chip": e3.chip.name}}
+
+
+def _programs_that_pass_rings(chapter: str):
+    """(setting, labels, question) of every program question a setting deals, at every combo, whose reference
+    passes arrays round a ring (collective-permute)."""
+    from autograder import model_traffic
+    from autograder.questions import Program
+
+    for s in load_chapter(chapter).settings:
+        for combo in s.combos():
+            for q in s.questions(s.labels(combo)):
+                if isinstance(q, Program) and any("collective-permute" in kinds
+                                                  for kinds in model_traffic.expected(q).values()):
+                    yield s, s.labels(combo), q
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_student_is_dealt_a_ring_of_two(chapter):
+    """On a ring of two devices, passing left and passing right are one permutation: a program that sends its
+    blocks the wrong way, or holds the wrong block, is right there. A student dealt a 4 x 2 mesh for a ring over Y
+    had a wrong collective matmul ticked and graded full marks. Every ring a dealt program runs has three devices
+    or more."""
+    import course
+    from autograder import programs
+
+    for s, labels, q in _programs_that_pass_rings(chapter):
+        blob = programs.reference_program(q, q.spec, make_mesh=course.mesh)
+        report = programs.run_exported(q.spec, blob, 0, make_mesh=course.mesh)
+        sizes = dict(q.spec.mesh)
+        rings = [(c.axes, [sizes[a] for a in c.axes]) for c in report.collectives if c.kind == "collective-permute"]
+        assert rings and all(n >= 3 for _, ns in rings for n in ns), (s.name, labels, q.qid, rings)
