@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 KINDS = {"stablehlo.all_gather": "all-gather", "stablehlo.reduce_scatter": "reduce-scatter",
          "stablehlo.all_reduce": "all-reduce", "stablehlo.all_to_all": "all-to-all",
@@ -36,19 +37,15 @@ KINDS = {"stablehlo.all_gather": "all-gather", "stablehlo.reduce_scatter": "redu
 # ops'. A collective of any other element type is refused (``UnreadableCollective``), never weighed at a default
 # width. Sub-byte integers count as XLA packs them, two int4 to a byte (an operand's bytes rounded up); a bool
 # (``i1``, HLO's ``pred``) takes a byte.
-DTYPE_BITS = {"i1": 8, "i4": 4, "ui4": 4, "i8": 8, "ui8": 8, "i16": 16, "ui16": 16, "i32": 32, "ui32": 32,
-              "i64": 64, "ui64": 64, "bf16": 16, "f16": 16, "f32": 32, "f64": 64,
-              "f8E4M3FN": 8, "f8E5M2": 8, "f8E4M3FNUZ": 8, "f8E5M2FNUZ": 8, "f8E4M3B11FNUZ": 8, "f8E4M3": 8,
-              "f8E3M4": 8, "f8E8M0FNU": 8, "complex<f32>": 64, "complex<f64>": 128}
-DTYPE_BYTES = {k: bits / 8 for k, bits in DTYPE_BITS.items()}  # an element's bytes (half a byte for int4)
-# HLO's names of the same element types (compiled programs).
-_HLO_DTYPES = {"pred": "i1", "s4": "i4", "u4": "ui4", "s8": "i8", "u8": "ui8", "s16": "i16", "u16": "ui16",
-               "s32": "i32", "u32": "ui32", "s64": "i64", "u64": "ui64", "bf16": "bf16", "f16": "f16", "f32": "f32",
-               "f64": "f64", "f8e4m3fn": "f8E4M3FN", "f8e5m2": "f8E5M2", "f8e4m3fnuz": "f8E4M3FNUZ",
-               "f8e5m2fnuz": "f8E5M2FNUZ", "f8e4m3b11fnuz": "f8E4M3B11FNUZ", "f8e4m3": "f8E4M3", "f8e3m4": "f8E3M4",
-               "f8e8m0fnu": "f8E8M0FNU", "c64": "complex<f32>", "c128": "complex<f64>"}
-# A ranked tensor type of static dims: tensor<64x320xcomplex<f32>>, tensor<f32> (the element type is read whole).
-_TENSOR = re.compile(r"tensor<((?:\d+x)*)([^<>,]+(?:<[^<>]*>)?)>")
+_ELEMENT_TYPES = (  # (StableHLO's name, HLO's name (compiled programs), bits)
+    ("i1", "pred", 8), ("i4", "s4", 4), ("ui4", "u4", 4), ("i8", "s8", 8), ("ui8", "u8", 8), ("i16", "s16", 16),
+    ("ui16", "u16", 16), ("i32", "s32", 32), ("ui32", "u32", 32), ("i64", "s64", 64), ("ui64", "u64", 64),
+    ("bf16", "bf16", 16), ("f16", "f16", 16), ("f32", "f32", 32), ("f64", "f64", 64),
+    ("f8E4M3FN", "f8e4m3fn", 8), ("f8E5M2", "f8e5m2", 8), ("f8E4M3FNUZ", "f8e4m3fnuz", 8),
+    ("f8E5M2FNUZ", "f8e5m2fnuz", 8), ("f8E4M3B11FNUZ", "f8e4m3b11fnuz", 8), ("f8E4M3", "f8e4m3", 8),
+    ("f8E3M4", "f8e3m4", 8), ("f8E8M0FNU", "f8e8m0fnu", 8), ("complex<f32>", "c64", 64), ("complex<f64>", "c128", 128))
+DTYPE_BITS = {stated: bits for stated, _, bits in _ELEMENT_TYPES}
+_HLO_DTYPES = {hlo: stated for stated, hlo, _ in _ELEMENT_TYPES}
 # Loops nest and counts multiply: a count past this (a collective no program could run) is counted as this.
 MAX_COUNT = 10**15
 # An operand past this many bytes is no program's (a petabyte): refused, never weighed as a float that overflows.
@@ -128,14 +125,16 @@ class Collective:
         return f"{self.count} x {what})"
 
 
-def _shape_dtype(type_text: str) -> tuple[tuple[int, ...], str]:
-    """A collective operand's static shape and element type (``DTYPE_BITS``' name), from its StableHLO type; raises
-    ``UnreadableCollective`` for any other type (an element type the census cannot weigh, a dynamic shape)."""
-    m = _TENSOR.fullmatch(type_text.strip())
-    if not m:
-        raise UnreadableCollective(f"it moves a value of type {type_text.strip()[:80]}, which the course cannot weigh "
+def _shape_dtype(t: Any) -> tuple[tuple[int, ...], str]:
+    """A collective operand's static shape and element type (``DTYPE_BITS``' name), from its StableHLO type (an MLIR
+    type object); raises ``UnreadableCollective`` for any other type (an element type the census cannot weigh, a
+    dynamic shape, a token or a tuple)."""
+    from jax._src.lib.mlir import ir
+
+    if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+        raise UnreadableCollective(f"it moves a value of type {str(t).strip()[:80]}, which the course cannot weigh "
                                    "(an element type it does not know, or a shape that is not fixed)")
-    return _checked(tuple(int(d) for d in m.group(1).split("x") if d), m.group(2).strip())
+    return _checked(tuple(t.shape), str(t.element_type))
 
 
 def _checked(dims: tuple[int, ...], dtype: str) -> tuple[tuple[int, ...], str]:
@@ -324,7 +323,7 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 size = 2 if permute else group_size(groups)
                 hops = _hops(groups, mesh) if permute else (1.0, 0.0)
                 for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
-                    key = (KINDS[name], axes, *reversed(_shape_dtype(str(operand.type))), size, hops)
+                    key = (KINDS[name], axes, *reversed(_shape_dtype(operand.type)), size, hops)
                     if times is None:
                         unknown.add(key)
                     else:
@@ -412,10 +411,7 @@ _STATED_PAIRS = re.compile(r"source_target_pairs\s*=\s*dense<(\[[\[\]\d,\s]*\])>
 def _hlo_array(dtype: str, dims: str) -> tuple[tuple[int, ...], str]:
     """A compiled array's shape and element type (``DTYPE_BITS``' name) from HLO's ``c64[64,320]``; raises
     ``UnreadableCollective`` for an element type the census cannot weigh."""
-    if dtype not in _HLO_DTYPES:
-        raise UnreadableCollective(f"a collective of it moves the element type {dtype[:40]}, which the course cannot "
-                                   f"weigh: use one of {', '.join(_SHOWN_DTYPES)}")
-    return _checked(tuple(int(d) for d in dims.split(",") if d), _HLO_DTYPES[dtype])
+    return _checked(tuple(int(d) for d in dims.split(",") if d), _HLO_DTYPES.get(dtype, dtype))
 
 
 def _pairs(text: str) -> tuple[tuple[int, int], ...]:
@@ -614,7 +610,7 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
         dim = int(dim_m.group(1)) if dim_m else 0
         for hlo_dtype, dims in arrays:
             shape, dtype = _hlo_array(hlo_dtype, dims)
-            if width and dtype in _FLOATS and DTYPE_BYTES[dtype] > DTYPE_BYTES.get(width, 4):
+            if width and dtype in _FLOATS and DTYPE_BITS[dtype] > DTYPE_BITS.get(width, 32):
                 dtype = width
             shape = list(shape) or [1]
             d = min(dim, len(shape) - 1)

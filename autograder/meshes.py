@@ -18,9 +18,15 @@ if TYPE_CHECKING:
 MeshFactory = Callable[..., "Mesh"]  # axis name -> size, in order (``X=2, Y=4``) -> a mesh
 
 
-COURSE_DEVICES = 8  # the devices of the course's meshes (course.devices.DEFAULT_DEVICES)
+COURSE_DEVICES = 8  # the devices of the course's meshes (course.devices.DEFAULT_DEVICES is this one)
 
 
+def devices_text(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"
+
+
+# Not course.errors.OneLine: the core may not import ``course`` (tests/test_layers.py), so the one-line rendering is
+# written here again.
 class MeshTooLarge(ValueError):
     """A mesh of more devices than this process has: shown in a notebook as its message alone, one line (IPython
     shows what ``_render_traceback_`` returns), since the cell, not the course, asked for it. A ValueError, as
@@ -52,6 +58,6 @@ def mesh(**axes: int) -> Mesh:
             from .messages import phrase
 
             code = "devices:mesh" if need <= COURSE_DEVICES else "devices:mesh_too_large"
-            raise MeshTooLarge(phrase(code, need=need, have=f"{have} device" + ("" if have == 1 else "s"),
+            raise MeshTooLarge(phrase(code, need=need, have=devices_text(have),
                                       most=COURSE_DEVICES))
     return jax.make_mesh(sizes, tuple(axes), axis_types=(AxisType.Auto,) * len(axes))

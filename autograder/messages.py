@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from . import bounds
+from . import bounds, record
 from .formula import Invalid
 
 _INVALID = {
@@ -36,7 +36,7 @@ _INVALID = {
     "not_finite": "The answer is infinite or undefined: check for a division by zero or an overflow.",
     "complex": "The answer is a complex number; a size or a time is real and positive: check the signs under "
                "square roots and logarithms.",
-    "wrong_type": "Expected {expected}, got a value of type {detail}.",
+    "wrong_type": "Expected {expected}, got {detail}.",  # the detail in words: ``record.in_words``
     "not_a_number": "Expected a number such as 1.5e-3, or a number with a unit such as '1.5 ms'.",
     "separator": "Write the number without separators between its digits: 1,024 is 1024 in some countries and "
                  "1.024 in others. Type 1024 or 1.024.",
@@ -107,6 +107,12 @@ _WRONG = {
                   "course.setting(\"{setting}\") to see them.",
 }
 
+# How to get simulated devices, the same in each sentence that offers them (and in the README).
+_SIMULATED = ("restart the kernel, run %env SCALING_COURSE_DEVICES=cpu in a new cell above the first one, then the "
+              "first cell (see the README).")
+# The start of the sentences of a cell that builds too large a mesh: ``course.answers`` reads the size back from it.
+MESH_BUILT = "this cell builds a mesh of {need} devices"
+
 # Verdicts about the answer as a whole, not about its value: keyed by their full code (the part after ":"
 # says which variant of the diagnosis), looked up before the tables above.
 _VERDICTS = {
@@ -130,14 +136,12 @@ _VERDICTS = {
     "devices:no_setup": "This kernel has {have}; this question's mesh needs {need}: restart the kernel and run the "
                         "setup cell (course.setup()) before any other.",
     "devices:real": "This kernel has {have}; this question's mesh needs {need}: check it on a machine with {need}, "
-                    "or on {need} simulated devices: restart the kernel, run %env SCALING_COURSE_DEVICES=cpu in a new "
-                    "cell above the first one, then the first cell (see the README).",
+                    "or on {need} simulated devices: " + _SIMULATED,
     # A cell that builds a mesh (course.mesh) of more devices than the kernel has (autograder/meshes.py): one line.
-    "devices:mesh": "this cell builds a mesh of {need} devices; this kernel has {have}: run it on a machine with "
-                    "{need}, or on {need} simulated devices: restart the kernel, run %env SCALING_COURSE_DEVICES=cpu "
-                    "in a new cell above the first one, then the first cell (see the README).",
-    "devices:mesh_too_large": "this cell builds a mesh of {need} devices; this kernel has {have}, and the course's "
-                              "meshes have at most {most}: check the sizes of its axes (see the README).",
+    "devices:mesh": MESH_BUILT + "; this kernel has {have}: run it on a machine with {need}, or on {need} simulated "
+                    "devices: " + _SIMULATED,
+    "devices:mesh_too_large": MESH_BUILT + "; this kernel has {have}, and the course's meshes have at most {most}: "
+                              "check the sizes of its axes (see the README).",
     # After "raised:lowering" of a program checked on a kernel with more devices than the question's mesh.
     "devices:program_mesh": " The checks run your program on an {need}-device mesh, and this kernel has {have}: build "
                             "meshes with course.mesh(...) in the question's shape, not from jax.device_count().",
@@ -149,8 +153,7 @@ _VERDICTS = {
                    "was still running, look for an endless loop.",
     "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "
                      "{need}), and their checks will say so; the other questions work. For {need} simulated devices, "
-                     "restart the kernel, run %env SCALING_COURSE_DEVICES=cpu in a new cell above the first one, then "
-                     "the first cell (see the README).",
+                     + _SIMULATED,
     # A progress file that cannot be read (course/progress.py): never written over.
     "progress:moved": "Your progress file {path} could not be read ({why}): it is kept as {kept}, and a new one "
                       "is started.",
@@ -396,8 +399,8 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "wrong_type" and _CONTAINER.match(str(fields["detail"])):  # record.container_words
         template = _CONTAINED
         fields["fix"] = _container_fix(str(fields["detail"]))
-    elif head == "wrong_type" and _DESCRIBED.match(str(fields["detail"])):  # record.describe
-        template = "Expected {expected}, got {detail}."
+    elif head == "wrong_type":
+        fields["detail"] = record.in_words(str(fields["detail"]))
     if head == "implicit_multiplication":
         d = str(fields["detail"])
         fields["fix"] = d[:1] + "*" + d[1:].lstrip() if d else ""
@@ -428,11 +431,11 @@ def phrase(code: str, **ctx: object) -> str:
 
 
 # "wrong_type" of one value given in a container: what ``record.container_words`` calls it, and what to give instead.
-_CONTAINER = re.compile(r"an? (list|tuple|(?:JAX |NumPy )?array|PyTorch tensor|sympy Matrix) of "
+_CONTAINERS = sorted({"list", "tuple", "array"} | {re.sub(r"^an? ", "", n) for n in record.ARRAY_NAMES.values()},
+                     key=len, reverse=True)
+_CONTAINER = re.compile(rf"an? ({'|'.join(map(re.escape, _CONTAINERS))}) of "
                         r"(one value|\d+ values|shape \(([\d, ]*)\))$")
 _CONTAINED = "Expected {expected}, got {detail}: {fix}."
-# "wrong_type" of a value ``record.describe`` put in words ("a formula", "nothing (None)"), not a type's name.
-_DESCRIBED = re.compile(r"(an? |nothing \()|(text|bytes)$")
 
 
 def _container_fix(detail: str) -> str:

@@ -207,10 +207,10 @@ _FLOAT_NAMES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64
 def _float_width(q: ProgramSpec) -> str | None:
     """The widest float dtype of the question's operands (as the census names it), at which a compiled collective
     is counted: XLA on CPU runs a bf16 collective in f32. None for a question of integers."""
-    from .collectives import DTYPE_BYTES
+    from .collectives import DTYPE_BITS
 
     floats = [_FLOAT_NAMES[str(op.dtype)] for op in q.operands if str(op.dtype) in _FLOAT_NAMES]
-    return max(floats, key=DTYPE_BYTES.__getitem__) if floats else None
+    return max(floats, key=DTYPE_BITS.__getitem__) if floats else None
 
 
 def _kind(value: Any) -> str:
@@ -1074,12 +1074,12 @@ def _over_memory(q: ProgramSpec, memory: dict[str, int] | None) -> dict[str, Any
     return {"held": held, "limit": q.max_bytes, "k": f"{held / q.max_bytes:.1f}", "why": q.over_memory}
 
 
-def not_a_program(blob: Any, axes: Sequence[str] = ()) -> Verdict | None:
+def not_a_program(blob: Any, axes: Sequence[str] = (), note: str = "") -> Verdict | None:
     """The verdict on a record that holds no program (the kernel could not lower the function, or
     recorded something else), or None for an artefact to run. ``axes``: the mesh's, which a sentence about
-    a collective names."""
+    a collective names; ``note``: ``lowering_verdict``'s."""
     if isinstance(blob, dict) and "error" in blob:
-        return lowering_verdict(error_text(blob["error"]), blob.get("at"), axes)
+        return lowering_verdict(error_text(blob["error"]), blob.get("at"), axes, note)
     if not isinstance(blob, str):
         return Verdict(Status.INVALID, 0.0, "wrong_type", phrase("no_program"))
     return None
@@ -1128,11 +1128,13 @@ def lowering_error(e: BaseException) -> dict[str, str]:
     return {"error": f"{type(e).__name__}: {error_text(e)}", **({"at": line} if line else {})}
 
 
-def lowering_verdict(error: str, at: Any, axes: Sequence[str]) -> Verdict:
+def lowering_verdict(error: str, at: Any, axes: Sequence[str], note: str = "") -> Verdict:
     """The verdict on a function that could not be exported, from its record (``lowering_error``; ``at`` may be
     missing). JAX's words, except where they mislead or say nothing: a host callback and a mesh set inside the
     function are programs the check cannot export (invalid: nothing was judged); a collective over an axis the
-    mesh lacks raises an AssertionError without a message; any error without one gets its type and a hint."""
+    mesh lacks raises an AssertionError without a message; any error without one gets its type and a hint.
+    ``note``: a sentence the caller adds after the verdict's (the self-check's "devices:program_mesh", on a kernel
+    with more devices than the question's mesh)."""
     stopped = _TIMED_OUT.fullmatch(error)
     if stopped:  # the self-check stopped its trace: an endless loop, most likely, with no error of its own
         return Verdict(Status.INCORRECT, 0.0, "timeout:trace", phrase("timeout:trace", seconds=stopped.group(1)))
@@ -1153,8 +1155,9 @@ def lowering_verdict(error: str, at: Any, axes: Sequence[str]) -> Verdict:
                 else phrase_program("lowering+axes", **ctx) if unbound and axes and unbound.group(1) not in axes
                 else "")
         sentence = error.rstrip().rstrip(".") + "." + more if more else error
-    return Verdict(Status.INVALID if invalid else Status.INCORRECT, 0.0, "raised",
-                   phrase("raised:lowering", error=sentence))
+    message = phrase("raised:lowering", error=sentence)
+    message = message.rstrip().rstrip(".") + "." + note if note else message
+    return Verdict(Status.INVALID if invalid else Status.INCORRECT, 0.0, "raised", message)
 
 
 def _without_message(kind: str, at: str, axes: Sequence[str], ctx: dict[str, str]) -> str:

@@ -100,6 +100,8 @@ class Formula(Question):
             raise AuthoringError(f"{self.qid}: counts must be among the declared symbols")
         if not set(self.limit.split()) <= names:
             raise AuthoringError(f"{self.qid}: limit symbols must be among the declared symbols")
+        if not set(self.limit.split()) <= set(self.counts.split()):  # (N-1)/N is 0 at N = 1: a limit is a count
+            raise AuthoringError(f"{self.qid}: limit symbols must be among the counts (integers >= 2)")
         used = {s.name for s in sp.sympify(self.reference).free_symbols}
         if not used <= names:
             raise AuthoringError(f"{self.qid}: reference uses undeclared symbols {sorted(used - names)}")

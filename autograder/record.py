@@ -117,15 +117,12 @@ def _one_element(x: Any) -> int | float | Fraction | None:
         return None
 
 
-def container_words(x: Any, sequences: bool = True) -> str | None:
+def container_words(x: Any) -> str | None:
     """A scalar answer given in a container, in words, for the message that refuses it: "a list of one value",
     "a tuple of 3 values", "an array of shape (2, 3)" (never a library's class name). None where ``x`` is no list,
-    tuple or array of one dimension or more, or (``sequences`` false) is a list or a tuple, which the record then
-    names by its type as before. ``messages.phrase`` says what to give instead."""
+    tuple or array of one dimension or more. ``messages.phrase`` says what to give instead."""
     try:
         if isinstance(x, list | tuple):
-            if not sequences:
-                return None
             name, n = ("list", list.__len__(x)) if isinstance(x, list) else ("tuple", tuple.__len__(x))
             return f"a {name} of {'one value' if n == 1 else f'{n} values'}"
         shape = getattr(x, "shape", None)
@@ -137,13 +134,23 @@ def container_words(x: Any, sequences: bool = True) -> str | None:
 
 
 # The array types a student meets, by the package their class comes from: named in words, never by the class.
-_ARRAY_NAMES = {"jax": "a JAX array", "jaxlib": "a JAX array", "numpy": "a NumPy array", "sympy": "a sympy Matrix",
-                "torch": "a PyTorch tensor"}
+ARRAY_NAMES = {"jax": "a JAX array", "jaxlib": "a JAX array", "numpy": "a NumPy array", "sympy": "a sympy Matrix",
+               "torch": "a PyTorch tensor"}  # ``messages`` reads a container's fix off these names
 
 
 def _array_name(x: Any) -> str:
-    package = str(type.__dict__["__module__"].__get__(type(x)) or "").partition(".")[0]
-    return _ARRAY_NAMES.get(package, "an array")
+    package = type_module(x).partition(".")[0]
+    return ARRAY_NAMES.get(package, "an array")
+
+
+# The words ``describe`` gives ("a formula", "nothing (None)", "text"), not a type's bare name.
+_IN_WORDS = re.compile(r"(an? |nothing \()|(text|bytes)$")
+
+
+def in_words(detail: str) -> str:
+    """A wrong type's detail as ``describe`` puts it: a record made before it holds a type's bare name ("int"), said
+    as "a value of type int"; words ("a formula", "text") are kept."""
+    return detail if _IN_WORDS.match(detail) else f"a value of type {detail}"
 
 
 def describe(x: Any) -> str:
@@ -251,8 +258,8 @@ def _encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
         return {"invalid": "wrong_type", "detail": contained}
     text = answer_to_text(answer)
     if kind == "choice" and not isinstance(text, Invalid):  # an option is a string or a number
-        text = Invalid("wrong_type", type_name(answer))
-    if isinstance(text, Invalid) and text.code == "wrong_type" and whole:  # in words, the same for every kind
+        text = Invalid("wrong_type", describe(answer) if whole else type_name(answer))
+    elif isinstance(text, Invalid) and text.code == "wrong_type" and whole:  # in words, the same for every kind
         text = Invalid("wrong_type", describe(answer))
     return _invalid(text) if isinstance(text, Invalid) else text
 
@@ -260,6 +267,11 @@ def _encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
 def type_name(x: Any) -> str:
     """The name of ``x``'s type, whatever its class claims (a metaclass may override ``__name__``)."""
     return type.__dict__["__name__"].__get__(type(x))
+
+
+def type_module(x: Any) -> str:
+    """The module of ``x``'s type, whatever its class claims, as ``type_name`` reads its name."""
+    return str(type.__dict__["__module__"].__get__(type(x)) or "")
 
 
 def _unreadable(x: Any, e: Exception) -> dict[str, str]:

@@ -90,6 +90,11 @@ def answer_variables(path: Path) -> dict[str, str]:
         nb = nbformat.read(path, as_version=4)
     except (OSError, ValueError):
         return {}
+    return _checked_names(nb)
+
+
+def _checked_names(nb: Any) -> dict[str, str]:
+    """Variable -> the id of the first question whose test cell checks it."""
     found: dict[str, str] = {}
     for cell in nb.cells:
         question = _question_of(cell)
@@ -107,11 +112,7 @@ def answer_name_problems(nb: Any) -> list[str]:
     """Every cell that is neither an answer (solution) cell nor a test cell and binds, at its top level (assigns,
     defines, imports as, loops over), a name that a test cell checks: run after the answer's cell, it overwrites the
     student's answer, and the check then judges the demo's value."""
-    checked: dict[str, str] = {}
-    for cell in nb.cells:
-        question = _question_of(cell)
-        if question:
-            checked.setdefault(question[1], question[0])
+    checked = _checked_names(nb)
     problems = []
     code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
     for n, cell in enumerate(code_cells, 1):
@@ -152,7 +153,7 @@ def mesh_cell_problems(nb: Any) -> list[str]:
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
-        code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+        code = _python_of(cell.source)
         try:
             tree = ast.parse(code)
         except SyntaxError:
@@ -166,13 +167,13 @@ def mesh_cell_problems(nb: Any) -> list[str]:
                                 f"{free[read[0]]!r} sets after it builds a mesh: on a kernel with fewer devices that "
                                 "cell stops at the mesh, and these answers cannot be given. Set them in a cell of "
                                 "their own, before the mesh")
-        elif any(_builds_mesh(statement) for statement in tree.body):
+        elif any(builds := [_builds_mesh(statement) for statement in tree.body]):
             tainted: set[str] = set()
             built = False  # what the cell sets before it builds its first mesh is set on any kernel
-            for statement in tree.body:
+            for statement, makes in zip(tree.body, builds, strict=True):
                 names = bound_names(ast.unparse(statement))
-                built = built or _builds_mesh(statement)
-                if _builds_mesh(statement) or _names_read(statement) & tainted:
+                built = built or makes
+                if makes or _names_read(statement) & tainted:
                     tainted |= names
                 elif built:
                     free.update(dict.fromkeys(names - tainted, _cell_head(cell)))
@@ -324,9 +325,14 @@ def function_lines(code: str) -> dict[str, tuple[int, int]]:
             for node in ast.parse(code).body if isinstance(node, ast.FunctionDef)}
 
 
+def _python_of(source: str) -> str:
+    """A cell's source without its IPython lines (``%magic``, ``!shell``), which are no Python."""
+    return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
 def bound_names(code: str) -> set[str]:
     """The names a notebook cell binds at its top level: imports, assignments, definitions."""
-    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    code = _python_of(code)
     try:
         table = symtable.symtable(code, "<cell>", "exec")
     except SyntaxError:

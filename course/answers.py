@@ -10,7 +10,6 @@ the course's own grader does not trust; see docs/security.md).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import difflib
 import json
 import linecache
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder import kinds, record
-from autograder.messages import phrase
+from autograder.messages import MESH_BUILT, phrase
 from autograder.verdict import Status, Verdict
 
 from . import devices, progress, variant
@@ -131,13 +130,14 @@ def verdict(qid: str, answer: Any) -> Verdict:
     has more devices than this kernel gets the ``devices`` verdict, about the kernel, not the answer."""
     entry = _entry(qid)
     if entry["kind"] == "program":
-        need = _mesh_devices(entry["program"])
-        if need > devices.kernel_devices():
+        need, have = _mesh_devices(entry["program"]), devices.kernel_devices()
+        if need > have:
             return _too_few_devices(need)
-    if entry["kind"] == "program":
+        # A program that could not be lowered on a kernel with more devices: the checks run it on a mesh of ``need``
+        # (a program sized from jax.device_count() does not fit it).
+        note = phrase("devices:program_mesh", need=need, have=devices.devices_text(have)) if have > need else ""
         with record.bounded_calls():  # its trace, as a function's calls
-            v = kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
-        return _on_another_mesh(v, need)
+            return kinds.program.selfcheck_live(entry, qid, answer, lowering_note=note)
     if entry["kind"] != "function":
         return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
     with record.bounded_calls():
@@ -155,9 +155,10 @@ def _mesh_devices(program: dict[str, Any]) -> int:
     return min(math.prod(int(n) for _, n in m) for m in meshes)
 
 
-# JAX's words when a mesh asks for more devices than it has (jax.make_mesh), and the course's (course.mesh).
-_TOO_FEW = re.compile(r"Number of devices \d+ must be >= the product of mesh_shape \(([\d, ]+)\)"
-                      r"|this cell builds a mesh of (\d+) devices")
+# JAX's words when a mesh asks for more devices than it has (jax.make_mesh), and the course's (course.mesh), read
+# off its template.
+_TOO_FEW = re.compile(r"Number of devices \d+ must be >= the product of mesh_shape \(([\d, ]+)\)|"
+                      + re.escape(MESH_BUILT).replace(re.escape("{need}"), r"(\d+)"))
 
 
 def _mesh_needed(recorded: Any) -> int:
@@ -165,17 +166,6 @@ def _mesh_needed(recorded: Any) -> int:
     errors = [x.get("error") for x in recorded if isinstance(x, dict)] if isinstance(recorded, list) else []
     sizes = [m.group(1) or m.group(2) for e in errors if isinstance(e, str) for m in [_TOO_FEW.search(e)] if m]
     return max((math.prod(int(n) for n in size.replace(" ", "").split(",") if n) for size in sizes), default=0)
-
-
-def _on_another_mesh(v: Verdict, need: int) -> Verdict:
-    """A program that could not be lowered, on a kernel with more devices than the question's mesh: the verdict, and
-    that the checks run it on a mesh of ``need`` (a program sized from jax.device_count() does not fit it)."""
-    have = devices.kernel_devices()
-    lowering = phrase("raised:lowering", error="")
-    if v.ok or have <= need or not v.message.startswith(lowering):
-        return v
-    note = phrase("devices:program_mesh", need=need, have=devices.devices_text(have))
-    return dataclasses.replace(v, message=v.message.rstrip().rstrip(".") + "." + note)
 
 
 def _too_few_devices(need: int) -> Verdict:

@@ -17,11 +17,12 @@ import re
 import warnings
 from pathlib import Path
 
-from autograder.meshes import mesh  # noqa: F401  (course.mesh: the grader builds its meshes the same way)
+# The core's, one definition for both sides; course.mesh: the grader builds its meshes the same way.
+from autograder.meshes import COURSE_DEVICES as DEFAULT_DEVICES
+from autograder.meshes import devices_text, mesh  # noqa: F401
 
 from .errors import BadArgument, SetupError
 
-DEFAULT_DEVICES = 8
 _COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 
 
@@ -74,10 +75,6 @@ def kernel_devices() -> int:
     import jax
 
     return jax.device_count()
-
-
-def devices_text(n: int) -> str:
-    return f"{n} device" if n == 1 else f"{n} devices"
 
 
 def quiet() -> None:

@@ -230,3 +230,27 @@ def test_a_name_error_with_no_known_chapter_reads_no_fingerprint_file_again(monk
         line = answers._answer_first(shell, NameError(f"name '{name}' is not defined"), name)
         assert line is not None and qid in line, line
     assert answers._answer_first(shell, NameError("name 'no_answer_at_all' is not defined"), "no_answer_at_all") is None
+
+
+def test_the_kernels_note_is_added_where_the_lowering_verdict_is_made():
+    """The self-check's note about its kernel's devices is a part of the lowering verdict (``note``), not read back
+    out of its message; without one, as in the grader, the verdict is as it was."""
+    from autograder.programs import not_a_program
+
+    blob = {"error": "ValueError: the mesh is too large"}
+    plain = not_a_program(blob, ["X"])
+    noted = not_a_program(blob, ["X"], note=" Build meshes with course.mesh.")
+    assert plain.diagnosis == noted.diagnosis == "raised"
+    assert plain.message == "Your function could not be lowered: ValueError: the mesh is too large"
+    assert noted.message == plain.message + ". Build meshes with course.mesh."
+
+
+@pytest.mark.parametrize("code", ["devices:mesh", "devices:mesh_too_large"])
+def test_the_size_of_a_mesh_too_large_is_read_back_from_the_courses_own_sentence(code):
+    """``course.answers`` reads the devices a function answer's mesh needed from ``course.mesh``'s sentence: pinned
+    to the template, so rewording it cannot silently stop the self-check saying the kernel is at fault."""
+    from autograder.messages import phrase
+    from course.answers import _mesh_needed
+
+    said = phrase(code, need=16, have="8 devices", most=8)
+    assert _mesh_needed([{"error": f"MeshTooLarge: {said}"}]) == 16

@@ -16,7 +16,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
+from autograder import record
 from autograder.checks import judge
+from autograder.kinds import function as fn_kind
+from autograder.messages import phrase
 from autograder.questions import load_chapter
 from autograder.verdict import Status
 from course.answers import AnswerError, check, verdict
@@ -223,3 +226,22 @@ def test_a_capital_after_a_times_sign_stays_a_formula(text):
 
     p = numbers.parse_number(text, "B")
     assert getattr(p, "code", None) == "formula_for_number", p
+
+
+@pytest.mark.parametrize("name", sorted(set(record.ARRAY_NAMES.values())))
+def test_every_named_array_is_told_its_fix(name):
+    """The container's fix is read off ``record.ARRAY_NAMES``: a library added there is told it too."""
+    message = phrase("wrong_type", detail=f"{name} of shape (1,)", expected="a number")
+    assert message.startswith(f"Expected a number, got {name} of shape (1,): give the one value it holds"), message
+
+
+@pytest.mark.parametrize(("detail", "words"), [
+    ("int", "a value of type int"), ("a formula", "a formula"), ("text", "text"), ("bytes", "bytes"),
+    ("nothing (None)", "nothing (None)")])
+def test_an_old_records_bare_type_is_said_in_words_by_every_message(detail, words):
+    """A record made before ``record.describe`` holds a type's name: one ``record.in_words`` says it for both."""
+    assert record.in_words(detail) == words
+    assert phrase("wrong_type", detail=detail, expected="a number") == f"Expected a number, got {words}."
+    if detail != "nothing (None)":  # a function question's None is no answer yet
+        v = fn_kind.diagnose([], [], {"error": fn_kind.NOT_A_FUNCTION + detail})
+        assert f"got {words}:" in v.message, v.message

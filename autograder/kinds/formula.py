@@ -189,10 +189,11 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
         return wrong("whole_number", **ctx)
     # A limit record's answer in the exact form's shape (it holds a limit symbol) is also read against that form:
     # its values over the (N-1)/N factors, so that twice the exact form is "twice", with the slip's hint.
+    mine = eq.free_names(p.expr)
+    in_limit = bool(mine & set(s.limit))
     readings = [(values, at)]
-    if s.limit and set(eq.free_names(p.expr)) & set(s.limit):
-        exact_at = _over_limit_factors(s, at)
-        readings.append(([exact_at(pt) for pt in s.points], exact_at))
+    if in_limit:
+        readings.append(_over_limit_factors(s, values, at))
     hints = list(dict.fromkeys(h for vs, _ in readings for j, h in enumerate(s.hints)
                                if tg.all_near(near, f"slip{j}", vs) is True))
     if s.limit and tg.all_near(near, "limit", [at(pt) for pt in s.limit_points]) is True:
@@ -200,23 +201,22 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     for j, (credit, message) in enumerate(s.accepts):
         if near.accepts(f"accept{j}", values) is True:
             return partial(credit, message)
-    for vs, fn in readings:
-        code = _constant_factor(e, vs, fn)
+    # Within 3 significant figures everywhere, yet not right: the big terms are right, a small one is not.
+    nearly = [tg.all_near(near, "ref", vs) is True for vs, _ in readings]
+    for (vs, fn), close in zip(readings, nearly, strict=True):
+        code = _constant_factor(e, vs, fn, close)
         if code is not None:
             return wrong(code, hints, **ctx)
-    # Within 3 significant figures everywhere, yet not right: the big terms are right, a small one is not.
-    nearly = any(tg.all_near(near, "ref", vs) is True for vs, _ in readings)
-    mine = eq.free_names(p.expr)
     # The exact form holds the limit symbols: one is extra only where it stays once the (N-1)/N factors are divided
     # out (V/(N*W), not 4*V*(N-1)/(N*W)).
-    beyond = _beyond_exact_form(s, p.expr) if set(mine) & set(s.limit) else set()
+    beyond = _beyond_exact_form(s, p.expr) if in_limit else set()
     extra = sorted(n for n in mine if not e.uses(n) and (n not in s.limit or n in beyond))
     missing = sorted(n for n in s.names if n not in mine and e.uses(n))
     if extra:
         return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
     if missing:  # said otherwise of a number like no slip's: its symbols were numbers when computed (S = 4 in a cell)
         return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not mine and not hints)
-    if nearly or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True:
+    if any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True:
         return wrong("lower_terms", hints, **ctx)
     # Agreement at some points only: for a max or min, within 3 figures (one side dominates there);
     # otherwise exactly, or a term that is merely small somewhere would read as a branch.
@@ -226,12 +226,12 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     return wrong("not_equivalent", hints, **ctx)
 
 
-def _constant_factor(e: Expected, values: list[Any], at: Callable[[eq.Point], Any]) -> str | None:
+def _constant_factor(e: Expected, values: list[Any], at: Callable[[eq.Point], Any], nearly: bool) -> str | None:
     """The reference times a constant: a simple factor ("ratio:2"), another one ("ratio:other"), or one within 3
     figures yet not right ("constant_close": a constant slightly off, exact numbers or rounded ones that disagree
-    where the small terms weigh, ``Setting.small``); None where the answer is no constant multiple of it."""
+    where the small terms weigh, ``Setting.small``); None where the answer is no constant multiple of it. ``nearly``:
+    whether the values are all within 3 figures of the reference's (the caller's ``all_near`` of "ref")."""
     s, near = e.setting, e.oracle
-    nearly = tg.all_near(near, "ref", values) is True
     with mpmath.workdps(eq.DIGITS):
         for k in () if nearly else eq.NICE_FACTORS:
             factor = mpmath.mpf(k.numerator) / k.denominator
@@ -247,28 +247,30 @@ def _constant_factor(e: Expected, values: list[Any], at: Callable[[eq.Point], An
     return None
 
 
-def _over_limit_factors(s: Setting, at: Callable[[eq.Point], Any]) -> Callable[[eq.Point], Any]:
-    """The answer's values divided by the (N-1)/N factor of each limit symbol: an answer in the exact form's
-    shape, read as the large-N form it stands for (``full_form``'s inverse)."""
-    def value(pt: eq.Point) -> Any:
-        v = at(pt)
+def _large_n_factor(limit: Sequence[str]) -> sp.Expr:
+    """The (N-1)/N factor of each limit symbol, multiplied: what ``full_form`` puts on the large-N form."""
+    return full_form(sp.Integer(1), limit)
+
+
+def _over_limit_factors(s: Setting, values: list[Any], at: Callable[[eq.Point], Any]
+                        ) -> tuple[list[Any], Callable[[eq.Point], Any]]:
+    """The answer's values (``values``, at ``s.points``) divided by the (N-1)/N factor of each limit symbol, and the
+    same as a function of any point: an answer in the exact form's shape, read as the large-N form it stands for
+    (``full_form``'s inverse). The factor is never 0: limit symbols are counts, >= 2 (``questions.Formula``)."""
+    f = eq.evaluator(_large_n_factor(s.limit), s.names)
+
+    def over(v: Any, pt: eq.Point) -> Any:
         if v is None:
             return None
         with mpmath.workdps(eq.DIGITS):
-            for name in s.limit:
-                n = mpmath.mpf(pt[name].numerator) / pt[name].denominator
-                v = v / ((n - 1) / n)
-            return v
-    return value
+            return v / f(pt)
+    return [over(v, pt) for v, pt in zip(values, s.points, strict=True)], lambda pt: over(at(pt), pt)
 
 
 def _beyond_exact_form(s: Setting, expr: sp.Expr) -> set[str]:
     """The symbols of the answer divided by the (N-1)/N factor of each limit symbol, cancelled."""
-    factor = sp.Integer(1)
-    for name in s.limit:
-        factor = factor * symbol(name) / (symbol(name) - 1)
     try:
-        return set(eq.free_names(sp.cancel(expr * factor)))
+        return set(eq.free_names(sp.cancel(expr / _large_n_factor(s.limit))))
     except Exception:  # a form cancel cannot take apart: its symbols as they are
         return set(eq.free_names(expr))
 

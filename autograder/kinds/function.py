@@ -191,9 +191,7 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
             got = error[len(NOT_A_FUNCTION):]
             if got in ("nothing (None)", "NoneType"):  # the placeholder's None: as a number question says it
                 return invalid(Invalid("empty"))
-            # a record made before ``record.describe`` names a type
-            if re.fullmatch(r"\w+", got) and got not in ("text", "bytes"):
-                got = f"a value of type {got}"
+            got = record.in_words(got)  # a record made before ``record.describe`` names a type
             return Verdict(Status.INVALID, 0.0, "not_a_function", phrase("not_a_function", got=got))
         return _raised(error)
     if not isinstance(outputs, list) or len(outputs) != len(probes):

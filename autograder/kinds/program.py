@@ -160,9 +160,10 @@ def hint(q: Program) -> str:
 Run = Callable[[list[dict[str, Any]]], Any]  # runner items {"qid", "spec", "blob", "seed"} -> qid -> report
 
 
-def prepare(spec: ProgramSpec, record: Any) -> tuple[ProgramSpec, str] | Verdict:
+def prepare(spec: ProgramSpec, record: Any, note: str = "") -> tuple[ProgramSpec, str] | Verdict:
     """The question as a record is judged (at the shape it names, where the student chooses) and the artefact to
-    run, or the verdict on a record that holds no program or names a shape that cannot be judged."""
+    run, or the verdict on a record that holds no program or names a shape that cannot be judged (``note``: one
+    that could not be lowered ends with it, ``programs.lowering_verdict``)."""
     from ..programs import not_a_program
 
     if spec.mesh_choices:  # the record holds the shape chosen and the program exported at it
@@ -171,7 +172,7 @@ def prepare(spec: ProgramSpec, record: Any) -> tuple[ProgramSpec, str] | Verdict
         if isinstance(at, Verdict):
             return at
         spec = at
-    return not_a_program(record, [a for a, _ in spec.mesh]) or (spec, record)
+    return not_a_program(record, [a for a, _ in spec.mesh], note) or (spec, record)
 
 
 def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run,
@@ -305,13 +306,14 @@ def make_print(q: Program) -> dict[str, Any]:
             **({"traffic": traffic} if traffic else {})}
 
 
-def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any) -> Verdict:
+def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, lowering_note: str = "") -> Verdict:
     """The self-check judges what the grader would: the function exported as ``encode`` records it, prepared as
-    the grader prepares a record, and that artefact run here on the public inputs."""
+    the grader prepares a record, and that artefact run here on the public inputs. ``lowering_note``: what the
+    verdict on a function that could not be lowered adds (``course.answers``: the kernel's devices)."""
     from .. import model_traffic
     from ..programs import judge_report, run_exported
 
-    prepared = prepare(ProgramSpec.from_json(fp["program"]), encode(fp, answer))
+    prepared = prepare(ProgramSpec.from_json(fp["program"]), encode(fp, answer), lowering_note)
     if isinstance(prepared, Verdict):
         return prepared
     at, blob = prepared

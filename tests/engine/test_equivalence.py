@@ -189,6 +189,18 @@ def test_without_a_declared_limit_the_exact_form_is_a_different_formula():
     assert v.diagnosis == "extra_symbol:N"
 
 
+def test_a_limit_symbol_must_be_a_count():
+    """The exact form divides by (N-1)/N, which is 0 where N is 1: a symbol that may be 1 (an ordinary one,
+    64/64) cannot be a limit, and saying so fails when the record is written."""
+    from autograder.questions import AuthoringError, Formula
+
+    with pytest.raises(AuthoringError, match="ch99-t0-limit: limit symbols must be among the counts"):
+        Formula(qid="ch99-t0-limit", points=1, prompt="p", reference=sp.sympify(LIMIT_REF), symbols="V W N",
+                limit="N", slips=(Slip("2*V/W", "ratio:2"),))
+    Formula(qid="ch99-t0-limit", points=1, prompt="p", reference=sp.sympify(LIMIT_REF), symbols="V W N",
+            counts="N", limit="N", slips=(Slip("2*V/W", "ratio:2"),))
+
+
 # --- check_formula: alternatives, slips and hints --------------------------------------------------
 
 REFERENCE = "2*B*D*(N-1)/N"

@@ -303,6 +303,37 @@ def test_a_stated_collective_of_an_odd_dtype_is_weighed_at_its_bytes(dtype):
     assert (c.kind, c.operand_shape, c.operand_bytes) == ("all-reduce", (8, 4), 32 * bits // 8), c
 
 
+@pytest.mark.parametrize(("text", "read"), [
+    ("tensor<64x320xcomplex<f32>>", ((64, 320), "complex<f32>")), ("tensor<f32>", ((), "f32")),
+    ("tensor<8x4xf8E4M3FN>", ((8, 4), "f8E4M3FN")), ("tensor<8xf32, #stablehlo.bounds<?>>", ((8,), "f32")),
+    ("tensor<?x4xf32>", "not fixed"), ("!stablehlo.token", "not fixed"), ("tuple<tensor<f32>>", "not fixed")])
+def test_an_operand_is_read_from_its_type_object_not_its_text(text, read):
+    """The shape and element type come from MLIR's type (static dims, element type), so an encoding after a comma
+    is no part of the element type; any other type (dynamic dims, a token, a tuple) is refused."""
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib.mlir import ir
+
+    from autograder.collectives import UnreadableCollective, _shape_dtype
+
+    with jmlir.make_ir_context():
+        t = ir.Type.parse(text)
+        if isinstance(read, str):
+            with pytest.raises(UnreadableCollective, match=read):
+                _shape_dtype(t)
+        else:
+            assert _shape_dtype(t) == read
+
+
+def test_an_hlo_element_type_outside_the_table_is_refused_in_the_stated_readers_words():
+    from autograder.collectives import UnreadableCollective, _checked, _hlo_array
+
+    with pytest.raises(UnreadableCollective) as stated:
+        _checked((8, 4), "f4e2m1fn")
+    with pytest.raises(UnreadableCollective) as compiled:
+        _hlo_array("f4e2m1fn", "8,4")
+    assert str(compiled.value) == str(stated.value)
+
+
 # --- the readers take whatever a program states --------------------------------------------------------------
 
 def test_a_permute_of_no_pairs_moves_nothing():
