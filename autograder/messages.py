@@ -97,12 +97,13 @@ _WRONG = {
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
                  "accepts {tolerance}): recheck each term, and each value you used.",
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
-    "magnitude": "Off by about a factor of {factor}: check the units and the powers of ten.{percent}",
-    "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you "
-                 "combined (bytes or FLOPs, per chip or in total).",
+    "magnitude": "Off by about a factor of {factor} (to within a factor of three): check the units and the powers "
+                 "of ten, and which quantities you combined.{percent}",
+    "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you combined, "
+                 "and how.",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
                       "({finding}). Check the rule that computes each element from the inputs.",
-    "wrong_option": "Not the right choice: compare the numbers you computed with what each option implies.",
+    "wrong_option": "Not the right choice: weigh what each option says against what you worked out above.",
     "book_value": "That is the answer at the book's values; your exercise setting uses other values: run "
                   "course.setting(\"{setting}\") to see them.",
 }
