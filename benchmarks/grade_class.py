@@ -139,6 +139,8 @@ def main() -> None:
     parser.add_argument("--chapter", default="ch01_rooflines")
     parser.add_argument("--jobs", type=int, default=None)
     args = parser.parse_args()
+    # The environment's own commands (nbgrader runs alembic by name), where its python was called without activating it.
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     ratios = {n: run(n, args.chapter, args.jobs) for n in args.students}
     print("\nthroughput ratio by class size: " + ", ".join(f"{n} notebooks {r:.2f}x" for n, r in ratios.items()))
 
