@@ -120,6 +120,8 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
     for warning in summary.warnings:
         print(f"\nWarning: {warning}")
     if failed := _failed(summary):
+        from .grading.pipeline import SHOWN  # students named in one line, at most, as in the run's warnings
+
         print(f"\nThe grader failed on part of {len(failed)} submission(s): "
               f"{', '.join(printable(s) for s in failed[:SHOWN])}{' and more' if len(failed) > SHOWN else ''}. "
               "Their scores are not final (status \"grader error\" in grades.csv, flagged in the gradebook); the "
@@ -129,7 +131,6 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
 
 
 TABLE_STUDENTS = 10  # above this many results, the summary shows each question's scores, not a column a student
-SHOWN = 10  # students named in one line, at most
 
 
 def print_questions(results: list[dict[str, Any]]) -> None:
