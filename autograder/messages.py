@@ -150,6 +150,9 @@ _VERDICTS = {
     "answer_first": "{error}: this cell uses your answer `{name}`{qid}: fill in its answer cell and run it first.",
     # A check cell run before its answer cell: its argument names a variable no cell has set yet (course/answers.py).
     "run_first": "{error}: run the answer cell above (the one that sets {name}) first.",
+    # A NameError for a name that a cell run earlier sets, where that cell stopped before setting it.
+    "stopped_first": "{error}: a cell you ran earlier sets `{name}`, cell {cell}, but it stopped with an error "
+                     "before it did: fix that cell (its message says how), run it again, then this one.",
     "interrupted": "{qid}: the check was interrupted before it finished, and nothing was recorded. If your function "
                    "was still running, look for an endless loop.",
     "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "

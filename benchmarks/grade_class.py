@@ -13,6 +13,7 @@ compilation cache), so small classes show a smaller ratio. Run it on an otherwis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -42,12 +43,15 @@ def make_class(course: Path, chapter: str, n: int) -> None:
 
 
 class PeakMemory:
-    """Largest total resident memory of a process tree, sampled every 0.1 s."""
+    """Largest memory of a process tree, sampled every 0.1 s, counted two ways. Summed resident sizes
+    count a page shared by several processes once per process: our kernels, judges and runners are
+    forked from one factory and share its imports, so that sum overstates what the machine needs. The
+    proportional set size (PSS) charges a shared page in shares, so its sum is the tree's true use."""
 
     def __init__(self, pid: int):
         import psutil
 
-        self.root, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        self.root, self.rss, self.pss, self._stop = psutil.Process(pid), 0, 0, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -55,17 +59,22 @@ class PeakMemory:
         import psutil
 
         while not self._stop.is_set():
+            rss = pss = 0
             try:
-                procs = [self.root, *self.root.children(recursive=True)]
-                self.peak = max(self.peak, sum(p.memory_info().rss for p in procs if p.is_running()))
+                for p in [self.root, *self.root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        info = p.memory_full_info()
+                        rss, pss = rss + info.rss, pss + getattr(info, "pss", info.rss)
             except psutil.Error:
                 pass
+            self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
             time.sleep(0.1)
 
-    def stop(self) -> float:
+    def stop(self) -> tuple[float, float]:
+        """(peak PSS, peak summed RSS) in GiB."""
         self._stop.set()
         self.thread.join()
-        return self.peak / 2**30
+        return self.pss / 2**30, self.rss / 2**30
 
 
 def busy_seconds() -> float:
@@ -78,8 +87,8 @@ def busy_seconds() -> float:
     return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def timed(cmd: list[str], cwd: Path, must_succeed: bool = True) -> tuple[float, float, str, float]:
-    """Wall seconds, peak memory (GiB), output, and the mean number of busy cores during the run."""
+def timed(cmd: list[str], cwd: Path, must_succeed: bool = True) -> tuple[float, tuple[float, float], str, float]:
+    """Wall seconds, peak memory (PSS and summed RSS, GiB), output, and the mean number of busy cores during the run."""
     started, busy = time.perf_counter(), busy_seconds()
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = PeakMemory(proc.pid)
@@ -115,10 +124,10 @@ def run(n: int, chapter: str, jobs: int | None) -> float:
               ("sanitize", "kernel_start", "cells", "collect_judge", "feedback", "total")}
     overhead = stages["total"] - stages["cells"]
     print(f"\n{n} submissions of {chapter}, {jobs or 'all'} jobs on {len(os.sched_getaffinity(0))} CPUs")
-    print(f"nbgrader autograde (sequential): {t_nb:7.1f} s  {n / t_nb * 60:6.1f} notebooks/min  peak {mem_nb:.2f} GiB"
-          f"  {cores_nb:.2f} cores busy")
-    print(f"scaling-course grade:            {t_us:7.1f} s  {n / t_us * 60:6.1f} notebooks/min  peak {mem_us:.2f} GiB"
-          f"  {cores_us:.2f} cores busy")
+    for name, t, mem, cores in (("nbgrader autograde (sequential):", t_nb, mem_nb, cores_nb),
+                                ("scaling-course grade:           ", t_us, mem_us, cores_us)):
+        print(f"{name} {t:7.1f} s  {n / t * 60:6.1f} notebooks/min  peak {mem[0]:.2f} GiB"
+              f" (summed RSS {mem[1]:.2f} GiB)  {cores:.2f} cores busy")
     for line in [line.strip() for line in out.splitlines() if "compilation cache" in line] or ["no word of it"]:
         print("  " + line)
     print(f"  notebooks that ran with the compilation cache: {sum(bool(r.get('compilation_cache')) for r in results)}"

@@ -272,7 +272,9 @@ def show_run_first(shell: Any = None) -> None:
     cell has set yet (the answer cell above not run), as one line that says to run that cell first. The error stays
     a NameError (Run All stops there, nbgrader counts it). So is a NameError raised anywhere in the code of the
     notebook's cells (a function they define included) for a name that is an answer of this chapter not given yet
-    (``_run_first``); any other NameError keeps its traceback. Installed
+    (``_run_first``), and a NameError for a name that a cell run earlier sets but stopped before setting
+    (``_stopped_first``: the cells after a mesh cell on a kernel with fewer devices); any other NameError keeps its
+    traceback. Installed
     by ``from course import check``; nothing where the kernel has custom exception handlers of its own."""
     if shell is None:
         try:
@@ -286,6 +288,8 @@ def show_run_first(shell: Any = None) -> None:
     def handler(self: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
         try:
             line = _run_first(self, value, tb)
+            if line is None and type(value) is NameError and isinstance(getattr(value, "name", None), str):
+                line = _stopped_first(self, value, value.name)
         except Exception:  # never in the way of the traceback (IPython would drop a handler that raises)
             line = None
         if line is not None:
@@ -376,6 +380,51 @@ def _run_first(shell: Any, value: BaseException, tb: Any) -> str | None:
                                      for a in arguments for n in ast.walk(a)):
             return f"{type(value).__name__}: " + phrase("run_first", error=str(value), name=name)
     return _answer_first(shell, value, name)
+
+
+def _bound_at_top(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell's top level binds, and those it deletes (None where it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set(), set()
+    bound: set[str] = set()
+    deleted: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Delete):
+            deleted.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        else:
+            targets = {ast.Assign: lambda n: n.targets, ast.AnnAssign: lambda n: [n.target],
+                       ast.AugAssign: lambda n: [n.target], ast.For: lambda n: [n.target],
+                       ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars]}
+            for t in targets.get(type(node), lambda n: [])(node):
+                bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return bound, deleted
+
+
+def _stopped_first(shell: Any, value: BaseException, name: str) -> str | None:
+    """The one line for a NameError of ``name`` where a cell run earlier in this kernel sets it at its top level and
+    no later one deletes it: that cell stopped before it got there (on a kernel with fewer devices, a mesh cell
+    stops with one line, and every cell after it that uses its names would show a traceback). None otherwise."""
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or []
+    for number in range(len(history) - 2, max(len(history) - 400, 0), -1):  # the last one is this cell
+        cell = history[number]
+        if not isinstance(cell, str):
+            continue
+        bound, deleted = _bound_at_top(cell)
+        if name in deleted:
+            return None
+        if name in bound:
+            first = next((line.strip() for line in cell.splitlines() if line.strip()
+                          and not line.strip().startswith("#")), "")
+            first = first if len(first) <= 60 else first[:57] + "..."
+            return f"{type(value).__name__}: " + phrase("stopped_first", error=str(value), name=name,
+                                                        cell=f"[{number}] (`{first}`)")
+    return None
 
 
 def _display(bundle: dict[str, Any]) -> None:

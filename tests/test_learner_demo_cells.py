@@ -65,6 +65,24 @@ def test_other_name_errors_in_demo_cells_keep_their_traceback(shell, cell, sessi
     assert "answer cell" not in "\n".join(shell.shown[0])
 
 
+@pytest.mark.parametrize("use", ["print(set_by_a_stopped_cell)",
+                                 "def f():\n    return set_by_a_stopped_cell\n\nf()"],
+                         ids=["in-the-cell", "in-a-function-the-cell-defines"])
+def test_a_name_an_earlier_cell_stopped_before_setting_says_so_in_one_line(shell, use):
+    """On a kernel with fewer devices, a mesh cell stops with one line; the cells after it used its names and each
+    showed a traceback. Any name that a cell run earlier sets, where that cell stopped before setting it, is told in
+    one line: which cell to fix."""
+    stopped = _run(shell, "import math\nmath.sqrt(-1)\nset_by_a_stopped_cell = 3", session="ch09_profiling.ipynb")
+    assert isinstance(stopped.error_in_exec, ValueError)
+    result = _run(shell, use, session="ch09_profiling.ipynb")
+    assert isinstance(result.error_in_exec, NameError)  # still a NameError: Run All stops there
+    assert len(shell.shown) == 1 and len(shell.shown[0]) == 1, shell.shown
+    line = shell.shown[0][0]
+    assert line.startswith("NameError: name 'set_by_a_stopped_cell' is not defined"), line
+    assert "a cell you ran earlier sets `set_by_a_stopped_cell`" in line and "stopped" in line, line
+    assert "(`import math`)" in line, line  # the cell, by its number and first line
+
+
 def test_the_check_cell_keeps_its_own_line(shell):
     _run(shell, 'check("ch09-cx3-census", census)', session="ch09_profiling.ipynb")
     line = shell.shown[0][0]
