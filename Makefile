@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+STUDENT_STAMP := $(VENV)/.installed-student
 
-.PHONY: demo test lint release dist install clean
+.PHONY: demo test lint release dist install install-student clean
 
 demo: $(STAMP)  ## build the release, grade three sample students, print the grade table
 	$(BIN)/scaling-course demo
@@ -22,7 +23,15 @@ dist: $(STAMP)  ## dist/student/ and dist/grader/: the wheels of this version (d
 	$(BIN)/scaling-course dist student
 	$(BIN)/scaling-course dist grader
 
-install: $(STAMP)
+install: $(STAMP)  ## the developers' install: the package with the test tools (make test, .ci/run)
+
+install-student: $(STUDENT_STAMP)  ## a learner's install: the package alone, notebooks, selfcheck and progress
+
+$(STUDENT_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(STUDENT_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -24,7 +24,7 @@ examples:
   scaling-course gradescope ch01_rooflines     # ch01_rooflines-gradescope.zip: Gradescope's autograder
   scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
   scaling-course equiv "N-1" "N" --symbols "N:count" --json
-  scaling-course selfcheck my-work/ch01_rooflines.ipynb  # self-study: run and check your own notebook
+  scaling-course selfcheck my-work/ch01_rooflines/ch01_rooflines.ipynb  # self-study (after cp -r release my-work)
   scaling-course progress                      # what you have solved so far, per chapter
   scaling-course dist student                  # dist/student/*.whl: a class's student image, no solutions
   scaling-course dist grader --out wheels/     # the full package, as pip installs the repository
@@ -101,6 +101,7 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
     are the students' text: each goes through ``printable``, so no name can move the cursor or hide what follows."""
     from .demo import print_table
     from .grading.console import printable
+    from .grading.pipeline import SHOWN  # students named in one line, at most, as in the run's warnings
 
     if not summary.results and not summary.problems:
         print(f"No submissions found under {course / 'submitted'}/<student>/{assignment}/.")
@@ -111,6 +112,13 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
         print_questions(summary.results)
     elif summary.results:
         print_table(assignment, [{**r, "student": printable(r["student"])} for r in summary.results])
+    if late := [r for r in summary.results if (r.get("gradebook") or {}).get("late_penalty")]:
+        from .grading.feedback import late_words
+
+        each = ", ".join(f"{printable(r['student'])} {r['gradebook']['late_penalty']:g} points "
+                         f"({late_words(r['gradebook'].get('seconds_late') or 0)} late)" for r in late[:SHOWN])
+        print(f"\nLate penalties (nbgrader's late-submission policy), not in the table above but taken from the "
+              f"totals in grades.csv, the gradebook and the reports: {each}{' and more' if len(late) > SHOWN else ''}.")
     if summary.problems:
         print("\nSubmissions with problems (graded as far as possible, except those \"not graded\"):")
         for student, problems in sorted(summary.problems.items(), key=lambda item: printable(item[0])):
@@ -120,12 +128,12 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
     for warning in summary.warnings:
         print(f"\nWarning: {warning}")
     if failed := _failed(summary):
-        from .grading.pipeline import SHOWN  # students named in one line, at most, as in the run's warnings
-
         print(f"\nThe grader failed on part of {len(failed)} submission(s): "
               f"{', '.join(printable(s) for s in failed[:SHOWN])}{' and more' if len(failed) > SHOWN else ''}. "
               "Their scores are not final (status \"grader error\" in grades.csv, flagged in the gradebook); the "
               "next run grades them again. Each one's problems say what failed.")
+    if summary.copies:  # for the staff: students whose answer cells are the same (grading/copies.py)
+        print("\n" + "\n".join(summary.copies))
     print(f"\n{len(summary.results) - summary.skipped} graded, {summary.skipped} unchanged and kept, in "
           f"{summary.seconds:.0f} s. Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")
 
@@ -250,6 +258,16 @@ def cmd_dist(args: argparse.Namespace) -> int:
     return 0
 
 
+COURSE_DIR = "the course directory, which holds nbgrader_config.py and source/ (default: the current directory)"
+DASH_ID = 'An id that begins with "-" is written --student=ID (--student=-lead), or it reads as an option.'
+GRADE_STATUS = f"""exit status:
+  0    the run ended: every submission graded, or unchanged and kept
+  2    a course or assignment it cannot grade (the message says why), or a wrong argument
+  {GRADER_FAILED}    the run ended, but the grader failed on part of some submissions (named in the last lines,
+       "grader error" in grades.csv): the next run grades them again
+  {INTERRUPTED}  interrupted (Ctrl-C): what was graded is kept; the same command continues"""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scaling-course", description="Autograded exercises for 'How To Scale "
                                      "Your Model'.", epilog=EXAMPLES, formatter_class=argparse.RawTextHelpFormatter)
@@ -261,15 +279,17 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("release", help="regenerate release/ and self-check data from source/")
     p.add_argument("chapters", nargs="*", metavar="CHAPTER", help="e.g. ch01_rooflines (default: all)")
-    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
     p.set_defaults(func=cmd_release)
-    p = sub.add_parser("grade", help="grade every submitted/<student>/ASSIGNMENT/")
+    p = sub.add_parser("grade", help="grade every submitted/<student>/ASSIGNMENT/", epilog=GRADE_STATUS,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("assignment", metavar="ASSIGNMENT")
-    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
     p.add_argument("--jobs", type=int, default=None, help="parallel notebooks (default: CPU count)")
     p.add_argument("--force", action="store_true", help="regrade submissions that did not change")
     p.add_argument("--student", action="append", metavar="ID", help="grade only submitted/ID/ASSIGNMENT/ (repeat "
-                   "for more; with --force, regrade only them); grades.csv still lists every student graded")
+                   "for more; with --force, regrade only them); grades.csv still lists every student graded. "
+                   + DASH_ID)
     p.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://10.0.0.5:8786 "
                    "(workers need this package and the course directory at the same path)")
     p.set_defaults(func=cmd_grade)
@@ -278,12 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", metavar="PATH", help="the zip to write (default: ASSIGNMENT-gradescope.zip)")
     p.add_argument("--student-id", choices=("email", "sid"), default="email",
                    help="the Gradescope field each student's values are dealt from (default: email)")
-    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
     p.set_defaults(func=cmd_gradescope)
     p = sub.add_parser("variant", help="a student's values of the varied exercises and their reference answers")
     p.add_argument("assignment", metavar="ASSIGNMENT")
-    p.add_argument("--student", required=True, metavar="ID", help="the student's id, as in submitted/<ID>/")
-    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--student", required=True, metavar="ID", help="the student's id, as in submitted/<ID>/. "
+                   + DASH_ID)
+    p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
     p.add_argument("--json", action="store_true", help="one JSON object: assignment, student, parameters, answers")
     p.set_defaults(func=cmd_variant)
     p = sub.add_parser("equiv", help="judge a candidate formula against a reference, as the grader would")
@@ -301,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dist", help="build the student wheel (no solutions) or the grader's (the full package)")
     p.add_argument("kind", choices=("student", "grader"))
     p.add_argument("--out", metavar="DIR", help="where to write the wheel (default: dist/KIND)")
-    p.add_argument("--course-dir", default=".", metavar="DIR")
+    p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
     p.set_defaults(func=cmd_dist)
     args = parser.parse_args(argv)
     from .distribution import edition, student_package_notice

@@ -41,7 +41,7 @@ _INVALID = {
     "separator": "Write the number without separators between its digits: 1,024 is 1024 in some countries and "
                  "1.024 in others. Type 1024 or 1.024.",
     "unknown_unit": "Unknown unit '{detail}'. For this question use {unit_examples}.",
-    "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.",
+    "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.{rate}",
     "formula_for_number": "This question asks for a number, and your answer is a formula in {detail}: put in the "
                           "values (e.g. with .subs(...)) or compute it with numbers.",
     "number_expression": "This question asks for a number, and your answer is a calculation with {detail} in it: "
@@ -96,6 +96,9 @@ _WRONG = {
     # "close" beyond what a rounding explains (kinds/number.py, ROUNDING): the same diagnosis, other words
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
                  "accepts {tolerance}): recheck each term, and each value you used.",
+    # an exact count answered by a whole number one away from it (kinds/number.py): the diagnosis stays "close"
+    "off_by_one": "Off by one: check where the count starts and ends, and floor against round (the question "
+                  "accepts {tolerance}).",
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
     "magnitude": "Off by about a factor of {factor} (to within a factor of three): check the units and the powers "
                  "of ten, and which quantities you combined.{percent}",
@@ -267,6 +270,10 @@ _PROGRAM = {
     "partial_sum": "Each entry of the result is a partial sum where the expected one is the total: of the sum over "
                    "{letters} in {einsum} it adds up only one share along {axes} ({n} shares in all). Is a psum "
                    "(or psum_scatter) over {axes} missing?",
+    # each entry the max (or min) of the shares a psum adds: the reduction runs, with the wrong operation
+    "reduced_by": "Each entry of the result is the {op} of the {n} shares along {axes} of the sum over {letters} in "
+                  "{einsum}, where the expected one is their total: the all-reduce over {axes} takes the {op} of "
+                  "the shares; the sum needs psum (not p{op}).",
     "partial_sum:local": "The result is what one device computes from its own blocks of the operands (split "
                          "along {axes}): one of {n} shares of {einsum}, where the expected result adds them all. Is "
                          "a psum (or psum_scatter) over {axes} missing?",
@@ -402,7 +409,7 @@ def phrase(code: str, **ctx: object) -> str:
         return "Not the expected answer."
     if head == "wrong_type" and _CONTAINER.match(str(fields["detail"])):  # record.container_words
         template = _CONTAINED
-        fields["fix"] = _container_fix(str(fields["detail"]))
+        fields["fix"] = _container_fix(str(fields["detail"]), str(ctx.get("shape", "")))
     elif head == "wrong_type":
         fields["detail"] = record.in_words(str(fields["detail"]))
     if head == "implicit_multiplication":
@@ -417,6 +424,8 @@ def phrase(code: str, **ctx: object) -> str:
         fields["fix"] = e_notation(str(fields["detail"])) or "1.5e-3"
     if head == "unit":
         fields.update(_unit_guess(arg, str(ctx.get("unit", ""))))
+    if head == "unit_dimension":
+        fields["rate"] = _rate_note(str(fields["detail"]), str(ctx.get("unit", "")))
     if head == "too_expensive":
         fields["limit"] = f"{bounds.ANSWER_CPU_SECONDS:g} s of computing ({bounds.ANSWER_WALL_SECONDS:g} s in all)"
     if head == "unknown_function":
@@ -442,7 +451,9 @@ _CONTAINER = re.compile(rf"an? ({'|'.join(map(re.escape, _CONTAINERS))}) of "
 _CONTAINED = "Expected {expected}, got {detail}: {fix}."
 
 
-def _container_fix(detail: str) -> str:
+def _container_fix(detail: str, shape: str = "") -> str:
+    """What to give instead of ``detail``; ``shape``: a Choice's first option where every option is a shape
+    ("8x8"), to show how a tuple such as (16, 4) is written (the first option, whichever is right)."""
     m = _CONTAINER.match(detail)
     name, size = (m.group(1), m.group(2)) if m else ("array", "")
     dims = [int(d) for d in m.group(3).replace(" ", "").split(",") if d] if m and m.group(3) is not None else []
@@ -454,11 +465,26 @@ def _container_fix(detail: str) -> str:
         name = "array"
     if name == "array" and dims and all(d == 1 for d in dims):  # an array that holds one value, but not a number
         return "give the one value it holds, x.item(), not the array"
+    if size != "one value" and shape:
+        return f"write it as text, such as '{shape}'"
     if size != "one value":
         return f"give the one value the question asks for, not {'an' if name == 'array' else 'a'} {name} of them"
     if name == "tuple":
         return "give the value itself, x[0], not the tuple (a comma after a value makes a tuple)"
     return "give the value itself, x[0], not the list"
+
+
+# "unit_dimension" of a FLOP count ("TFLOPs", the course's count) where a rate is asked: how a rate is written.
+_FLOP_COUNT = re.compile(r"(?P<prefix>[kKMGTPEZ]?)(?:FLOPs?|[Ff]lop)")
+
+
+def _rate_note(given: str, unit: str) -> str:
+    from .numbers import UNITS
+
+    m = _FLOP_COUNT.fullmatch(given)
+    if m is None or UNITS.get(unit, ("",))[0] != "flops/s":
+        return ""
+    return f" FLOPs is a count: a rate is {m.group('prefix')}FLOP/s or {m.group('prefix')}FLOPS."
 
 
 def frame(name: str, message: str, **ctx: object) -> str:
@@ -498,6 +524,8 @@ def phrase_program(code: str, **ctx: Any) -> str:
 def phrase_invalid(inv: Invalid, **ctx: object) -> str:
     """Sentence for an unreadable answer, with a caret under the fault when the offset is known."""
     sentence = phrase(inv.code, detail=inv.detail, **ctx)
+    if ctx.get("options") and inv.code != "unknown_option":  # a choice's every refusal names its options
+        sentence += " " + phrase("unknown_option", **ctx)
     if inv.offset is not None and inv.text and len(inv.text) <= 120 and inv.code not in ("empty",):
         sentence += f"\n    {inv.text}\n    {' ' * inv.offset}^"
     return sentence

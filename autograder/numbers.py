@@ -31,52 +31,77 @@ import sympy as sp
 from . import record
 from .formula import CONSTANTS, FUNCTIONS, Invalid, answer_to_text, parse_formula
 
-# Scale factors to the SI base of each dimension. FLOPs count operations; "B" is bytes.
-_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
-_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+# Units are a grammar: a prefix, a base and, for a rate, a per-second spelling (``_unit_table``). Scale factors
+# are to the SI base of each dimension: seconds, bytes, FLOPs. Case matters where it says something: B is a byte
+# and b a bit ("Gb/s" is 1/8 of "GB/s"), m is milli and M mega, so "mflop" is never a unit.
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
+_WORD_PREFIX = {"": 1.0, "kilo": 1e3, "mega": 1e6, "giga": 1e9, "tera": 1e12, "peta": 1e15, "exa": 1e18,
+                "zetta": 1e21, "kibi": 2.0**10, "mebi": 2.0**20, "gibi": 2.0**30, "tebi": 2.0**40, "pebi": 2.0**50}
+_PER_SECOND = ("/s", "/sec", " per second")  # and "ps" after a one-letter B or b: "GBps", "Gbps"
+# Bytes and bits: the base and its size in bytes ("Gbit" is 1e9 / 8 B). A lone "b" is no unit: a letter more
+# often than a bit ("3 bits" says it).
+_BYTE_BASES = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "Byte": 1.0, "Bytes": 1.0, "b": 1 / 8, "bit": 1 / 8,
+               "bits": 1 / 8}
+# FLOPs: "FLOPs" and "FLOP" are the course's count, "FLOP/s" its rate; "FLOPS" and "flops" are written for
+# both (``_reading``). A lower-case prefix is read before a lower-case flop ("tflops"), never m (milli).
+_FLOP_COUNTS = ("FLOP", "FLOPs", "flop", "Flop")
+_FLOP_EITHER = ("FLOPS", "flops", "Flops")
+_LOWER_PREFIX = {"t": 1e12, "g": 1e9, "p": 1e15, "e": 1e18, "z": 1e21}
+# Times: the second with its SI prefixes, in symbols and in words, then the longer units by name.
+_SECOND_PREFIX = {"": 1.0, "m": 1e-3, "u": 1e-6, "µ": 1e-6, "μ": 1e-6, "n": 1e-9, "p": 1e-12}
+_SECOND_WORD_PREFIX = {"": 1.0, "milli": 1e-3, "micro": 1e-6, "nano": 1e-9, "pico": 1e-12}
+_TIMES = {("min", "mins", "minute", "minutes"): 60.0, ("h", "hr", "hrs", "hour", "hours"): 3600.0,
+          ("d", "day", "days"): 86400.0, ("week", "weeks"): 7 * 86400.0,
+          ("y", "yr", "yrs", "year", "years"): 365.25 * 86400.0}  # a Julian year
 
 
 def _unit_table() -> dict[str, tuple[str, float]]:
+    """Every spelling of every unit: prefix x base x per-second spelling, the times, and a few words."""
     t: dict[str, tuple[str, float]] = {
-        "s": ("time", 1.0), "sec": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6),
-        "µs": ("time", 1e-6), "μs": ("time", 1e-6), "ns": ("time", 1e-9), "ps": ("time", 1e-12),
-        "min": ("time", 60.0), "h": ("time", 3600.0), "hours": ("time", 3600.0),
-        "days": ("time", 86400.0),
         # A percentage is a plain number in hundredths: "25%" answers a fraction question with 0.25.
-        "": ("number", 1.0), "%": ("number", 0.01),
+        "": ("number", 1.0), "%": ("number", 0.01), "percent": ("number", 0.01),
     }
-    for p, f in {**_PREFIX, **_BINARY}.items():
-        for b in ("B", "bytes") if p == "" else ("B",):
-            t[p + b] = ("bytes", f)
-            t[p + b + "/s"] = ("bytes/s", f)
-        if p in _PREFIX:
-            for flop in ("FLOP", "FLOPs"):
-                t[p + flop] = ("flops", f)
-                t[p + flop + "/s"] = ("flops/s", f)
-            t[p + "FLOPS"] = ("flops/s", f)
-    # The spellings students write, and the prompts use ("FLOPs per byte"): the same units, in words.
-    for words, dim, scale in ((("second", "seconds", "secs"), "time", 1.0),
-                              (("msec", "msecs", "millisecond", "milliseconds"), "time", 1e-3),
-                              (("usec", "microsecond", "microseconds"), "time", 1e-6),
-                              (("nanosecond", "nanoseconds"), "time", 1e-9),
-                              (("minute", "minutes", "mins"), "time", 60.0),
-                              (("hour", "hr", "hrs"), "time", 3600.0), (("day",), "time", 86400.0),
-                              (("week", "weeks"), "time", 7 * 86400.0),
-                              (("year", "years", "yr", "yrs"), "time", 365.25 * 86400.0),  # a Julian year
-                              (("byte",), "bytes", 1.0),
-                              (("percent",), "number", 0.01)):
-        t |= dict.fromkeys(words, (dim, scale))
+    for p, f in _SECOND_PREFIX.items():
+        for s in ("s", "sec", "secs"):
+            t[p + s] = ("time", f)
+    for p, f in _SECOND_WORD_PREFIX.items():
+        t[p + "second"] = t[p + "seconds"] = ("time", f)
+    for words, f in _TIMES.items():
+        t |= dict.fromkeys(words, ("time", f))
+
+    def size(spelling: str, f: float, ps: bool) -> None:  # a size and its rates
+        t[spelling] = ("bytes", f)
+        for rate in _PER_SECOND + (("ps",) if ps else ()):
+            t[spelling + rate] = ("bytes/s", f)
+
+    for base, f in _BYTE_BASES.items():
+        for p, g in {**_PREFIX, **_BINARY}.items():
+            if (p, base) != ("", "b") and not (p in _BINARY and base.lower().startswith("byte")):
+                size(p + base, g * f, len(base) == 1)
+        if base.islower() and len(base) > 1:  # the words: "gigabytes", "gibibits"
+            for p, g in _WORD_PREFIX.items():
+                size(p + base, g * f, False)
+    for p, f in {**_PREFIX, **_LOWER_PREFIX}.items():
+        lower = p in _LOWER_PREFIX
+        for base in _FLOP_COUNTS + _FLOP_EITHER:
+            if lower and base.startswith("FLOP"):
+                continue  # "tFLOPs" is no one's spelling
+            t[p + base] = ("flops/s", f) if base == "FLOPS" else ("flops", f)
+            if base != "FLOPS":
+                for rate in _PER_SECOND:
+                    t[p + base + rate] = ("flops/s", f)
+    for p, f in _WORD_PREFIX.items():
+        if p and not p.endswith("bi"):  # "teraflops"
+            for base in ("flop", "flops"):
+                t[p + base] = ("flops", f)
+                for rate in _PER_SECOND:
+                    t[p + base + rate] = ("flops/s", f)
+    t["mflops"] = ("flops", 1e6)  # read as MFLOPS before the grammar; kept, though "mflop" is no unit
     for p, f in (("", 1.0), ("k", 1e3), ("M", 1e6), ("G", 1e9)):  # a clock: "2.11 GHz"
         t[p + "Hz"] = ("frequency", f)
-    for p, f in {**_PREFIX, **_BINARY}.items():
-        t[p + "B/sec"] = t[p + "Bps"] = ("bytes/s", f)
-        if p in _PREFIX and p:
-            t[p + "b/s"] = t[p + "bps"] = ("bytes/s", f / 8)  # bits: "400 Gb/s" is 50 GB/s
-            t[p + "flops"] = ("flops", f)  # a count or a rate, as the question asks (_reading)
-            if p.lower() not in _PREFIX:
-                t[p.lower() + "flops"] = ("flops", f)  # "tflops"; never "mflops", which reads as milli
-    t["flops"] = ("flops", 1.0)
-    for flop in ("FLOP", "FLOPs", "FLOPS", "flop", "flops"):
+    # An intensity, as the prompts write it ("FLOPs per byte"): a plain number the intensity questions ask for.
+    for flop in _FLOP_COUNTS + _FLOP_EITHER:
         for b in ("B", "byte", "bytes"):
             t[f"{flop}/{b}"] = ("flops/byte", 1.0)
         t[f"{flop} per byte"] = ("flops/byte", 1.0)
@@ -140,13 +165,27 @@ def unit_dimension(unit: str) -> str:
     return UNITS[unit][0]
 
 
+# For the sentence on an unknown unit: the prefixes a question's unit is most often written with, and other
+# common units of its kind.
+_COMMON_PREFIX = {"time": ("", "m", "µ", "n"), "frequency": ("", "G", "M", "k")}
+_COMMON_UNITS = {"time": ("h", "min", "s", "ms", "days", "weeks", "years"), "bytes": ("GiB", "bytes"),
+                 "bytes/s": ("GiB/s", "Gb/s"), "flops": ("TFLOPs", "FLOPs"), "flops/s": ("TFLOPS", "FLOPS"),
+                 "flops/byte": ("FLOPs/byte", "FLOP/B")}
+
+
 def unit_examples(unit: str) -> str:
-    """Units a student may write for a question in ``unit``: for the sentence on an unknown unit.
-    A plain number names the percent sign as an option, not as the one unit to use."""
+    """Units a student may write for a question in ``unit``: for the sentence on an unknown unit. The question's
+    unit first, then its base with the common prefixes ("FLOP/s, TFLOP/s, GFLOP/s, MFLOP/s, kFLOP/s"; "s, ms, µs,
+    ns"), then other common units of its kind. A plain number names the percent sign as an option, not as the one
+    unit to use."""
     dim = unit_dimension(unit)
     if dim == "number":
         return "a plain number (or a percentage such as 25%)"
-    return ", ".join([unit, *(u for u, (d, _) in UNITS.items() if d == dim and u and u != unit)][:6])
+    prefixes = _COMMON_PREFIX.get(dim, ("", "T", "G", "M", "k"))
+    base = next((unit[len(p):] for p in sorted(_PREFIX | _BINARY | _SECOND_PREFIX, key=len, reverse=True)
+                 if unit.startswith(p) and UNITS.get(unit[len(p):], ("",))[0] == dim), unit)
+    named = [unit, *(p + base for p in prefixes), *_COMMON_UNITS.get(dim, ())]
+    return ", ".join(list(dict.fromkeys(u for u in named if UNITS.get(u, ("",))[0] == dim))[:6])
 
 
 def _reading(given: str, want: str) -> tuple[str, float]:
@@ -155,8 +194,8 @@ def _reading(given: str, want: str) -> tuple[str, float]:
     the course's count, "FLOP/s" its rate), and an intensity in FLOPs per byte is the plain number the
     intensity questions ask for."""
     dim, scale = UNITS[given]
-    if (dim, want) == ("flops/byte", "number") or ({dim, want} == {"flops", "flops/s"} and (
-            given.endswith("FLOPS") or given.endswith("flops"))):
+    if (dim, want) == ("flops/byte", "number") or ({dim, want} == {"flops", "flops/s"} and
+                                                   given.endswith(_FLOP_EITHER)):
         return want, scale
     return dim, scale
 

@@ -685,7 +685,10 @@ def _partial_sum(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance,
                  shares: dict[str, list[np.ndarray]]) -> Finding | None:
     """Whether every entry is a partial sum: the einsum with a contracted index cut down to the share
     of one position along some mesh axes (a psum over those axes left out). Tried for each contracted
-    index that an operand splits, and for all of them at once (nothing summed at all)."""
+    index that an operand splits, and for all of them at once (nothing summed at all). Each block of the
+    result (as its out_spec splits it over the devices) must be one share throughout: entries that each
+    equal some share but not the same one are a reduction with the wrong operation (an elementwise max
+    or min of the shares is always one of them), which the program does run, so no psum is missing."""
     parsed = _terms(q)
     if parsed is None:
         return None
@@ -701,7 +704,7 @@ def _partial_sum(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance,
         axes_all = tuple(a for a, _ in q.mesh if a in varying)
         for r in range(len(axes_all), 0, -1):
             for missing in itertools.combinations(axes_all, r):
-                hit = np.zeros(g.shape, bool)
+                parts = []
                 positions = sorted({tuple(at[a] for a in missing) for at in devices})
                 for pos in positions:
                     cut = {c: functools.reduce(np.logical_or, [shares[c][d] for d, at in enumerate(devices)
@@ -710,12 +713,38 @@ def _partial_sum(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance,
                     part = _einsum_cut(q, terms, out, views, cut)
                     if part.shape != g.shape:
                         return None
-                    hit |= tol.close(g, part)
-                if hit.all():
-                    return Finding(f"partial_sum:{','.join(missing)}", phrase_program("partial_sum",
-                        letters=" and ".join(repr(c) for c in letters), einsum=q.einsum,
-                        axes=_axes_text(missing), n=len(positions)),
-                        {"indices": list(letters), "axes": list(missing)})
+                    parts.append(part)
+                hits = [tol.close(g, part) for part in parts]
+                if not np.logical_or.reduce(hits).all():
+                    continue
+                ctx = {"letters": " and ".join(repr(c) for c in letters), "einsum": q.einsum,
+                       "axes": _axes_text(missing), "n": len(positions)}
+                data = {"indices": list(letters), "axes": list(missing)}
+                if _one_share_per_block(q, hits):
+                    return Finding(f"partial_sum:{','.join(missing)}", phrase_program("partial_sum", **ctx), data)
+                op = _reduced_by(g, parts, tol)
+                if op is not None:
+                    return Finding(f"reduced_by_{op}:{','.join(missing)}",
+                                   phrase_program("reduced_by", op=op, **ctx), data)
+    return None
+
+
+def _one_share_per_block(q: ProgramSpec, hits: list[np.ndarray]) -> bool:
+    """Whether each device's block of the result (as the expected out_spec splits it) is one share throughout:
+    ``hits[k]`` marks the entries that equal share k."""
+    sizes = dict(q.mesh)
+    for at in _coordinates(q.mesh):
+        block = np.ix_(*_held(hits[0].shape, q.out_spec, at, sizes))
+        if not any(h[block].all() for h in hits):
+            return False
+    return True
+
+
+def _reduced_by(g: np.ndarray, parts: list[np.ndarray], tol: _Tolerance) -> str | None:
+    """"max" or "min" where every entry is that of the shares (a pmax or pmin in place of a psum), else None."""
+    for op, f in (("max", np.maximum), ("min", np.minimum)):
+        if tol.same(g, functools.reduce(f, parts)):
+            return op
     return None
 
 
@@ -879,7 +908,8 @@ def wrong_numbers(code: str) -> bool:
     numbers with the wrong sharding or collectives."""
     head = code.partition("@")[0].partition(":")[0]
     return head in {"wrong_shape", "wrong_type", "wrong_values", "not_finite", "zeros", "scaled", "transposed",
-                    "partial_sum", "misplaced_blocks", "same_block", "zero_rows", "permuted_rows", "output_order"}
+                    "partial_sum", "reduced_by_max", "reduced_by_min", "misplaced_blocks", "same_block", "zero_rows",
+                    "permuted_rows", "output_order"}
 
 
 SHOWN_COLLECTIVES = 12  # a verdict describes this many of a program's collectives (each shape its own)

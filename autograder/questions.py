@@ -32,11 +32,22 @@ class AuthoringError(ValueError):
 @dataclass(frozen=True)
 class Slip:
     """A typical wrong answer. Tests prove the engine rejects it with ``diagnosis``; a ``hint``,
-    if given, is shown to a student who gives exactly this answer (fingerprinted, so no leak)."""
+    if given, is shown to a student who gives exactly this answer (fingerprinted, so no leak).
+    ``maybe``: other simple mistakes reach the same value (twice or half a number of bytes, one more or less
+    of a count), so the hint is told as one possible cause, not as the student's (``release.slip_collisions``
+    names the slips that need it; a number question reads it)."""
 
     answer: Any
     diagnosis: str
     hint: str = ""
+    maybe: bool = False
+
+    @property
+    def told(self) -> str:
+        """The hint as the student reads it after "Hint: "."""
+        if self.maybe and self.hint:
+            return f"one possible cause (other mistakes give this value too): {self.hint}"
+        return self.hint
 
 
 @dataclass(frozen=True)
@@ -127,6 +138,9 @@ class Number(Question):
     unit: str = ""
     tolerance: Tolerance = field(default_factory=Tolerance)
     exact: bool = False  # an exact count: only the whole number passes (the tolerance is set from it)
+    # The answer may be below zero (a change, a difference); else a negative reference is an authoring mistake (a
+    # setting's value that makes a time or a size negative), refused at import.
+    negative: bool = False
     kind: ClassVar[str] = "number"
     # How the prompt of an exact count tells the student that rounding will not do.
     exact_words: ClassVar[re.Pattern[str]] = re.compile(r"\b(exact|exactly|how many)\b", re.IGNORECASE)
@@ -139,7 +153,18 @@ class Number(Question):
             unit_dimension(self.unit)
         except ValueError as e:
             raise AuthoringError(f"{self.qid}: {e}") from None
-        reference = float(self.reference)
+        try:
+            reference = float(self.reference)
+        except (TypeError, ValueError, OverflowError):
+            reference = math.nan
+        if not math.isfinite(reference):
+            raise AuthoringError(f"{self.qid}: the reference {self.reference!r} is not a finite number")
+        if reference < 0 and not self.negative:
+            raise AuthoringError(f"{self.qid}: the reference {reference:g} is negative: check the values it is "
+                                 "computed from, or, for a quantity that may be below zero, say negative=True")
+        if reference == 0 and not (self.exact or self.tolerance.is_range):
+            raise AuthoringError(f"{self.qid}: a relative tolerance of a reference of 0 accepts 0 alone: give a "
+                                 "range, Tolerance(low=..., high=...), or ask for a quantity that is not 0")
         if self.exact:
             if not reference.is_integer():
                 raise AuthoringError(f"{self.qid}: exact=True is for counts; {self.reference!r} is not a whole number")
@@ -186,9 +211,23 @@ class Choice(Question):
 
 def option_key(text: str) -> str:
     """What two spellings of one option share: "AllReduce", "all reduce" and "all-reduce" are one; so are a
-    mesh's "16x4" and "16×4", and "memory" and "memory-bound" (the word a bound question leaves implied)."""
-    key = re.sub(r"[\s\-_]+", "", text.lower().replace("\u00d7", "x"))
+    mesh's "16x4" and "16×4", and "memory" and "memory-bound" (the word a bound question leaves implied). The
+    numbers in an option are read by value ("16x4.0" and "16.0x4" are "16x4", "dp4-mp2.0" is "dp4-mp2": what
+    ``Y = N / X`` gives in Python 3), before the separators go, so that "4.0-2" stays two numbers."""
+    key = _OPTION_NUMBER.sub(_number_key, text.lower().replace("\u00d7", "x"))
+    key = re.sub(r"[\s\-_]+", "", key)
     return key.removesuffix("bound") or key
+
+
+# A decimal number inside an option: ASCII digits, a fraction only after a point with digits on both sides, and
+# not part of a longer run of digits and points ("1.2.3" is no number).
+_OPTION_NUMBER = re.compile(r"(?<![0-9.])([0-9]+)(?:\.([0-9]+))?(?![0-9]|\.[0-9])")
+
+
+def _number_key(m: re.Match[str]) -> str:
+    """A number by its value: no leading zeros, no trailing zeros after the point ("04" and "4.00" are "4")."""
+    whole, fraction = m.group(1).lstrip("0") or "0", (m.group(2) or "").rstrip("0")
+    return f"{whole}.{fraction}" if fraction else whole
 
 
 @dataclass(frozen=True)
@@ -505,6 +544,9 @@ def load_chapter(name: str) -> Chapter:
     chapter = getattr(module, "CHAPTER", None)
     if not isinstance(chapter, Chapter):
         raise AuthoringError(f"solutions/{name}.py must define CHAPTER = Chapter(...)")
+    if chapter.name != name:  # the notebook, the release and each student's deal go by the module's name
+        raise AuthoringError(f"solutions/{name}.py defines Chapter({chapter.name!r}, ...): name it {name!r}, as its "
+                             "module")
     return chapter
 
 

@@ -11,6 +11,7 @@ import ast
 import builtins
 import inspect
 import json
+import math
 import os
 import re
 import symtable
@@ -26,7 +27,16 @@ from .course_config import variant_plan
 from .distribution import BOOTSTRAP_END, DistributionError, bootstrap, colab_prefix
 from .fingerprint import make_chapter
 from .grading import STATE
-from .questions import AuthoringError, Chapter, Program, ProgramSpec, Question, chapter_names, load_chapter
+from .questions import (
+    AuthoringError,
+    Chapter,
+    Function,
+    Program,
+    ProgramSpec,
+    Question,
+    chapter_names,
+    load_chapter,
+)
 
 COURSE_ROOT = Path(__file__).resolve().parents[1]  # this repository: the course directory it ships
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
@@ -472,30 +482,81 @@ def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
 
 
 SCALAR_KINDS = ("number", "formula", "choice")
+# A question whose value is bytes, or bytes moved over a link: forgetting bf16's 2 bytes (or counting f32's 4),
+# or one direction of a link for both, gives twice or half its value, whatever the slip a record names there.
+BYTE_UNITS = ("B", "B/s")
+BYTE_WORDS = re.compile(r"\b(bytes?|bandwidth)\b", re.IGNORECASE)
+
+
+def slip_collisions(chapter: Chapter) -> list[str]:
+    """Slips whose hint would be told as the cause of a value that other simple mistakes reach too, at the book's
+    values: twice or half the reference of a question in bytes or bandwidth (``BYTE_UNITS``, ``BYTE_WORDS``), and
+    one more or one less than an exact count (any off-by-one lands there). Such a slip is marked ``maybe=True``, so
+    its hint reads as one possible cause. A slip of another kind of question may not be so marked (only a number's
+    hint reads it)."""
+    problems = []
+    for q in chapter.questions:
+        for s in q.slips:
+            if s.maybe and q.kind != "number":
+                problems.append(f"{q.qid}: maybe=True is read only by number questions")
+        if q.kind != "number":
+            continue
+        ref = float(q.reference)  # type: ignore[attr-defined]
+        in_bytes = q.unit in BYTE_UNITS or BYTE_WORDS.search(q.prompt)  # type: ignore[attr-defined]
+        for s in q.slips:
+            if not s.hint or s.maybe:
+                continue
+            v = float(s.answer)
+            why = ("one away from the exact count" if q.tolerance.whole and abs(v - ref) == 1  # type: ignore[attr-defined]
+                   else "twice the reference of a question in bytes" if in_bytes and math.isclose(v, 2 * ref)
+                   else "half the reference of a question in bytes" if in_bytes and math.isclose(2 * v, ref) else "")
+            if why:
+                problems.append(f"{q.qid}: the slip {s.answer!r} is {why}, which other mistakes reach too: mark it "
+                                "maybe=True, so that its hint reads as one possible cause")
+    return problems
 
 
 def record_problems(chapter: Chapter) -> list[str]:
-    """What the chapter's tests would find first in its scalar questions, at the book's values: a reference the
-    grader refuses, a slip it gives full marks or another diagnosis than the record's. Judged only where the
-    records changed (seconds a chapter); programs and functions are left to the tests, which run them."""
+    """What the chapter's tests would find first in its scalar and function questions, at the book's values: a
+    reference the grader refuses, a slip it gives full marks or another diagnosis than the record's; and a
+    function whose public probes a constant passes (``constant_passes``). Judged only where the records changed
+    (seconds a chapter: a function at its public probes alone); programs are left to the tests, which run them
+    (``python -m pytest -m chNN``)."""
     from . import fingerprint, kinds
     from .checks import judge
 
     problems = []
     for q in chapter.questions:
-        if q.kind not in SCALAR_KINDS:
+        if q.kind not in (*SCALAR_KINDS, "function"):
             continue
         data = fingerprint.make(q)
-        if not judge(q, kinds.encode(data, q.reference)).ok:
+        if not judge(q, kinds.encode(data, q.solution if isinstance(q, Function) else q.reference)).ok:
             problems.append(f"{q.qid}: the grader refuses its reference")
+        if isinstance(q, Function) and constant_passes(q, data):
+            problems.append(f"{q.qid}: its probes cannot tell a constant from the answer (a function that returns "
+                            "the first probe's result passes them all): add a probe whose result differs")
         for slip in q.slips:
             v = judge(q, kinds.encode(data, slip.answer))
+            said = getattr(slip.answer, "__name__", None) if callable(slip.answer) else None
+            said = said or repr(slip.answer)
             if v.ok:
-                problems.append(f"{q.qid}: the slip {slip.answer!r} gets full marks from the grader")
+                problems.append(f"{q.qid}: the slip {said} gets full marks from the grader")
             elif v.diagnosis != slip.diagnosis:
-                problems.append(f"{q.qid}: the slip {slip.answer!r} is diagnosed {v.diagnosis} by the grader, not "
+                problems.append(f"{q.qid}: the slip {said} is diagnosed {v.diagnosis} by the grader, not "
                                 f"{slip.diagnosis} as its record says")
-    return problems
+    return problems + slip_collisions(chapter)
+
+
+def constant_passes(q: Function, data: dict[str, Any]) -> bool:
+    """Whether a function that returns the reference's result at the first probe, whatever it is given, passes
+    every public probe: the self-check would then tick an answer that computes nothing."""
+    from . import kinds
+    from .checks import judge
+    from .kinds.function import _expected_items
+
+    first = _expected_items(q, q.probes[0])
+    result = first[0] if len(q.outputs) == 1 else first
+    return len(q.probes) > 1 and judge(q, kinds.encode(data, lambda *args, **kwargs: result)).ok
 
 
 def generate(course_dir: Path, chapter: str, database: bool = False, release_dir: Path | None = None) -> Path:
@@ -553,14 +614,15 @@ def write_readme_links(course_dir: Path) -> bool:
 
 def traffic_entries() -> tuple[dict[str, dict[str, dict[str, float]]], list[tuple[Program, ProgramSpec, str]]]:
     """``model_traffic``'s table as the records ask for it: the entries it holds that a record still asks for, and
-    the (question, spec, key) it lacks (a new question, a changed spec, a new variant). Every chapter's: the
-    table is one file, whichever chapters are released."""
+    the (question, spec, key) it lacks (a new question, a changed spec, a new variant, a model that exports another
+    program: the key holds the program's digest). Every chapter's: the table is one file, whichever chapters are
+    released. Exports every model at every spec (seconds, once a process)."""
     old, entries = model_traffic.table(), {}
     todo: list[tuple[Program, ProgramSpec, str]] = []
     for name in chapter_names():
         for q in model_traffic.programs_of(load_chapter(name)):
             for spec in model_traffic.judged_specs(q):
-                key = model_traffic.spec_key(spec)
+                key = model_traffic.table_key(spec, exported_model(q, spec))
                 if key in old.get(q.qid, {}):
                     entries.setdefault(q.qid, {})[key] = old[q.qid][key]
                 else:
@@ -584,17 +646,43 @@ def write_traffic() -> bool:
     return True
 
 
+# Each model's program at each spec, by (question, spec key, model function): exported once a process.
+_EXPORTED: dict[tuple[str, str, Any], str] = {}
+
+
+def exported_model(q: Program, spec: ProgramSpec) -> str:
+    """The question's model exported at ``spec`` on the 8 simulated devices, as a student's program is. A model that
+    cannot be exported is the author's mistake, named with the question (a name its records module lacks: most
+    often ``course``, which a model's ``course.mesh(...)`` reads)."""
+    key = (q.qid, model_traffic.spec_key(spec), q.solution)
+    if key not in _EXPORTED:
+        from course.devices import simulated_cpus
+
+        simulated_cpus()
+        from .meshes import mesh
+        from .programs import reference_program
+
+        try:
+            _EXPORTED[key] = reference_program(q, spec, make_mesh=mesh)
+        except NameError as e:
+            fix = " (add `import course` to the records module: a model builds its mesh with course.mesh(...))" \
+                if e.name == "course" else ""
+            raise AuthoringError(f"{q.qid}: the model reads {e.name}, which its records module does not define"
+                                 f"{fix}") from None
+        except Exception as e:
+            raise AuthoringError(f"{q.qid}: the model cannot be exported at {spec.mesh}: "
+                                 f"{type(e).__name__}: {e}") from None
+    return _EXPORTED[key]
+
+
 def measure_traffic(q: Program, spec: ProgramSpec) -> dict[str, float]:
     """What the question's model moves at ``spec``: exported and run as a student's program is, on the 8
     simulated devices (the collectives a program states do not depend on the machine)."""
-    from course.devices import simulated_cpus
-
-    simulated_cpus()
     from .collectives import traffic
     from .meshes import mesh
-    from .programs import reference_program, run_exported, weighed_collectives
+    from .programs import run_exported, weighed_collectives
 
-    report = run_exported(spec, reference_program(q, spec, make_mesh=mesh), 0, make_mesh=mesh)
+    report = run_exported(spec, exported_model(q, spec), 0, make_mesh=mesh)
     if report.error:
         raise AuthoringError(f"{q.qid}: the model does not run at {spec.mesh}: {report.error}")
     return model_traffic.as_json(traffic(weighed_collectives(spec, report)))

@@ -105,7 +105,7 @@ class Setting:
             raise AuthoringError(f"setting {self.name}: declare at least one parameter")
         if self.valid is not None and not self.valid(**self.book):
             raise AuthoringError(f"setting {self.name}: the book's own values are not valid")
-        object.__setattr__(self, "_book", tuple(self.build(**self.book)))
+        object.__setattr__(self, "_book", self.records(self.book))
         if not self._book:
             raise AuthoringError(f"setting {self.name}: build() returned no question")
         for q in self._book:
@@ -122,6 +122,15 @@ class Setting:
 
     def labels(self, values: Mapping[str, Any]) -> Labels:
         return {n: label(p.kind, values[n]) for n, p in self.params.items()}
+
+    def records(self, values: Mapping[str, Any]) -> tuple[Question, ...]:
+        """The group's records built for ``values``. A build that raises at some values (a division by a value of
+        0, a record refused at a negative one) is the author's mistake, named with the setting and the values."""
+        try:
+            return tuple(self.build(**values))
+        except Exception as e:
+            raise AuthoringError(f"setting {self.name}: building its records at {describe(self.labels(values))} "
+                                 f"raised {type(e).__name__}: {e}") from None
 
     def combos(self, allowed: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, Any]]:
         """Every valid choice of values, in declaration order (the book's first where it is allowed).
@@ -149,7 +158,7 @@ class Setting:
         chosen = {n: p.value_of(labels[n]) for n, p in self.params.items()}
         if self.valid is not None and not self.valid(**chosen):
             raise KeyError(f"setting {self.name}: {labels} is not a valid choice")
-        built = tuple(self.build(**chosen))
+        built = self.records(chosen)
         shape = [(q.qid, q.kind, q.points) for q in built]
         if shape != [(q.qid, q.kind, q.points) for q in self._book]:
             raise AuthoringError(f"setting {self.name}: the values {labels} build other questions "

@@ -3,8 +3,10 @@ shorthand, the variant settings, and the mesh and ``shard_map`` helpers of the p
 
 A chapter module opens with ``from solutions._kit import *`` and reads as its list of questions: the names
 below (``__all__``) are the whole authoring vocabulary, so a new chapter copies one line, not a preamble.
-``P`` (``PartitionSpec``), ``NamedSharding`` and ``make_mesh`` are imported by name where a chapter uses
-them, since ``P`` is also a symbol of the book.
+``P`` (``PartitionSpec``) and ``NamedSharding`` are imported by name where a chapter uses them, since ``P`` is
+also a symbol of the book (and ``NamedSharding`` comes with it, as a notebook imports both from ``jax.sharding``).
+``course`` is not here: a records module imports it, as the notebook does, since its models build their mesh
+with ``course.mesh(...)``.
 
 JAX is imported on first use, here and nowhere else in ``solutions``: the grader imports every chapter
 in its judging process, which must not pay for starting JAX. Chapters use ``jax``, ``jnp`` and ``P``
@@ -49,7 +51,7 @@ __all__ = [
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "X8", "number", "slip_code",
     "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
-    "jax", "jnp", "smap", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
+    "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
 
 # --- tolerances ---------------------------------------------------------------------------------------------

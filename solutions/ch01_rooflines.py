@@ -414,7 +414,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                        "divide FLOP/s by bytes/s, not the other way round."),
                   Slip(E7_BOTH_CORES, slip_code(E7_BOTH_CORES, E7_INTENSITY, E7_TOLERANCE),
                        "the question takes one TensorCore's VPU rate, as hw gives it, not doubled for the "
-                       "v5p's two."))),
+                       "v5p's two.", maybe=True))),
     # Q1: all-int8 matmul.
     Formula(qid="ch01-q1-bytes", points=1, section=SECTION + "#worked-problems",
             prompt="Bytes read and written by an all-int8 matmul X[B,D] @ Y[D,F] -> Z[B,F].",

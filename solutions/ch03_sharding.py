@@ -615,8 +615,8 @@ def e1(mesh: tuple[int, int], dtype: str) -> tuple[Number, ...]:
         Number(qid="ch03-e1-a-bytes", points=1, section=NOTATION,
                prompt=f"Bytes of A = {dtype}[8, 2048] @ P('X', 'Y') on each device of a {mesh} mesh.",
                reference=a, unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(a * m["Y"], f"ratio:{m['Y']}", "A's columns are split along Y as well."),
-                      Slip(a / bpe, f"ratio:1/{bpe}", f"{dtype} takes {bpe} bytes per element."))),
+               slips=(Slip(a * m["Y"], f"ratio:{m['Y']}", "A's columns are split along Y as well.", maybe=True),
+                      Slip(a / bpe, f"ratio:1/{bpe}", f"{dtype} takes {bpe} bytes per element.", maybe=True))),
         Number(qid="ch03-e1-b-bytes", points=1, section=NOTATION,
                prompt=f"Bytes of B = {dtype}[2048, 8192] @ P(None, 'Y') on each device of the same mesh.",
                reference=b, unit="B", tolerance=THREE_FIGURES,
@@ -652,8 +652,8 @@ def pq0(gpu: hw.GPU, mesh: tuple[int, int]) -> tuple[Number, ...]:
         Number(qid="ch03-pq0-bytes", points=1, section=NOTATION,
                prompt=f"Bytes per device of fp32[1024, 4096] @ A[I_XY, J] on {{X: {m['X']}, Y: {m['Y']}}}.",
                reference=block, unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(block / 2, "ratio:1/2", "fp32 takes 4 bytes per element."),
-                      Slip(block * m["Y"], f"ratio:{m['Y']}", "I is split over both axes, X and Y."))),
+               slips=(Slip(block / 2, "ratio:1/2", "fp32 takes 4 bytes per element.", maybe=True),
+                      Slip(block * m["Y"], f"ratio:{m['Y']}", "I is split over both axes, X and Y.", maybe=True))),
         number("ch03-pq0-time", section=NOTATION, prompt=f"Seconds to read that block from the HBM of one {gpu.name}.",
                reference=seconds, unit="s",
                tolerance=Tolerance(rtol=0.055),  # the book divides 1e6 B, not 2**20 B: 294 ns on its H100
@@ -669,11 +669,12 @@ def pq1(mesh: tuple[int, int, int]) -> tuple[Number, ...]:
         Number(qid="ch03-pq1-bytes-per-device", points=1, section=NOTATION,
                prompt=f"Bytes per device of int8[128, 2048] @ A[I_XY, J] on {{X: {m['X']}, Y: {m['Y']}, Z: {m['Z']}}}.",
                reference=per_device, unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(per_device / m["Z"], f"ratio:1/{m['Z']}", "Z does not split A: it copies it."),)),
+               slips=(Slip(per_device / m["Z"], f"ratio:1/{m['Z']}", "Z does not split A: it copies it.",
+                           maybe=True),)),
         Number(qid="ch03-pq1-total-bytes", points=1, section=NOTATION,
                prompt=f"Bytes of that array summed over all {math.prod(mesh)} devices.",
                reference=total, unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(total / m["Z"], f"ratio:1/{m['Z']}", "there is one copy per Z coordinate."),)))
+               slips=(Slip(total / m["Z"], f"ratio:1/{m['Z']}", "there is one copy per Z coordinate.", maybe=True),)))
 
 
 def q1(mesh: tuple[int, int, int]) -> tuple[Number, ...]:
@@ -696,7 +697,7 @@ def e4(chip: hw.TPU) -> tuple[Number, ...]:
                           "direction).",
                    reference=latency_bytes, unit="B", tolerance=ONE_PERCENT,
                    slips=(Slip(2 * latency_bytes, "ratio:2",
-                               "one hop sends in one direction: use the one-way rate."),)),)
+                               "one hop sends in one direction: use the one-way rate.", maybe=True),)),)
 
 
 def pq2(N: int, E: int) -> tuple[Number, ...]:
@@ -875,7 +876,7 @@ def q7(DF: tuple[int, int], B: int) -> tuple[Choice | Number, ...]:
         Number(qid="ch03-q7-bytes-per-chip", points=1, section=PROBLEMS,
                prompt="Q7: weight bytes per chip with tensor parallelism over all 4 chips.",
                reference=per_chip, unit="B", tolerance=ONE_PERCENT,
-               slips=(Slip(per_chip / 2, "ratio:1/2", "there are two weight matrices."),)),
+               slips=(Slip(per_chip / 2, "ratio:1/2", "there are two weight matrices.", maybe=True),)),
         number("ch03-q7-flop-time", section=PROBLEMS,
                prompt=f"Q7: seconds of matmul per chip for the MLP block with B = {B} (tensor parallel, v5e).",
                reference=flop_time, unit="s", slips=(Slip(flop_time * 4, "ratio:4", "each chip does a quarter."),)),

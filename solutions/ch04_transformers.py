@@ -611,8 +611,8 @@ def q1(model: m.Config) -> tuple[Number, ...]:
         Number(qid="ch04-q1-kv-bytes", points=1, unit="B", section=_wp,
                prompt=f"Bytes of int8 KV cache per token for {model.name}.",
                reference=kv, tolerance=THREE_FIGURES,
-               slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer."),
-                      Slip(2 * kv, "ratio:2", "the cache is int8: 1 byte per element."))))
+               slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer.", maybe=True),
+                      Slip(2 * kv, "ratio:2", "the cache is int8: 1 byte per element.", maybe=True))))
 
 
 def e3(D: int, D2: int) -> tuple[Number, ...]:
@@ -651,13 +651,13 @@ def e4(tokens: float, L: int, D: int) -> tuple[Number, ...]:
         Number(qid="ch04-e4-no-remat", points=1, unit="B", section=_mem,
                prompt=f"Bytes of saved activations, 20 D-sized tensors per layer ({setting}).",
                reference=everything, tolerance=TWO_PERCENT,
-               slips=(Slip(everything / 2, "ratio:1/2", "bf16: 2 bytes per element."),
+               slips=(Slip(everything / 2, "ratio:1/2", "bf16: 2 bytes per element.", maybe=True),
                       Slip(everything / L, slip_code(everything / L, everything),
                            "every layer saves its own."))),
         Number(qid="ch04-e4-block-remat", points=1, unit="B", section=_mem,
                prompt="The same when each layer saves only its input.",
                reference=block, tolerance=TWO_PERCENT,
-               slips=(Slip(block / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
+               slips=(Slip(block / 2, "ratio:1/2", "bf16: 2 bytes per element.", maybe=True),)),
         Number(qid="ch04-e4-dots-remat", points=1, unit="B", section=_mem,
                prompt="The same when each layer saves the outputs of its seven big matmuls (F = 4D, MHA).",
                reference=dots, tolerance=TWO_PERCENT,
@@ -671,7 +671,8 @@ def e5(S: int, L: int, KH: int) -> tuple[Number, ...]:
     return (Number(qid="ch04-e5-kv-bytes", points=1, unit="B", section=f"{SECTION}#key-value-kv-caching",
                    prompt=f"That for S = {S}, L = {L}, K*H = {KH}.",
                    reference=kv, tolerance=THREE_FIGURES,
-                   slips=(Slip(kv / 2, "ratio:1/2"), Slip(2 * kv, "ratio:2", "int8: 1 byte per element."))),)
+                   slips=(Slip(kv / 2, "ratio:1/2"),
+                          Slip(2 * kv, "ratio:2", "int8: 1 byte per element.", maybe=True))),)
 
 
 def q4(chip: hw.TPU) -> tuple[Number, ...]:

@@ -124,9 +124,11 @@ BOOK = {
 
 
 def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
-    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip."""
+    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip. One
+    away from an exact count is any off-by-one's value too: its hint is one possible cause (``Slip.maybe``)."""
     lo, hi = tolerance.bounds(reference)
-    return tuple(Slip(a, slip_code(a, reference, tolerance), hint) for a, hint in wrong if not lo <= a <= hi)
+    return tuple(Slip(a, slip_code(a, reference, tolerance), hint, maybe=tolerance.whole and abs(a - reference) == 1)
+                 for a, hint in wrong if not lo <= a <= hi)
 
 
 # --- CX1: the step-time calculator and the batch that fits -------------------------------------------
@@ -809,16 +811,16 @@ def e5(model: m.Config, context: int) -> tuple[Number, ...]:
         Number(qid="ch07-e5-weight-bytes", points=1, unit="B", section=_kv,
                prompt=f"{model.name}: bytes of its bf16 weights.",
                reference=weight_bytes, tolerance=ONE_PERCENT,
-               slips=(Slip(total, "ratio:1/2", "bf16: 2 bytes per parameter."),)),
+               slips=(Slip(total, "ratio:1/2", "bf16: 2 bytes per parameter.", maybe=True),)),
         Number(qid="ch07-e6-activation-bytes", points=1, unit="B", section=_kv,
                prompt=f"Bytes of one bf16 activation [{context}, {model.D}] of a {context}-token prefill.",
                reference=activation, tolerance=Tolerance(low=80e6, high=84e6)
                if activation == BF16 * E7_CONTEXT * L13.D else ONE_PERCENT,
-               slips=(Slip(activation / 2, "ratio:1/2", "bf16: 2 bytes per element."),)),
+               slips=(Slip(activation / 2, "ratio:1/2", "bf16: 2 bytes per element.", maybe=True),)),
         Number(qid="ch07-e7-kv-bytes", points=1, unit="B", section=_kv,
                prompt=f"{model.name}: bytes of the bf16 KV cache of one {context}-token sequence.",
                reference=kv, tolerance=ONE_PERCENT,
-               slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer."),
+               slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer.", maybe=True),
                       *slips(kv, ONE_PERCENT, (kv / model.L, "every layer keeps its own keys and values.")))),
         number("ch07-e7-sequences", section=_kv, exact=True,
                prompt=f"The fewest {context}-token sequences (an exact count) whose bf16 caches outweigh "
@@ -863,13 +865,13 @@ def e12(ways: int, batch: int) -> tuple[Question, ...]:
         Number(qid="ch07-e12-latency-bytes", points=1, unit="B", section=_app_latency,
                prompt=f"Buffer below which a {ways}-way v5e collective is latency-bound (1 us per hop).",
                reference=threshold, tolerance=THREE_FIGURES,
-               slips=(Slip(2 * threshold, "ratio:2", "a shard crosses one link in one direction."),
+               slips=(Slip(2 * threshold, "ratio:2", "a shard crosses one link in one direction.", maybe=True),
                       Slip(threshold / ways, f"ratio:1/{ways}",
                            f"that is one shard; the buffer holds {ways}."))),
         Number(qid="ch07-e13-activation-bytes", points=1, unit="B", section=_app_latency,
                prompt=f"Bytes of an int8 activation of batch {batch}, D = {E13_D}.",
                reference=activation, tolerance=THREE_FIGURES,
-               slips=(Slip(2 * activation, "ratio:2", "int8: 1 byte per element."),)),
+               slips=(Slip(2 * activation, "ratio:2", "int8: 1 byte per element.", maybe=True),)),
         Choice(qid="ch07-e13-bound", points=1, section=_app_latency,
                prompt=f"Is a {ways}-way collective over that activation latency- or bandwidth-bound?",
                reference=bound, options=("latency", "bandwidth"),
@@ -1100,7 +1102,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     Number(qid="ch07-q1-kv-bytes", points=1, unit="B", section=_wp,
            prompt="Q1: int8 KV cache bytes per token.",
            reference=Q1_KV, tolerance=Tolerance(rtol=0.005),
-           slips=(Slip(2 * Q1_KV, "ratio:2", "int8: 1 byte per element."),
+           slips=(Slip(2 * Q1_KV, "ratio:2", "int8: 1 byte per element.", maybe=True),
                   Slip(Q.N / Q.K * Q1_KV, "ratio:4", "the cache holds the K key/value heads, not the N query heads."))),
     vary("ch07-q2", q2, context=values(Q2_CONTEXT, 64_000, 32_000), chips=values(Q2_CHIPS, 32, 8)),
     vary("ch07-q4", q4, chip=chips(V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V4P)),
@@ -1146,8 +1148,8 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              prompt="accepted_tokens(draft, target): tokens one greedy speculative step emits (the matching "
                     "prefix of the draft plus the target's one token).",
              reference=accepted_tokens, probes=SPEC_PROBES, draw=draw_spec, output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx6_bonus_twice, "ratio:4/3", "the target adds exactly one token after the accepted prefix."),
-                    Slip(cx6_stops_early, "ratio:2/3",
+             slips=(Slip(cx6_bonus_twice, "not_equal", "the target adds exactly one token after the accepted prefix."),
+                    Slip(cx6_stops_early, "not_equal",
                          "the target's own token at the first disagreement is emitted too."))),
     Program(qid="ch07-cx7-speculative-decoding", points=4, section=_app,
             prompt="Greedy speculative decoding on 8 devices, the batch split over X: a bigram target, its rounded "

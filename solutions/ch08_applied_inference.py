@@ -418,9 +418,11 @@ DA_SPEC = ProgramSpec(
 
 
 def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
-    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip."""
+    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip. One
+    away from an exact count is any off-by-one's value too: its hint is one possible cause (``Slip.maybe``)."""
     lo, hi = tolerance.bounds(reference)
-    return tuple(Slip(a, slip_code(a, reference, tolerance), hint) for a, hint in wrong if not lo <= a <= hi)
+    return tuple(Slip(a, slip_code(a, reference, tolerance), hint, maybe=tolerance.whole and abs(a - reference) == 1)
+                 for a, hint in wrong if not lo <= a <= hi)
 
 
 def _below(name: str) -> str:
@@ -488,7 +490,8 @@ def iq2(batch: int, context: int) -> tuple[Question, ...]:
     t3 = Tolerance(rtol=0.03)
     return (
         number("ch08-iq2-kv-bytes", section=_story, prompt=f"int8 caches of {batch} sequences of {context} tokens.",
-               reference=kv, unit="B", tolerance=t3, slips=(Slip(2 * kv, "ratio:2", "int8: 1 byte per element."),)),
+               reference=kv, unit="B", tolerance=t3,
+               slips=(Slip(2 * kv, "ratio:2", "int8: 1 byte per element.", maybe=True),)),
         number("ch08-iq2-total-bytes", section=_story, prompt="Those caches plus the int8 weights.", reference=total,
                unit="B", tolerance=t3, slips=slips(total, t3, (kv, "add the 70e9 B of weights."))),
         Choice(qid="ch08-iq2-slice", points=1, section=_story, prompt="The smallest v5e slice that holds them.",
@@ -758,7 +761,7 @@ def cx4(B: int, S: int) -> tuple[Question, ...]:
                prompt="CX4: bytes of f32 key and value cache each device reads in that program.",
                reference=per_device, unit="B", tolerance=THREE_FIGURES,
                slips=(Slip(CX4_DEVICES * per_device, "ratio:8", "each device reads its block."),
-                      Slip(per_device / 2, "ratio:1/2", "keys and values."))))
+                      Slip(per_device / 2, "ratio:1/2", "keys and values.", maybe=True))))
 
 
 # --- the records -------------------------------------------------------------------------------------
@@ -770,7 +773,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     # 2. Memory: what fits where.
     number("ch08-iq1-kv-per-token", section=_story, prompt="LLaMA 3-70B: int8 KV cache bytes per token.", reference=KV8,
            unit="B", tolerance=Tolerance(rtol=0.025),
-           slips=(Slip(2 * KV8, "ratio:2", "int8: 1 byte per element."),
+           slips=(Slip(2 * KV8, "ratio:2", "int8: 1 byte per element.", maybe=True),
                   Slip(KV8 * L70.N // L70.K, "ratio:8", "the cache holds the 8 key/value heads."))),
     vary("ch08-iq1", iq1, context=values(32_768, 16_384, 65_536), sequences=values(240, 100, 64)),
     vary("ch08-iq2", iq2, batch=values(32, 16, 48), context=values(CONTEXT, 2048)),

@@ -455,7 +455,7 @@ def e2(batch: int, width: int) -> tuple[Number, ...]:
         number("ch09-e2-output-bytes", section=READ_OP,
                prompt=f"Bytes of fusion.7's result bf16[{batch},32,{width}] (no padding: the tiles divide it).",
                reference=out_bytes, unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(2 * out_bytes, "ratio:2", "bf16 is 2 bytes."),)),
+               slips=(Slip(2 * out_bytes, "ratio:2", "bf16 is 2 bytes.", maybe=True),)),
         number("ch09-e2-ways", section=READ_OP,
                prompt=f"Over how many devices does fusion.7 scatter ({E2_IN_WIDTH} columns in, {width} out)?",
                reference=ways, exact=True,
@@ -599,7 +599,7 @@ def q2(B: int, T: int, F: int) -> tuple[Number | Choice, ...]:
         number("ch09-cx5-argument-bytes", section=MEMORY,
                prompt="memory_analysis() argument bytes per device of your mock layer.",
                reference=c["argument_bytes"], unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(c["argument_bytes"] * 2, "ratio:2", "the weights are split over Y."),)),
+               slips=(Slip(c["argument_bytes"] * 2, "ratio:2", "the weights are split over Y.", maybe=True),)),
         Choice(qid="ch09-q2-strategy", points=1, section=PROBLEMS, prompt="The mock layer's sharding strategy.",
                reference="dp4-mp2", options=("dp8", "mp8", "dp4-mp2", "dp2-mp4"),
                slips=(Slip("dp2-mp4", "wrong_option", "each all-reduce group has two devices."),)),
@@ -613,12 +613,13 @@ def q2(B: int, T: int, F: int) -> tuple[Number | Choice, ...]:
                slips=(Slip("all-gather", "wrong_option"),)),
         number("ch09-q2-allreduce-count", section=PROBLEMS, prompt="How many times it runs per layer.",
                reference=Q2_ALLREDUCES, exact=True,
-               slips=(Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results."),)),
+               slips=(Slip(1, "ratio:1/2", "attention and the MLP each end with a sum of partial results.",
+                           maybe=True),)),
         number("ch09-q2-allreduce-bytes", section=PROBLEMS,
                prompt="Bytes of each all-reduce's operand per device (as compiled, f32).", reference=allreduce_bytes,
                unit="B", tolerance=THREE_FIGURES,
                slips=(Slip(allreduce_bytes * MOCK_X, "ratio:4", "each device reduces its own batch rows."),
-                      Slip(allreduce_bytes / 2, "ratio:1/2", "the CPU program is f32."))),
+                      Slip(allreduce_bytes / 2, "ratio:1/2", "the CPU program is f32.", maybe=True))),
         Choice(qid="ch09-q2-dominant", points=1, section=PROBLEMS, prompt="Which part of the layer has the most FLOPs?",
                reference=max(flops, key=flops.get), options=tuple(flops),
                slips=(Slip("attention", "wrong_option",
@@ -982,15 +983,6 @@ def draw_program(rng: random.Random, probe: dict) -> dict:
 CX8_PROBES = tuple(dict(text=PROGRAMS[program_key(name, sizes[0])]["text"]) for name, sizes in PROGRAM_SIZES.items())
 
 
-def _cx8_code(slip) -> str:
-    """The diagnosis of a slip's first wrong number on the first public case (the grader reports that one)."""
-    got, expected = slip(**CX8_PROBES[0]), read_compiled(**CX8_PROBES[0])
-    codes = [slip_code(g, e, EXACT) for g, e in zip(got, expected, strict=True) if g != e]
-    if not codes:
-        raise ValueError(f"CX8: {slip.__name__} reads the first public program as the reference does")
-    return codes[0]
-
-
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
     "ch09-e3-padded-elements": 24, "ch09-e3-blowup": 1.6, "ch09-e5-tokens-per-shard": 8192,
@@ -1036,7 +1028,7 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
              prompt="read_instruction(line): result bytes, padded bytes, memory space, operand count.",
              reference=read_instruction, probes=CX1_PROBES, draw=draw_instruction,
              output=(Output("number", tolerance=EXACT),) * 4,
-             slips=(Slip(cx1_bf16_as_four_bytes, "ratio:2"), Slip(cx1_tiles_logical_order, "magnitude:+1"))),
+             slips=(Slip(cx1_bf16_as_four_bytes, "ratio:2"), Slip(cx1_tiles_logical_order, "not_equal"))),
     Function(qid="ch09-cx2-replica-groups", points=3, section=PROBLEMS,
              prompt="replica_groups(line): group size, number of groups, device 0's group, in every printed form.",
              reference=replica_groups, probes=CX2_PROBES, draw=draw_groups,
@@ -1046,7 +1038,7 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
              prompt="census(text, kind): how many collectives of a kind a compiled program runs, and their bytes.",
              reference=census, probes=CX3_PROBES, draw=draw_instruction,
              output=(Output("number", tolerance=EXACT),) * 2,
-             slips=(Slip(cx3_counts_every_mention, "ratio:2"), Slip(cx3_counts_done_too, "ratio:3/2"))),
+             slips=(Slip(cx3_counts_every_mention, "ratio:2"), Slip(cx3_counts_done_too, "not_equal"))),
     # CX4: fix a sharding constraint.
     Program(qid="ch09-cx4-fix-constraint", points=3, section=PROBLEMS,
             prompt="The data-parallel MLP with its constraints changed so the compiled program has no collectives.",
@@ -1087,12 +1079,12 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
                     "argument and output bytes, per device.",
              reference=read_compiled, probes=CX8_PROBES, draw=draw_program,
              output=(Output("number", tolerance=EXACT),) * 5,
-             slips=(Slip(cx8_every_parameter, _cx8_code(cx8_every_parameter),
+             slips=(Slip(cx8_every_parameter, "not_equal",
                          "only ENTRY's parameters are the program's arguments: the computations above it are "
                          "bodies with parameters of their own."),
-                    Slip(cx8_first_root, _cx8_code(cx8_first_root),
+                    Slip(cx8_first_root, "magnitude:-3",
                          "the output is the result of ENTRY's ROOT instruction, not of the first ROOT in the text."),
-                    Slip(cx8_every_instruction_a_kernel, _cx8_code(cx8_every_instruction_a_kernel),
+                    Slip(cx8_every_instruction_a_kernel, "not_equal",
                          "parameters, bitcasts and collectives are no kernels: count the fusion instructions."))),
 ))
 

@@ -2,6 +2,7 @@
 test session's own (self-checks record attempts; a learner's real progress must not change)."""
 
 import os
+import re
 import sys
 import tempfile
 
@@ -27,6 +28,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
     for name in chapter_names():
         config.addinivalue_line("markers", f"{name[:4]}: {name} questions")
+
+
+# A chapter named in a test's parameters: a chapter's module (ch13_moe), a question or a setting (ch13-q2-batch).
+CHAPTER_IN_ID = re.compile(r"(?<![A-Za-z0-9])(ch\d\d)(?=[-_])")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test parametrized over a chapter, one of its questions or settings carries that chapter's marker, in
+    whichever file it is: ``pytest -m ch13`` runs every shared check of the chapter (its notebook's, its release's,
+    its variants'), not only those of tests/chapters/."""
+    from autograder.questions import chapter_names
+
+    known = {name[:4] for name in chapter_names()}
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        for chapter in sorted(set(CHAPTER_IN_ID.findall(callspec.id if callspec else "")) & known):
+            item.add_marker(getattr(pytest.mark, chapter))
 
 
 @pytest.fixture

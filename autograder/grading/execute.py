@@ -9,8 +9,12 @@ dropped and reported, so 10 GB of prints cannot exhaust the grader's memory), an
 cells apart from that output (a budget of their own, so a student whose plots filled the output budget
 still has every answer recorded; bounded too, since a kernel can forge records), address space and
 CPU time of the kernel, and bytes and files in its folders (a watchdog measures them; a kernel past the
-quota is stopped). A kernel that dies or hangs ends the run; the cells that ran keep their
-outputs and the rest score what they recorded: nothing. What the kernel leaves in its folders (its
+quota is stopped). The notebook's time starts when its first cell is sent: starting the kernel is
+the grader's work, bounded by ``startup_seconds`` of its own. Once that time is up no further cell
+is sent; the running one is interrupted, and its kernel killed after ``KILL_GRACE_SECONDS``. A kernel
+that dies or hangs ends the run; the cells that ran keep their outputs and the rest score what they
+recorded: nothing. A kernel the grader kills is reported with the grader's reason, once; "the kernel
+died" only where the grader did not kill it. What the kernel leaves in its folders (its
 log) is read back as a plain file only, and only so many bytes of it (files.py).
 """
 
@@ -44,7 +48,9 @@ from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
 from .files import NotPlain, read_plain
 
-KILL_GRACE_SECONDS = 10  # past the notebook's time limit, the kernel is killed whatever it is doing
+# Past the notebook's time limit the running cell is interrupted (an interrupted cell ends in milliseconds); a kernel
+# still busy this much later is killed, whatever it is doing.
+KILL_GRACE_SECONDS = 5
 MAX_PIDS = 2048  # processes and threads of one kernel (JAX alone starts dozens of threads)
 LOG_BYTES = 2**20  # of the kernel's own log (its stderr), kept in .scaling-course/logs/
 QUOTA_SECONDS = 0.2  # how often the watchdog measures a kernel's folders
@@ -200,6 +206,10 @@ class ZygoteKernelManager(AsyncKernelManager):
         return await super()._async_pre_start_kernel(**kw)
 
 
+class TimeUp(Exception):
+    """The notebook's time ran out: no further cell is sent."""
+
+
 class LimitedClient(NotebookClient):
     """An nbclient that drops output beyond a budget instead of holding it all in memory. Answer records in
     test cells have a budget of their own, so that the student's own output never crowds them out."""
@@ -216,23 +226,55 @@ class LimitedClient(NotebookClient):
         self.record_count: dict[int, int] = {}
         self.records_dropped: set[int] = set()
         self.timed_out: list[int] = []
-        self.deadline = time.monotonic() + limits.notebook_seconds
-        self.kill: Callable[[], None] = lambda: None  # set once the kernel exists
+        # The notebook's time runs from its first cell (``start_clock``), not from the kernel's start.
+        self.started: float | None = None
+        self.deadline = float("inf")
+        self.late = 0  # the cell (from 1) that was running or due when the notebook's time ran out
+        self.kill: Callable[[str], None] = lambda why: None  # set once the kernel exists
+        self.on_clock: Callable[[], None] = lambda: None  # called once the clock starts (the watchdog)
         self.sent = 0  # cells handed to the kernel: before the first, a failure is no student's doing
+        self.current = 0  # the cell (from 1) being run
+        self.stopped = 0  # the cell (from 1) whose kernel was killed for ignoring its interrupt
 
-    async def async_execute_cell(self, *args: Any, **kwargs: Any) -> NotebookNode:
+    def start_clock(self) -> None:
+        self.started = time.monotonic()
+        self.deadline = self.started + self.limits.notebook_seconds
+        self.on_clock()
+
+    def time_up(self) -> str:
+        return (f"the notebook time limit ({self.limits.notebook_seconds} s) was reached at cell "
+                f"{self.late or self.current}; later cells did not run")
+
+    async def async_execute_cell(self, cell: NotebookNode, cell_index: int, *args: Any, **kw: Any) -> NotebookNode:
+        if self.sent == 0:
+            self.start_clock()
+        elif time.monotonic() >= self.deadline:  # not one more cell, however short
+            self.late = self.late or cell_index + 1
+            raise TimeUp(self.time_up())
         self.sent += 1
-        return await super().async_execute_cell(*args, **kwargs)
+        self.current = cell_index + 1
+        return await super().async_execute_cell(cell, cell_index, *args, **kw)
 
     async def _async_handle_timeout(self, timeout: int, cell: NotebookNode | None = None) -> None | dict:
         """First timeout of a cell: interrupt the kernel (the cell gets a KeyboardInterrupt and the
-        notebook goes on). A cell that still does not finish ignores interrupts: kill the kernel."""
+        notebook goes on, unless its time is up). A cell that still does not finish ignores interrupts:
+        kill the kernel. A timeout at the notebook's deadline is the notebook's, not the cell's."""
         index = self.nb.cells.index(cell) + 1 if cell is not None else 0
-        if index in self.timed_out:
-            self.kill()
+        if self.started is not None and time.monotonic() >= self.deadline - 0.05:
+            self.late = self.late or index
+        if index in self.timed_out or (self.late and self.late == index and self._interrupted):
+            self.stopped = index
+            self.kill(self.time_up() if self.late == index else
+                      f"time limit: cell {index} ran past the limit ({self.limits.cell_seconds} s) and ignored the "
+                      "interrupt: its kernel was stopped; later cells did not run")
             return None
-        self.timed_out.append(index)
+        if self.late == index:
+            self._interrupted = True
+        else:
+            self.timed_out.append(index)
         return await super()._async_handle_timeout(timeout, cell)
+
+    _interrupted = False  # the cell running at the deadline was interrupted already
 
     def _spend(self, cells: dict[int, int], size: int) -> bool:
         """Count ``size`` bytes into each of ``cells`` (cell index -> how many outputs get them), or
@@ -311,11 +353,15 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     client = LimitedClient(nb, km=manager, limits=limits, timeout=limits.cell_seconds, allow_errors=True,
                            startup_timeout=limits.startup_seconds, interrupt_on_timeout=True,
                            resources={"metadata": {"path": str(workdir)}}, kernel_name="python3")
-    client.timeout_func = lambda cell: max(1, min(limits.cell_seconds, int(client.deadline - time.monotonic())))
+    # What is left of the notebook's time, the cell's own limit at most (a fraction of a second at least, so that a
+    # cell due just before the deadline is interrupted there rather than given a second past it).
+    client.timeout_func = lambda cell: max(0.1, min(limits.cell_seconds, client.deadline - time.monotonic()))
     problems: list[str] = []
     started = time.monotonic()
+    killed: list[str] = []  # the grader's reason for each kill it made: the first one is reported
 
-    def kill() -> None:  # the kernel, and everything it started, even outside its session
+    def kill(why: str) -> None:  # the kernel, and everything it started, even outside its session
+        killed.append(why)
         process = getattr(manager.provisioner, "process", None)
         if process is not None:
             with contextlib.suppress(OSError):
@@ -323,18 +369,24 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         fence.kill_all()
 
     client.kill = kill
-    watchdog = threading.Timer(limits.notebook_seconds + KILL_GRACE_SECONDS, kill)
+    # From the first cell, as the notebook's time: the grader's own latency in starting the kernel is not the student's.
+    watchdog = threading.Timer(limits.notebook_seconds + KILL_GRACE_SECONDS, lambda: kill(client.time_up()))
     watchdog.daemon = True
-    watchdog.start()
+    client.on_clock = watchdog.start
     quota = Quota([workdir, sockets], limits, kill)
     quota.start()
     ran = True  # False where the kernel failed before the first cell: see ``Execution.started``
     try:
         client.execute()
+    except TimeUp:
+        pass  # reported below, with the other reasons the grader stopped the notebook
     except DeadKernelError:
         ran = client.sent > 0
-        problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {_last_run(nb)}" if ran
-                        else "the kernel could not be started: it died before the first cell")
+        if not ran:
+            problems.append("the kernel could not be started: it died before the first cell")
+        elif not killed:  # a kill of the grader's own is reported with its reason, below
+            # The cell it was running: its first output may never have come, so that cell may show no run.
+            problems.append(f"the kernel died (memory limit, a crash, or exit()) at cell {client.current}")
     except CellTimeoutError:
         problems.append(f"time limit reached at cell {_last_run(nb)}")
     except Exception as e:  # a kernel that will not start, a protocol error: grade what ran
@@ -354,11 +406,15 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         shutil.rmtree(sockets, ignore_errors=True)
         keep_log(kernel_log, log)
         if quota.over is not None:
-            problems.append(quota.over)
             # What it wrote goes at once, not when the submission is done: other kernels share the disk.
             shutil.rmtree(workdir, ignore_errors=True)
-    if time.monotonic() - started >= limits.notebook_seconds:
-        problems.append(f"the notebook time limit ({limits.notebook_seconds} s) was reached")
+    # Why the grader stopped the notebook, once: the first kill's reason, else the deadline it stopped at; then the
+    # quota, where that was found past only after the run.
+    why = killed[0] if killed else client.time_up() if client.late else None
+    problems += [why] if why else []
+    if quota.over is not None and quota.over != why:
+        problems.append(quota.over)
+    client.timed_out = [c for c in client.timed_out if c not in (client.late, client.stopped)]  # said once, above
     if client.timed_out:
         cells = ", ".join(map(str, client.timed_out))
         problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
@@ -445,7 +501,7 @@ class Quota(threading.Thread):
     """Measures a kernel's folders every ``QUOTA_SECONDS`` and calls ``kill`` once they hold more than
     ``limits.work_bytes`` or ``limits.work_files``; ``over`` then says so, for the student."""
 
-    def __init__(self, folders: list[Path], limits: Limits, kill: Callable[[], None]):
+    def __init__(self, folders: list[Path], limits: Limits, kill: Callable[[str], None]):
         super().__init__(daemon=True)
         self.folders, self.limits, self.kill = folders, limits, kill
         self.over: str | None = None
@@ -460,10 +516,10 @@ class Quota(threading.Thread):
         used, entries = folder_usage(self.folders, self.limits.work_files)
         if used <= self.limits.work_bytes and entries <= self.limits.work_files:
             return False
-        self.kill()
         what = (f"more than {self.limits.work_bytes // 2**20} MiB" if used > self.limits.work_bytes
                 else f"more than {self.limits.work_files} files")
         self.over = f"the notebook wrote {what} into its folders (the limit): its kernel was stopped"
+        self.kill(self.over)
         return True
 
     def stop(self) -> None:

@@ -253,31 +253,91 @@ def _cell_html(cell: dict[str, Any], budget: _Budget) -> str:
     return f"<div class='cell code'>{_code(str(cell.get('source', '')))}{outputs}</div>"
 
 
-def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any]], problems: list[str],
-                setting: dict[str, dict[str, Any]] | None = None) -> str:
-    """The student's report: the score table first (after the student's values of the varied
-    exercises, which the grade was judged with), then the annotated notebook."""
-    total = sum(q["score"] for q in questions.values())
+SUMMARY = "<section id='scaling-course-summary'"  # the report's first section: the scores, rewritten by the parent
+
+
+def _hand_score(q: dict[str, Any], hand: dict[str, Any] | None) -> str:
+    """A question's score cell: the automatic score, or the one a person gave (the gradebook's), marked so."""
+    if not hand:
+        return f"{q['score']:g} / {q['points']:g}"
+    review = "; the course staff will review it" if hand.get("review") else ""
+    return (f"{float(hand['score']):g} / {q['points']:g} <em>graded by hand</em> (automatic: {q['score']:g}"
+            f"{review})")
+
+
+def late_words(seconds: float) -> str:
+    """How late, in the unit a person reads it in."""
+    hours = seconds / 3600
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.1f} hours" if hours >= 1 else f"{seconds:.0f} s"
+
+
+def summary_html(title: str, questions: dict[str, dict[str, Any]], problems: list[str],
+                 setting: dict[str, dict[str, Any]] | None = None, book: dict[str, Any] | None = None) -> str:
+    """The report's scores: its total, the grader's notes, the student's values, a row per question. ``book``: what the
+    gradebook adds to the automatic scores (``gradebook.settle``): scores given by hand, which replace the automatic
+    ones and are marked "graded by hand", and nbgrader's late penalty, taken from the total; the total is then the
+    gradebook's, as ``nbgrader export`` gives it."""
+    hand, penalty = (book or {}).get("hand") or {}, (book or {}).get("late_penalty")
+    total = sum(float(hand[qid]["score"]) if qid in hand else q["score"] for qid, q in questions.items())
+    total = max(total - (penalty or 0), 0)
     maximum = sum(q["points"] for q in questions.values())
     rows = "".join(
-        f"<tr class='{_status(q['status'])}'><td>{_e(qid)}</td><td>{q['score']:g} / {q['points']:g}</td>"
+        f"<tr class='{_status(q['status'])}'><td>{_e(qid)}</td><td>{_hand_score(q, hand.get(qid))}</td>"
         f"<td>{_e(q['message'])}</td><td><code>{_e(q.get('answer_text') or '')}</code></td></tr>"
         for qid, q in questions.items())
     notes = "".join(f"<li>{_e(p)}</li>" for p in problems)
     values = "".join(f"<li>{_e(name)}: {_e(describe(labels))}</li>"
                      for name, labels in (setting or {}).items())
-    summary = (f"<section id='scaling-course-summary' class='{NO_MATH}'>"
-               f"<h1>{_e(title)}: {total:g} / {maximum:g}</h1>"
-               + (f"<p>Notes from the grader:</p><ul>{notes}</ul>" if notes else "")
-               + (f"<p>Your setting (the values your answers were graded with):</p><ul>{values}</ul>"
-                  if values else "")
-               + "<table><tr><th>question</th><th>score</th><th>feedback</th><th>your answer</th></tr>"
-               + rows + "</table></section>")
+    after = f" (after a late penalty of {penalty:g})" if penalty else ""
+    late = late_words((book or {}).get("seconds_late") or 0)
+    said = ((f"<p>Late submission: handed in {late} after the due date; the "
+             f"course's late policy takes {penalty:g} points from the total.</p>" if penalty is not None else "")
+            + ("<p>Scores marked <em>graded by hand</em> were given by the course staff and replace the automatic "
+               "ones.</p>" if hand else ""))
+    return (f"{SUMMARY} class='{NO_MATH}'>"
+            f"<h1>{_e(title)}: {total:g} / {maximum:g}{after}</h1>" + said
+            + (f"<p>Notes from the grader:</p><ul>{notes}</ul>" if notes else "")
+            + (f"<p>Your setting (the values your answers were graded with):</p><ul>{values}</ul>"
+               if values else "")
+            + "<table><tr><th>question</th><th>score</th><th>feedback</th><th>your answer</th></tr>"
+            + rows + "</table></section>")
+
+
+def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any]], problems: list[str],
+                setting: dict[str, dict[str, Any]] | None = None) -> str:
+    """The student's report: the score table first (after the student's values of the varied
+    exercises, which the grade was judged with), then the annotated notebook."""
+    summary = summary_html(title, questions, problems, setting)
     budget = _Budget(REPORT_SECONDS)
     cells = "\n".join(_cell(c, budget) for c in nb.cells)
     return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{_e(title)}</title>"
             f"<style>{_STYLE}</style>{_MATHJAX}</head>\n<body>{summary}\n<main class='{NO_MATH}'>{cells}</main>"
             "</body></html>\n")
+
+
+def report_path(course_dir: Path, result: dict[str, Any]) -> Path:
+    """Where the report of ``result`` is (``nbgrader release_feedback`` sends it from there)."""
+    return course_dir / "feedback" / result["student"] / result["assignment"] / f"{result['notebook']}.html"
+
+
+def rewrite_summary(path: Path, result: dict[str, Any], book: dict[str, Any]) -> bool:
+    """The scores of the report at ``path`` written again from the stored ``result`` and what the gradebook adds
+    (``book``), its notebook left as the grader wrote it; whether there was such a report to rewrite (one that
+    ``nbgrader generate_feedback`` put in its place is left alone: it reads the gradebook itself). The summary is the
+    report's first section, and everything in it is escaped (``_e``), so its end is the first ``</section>``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    start = text.find(SUMMARY)
+    end = text.find("</section>", start)
+    head = re.search(r"<title>(.*?)</title>", text[:start] if start >= 0 else "")
+    if start < 0 or end < 0 or head is None:
+        return False
+    summary = summary_html(html.unescape(head.group(1)), result["questions"], result.get("problems") or [],
+                           result.get("setting"), book)
+    write_atomic(path, text[:start] + summary + text[end + len("</section>"):])
+    return True
 
 
 _STATUSES = frozenset(map(str, Status))

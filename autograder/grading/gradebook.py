@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -54,12 +55,122 @@ def write_result(db_url: str, result: dict[str, Any]) -> None:
             grade.auto_score = q["score"]
             # A grader error is the course's fault, not the student's: flag it for a person. So is a score a
             # person gave (formgrader), which nbgrader keeps over the automatic one, where the automatic one
-            # changed under it; a result written again unchanged (a rerun keeps it) leaves the person's
-            # decision as it was, approved or not.
+            # changed under it (``settle`` flags it too where the answer graded for it changed); a result written
+            # again unchanged (a rerun keeps it) leaves the person's decision as it was, approved or not.
             hand = grade.manual_score is not None
             grade.needs_manual_grade = (q.get("diagnosis") == "grader_error"
                                         or (hand and (moved or bool(grade.needs_manual_grade))))
         gb.db.commit()
+
+
+def nbgrader_config(course_dir: Path) -> Any:
+    """The configuration nbgrader's commands read for ``course_dir``: ``nbgrader_config.py`` (and ``.json``) of each
+    Jupyter config folder, lowest priority first, then the course folder's, which wins."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import JSONFileConfigLoader, PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_dir)]:
+        for loader, suffix in ((PyFileConfigLoader, ".py"), (JSONFileConfigLoader, ".json")):
+            if (Path(folder) / (name := f"nbgrader_config{suffix}")).is_file():
+                config.merge(loader(name, folder).load_config())
+    return config
+
+
+class LatePolicy:
+    """nbgrader's late-submission policy of a course, as ``nbgrader autograde`` applies it after saving the grades (its
+    ``AssignLatePenalties`` stage): the plugin that ``c.AssignLatePenalties.plugin_class`` names (by default
+    ``LateSubmissionPlugin``, whose ``c.LateSubmissionPlugin.penalty_method`` is "none" or "zero"), configured from
+    ``nbgrader_config``, a class named by its module found in the course folder as nbgrader finds it in its working
+    folder. Loaded where first used, in the parent (``results.store``); ``check`` loads it before a run grades anything
+    (``pipeline.grade``), so that a setting nbgrader could not use is a ValueError naming it. A worker, and a Gradescope
+    run (no gradebook, no course folder but the config and the source), never load it."""
+
+    def __init__(self, course_dir: Path):
+        self.course_dir = Path(course_dir)
+        self._plugin: Any = None
+
+    def check(self) -> None:
+        """Load the plugin now: a ValueError naming the setting where nbgrader could not use it."""
+        self._plugin = self._load()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"course_dir": self.course_dir}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.course_dir, self._plugin = state["course_dir"], None
+
+    def _load(self) -> Any:
+        from nbgrader.preprocessors import AssignLatePenalties
+
+        config, where = nbgrader_config(self.course_dir), str(self.course_dir)
+        sys.path.insert(0, where)
+        try:
+            try:
+                stage = AssignLatePenalties(config=config)
+            except Exception as e:
+                raise ValueError(f"c.AssignLatePenalties.plugin_class of nbgrader_config.py cannot be loaded "
+                                 f"({type(e).__name__}: {e}); name a class importable from the course folder, "
+                                 "such as \"late.MyPenalty\" for a class in late.py") from None
+            try:
+                return stage.plugin_class(parent=stage)
+            except Exception as e:
+                raise ValueError(f"nbgrader's late-submission plugin cannot be set up from nbgrader_config.py "
+                                 f"({type(e).__name__}: {e}); c.LateSubmissionPlugin.penalty_method is \"none\" or "
+                                 "\"zero\"") from None
+        finally:
+            sys.path.remove(where)
+
+    def penalty(self, student: str, score: float, seconds_late: float) -> float | None:
+        """The plugin's penalty, in points, for a notebook of ``score`` handed in ``seconds_late``; None: no penalty."""
+        if self._plugin is None:
+            self._plugin = self._load()
+        return self._plugin.late_submission_penalty(student, score, seconds_late)
+
+
+def _graded_from_another(before: dict[str, Any] | None, result: dict[str, Any], qid: str) -> bool:
+    """Whether ``result`` graded question ``qid`` from another submission than ``before`` did: another notebook (the
+    submission's hash) or another recorded answer. No earlier result: nothing says what a hand score was given for."""
+    if before is None or before.get("sha256") != result.get("sha256"):
+        return True
+    earlier = (before.get("questions") or {}).get(qid)
+    return not isinstance(earlier, dict) or earlier.get("answer_text") != result["questions"][qid].get("answer_text")
+
+
+def settle(db_url: str, result: dict[str, Any], late: LatePolicy, before: dict[str, Any] | None) -> dict[str, Any]:
+    """After ``write_result``, what nbgrader's autograde does after saving the grades, and what the student's report
+    takes from the gradebook. A score a person gave (formgrader) for a question that ``result`` graded from another
+    submission than ``before`` (the result stored earlier, or None) is flagged for review, though its automatic
+    score stayed: the person saw another answer. The late penalty is set as autograde sets it, every time: none
+    unless the gradebook finds the submission late (its due date, any extension), else ``late``'s penalty for the
+    notebook's score in the gradebook (hand scores included), kept between 0 and that score. Returns the gradebook's
+    part of the grade (results.store keeps it with the result): {"hand": {qid: {"score", "review"}},
+    "late_penalty": points or None, "seconds_late": seconds, where a penalty was set}."""
+    from nbgrader.api import Gradebook
+
+    a, s = result["assignment"], result["student"]
+    with warnings.catch_warnings(), Gradebook(db_url) as gb:
+        warnings.simplefilter("ignore")
+        notebook = gb.find_submission_notebook(result["notebook"], a, s)
+        hand = {}
+        for grade in notebook.grades:
+            if grade.manual_score is None:
+                continue
+            if grade.name in result["questions"] and _graded_from_another(before, result, grade.name):
+                grade.needs_manual_grade = True
+            hand[grade.name] = {"score": grade.manual_score, "review": bool(grade.needs_manual_grade)}
+        seconds, penalty = gb.find_submission(a, s).total_seconds_late, None
+        if seconds > 0 and (asked := late.penalty(s, notebook.score, seconds)) is not None:
+            penalty = min(max(float(asked), 0.0), notebook.score)
+        notebook.late_submission_penalty = penalty
+        gb.db.commit()
+    return {"hand": hand, "late_penalty": penalty, "seconds_late": seconds if penalty is not None else None}
+
+
+def late_penalty(result: dict[str, Any]) -> float | None:
+    """The late penalty the gradebook holds for ``result`` (``settle``), or None."""
+    return (result.get("gradebook") or {}).get("late_penalty")
 
 
 def hand_grades(db_url: str, assignment: str) -> dict[str, list[tuple[str, float, float | None]]]:
@@ -116,14 +227,19 @@ def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]],
     ``missing`` (where the gradebook's roster is known): a row for each roster student with no result of an
     assignment (``student``, ``assignment``, ``max_score``), its question cells empty, its score 0. The last
     column, ``status``, says which a row is ("graded", "grader error": its scores are not final, or "not
-    submitted"), after the columns readers know."""
+    submitted"), after the columns readers know. Where any row's submission has nbgrader's late penalty, a last
+    column ``late_penalty`` gives it, and ``score`` is the score after it, as in ``nbgrader export``."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["student", "assignment", *qids, "score", "max_score", "status"])
+    late = any(late_penalty(r) is not None for r in results)
+    w.writerow(["student", "assignment", *qids, "score", "max_score", "status", *(["late_penalty"] if late else [])])
     rows = [(r, GRADER_ERROR if grader_failed(r) else GRADED) for r in results]
     rows += [(r, NOT_SUBMITTED) for r in missing or []]
     for r, state in sorted(rows, key=lambda row: (row[0]["assignment"], row[0]["student"])):
         questions = r.get("questions") or {}
         cells = [f"{questions[q].get('score', 0):g}" if q in questions else "" for q in qids]
-        w.writerow([r["student"], r["assignment"], *cells, f"{r.get('score', 0):g}", f"{r['max_score']:g}", state])
+        penalty = late_penalty(r)
+        score = max(r.get("score", 0) - (penalty or 0), 0)
+        w.writerow([r["student"], r["assignment"], *cells, f"{score:g}", f"{r['max_score']:g}", state,
+                    *([] if not late else [f"{penalty:g}" if penalty is not None else ""])])
     write_atomic(path, buf.getvalue())

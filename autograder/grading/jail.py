@@ -252,14 +252,30 @@ GRADING_DEVICES = {"SCALING_COURSE_DEVICES": "cpu", "JAX_PLATFORMS": "cpu"}
 
 def kernel_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
     """The part of ``env`` that a process running foreign code may see (``KEPT_VARIABLES``), and the devices the
-    grader chooses for it (``GRADING_DEVICES``)."""
-    return {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)} | GRADING_DEVICES
+    grader chooses for it (``GRADING_DEVICES``). ``PYTHONPATH``'s folders are resolved, as the interpreter's are
+    (``resolved_python``): a link under the temporary folder leads nowhere in a kernel's private view."""
+    kept = {k: v for k, v in env.items() if k in KEPT_VARIABLES or k.startswith(KEPT_PREFIXES)}
+    if kept.get("PYTHONPATH"):
+        kept["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) if os.path.isabs(p) else p
+                                             for p in kept["PYTHONPATH"].split(os.pathsep))
+    return kept | GRADING_DEVICES
+
+
+def resolved_python(executable: str) -> str:
+    """``executable`` with its folder's path resolved, not the file itself (an environment's ``bin/python`` is a link
+    to the base interpreter, and Python finds its environment beside the name it was started by). Python derives
+    ``sys.prefix`` and ``sys.path`` from that name: an environment reached through a link under the temporary folder
+    (``/tmp/x/.venv -> /srv/.venv``), which a kernel's private view empties, would leave every kernel without the
+    modules the factory had not imported yet."""
+    path = Path(executable)
+    return str(path.parent.resolve() / path.name) if path.is_absolute() else executable
 
 
 # How grading processes start Python: -P keeps the folder the grader runs in off the import path. A course folder
 # that holds its own copy of ``course/`` (a clone of the repository) would otherwise shadow the installed package in
-# the factory, whose kernels the jail then denies that folder: every setup cell would fail.
-PYTHON = (sys.executable, "-P")
+# the factory, whose kernels the jail then denies that folder: every setup cell would fail. The interpreter's path is
+# the resolved one (``resolved_python``).
+PYTHON = (resolved_python(sys.executable), "-P")
 
 
 def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,

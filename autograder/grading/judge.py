@@ -122,7 +122,8 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     runner died before the program's time was up, having served others before it, is run once more in a fresh
     one: only there is its death its own. And only if a runner works at all: a program that got no report is asked
     about once more, of a fresh runner with nothing to run; one that does not answer that is the grader's failure
-    (a person looks), never the student's."""
+    (a person looks), never the student's. The time the factory takes to fork a runner is the grader's own: it is
+    added to ``seconds`` (``tests/grading/test_runner_start.py``)."""
     from ..kinds.program import judge_all
     from ..programs import GRADER_ERROR
 
@@ -133,11 +134,15 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
         for item in todo:
             reply = None
             for _ in range(2):
-                left = min(each, deadline - time.monotonic())
-                if left <= 0:
+                if deadline - time.monotonic() <= 0:
                     break
                 runner = _runner(course_dir, seconds, each)
                 shared = runner.alive() and 0 < runner.served < runner.max_requests  # not started for this one
+                forking = time.monotonic()
+                if not runner.ready(RUNNER_START_SECONDS):
+                    break  # asked below whether a runner starts at all: the grader's failure, never the student's
+                deadline += time.monotonic() - forking  # the factory's latency in forking it is not the student's
+                left = min(each, deadline - time.monotonic())
                 start = time.monotonic()
                 reply = runner.request({"items": [item]}, left)
                 if reply is not None or not shared or time.monotonic() - start >= left:

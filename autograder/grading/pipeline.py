@@ -8,6 +8,7 @@
     grade     -> sanitize, execute, collect, judge, annotate, store: in workers   (stages.py)
     write     -> gradebook, stored results and grades.csv, by the parent alone   (results.py)
     warn      -> reports that ``nbgrader release_feedback`` would stop at, named with a way round them
+    copies    -> students whose answer cells are the same, named for the staff, never graded (copies.py)
 
 A thread of the parent warms the cache while workers run the stages of stages.py; the parent alone
 writes the gradebook, so sqlite never sees two writers. A worker's files are written atomically and a
@@ -37,10 +38,10 @@ from typing import Any
 import nbformat
 
 from ..verdict import Status
-from . import STATE, factory, results, stages
+from . import STATE, copies, factory, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
-from .gradebook import hand_grades, roster
+from .gradebook import LatePolicy, hand_grades, roster
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
@@ -76,6 +77,9 @@ class Assignment:
     variants: dict[str, Any] | None = None
     jax_cache: Path | None = None  # compiled programs of the reference run, read-only to kernels (warmup.py)
     answers: str = ""  # what the answers are judged against (results.answers_key): a change regrades
+    # nbgrader's late-submission policy of the course, applied with the gradebook's hand grades after each result is
+    # written (results.store); None in an Assignment made by hand, which writes the gradebook as write_result does.
+    late: LatePolicy | None = None
 
     @property
     def db_url(self) -> str:
@@ -92,6 +96,7 @@ class Summary:
     # Students of the gradebook's roster with no result of the assignment (a run of the whole class only; those
     # with a note in ``problems`` are said there): each has a "not submitted" row in grades.csv.
     not_submitted: list[str] = field(default_factory=list)
+    copies: list[str] = field(default_factory=list)  # possible copies, for the staff alone (copies.py)
 
 
 def assignment_name(typed: str) -> str:
@@ -210,7 +215,8 @@ def prepare(course_dir: Path, name: str) -> Assignment:
             points[meta["grade_id"]] = float(meta.get("points", 0))
     _agree_with_records(name, points)
     return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points,
-                      _released_plan(course_dir, name), answers=results.answers_key(course_dir, name, notebooks[0]))
+                      _released_plan(course_dir, name), answers=results.answers_key(course_dir, name, notebooks[0]),
+                      late=LatePolicy(course_dir))
 
 
 def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
@@ -347,6 +353,10 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     progress = progress or Progress(bar=False)
     name = assignment_name(name)
     check(course_dir, name)
+    try:
+        LatePolicy(course_dir.resolve()).check()  # a late policy nbgrader could not apply: before anything is written
+    except ValueError as e:
+        raise CourseError(str(e)) from None
     work = course_dir.resolve() / STATE / "work"
     with grading_lock(course_dir.resolve(), name):
         clear_dead_work(work)
@@ -406,29 +416,44 @@ def release_warning(a: Assignment) -> list[str]:
         return [f"No report of {a.name} can be released with `nbgrader release_feedback`: none has the receipts "
                 f"it reads ({receipts}), which only work handed in with `nbgrader submit` and collected with "
                 f"`nbgrader collect` has. Give the students their reports from {where} another way."]
+    import shlex
+
+    # The command is pasted into a shell, and ids are the students' text: each argument is quoted. nbgrader splits
+    # the exclude list at commas, and an id printable() escapes cannot be typed as it is: neither can be excluded,
+    # so their reports are moved aside and given by hand.
     names = [printable(s) for s in missing]
-    return [f"`nbgrader release_feedback {a.name}` would stop with an error for the whole class: the reports of "
-            f"{', '.join(names)} lack the receipts it reads ({receipts}), since that work was not handed in with "
-            f"`nbgrader submit` and `nbgrader collect` (copied into submitted/ by hand, say). Release the others "
-            f"with `nbgrader release_feedback {a.name} --CourseDirectory.student_id_exclude={','.join(names)}`; "
-            f"have these students submit with nbgrader (then collect and grade again), or give them their reports "
-            f"from {where} another way."]
+    typed = [s for s in missing if "," not in s and printable(s) == s]
+    command = ["nbgrader", "release_feedback", a.name]
+    command += [f"--CourseDirectory.student_id_exclude={','.join(typed)}"] if typed else []
+    aside = [f"feedback/{printable(s)}/{a.name}/" for s in missing if s not in typed]
+    first = (f"; {' and '.join(aside)} cannot be named in its exclude list (nbgrader splits the list at commas, "
+             f"and an id with control characters cannot be typed): move {'it' if len(aside) == 1 else 'them'} out "
+             f"of feedback/ before the command, and give {'that student' if len(aside) == 1 else 'those students'} "
+             f"the report by hand") if aside else ""
+    return [f"`nbgrader release_feedback {shlex.quote(a.name)}` would stop with an error for the whole class: the "
+            f"reports of {', '.join(names)} lack the receipts it reads ({receipts}), since that work was not handed "
+            f"in with `nbgrader submit` and `nbgrader collect` (copied into submitted/ by hand, say). Release the "
+            f"others with `{shlex.join(command)}`{first}; have these students submit with nbgrader (then collect "
+            f"and grade again), or give them their reports from {where} another way."]
 
 
 SHOWN = 10  # students named in a warning, at most
 
 
-def hand_grade_warning(a: Assignment) -> list[str]:
+def hand_grade_warning(a: Assignment, graded_now: list[dict[str, Any]] | None = None) -> list[str]:
     """Where the gradebook holds a score given by hand (formgrader) that differs from the automatic one, which this
-    run's table and grades.csv show: said once a run, with the students and questions. Never stops the class."""
+    run's table and grades.csv show: said once a run, with the students and questions, and how the reports follow.
+    And the reports this run wrote anew (``graded_now``) over ones that showed scores given by hand. Never stops
+    the class."""
     if not (a.course_dir / "gradebook.db").is_file():
         return []
     try:
         found = hand_grades(a.db_url, a.name)
     except Exception:  # a note for the staff: no gradebook error it meets may stop what was graded
         return []
+    rewritten = _rewritten_over_hand(a, graded_now or [])
     if not found:
-        return []
+        return rewritten
     said = []
     for student, grades in sorted(found.items())[:SHOWN]:
         each = ", ".join(f"{qid} {manual:g} by hand ({'not graded' if auto is None else f'{auto:g}'} automatic)"
@@ -436,8 +461,31 @@ def hand_grade_warning(a: Assignment) -> list[str]:
         said.append(f"{printable(student)}: {each}" + (f" and {len(grades) - 3} more" if len(grades) > 3 else ""))
     more = f"; and {len(found) - SHOWN} more students" if len(found) > SHOWN else ""
     return [f"The gradebook holds scores given by hand that differ from the automatic ones in the table above and in "
-            f"grades.csv ({'; '.join(said)}{more}). `nbgrader export` uses the scores given by hand; a grade is "
-            "flagged for review again only where its automatic score changed."]
+            f"grades.csv ({'; '.join(said)}{more}). `nbgrader export` uses the scores given by hand, and so do the "
+            f"reports in feedback/, marked \"graded by hand\": each run writes every report's scores from the "
+            f"gradebook, regrading nothing unchanged, so after grading by hand run `scaling-course grade {a.name}` "
+            "again before `nbgrader release_feedback`. A grade is flagged for review again where the answer graded "
+            "for it changed (or its automatic score)."] + rewritten
+
+
+def _rewritten_over_hand(a: Assignment, graded_now: list[dict[str, Any]]) -> list[str]:
+    """What to say of the reports this run wrote anew for submissions that have scores given by hand: the reports
+    before them showed those scores (ours, or nbgrader's own), and a person must look again where the answer
+    changed."""
+    hand = [(r["student"], (r.get("gradebook") or {}).get("hand") or {}) for r in graded_now]
+    hand = sorted((s, h) for s, h in hand if h)
+    if not hand:
+        return []
+    names = ", ".join(printable(s) for s, _ in hand[:SHOWN]) + (f" and {len(hand) - SHOWN} more" if len(hand) > SHOWN
+                                                                 else "")
+    review = "; ".join(f"{printable(s)}: {', '.join(q for q, g in sorted(h.items()) if g.get('review'))}"
+                       for s, h in hand[:SHOWN] if any(g.get("review") for g in h.values()))
+    return [f"This run regraded {names}, whose reports showed scores given by hand: their new reports in feedback/ "
+            f"replace those (any that `nbgrader generate_feedback` wrote too) and show the scores given by hand again, "
+            f"marked \"graded by hand\"."
+            + (f" Flagged for review in formgrader, since the answer graded for them changed: {review}; after "
+               f"reviewing, run `scaling-course grade {a.name}` again to write the reports from the gradebook."
+               if review else "")]
 
 
 def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: Limits, progress: Progress,
@@ -521,7 +569,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     table.write(final=True)
     if forced is not None:
         forced.done()
-    summary.warnings = identity + release_warning(a) + hand_grade_warning(a)
+    summary.warnings = identity + release_warning(a) + hand_grade_warning(a, graded_now)
+    summary.copies = copies.report(a)  # from every stored result of the assignment, this run's or earlier ones
     if students is None and (missing := table.missing()) is not None:
         summary.not_submitted = [s for s in missing.get(a.name, []) if s not in summary.problems]
     summary.seconds = time.monotonic() - started

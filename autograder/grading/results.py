@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ..model_traffic import FILE_NAME as TRAFFIC_FILE
 from ..variants import dealt
 from . import STATE
-from .feedback import write_atomic
-from .gradebook import grader_failed, roster, write_csv, write_result
+from .feedback import report_path, rewrite_summary, write_atomic
+from .gradebook import grader_failed, roster, settle, write_csv, write_result
 from .submissions import fingerprint
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
     if kept.get("setting", {}) != (dealt(a.variants, student) if a.variants else {}):
         return None, SETTING  # graded with other values (variants turned on or off since): grade again
     write_result(a.db_url, kept)
+    if a.late is not None and _settle(a, kept, kept):  # hand scores or a penalty new since: the report follows
+        write_atomic(_folder(a) / f"{student}.json", json.dumps(kept, indent=1))
     return kept, ""
 
 
@@ -167,8 +169,27 @@ def _chapter_entries(table: bytes, chapter: str) -> bytes:
 
 def store(a: Assignment, result: dict[str, Any]) -> None:
     """Into the gradebook first, then the results folder: a result on file is always in the gradebook."""
+    before = stored(a, result["student"]) if a.late is not None else None
     write_result(a.db_url, result)
+    if a.late is not None:
+        _settle(a, result, before)
     write_atomic(_folder(a) / f"{result['student']}.json", json.dumps(result, indent=1))
+
+
+def _settle(a: Assignment, result: dict[str, Any], before: dict[str, Any] | None) -> bool:
+    """The gradebook's part of ``result`` (``gradebook.settle``: hand grades flagged again where the answer graded for
+    them changed since ``before``, the late penalty) into ``result["gradebook"]``, and into the summary of its report
+    where that is not what the report shows (the worker wrote it from the automatic scores alone; a kept result's
+    report shows what it records). The gradebook is the one source: every run writes each report's summary from it,
+    regrading nothing. Whether ``result`` changed."""
+    book = settle(a.db_url, result, a.late, before)
+    shown = result.get("gradebook") or {"hand": {}, "late_penalty": None, "seconds_late": None}
+    result["gradebook"] = book
+    if book == shown:
+        return False
+    if result.get("sha256"):  # a graded submission's report (a grader failure leaves the report there alone)
+        rewrite_summary(report_path(a.course_dir, result), result, book)
+    return True
 
 
 class Grades:

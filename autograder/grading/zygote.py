@@ -169,6 +169,9 @@ def _jail(request: dict[str, Any], rw: list[Path]) -> None:
 
     allow = [Path(p) for p in request["allow"]]
     if PRIVATE:
+        # Where modules are found, as the view about to be rebuilt shows it: a link under a covered folder is gone
+        # there, while the folder it leads to stays (the factory itself is started by its resolved path: jail.PYTHON).
+        sys.path[:] = [os.path.realpath(p) if os.path.isabs(p) else p for p in sys.path]
         isolate(keep=[*rw, *allow])
     deny = [Path(p) for p in request.get("deny", [])]  # where an allowed tree holds one (jail.allowed_paths)
     apply(deny, allow, rw, int(request["memory"]), int(request["cpu"]), roots=[Path(p) for p in request["roots"]],

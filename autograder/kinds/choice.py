@@ -6,12 +6,17 @@ recognised by its value, whichever library holds it (150, 150.0, ``np.int64(150)
 for the option "150": ``record.number_of``). An option's text and an answer's text are read as a number
 question reads them (``numbers.parse_number``): the option "1/4" is 0.25, ``Fraction(1, 4)``,
 ``sp.Rational(1, 4)``, "0.25" or "25%". Two options that would read the same are an authoring error,
-caught when the record is made (``questions.Choice``).
+caught when the record is made (``questions.Choice``). The numbers inside an option are read by value too:
+"16x4.0" is the option "16x4" (``questions.option_key``).
+
+Every refusal names the options; a list or tuple of several values where every option is a shape ("16x4") is
+told to write it as text, with the first option as the example (the same whichever option is right).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -36,8 +41,15 @@ def _option_value(option: str) -> float | None:
     return _as_number(option)
 
 
+_SHAPE = re.compile(r"[0-9]+(?:x[0-9]+)+")  # an option key such as a mesh's "16x4"
+
+
 def context(options: Sequence[str]) -> dict[str, Any]:
-    return {"options": ", ".join(repr(o) for o in options), "expected": "one of the option names"}
+    """The options, for every refusal's sentence (``messages.phrase_invalid`` ends each with them); where every
+    option is a shape, the first option, as the example of how to write a tuple such as (16, 4): the same
+    whichever option is right."""
+    shape = options[0] if options and all(_SHAPE.fullmatch(option_key(o)) for o in options) else ""
+    return {"options": ", ".join(repr(o) for o in options), "expected": "one of the option names", "shape": shape}
 
 
 def parse(options: Sequence[str], answer: Any) -> str | Invalid:

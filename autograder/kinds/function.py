@@ -211,6 +211,12 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     status = Status.PARTIAL if score > 0 else Status.INCORRECT
     first, v = failures[0]
     codes = {f.diagnosis for _, f in failures}
+    agreeing = sum(f.diagnosis == v.diagnosis for _, f in failures)
+    if FACTOR.match(v.diagnosis) and agreeing < min(2, len(probes)):  # a lone case off by it: no factor
+        failures = [(i, _probe(outputs[i], [_no_factor(j) for j in judges[i]]) if FACTOR.match(f.diagnosis) else f)
+                    for i, f in failures]
+        first, v = failures[0]
+        codes = {f.diagnosis for _, f in failures}
     suffix = ":drawn" if drawn else ""
     if len(failures) == len(probes) > 1 and len(codes) == 1 and v.diagnosis.startswith("ratio:"):
         message = frame("every_case" + suffix, v.message)
@@ -220,6 +226,20 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
         message = frame("failing_cases" + suffix, v.message, failed=len(failures), cases=len(probes), args=args)
     message = with_hints(message, list(dict.fromkeys(hints(outputs))))
     return Verdict(status, score, v.diagnosis, message, {"failed": [i for i, _ in failures]})
+
+
+# A simple factor (a ratio, a unit slip, a power of ten) is the function's finding only where cases agree on it: two
+# failing cases or more off by that factor, or every case (a function of one case). One case off by 3 among others
+# right or off otherwise (33 for 11, of a count) is as likely a coincidence of that case's values as the slip, and
+# reads as any other wrong value (``not_equal``). ``unit:binary`` names a prefix the student wrote.
+FACTOR = re.compile(r"(ratio|unit|magnitude):(?!binary$)")
+
+
+def _no_factor(judge: ItemJudge) -> ItemJudge:
+    def judged(got: Any) -> Verdict:
+        v = judge(got)
+        return Verdict(v.status, 0.0, "not_equal", phrase("not_equal")) if FACTOR.match(v.diagnosis) else v
+    return judged
 
 
 def _probe(items: Any, judges: Sequence[ItemJudge]) -> Verdict:

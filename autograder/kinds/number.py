@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -133,11 +134,13 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
         t |= {
             "close": [near],
             "decade": [None if reference == 0 else tg.between(*sorted((reference / DECADE, reference * DECADE)))]}
+        if not tolerance.is_range:  # whether a rounding explains a near miss, to a 600th of the reference
+            t["rounding"] = [tg.around(reference, ROUNDING)]
     for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
         for j, alt in enumerate(alternatives):
             t[f"{key}{j}"] = [tg.around(float(alt), tolerance.rtol)]
     e = Expected(unit, tolerance_text(tolerance, reference), tuple((a.credit, a.message) for a in accept),
-                 tuple(s.hint for s in hinted), tg.Exact(tag, t))
+                 tuple(s.told for s in hinted), tg.Exact(tag, t))
     return e, t
 
 
@@ -186,7 +189,52 @@ def _near_miss(oracle: tg.Printed | tg.Exact, v: float) -> bool:
     reference, holds both v / a and v / b, with a = 1.05 / 1.25 and b = 0.95 / 0.75 (so v lies in [0.63, 1.05] and
     in [0.95, 1.58] times it). In a question with a range, the target is [0.75 low, 1.25 high], and the same two
     tests ask whether v lies in [0.95 low, 1.05 high]. An edge bucket's doubt counts as no."""
-    return all(oracle.near("close", 0, v / ((1 + s * ROUNDING) / (1 + s * CLOSE))) is True for s in (1, -1))
+    return _within(oracle, v, ROUNDING, "close", CLOSE)
+
+
+def _within(oracle: tg.Printed | tg.Exact, v: float, r: float, key: str, width: float) -> bool:
+    """Whether v lies within ``r`` (at most ``width``) of the reference, asked of the target ``key``, the reference
+    times [1 - width, 1 + width], as ``_near_miss`` asks it (an edge bucket's doubt counts as no)."""
+    return all(oracle.near(key, 0, v / ((1 + s * r) / (1 + s * width))) is True for s in (1, -1))
+
+
+def last_figure(v: float) -> float:
+    """The place value of the last significant figure of ``v`` as written at shortest, float noise dropped:
+    1 for 70553706496, 1000 for 4000.0, 1e-7 for 2.3e-06 (2.2999999999999996e-06, "2.3 us" read in s)."""
+    return 10.0 ** Decimal(f"{abs(float(v)):.15g}").normalize().as_tuple().exponent
+
+
+def _a_rounding(oracle: tg.Printed | tg.Exact, v: float) -> bool:
+    """Whether a rounding explains v: rounding (or cutting off) the reference to the figures v carries could give
+    it, so v lies within one unit of its last figure of the reference (and within ``ROUNDING``). An 11-digit whole
+    number 2% off is no rounding: more digits cannot fix it."""
+    r = min(ROUNDING, last_figure(v) / abs(v))
+    if "rounding" in oracle.entries:  # its buckets are 5 times finer than those of "close"
+        return _within(oracle, v, r, "rounding", ROUNDING)
+    return _within(oracle, v, r, "close", CLOSE)
+
+
+def _whole(e: Expected) -> bool:
+    """Whether the question asks for an exact count (a number's ``exact=True``, a function's whole-number output)."""
+    return e.tolerance_words == Tolerance.exact_count().describe()
+
+
+def _close(e: Expected, v: float, hints: list[str], ctx: dict[str, Any]) -> Verdict:
+    """A wrong answer within ``CLOSE``: said to be a precision slip ("close") only where a rounding explains it.
+    An exact count answered by a whole number is never that: off by one is named so (where the count starts and
+    ends, floor against round), and further off is "close_far"; a count with a fraction within one of it is a
+    value left unrounded. The diagnosis stays "close" (declared slips name it); only the words differ."""
+    if _ranged(e.oracle):
+        return wrong("close", hints, **ctx)
+    if _whole(e):
+        if float(v).is_integer():
+            key = "off_by_one" if _inside(e.oracle, v - 1) or _inside(e.oracle, v + 1) else "close_far"
+            return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase(key, **ctx), hints))
+        if _inside(e.oracle, math.floor(v)) or _inside(e.oracle, math.ceil(v)):
+            return wrong("close", hints, **ctx)
+    elif _a_rounding(e.oracle, v):
+        return wrong("close", hints, **ctx)
+    return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_far", **ctx), hints))
 
 
 # A size written with a prefix of one kind that is right read with the other kind: "4 KB" for 4096 B, "16 GiB"
@@ -239,9 +287,7 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         if reading is not None and _inside(e.oracle, v * reading[0]):
             return wrong("unit:binary", hints, **ctx, **reading[1])
         if near("close", 0, v) is True:
-            if _ranged(e.oracle) or _near_miss(e.oracle, v):
-                return wrong("close", hints, **ctx)
-            return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_far", **ctx), hints))
+            return _close(e, v, hints, ctx)
         for d in MAGNITUDES:
             if near("decade", 0, v / 10.0**d) is True:
                 return wrong(f"magnitude:{d:+d}", hints, **ctx)

@@ -28,7 +28,7 @@ from tests.strategies import answer_text, hostile_objects
 def check(reference: float, unit: str, tolerance: Tolerance, answer: object) -> Verdict:
     """The grader's verdict on ``answer`` for a Number record with this reference, unit and tolerance."""
     q = Number(qid="ch99-p1-number", points=1, prompt="A number.", reference=reference, unit=unit,
-               tolerance=tolerance, slips=(Slip(2 * reference, "ratio:2"),))
+               tolerance=tolerance, slips=(Slip(2 * reference, "ratio:2"),), negative=reference < 0)
     return judge(q, answer)
 
 

@@ -35,7 +35,7 @@ def number(reference: float, unit: str = "", tolerance: Tolerance | None = None,
     """A Number record as a chapter would write it (a slip is required; twice the reference will do)."""
     return Number(qid="ch99-t1-number", points=1, prompt="How many (exact)?" if exact else "A number.",
                   reference=reference, unit=unit, tolerance=tolerance or Tolerance(), exact=exact, accept=accept,
-                  slips=slips or (Slip(2 * reference, "ratio:2"),))
+                  slips=slips or (Slip(2 * reference, "ratio:2"),), negative=reference < 0)
 
 
 def verdict(reference: float, unit: str, answer: object, tolerance: Tolerance | None = None,
@@ -152,7 +152,8 @@ def test_unknown_question_unit_is_an_authoring_error():
 
 
 def test_unit_examples_name_the_units_of_the_dimension():
-    assert unit_examples("s").split(", ")[:2] == ["s", "sec"]
+    # the question's unit, then its common prefixes ("sec" had come second, and no prefix of a rate showed)
+    assert unit_examples("s").split(", ")[:4] == ["s", "ms", "µs", "ns"]
     assert "plain number" in unit_examples("") and "25%" in unit_examples("")  # % is an option, not the unit
 
 

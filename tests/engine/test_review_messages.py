@@ -279,8 +279,12 @@ def test_an_answer_16_percent_off_is_not_called_close():
 
 
 def test_an_answer_a_rounding_away_is_close():
-    v = both(OVERHEAD, 244 / 224 * 1.02)
+    """1.3 for the speed-up of 1.27 is its rounding to 2 figures: more figures fix it. (2% off with 17 figures,
+    244 / 224 * 1.02, is no rounding, and is told to recheck each term: tests/engine/test_causes.py.)"""
+    v = both("ch10-e4-speedup", 1.3)
     assert v.diagnosis == "close" and v.message.startswith("Close, but the question accepts ±1%"), v.message
+    v = both(OVERHEAD, 244 / 224 * 1.02)
+    assert v.diagnosis == "close" and "further off than a rounding explains" in v.message, v.message
 
 
 @pytest.mark.parametrize("factor", [100, 1 / 100])

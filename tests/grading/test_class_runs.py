@@ -335,3 +335,17 @@ def test_a_large_class_is_summed_up_by_question_not_a_column_a_student(tmp_path,
     assert "120 students" in said and "grades.csv" in said
     line = next(x for x in said.splitlines() if x.startswith(QID))
     assert line.split()[1:4] == ["2", "1.00", "40/120"], line  # points, mean, full marks
+
+
+def test_the_summary_names_the_late_penalties_its_table_leaves_out(tmp_path, capsys):
+    """The table shows each question's automatic score; nbgrader's late penalty comes off the total, in grades.csv,
+    the gradebook and the reports. The printed summary says so, with whom and how much."""
+    late = {**_result("bob"), "gradebook": {"hand": {}, "late_penalty": 3.0, "seconds_late": 7200.0}}
+    on_time = {**_result("ada"), "gradebook": {"hand": {}, "late_penalty": None, "seconds_late": None}}
+    cli.print_summary(tmp_path, "hw", Summary(results=[on_time, late], seconds=1.0))
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "late penalt" in x.lower())
+    assert "bob 3 points (2.0 hours late)" in line and "ada" not in line, line
+    assert "grades.csv" in line, line
+    cli.print_summary(tmp_path, "hw", Summary(results=[on_time], seconds=1.0))
+    assert "late penalt" not in capsys.readouterr().out.lower()

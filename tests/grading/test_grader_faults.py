@@ -195,7 +195,7 @@ def test_the_reference_is_read_once_per_question(monkeypatch):
 def _stored_as(monkeypatch, kept):
     """An assignment whose stored result for every student is ``kept``, made from the same files and answers."""
     class A:
-        answers, variants, db_url, notebook = "k", None, "", "n.ipynb"
+        answers, variants, db_url, notebook, late = "k", None, "", "n.ipynb", None
 
     monkeypatch.setattr(results, "stored", lambda a, s: kept)
     monkeypatch.setattr(results, "fingerprint", lambda folder, nb: "x")
