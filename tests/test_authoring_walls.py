@@ -13,9 +13,10 @@ import course
 from autograder import model_traffic, release
 from autograder.fingerprint import make_chapter
 from autograder.kinds import function as function_kind
-from autograder.numbers import Tolerance
-from autograder.questions import (
-    AuthoringError,
+from autograder.questions import AuthoringError, load_chapter
+from solutions._kit import (  # what an author writes a chapter with
+    EXACT,
+    X8,
     Chapter,
     Function,
     Number,
@@ -24,13 +25,10 @@ from autograder.questions import (
     Program,
     ProgramSpec,
     Slip,
-    load_chapter,
+    Tolerance,
+    values,
+    vary,
 )
-from autograder.variants import values, vary
-
-X8 = (("X", 8),)
-EXACT = Tolerance(rtol=1e-9)
-
 
 # --- the traffic table follows the model, not only its spec ---------------------------------------------
 
