@@ -549,14 +549,15 @@ def record_problems(chapter: Chapter) -> list[str]:
 
 def constant_passes(q: Function, data: dict[str, Any]) -> bool:
     """Whether a function that returns the reference's result at the first probe, whatever it is given, passes
-    every public probe: the self-check would then tick an answer that computes nothing."""
+    every public probe: the self-check would then tick an answer that computes nothing. With one probe it always
+    does, so a function question needs two probes or more whose results differ."""
     from . import kinds
     from .checks import judge
     from .kinds.function import _expected_items
 
     first = _expected_items(q, q.probes[0])
     result = first[0] if len(q.outputs) == 1 else first
-    return len(q.probes) > 1 and judge(q, kinds.encode(data, lambda *args, **kwargs: result)).ok
+    return judge(q, kinds.encode(data, lambda *args, **kwargs: result)).ok
 
 
 def generate(course_dir: Path, chapter: str, database: bool = False, release_dir: Path | None = None) -> Path:

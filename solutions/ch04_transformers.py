@@ -375,7 +375,9 @@ FLOP_PROBES = (_cfg_probe(m.LLAMA3_70B, *SHAPE, "k", T=4096), _cfg_probe(m.LLAMA
 KV_PROBES = (dict(L=64, K=64, H=128, S=8192, bpe=1),  # E5's example as the book gives it
              _cfg_probe(Q1, "L", "K", "H", S=1, bpe=1),
              _cfg_probe(m.LLAMA3_70B, "L", "K", "H", S=32_768, bpe=1))
-CX2_PROBE = dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32)
+# Two layers, one with grouped and one with plain multi-head attention (K = N): with one, a function that returns
+# that layer's figures whatever it is given passed the self-check.
+CX2_PROBES = (dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32), dict(B=1, T=64, D=128, F=512, N=4, K=4, H=16))
 
 
 # --- programs: the layer's blocks on 8 devices (reference programs "mlp" and "attention") -------------------
@@ -871,7 +873,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     Function(qid="ch04-cx2-decoder-layer", points=3, section=_layer,
              prompt="decoder_layer_costs(B, T, D, F, N, K, H): a GQA layer's parameters, forward and training "
                     "FLOPs measured by XLA.",
-             reference=decoder_prediction, model=decoder_layer_costs, probes=(CX2_PROBE,), draw=draw_decoder,
+             reference=decoder_prediction, model=decoder_layer_costs, probes=CX2_PROBES, draw=draw_decoder,
              output=(Output("number", tolerance=EXACT), Output("number", tolerance=Tolerance(rtol=0.03)),
                      Output("number", tolerance=Tolerance(rtol=0.03))),
              slips=(Slip(cx2_ungated, "not_equal"), Slip(cx2_forward_as_training, "ratio:1/3"))),

@@ -191,6 +191,14 @@ def test_probes_a_constant_passes_are_refused():
     assert release.record_problems(Chapter("ch13_walls", "Walls", (seeing,))) == []
 
 
+def test_a_function_of_one_probe_is_refused():
+    """One probe: a function returning its figures whatever it is given passes it (ch04's decoder layer had one)."""
+    alone = _function((dict(counts=[3, 5, 9, 1], capacity=4),))
+    problems = release.record_problems(Chapter("ch13_walls", "Walls", (alone,)))
+    assert any(p.startswith("ch13-cx1-dropped: ") and "cannot tell a constant from the answer" in p
+               for p in problems), problems
+
+
 # --- a function's slips are judged at release -------------------------------------------------------------
 
 def test_a_function_slip_the_probes_cannot_tell_from_the_model_is_refused():
