@@ -27,7 +27,11 @@ import fcntl
 import glob
 import os
 import re
+import shlex
 import shutil
+import signal
+import sys
+import threading
 import time
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -62,6 +66,42 @@ class Interrupted(Exception):
     def __init__(self, kept: int):
         super().__init__(f"interrupted: {kept} graded and kept, rerun the same command to continue")
         self.kept = kept
+
+
+class CtrlC:
+    """Ctrl-C for the length of a run, never lost. Python raises the interrupt wherever the main thread is, and
+    where that is an object's cleanup (a weakref callback the garbage collector runs), it prints the exception
+    and goes on: on a loaded machine a run once graded to the end after Ctrl-C. The press is also remembered, and
+    ``check`` stops the run at its next result; an interrupt reported from a cleanup is not printed, since the
+    run stops for it. Outside the main thread (a caller's thread) it changes nothing."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._handler: Any = None
+        self._hook: Any = None
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._handler = signal.signal(signal.SIGINT, self._press)
+            self._hook, sys.unraisablehook = sys.unraisablehook, self._reported
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._handler is not None:
+            signal.signal(signal.SIGINT, self._handler)
+            sys.unraisablehook = self._hook
+
+    def _press(self, signum: int, frame: object) -> None:
+        self.pressed = True
+        raise KeyboardInterrupt
+
+    def _reported(self, unraisable: Any) -> None:
+        if not (self.pressed and isinstance(unraisable.exc_value, KeyboardInterrupt)):
+            self._hook(unraisable)
+
+    def check(self) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
 
 
 @dataclass(frozen=True)
@@ -197,8 +237,9 @@ def check(course_dir: Path, name: str) -> list[Path]:
     return notebooks
 
 
-def prepare(course_dir: Path, name: str) -> Assignment:
-    """Check the course directory and register the assignment in the gradebook (creating it)."""
+def prepare(course_dir: Path, name: str, late: LatePolicy | None = None) -> Assignment:
+    """Check the course directory and register the assignment in the gradebook (creating it). ``late``: the course's
+    late policy where the caller has loaded it already."""
     course_dir, name = course_dir.resolve(), assignment_name(name)
     notebooks = check(course_dir, name)
     from ..release import generate
@@ -216,7 +257,7 @@ def prepare(course_dir: Path, name: str) -> Assignment:
     _agree_with_records(name, points)
     return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points,
                       _released_plan(course_dir, name), answers=results.answers_key(course_dir, name, notebooks[0]),
-                      late=LatePolicy(course_dir))
+                      late=late or LatePolicy(course_dir))
 
 
 def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
@@ -353,17 +394,18 @@ def grade(course_dir: Path, name: str, jobs: int | None = None, force: bool = Fa
     progress = progress or Progress(bar=False)
     name = assignment_name(name)
     check(course_dir, name)
+    late = LatePolicy(course_dir.resolve())
     try:
-        LatePolicy(course_dir.resolve()).check()  # a late policy nbgrader could not apply: before anything is written
+        late.check()  # a late policy nbgrader could not apply: before anything is written
     except ValueError as e:
         raise CourseError(str(e)) from None
     work = course_dir.resolve() / STATE / "work"
     with grading_lock(course_dir.resolve(), name):
         clear_dead_work(work)
         # The factory imports its modules (seconds) while the gradebook is prepared.
-        with factory.shared(work):
+        with factory.shared(work), CtrlC() as ctrl_c:
             return _grade(course_dir, name, jobs, force, limits, progress, scheduler, started,
-                          None if students is None else list(students))
+                          None if students is None else list(students), late, ctrl_c)
 
 
 def chosen(a: Assignment, students: list[str] | None) -> tuple[list[tuple[str, Path]], dict[str, str]]:
@@ -416,7 +458,6 @@ def release_warning(a: Assignment) -> list[str]:
         return [f"No report of {a.name} can be released with `nbgrader release_feedback`: none has the receipts "
                 f"it reads ({receipts}), which only work handed in with `nbgrader submit` and collected with "
                 f"`nbgrader collect` has. Give the students their reports from {where} another way."]
-    import shlex
 
     # The command is pasted into a shell, and ids are the students' text: each argument is quoted. nbgrader splits
     # the exclude list at commas, and an id printable() escapes cannot be typed as it is: neither can be excluded,
@@ -489,9 +530,10 @@ def _rewritten_over_hand(a: Assignment, graded_now: list[dict[str, Any]]) -> lis
 
 
 def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: Limits, progress: Progress,
-           scheduler: str | None, started: float, students: list[str] | None = None) -> Summary:
+           scheduler: str | None, started: float, students: list[str] | None, late: LatePolicy,
+           ctrl_c: CtrlC) -> Summary:
     """``grade``, with the class's process factory started."""
-    a = prepare(course_dir, name)
+    a = prepare(course_dir, name, late)
     todo, summary = [], Summary()
     found, notes = chosen(a, students)
     summary.problems.update({where: [note] for where, note in notes.items()})
@@ -555,7 +597,9 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         graded = run_local(_worker, todo, jobs, _crashed, seconds=_deadline(limits), on_stall=_stalled)
     try:
         for i, (_, result) in enumerate(graded, 1):
+            ctrl_c.check()
             finish(result, i)
+        ctrl_c.check()  # pressed during the last result, where Python could only report it
     except KeyboardInterrupt:
         # Ctrl-C: the runner stops its workers (closing it), what was stored stays, and grades.csv shows it.
         if (close := getattr(graded, "close", None)) is not None:

@@ -7,6 +7,7 @@ One small class of Chapter 1 (E1 answered: 2 points) is graded once for the modu
 """
 
 import base64
+import io
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 import zipfile
 from pathlib import Path
 
@@ -21,7 +23,8 @@ import nbformat
 import pytest
 
 from autograder.demo import copy_course, submit
-from autograder.grading.pipeline import grade
+from autograder.grading.console import Progress
+from autograder.grading.pipeline import Interrupted, grade
 from autograder.grading.sanitize import sanitize
 from autograder.grading.submissions import find_notebook
 from tests.grading.test_class import CHAPTER, LIMITS, NAME, ROOT, _cell, _gid, _release, answered
@@ -324,7 +327,6 @@ def test_a_fixed_reference_regrades_and_says_why(graded):
     import io
     import shutil
 
-    from autograder.grading.console import Progress
 
     course, results, _ = graded
     again = grade(course, CHAPTER, jobs=2, limits=LIMITS)
@@ -366,3 +368,35 @@ def test_ctrl_c_keeps_what_was_graded_and_says_how_to_continue(tmp_path):
     assert lines == [f"interrupted: {kept} graded and kept, rerun the same command to continue"], stdout + stderr
     assert proc.returncode == 130
     assert (course / "grades.csv").read_text().count("\n") == 1 + kept  # what is kept is in the table already
+
+
+class _CtrlCInACleanup(Progress):
+    """After the first stored result, Ctrl-C is pressed while the grader runs an object's cleanup (a weakref
+    callback, as the garbage collector runs them at any moment): Python reports an exception raised there and
+    goes on, so an interrupt that only raises is lost there, as it once was on a loaded machine."""
+
+    def update(self, done: int, total: int, text: str) -> None:
+        super().update(done, total, text)
+        if done == 1:
+            class Thing:
+                pass
+
+            thing = Thing()
+            ref = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGINT))
+            del thing
+            assert ref() is None
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_that_lands_in_a_cleanup_still_stops_the_run(tmp_path, capfd):
+    course = copy_course(ROOT, tmp_path / "course", [CHAPTER])
+    for student in ("s0", "s1", "s2"):
+        submit(course, student, CHAPTER, answered())
+    with pytest.raises(Interrupted) as stopped:
+        grade(course, CHAPTER, jobs=2, limits=LIMITS, progress=_CtrlCInACleanup(stream=io.StringIO(), bar=False))
+    kept = len(list((course / ".scaling-course" / "results" / CHAPTER).glob("*.json")))
+    assert str(stopped.value) == "interrupted: 1 graded and kept, rerun the same command to continue"
+    assert kept == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the run's own handler is gone
