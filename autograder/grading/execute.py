@@ -20,6 +20,8 @@ log) is read back as a plain file only, and only so many bytes of it (files.py).
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -29,7 +31,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,6 +212,10 @@ class TimeUp(Exception):
     """The notebook's time ran out: no further cell is sent."""
 
 
+def _not_here(*_: Any) -> None:
+    raise RuntimeError("signal handlers are the grader's")
+
+
 class LimitedClient(NotebookClient):
     """An nbclient that drops output beyond a budget instead of holding it all in memory. Answer records in
     test cells have a budget of their own, so that the student's own output never crowds them out."""
@@ -235,6 +241,23 @@ class LimitedClient(NotebookClient):
         self.sent = 0  # cells handed to the kernel: before the first, a failure is no student's doing
         self.current = 0  # the cell (from 1) being run
         self.stopped = 0  # the cell (from 1) whose kernel was killed for ignoring its interrupt
+
+    @contextlib.asynccontextmanager
+    async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
+        """nbclient's, without the two things it does for a program of its own: it takes SIGINT and SIGTERM
+        where it runs in the main thread (the grader's own process, for one submission or ``--jobs 1``), so that a
+        Ctrl-C stopped the student's kernel and the run went on to store that as their grade ("the kernel died"),
+        or escaped as a traceback; and it registers an exit hook holding the client until the process ends. Here
+        Ctrl-C stays the grader's, which stops the run and stores nothing for the notebook (``finally`` in
+        ``execute`` stops the kernel)."""
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler = _not_here  # type: ignore[method-assign]  # nbclient passes over a RuntimeError
+        try:
+            async with super().async_setup_kernel(**kwargs):
+                yield
+        finally:
+            del loop.add_signal_handler
+            atexit.unregister(self._cleanup_kernel)
 
     def start_clock(self) -> None:
         self.started = time.monotonic()

@@ -400,3 +400,32 @@ def test_a_ctrl_c_that_lands_in_a_cleanup_still_stops_the_run(tmp_path, capfd):
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the run's own handler is gone
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when, jobs", [("kernel-starting", 1), ("cell-running", 1), ("cell-running", 2)])
+def test_ctrl_c_at_a_terminal_while_notebooks_run_stores_none_of_them(tmp_path, when, jobs):
+    """A terminal's Ctrl-C reaches the whole process group: the grader, its workers, and (one submission, or
+    ``--jobs 1``) the grader's own process running a notebook. Pressed while a kernel starts or runs a cell, the
+    run stops with its one line, and nothing is stored for those notebooks (a kernel stopped by the Ctrl-C is not
+    the student's "kernel died", to be kept as their grade)."""
+    course = copy_course(ROOT, tmp_path / "course", [CHAPTER])
+    nb = answered()
+    nb.cells.insert(1, nbformat.v4.new_code_cell(
+        'import pathlib, time\npathlib.Path("cell-running").touch()\ntime.sleep(60)'))
+    for student in ["s0", "s1", "s2"][:1 if jobs == 1 else 3]:
+        submit(course, student, CHAPTER, nb)
+    cmd = [sys.executable, "-m", "autograder.cli", "grade", CHAPTER, "--course-dir", str(course), "--jobs", str(jobs)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    work = course / ".scaling-course" / "work"
+    marker = "kernel.json" if when == "kernel-starting" else "cell-running"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not any(work.rglob(marker)) and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "interrupted: 0 graded and kept, rerun the same command to continue" in stderr, (stdout, stderr)
+    assert "Traceback" not in stdout + stderr, stderr[-3000:]
+    assert not list((course / ".scaling-course" / "results" / CHAPTER).glob("*.json"))
