@@ -31,9 +31,9 @@ REFERENCE = "2*B*D*(N-1)/N"
 @settings(max_examples=150, deadline=None)
 @given(formula_text(), symbol_names())
 def test_arbitrary_text_never_raises_and_is_quick(text, names):
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine stretches wall time alone
     got = parse_formula(text, names)
-    assert time.perf_counter() - start < 1.0, text
+    assert time.process_time() - start < 1.0, text
     assert isinstance(got, Parsed | Invalid)
     if isinstance(got, Invalid):
         assert got.code and ":" not in got.code
