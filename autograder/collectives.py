@@ -26,7 +26,7 @@ import ast
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -372,13 +372,25 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
 
 
 BUSIER = "collective-permute, busier direction"  # ``traffic``'s entry for questions that ask for both directions
+_OVER = " over "  # ``traffic``'s entries by axes: "all-gather over X", "all-reduce over X+Y"
+
+
+def over(kind: str, axes: Sequence[str]) -> str:
+    """``traffic``'s entry for the bytes of one kind of collective that run over these mesh axes."""
+    return f"{kind}{_OVER}{'+'.join(axes) or 'no axis'}"
+
+
+def by_kind(moved: Mapping[str, float]) -> dict[str, float]:
+    """``traffic``'s entries by kind alone (and ``BUSIER``), without those by axes."""
+    return {k: v for k, v in moved.items() if _OVER not in k}
 
 
 def traffic(collectives: Sequence[Collective]) -> dict[str, float]:
     """Bytes per device each kind of collective moves over a program's run: the ring algorithms' bytes times
     the executions, a permute's on every link they cross; and (``BUSIER``) a permute's in the busier of the two
-    directions, for the questions whose point is using both at once. Collectives in a loop of unknown length
-    are left out (``census`` counts them once)."""
+    directions, for the questions whose point is using both at once. Each kind's bytes are also given by the axes
+    its collectives run over (``over``): which axes a model sums or gathers over is part of its plan. Collectives
+    in a loop of unknown length are left out (``census`` counts them once)."""
     moved: Counter = Counter()
     ways = [0.0, 0.0]
     for c in collectives:
@@ -388,10 +400,14 @@ def traffic(collectives: Sequence[Collective]) -> dict[str, float]:
         if c.kind == "collective-permute":
             ways[0] += float(c.operand_bytes) * count * c.hops[0]
             ways[1] += float(c.operand_bytes) * count * c.hops[1]
+            moved[over(c.kind, c.axes)] += float(c.operand_bytes) * count * sum(c.hops)
         else:
             moved[c.kind] += c.bytes_per_device * count
+            moved[over(c.kind, c.axes)] += c.bytes_per_device * count
     if max(ways):
         moved["collective-permute"], moved[BUSIER] = sum(ways), max(ways)
+    else:  # a permute that moves nothing is no entry, by axes either
+        moved = Counter({k: v for k, v in moved.items() if not k.startswith("collective-permute")})
     return {k: float(v) for k, v in moved.items()}
 
 

@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from . import record
-from .collectives import BUSIER, Collective, census, compiled_census, inspect_text, placed_permutes
+from .collectives import BUSIER, Collective, by_kind, census, compiled_census, inspect_text, placed_permutes
+from .collectives import over as traffic_over
 from .collectives import traffic as collective_traffic
 from .meshes import MeshFactory
 from .messages import phrase, phrase_program
@@ -959,8 +960,12 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         return Verdict(Status.PARTIAL, 0.5, "collectives:not_ring",
                        phrase_program("not_ring", n=report.jumps, count=max(n, report.jumps), far=f"{far:.3g}"),
                        {"collectives": details or counts})
-    if not counts_match(counts, expected_counts) and not (
-            not report.collectives and counts_match(_as_reduce_scatters(counts, expected_counts), expected_counts)):
+    compiled, model = _standing_in(report.compiled, expected_counts, traffic)
+    weighed = weighed_collectives(q, replace(report, compiled=compiled))
+    moved = collective_traffic(weighed)
+    read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
+    if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
+               for c in read_as):
         found = "; ".join(details) if details else describe_counts(counts)
         stated = census(report.collectives)  # the rest of the census, the compiler added (``added_collectives``)
         added = {k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)} if details else {}
@@ -974,9 +979,6 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say
         return Verdict(Status.PARTIAL, 0.5, "collectives:unknown_count",
                        phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})
-    compiled, model = _standing_in(report.compiled, expected_counts, traffic)
-    weighed = weighed_collectives(q, replace(report, compiled=compiled))
-    moved = collective_traffic(weighed)
     wasted = _wasted(moved, model, q) if weighed else None
     if wasted is not None:
         one_way = wasted["kind"] == BUSIER
@@ -988,6 +990,37 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
                    {"collectives": details or counts, **({"traffic": moved} if weighed else {})})
+
+
+def _fused(q: ProgramSpec, counts: dict[str, int], wanted: dict[str, Any], weighed: tuple[Collective, ...],
+           moved: dict[str, float], model: Mapping[str, float] | None) -> bool:
+    """Whether a program that runs fewer collectives of some kinds than the question expects runs the model's plan
+    with fewer launches: two weights gathered in one all_gather, two gradients reduce-scattered together (XLA's
+    combiners do the same). So it is where, for each kind it runs fewer of, it runs at least one, every one of them
+    weighed and counted, each over axes the model runs that kind over, and moving the model's bytes of the kind: no
+    more than the traffic check allows (``_wasted``), and no less than the model's over the question's
+    ``traffic_slack`` (fewer gathers that move fewer bytes are another plan, most often gathered weights kept alive,
+    which the count and the memory bound judge as before); no kind runs more than expected. A ring's permutes are
+    its steps: never fused. Without the model's traffic nothing says what the plan moves, and the count decides."""
+    if not model:
+        return False
+    short = []
+    for kind in set(counts) | set(wanted):
+        n, w = counts.get(kind, 0), wanted.get(kind, 0)
+        low, high = (w, w) if isinstance(w, int) else w
+        if high is not None and n > high:
+            return False
+        if n < low:
+            short.append(kind)
+    for kind in short:
+        mine = [c for c in weighed if c.kind == kind]
+        if (kind == "collective-permute" or not mine or any(c.count is None for c in mine)
+                or sum(c.count or 0 for c in mine) != counts[kind]  # one the compiler added is not weighed
+                or any(traffic_over(kind, c.axes) not in model for c in mine)
+                or _wasted({kind: moved.get(kind, 0.0)}, model, q) is not None
+                or moved.get(kind, 0.0) * q.traffic_slack < model.get(kind, 0.0)):
+            return False
+    return bool(short)
 
 
 def _moves_only(q: ProgramSpec) -> bool:
@@ -1031,8 +1064,10 @@ def _standing_in(compiled: tuple[Collective, ...], wanted: dict[str, Any], model
     moved = tuple(replace(c, kind="reduce-scatter") if c.kind == "all-reduce" else c for c in compiled)
     if not model:
         return moved, model
-    both = {k: v for k, v in model.items() if k not in ("all-reduce", "reduce-scatter")}
-    both["reduce-scatter"] = model.get("all-reduce", 0.0) + model.get("reduce-scatter", 0.0)
+    both: dict[str, float] = {}
+    for k, v in model.items():  # by kind, and by the axes each kind runs over (``collectives.over``)
+        k = "reduce-scatter" + k.removeprefix("all-reduce") if k.startswith("all-reduce") else k
+        both[k] = both.get(k, 0.0) + v
     return moved, both
 
 
@@ -1043,6 +1078,7 @@ def _wasted(moved: dict[str, float], model: Mapping[str, float] | None, q: Progr
     question asks for both directions. None when it moves no more than it needs, or nothing measured the model."""
     if not model:
         return None
+    moved, model = by_kind(moved), by_kind(model)  # the bytes of each kind, whatever axes they run over
     floor = sum(v for k, v in model.items() if k != BUSIER) / 8
     over = [(got / want, kind, got, want) for kind, got in moved.items()
             if (kind != BUSIER or q.both_ways) and (want := model.get(kind, 0.0)) > 0

@@ -9,7 +9,8 @@ graded notebook are compared:
     read      -> autograded/<student>/<assignment>/<notebook>.ipynb: the master's cells with the student's answer
                  cells, as graded (a result the grader failed on, with no fingerprint, is left out)
     normalise -> each answer cell's first CELL_CHARS characters as tokens, without comments, blank lines or
-                 spacing, a string's text kept as written (``normalised``); outputs, locked cells and the student's
+                 spacing, a string's text kept as written, names as Python reads them (NFKC), and each change of
+                 indentation level a token (``normalised``); outputs, locked cells and the student's
                  own extra cells are not read. A cell whose tokens are the release's (untouched, or only restyled)
                  or none is not answered
     compare   -> each pair of students: ``copied`` below
@@ -35,6 +36,7 @@ import hashlib
 import io
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,17 +56,55 @@ CELL_CHARS = 20_000  # of each answer cell compared: the longest reference answe
 NOTEBOOK_BYTES = 16 * 2**20  # an autograded notebook larger than this is not compared (outputs take 5 MB at most)
 SHOWN = 10  # groups named in the summary, and students in a group's line; the file has every pair
 
-# A comment (dropped), a string on one line (one token: a "#" in it is no comment), a word or number, a sign.
-_TOKEN = re.compile(r"""#[^\n]*|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|\w+|[^\w\s]""")
+# A line break with the next line's indentation, a line joined by a backslash, a comment (dropped), a string (one
+# token, so a "#" in it is no comment: triple-quoted over lines, or on one line; one left open runs to the end of its
+# line, or of the text, so each is read once: a lone backslash at the end is in it too), a word or number, a sign.
+_TOKEN = re.compile(r"""(?P<line>\n[ \t\f]*)|(?P<joined>\\\n)|(?P<comment>#[^\n]*)"""
+                    r"""|(?P<string>"{3}(?:\\[\s\S]|[^\\])*?(?:"{3}|\\?\Z)|'{3}(?:\\[\s\S]|[^\\])*?(?:'{3}|\\?\Z)"""
+                    r"""|"(?:\\[\s\S]|[^"\\\n])*(?:"|(?=\n)|\\?\Z)|'(?:\\[\s\S]|[^'\\\n])*(?:'|(?=\n)|\\?\Z))"""
+                    r"""|(?P<word>\w+)|[^\w\s]""")
+INDENT, DEDENT = "\n>", "\n<"  # tokens no text makes: a line break is in no other token but a string, after its quote
+
+
+def tokens(text: str) -> list[str]:
+    """The tokens of ``text`` as Python reads them, but for comments, blank lines and spacing: names NFKC-normalised
+    (``ｅ１`` is ``e1``), and a token for each change of indentation level at the start of a logical line (outside
+    brackets, not after a backslash), as Python's INDENT and DEDENT: how far a block is indented is style, which
+    block a line is in is meaning. One regular expression, not Python's tokenizer: its cost is linear, and text that
+    is no Python (a cell cut mid-string) is read the same way."""
+    out: list[str] = []
+    levels, depth = [0], 0
+    text = "\n" + text.replace("\r\n", "\n").replace("\r", "\n")
+    for m in _TOKEN.finditer(text):
+        if m["line"] is not None:
+            if depth == 0 and text[m.end():m.end() + 1] not in ("", "\n", "#"):  # a logical line with code
+                width = len(m["line"][1:].replace("\f", "").expandtabs(8))
+                if width > levels[-1]:
+                    levels.append(width)
+                    out.append(INDENT)
+                while width < levels[-1]:
+                    levels.pop()
+                    out.append(DEDENT)
+                if width > levels[-1]:  # back to no level that was opened (an error to Python): a level of its own
+                    levels.append(width)
+                    out.append(INDENT)
+        elif m["joined"] is None and m["comment"] is None:
+            t = m.group()
+            if m["word"] is not None:
+                t = unicodedata.normalize("NFKC", t)
+            elif m["string"] is None:
+                depth = max(depth + (t in "([{") - (t in ")]}"), 0)
+            out.append(t)
+    return out
 
 
 def normalised(text: str) -> tuple[str, int]:
-    """(a digest of the tokens of ``text``'s first CELL_CHARS characters, how many tokens): comments, blank lines,
-    indentation and spacing are not part of it, so ``x=1  # mine`` is ``x = 1``. One regular expression, not
-    Python's tokenizer: its cost is linear, and text that is no Python (a cell cut mid-string) is read the same way."""
-    tokens = [t for t in _TOKEN.findall(text[:CELL_CHARS]) if t[0] != "#"]
-    digest = hashlib.sha256("\0".join(tokens).encode("utf-8", "surrogatepass")).hexdigest()
-    return digest[:32], len(tokens)
+    """(a digest of the ``tokens`` of ``text``'s first CELL_CHARS characters, how many tokens): comments, blank lines
+    and spacing are not part of it, so ``x=1  # mine`` is ``x = 1``, and a block indented by two spaces is the same
+    block indented by four."""
+    found = tokens(text[:CELL_CHARS])
+    digest = hashlib.sha256("\0".join(found).encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:32], len(found)
 
 
 def _text(value: Any) -> str:

@@ -275,8 +275,9 @@ def summary_html(title: str, questions: dict[str, dict[str, Any]], problems: lis
                  setting: dict[str, dict[str, Any]] | None = None, book: dict[str, Any] | None = None) -> str:
     """The report's scores: its total, the grader's notes, the student's values, a row per question. ``book``: what the
     gradebook adds to the automatic scores (``gradebook.settle``): scores given by hand, which replace the automatic
-    ones and are marked "graded by hand", and nbgrader's late penalty, taken from the total; the total is then the
-    gradebook's, as ``nbgrader export`` gives it."""
+    ones and are marked "graded by hand", nbgrader's late penalty, taken from the total, and a note on the submission
+    time where the gradebook holds none or an earlier hand-in's; the total is then the gradebook's, as ``nbgrader
+    export`` gives it."""
     hand, penalty = (book or {}).get("hand") or {}, (book or {}).get("late_penalty")
     total = sum(float(hand[qid]["score"]) if qid in hand else q["score"] for qid, q in questions.items())
     total = max(total - (penalty or 0), 0)
@@ -285,7 +286,8 @@ def summary_html(title: str, questions: dict[str, dict[str, Any]], problems: lis
         f"<tr class='{_status(q['status'])}'><td>{_e(qid)}</td><td>{_hand_score(q, hand.get(qid))}</td>"
         f"<td>{_e(q['message'])}</td><td><code>{_e(q.get('answer_text') or '')}</code></td></tr>"
         for qid, q in questions.items())
-    notes = "".join(f"<li>{_e(p)}</li>" for p in problems)
+    time = (book or {}).get("time")  # what the gradebook holds of the submission time, where it is worth a word
+    notes = "".join(f"<li>{_e(p)}</li>" for p in [*problems, *([time] if time else [])])
     values = "".join(f"<li>{_e(name)}: {_e(describe(labels))}</li>"
                      for name, labels in (setting or {}).items())
     after = f" (after a late penalty of {penalty:g})" if penalty else ""
@@ -310,9 +312,11 @@ def render_html(nb: NotebookNode, title: str, questions: dict[str, dict[str, Any
     summary = summary_html(title, questions, problems, setting)
     budget = _Budget(REPORT_SECONDS)
     cells = "\n".join(_cell(c, budget) for c in nb.cells)
-    return (f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{_STYLE}</style>{_MATHJAX}</head>\n<body>{summary}\n<main class='{NO_MATH}'>{cells}</main>"
-            "</body></html>\n")
+    return (f"{_HEAD}{_e(title)}</title><style>{_STYLE}</style>{_MATHJAX}{_BODY}{summary}\n"
+            f"<main class='{NO_MATH}'>{cells}</main></body></html>\n")
+
+
+_HEAD, _BODY = "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>", "</head>\n<body>"  # how ours start
 
 
 def report_path(course_dir: Path, result: dict[str, Any]) -> Path:
@@ -323,19 +327,23 @@ def report_path(course_dir: Path, result: dict[str, Any]) -> Path:
 def rewrite_summary(path: Path, result: dict[str, Any], book: dict[str, Any]) -> bool:
     """The scores of the report at ``path`` written again from the stored ``result`` and what the gradebook adds
     (``book``), its notebook left as the grader wrote it; whether there was such a report to rewrite (one that
-    ``nbgrader generate_feedback`` put in its place is left alone: it reads the gradebook itself). The summary is the
-    report's first section, and everything in it is escaped (``_e``), so its end is the first ``</section>``."""
+    ``nbgrader generate_feedback`` put in its place is left alone: it reads the gradebook itself, and it shows a
+    student's HTML outputs as they are, so the summary's marker may be there). The summary opens the body of our
+    report, and everything in it is escaped (``_e``), so its end is the first ``</section>`` after it."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    start = text.find(SUMMARY)
-    end = text.find("</section>", start)
-    head = re.search(r"<title>(.*?)</title>", text[:start] if start >= 0 else "")
-    if start < 0 or end < 0 or head is None:
+    # Ours only: the file starts as ``render_html`` starts it, and the summary opens the body. A marker found
+    # anywhere else may be a student's output that another renderer (nbgrader's) showed as it was.
+    if not text.startswith(_HEAD) or (title_end := text.find("</title>", len(_HEAD))) < 0:
         return False
-    summary = summary_html(html.unescape(head.group(1)), result["questions"], result.get("problems") or [],
-                           result.get("setting"), book)
+    body = text.find(_BODY, title_end)
+    start = body + len(_BODY)
+    if body < 0 or not text.startswith(SUMMARY, start) or (end := text.find("</section>", start)) < 0:
+        return False
+    summary = summary_html(html.unescape(text[len(_HEAD):title_end]), result["questions"],
+                           result.get("problems") or [], result.get("setting"), book)
     write_atomic(path, text[:start] + summary + text[end + len("</section>"):])
     return True
 

@@ -12,26 +12,32 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from .console import printable
 from .feedback import write_atomic
+from .submissions import UNREADABLE, read_time
 
 
 def _storable_time(result: dict[str, Any]) -> bool:
-    """Whether the gradebook can read the submission time: the worker let through only dates and times
-    (``submissions.timestamp``), and a zone the gradebook still cannot read is dropped here, with a note,
-    rather than stopping the class (the file is the student's)."""
+    """Whether the gradebook reads the submission time of ``result`` as the time it means (``submissions.read_time``,
+    nbgrader's own parser). One it cannot read is dropped here with the note that makes it unknown (``UNREADABLE``),
+    never an error that stops the class: the worker let through only what its check takes, and the file is the
+    student's."""
     if not result.get("timestamp"):
         return False
-    from nbgrader.utils import parse_utc
-
     try:
-        parse_utc(result["timestamp"])
+        read_time(result["timestamp"])
         return True
-    except Exception as e:  # dateutil raises ValueError, OverflowError and more on some inputs
+    except ValueError as e:
         result["timestamp"] = None
-        result.setdefault("problems", []).append(
-            f"timestamp.txt does not hold a time the gradebook can store ({type(e).__name__}): the submission "
-            "time is not recorded")
+        result.setdefault("problems", []).append(f"{UNREADABLE} ({printable(str(e))[:100]})")
         return False
+
+
+def unreadable_time(result: dict[str, Any]) -> bool:
+    """Whether ``result``'s hand-in came with a ``timestamp.txt`` that holds no time the gradebook can read (the
+    worker's note, or ``_storable_time``'s): its lateness is unknown, which is never "on time"."""
+    return not result.get("timestamp") and any(isinstance(p, str) and p.startswith(UNREADABLE)
+                                                 for p in result.get("problems") or [])
 
 
 def write_result(db_url: str, result: dict[str, Any]) -> None:
@@ -45,7 +51,11 @@ def write_result(db_url: str, result: dict[str, Any]) -> None:
         if _storable_time(result):
             gb.update_or_create_submission(result["assignment"], result["student"], timestamp=result["timestamp"])
         else:
-            gb.update_or_create_submission(result["assignment"], result["student"])
+            # No timestamp.txt: the gradebook keeps the time it held, as nbgrader's autograde does (``settle`` says
+            # so). One that cannot be read: no time, never an earlier hand-in's (``settle`` flags it).
+            submission = gb.update_or_create_submission(result["assignment"], result["student"])
+            if unreadable_time(result):
+                submission.timestamp = None
         # One query for the notebook's grades, not one per question (0.2 s a notebook for Chapter 1).
         grades = {g.name: g for g in gb.find_submission_notebook(result["notebook"], result["assignment"],
                                                                   result["student"]).grades}
@@ -122,6 +132,15 @@ class LatePolicy:
         finally:
             sys.path.remove(where)
 
+    def can_penalise(self) -> bool:
+        """Whether the policy can take points at all: a plugin of the course's own, or nbgrader's with a
+        ``penalty_method`` other than "none"."""
+        from nbgrader.plugins import LateSubmissionPlugin
+
+        if self._plugin is None:
+            self._plugin = self._load()
+        return type(self._plugin) is not LateSubmissionPlugin or self._plugin.penalty_method != "none"
+
     def penalty(self, student: str, score: float, seconds_late: float) -> float | None:
         """The plugin's penalty, in points, for a notebook of ``score`` handed in ``seconds_late``; None: no penalty."""
         if self._plugin is None:
@@ -144,33 +163,64 @@ def settle(db_url: str, result: dict[str, Any], late: LatePolicy, before: dict[s
     submission than ``before`` (the result stored earlier, or None) is flagged for review, though its automatic
     score stayed: the person saw another answer. The late penalty is set as autograde sets it, every time: none
     unless the gradebook finds the submission late (its due date, any extension), else ``late``'s penalty for the
-    notebook's score in the gradebook (hand scores included), kept between 0 and that score. Returns the gradebook's
-    part of the grade (results.store keeps it with the result): {"hand": {qid: {"score", "review"}},
-    "late_penalty": points or None, "seconds_late": seconds, where a penalty was set}."""
+    notebook's score in the gradebook (hand scores included), kept between 0 and that score. A hand-in whose
+    ``timestamp.txt`` cannot be read (``unreadable_time``) has no time in the gradebook, so its lateness is unknown:
+    where the assignment has a due date and ``late`` can take points, its grades that no person scored are flagged
+    for review (nbgrader's autograde stops on such a file, for a person to look), on every run until the time can be
+    read. Returns the gradebook's part of the grade (results.store keeps it with the result): {"hand": {qid:
+    {"score", "review"}}, "late_penalty": points or None, "seconds_late": seconds, where a penalty was set, "time": a
+    note on the submission time or None, "late_unknown": whether the lateness is unknown and flagged}."""
     from nbgrader.api import Gradebook
 
     a, s = result["assignment"], result["student"]
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
         warnings.simplefilter("ignore")
         notebook = gb.find_submission_notebook(result["notebook"], a, s)
+        submission = gb.find_submission(a, s)
+        unknown = unreadable_time(result)
+        flag = unknown and submission.duedate is not None and late.can_penalise()
         hand = {}
         for grade in notebook.grades:
             if grade.manual_score is None:
+                if flag and grade.name in result["questions"]:
+                    grade.needs_manual_grade = True
                 continue
             if grade.name in result["questions"] and _graded_from_another(before, result, grade.name):
                 grade.needs_manual_grade = True
             hand[grade.name] = {"score": grade.manual_score, "review": bool(grade.needs_manual_grade)}
-        seconds, penalty = gb.find_submission(a, s).total_seconds_late, None
+        seconds, penalty = submission.total_seconds_late, None
         if seconds > 0 and (asked := late.penalty(s, notebook.score, seconds)) is not None:
             penalty = min(max(float(asked), 0.0), notebook.score)
         notebook.late_submission_penalty = penalty
+        time = _time_note(result, submission.timestamp, unknown, flag)
         gb.db.commit()
-    return {"hand": hand, "late_penalty": penalty, "seconds_late": seconds if penalty is not None else None}
+    return {"hand": hand, "late_penalty": penalty, "seconds_late": seconds if penalty is not None else None,
+            "time": time, "late_unknown": flag}
+
+
+def _time_note(result: dict[str, Any], held: Any, unknown: bool, flagged: bool) -> str | None:
+    """What the student and the staff are told of the submission time the gradebook holds (``held``), where it is not
+    the one this hand-in's ``timestamp.txt`` gave."""
+    if flagged:
+        return ("Whether this hand-in was late is not known, since its timestamp.txt cannot be read: no late penalty "
+                "is taken, and its grades are flagged for the course staff to review")
+    if unknown:
+        return "The gradebook holds no submission time for this hand-in; no late penalty can apply to it"
+    if held is not None and not result.get("timestamp") and result.get("sha256"):  # graded (a grader error: unread)
+        return (f"No timestamp.txt came with this hand-in: the gradebook keeps the submission time it held "
+                f"({held:%Y-%m-%d %H:%M:%S} UTC, an earlier hand-in's), and the late policy uses it")
+    return None
 
 
 def late_penalty(result: dict[str, Any]) -> float | None:
     """The late penalty the gradebook holds for ``result`` (``settle``), or None."""
     return (result.get("gradebook") or {}).get("late_penalty")
+
+
+def said_of(result: dict[str, Any]) -> list[str]:
+    """What a run says of ``result`` among its problems: the grader's notes, then the gradebook's on the time."""
+    time = (result.get("gradebook") or {}).get("time")
+    return [*(result.get("problems") or []), *([time] if time else [])]
 
 
 def hand_grades(db_url: str, assignment: str) -> dict[str, list[tuple[str, float, float | None]]]:

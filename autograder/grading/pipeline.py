@@ -45,7 +45,7 @@ from ..verdict import Status
 from . import STATE, copies, factory, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
-from .gradebook import LatePolicy, hand_grades, roster
+from .gradebook import LatePolicy, hand_grades, roster, said_of
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
 from .sanitize import release_stubs
@@ -377,8 +377,8 @@ def keep(a: Assignment, result: dict[str, Any], summary: Summary) -> dict[str, A
         except Exception as again:
             result["problems"].append(f"not stored either: {type(again).__name__}: {printable(str(again))[:200]}")
     summary.results.append(result)
-    if result["problems"]:
-        summary.problems[result["student"]] = result["problems"]
+    if said := said_of(result):
+        summary.problems[result["student"]] = said
     return result
 
 
@@ -509,6 +509,20 @@ def hand_grade_warning(a: Assignment, graded_now: list[dict[str, Any]] | None = 
             "for it changed (or its automatic score)."] + rewritten
 
 
+def late_unknown_warning(graded: list[dict[str, Any]]) -> list[str]:
+    """The students whose lateness is unknown (a ``timestamp.txt`` the gradebook cannot read, where the late policy
+    could take points: ``gradebook.settle``), in one line: never taken for "on time" in silence."""
+    unknown = sorted(r["student"] for r in graded if (r.get("gradebook") or {}).get("late_unknown"))
+    if not unknown:
+        return []
+    names = ", ".join(printable(s) for s in unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more"
+                                                                  if len(unknown) > SHOWN else "")
+    return [f"Lateness unknown for {names}: the timestamp.txt handed in holds no time the gradebook can read, so the "
+            f"gradebook records none and no late penalty was taken. Their grades are flagged for review in "
+            f"formgrader; put the real time in submitted/<student>/<assignment>/timestamp.txt and grade again, or "
+            f"give the scores by hand."]
+
+
 def _rewritten_over_hand(a: Assignment, graded_now: list[dict[str, Any]]) -> list[str]:
     """What to say of the reports this run wrote anew for submissions that have scores given by hand: the reports
     before them showed those scores (ours, or nbgrader's own), and a person must look again where the answer
@@ -557,8 +571,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         if kept:
             summary.results.append(kept)
             summary.skipped += 1
-            if kept.get("problems"):  # as the run that graded it listed them
-                summary.problems[student] = list(kept["problems"])
+            if said := said_of(kept):  # as the run that graded it listed them, and the gradebook's note on the time
+                summary.problems[student] = said
         else:
             regrade[why] = regrade.get(why, 0) + 1
             todo.append((a, student, folder, limits))
@@ -613,7 +627,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     table.write(final=True)
     if forced is not None:
         forced.done()
-    summary.warnings = identity + release_warning(a) + hand_grade_warning(a, graded_now)
+    summary.warnings = (identity + release_warning(a) + hand_grade_warning(a, graded_now)
+                        + late_unknown_warning(summary.results))
     summary.copies = copies.report(a)  # from every stored result of the assignment, this run's or earlier ones
     if students is None and (missing := table.missing()) is not None:
         summary.not_submitted = [s for s in missing.get(a.name, []) if s not in summary.problems]

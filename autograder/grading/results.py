@@ -183,7 +183,8 @@ def _settle(a: Assignment, result: dict[str, Any], before: dict[str, Any] | None
     report shows what it records). The gradebook is the one source: every run writes each report's summary from it,
     regrading nothing. Whether ``result`` changed."""
     book = settle(a.db_url, result, a.late, before)
-    shown = result.get("gradebook") or {"hand": {}, "late_penalty": None, "seconds_late": None}
+    shown = result.get("gradebook") or {"hand": {}, "late_penalty": None, "seconds_late": None, "time": None,
+                                        "late_unknown": False}
     result["gradebook"] = book
     if book == shown:
         return False

@@ -55,26 +55,52 @@ def fingerprint(folder: Path, notebook: str) -> str:
 
 
 TIMESTAMP_BYTES = 256
-# What nbgrader writes (``2026-12-02 10:00:00.000000 UTC``, the zone by name or offset) and ISO 8601. A zone
-# name is a file name for the parser (dateutil reads /usr/share/zoneinfo/<name>): letters and slashes only.
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?"
-                        r"(Z|[+-]\d{2}:?\d{2}| [+-]?\d{1,5}| [A-Za-z][A-Za-z_+-]*(/[A-Za-z][A-Za-z_+-]*)*)?")
+# What nbgrader's parser (``nbgrader.utils.parse_utc``) reads as the time it means: nbgrader's own form
+# (``2026-12-02 10:00:00.000000 UTC``: date, time and a zone name, split at spaces), or ISO 8601 with ``Z`` or an
+# offset in hours joined to the time. Not a zone as a bare number after a space (``+0100``: parse_utc takes it for
+# seconds), nor a zone name it does not know (it reads the time as UTC). A zone name is a file name for the parser
+# (dateutil reads /usr/share/zoneinfo/<name>): letters, "_", "+", "-" and slashes only, no dots.
+_ZONE_NAME = r"[A-Za-z][A-Za-z_+-]*(?:/[A-Za-z][A-Za-z_+-]*)*"
+_TIMESTAMP = re.compile(r"(?P<stamp>\d{4}-\d{2}-\d{2}(?P<sep>[ T])\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)"
+                        rf"(?: (?P<zone>{_ZONE_NAME})|Z|[+-]\d{{2}}:?\d{{2}})?")
+# A note that starts so says the time of this hand-in is unknown (``gradebook.unreadable_time``): the worker's, or
+# the parent's where nbgrader's parser refuses what the worker let through.
+UNREADABLE = "timestamp.txt holds no time the gradebook can read, so none is recorded for this hand-in"
 
 
-def _plausible_time(text: str) -> None:
-    """Raise ValueError unless ``text`` is a real date and time in one of the forms ``_TIMESTAMP`` takes (not
-    the 30th of February); its zone is left to the gradebook, whose own reading in the parent drops a time
-    it cannot store (``gradebook.write_result``)."""
-    if not _TIMESTAMP.fullmatch(text):
-        raise ValueError("not a date and time")
-    stamp = re.match(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?", text)
-    datetime.fromisoformat(stamp.group(0) if stamp else text)
+def plausible_time(text: str) -> None:
+    """Raise ValueError unless ``text`` is a real date and time (not the 30th of February) in a form that nbgrader's
+    parser reads as the time it means (``_TIMESTAMP``). The worker's check: it needs no nbgrader, and it keeps from
+    the parser any zone name that is not a plain file name; ``read_time`` then reads it with nbgrader's parser."""
+    from dateutil.tz import gettz
+
+    m = _TIMESTAMP.fullmatch(text)
+    if not m:
+        raise ValueError("not a date and time that nbgrader reads as meant")
+    datetime.fromisoformat(m["stamp"])
+    if m["zone"] and m["sep"] != " ":
+        raise ValueError("a zone name after an ISO 8601 time")  # one word for the parser: the zone name goes unread
+    if m["zone"] and gettz(m["zone"]) is None:
+        raise ValueError(f"no time zone nbgrader knows is named {m['zone']}")
+
+
+def read_time(text: str) -> datetime:
+    """The UTC time ``text`` means, as nbgrader's gradebook reads it (``nbgrader.utils.parse_utc``, in the parent
+    only: importing nbgrader takes a second), once ``plausible_time`` takes it; else ValueError."""
+    from nbgrader.utils import parse_utc
+
+    plausible_time(text)
+    try:
+        return parse_utc(text)
+    except Exception as e:  # dateutil raises ValueError, OverflowError and more on some inputs
+        raise ValueError(f"{type(e).__name__}: {e}") from None
 
 
 def timestamp(folder: Path) -> tuple[str | None, str | None]:
-    """The submission time the collecting tool wrote in ``timestamp.txt`` (None if there is none), and a note
-    for the student where the file is there but not a time nbgrader's gradebook can store: the file is the
-    student's, and the gradebook parses it in the parent, where an error would stop the class."""
+    """The submission time the collecting tool wrote in ``timestamp.txt`` (None if there is none, or it is empty,
+    as nbgrader reads it), and a note (``UNREADABLE``) where the file is there but holds no time the gradebook can
+    read: the file is the student's, and the gradebook reads it in the parent, where an error would stop the class.
+    What that means for the grade is the gradebook's to say (``gradebook.settle``)."""
     path = folder / "timestamp.txt"
     try:
         data, cut = read_plain(path, TIMESTAMP_BYTES)
@@ -82,16 +108,15 @@ def timestamp(folder: Path) -> tuple[str | None, str | None]:
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as e:
-        return None, f"timestamp.txt could not be read ({type(e).__name__}): the submission time is not recorded"
+        return None, f"{UNREADABLE} (it could not be read: {type(e).__name__})"
     if not text and not cut:
         return None, None
     try:
         if cut:
             raise ValueError("longer than a date and time")
-        _plausible_time(text)
+        plausible_time(text)
     except Exception as e:  # dateutil raises ValueError, OverflowError, and more on some inputs
-        return None, (f"timestamp.txt does not hold a date and time the gradebook can store ({type(e).__name__}: "
-                      f"{printable(str(e))[:100]}): the submission time is not recorded")
+        return None, f"{UNREADABLE} ({type(e).__name__}: {printable(str(e))[:100]})"
     return text, None
 
 

@@ -220,7 +220,7 @@ def test_a_trailing_slash_is_dropped_before_the_name_is_used(tmp_path, monkeypat
     run = Run(tmp_path, monkeypatch)
     run.submit("ada")
     asked = []
-    monkeypatch.setattr(pipeline, "prepare", lambda course_dir, name: asked.append(name) or run.a)
+    monkeypatch.setattr(pipeline, "prepare", lambda course_dir, name, late=None: asked.append(name) or run.a)
     summary = pipeline.grade(run.a.course_dir, typed, jobs=1)
     assert asked == ["hw"] and [r["student"] for r in summary.results] == ["ada"]
 

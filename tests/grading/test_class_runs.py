@@ -80,7 +80,7 @@ class Run:
         self.graded: list[str] = []
         self.kept_problems: dict[str, list[str]] = {}
         monkeypatch.setattr(factory, "shared", lambda home: contextlib.nullcontext())
-        monkeypatch.setattr(pipeline, "prepare", lambda course_dir, name: self.a)
+        monkeypatch.setattr(pipeline, "prepare", lambda course_dir, name, late=None: self.a)
         monkeypatch.setattr(pipeline, "warm", lambda a, n: (a, Warming("")))
         monkeypatch.setattr(results, "write_result", lambda db_url, result: None)  # no gradebook here
         monkeypatch.setattr(results, "unchanged", self._unchanged)

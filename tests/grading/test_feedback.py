@@ -182,3 +182,28 @@ def test_one_cell_the_report_cannot_show_never_costs_the_report(monkeypatch):
     assert "boom here" in html and "could not be rendered: ValueError" in html
     assert "This cell cannot be shown here (TypeError)" in html
     feedback._rendered.clear()
+
+
+NBGRADER_HEAD = "<!DOCTYPE html>\n<html>\n<head><meta charset=\"utf-8\" />\n<title>ch01</title>\n</head>\n<body>\n"
+PLANTED = "<div class='output_html'><section id='scaling-course-summary'>x</section></div>"
+
+
+def test_a_summary_is_rewritten_only_in_our_own_report(tmp_path):
+    """A report that ``nbgrader generate_feedback`` wrote renders a student's HTML outputs as they are, so the
+    summary's marker can be planted there: such a report, and any file not ours, is left byte for byte."""
+    from autograder.grading.feedback import rewrite_summary
+
+    book = {"hand": {}, "late_penalty": 1.0, "seconds_late": 3600}
+    result = {"questions": QUESTIONS, "problems": []}
+    for text in (NBGRADER_HEAD + PLANTED + "</body></html>\n",
+                 "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>t</title></head>\n<body><p>hi</p>"
+                 + PLANTED + "</body></html>\n",
+                 PLANTED):
+        path = tmp_path / "report.html"
+        path.write_bytes(text.encode())
+        assert not rewrite_summary(path, result, book)
+        assert path.read_bytes() == text.encode()
+    ours = _report(new_code_cell("print(1)", outputs=[new_output("display_data", data={"text/html": PLANTED})]))
+    path.write_text(ours)
+    assert rewrite_summary(path, result, book)
+    assert "after a late penalty of 1" in path.read_text() and path.read_text().count("<section") == 1
