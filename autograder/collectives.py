@@ -324,6 +324,8 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 hops = _hops(groups, mesh) if permute else (1.0, 0.0)
                 for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
                     key = (KINDS[name], axes, *reversed(_shape_dtype(operand.type)), size, hops)
+                    if name == "stablehlo.all_to_all":
+                        key = _as_gather(op, operand, key)
                     if times is None:
                         unknown.add(key)
                     else:
@@ -369,6 +371,112 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
     out = [Collective(*base, n, (f / n, b / n)) for base, (n, f, b) in merged.items()]
     out += [Collective(*key[:5], None, key[5]) for key in unknown if key[:5] not in merged]
     return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape, c.hops))
+
+
+def _int_attr(op, name: str) -> int | None:
+    m = re.match(r"\s*(-?\d+)", _attr(op, name) or "")
+    return int(m.group(1)) if m else None
+
+
+def _ints(text: str | None) -> list[int]:
+    """``array<i64: 1, 2>`` (or ``dims = [1, 2]``' attribute) -> [1, 2]."""
+    return [int(d) for d in re.findall(r"-?\d+", (text or "").partition(":")[2] if "array<" in (text or "") else
+                                       text or "")]
+
+
+def _as_gather(op, operand, key: tuple) -> tuple:
+    """An all_to_all's census key, read as the all-gather it is where its operand is one block repeated once per
+    device along the split dimension (``jnp.tile``, ``concatenate`` or ``stack`` of one value, a ``broadcast``):
+    every device then receives every device's block, which is what an all-gather of that block does, and moves the
+    same bytes, (N-1)/N of the operand. So an all_to_all cannot stand in for a gather, of weights or of every token,
+    where a question asks for routing."""
+    split, n = _int_attr(op, "split_dimension"), _int_attr(op, "split_count")
+    shape = key[3]
+    if split is None or not n or n < 2 or not 0 <= split < len(shape) or shape[split] % n:
+        return key
+    if not _copies(operand, split, shape[split] // n, n, 0):
+        return key
+    block = (*shape[:split], shape[split] // n, *shape[split + 1:])
+    return ("all-gather", key[1], key[2], block, *key[4:])
+
+
+# Ops whose result at an index depends only on their operands at the same index: a value they make of operands each
+# constant along some blocks is constant along them too.
+_ELEMENTWISE = {f"stablehlo.{o}" for o in (
+    "convert", "negate", "abs", "exponential", "log", "sqrt", "rsqrt", "tanh", "logistic", "sine", "cosine", "floor",
+    "ceil", "sign", "not", "add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "remainder", "and",
+    "or", "xor", "select", "clamp", "compare", "atan2", "round_nearest_even", "round_nearest_afz",
+    "exponential_minus_one", "log_plus_one", "cbrt", "is_finite", "real", "imag", "complex")}
+_COPY_DEPTH = 32  # ops a repeated block is traced back through; a longer chain is read as distinct blocks
+
+
+def _owner(value):
+    owner = getattr(value, "owner", None)
+    op = getattr(owner, "operation", owner)
+    return op if hasattr(op, "name") and hasattr(op, "operands") else None
+
+
+def _shape(value) -> list[int]:
+    return list(getattr(value.type, "shape", []))
+
+
+def _copies(value, dim: int, inner: int, n: int, depth: int) -> bool:
+    """Whether ``value`` is the same along the block index (i // inner) % n of its dimension ``dim`` (split into n
+    blocks of ``inner`` rows: equal blocks), as far as the ops that made it show: broadcasts, reshapes, transposes,
+    concatenations of one value and elementwise ops of such values. False where they do not show it."""
+    op = _owner(value)
+    if op is None or depth > _COPY_DEPTH:
+        return False
+    name, out = op.name, _shape(value)
+    if name == "stablehlo.constant":
+        return re.match(r"dense<(?![\[\"])", _attr(op, "value") or "") is not None  # a splat: one value everywhere
+    if name == "stablehlo.broadcast_in_dim":
+        dims, src = _ints(_attr(op, "broadcast_dimensions")), op.operands[0]
+        if dim not in dims:
+            return True
+        j = dims.index(dim)
+        if _shape(src)[j] == 1 and out[dim] > 1:
+            return True
+        return _shape(src)[j] == out[dim] and _copies(src, j, inner, n, depth + 1)
+    if name == "stablehlo.transpose":
+        perm = _ints(_attr(op, "permutation"))
+        return len(perm) == len(out) and _copies(op.operands[0], perm[dim], inner, n, depth + 1)
+    if name == "stablehlo.reshape":
+        src = _shape(op.operands[0])
+        stride = inner * math.prod(out[dim + 1:])  # the block index, in the row-major order both shapes share
+        for k, size in enumerate(src):
+            s = math.prod(src[k + 1:])
+            if stride % s == 0 and (s * size) % (stride * n) == 0:
+                return _copies(op.operands[0], k, stride // s, n, depth + 1)
+        return False
+    if name == "stablehlo.concatenate":
+        c, parts = _int_attr(op, "dimension"), list(op.operands)
+        if c != dim:
+            return all(_copies(p, dim, inner, n, depth + 1) for p in parts)
+        length = _shape(parts[0])[dim]
+        if not all(_same(p, parts[0], depth + 1) for p in parts[1:]):
+            return False
+        return inner % length == 0 or (length % (inner * n) == 0 and _copies(parts[0], dim, inner, n, depth + 1))
+    if name in _ELEMENTWISE and _shape(value) and all(_shape(o) == out for o in op.operands):
+        return all(_copies(o, dim, inner, n, depth + 1) for o in op.operands)
+    return False
+
+
+def _same(a, b, depth: int) -> bool:
+    """Whether two values are one value, or made alike of one value by the same pure ops (``jnp.stack([a] * n)``
+    broadcasts ``a`` once per copy)."""
+    if a == b:
+        return True
+    x, y = _owner(a), _owner(b)
+    pure = {"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose", "stablehlo.constant",
+            "stablehlo.slice", "stablehlo.concatenate"} | _ELEMENTWISE
+    if x is None or y is None or depth > _COPY_DEPTH or x.name != y.name or x.name not in pure:
+        return False
+    if str(a.type) != str(b.type) or len(x.operands) != len(y.operands) or len(x.results) != 1:
+        return False
+    attrs = [sorted((at.name, str(at.attr)) for at in (o.attributes[i] for i in range(len(o.attributes))))
+             for o in (x, y)]
+    return attrs[0] == attrs[1] and all(_same(p, q, depth + 1) for p, q in zip(x.operands, y.operands, strict=True))
 
 
 BUSIER = "collective-permute, busier direction"  # ``traffic``'s entry for questions that ask for both directions

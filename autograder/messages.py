@@ -357,6 +357,13 @@ _PROGRAM = {
     "lowering:assertion": "JAX raised an AssertionError without a message{at}. A collective (psum, pmean, pmax, "
                           "ppermute) over an axis the mesh does not have does this: check that every axis a "
                           "collective names is one of the mesh's axes ({axes}).",
+    # JAX's check that a shard_map's result is what its out_specs claim, said of the spec (its advice to turn the
+    # check off would hide the slip: the result would then differ along the axis).
+    "lowering:replication": "out_specs {spec} says the result is the same on every device along {axes}, and "
+                            "nothing in your function makes it so: sum the blocks with a psum over {axes}, or gather "
+                            "them with all_gather(..., {axes_arg}, tiled=True, to='invarying') (a plain all_gather's "
+                            "result counts as different on each device); or, where the result should differ along "
+                            "{axes}, name {axes} in out_specs.",
     "lowering:empty": "{kind} without a message{at}: call your function on the exercise's inputs to see the whole "
                       "traceback.",
     "error:not_an_array": "the function returned {kind}, not an array",
@@ -376,8 +383,8 @@ _PROGRAM = {
     "error:devices": "the program was exported for {devices} device(s), not for the {want} devices of the "
                      "question's mesh (a program whose results do not depend on its inputs is exported for one)",
     # a program for another mesh than the one it is judged at: its body's, or (in a forged record) its operands'
-    "error:mesh": "the program builds a {got} mesh ({axes}), but it is judged at {want}, the shape the question (or "
-                  "your function's keyword defaults) sets: build every mesh it uses from that shape",
+    "error:mesh": "the program builds a {got} mesh ({axes}), but it is judged on course.mesh({want}), the shape the "
+                  "question (or your function's keyword defaults) sets: build every mesh it uses from that shape",
     "error:in_shardings": "the program takes operand {i} ({shape}) sharded as {got}; the question shards it as "
                           "{want} over the {mesh} mesh ({axes}) it is judged at",
     "error:in_mesh": "the program takes its operands sharded over another mesh than the {mesh} one ({axes}) it is "
@@ -411,7 +418,7 @@ def phrase(code: str, **ctx: object) -> str:
         template = _CONTAINED
         fields["fix"] = _container_fix(str(fields["detail"]), str(ctx.get("shape", "")))
     elif head == "wrong_type":
-        fields["detail"] = record.in_words(str(fields["detail"]))
+        fields["detail"] = in_words(str(fields["detail"]))
     if head == "implicit_multiplication":
         d = str(fields["detail"])
         fields["fix"] = d[:1] + "*" + d[1:].lstrip() if d else ""
@@ -441,6 +448,16 @@ def phrase(code: str, **ctx: object) -> str:
         fields["finding"] = _ELEMENT_NOT_EQUAL if ctx.get("finding_code") == "not_equal" \
             else str(ctx.get("finding", "")).rstrip(".")
     return template.format_map(_Default(fields))
+
+
+# A course object given where another value is asked, as ``kinds.common.course_object`` names it ("the setting
+# ch03-e2", "the chip TPU v5p"), with the fix a kind adds after it.
+_COURSE_OBJECT = re.compile(r"(the (setting|chip|node|model) |an? (setting|chip|node|model) of the course)")
+
+
+def in_words(detail: str) -> str:
+    """A wrong type's detail in words: a course object as its kind names it, else as ``record.in_words`` says it."""
+    return detail if _COURSE_OBJECT.match(detail) else record.in_words(detail)
 
 
 # "wrong_type" of one value given in a container: what ``record.container_words`` calls it, and what to give instead.

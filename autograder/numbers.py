@@ -211,7 +211,7 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     number = None if isinstance(answer, str) else record.number_of(answer)
     text = answer_to_text(answer if number is None else number)
     if isinstance(text, Invalid):
-        return text
+        return _formula_record(text)
     text = record.canonical("number", text)
     if len(text) > MAX_CHARS:
         return Invalid("too_long", str(len(text)), text=text[:80])
@@ -221,7 +221,7 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     numeric, given = _split_unit(text)
     value = _value(numeric, text)
     if isinstance(value, Invalid):
-        return _misread(value, text, unit)
+        return _as_formula(_misread(value, text, unit), free_symbols(answer), text)
     if given is None:
         return ParsedNumber(value, None)
     want_dim, want_scale = UNITS[unit]
@@ -240,6 +240,11 @@ _SCALED = re.compile(rf"{_NUM}(?:[kKMGTB]|\s*(?:thousand|million|billion|trillio
 # A name right after an operator, as in 2*B or 4*(N + 1): a formula, where a unit would follow a space.
 # Not after "/", which units hold (GB/s).
 _NAME_AFTER_OPERATOR = re.compile(r"(?:\*\*|[-+*(])\s*([A-Za-z_]\w*)")
+# A name that divides a number, as in 1966080/W_link or 3/C: a formula too, where a unit (GB/s) follows a letter.
+_NAME_DIVIDING = re.compile(r"[0-9)]\s*/\s*([A-Za-z_]\w*)")
+# A number literal, stripped before names are read: the e of 3.4e-8 is no symbol (a digit or a letter before it
+# makes it part of a name, as in C8).
+_LITERAL = re.compile(r"(?<![\w.])(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _NOT_NAMES = {"inf", "nan", "infinity"}  # "-inf": a number that is not finite, not a formula
 _NOT_FINITE = re.compile(r"[-+]?(?:inf|infinity|nan)", re.IGNORECASE)  # as a float prints, or a student types it
 
@@ -255,9 +260,11 @@ def _misread(inv: Invalid, text: str, unit: str) -> Invalid:
     def symbolic(name: str) -> bool:  # B is bytes after a space, and the batch after an operator
         return (name not in UNITS or len(name) == 1 and name.isupper()) and name.lower() not in _NOT_NAMES
 
-    names = {n for n in re.findall(r"[A-Za-z_]\w*", text) if symbolic(n)}
+    bare = _LITERAL.sub("0", text)  # names only: 3.41e-8*B holds B, not e
+    names = {n for n in re.findall(r"[A-Za-z_]\w*", bare) if symbolic(n)}
     symbols = sorted(n for n in names if n not in FUNCTIONS and n not in CONSTANTS)
-    if symbols and any(symbolic(m.group(1)) for m in _NAME_AFTER_OPERATOR.finditer(text)):
+    used = [m.group(1) for m in (*_NAME_AFTER_OPERATOR.finditer(bare), *_NAME_DIVIDING.finditer(bare))]
+    if symbols and any(symbolic(name) for name in used):
         return Invalid("formula_for_number", ", ".join(symbols), text=text)
     calls = sorted({m.group(1) for m in re.finditer(r"([A-Za-z_]\w*)\s*\(", text) if m.group(1) in FUNCTIONS}
                    | (names & set(CONSTANTS)))
@@ -272,6 +279,40 @@ def _misread(inv: Invalid, text: str, unit: str) -> Invalid:
             return Invalid("scale_suffix", text, text=text)
         if re.fullmatch(r"[A-Za-z]{3,}", inv.detail):  # "240 tokens"; "2 x" may be a product
             return Invalid("count_word", inv.detail, text=text)
+    return inv
+
+
+# How a number's record names the symbols of a sympy formula given for a number (``kinds.number.encode``): read from
+# the expression itself, not from its text, and read back here as "formula_for_number".
+FORMULA_IN = "a formula in "
+# What an unreadable number may be instead, where it is a sympy formula: a formula, whatever its text suggests.
+_FORMULA_CODES = frozenset({"unknown_unit", "not_a_number", "formula_for_number", "number_expression",
+                            "unit_arithmetic", "count_word", "scale_suffix"})
+
+
+def free_symbols(answer: object) -> list[str] | None:
+    """The names of a sympy expression's free symbols, sorted; None where ``answer`` is no sympy expression with
+    symbols. Never raises."""
+    try:
+        if isinstance(answer, sp.Expr) and answer.free_symbols:
+            return sorted({str(x.name) for x in answer.free_symbols if isinstance(x, sp.Symbol)}) or None
+    except Exception:  # a hostile subclass
+        return None
+    return None
+
+
+def _as_formula(inv: Invalid, symbols: list[str] | None, text: str) -> Invalid:
+    """A sympy formula that does not read as a number is a formula in its own symbols (3/C is not the unit
+    '/C'), named from the expression: its text may hide them."""
+    if symbols and inv.code in _FORMULA_CODES:
+        return Invalid("formula_for_number", ", ".join(symbols), text=text)
+    return inv
+
+
+def _formula_record(inv: Invalid) -> Invalid:
+    """A record's reason, read back: a formula named by its symbols (``FORMULA_IN``) is "formula_for_number"."""
+    if inv.code == "wrong_type" and inv.detail.startswith(FORMULA_IN) and len(inv.detail) > len(FORMULA_IN):
+        return Invalid("formula_for_number", inv.detail[len(FORMULA_IN):])
     return inv
 
 

@@ -170,7 +170,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         stage = "reading"
         placed = compiled_census(compiled_text)
         stated = census(found)
-        counts = dict(Counter(stated) + Counter(added_collectives(stated, placed))) if found else placed
+        a2a = "stablehlo.all_to_all" in stated_text  # one may be a gather (``collectives._as_gather``)
+        counts = dict(Counter(stated) + Counter(added_collectives(stated, placed, a2a))) if found else placed
         permutes = placed_permutes(stated_text, compiled_text, q.mesh)
         chosen = () if found else tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
         memory = _memory(compiled) if q.max_bytes else None
@@ -229,13 +230,17 @@ def _numpy_number(dtype: Any) -> bool:
         return False
 
 
-def added_collectives(stated: dict[str, int], compiled: dict[str, int]) -> dict[str, int]:
+def added_collectives(stated: dict[str, int], compiled: dict[str, int], a2a: bool = False) -> dict[str, int]:
     """Collectives the compiler added to a program that states its own (``stated``, from its StableHLO): those of
     the compiled program beyond what the stated ones explain, such as the all-gathers that reshard an operand
     into a shard_map's in_specs, or that a sharding constraint asks for. The compiled program counts a loop's
     body once and may merge all-reduces, so it never shows more of a stated kind than was stated, and on CPU a
-    reduce-scatter compiles to an all-reduce; so an addition of a kind already stated in a loop can go unseen."""
+    reduce-scatter compiles to an all-reduce; so an addition of a kind already stated in a loop can go unseen.
+    ``a2a``: the program states an all_to_all, which the census reads as an all-gather where it sends one block
+    to every device, and which compiles to an all-to-all all the same."""
     allowed = {**stated, "all-reduce": stated.get("all-reduce", 0) + stated.get("reduce-scatter", 0)}
+    if a2a:
+        allowed["all-to-all"] = stated.get("all-to-all", 0) + stated.get("all-gather", 0)
     return {k: n - allowed.get(k, 0) for k, n in compiled.items() if n > allowed.get(k, 0)}
 
 
@@ -317,14 +322,14 @@ def declared_meshes(mlir_text: str) -> list[tuple[tuple[str, int], ...]]:
 
 
 def _other_mesh(q: ProgramSpec, mlir_text: str) -> str:
-    """Why a program is not one for the mesh it is judged at: it builds a mesh over the question's axes at another
-    shape (a body that ignores the shape its function chose, or a record that names another shape than its
-    program's). Empty when it builds none; a program judged at one shape and run at another is no answer."""
-    names = {a for a, _ in q.mesh}
+    """Why a program is not one for the mesh it is judged at: it builds a mesh of another shape (a body that
+    ignores the shape its function chose, a record that names another shape than its program's) or over other
+    axes (a mesh of another exercise reused). Empty when it builds none; a program judged at one shape and run at
+    another is no answer. A mesh of no axes (one device's) is no mesh of the student's."""
     for declared in declared_meshes(mlir_text):
-        if {a for a, _ in declared} == names and declared != q.mesh:
+        if declared and declared != q.mesh:
             return phrase_program("error:mesh", got=shape_text(declared), axes=" x ".join(a for a, _ in declared),
-                                  want=shape_text(q.mesh))
+                                  want=", ".join(f"{a}={n}" for a, n in q.mesh))
     return ""
 
 
@@ -992,16 +997,20 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
                    {"collectives": details or counts, **({"traffic": moved} if weighed else {})})
 
 
+# Fusing moves the same bytes: a fused kind's bytes over each axis set may fall short of the model's by float
+# rounding only (ring bytes are products of fractions such as 7/8, summed in another order).
+FUSED_RTOL = 1e-6
+
+
 def _fused(q: ProgramSpec, counts: dict[str, int], wanted: dict[str, Any], weighed: tuple[Collective, ...],
            moved: dict[str, float], model: Mapping[str, float] | None) -> bool:
     """Whether a program that runs fewer collectives of some kinds than the question expects runs the model's plan
     with fewer launches: two weights gathered in one all_gather, two gradients reduce-scattered together (XLA's
     combiners do the same). So it is where, for each kind it runs fewer of, it runs at least one, every one of them
-    weighed and counted, each over axes the model runs that kind over, and moving the model's bytes of the kind: no
-    more than the traffic check allows (``_wasted``), and no less than the model's over the question's
-    ``traffic_slack`` (fewer gathers that move fewer bytes are another plan, most often gathered weights kept alive,
-    which the count and the memory bound judge as before); no kind runs more than expected. A ring's permutes are
-    its steps: never fused. Without the model's traffic nothing says what the plan moves, and the count decides."""
+    weighed and counted, each over axes the model runs that kind over and among all the devices of those axes (a
+    subgroup of X is not X), and moving the model's bytes of the kind over each axis set (``_fused_bytes``); no kind
+    runs more than expected. A ring's permutes are its steps: never fused. Without the model's traffic nothing says
+    what the plan moves, and the count decides."""
     if not model:
         return False
     short = []
@@ -1012,15 +1021,31 @@ def _fused(q: ProgramSpec, counts: dict[str, int], wanted: dict[str, Any], weigh
             return False
         if n < low:
             short.append(kind)
+    sizes = dict(q.mesh)
     for kind in short:
         mine = [c for c in weighed if c.kind == kind]
         if (kind == "collective-permute" or not mine or any(c.count is None for c in mine)
                 or sum(c.count or 0 for c in mine) != counts[kind]  # one the compiler added is not weighed
                 or any(traffic_over(kind, c.axes) not in model for c in mine)
-                or _wasted({kind: moved.get(kind, 0.0)}, model, q) is not None
-                or moved.get(kind, 0.0) * q.traffic_slack < model.get(kind, 0.0)):
+                or any(c.group_size != math.prod(sizes.get(a, 0) for a in c.axes) for c in mine)
+                or not _fused_bytes(kind, moved, model, q)):
             return False
     return bool(short)
+
+
+def _fused_bytes(kind: str, moved: Mapping[str, float], model: Mapping[str, float], q: ProgramSpec) -> bool:
+    """Whether a fused kind moves the model's bytes of that kind over each axis set the model runs it over
+    (``collectives.over``): none fewer, beyond float rounding (fewer gathers that move fewer bytes are another plan,
+    most often gathered weights kept alive, which the count and the memory bound judge as before), and no more than
+    the traffic check allows (``_wasted``), for the kind and for each axis set (bytes may not move from one to
+    another)."""
+    entries = [k for k in model if k.startswith(traffic_over(kind, ()).removesuffix("no axis"))]
+    floor = sum(v for k, v in by_kind(model).items() if k != BUSIER) / 8
+    for k in entries:
+        got, want = moved.get(k, 0.0), model[k]
+        if got < want * (1 - FUSED_RTOL) or (got > q.traffic_slack * want and got - want > floor):
+            return False
+    return bool(entries) and _wasted({kind: moved.get(kind, 0.0)}, model, q) is None
 
 
 def _moves_only(q: ProgramSpec) -> bool:
@@ -1158,6 +1183,9 @@ _INSIDE_JIT = re.compile(r"`?(\w+)`? can only be used outside of `?jax\.jit")  #
 _NO_CONTEXT_MESH = re.compile(r"context mesh cannot be empty")
 _TIMED_OUT = re.compile(record.TIMED_OUT.format(r"(\S+)"))  # the self-check stopped the trace (record.bounded_trace)
 _UNBOUND_AXIS = re.compile(r"unbound axis name: ([\w-]+)")
+# A shard_map result claimed the same along axes the function leaves it different on (JAX's "vma" check).
+_REPLICATION = re.compile(r"out_specs (?:at \S+ )?is (P\(.*?\)) which implies that the corresponding output value "
+                          r"is replicated across mesh ax[ie]s (.+?), but could not infer", re.S)
 # A call of a collective that names mesh axes, and a quoted name, on a line of the student's code.
 _COLLECTIVE_CALL = re.compile(r"\b(psum_scatter|psum|pmean|pmax|pmin|ppermute|pshuffle|all_gather|all_to_all|"
                               r"axis_index)\s*\(")
@@ -1215,6 +1243,10 @@ def lowering_verdict(error: str, at: Any, axes: Sequence[str], note: str = "") -
         sentence, invalid = phrase_program("lowering:inside_jit", name=inside.group(1), **ctx), True
     elif m and not detail:
         sentence = _without_message(kind, at, axes, ctx)
+    elif replication := _REPLICATION.search(detail):  # JAX's advice (check_vma=False) would hide the slip
+        names = [name for _, name in _QUOTED_NAME.findall(replication.group(2))] or [replication.group(2)]
+        sentence = phrase_program("lowering:replication", spec=replication.group(1), axes=" and ".join(names),
+                                  axes_arg=repr(names[0]) if len(names) == 1 else repr(tuple(names)))
     else:  # JAX's words, and where they send the student astray, a sentence of the course's after them
         unbound = _UNBOUND_AXIS.search(detail)
         more = (phrase_program("lowering+no_mesh") if _NO_CONTEXT_MESH.search(detail)

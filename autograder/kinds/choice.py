@@ -9,7 +9,9 @@ question reads them (``numbers.parse_number``): the option "1/4" is 0.25, ``Frac
 caught when the record is made (``questions.Choice``). The numbers inside an option are read by value too:
 "16x4.0" is the option "16x4" (``questions.option_key``).
 
-Every refusal names the options; a list or tuple of several values where every option is a shape ("16x4") is
+A chip (or another course object) whose name is an option, exactly, is that option ("TPU v5p" for
+``hw.TPU_V5P``); any other course object is refused by what it is. Every refusal names the options; a list or
+tuple of several values where every option is a shape ("16x4") is
 told to write it as text, with the first option as the example (the same whichever option is right).
 """
 
@@ -27,7 +29,7 @@ from ..numbers import ParsedNumber, parse_number
 from ..questions import Choice, option_key
 from ..verdict import Verdict
 from . import targets as tg
-from .common import correct, invalid, wrong
+from .common import correct, course_object, invalid, wrong
 
 
 def _as_number(text: str) -> float | None:
@@ -93,6 +95,15 @@ def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any) -
 
 
 def encode(fp: dict, answer: Any) -> Any:
+    """The record of a choice (``record.encode_scalar``). A course object that is named by an option exactly (the
+    chip ``hw.TPU_V5P`` for the option 'TPU v5p') is that option, as a number of any library is the option it
+    reads as; any other course object is refused by what it is, with the fix."""
+    obj = course_object(answer)
+    if obj is not None:
+        name = None if obj.startswith("the setting") else getattr(answer, "name", None)  # a setting's are values
+        if isinstance(name, str) and name in fp.get("options", ()):
+            return str.__str__(name)
+        return {"invalid": "wrong_type", "detail": f"{obj} itself: give the option's name, as text"}
     return record.encode_scalar("choice", answer)
 
 

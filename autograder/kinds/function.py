@@ -28,14 +28,14 @@ from ..formula import Invalid
 from ..messages import frame, phrase, with_hints
 from ..questions import Function, Output
 from ..verdict import Status, Verdict
-from . import formula, number
+from . import common, formula, number
 from . import targets as tg
-from .common import correct, edge, invalid
+from .common import correct, edge, invalid, not_a_function
 
 SHOWN_VALUES = 6  # a probe's list argument is shown by value up to this length
 # How the record says that the answer was not a function, or returned another number of values
 # (``record.encode_outputs``).
-NOT_A_FUNCTION = "expected a function, got "
+NOT_A_FUNCTION = common.NOT_A_FUNCTION
 RETURNED_COUNT = re.compile(record.RETURNED.format("(.{1,80})", r"(\d+)"))  # what it returned, in words
 ONE_VALUE = re.compile(record.ONE_VALUE.format("(tuple|list)"))
 # A call the self-check stopped, or did not make, at its bounds on calling the function (``record.bounded_calls``).
@@ -188,11 +188,7 @@ def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJud
     if isinstance(outputs, dict) and "error" in outputs:
         error = str(outputs["error"])
         if error.startswith(NOT_A_FUNCTION):  # nothing was called, so nothing raised
-            got = error[len(NOT_A_FUNCTION):]
-            if got in ("nothing (None)", "NoneType"):  # the placeholder's None: as a number question says it
-                return invalid(Invalid("empty"))
-            got = record.in_words(got)  # a record made before ``record.describe`` names a type
-            return Verdict(Status.INVALID, 0.0, "not_a_function", phrase("not_a_function", got=got))
+            return not_a_function(error[len(NOT_A_FUNCTION):])
         return _raised(error)
     if not isinstance(outputs, list) or len(outputs) != len(probes):
         return invalid(Invalid("wrong_type", type(outputs).__name__), expected="one result per test case")

@@ -21,11 +21,21 @@ from .. import equivalence as eq
 from .. import record
 from ..formula import Invalid
 from ..messages import PLAIN, phrase, with_hints
-from ..numbers import DIMENSION_WORDS, UNITS, ParsedNumber, Tolerance, parse_number, round_figures, unit_examples
+from ..numbers import (
+    DIMENSION_WORDS,
+    FORMULA_IN,
+    UNITS,
+    ParsedNumber,
+    Tolerance,
+    free_symbols,
+    parse_number,
+    round_figures,
+    unit_examples,
+)
 from ..questions import Accept, Number, Slip
 from ..verdict import Status, Verdict
 from . import targets as tg
-from .common import correct, edge, invalid, partial, wrong
+from .common import correct, course_object, edge, invalid, partial, wrong
 
 CLOSE = 0.25  # a number within 25% but outside tolerance is "close"
 # Of those, the ones within 5% are what a rounding could explain, and are called so; the others are a slip.
@@ -311,6 +321,16 @@ def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: A
 
 
 def encode(fp: dict, answer: Any) -> Any:
+    """The record of a number answer (``record.encode_scalar``), except for what its text would misread: a sympy
+    formula that reads as no number is recorded by its symbols (``numbers.FORMULA_IN``: 3/C is no unit '/C'), and
+    a course object by what it is, with the fix (the setting itself, where the number computed from it is asked)."""
+    obj = course_object(answer)
+    if obj is not None:
+        return {"invalid": "wrong_type", "detail": f"{obj} itself: give the number you computed from it"}
+    if free_symbols(answer):
+        p = parse_number(answer, fp.get("unit", ""))
+        if isinstance(p, Invalid) and p.code == "formula_for_number":
+            return {"invalid": "wrong_type", "detail": FORMULA_IN + p.detail}
     return record.encode_scalar("number", answer)
 
 

@@ -40,6 +40,7 @@ from ..meshes import mesh
 from ..messages import phrase, with_hints
 from ..questions import Program, ProgramSpec
 from ..verdict import Status, Verdict
+from .common import NOT_A_FUNCTION, describe, not_a_function
 
 SELFCHECK_SEED = 0  # public: the self-check runs offline, on inputs anyone can compute
 
@@ -53,9 +54,13 @@ def input_seed(seed: str | None, qid: str) -> int:
 def encode(fp: dict[str, Any], answer: Any) -> Any:
     """The function exported for the question's shapes and shardings, or why it could not be. Where the
     student chooses the mesh, ``{"mesh": <the function's choice, as data>, "program": <exported at it>}``
-    (no program where the choice is not one the question allows)."""
+    (no program where the choice is not one the question allows). An answer that is no function (the result of
+    calling one, a number) is never traced: the record says what it is, in words (where the student chooses the
+    mesh, that it names no shape: ``mesh_of``)."""
     spec = ProgramSpec.from_json(fp["program"])
     if not spec.mesh_choices:
+        if not callable(answer):  # nothing to trace: said in words, as a function question says it
+            return {"error": NOT_A_FUNCTION + describe(answer)}
         return _exported(spec, answer)
     chosen = mesh_of(spec, answer)
     at = at_choice(spec, chosen)
@@ -166,6 +171,9 @@ def prepare(spec: ProgramSpec, record: Any, note: str = "") -> tuple[ProgramSpec
     that could not be lowered ends with it, ``programs.lowering_verdict``)."""
     from ..programs import not_a_program
 
+    refused = _not_a_function(record)
+    if refused is not None:
+        return refused
     if spec.mesh_choices:  # the record holds the shape chosen and the program exported at it
         chosen, record = (record.get("mesh"), record.get("program")) if isinstance(record, dict) else (None, None)
         at = at_choice(spec, chosen)
@@ -173,6 +181,15 @@ def prepare(spec: ProgramSpec, record: Any, note: str = "") -> tuple[ProgramSpec
             return at
         spec = at
     return not_a_program(record, [a for a, _ in spec.mesh], note) or (spec, record)
+
+
+def _not_a_function(record: Any) -> Verdict | None:
+    """The verdict on a record that says the answer was no function (``encode``), before anything is traced or
+    run; None for any other record."""
+    error = record.get("error") if isinstance(record, dict) else None
+    if isinstance(error, str) and error.startswith(NOT_A_FUNCTION):
+        return not_a_function(error[len(NOT_A_FUNCTION):])
+    return None
 
 
 def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run,

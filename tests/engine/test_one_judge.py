@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import sympy as sp
 
-from autograder import fingerprint
+from autograder import bounds, fingerprint
 from autograder.checks import judge
 from autograder.questions import Choice, Formula, Function, Number, Question, chapter_names, load_chapter
 from autograder.verdict import Verdict
@@ -68,7 +68,10 @@ def both(q: Question, fp: dict, answer: Any) -> tuple[Verdict, Verdict]:
 
 
 @pytest.mark.parametrize("name", chapter_names())
-def test_grader_and_self_check_agree(name):
+def test_grader_and_self_check_agree(name, monkeypatch):
+    # What is compared is the two judges' verdicts, not their bounds: on a loaded machine a slow slip ran past the
+    # wall-clock bound in one judge and not in the other. The CPU bound stays.
+    monkeypatch.setattr(bounds, "ANSWER_WALL_SECONDS", 600.0)
     disagreements, edges, judged = [], [], 0
     for q in load_chapter(name).questions:
         if q.kind not in CANDIDATES:

@@ -9,6 +9,7 @@ one that runs more collectives than the model are judged as before: half marks, 
 about counts never calls a program wasteful. The judges draw random float inputs themselves, from their seeds."""
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +18,7 @@ from jax.sharding import PartitionSpec as P
 
 import course
 from autograder import kinds, model_traffic
-from autograder.collectives import Collective
+from autograder.collectives import Collective, traffic
 from autograder.kinds import program
 from autograder.meshes import mesh
 from autograder.programs import judge_report, run
@@ -282,3 +283,72 @@ def test_a_fused_step_is_still_held_to_the_memory_bound():
     stacked copies hold more than the exercise allows at this shape, and the memory check says so."""
     graded, checked = both_judges(BUDGET, budget_step_fused)
     assert (graded.score, graded.diagnosis) == (checked.score, checked.diagnosis) == (0.5, "memory"), graded.message
+
+
+# --- a fused kind moves the model's bytes: none fewer, and each over the axes the model moves them over ---------
+
+def _stack_kept_for(k):
+    """Chapter 6's layer stack with its first ``k`` layers not checkpointed: each of them gathered once and kept alive
+    for the backward pass, the rest gathered again there. 2L - k gathers moving (2L - k) / 2L of the model's bytes."""
+    from solutions.ch06_applied_training import _stack_layer, _stack_step
+
+    def loss(xb, ws):
+        h, _ = jax.lax.scan(_stack_layer, xb, ws[:k])
+        h, _ = jax.lax.scan(jax.checkpoint(_stack_layer), h, ws[k:])
+        return jax.lax.psum(jnp.sum(h**2), "X") / (2 * 64)
+    return _stack_step(loss)
+
+
+def test_a_few_gathered_layers_kept_alive_are_no_fusion():
+    """Three layers kept: 29 of the model's 32 gathers, 29/32 of its bytes, and under the memory bound. Fusing moves
+    the same bytes, so the count decides."""
+    graded, checked = both_judges(STACK, _stack_kept_for(3))
+    for v in (graded, checked):
+        assert (v.score, v.diagnosis) == (0.5, "collectives:all-gather,all-reduce,reduce-scatter"), v.message
+
+
+def test_a_fused_kind_a_hair_short_of_the_models_bytes_is_refused_and_one_at_them_passes():
+    """Fusing moves the same bytes: one element fewer than the model's is another plan (the count decides)."""
+    report, seed = _fused_report(FSDP_FWD)
+    model = model_traffic.at(model_traffic.expected(FSDP_FWD), FSDP_FWD.spec)
+    (gather,) = report.collectives
+    m = model["all-gather"] / (4 * (gather.group_size - 1))  # f32 elements of the operand that moves exactly those
+    assert m == int(m)
+    for elements, ok in ((int(m) - 1, False), (int(m), True)):
+        flat = dataclasses.replace(gather, dtype="f32", operand_shape=(elements,))
+        v = _judged(FSDP_FWD, dataclasses.replace(report, collectives=(flat,)), seed, model)
+        assert v.ok is ok, (elements, v.message)
+
+
+def test_a_fused_kind_may_not_move_bytes_from_one_axis_to_another():
+    """Chapter 5's forward pass, fused (x gathered over Y, both weights over X): a tenth of the X gather's bytes moved
+    onto the Y gather, the kind's total unchanged. Each axis set keeps the model's own bytes."""
+    report, seed = _run_fused(MIX_FWD, fsdp_tp_forward_fused)
+    model = model_traffic.at(model_traffic.expected(MIX_FWD), MIX_FWD.spec)
+    assert _judged(MIX_FWD, report, seed, model).ok
+    shifted = 0.1 * model["all-gather over X"]
+    out = []
+    for c in report.collectives:
+        if c.kind == "all-gather":
+            want = model[f"all-gather over {'+'.join(c.axes)}"] + (shifted if c.axes == ("Y",) else -shifted)
+            c = dataclasses.replace(c, dtype="f32", operand_shape=(round(want / 4 / (c.group_size - 1)),))
+        out.append(c)
+    v = _judged(MIX_FWD, dataclasses.replace(report, collectives=tuple(out)), seed, model)
+    assert (v.score, v.diagnosis) == (0.5, "collectives:all-gather,reduce-scatter"), v.message
+
+
+def test_a_fused_collective_over_a_subgroup_of_its_axes_is_refused():
+    """One all_gather among groups of 4 of X's 8 devices, labelled "over X" like one of all 8, its operand grown so
+    that its bytes are the model's: a subgroup of X is not X."""
+    report, seed = _fused_report(FSDP_FWD)
+    model = model_traffic.at(model_traffic.expected(FSDP_FWD), FSDP_FWD.spec)
+    (gather,) = report.collectives
+    sub = dataclasses.replace(gather, dtype="f32", group_size=4, operand_shape=(math.ceil(model["all-gather"] / 12),))
+    assert model["all-gather"] <= traffic((sub,))["all-gather"] <= 1.01 * model["all-gather"]
+    v = _judged(FSDP_FWD, dataclasses.replace(report, collectives=(sub,)), seed, model)
+    assert (v.score, v.diagnosis) == (0.5, "collectives:all-gather"), v.message
+
+
+def _run_fused(q, fn):
+    seed = program.input_seed("fused", q.qid)
+    return run(q.spec, fn, seed, make_mesh=mesh), seed
