@@ -128,8 +128,9 @@ _HAS_DIGIT = re.compile(r"[0-9]")
 _ARITHMETIC_PREFIX = re.compile(rf"(?:{_NUM}|[-+*/() \t])*+")
 # A comma, underscore, apostrophe or space between digits: a thousands separator or a decimal comma.
 _SEPARATOR = re.compile(r"[0-9](?:,\s?|[_'\u00a0\u2009\u202f ])(?=[0-9])")
-# Units that may end an answer, longest first, so that "GB/s" wins over "B/s" and "ms" over "s".
-_SUFFIXES = sorted((u for u in UNITS if u), key=len, reverse=True)
+# Units that may end an answer, tried longest first, so that "GB/s" wins over "B/s" and "ms" over "s".
+_SUFFIXES = frozenset(u for u in UNITS if u)
+_SUFFIX_LENGTHS = sorted({len(u) for u in _SUFFIXES}, reverse=True)
 
 # Scientific notation as it is written by hand: a mantissa, a times sign, 10 and its power, written with
 # ^, ** or superscript digits ("1.5 x 10^-3", "1.5×10⁻³", "1.5 * 10**(-3)"), and an exponent's minus typed
@@ -321,9 +322,9 @@ def _split_unit(text: str) -> tuple[str, str | None]:
     space, a digit, a decimal point or a ")", so that "1 xB/s" is not read as "1 x" in B/s; or a times sign
     after one of those ("0.00101*s": a sympy symbol named after a unit, recorded as its text), unless the unit is
     one capital letter, which after an operator is a symbol (2*B is twice the batch: ``_misread``'s formula)."""
-    for u in _SUFFIXES:
-        head = text[: len(text) - len(u)]
-        if not (text.endswith(u) and head):
+    for n in _SUFFIX_LENGTHS:  # the longest unit first: "GB/s" before "B/s" and "s"
+        u, head = text[-n:], text[:-n]
+        if u not in _SUFFIXES or not head:
             continue
         times = head.rstrip()
         if times.endswith("*") and not times.endswith("**") and u[0].isalpha() and not (len(u) == 1 and u.isupper()):

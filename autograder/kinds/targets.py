@@ -20,6 +20,7 @@ enough tries: the aim is that the answer is not printed, not that it is secret.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +84,26 @@ Targets = dict[str, list[Interval | None]]
 
 
 def _bucket(v: Any, g: float) -> tuple[str, int]:
-    """Sign and index of the log bucket of width ``g`` (relative) that holds ``v``."""
+    """Sign and index of the log bucket of width ``g`` (relative) that holds ``v``.
+
+    A diagnosis asks this of hundreds of values; in double precision it costs a thousandth of the
+    30-digit one. The double's index is used only where it lies well inside a bucket, so it is the
+    30-digit index whenever it is used: the quotient's rounding error is under 1e-15 of its size."""
+    if (type(v) is float or type(v) is int and -_EXACT_INT <= v <= _EXACT_INT) and v != 0 \
+            and math.isfinite(v) and g > 0:
+        x = math.log(abs(v)) / math.log1p(g)
+        i = math.floor(x)
+        if _SAFE < x - i < 1 - _SAFE and abs(x) < _LARGEST:
+            return ("-" if v < 0 else "+"), i
+    return _bucket_exact(v, g)
+
+
+_EXACT_INT = 2**53  # an int that a float holds exactly
+_LARGEST = 2.0**40  # indices up to here: the quotient's error stays under 1e-3 of a bucket
+_SAFE = 1e-3  # keep off a bucket's boundary by this much of a bucket
+
+
+def _bucket_exact(v: Any, g: float) -> tuple[str, int]:
     with mpmath.workdps(DIGITS):
         v = mpmath.mpf(v)
         if v == 0:
