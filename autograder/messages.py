@@ -49,6 +49,8 @@ _INVALID = {
     "unit_arithmetic": "Give one number, with at most one unit after it: '{detail}' is a calculation with units in "
                        "it. Compute it first (units that cancel, as in a ratio of two times, leave a plain number).",
     "count_word": "This question asks for a plain number: leave out '{detail}' and give the number alone.",
+    "currency": "Give the amount as a plain number: leave out '{detail}', write any thousands or millions as a "
+                "power of ten (4.2e6 for 4.2 million), and no separators.",
     "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} (a letter after a number reads as a "
                     "unit, and B is bytes).",
     "scientific_notation": "Inside a calculation, write a power of ten with e: write {fix} for '{detail}'.",
@@ -109,6 +111,8 @@ _WRONG = {
     "wrong_option": "Not the right choice: weigh what each option says against what you worked out above.",
     "book_value": "That is the answer at the book's values; your exercise setting uses other values: run "
                   "course.setting(\"{setting}\") to see them.",
+    "stale_values": "That is right for the values course.setting(\"{setting}\") showed before it ran again: run "
+                    "again the cells that compute this answer from them.",
 }
 
 # How to get simulated devices, the same in each sentence that offers them (and in the README).
@@ -450,7 +454,7 @@ def phrase(code: str, **ctx: object) -> str:
     return template.format_map(_Default(fields))
 
 
-# A course object given where another value is asked, as ``kinds.common.course_object`` names it ("the setting
+# A course object given where another value is asked, as ``record.course_object`` names it ("the setting
 # ch03-e2", "the chip TPU v5p"), with the fix a kind adds after it.
 _COURSE_OBJECT = re.compile(r"(the (setting|chip|node|model) |an? (setting|chip|node|model) of the course)")
 

@@ -216,6 +216,9 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     text = record.canonical("number", text)
     if len(text) > MAX_CHARS:
         return Invalid("too_long", str(len(text)), text=text[:80])
+    currency = _CURRENCY.search(text)
+    if currency:  # before the separator: "$3,000" is told both in one sentence
+        return Invalid("currency", currency.group(), text=text)
     separator = _SEPARATOR.search(text)
     if separator:
         return Invalid("separator", separator.group()[1:], separator.start() + 1, text)
@@ -235,6 +238,8 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     return ParsedNumber(value, given) if math.isfinite(value) else Invalid("not_finite", text=text)  # 1e308 TB
 
 
+# Money written as money: a currency's sign or name (an amount is asked as a plain number).
+_CURRENCY = re.compile(r"[$€£¥]|\b(?:USD|EUR|GBP|dollars?|euros?)\b", re.IGNORECASE)
 # A number with a letter of scale glued to it, as the book writes counts (13B parameters, 70M, 4k), or
 # with the word (13 billion).
 _SCALED = re.compile(rf"{_NUM}(?:[kKMGTB]|\s*(?:thousand|million|billion|trillion))")

@@ -154,7 +154,8 @@ def in_words(detail: str) -> str:
 
 
 def describe(x: Any) -> str:
-    """A value of the wrong type for its question, in plain words, for every kind's message: "a formula",
+    """A value of the wrong type for its question, in plain words, for every kind's message: a course object by what
+    it is ("the chip TPU v5p"), "a formula",
     "nothing (None)", "a list of one value", "a JAX array of shape (1,)", "a sympy Matrix of shape (1, 1)", "a
     function", "text" (``messages.phrase`` adds the container's fix). A library's class name only for a value of
     no kind a student meets. Never raises."""
@@ -164,7 +165,30 @@ def describe(x: Any) -> str:
         return f"a value of type {type_name(x)}"
 
 
+# The objects a student holds in every setting cell (a setting's values, a chip, a node, a model), by the module of
+# their class: named in words where a number, an option or a function is asked, never by their class.
+COURSE_OBJECTS = {"course.variant": "setting", "course.hardware": "chip", "course.models": "model"}
+
+
+def course_object(x: Any) -> str | None:
+    """A course object in words, "the setting ch03-e2", "the chip TPU v5p", "the model LLaMA-3 8B" (a node of GPUs
+    is "the node ..."); None for anything else. Never raises: a hostile object is no course object."""
+    try:
+        what = COURSE_OBJECTS.get(type_module(x))
+        if what is None or isinstance(x, type):
+            return None
+        name = getattr(x, "_name" if what == "setting" else "name", None)
+        if what == "chip" and hasattr(x, "gpus"):
+            what = "node"
+        return f"the {what} {name}" if isinstance(name, str) and name else f"a {what} of the course"
+    except Exception:
+        return None
+
+
 def _describe(x: Any) -> str:
+    obj = course_object(x)
+    if obj is not None:
+        return obj
     if x is None:
         return "nothing (None)"
     if isinstance(x, bool):

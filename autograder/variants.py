@@ -203,12 +203,23 @@ def dealt(data: Mapping[str, Any], student: str | None) -> dict[str, Labels]:
     out = {}
     for name in block.get("order") or []:
         s = block["settings"][name]
-        if student is None or not block.get("enabled"):
-            labels = s["book"]
-        else:
-            labels = s["combos"][deal(block["course"], data["chapter"], student, name, len(s["combos"]))]
+        book = student is None or not block.get("enabled")
+        labels = s["book"] if book else s["combos"][pick(data, name, student)]  # type: ignore[arg-type]
         out[name] = ordered(s, labels)
     return out
+
+
+def pick(data: Mapping[str, Any], name: str, student: str) -> int:
+    """Which of setting ``name``'s released choices ``student`` is dealt. Never the book's while two others are
+    allowed: the book prints the answers at its own values (they stay the values of a notebook that has no
+    student, for self-study). With one other, both are dealt, so that classmates do not all share one."""
+    block = data["variants"]
+    s = block["settings"][name]
+    book = ordered(s, s["book"])
+    others = [i for i, c in enumerate(s["combos"]) if ordered(s, c) != book]
+    if len(others) < 2:
+        others = list(range(len(s["combos"])))
+    return others[deal(block["course"], data["chapter"], student, name, len(others))]
 
 
 def ordered(released: Mapping[str, Any], labels: Mapping[str, Any]) -> Labels:

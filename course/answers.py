@@ -107,6 +107,20 @@ def _book(qid: str) -> tuple[str, dict[str, Any]] | None:
     return variant.book_entry(_chapter_data(qid.split("-", 1)[0]), qid)
 
 
+def _stale(qid: str, answer: Any, v: Verdict) -> Verdict:
+    """A wrong answer that is right at the values the setting's cell showed before (practice mode deals new
+    ones each run) was computed before the cell ran again: say that, not the factor it is off by."""
+    if v.status is not Status.INCORRECT:
+        return v
+    earlier = variant.earlier_entries(_chapter_data(qid.split("-", 1)[0]), qid)
+    if earlier is None:
+        return v
+    name, entries = earlier
+    if any(kinds.selfcheck_live(e, qid, answer).ok for e in entries):
+        return Verdict(Status.INCORRECT, 0.0, "stale_values", phrase("stale_values", setting=name))
+    return v
+
+
 def encode(qid: str, answer: Any) -> Any:
     """The JSON form of ``answer`` for question ``qid``, as the grader will read it."""
     return kinds.encode(_entry(qid), answer, _drawn(qid))
@@ -139,7 +153,7 @@ def verdict(qid: str, answer: Any) -> Verdict:
         with record.bounded_calls():  # its trace, as a function's calls
             return kinds.program.selfcheck_live(entry, qid, answer, lowering_note=note)
     if entry["kind"] != "function":
-        return kinds.selfcheck_live(entry, qid, answer, book=_book(qid))
+        return _stale(qid, answer, kinds.selfcheck_live(entry, qid, answer, book=_book(qid)))
     with record.bounded_calls():
         recorded = kinds.encode(entry, answer)
     need = _mesh_needed(recorded)

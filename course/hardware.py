@@ -113,6 +113,9 @@ SOURCE_OVERRIDES = {
     ("H800", "hbm_bytes"): GPU_BOOK + "#examples (no figure given: the H100's is used)",
     ("H800", "hbm_bytes_per_s"): GPU_BOOK + "#examples (no figure given: the H100's is used)",
     ("H800", "sms"): GPU_BOOK + "#examples (no figure given: the H100's is used)",
+    # the A100's 1410 MHz boost clock (NVIDIA A100 Tensor Core GPU Architecture whitepaper, its spec table)
+    ("A100", "tensor_clock_hz"): "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/"
+                                 "nvidia-ampere-architecture-whitepaper.pdf",
 }
 
 
@@ -166,7 +169,7 @@ TPU_V5P_VPU_FLOPS_PER_S = 7e12
 
 # --- GPUs (Part 12's table) ------------------------------------------------------------------------
 A100 = GPU("A100", 80e9, 2.0e12, 3.1e14, 6.2e14, GPU_TABLE, 108, nvlink_bytes_per_s=3e11,
-           smem_bytes_per_sm=192e3, register_bytes_per_sm=256 * KIB, l2_bytes=40e6)
+           smem_bytes_per_sm=192e3, register_bytes_per_sm=256 * KIB, l2_bytes=40e6, tensor_clock_hz=1.41e9)
 H100 = GPU("H100", 80e9, 3.4e12, 9.9e14, 2.0e15, GPU_TABLE, 132, nvlink_bytes_per_s=4.5e11,
            smem_bytes_per_sm=256e3, register_bytes_per_sm=256 * KIB, l2_bytes=50e6, tensor_clock_hz=1.76e9)
 # H200: the H100's SM and NVLink with more, faster HBM.
@@ -205,7 +208,11 @@ NVLINK5_LINK_BYTES_PER_S = 5e10  # one NVLink 5 link (Blackwell), each direction
 H100_NVLINK_LINKS = 18  # links per H100 (and B200): 18 x 2.5e10 = 4.5e11 each way
 NVSWITCH_PORTS = 64  # NVSwitch (Hopper generation): 64 NVLink ports of 2.5e10 B/s
 NVSWITCH_PORT_BYTES_PER_S = 2.5e10
+# NVLink 5 switch chip (Blackwell): 72 ports of 5e10 B/s each way; a DGX B200's 2 of them take its 8 x 18 links
+# (DGX B200 datasheet: 2 NVLink switches, 14.4 TB/s aggregate, https://www.nvidia.com/en-us/data-center/dgx-b200/)
+NVLINK5_SWITCH_PORTS = 72
 NIC_BYTES_PER_S = 400e9 / 8  # one 400 Gb/s InfiniBand NDR NIC (or switch port) = 5e10 B/s
+HDR_NIC_BYTES_PER_S = 200e9 / 8  # one 200 Gb/s InfiniBand HDR NIC (a DGX A100's compute NICs) = 2.5e10 B/s
 IB_SWITCH_PORTS = 64  # InfiniBand NDR switch: 64 ports of 400 Gb/s = 3.2e12 B/s
 SU_NODES = 32  # a scalable unit (SU): 32 nodes = 256 GPUs ...
 SU_LEAF_SWITCHES = 8  # ... under 8 leaf switches (one per NIC rail)
@@ -240,13 +247,17 @@ DGX_H100 = GPUNode("8 x H100 node", H100, 8, H100.nvlink_bytes_per_s, 8 * NIC_BY
                    nvswitches=4, nvswitch_bytes_per_s=NVSWITCH_PORTS * NVSWITCH_PORT_BYTES_PER_S)
 DGX_H200 = GPUNode("8 x H200 node", H200, 8, H200.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_NET,
                    nvswitches=4, nvswitch_bytes_per_s=NVSWITCH_PORTS * NVSWITCH_PORT_BYTES_PER_S)
-DGX_B200 = GPUNode("8 x B200 node", B200, 8, B200.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_NET, nvswitches=2)
+DGX_B200 = GPUNode("8 x B200 node", B200, 8, B200.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_NET, nvswitches=2,
+                   nvswitch_bytes_per_s=NVLINK5_SWITCH_PORTS * NVLINK5_LINK_BYTES_PER_S)
 # Node egress: one 400 Gb/s NIC per GPU, 72 GPUs: 4 * 18 * 400e9 / 8 = 3.6e12 B/s (Appendix A).
 GB200_NVL72 = GPUNode("GB200 NVL72", B200, GB200_TRAYS * GB200_GPUS_PER_TRAY, B200.nvlink_bytes_per_s,
                       GB200_TRAYS * GB200_GPUS_PER_TRAY * NIC_BYTES_PER_S,
                       GPU_BOOK + "#appendix-a-how-does-this-change-with-gb200", nvswitches=18)
 H800_NODE = GPUNode("8 x H800 node", H800, 8, H800.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_BOOK + "#examples")
-NODES = (DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, H800_NODE)
+# DGX A100: 8 A100s and 8 single-port 200 Gb/s HDR InfiniBand NICs for the compute fabric (DGX A100 User Guide).
+DGX_A100 = GPUNode("8 x A100 node", A100, 8, A100.nvlink_bytes_per_s, 8 * HDR_NIC_BYTES_PER_S,
+                   "https://docs.nvidia.com/dgx/dgxa100-user-guide/introduction-to-dgxa100.html")
+NODES = (DGX_H100, DGX_H200, DGX_B200, GB200_NVL72, H800_NODE, DGX_A100)
 
 # Google Cloud on-demand prices per chip-hour, February 2025 (Part 8).
 PRICE_USD_PER_CHIP_HOUR = {"H100": 10.8, "TPU v5p": 4.2, "TPU v5e": 1.2}

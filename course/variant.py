@@ -25,6 +25,7 @@ from .errors import BadArgument, NotText
 MODES = ("student", "book", "practice")
 _state: dict[str, Any] = {"student": None, "mode": "student"}
 _practice: dict[str, int] = {}  # setting -> the choice last dealt in practice mode
+_shown: dict[str, list[int]] = {}  # setting -> the choices its cell has shown in this kernel, the latest last
 
 
 def configure(student: str | None = None, variant: str | None = None) -> None:
@@ -57,14 +58,13 @@ def student() -> str | None:
 def choice(data: dict[str, Any], name: str) -> int | None:
     """Which of setting ``name``'s released choices this kernel uses (None: the book's)."""
     block = data.get("variants") or {}
-    combos = block["settings"][name]["combos"]
     mode = "student" if _graded() else _state["mode"]
     if mode == "practice":
         return _practice.get(name)
     who = student()
     if mode == "book" or who is None or not block.get("enabled"):
         return None
-    return variants.deal(block["course"], data["chapter"], who, name, len(combos))
+    return variants.pick(data, name, who)
 
 
 def entry(data: dict[str, Any], qid: str) -> dict[str, Any]:
@@ -91,6 +91,18 @@ def in_use(data: dict[str, Any], qid: str) -> dict[str, Any] | None:
     s = data["variants"]["settings"][name]
     index = choice(data, name)
     return {"name": name, "values": variants.ordered(s, s["book"] if index is None else s["combos"][index])}
+
+
+def earlier_entries(data: dict[str, Any], qid: str) -> tuple[str, list[dict[str, Any]]] | None:
+    """(the setting, question ``qid``'s self-check data at the values its cell showed before the ones in use,
+    the latest first), so that the check can tell an answer still computed from those; None where there are none."""
+    name = data["questions"][qid].get("setting")
+    if name is None:
+        return None
+    base, current = data["questions"][qid], choice(data, name)
+    earlier = [variants.merge(_at_book(base), base["variants"][i]) for i in reversed(_shown.get(name, []))
+               if i != current]
+    return (name, earlier[:3]) if earlier else None
 
 
 def book_entry(data: dict[str, Any], qid: str) -> tuple[str, dict[str, Any]] | None:
@@ -159,6 +171,9 @@ def setting(name: str) -> Values:
         options = [i for i in range(len(s["combos"])) if i != _practice.get(name)] or [0]
         _practice[name] = random.choice(options)
     index = choice(data, name)
+    if index is not None:
+        shown = _shown.setdefault(name, [])
+        shown[:] = [i for i in shown if i != index] + [index]
     labels = variants.ordered(s, s["book"] if index is None else s["combos"][index])
     if mode == "practice":
         origin = "  (practice: run this cell again for new numbers)"

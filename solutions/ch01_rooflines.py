@@ -236,6 +236,48 @@ def e1(flops: float) -> tuple[Number, ...]:
                slips=(Slip(v6e / 2, "ratio:1/2"), Slip(v6e * 1e6, "unit:1000000"))))
 
 
+def e2(dtype: str) -> tuple[Formula | Number, ...]:
+    """E2: the bytes of a dot product of two length-N vectors of ``dtype`` (scalar output of the same dtype), and
+    its intensity as N grows: 2N FLOPs over 2bN bytes, 1/b FLOP per byte for b bytes per element."""
+    b = hw.BYTES_PER_ELEMENT[dtype]
+    moved = 2 * b * N + b
+    limit = float(sp.limit((2 * N - 1) / moved, N, sp.oo))
+    other = 1 if b == 2 else 2  # a width miscounted: bf16's one byte too few, or any other dtype's as bf16's
+    width = f"a {dtype} element is {b} byte{'s' if b > 1 else ''}."
+    inverse = 1 / limit  # bytes per FLOP
+    byte_slips = (Slip(2 * other * N + other, f"ratio:{sp.Rational(other, b)}", width),)
+    limit_slips = [Slip(1 / other, slip_code(1 / other, limit, ONE_PERCENT), width, maybe=True)]
+    if b != 1:  # at one byte per element the inverse is the answer itself
+        limit_slips.insert(0, Slip(inverse, slip_code(inverse, limit, ONE_PERCENT),
+                                   "intensity is FLOPs divided by bytes, not bytes by FLOPs."))
+    return (
+        Formula(qid="ch01-e2-dot-bytes", points=1, section=SECTION + "#arithmetic-intensity",
+                prompt=f"Bytes read and written by a {dtype} dot product of length-N vectors (scalar {dtype} output).",
+                reference=moved, symbols="N", counts="N",
+                slips=(*byte_slips, Slip(2 * b * N, "lower_terms", "the scalar result is written too."))),
+        Number(qid="ch01-e2-intensity-limit", points=1, section=SECTION + "#arithmetic-intensity",
+               prompt=f"The {dtype} dot product's FLOPs per byte as N grows large.",
+               reference=limit, tolerance=ONE_PERCENT, slips=tuple(limit_slips)))
+
+
+def q4(dtype: str) -> tuple[Formula | Number, ...]:
+    """Q4: a different D x F weight matrix for every batch row, all operands of ``dtype``: 2BDF FLOPs over b(BD + BDF
+    + BF) bytes, which tends to 2/b for large D and F, whatever the batch."""
+    b = hw.BYTES_PER_ELEMENT[dtype]
+    intensity = 2 * B * D * F / (b * _row_weights)
+    limit = float(sp.limit(sp.limit(intensity, D, sp.oo), F, sp.oo))
+    return (
+        Formula(qid="ch01-q4-intensity", points=1, section=SECTION + "#worked-problems",
+                prompt=f"Intensity of {dtype}[B,D] x {dtype}[B,D,F] -> {dtype}[B,F] (one D x F matrix per row).",
+                reference=intensity, symbols="B D F",
+                slips=(Slip(2 * B * D * F / (b * (B * D + D * F + B * F)), "extra_symbol:B",
+                            "each row has its own weights: B*D*F elements of them."),)),
+        Number(qid="ch01-q4-limit", points=1, section=SECTION + "#worked-problems",
+               prompt=f"That {dtype} intensity for large D and F.",
+               reference=limit, tolerance=ONE_PERCENT,
+               slips=(Slip(limit / 2, "ratio:1/2"),)))
+
+
 def e3(chip: hw.TPU) -> tuple[Number, ...]:
     """E3: the batch above which a bf16 matmul is compute-bound on ``chip``."""
     crit = critical_intensity(chip)
@@ -356,21 +398,12 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             reference=2 * N - 1, symbols="N", counts="N",
             slips=(Slip(2 * N, "lower_terms", "N products need only N-1 additions."),
                    Slip(N, "not_equivalent"))),
-    Formula(qid="ch01-e2-dot-bytes", points=1, section=SECTION + "#arithmetic-intensity",
-            prompt="Bytes read and written by a bf16 dot product of length-N vectors (scalar bf16 output).",
-            reference=4 * N + 2, symbols="N", counts="N",
-            slips=(Slip(2 * N + 1, "ratio:1/2", "a bf16 element is 2 bytes."),
-                   Slip(4 * N, "lower_terms", "the scalar result is written too."))),
-    Number(qid="ch01-e2-intensity-limit", points=1, section=SECTION + "#arithmetic-intensity",
-           prompt="The dot product's FLOPs per byte as N grows large.",
-           reference=0.5, tolerance=ONE_PERCENT,
-           slips=(Slip(2.0, "ratio:4", "intensity is FLOPs divided by bytes, not bytes by FLOPs."),
-                  Slip(1.0, "ratio:2"))),
+    vary("ch01-e2", e2, dtype=values("bf16", "fp32", "int8")),
     Choice(qid="ch01-e2-bound", points=1, section=SECTION + "#arithmetic-intensity",
-           prompt="Is a large bf16 dot product compute-bound or memory-bound on a TPU?",
+           prompt="Is a large dot product like E2's compute-bound or memory-bound on a TPU?",
            reference="memory", options=("compute", "memory"),
            slips=(Slip("compute", "wrong_option",
-                       "compare 1/2 FLOP/byte with the chip's critical intensity: peak FLOP/s over HBM bytes/s."),)),
+                       "compare its FLOPs per byte with the chip's critical intensity: peak FLOP/s over HBM B/s."),)),
     # E3: bf16 matmul on TPU v5e.
     Formula(qid="ch01-e3-intensity", points=2, section=SECTION + "#matrix-multiplication",
             prompt="Exact arithmetic intensity of a bf16 matmul X[B,D] @ Y[D,F].",
@@ -449,15 +482,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
            reference="D=F=4096", options=("D=F=4096", "D=F=1024"),
            slips=(Slip("D=F=1024", "wrong_option"),)),
     # Q4: a different weight matrix per batch row.
-    Formula(qid="ch01-q4-intensity", points=1, section=SECTION + "#worked-problems",
-            prompt="Intensity of int8[B,D] x int8[B,D,F] -> int8[B,F] (one D x F matrix per row).",
-            reference=2 * B * D * F / _row_weights, symbols="B D F",
-            slips=(Slip(2 * B * D * F / _int8, "extra_symbol:B",
-                        "each row has its own weights: B*D*F bytes of them."),)),
-    Number(qid="ch01-q4-limit", points=1, section=SECTION + "#worked-problems",
-           prompt="That intensity for large D and F.",
-           reference=2.0, tolerance=ONE_PERCENT,
-           slips=(Slip(1.0, "ratio:1/2"),)),
+    vary("ch01-q4", q4, dtype=values("int8", "bf16", "fp32")),
     Choice(qid="ch01-q4-bound", points=1, section=SECTION + "#worked-problems",
            prompt="Is it compute-bound for a large enough batch?",
            reference="never", options=("yes", "never"),

@@ -165,7 +165,6 @@ PQ2_B_BYTES = BF16 * 256 * 256  # and of PQ2(b)
 Q2_AXIS = 4
 Q2_FULL = BF16 * 1024 * 4096  # bf16[B, D] of Q2
 Q3_BYTES = BF16 * 128
-Q3_TIME = collective_time("all-gather", Q3_BYTES, W_V4P, Q2_AXIS)
 
 CX5_PROBES = tuple(dict(op=op, V=float(v), W=w, N=n, axes=k, wrap=wrap, hop_s=HOP_S) for op, v, w, n, k, wrap in (
     ("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N, 1, True),
@@ -741,6 +740,19 @@ def pq2_valid(N: int, E: int) -> bool:
             and cx5_ignores_latency("all-gather", small_bytes, W_V5E, N, wrap=False) < (N - 1) * HOP_S)
 
 
+def q3(side: int) -> tuple[Number, ...]:
+    """Q3: AllGather_X of a bf16[128] vector on a full v4p cube of ``side``^3 chips (whole 4x4x4 cubes, so every axis
+    wraps): latency-bound, side // 2 hops of a microsecond, whatever the bytes."""
+    t = collective_time("all-gather", Q3_BYTES, W_V4P, side)
+    tolerance = Tolerance(low=0.75 * t, high=1.5 * t)  # the book's 2 us for side 4: 1.5 to 3 us (bytes per hop vary)
+    around = side * HOP_S  # every hop of the ring, not the farthest device's
+    return (number("ch03-q3-latency", section=PROBLEMS,
+                   prompt=f"Q3: AllGather_X([B_X]) of bf16[128] on a v4p {side}x{side}x{side}.",
+                   reference=t, unit="s", tolerance=tolerance,
+                   slips=(Slip(around, slip_code(around, t, tolerance, "s"),
+                               f"with wraparound the farthest of {side} devices is {side // 2} hops away."),)),)
+
+
 def q2(B: int, D: int) -> tuple[Number, ...]:
     """Q2: collectives of bf16[B, D] sharded [B_X, D_Y] on a full v4p 4x4x4 cube (wraparound on every axis)."""
     full, axis = BF16 * B * D, 4
@@ -1046,9 +1058,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
                          "the question uses the large-N forms of the bandwidth term: drop the (N-1)/N factor."))),
     vary("ch03-pq2", pq2, N=values(4, 8), E=values(2048, 1024, 4096), valid=pq2_valid),
     vary("ch03-q2", q2, B=values(1024, 2048, 512), D=values(4096, 6144), valid=q2_valid),
-    number("ch03-q3-latency", section=PROBLEMS, prompt="Q3: AllGather_X([B_X]) of bf16[128] on a v4p 4x4x4.",
-           reference=Q3_TIME, unit="s", tolerance=Tolerance(low=1.5e-6, high=3e-6),
-           slips=(Slip(4 * HOP_S, "ratio:2", "with wraparound the farthest of 4 devices is 2 hops away."),)),
+    vary("ch03-q3", q3, side=values(Q2_AXIS, 8, 16)),
     # CX6: the AllToAll; Q10: what it saves; E5 and CX7: AllGather and ReduceScatter are transposes.
     vary("ch03-cx6", cx6, I=values(64, 128), J=values(32, 64, 16)),
     Formula(qid="ch03-q10-allgather-link", points=1, section=PROBLEMS,

@@ -77,7 +77,6 @@ def ckpt_bytes(D: float, tokens: float, n_ckpt: float, L: float) -> float:
     return BF16 * D * tokens * n_ckpt * L
 
 
-A9_BOUND = ALPHA**2 / (M_X * M_Y * M70.F)
 
 
 def comm_ratio(B, X, Y, F, alpha, M_X, M_Y):
@@ -98,8 +97,6 @@ W2_COUNT = count_of(M405.name, W2_PARAMS)  # to 4 significant figures: to 3 it i
 W2_FLOPS_PER_TOKEN = m.train_flops(W2_PARAMS, 1)
 W2_FLOPS = m.train_flops(NOMINAL_405B, TOKENS)
 W2_CHIPS = W2_PODS * POD
-W2_TP_LIMIT = M405.F / ALPHA
-W2_BOUND = ALPHA**2 / (M_X * M_Y * M405.F)
 
 # The book's printed answers (syllabus, pinned V2), for the tests that compare them with ours.
 BOOK = {
@@ -710,6 +707,22 @@ def a9(batch: int) -> tuple[Number | Choice, ...]:
                slips=(Slip(other, "wrong_option", "round X_opt to the nearest power of two (in log scale)."),)))
 
 
+def mix_bound(chip: hw.TPU, F: float) -> float:
+    """Part 5's FSDP + tensor-parallel per-chip bound on a chip's 3D torus (M_X = 2, M_Y = 1): (C/W)^2 / (M_X M_Y F)."""
+    alpha = chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
+    return alpha**2 / (M_X * M_Y * F)
+
+
+def a9_bound(chip: hw.TPU) -> tuple[Number, ...]:
+    """A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B on a chip with a 3D torus."""
+    bound = mix_bound(chip, M70.F)
+    return (number("ch06-a9-mix-bound", section=SHARDING,
+                   prompt=f"A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B on a {chip.name} 3D torus "
+                          "(M_X = 2, M_Y = 1).",
+                   reference=bound, tolerance=ONE_PERCENT,
+                   slips=(Slip(4 * bound, "ratio:4", "the two collectives overlap."),)),)
+
+
 def w1_mesh(x_opt: float) -> tuple[int, int]:
     """The split X x Y of a pod's 8960 chips (2**8 * 5 * 7, so no power-of-two mesh fills it) with Y a
     whole number from 4 to 32 and X nearest X_opt in log scale: 896 x 10 for the book's W1."""
@@ -754,21 +767,38 @@ def w1(pods: int, batch: int) -> tuple[Number, ...]:
                slips=(Slip(added, slip_code(added, days), "they overlap: take the larger."),)))
 
 
-def w2(pods: int, batch: int) -> tuple[Number, ...]:
-    """W2: LLaMA 3.1-405B over several pods: the batch that keeps them compute-bound, the days, and the
-    bytes per chip (weights and optimizer state sharded inside a pod, checkpoints over every chip)."""
-    chips_ = pods * POD
-    min_batch = W2_BOUND * chips_
-    days = W2_FLOPS / (chips_ * PEAK * MFU) / DAY
+def w2_plan(pods: int, batch: int, chip: hw.TPU) -> dict[str, float]:
+    """W2's numbers for LLaMA 3.1-405B on ``pods`` pods of ``chip``: the tensor-parallel limit on one axis, the
+    FSDP + TP bound, the smallest compute-bound batch, the days, and the bytes per chip (weights and optimizer
+    state sharded inside a pod, checkpoints over every chip)."""
+    pod = pod_chips(chip)
+    chips_ = pods * pod
+    bound = mix_bound(chip, M405.F)
     ckpt = ckpt_bytes(M405.D, batch, N_CKPT, M405.L)
-    per_chip = STATE_BYTES * NOMINAL_405B / POD + ckpt / chips_
-    spread = STATE_BYTES * NOMINAL_405B / chips_ + ckpt / chips_
+    return dict(pod=pod, chips=chips_, bound=bound, tp_limit=M405.F * chip.ici_bidirectional_bytes_per_s
+                / chip.bf16_flops_per_s, min_batch=bound * chips_,
+                days=W2_FLOPS / (chips_ * chip.bf16_flops_per_s * MFU) / DAY,
+                per_chip=STATE_BYTES * NOMINAL_405B / pod + ckpt / chips_,
+                spread=STATE_BYTES * NOMINAL_405B / chips_ + ckpt / chips_)
+
+
+def w2(pods: int, batch: int, chip: hw.TPU) -> tuple[Number, ...]:
+    """W2: LLaMA 3.1-405B over several pods of a chip: its tensor-parallel limit and FSDP + TP bound there, the
+    batch that keeps the pods compute-bound, the days, and the bytes per chip."""
+    w = w2_plan(pods, batch, chip)
+    min_batch, days, per_chip, spread = w["min_batch"], w["days"], w["per_chip"], w["spread"]
+    one_pod = w["bound"] * w["pod"]
     return (
+        number("ch06-w2-tp-limit", section=WORKED, prompt=f"W2: the largest tensor-parallel degree on one {chip.name} "
+                                                           "axis.",
+               reference=w["tp_limit"], tolerance=TWO_PERCENT, slips=(Slip(w["tp_limit"] / 2, "ratio:1/2"),)),
+        number("ch06-w2-mix-bound", section=WORKED,
+               prompt=f"W2: the FSDP + tensor-parallel per-chip bound on {chip.name} (M_X = 2, M_Y = 1).",
+               reference=w["bound"], tolerance=TWO_PERCENT, slips=(Slip(4 * w["bound"], "ratio:4"),)),
         number("ch06-w2-min-batch", section=WORKED,
-               prompt=f"W2: the smallest global batch (tokens) that keeps {pods} pods compute-bound.",
+               prompt=f"W2: the smallest global batch (tokens) that keeps {pods} {chip.name} pods compute-bound.",
                reference=min_batch, tolerance=TWO_PERCENT,
-               slips=(Slip(W2_BOUND * POD, slip_code(W2_BOUND * POD, min_batch),
-                           f"all {pods} pods' chips share the batch."),)),
+               slips=(Slip(one_pod, slip_code(one_pod, min_batch), f"all {pods} pods' chips share the batch."),)),
         number("ch06-w2-days", section=WORKED, prompt=f"W2: days on {pods} pods at 40% utilisation.", reference=days,
                unit="days", tolerance=TWO_PERCENT, slips=(Slip(days * pods, slip_code(days * pods, days)),)),
         number("ch06-w2-bytes-per-chip", section=WORKED,
@@ -776,6 +806,14 @@ def w2(pods: int, batch: int) -> tuple[Number, ...]:
                reference=per_chip, unit="B", tolerance=TWO_PERCENT,
                slips=(Slip(spread, slip_code(spread, per_chip),
                            "weights and optimizer state are copied in every pod."),)))
+
+
+def w2_valid(pods: int, batch: int, chip: hw.TPU) -> bool:
+    """Every v5p choice, and another 3D-torus chip at the book's 8 pods, where the batch keeps the pods
+    compute-bound (the days at 40% utilisation assume it); the bytes per chip must fit in its HBM."""
+    w = w2_plan(pods, batch, chip)
+    other = pods == W2_PODS and batch >= w["min_batch"]
+    return (chip == V5P or other) and w["per_chip"] <= chip.hbm_bytes
 
 
 CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
@@ -801,10 +839,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
          chip=chips(V5P, hw.TPU_V4P, hw.TPU7X)),
     # 4. Sharding.
     vary("ch06-a7", a7, batch=values(BATCH, 2 * 2**20, 8 * 2**20), seq_len=values(SEQ_LEN, 8192, 2048)),
-    number("ch06-a9-mix-bound", section=SHARDING,
-           prompt="A9: the FSDP + tensor-parallel per-chip bound for LLaMA 3-70B (M_X = 2, M_Y = 1).",
-           reference=A9_BOUND, tolerance=ONE_PERCENT,
-           slips=(Slip(4 * A9_BOUND, "ratio:4", "the two collectives overlap."),)),
+    vary("ch06-a9-bound", a9_bound, chip=chips(V5P, hw.TPU_V4P, hw.TPU7X)),
     vary("ch06-a9", a9, batch=values(BATCH, 2 * 2**20, 8 * 2**20, 16 * 2**20, 3 * 2**20)),
     Function(qid="ch06-cx2-comm-ratio", points=2, section=PART5_MIX,
              prompt="comm_ratio(B, X, Y, F, alpha, M_X, M_Y): communication over compute time of FSDP + TP.",
@@ -827,12 +862,8 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     number("ch06-w2-total-flops", section=WORKED,
            prompt="W2: training FLOPs for 15e12 tokens (nominal 405e9 parameters).", reference=W2_FLOPS,
            tolerance=ONE_PERCENT, slips=(Slip(W2_FLOPS / 3, "ratio:1/3"),)),
-    number("ch06-w2-tp-limit", section=WORKED, prompt="W2: the largest tensor-parallel degree on one v5p axis.",
-           reference=W2_TP_LIMIT, tolerance=TWO_PERCENT, slips=(Slip(W2_TP_LIMIT / 2, "ratio:1/2"),)),
-    number("ch06-w2-mix-bound", section=WORKED,
-           prompt="W2: the FSDP + tensor-parallel per-chip bound (M_X = 2, M_Y = 1).", reference=W2_BOUND,
-           tolerance=TWO_PERCENT, slips=(Slip(4 * W2_BOUND, "ratio:4"),)),
-    vary("ch06-w2", w2, pods=values(W2_PODS, 4, 16, 12), batch=values(W2_BATCH, 8 * 2**20, 32 * 2**20)),
+    vary("ch06-w2", w2, valid=w2_valid, pods=values(W2_PODS, 4, 16, 12), batch=values(W2_BATCH, 8 * 2**20, 32 * 2**20),
+         chip=chips(V5P, hw.TPU_V4P, hw.TPU7X)),
     # Coding exercises.
     Function(qid="ch06-cx1-llama-budget", points=3, section=COUNTING,
              prompt="llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak): parameters, FLOPs, days, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 
 import numpy as np
 import sympy as sp
@@ -78,7 +79,11 @@ E5_CONTEXTS = (E7_CONTEXT, 2048, 32768)
 
 # --- E9-E14: sharding, prefix caching, the appendix -------------------------------------------------
 E9_FORMULA = inf.tp_limit_memory(F, B, W_hbm / W_ici)
-E10 = sp.Rational(1, 3)  # "I like cats" after "I like dogs": only 1 of 3 tokens needs prefill
+# E10: (cached prompt, new prompt), a token per word. The book's: "I like cats" after "I like dogs", 1 of 3 tokens to
+# prefill; the others share a longer or shorter prefix, and one shares a suffix too, which no cache skips.
+E10_PAIRS = (("I like dogs", "I like cats"), ("I really like dogs", "I really like cats"),
+             ("I like dogs", "I like dogs and cats"), ("I like dogs a lot", "I like cats a lot"),
+             ("I like big brown dogs", "I like big brown cats"))
 E13_D = 8192  # E13's activation width
 E12_WAYS = 8  # the book's ring, whose whole-buffer threshold E14's slip compares a shard with
 # Megatron over Y chips moves int8 shards of B*D/Y bytes: latency-bound when a shard crosses a link
@@ -94,7 +99,6 @@ PQ1_KV = PQ1_KV_PER_TOKEN * PQ1_CONTEXT
 Q = m.PART7_MODEL
 Q1_FORMULA = m.params(L, D, F, N, K, H, V, tied=True)
 Q1_PARAMS = m.params_of(Q)
-Q1_KV = m.kv_bytes_per_token_of(Q, INT8)
 Q2_CHIPS, Q2_CONTEXT = 16, 128_000  # the book's v5e 4x4 and "128k" context (CX1's probes)
 Q6_CHIPS = 8 * 16  # v5e 8x16, the experts split E_Z over Z = 16 and F_Y over Y = 8
 # The slices Q6 may answer; 8x16 is there for a student whose bf16 slip needs it.
@@ -844,6 +848,51 @@ def e9(F: int, B: int) -> tuple[Number, ...]:
                    slips=(Slip(F / B, "ratio:8"), Slip(pinned, "close", "the question takes the ratio as 8."))),)
 
 
+def shared_prefix(cached: str, prompt: str) -> int:
+    """Tokens (words) at the start of ``prompt`` that ``cached`` starts with too: the part a prefix cache skips."""
+    k = 0
+    for a, b in zip(cached.split(), prompt.split(), strict=False):
+        if a != b:
+            break
+        k += 1
+    return k
+
+
+def e10_valid(cached: str, prompt: str) -> bool:
+    return (cached, prompt) in E10_PAIRS
+
+
+def e10(cached: str, prompt: str) -> tuple[Number, ...]:
+    """E10: the fraction of a full prefill's FLOPs that ``prompt`` needs once ``cached`` has been prefilled and its
+    cache kept: the tokens after the shared prefix, each costing alike."""
+    n = len(prompt.split())
+    needed = Fraction(n - shared_prefix(cached, prompt), n)
+    skipped = 1 - needed
+    slips = [Slip(float(skipped), slip_code(float(skipped), float(needed), ONE_PERCENT),
+                  "the cached tokens need no prefill: the fraction asked is the rest.")]
+    common = sum(1 for a, b in zip(cached.split(), prompt.split(), strict=False) if a == b)
+    everywhere = Fraction(n - common, n)
+    if everywhere != needed:  # words shared after the first difference
+        slips.append(Slip(float(everywhere), slip_code(float(everywhere), float(needed), ONE_PERCENT),
+                          "a cache holds a prefix: a word shared after the first difference is prefilled again."))
+    return (Number(qid="ch07-e10-prefix-fraction", points=1, section=_serve,
+                   prompt=f"Fraction of prefill FLOPs '{prompt}' needs once '{cached}' is cached (a token per word).",
+                   reference=float(needed), tolerance=ONE_PERCENT, slips=tuple(slips)),)
+
+
+def q1_kv(dtype: str) -> tuple[Number, ...]:
+    """Q1: KV cache bytes per token of the worked-problem model, its cache in ``dtype``."""
+    b = hw.BYTES_PER_ELEMENT[dtype]
+    kv = m.kv_bytes_per_token_of(Q, b)
+    other = 1 if b == 2 else 2  # a width miscounted: bf16's as one byte, any other as bf16's two
+    return (Number(qid="ch07-q1-kv-bytes", points=1, unit="B", section=_wp,
+                   prompt=f"Q1: {dtype} KV cache bytes per token.", reference=kv, tolerance=Tolerance(rtol=0.005),
+                   slips=(Slip(kv * other / b, f"ratio:{Fraction(other, b)}",
+                               f"{dtype}: {b} byte{'s' if b > 1 else ''} per element.", maybe=True),
+                          Slip(Q.N / Q.K * kv, f"ratio:{Fraction(Q.N, Q.K)}",
+                               "the cache holds the K key/value heads, not the N query heads."))),)
+
+
 def e11(params: float, ways: int) -> tuple[Number, ...]:
     """E11: the least time for each of ``ways`` v5e chips to read its share of a bf16 layer."""
     seconds = BF16 * params / ways / W_V5E
@@ -1079,10 +1128,8 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
             slips=(Slip(cx3b_mha_grouping, "wrong_values"),
                    Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
     # 5. Serving: caches, prefixes and latency.
-    Number(qid="ch07-e10-prefix-fraction", points=1, section=_serve,
-           prompt="Fraction of prefill FLOPs 'I like cats' needs once 'I like dogs' is cached (3 tokens each).",
-           reference=float(E10), tolerance=ONE_PERCENT,
-           slips=(Slip(2 / 3, "ratio:2", "the cached tokens need no prefill."),)),
+    vary("ch07-e10", e10, cached=values(*dict.fromkeys(c for c, _ in E10_PAIRS)),
+         prompt=values(*dict.fromkeys(n for _, n in E10_PAIRS)), valid=e10_valid),
     vary("ch07-e11", e11, params=values(600e6, 900e6, 350e6), ways=values(4, 2, 8)),
     vary("ch07-e12", e12, ways=values(E12_WAYS, 4, 16), batch=values(16, 64, 128)),
     Formula(qid="ch07-e14-y-threshold", points=1, section=_app_latency,
@@ -1099,11 +1146,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     Number(qid="ch07-q1-params", points=1, section=_wp, prompt="Q1: its parameter count.",
            reference=Q1_PARAMS, tolerance=Tolerance(rtol=0.005),
            slips=(Slip(m.params_of(m.PART7_MODEL.with_(tied=False)), "close", "the embedding is tied."),)),
-    Number(qid="ch07-q1-kv-bytes", points=1, unit="B", section=_wp,
-           prompt="Q1: int8 KV cache bytes per token.",
-           reference=Q1_KV, tolerance=Tolerance(rtol=0.005),
-           slips=(Slip(2 * Q1_KV, "ratio:2", "int8: 1 byte per element.", maybe=True),
-                  Slip(Q.N / Q.K * Q1_KV, "ratio:4", "the cache holds the K key/value heads, not the N query heads."))),
+    vary("ch07-q1", q1_kv, dtype=values("int8", "bf16", "fp32")),
     vary("ch07-q2", q2, context=values(Q2_CONTEXT, 64_000, 32_000), chips=values(Q2_CHIPS, 32, 8)),
     vary("ch07-q4", q4, chip=chips(V5E, hw.TPU_V5P, hw.TPU_V6E, hw.TPU_V4P)),
     Choice(qid="ch07-q4-kv-sharding", points=1, section=_kv_shard,

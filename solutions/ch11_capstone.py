@@ -408,14 +408,31 @@ DECODE_SPEC = ProgramSpec(
 
 
 # --- C3: read a compiled FSDP + TP program ---------------------------------------------------------------------
-# The notebook jits relu(x @ W_in) @ W_out with x[B_X, D_Y], W_in[D_X, F_Y], W_out[F_Y, D_X] on (X=4, Y=2).
+# The notebook jits relu(x @ W_in) @ W_out with x[B_X, D_Y], W_in[D_X, F_Y], W_out[F_Y, D_X] on an (X, Y) mesh of 8
+# devices; each student compiles it at their own sizes and mesh (the course's: B, D, F = 256, 512, 2048 on X=4, Y=2).
 C3 = dict(B=256, D=512, F=2048, X=4, Y=2)
-C3_LOCAL = {"x": (C3["B"] // C3["X"], C3["D"] // C3["Y"]), "w_in": (C3["D"] // C3["X"], C3["F"] // C3["Y"]),
-            "w_out": (C3["F"] // C3["Y"], C3["D"] // C3["X"])}
-# What the all-gathers produce on each device (f32 as compiled): W_in[D, F_Y], x[B_X, D], W_out[F_Y, D].
-C3_GATHERED_BYTES = 4 * (C3["D"] * C3["F"] // C3["Y"] + C3["B"] // C3["X"] * C3["D"] + C3["F"] // C3["Y"] * C3["D"])
-C3_OPERAND_BYTES = 4 * sum(math.prod(s) for s in C3_LOCAL.values())
+C3_SHAPES = ((256, 512, 2048), (128, 1024, 4096), (384, 512, 1536), (256, 768, 3072), (192, 384, 3072))
+C3_MESHES = ((4, 2), (2, 4))
 W_V5P = V5P.ici_bidirectional_bytes_per_s
+
+
+def c3_local(B, D, F, X, Y) -> dict[str, tuple[int, int]]:
+    """Each device's block of the three operands (the parameter shapes the compiled program shows)."""
+    return {"x": (B // X, D // Y), "w_in": (D // X, F // Y), "w_out": (F // Y, D // X)}
+
+
+def c3_gathered_bytes(B, D, F, X, Y) -> int:
+    """What the all-gathers produce on each device (f32 as compiled): W_in[D, F_Y], x[B_X, D], W_out[F_Y, D]."""
+    return 4 * (D * F // Y + B // X * D + F // Y * D)
+
+
+def c3_operand_bytes(B, D, F, X, Y) -> int:
+    return 4 * sum(math.prod(s) for s in c3_local(B, D, F, X, Y).values())
+
+
+C3_LOCAL = c3_local(**C3)
+C3_GATHERED_BYTES = c3_gathered_bytes(**C3)
+C3_OPERAND_BYTES = c3_operand_bytes(**C3)
 
 
 def fsdp_tp_times(B, D, F, X, Y, peak, W, MX=1, MY=1):
@@ -428,6 +445,52 @@ def fsdp_tp_times(B, D, F, X, Y, peak, W, MX=1, MY=1):
 C3_T_MATH, C3_T_FSDP, C3_T_TP = fsdp_tp_times(C3["B"], C3["D"], C3["F"], C3["X"], C3["Y"], V5P.bf16_flops_per_s,
                                              W_V5P)
 C3_T_COMMS = max(C3_T_FSDP, C3_T_TP)
+
+
+def c3(shape: tuple[int, int, int], mesh: tuple[int, int]) -> tuple[Number, ...]:
+    """C3: what the compiled program of relu(x @ W_in) @ W_out at global sizes ``shape`` (B, D, F) on the mesh
+    (X, Y) says: the degrees, the global sizes, the bytes its all-gathers produce, and its roofline on v5p."""
+    (B_, D_, F_), (X_, Y_) = shape, mesh
+    local = c3_local(B_, D_, F_, X_, Y_)
+    gathered, operands = c3_gathered_bytes(B_, D_, F_, X_, Y_), c3_operand_bytes(B_, D_, F_, X_, Y_)
+    t_math, t_fsdp, t_tp = fsdp_tp_times(B_, D_, F_, X_, Y_, V5P.bf16_flops_per_s, W_V5P)
+    t_comms = max(t_fsdp, t_tp)
+    exact = Tolerance.exact_count()
+    return (
+        number("ch11-c3-data-ways", section=PROFILING,
+               prompt="How many ways the batch and the weights are split (FSDP degree).", reference=X_, exact=True,
+               slips=(Slip(Y_, slip_code(Y_, X_, exact), "read the group size of the weights' all-gathers."),)),
+        number("ch11-c3-model-ways", section=PROFILING, prompt="Tensor-parallel degree (exact).", reference=Y_,
+               exact=True, slips=(Slip(X_, slip_code(X_, Y_, exact)),)),
+        number("ch11-c3-batch", section=PROFILING, prompt="Global batch in tokens (exact).", reference=B_, exact=True,
+               slips=(Slip(local["x"][0], slip_code(local["x"][0], B_, exact),
+                           "the parameter shape is one device's block."),)),
+        number("ch11-c3-d-model", section=PROFILING, prompt="Global model width D (exact).", reference=D_, exact=True,
+               slips=(Slip(local["x"][1], slip_code(local["x"][1], D_, exact)),)),
+        number("ch11-c3-d-ff", section=PROFILING, prompt="Global MLP width F (exact).", reference=F_, exact=True,
+               slips=(Slip(local["w_in"][1], slip_code(local["w_in"][1], F_, exact)),)),
+        number("ch11-c3-gathered-bytes", section=PROFILING,
+               prompt="Bytes all the all-gathers produce on one device (f32).",
+               reference=gathered, unit="B", tolerance=THREE_FIGURES,
+               slips=(Slip(operands, slip_code(operands, gathered, THREE_FIGURES),
+                           "count what they produce, not what they send."),)),
+        number("ch11-c3-t-math", section=PROFILING, prompt="Forward MLP FLOP time per chip on 8 TPU v5p, bf16.",
+               reference=t_math, unit="s", tolerance=TWO_PERCENT,
+               slips=(Slip(t_math * X_ * Y_, slip_code(t_math * X_ * Y_, t_math)),)),
+        number("ch11-c3-t-comms", section=PROFILING,
+               prompt="Its communication time on v5p links (the slower of FSDP and TP).", reference=t_comms, unit="s",
+               tolerance=TWO_PERCENT,
+               slips=(Slip(t_tp, slip_code(t_tp, t_comms), "the weight gathers are the slower ones here."),)))
+
+
+def c3_valid(shape: tuple[int, int, int], mesh: tuple[int, int]) -> bool:
+    """As at the course's sizes: every operand splits evenly, the weight gathers are clearly the slower
+    communication (at least twice the TP time), and they take far longer than the matmuls (ten times)."""
+    (B_, D_, F_), (X_, Y_) = shape, mesh
+    t_math, t_fsdp, t_tp = fsdp_tp_times(B_, D_, F_, X_, Y_, V5P.bf16_flops_per_s, W_V5P)
+    even = all(n % k == 0 for n, k in ((B_, X_), (D_, X_), (D_, Y_), (F_, Y_)))
+    return even and t_fsdp >= 2 * t_tp and t_fsdp >= 10 * t_math
+
 
 # --- C4: FSDP + TP at small scale (programs) and at the capstone's scale (roofline) -------------------------------
 C4_MESH = (("X", 4), ("Y", 2))
@@ -802,30 +865,11 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
     Choice(qid="ch11-c3-strategy", points=1, section=PROFILING, prompt="The compiled program's sharding strategy.",
            reference="fsdp+tp", options=STRATEGIES,
            slips=(Slip("tp", "wrong_option", "the weights are gathered before use: that is FSDP as well."),)),
-    number("ch11-c3-data-ways", section=PROFILING,
-           prompt="How many ways the batch and the weights are split (FSDP degree).", reference=C3["X"], exact=True,
-           slips=(Slip(C3["Y"], "ratio:1/2", "read the group size of the weights' all-gathers."),)),
-    number("ch11-c3-model-ways", section=PROFILING, prompt="Tensor-parallel degree (exact).", reference=C3["Y"],
-           exact=True, slips=(Slip(C3["X"], "ratio:2"),)),
-    number("ch11-c3-batch", section=PROFILING, prompt="Global batch in tokens (exact).", reference=C3["B"], exact=True,
-           slips=(Slip(C3_LOCAL["x"][0], "ratio:1/4", "the parameter shape is one device's block."),)),
-    number("ch11-c3-d-model", section=PROFILING, prompt="Global model width D (exact).", reference=C3["D"], exact=True,
-           slips=(Slip(C3_LOCAL["x"][1], "ratio:1/2"),)),
-    number("ch11-c3-d-ff", section=PROFILING, prompt="Global MLP width F (exact).", reference=C3["F"], exact=True,
-           slips=(Slip(C3_LOCAL["w_in"][1], "ratio:1/2"),)),
-    number("ch11-c3-gathered-bytes", section=PROFILING, prompt="Bytes all the all-gathers produce on one device (f32).",
-           reference=C3_GATHERED_BYTES, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(C3_OPERAND_BYTES, "magnitude:-1", "count what they produce, not what they send."),)),
+    vary("ch11-c3", c3, valid=c3_valid, shape=values(*C3_SHAPES), mesh=values(*C3_MESHES)),
     Choice(qid="ch11-c3-reduction", points=1, section=PROFILING,
            prompt="The collective a TPU would run where this CPU program all-reduces and slices.",
            reference="reduce-scatter", options=("all-gather", "reduce-scatter", "all-reduce", "all-to-all"),
            slips=(Slip("all-reduce", "wrong_option", "each device keeps only its block of the sum."),)),
-    number("ch11-c3-t-math", section=PROFILING, prompt="Forward MLP FLOP time per chip on 8 TPU v5p, bf16.",
-           reference=C3_T_MATH, unit="s", tolerance=TWO_PERCENT, slips=(Slip(C3_T_MATH * 8, "ratio:8"),)),
-    number("ch11-c3-t-comms", section=PROFILING,
-           prompt="Its communication time on v5p links (the slower of FSDP and TP).", reference=C3_T_COMMS, unit="s",
-           tolerance=TWO_PERCENT,
-           slips=(Slip(C3_T_TP, "ratio:1/16", "the weight gathers are the slower ones here."),)),
     # C4: FSDP + TP.
     Program(qid="ch11-c4-fsdp-tp-mlp", points=3, section=TRAINING,
             prompt="In[B_X, D_Y] . W_in[D_X, F_Y] . W_out[F_Y, D_X] -> Out[B_X, D_Y] with shard_map collectives.",

@@ -48,10 +48,44 @@ NODES = (NODE, hw.DGX_B200, hw.H800_NODE)
 
 
 # --- Quiz 1: the chip ------------------------------------------------------------------------------
-V5P_ALUS = V5P.tensorcores_per_chip * hw.VPU_ALUS_PER_LANE_V5 * hw.VPU_SUBLANES * hw.VPU_LANES
-VECTOR_FLOPS = cuda_cores(H100) * hw.H100_BASE_CLOCK_HZ  # one fp32 op per CUDA core per cycle, no FMA
 VECTOR_FLOPS_BOOST = cuda_cores(H100) * hw.H100_BOOST_CLOCK_HZ
 TENSOR_OVER_VECTOR = C_H100 / VECTOR_FLOPS_BOOST
+
+
+def q11(gpu1: hw.GPU, gpu2: hw.GPU, tpu: hw.TPU) -> tuple[Number, ...]:
+    """Q1.1: the fp32 CUDA cores of two GPUs (the book's H100 and B200) and the vector ALUs of a v5 TPU chip
+    (the book's v5p): 8 x 128 cells of 4 ALUs in each TensorCore's VPU."""
+    alus = tpu.tensorcores_per_chip * hw.VPU_ALUS_PER_LANE_V5 * hw.VPU_SUBLANES * hw.VPU_LANES
+    cores = tpu.tensorcores_per_chip
+    tpu_slips = (Slip(alus / hw.VPU_ALUS_PER_LANE_V5, f"ratio:1/{hw.VPU_ALUS_PER_LANE_V5}",
+                      "each of the VPU's 8 x 128 cells has 4 independent ALUs."),)
+    if cores > 1:
+        tpu_slips = (Slip(alus / cores, f"ratio:1/{cores}", f"a {tpu.name} chip has {cores} TensorCores."), *tpu_slips)
+    return (
+        number("ch12-q11-h100-cuda-cores", section=S["quiz1"],
+               prompt=f"How many fp32 CUDA cores does one {gpu1.name} have?", reference=cuda_cores(gpu1), exact=True,
+               slips=(Slip(gpu1.sms * 32, "ratio:1/4", "an SM has 4 subpartitions of 32 cores."),)),
+        number("ch12-q11-b200-cuda-cores", section=S["quiz1"],
+               prompt=f"How many fp32 CUDA cores does one {gpu2.name} have?", reference=cuda_cores(gpu2), exact=True,
+               slips=(Slip(cuda_cores(gpu2) * 2, "ratio:2", "count cores, not FLOPs per cycle."),)),
+        number("ch12-q11-v5p-alus", section=S["quiz1"],
+               prompt=f"How many independent vector ALUs does one {tpu.name} chip have?", reference=alus, exact=True,
+               slips=tpu_slips))
+
+
+def q11_valid(gpu1: hw.GPU, gpu2: hw.GPU, tpu: hw.TPU) -> bool:
+    """Two GPUs of different core counts (an H200's SMs are an H100's)."""
+    return gpu1.sms != gpu2.sms
+
+
+def q12(clock: float) -> tuple[Number, ...]:
+    """Q1.2: an H100's fp32 vector FLOP/s at one of its clocks (the book's: the 1.59 GHz base clock), one
+    operation per CUDA core per cycle, no FMA doubling."""
+    flops = cuda_cores(H100) * clock
+    return (number("ch12-q12-vector-flops", section=S["quiz1"],
+                   prompt=f"fp32 vector FLOP/s of an H100 at {clock / 1e9:.2f} GHz (no FMA doubling).", reference=flops,
+                   unit="FLOP/s", tolerance=ONE_PERCENT,
+                   slips=(Slip(2 * flops, "ratio:2", "count one operation per core per cycle, not an FMA."),)),)
 
 
 def matmul_time(chip: hw.GPU, b: int, d: int, f: int, bytes_per_element: int = 2) -> tuple[float, float]:
@@ -172,6 +206,56 @@ Q23_BYTES = BF16 * 4096 * Q23_F
 SU_BYTES_PER_S = topo.su_bytes_per_s()  # 1.28e13
 SPINE_BYTES_PER_S = topo.spine_bytes_per_s()  # 5.12e13
 POD_NODES = hw.SU_NODES * hw.SUPERPOD_SUS
+# InfiniBand generations a SuperPod's NICs and 64-port switches may run at, Gb/s per port: NDR (the book's), HDR, XDR.
+Q31_GBPS = (400, 200, 800)
+Q32_GPUS = (2048, 1536, 1792, 1280)  # two-level pods of 8 (the book's), 6, 7 and 5 SUs of 256 GPUs
+
+
+def q31(gbps: int) -> tuple[Number, ...]:
+    """Q3.1 and E13: the bandwidth at every level of the 1024-GPU SuperPod when its NICs and switch ports run at
+    ``gbps``; full bisection gives every node its whole egress at the spine."""
+    nic = gbps * 1e9 / 8
+    egress = NODE.gpus * nic
+    su = hw.SU_LEAF_SWITCHES * (hw.IB_SWITCH_PORTS // 2) * nic
+    spine = hw.SUPERPOD_SPINE_SWITCHES * hw.IB_SWITCH_PORTS * nic
+    per_gpu = spine / POD.gpus
+    return (
+        number("ch12-q31-node-egress", section=S["quiz3"],
+               prompt=f"Scale-out bandwidth of one H100 node (8 x {gbps} Gb/s), B/s.", reference=egress, unit="B/s",
+               tolerance=THREE_FIGURES, slips=(Slip(8 * gbps * 1e9, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
+        number("ch12-q31-su-bandwidth", section=S["quiz3"],
+               prompt=f"Bandwidth from one SU's 32 nodes into its 8 leaf switches ({gbps} Gb/s ports), B/s.",
+               reference=su, unit="B/s", tolerance=THREE_FIGURES,
+               slips=(Slip(2 * su, "ratio:2", "half of each leaf's ports face the spines.", maybe=True),)),
+        number("ch12-q31-spine-bandwidth", section=S["quiz3"],
+               prompt=f"Bandwidth of the 16 spine switches together ({gbps} Gb/s ports), B/s.", reference=spine,
+               unit="B/s", tolerance=THREE_FIGURES,
+               slips=(Slip(spine / 2, "ratio:1/2", "every spine port faces a leaf.", maybe=True),)),
+        number("ch12-q31-per-node", section=S["quiz3"], prompt="Spine bandwidth per node of the 1024-GPU pod, B/s.",
+               reference=spine / POD_NODES, unit="B/s", tolerance=THREE_FIGURES,
+               slips=(Slip(per_gpu, "ratio:1/8", "per node (8 GPUs), not per GPU."),)),
+        number("ch12-e13-per-gpu-spine", section=S["appendix_b"],
+               prompt="Spine bandwidth per GPU of the 1024-GPU pod, B/s.", reference=per_gpu, unit="B/s",
+               tolerance=ONE_PERCENT,
+               slips=(Slip(per_gpu / 2, "ratio:1/2",
+                           "use the current text's spine bandwidth (Q3.1), twice the older one.", maybe=True),)))
+
+
+def q32(gpus: int) -> tuple[Number, ...]:
+    """Q3.2: spine switches of a two-level full-bisection pod of ``gpus`` GPUs: one leaf uplink per GPU's NIC,
+    64 of them per spine."""
+    spines = topo.spine_switches_needed(gpus)
+    pod_spines = hw.SUPERPOD_SPINE_SWITCHES
+    return (number("ch12-q32-spines-2048", section=S["quiz3"],
+                   prompt=f"How many spine switches does a {gpus}-GPU two-level tree with full bisection need?",
+                   reference=spines, exact=True,
+                   slips=(Slip(pod_spines, slip_code(pod_spines, spines, Tolerance.exact_count()),
+                               "that is the 1024-GPU pod's count: one spine port per GPU's uplink."),)),)
+
+
+def q32_valid(gpus: int) -> bool:
+    """Whole SUs, within what two levels of 64-port switches reach."""
+    return gpus % (hw.SU_NODES * NODE.gpus) == 0 and gpus <= topo.two_level_max_gpus()
 
 
 def q23(node: hw.GPUNode, D: int) -> tuple[Number, ...]:
@@ -256,6 +340,43 @@ Q52_TP_WAYS, Q52_PP_WAYS = 8, 8
 Q52_MODELS = ((70e9, 28_672), (90e9, 32_768), (110e9, 36_864))
 Q52_PP_THRESHOLD = C_H100 / (Q52_PP_WAYS * W_NODE)  # 8-way pipelining: each DP group spans 8 nodes' egress
 DP_NODE, DP_SCALEOUT = C_H100 / W_GPU, C_H100 / W_NODE
+# (newer node, older node): the book's B200 DGX against an H100 node, and an H100 node against an A100 node.
+Q51_PAIRS = ((DGX_B200, NODE), (NODE, hw.DGX_A100))
+
+
+def q51(new: hw.GPUNode, old: hw.GPUNode) -> tuple[Question, ...]:
+    """Q5.1: a newer node's FLOP/s over an older one's, its tensor-parallel (NVLink) and cross-node
+    data-parallel (egress) critical intensities, and whether cross-node DP got harder."""
+    c_new, c_old = new.gpu.bf16_flops_per_s, old.gpu.bf16_flops_per_s
+    ratio, tp, dp = c_new / c_old, c_new / new.nvlink_bytes_per_s_per_gpu, c_new / new.egress_bytes_per_s
+    tol = Tolerance(rtol=0.035)  # the book's 2.25, 2500 and 5625 use 2.25e15 for the B200
+    links = new.nvlink_bytes_per_s_per_gpu / old.nvlink_bytes_per_s_per_gpu
+    old_link = c_new / old.nvlink_bytes_per_s_per_gpu
+    g_new, g_old = new.gpu.name, old.gpu.name
+    return (
+        number("ch12-q51-flops-ratio", section=S["quiz5"], prompt=f"{g_new} bf16 FLOP/s over {g_old}'s.",
+               reference=ratio, tolerance=tol,
+               slips=(Slip(links, slip_code(links, ratio, tol), "compare FLOP/s, not NVLink bandwidth."),)),
+        number("ch12-q51-tp-intensity", section=S["quiz5"],
+               prompt=f"{g_new} tensor-parallel critical intensity, C / W_NVLink.", reference=tp, tolerance=tol,
+               slips=(Slip(old_link, slip_code(old_link, tp, tol), f"use the {g_new}'s own NVLink bandwidth."),)),
+        number("ch12-q51-dp-threshold", section=S["quiz5"],
+               prompt=f"{new.name} data-parallel per-GPU batch threshold across nodes, C / W_node.", reference=dp,
+               tolerance=tol,
+               slips=(Slip(tp, slip_code(tp, dp, tol),
+                           "data parallelism across nodes uses the node's scale-out egress."),)),
+        Choice(qid="ch12-q51-dp-change", points=1, section=S["quiz5"],
+               prompt=f"Compared with {g_old} nodes, is cross-node data parallelism on {g_new} nodes 'easier', 'same' "
+                      "or 'harder'?",
+               reference="harder", options=("easier", "same", "harder"),
+               slips=(Slip("easier", "wrong_option",
+                           "more FLOPs per GPU: did the node's scale-out egress grow as much?"),)))
+
+
+def q51_valid(new: hw.GPUNode, old: hw.GPUNode) -> bool:
+    """A listed pair, and the book's answer stands: the threshold C / W_node rises (DP gets harder)."""
+    return ((new, old) in Q51_PAIRS
+            and new.gpu.bf16_flops_per_s / new.egress_bytes_per_s > old.gpu.bf16_flops_per_s / old.egress_bytes_per_s)
 
 
 def q52(params: float, F: int, batch: float) -> tuple[Number, ...]:
@@ -327,12 +448,86 @@ def q53(seq_len: int, node: hw.GPUNode) -> tuple[Number, ...]:
 
 
 # --- inline examples -------------------------------------------------------------------------------------
-TC_FLOPS_PER_CYCLE = {g.name: g.bf16_flops_per_s / (g.sms * g.tensor_cores_per_sm * g.tensor_clock_hz)
-                      for g in (H100, B200)}
 E6_SHARD_BYTES = BF16 * 8192 * (28_672 // 8)
 E7_SHARP = hw.NVLINK_ALLREDUCE_MEASURED_BYTES_PER_S * (1 + hw.SHARP_MEASURED_GAIN)
-E12_GAIN = (hw.GB200_NVL72.egress_bytes_per_s / B200.bf16_flops_per_s) / (W_NODE / C_H100)
 E13_PER_GPU = SPINE_BYTES_PER_S / POD.gpus
+E1_GENERATIONS = ((H100, B200), (A100, H100))  # (a GPU, the next generation's), the book's first
+
+
+def e1(older: hw.GPU, newer: hw.GPU) -> tuple[Number, ...]:
+    """E1: bf16 FLOPs per cycle of one tensor core of two generations (the book's H100 and B200), at the clock
+    each estimate uses (``tensor_clock_hz``)."""
+    out = []
+    for slot, g in (("h100", older), ("b200", newer)):
+        per_cycle = g.bf16_flops_per_s / (g.sms * g.tensor_cores_per_sm * g.tensor_clock_hz)
+        out.append(number(f"ch12-e1-{slot}-tc-flops", section=S["gpu"],
+                          prompt=f"bf16 FLOPs per cycle of one {g.name} tensor core "
+                                 f"({g.tensor_clock_hz / 1e9:.2f} GHz).",
+                          reference=per_cycle, tolerance=Tolerance(rtol=0.05),  # the book rounds to 1024 and 2048
+                          slips=(Slip(4 * per_cycle, "ratio:4", "4 per SM."),)))
+    return tuple(out)
+
+
+def e1_valid(older: hw.GPU, newer: hw.GPU) -> bool:
+    """Two consecutive generations."""
+    return (older, newer) in E1_GENERATIONS
+
+
+def e3(node: hw.GPUNode) -> tuple[Number, ...]:
+    """E3, Q2.1, Q2.2: a GPU's NVLink bandwidth, the node's NVSwitch ports, what the node can carry (the
+    smaller of the two sides) and its bisection, both directions (the book's: an H100 node)."""
+    w, n = node.nvlink_bytes_per_s_per_gpu, node.nvswitches
+    switches, gpus = n * node.nvswitch_bytes_per_s, node.gpus * w
+    carried = min(switches, gpus)
+    spare = (Slip(switches, slip_code(switches, carried, THREE_FIGURES),
+                  "the switches have spare ports; what can the GPUs send?"),) if switches > gpus else ()
+    return (
+        number("ch12-e3-gpu-egress", section=S["node"],
+               prompt=f"NVLink bandwidth of one {node.gpu.name}, each direction (B/s).", reference=w, unit="B/s",
+               tolerance=THREE_FIGURES, slips=(Slip(2 * w, "ratio:2", "each direction, not both.", maybe=True),)),
+        number("ch12-e3-switch-capacity", section=S["node"],
+               prompt=f"Port bandwidth of an {node.name}'s {n} NVSwitches together (B/s).", reference=switches,
+               unit="B/s", tolerance=THREE_FIGURES,
+               slips=(Slip(switches / n, f"ratio:1/{n}", f"there are {n} switches."),)),
+        number("ch12-q21-node-bandwidth", section=S["quiz2"],
+               prompt=f"Total GPU-to-GPU bandwidth of an {node.name} with {n} NVSwitches (B/s).", reference=carried,
+               unit="B/s", tolerance=THREE_FIGURES,
+               slips=(*spare, Slip(w, f"ratio:1/{node.gpus}", "all the node's GPUs together."))),
+        number("ch12-q22-bisection", section=S["quiz2"],
+               prompt="Bisection bandwidth of the node, both directions (B/s).", reference=gpus, unit="B/s",
+               tolerance=THREE_FIGURES,
+               slips=(Slip(gpus / 2, "ratio:1/2", "count the flow in both directions.", maybe=True),)))
+
+
+# GB200 racks, (compute trays of 4 GPUs, NIC Gb/s): the NVL72 (the book's), the NVL36, and an NVL72 with 800 Gb/s
+# NICs (ConnectX-8, as GB300 racks have).
+E12_RACKS = ((hw.GB200_TRAYS, 400), (hw.GB200_TRAYS // 2, 400), (hw.GB200_TRAYS, 800))
+
+
+def e12(trays: int, nic_gbps: int) -> tuple[Number, ...]:
+    """E12: a GB200 rack's scale-out egress (one NIC per GPU), over an H100 node's, and the cross-node roofline
+    (egress per bf16 FLOP of a GPU) over the H100 node's."""
+    gpus = trays * hw.GB200_GPUS_PER_TRAY
+    egress = gpus * nic_gbps * 1e9 / 8
+    ratio = egress / W_NODE
+    gain = (egress / B200.bf16_flops_per_s) / (W_NODE / C_H100)
+    gain_tol = Tolerance(rtol=0.05)  # the book: "about 4x"
+    return (
+        number("ch12-e12-egress", section=S["gb200"],
+               prompt=f"Scale-out egress of a GB200 NVL{gpus} ({trays} trays of 4 GPUs, one {nic_gbps} Gb/s NIC each), "
+                      "B/s.", reference=egress, unit="B/s", tolerance=ONE_PERCENT,
+               slips=(Slip(egress * 8, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
+        number("ch12-e12-ratio", section=S["gb200"], prompt="That egress over an H100 node's.", reference=ratio,
+               tolerance=ONE_PERCENT, slips=(Slip(ratio / 2, "ratio:1/2"),)),
+        number("ch12-e12-roofline-gain", section=S["gb200"],
+               prompt="Improvement of the cross-node roofline (egress per FLOP) over H100.", reference=gain,
+               tolerance=gain_tol,
+               slips=(Slip(ratio, slip_code(ratio, gain, gain_tol), "the B200 also does more FLOPs per GPU."),)))
+
+
+def e12_valid(trays: int, nic_gbps: int) -> bool:
+    """A listed rack."""
+    return (trays, nic_gbps) in E12_RACKS
 WARP_LIMIT = 64  # warps an SM's schedulers can keep resident
 
 
@@ -700,19 +895,10 @@ DERIVED = {"ch12-q17-time-1k": 3.6e-9, "ch12-pq3-small-y": 1.300e-3, "ch12-pq3-y
 
 CHAPTER = Chapter("ch12_gpus", "GPUs", (
     # Q1.1: CUDA cores.
-    number("ch12-q11-h100-cuda-cores", section=S["quiz1"], prompt="How many fp32 CUDA cores does an H100 have?",
-           reference=cuda_cores(H100), exact=True,
-           slips=(Slip(H100.sms * 32, "ratio:1/4", "an SM has 4 subpartitions of 32 cores."),)),
-    number("ch12-q11-b200-cuda-cores", section=S["quiz1"], prompt="How many fp32 CUDA cores does a B200 have?",
-           reference=cuda_cores(B200), exact=True,
-           slips=(Slip(cuda_cores(B200) * 2, "ratio:2", "count cores, not FLOPs per cycle."),)),
-    number("ch12-q11-v5p-alus", section=S["quiz1"], prompt="How many independent vector ALUs does a TPU v5p chip have?",
-           reference=V5P_ALUS, exact=True, slips=(Slip(V5P_ALUS / 2, "ratio:1/2", "a v5p chip has two TensorCores."),)),
+    vary("ch12-q11", q11, gpu1=chips(H100, A100, B200), gpu2=chips(B200, A100, H100), tpu=chips(V5P, hw.TPU_V5E),
+         valid=q11_valid),
     # Q1.2: vector FLOP/s.
-    number("ch12-q12-vector-flops", section=S["quiz1"],
-           prompt="fp32 vector FLOP/s of an H100 at 1.59 GHz (no FMA doubling).", reference=VECTOR_FLOPS, unit="FLOP/s",
-           tolerance=ONE_PERCENT,
-           slips=(Slip(2 * VECTOR_FLOPS, "ratio:2", "count one operation per core per cycle, not an FMA."),)),
+    vary("ch12-q12", q12, clock=values(hw.H100_BASE_CLOCK_HZ, H100.tensor_clock_hz)),
     number("ch12-q12-vector-flops-boost", section=S["quiz1"], prompt="The same at the 1.98 GHz boost clock.",
            reference=VECTOR_FLOPS_BOOST, unit="FLOP/s", tolerance=ONE_PERCENT,
            slips=(Slip(2 * VECTOR_FLOPS_BOOST, "ratio:2"),)),
@@ -745,14 +931,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            slips=(Slip(2 * VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, "ratio:2"),)),
     vary("ch12-q17", q17, gpu=chips(H100, A100, H200, B200)),
     # Quiz 2: nodes.
-    number("ch12-q21-node-bandwidth", section=S["quiz2"],
-           prompt="Total GPU-to-GPU bandwidth of an 8 x H100 node with 4 NVSwitches (B/s).",
-           reference=min(NODE_SWITCH_BYTES_PER_S, NODE_GPU_BYTES_PER_S), unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(NODE_SWITCH_BYTES_PER_S, "not_equal",
-                       "the switches have spare ports; what can the GPUs send?"),)),
-    number("ch12-q22-bisection", section=S["quiz2"], prompt="Bisection bandwidth of the node, both directions (B/s).",
-           reference=NODE_GPU_BYTES_PER_S, unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(NODE_GPU_BYTES_PER_S / 2, "ratio:1/2", "count the flow in both directions.", maybe=True),)),
+    vary("ch12-e3", e3, node=chips(NODE, DGX_B200)),
     Formula(qid="ch12-q23-allgather-formula", points=1, section=S["quiz2"],
             prompt="Throughput-bound AllGather of B bytes over N GPUs of W bytes/s each way.",
             reference=B * (N - 1) / (N * W), symbols="B N W", counts="N",
@@ -760,23 +939,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
                    Slip(2 * B * (N - 1) / (N * W), "ratio:2", "that is an AllReduce."))),
     vary("ch12-q23", q23, node=chips(*NODES), D=values(4096, 5120)),
     # Quiz 3: the SuperPod.
-    number("ch12-q31-node-egress", section=S["quiz3"],
-           prompt="Scale-out bandwidth of one H100 node (8 x 400 Gb/s), B/s.", reference=W_NODE, unit="B/s",
-           tolerance=THREE_FIGURES, slips=(Slip(8 * 400e9, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
-    number("ch12-q31-su-bandwidth", section=S["quiz3"],
-           prompt="Bandwidth from one SU's 32 nodes into its 8 leaf switches, B/s.", reference=SU_BYTES_PER_S,
-           unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(2 * SU_BYTES_PER_S, "ratio:2", "half of each leaf's ports face the spines.", maybe=True),)),
-    number("ch12-q31-spine-bandwidth", section=S["quiz3"], prompt="Bandwidth of the 16 spine switches together, B/s.",
-           reference=SPINE_BYTES_PER_S, unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(SPINE_BYTES_PER_S / 2, "ratio:1/2", "every spine port faces a leaf.", maybe=True),)),
-    number("ch12-q31-per-node", section=S["quiz3"], prompt="Spine bandwidth per node of the 1024-GPU pod, B/s.",
-           reference=SPINE_BYTES_PER_S / POD_NODES, unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(E13_PER_GPU, "ratio:1/8", "per node (8 GPUs), not per GPU."),)),
-    number("ch12-q32-spines-2048", section=S["quiz3"],
-           prompt="How many spine switches does a 2048-GPU two-level tree with full bisection need?",
-           reference=topo.spine_switches_needed(2048), exact=True,
-           slips=(Slip(hw.SUPERPOD_SPINE_SWITCHES, "ratio:1/2", "twice the GPUs need twice the uplinks."),)),
+    vary("ch12-q31", q31, gbps=values(*Q31_GBPS)),
+    vary("ch12-q32", q32, gpus=values(*Q32_GPUS), valid=q32_valid),
     number("ch12-q32-two-level-max", section=S["quiz3"],
            prompt="How many GPUs, at most, can a two-level tree of 64-port switches reach at full "
                   "bisection?", reference=topo.two_level_max_gpus(), exact=True,
@@ -829,22 +993,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
                         "use the current text's spine bandwidth (Q3.1), twice the older one, over 4 SUs."),)),
     vary("ch12-q45", q45, nodes=values(2, 3, 4), valid=q45_valid),
     # Quiz 5: rooflines.
-    number("ch12-q51-flops-ratio", section=S["quiz5"], prompt="B200 bf16 FLOP/s over H100's.",
-           reference=B200.bf16_flops_per_s / C_H100,
-           tolerance=Tolerance(rtol=0.035),  # the book's 2.25 uses 2.25e15
-           slips=(Slip(2.0, "close", "compare FLOP/s, not NVLink bandwidth."),)),
-    number("ch12-q51-tp-intensity", section=S["quiz5"], prompt="B200 tensor-parallel critical intensity, C / W_NVLink.",
-           reference=B200.bf16_flops_per_s / DGX_B200.nvlink_bytes_per_s_per_gpu, tolerance=Tolerance(rtol=0.035),
-           slips=(Slip(B200.bf16_flops_per_s / W_GPU, "ratio:2", "NVLink 5 doubles the per-GPU bandwidth."),)),
-    number("ch12-q51-dp-threshold", section=S["quiz5"],
-           prompt="B200 DGX data-parallel per-GPU batch threshold, C / W_node.",
-           reference=B200.bf16_flops_per_s / DGX_B200.egress_bytes_per_s, tolerance=Tolerance(rtol=0.035),
-           slips=(Slip(B200.bf16_flops_per_s / DGX_B200.nvlink_bytes_per_s_per_gpu, "not_equal",
-                       "data parallelism across nodes uses the node's scale-out egress."),)),
-    Choice(qid="ch12-q51-dp-change", points=1, section=S["quiz5"],
-           prompt="Compared with H100, is cross-node data parallelism on B200 DGX 'easier', 'same' or 'harder'?",
-           reference="harder", options=("easier", "same", "harder"),
-           slips=(Slip("easier", "wrong_option", "more FLOPs per GPU, same scale-out bandwidth."),)),
+    vary("ch12-q51", q51, new=chips(DGX_B200, NODE), old=chips(NODE, hw.DGX_A100), valid=q51_valid),
     vary("ch12-q52", q52, params=values(*(p for p, _ in Q52_MODELS)), F=values(*(f for _, f in Q52_MODELS)),
          batch=values(4e6, 2e6, 6e6), valid=q52_valid),
     number("ch12-q52-pp-threshold", section=S["quiz5"],
@@ -857,21 +1006,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
                   Slip("tp8-zero3", "wrong_option", "compare the batch per GPU with the DP threshold."))),
     vary("ch12-q53", q53, seq_len=values(SEQ, 2048, 8192), node=chips(NODE, DGX_B200)),
     # E1-E13.
-    number("ch12-e1-h100-tc-flops", section=S["gpu"], prompt="bf16 FLOPs per cycle of one H100 tensor core (1.76 GHz).",
-           reference=TC_FLOPS_PER_CYCLE["H100"],
-           tolerance=Tolerance(rtol=0.05),  # the book rounds to 1024
-           slips=(Slip(4 * TC_FLOPS_PER_CYCLE["H100"], "ratio:4", "4 per SM."),)),
-    number("ch12-e1-b200-tc-flops", section=S["gpu"], prompt="bf16 FLOPs per cycle of one B200 tensor core (1.86 GHz).",
-           reference=TC_FLOPS_PER_CYCLE["B200"], tolerance=Tolerance(rtol=0.05),
-           slips=(Slip(4 * TC_FLOPS_PER_CYCLE["B200"], "ratio:4", "4 per SM."),)),
+    vary("ch12-e1", e1, older=chips(H100, A100), newer=chips(B200, H100), valid=e1_valid),
     vary("ch12-e2", e2, registers=values(256, 128, 64), valid=e2_valid),
-    number("ch12-e3-gpu-egress", section=S["node"], prompt="NVLink bandwidth of one H100, each direction (B/s).",
-           reference=hw.H100_NVLINK_LINKS * hw.NVLINK4_LINK_BYTES_PER_S, unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(2 * W_GPU, "ratio:2", "each direction, not both.", maybe=True),)),
-    number("ch12-e3-switch-capacity", section=S["node"],
-           prompt="Port bandwidth of a node's 4 NVSwitches together (B/s).", reference=NODE_SWITCH_BYTES_PER_S,
-           unit="B/s", tolerance=THREE_FIGURES,
-           slips=(Slip(NODE_SWITCH_BYTES_PER_S / 4, "ratio:1/4", "there are 4 switches."),)),
     vary("ch12-e4", e4, node=chips(NODE, DGX_B200), nodes_per_su=values(*(n for n, _ in E4_PODS)),
          sus=values(*(s for _, s in E4_PODS)), valid=e4_valid),
     Choice(qid="ch12-e4-bottleneck", points=1, section=S["cross"],
@@ -895,22 +1031,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     vary("ch12-e10", e10, sequences=values(*(s for s, _ in E10_RUNS)), gpus=values(*(g for _, g in E10_RUNS)),
          ep=values(64, 32, 128), valid=e10_valid),
     vary("ch12-e11", e11, gpus=values(16384, 12288, 24576)),
-    number("ch12-e12-egress", section=S["gb200"], prompt="Scale-out egress of a GB200 NVL72 node, B/s.",
-           reference=hw.GB200_NVL72.egress_bytes_per_s, unit="B/s", tolerance=ONE_PERCENT,
-           slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s * 8, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
-    number("ch12-e12-ratio", section=S["gb200"], prompt="That egress over an H100 node's.",
-           reference=hw.GB200_NVL72.egress_bytes_per_s / W_NODE, tolerance=ONE_PERCENT,
-           slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s / W_NODE / 2, "ratio:1/2"),)),
-    number("ch12-e12-roofline-gain", section=S["gb200"],
-           prompt="Improvement of the cross-node roofline (egress per FLOP) over H100.", reference=E12_GAIN,
-           tolerance=Tolerance(rtol=0.05),  # the book: "about 4x"
-           slips=(Slip(hw.GB200_NVL72.egress_bytes_per_s / W_NODE, "not_equal",
-                       "the B200 also does more FLOPs per GPU."),)),
-    number("ch12-e13-per-gpu-spine", section=S["appendix_b"],
-           prompt="Spine bandwidth per GPU of the 1024-GPU pod, B/s.", reference=E13_PER_GPU, unit="B/s",
-           tolerance=ONE_PERCENT,
-           slips=(Slip(E13_PER_GPU / 2, "ratio:1/2",
-                       "use the current text's spine bandwidth (Q3.1), twice the older one.", maybe=True),)),
+    vary("ch12-e12", e12, trays=values(hw.GB200_TRAYS, hw.GB200_TRAYS // 2), nic_gbps=values(400, 800),
+         valid=e12_valid),
     # CX1: collective costs on three networks.
     Function(qid="ch12-cx1-allgather", points=3, section=S["cross"],
              prompt="t_allgather(nbytes, levels): AllGather time on a tree given [children, bytes/s] per level.",

@@ -167,6 +167,23 @@ def test_a_model_given_for_a_number_is_named():
     assert f"got the model {cfg.name} itself" in v.message and "of type" not in v.message, v.message
 
 
+FUNCTIONS = [q for c in chapter_names() for q in load_chapter(c).questions if q.kind == "function"]
+
+
+@pytest.mark.parametrize("q", [FUNCTIONS[0], FUNCTIONS[-1], PROGRAMS[0]], ids=lambda q: q.qid)
+def test_a_course_object_where_a_function_is_asked_is_named(q):
+    """A setting, a chip or a model passed where a function or a program is asked is named for what it is."""
+    import course
+    from course.models import CONFIGS
+
+    cfg = next(iter(CONFIGS.values()))
+    for answer, words in ((course.setting("ch03-e2"), "the setting ch03-e2"), (hw.TPU_V5P, "the chip TPU v5p"),
+                          (cfg, f"the model {cfg.name}")):
+        v = _both(q, answer)
+        assert v.diagnosis == "not_a_function" and f"Expected a function, got {words}" in v.message, v.message
+        assert not any(w in v.message for w in INTERNAL), v.message
+
+
 # --- a result claimed the same along an axis where it is not ------------------------------------------------
 
 def test_a_replication_claim_is_said_of_the_spec_without_turning_the_check_off():

@@ -48,6 +48,29 @@ def test_deal_is_stable_spread_over_the_choices_and_per_course():
     assert other_course != deals and other_setting != deals
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_student_is_dealt_the_book_s_values_where_others_are_allowed(chapter):
+    """The book prints its answers: a student dealt the book's values could copy them. The deal draws from the
+    other choices where there are two or more (the book's stays the values of a notebook with no student:
+    self-study), in the grader and in the student's kernel alike. With one other choice both are dealt (else the
+    whole class would share it); an instructor who keeps only the book's values gets them."""
+    data = released(chapter)
+    block = data["variants"]["settings"]
+    for i in range(60):
+        student = f"student{i:03d}"
+        for name, labels in variants.dealt(data, student).items():
+            s = block[name]
+            assert len(s["combos"]) <= 2 or labels != variants.ordered(s, s["book"]), (student, name)
+            assert variants.ordered(s, s["combos"][variants.pick(data, name, student)]) == labels
+    only_book = {**data, "variants": {**data["variants"], "settings": {
+        n: {**s, "combos": [s["book"]]} for n, s in block.items()}}}
+    assert variants.dealt(only_book, "student000") == {n: variants.ordered(s, s["book"]) for n, s in block.items()}
+    two = [n for n, s in block.items() if len(s["combos"]) == 2]
+    for n in two:
+        dealt = {json.dumps(variants.dealt(data, f"student{i:03d}")[n]) for i in range(60)}
+        assert len(dealt) == 2, (n, dealt)
+
+
 @pytest.mark.parametrize("chapter,name", SETTINGS)
 def test_every_choice_is_a_question_its_reference_passes_and_a_classmates_fails(chapter, name):
     s = _setting(chapter, name)
@@ -157,8 +180,7 @@ def test_in_a_grading_kernel_the_grader_names_the_student(monkeypatch):
     variant.configure(student="grace")
     assert variant.student() == "ada"
     data = released("ch01_rooflines")
-    assert variant.choice(data, "ch01-e3") == variants.deal("scaling-course", "ch01_rooflines", "ada", "ch01-e3",
-                                                             len(data["variants"]["settings"]["ch01-e3"]["combos"]))
+    assert variant.choice(data, "ch01-e3") == variants.pick(data, "ch01-e3", "ada")
 
 
 def test_student_from_setup_then_environment_then_jupyterhub(monkeypatch):
@@ -212,6 +234,29 @@ def test_practice_deals_fresh_values_each_time(monkeypatch):
         seen.append((e5.bm, e5.bn))
         assert answers.verdict("ch01-e5-tile-intensity", e5.bm * e5.bn / (e5.bm + e5.bn)).ok
     assert all(a != b for a, b in zip(seen, seen[1:], strict=False)), "each call deals other values"
+
+
+def test_an_answer_computed_before_the_values_were_dealt_again_is_called_stale(monkeypatch):
+    """Practice mode deals new values each time the setting cell runs: an answer still computed from the values
+    before is right for those, and the check says to run its cells again, not that it is off by a factor."""
+    from course import answers
+
+    monkeypatch.delenv(record.GRADER_ENV, raising=False)
+    monkeypatch.setattr(variant, "_state", {"student": None, "mode": "student"})
+    monkeypatch.setattr(variant, "_practice", {})
+    monkeypatch.setattr(variant, "_shown", {})
+    variant.configure(variant="practice")
+    qid = "ch01-e5-tile-intensity"
+    old = variant.setting("ch01-e5")
+    stale = old.bm * old.bn / (old.bm + old.bn)
+    new = variant.setting("ch01-e5")
+    fresh = new.bm * new.bn / (new.bm + new.bn)
+    assert stale != fresh
+    said = answers.verdict(qid, stale)
+    assert said.diagnosis == "stale_values" and not said.ok, said
+    assert 'course.setting("ch01-e5")' in said.message and "again" in said.message
+    assert answers.verdict(qid, fresh).ok
+    assert answers.verdict(qid, -fresh).diagnosis != "stale_values"  # right at no values
 
 
 def _course(tmp_path: Path, config: str) -> Path:
@@ -363,3 +408,17 @@ def test_no_student_is_dealt_a_ring_of_two(chapter):
         sizes = dict(q.spec.mesh)
         rings = [(c.axes, [sizes[a] for a in c.axes]) for c in report.collectives if c.kind == "collective-permute"]
         assert rings and all(n >= 3 for _, ns in rings for n in ns), (s.name, labels, q.qid, rings)
+
+
+def test_every_number_question_varies_or_is_named():
+    """A number question no choice of a setting changes is the book's printed answer for the whole class: each
+    is named in ``tests/unvaried_numbers.py`` with why, and every name there is a question that does not vary."""
+    from tests.unvaried_numbers import UNVARIED
+
+    fixed = set()
+    for chapter in CHAPTERS:
+        ch = load_chapter(chapter)
+        varied = _varied(ch)
+        fixed |= {q.qid for q in ch.questions if q.kind == "number" and q.qid not in varied}
+    assert fixed == set(UNVARIED), {"unnamed": sorted(fixed - set(UNVARIED)), "varies": sorted(set(UNVARIED) - fixed)}
+    assert all(len(why) > 20 for why in UNVARIED.values()), [q for q, why in UNVARIED.items() if len(why) <= 20]

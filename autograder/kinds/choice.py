@@ -27,9 +27,10 @@ from .. import record
 from ..formula import Invalid, answer_to_text
 from ..numbers import ParsedNumber, parse_number
 from ..questions import Choice, option_key
+from ..record import course_object
 from ..verdict import Verdict
 from . import targets as tg
-from .common import correct, course_object, invalid, wrong
+from .common import correct, invalid, wrong
 
 
 def _as_number(text: str) -> float | None:

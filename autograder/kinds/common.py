@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import record
 from ..formula import Invalid
 from ..messages import in_words, phrase, phrase_invalid, with_hints
 from ..verdict import Status, Verdict
@@ -44,32 +43,6 @@ def edge(**ctx: Any) -> Verdict:
 
 def and_list(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-# The objects a student holds in every setting cell (a setting's values, a chip, a node, a model), by the module of
-# their class: named in words where a number, an option or a function is asked, never by their class.
-COURSE_OBJECTS = {"course.variant": "setting", "course.hardware": "chip", "course.models": "model"}
-
-
-def course_object(x: Any) -> str | None:
-    """A course object in words, "the setting ch03-e2", "the chip TPU v5p", "the model LLaMA-3 8B" (a node of GPUs
-    is "the node ..."); None for anything else. Never raises: a hostile object is no course object."""
-    try:
-        what = COURSE_OBJECTS.get(record.type_module(x))
-        if what is None or isinstance(x, type):
-            return None
-        name = getattr(x, "_name" if what == "setting" else "name", None)
-        if what == "chip" and hasattr(x, "gpus"):
-            what = "node"
-        return f"the {what} {name}" if isinstance(name, str) and name else f"a {what} of the course"
-    except Exception:
-        return None
-
-
-def describe(x: Any) -> str:
-    """What a value of the wrong kind is, in words: a course object by what it is (``course_object``), anything
-    else as ``record.describe`` says it."""
-    return course_object(x) or record.describe(x)
 
 
 # How a record says that the answer is not a function where a function or a program is asked: nothing was called

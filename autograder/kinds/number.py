@@ -33,9 +33,10 @@ from ..numbers import (
     unit_examples,
 )
 from ..questions import Accept, Number, Slip
+from ..record import course_object
 from ..verdict import Status, Verdict
 from . import targets as tg
-from .common import correct, course_object, edge, invalid, partial, wrong
+from .common import correct, edge, invalid, partial, wrong
 
 CLOSE = 0.25  # a number within 25% but outside tolerance is "close"
 # Of those, the ones within 5% are what a rounding could explain, and are called so; the others are a slip.

@@ -39,8 +39,9 @@ from typing import Any
 from ..meshes import mesh
 from ..messages import phrase, with_hints
 from ..questions import Program, ProgramSpec
+from ..record import describe
 from ..verdict import Status, Verdict
-from .common import NOT_A_FUNCTION, describe, not_a_function
+from .common import NOT_A_FUNCTION, not_a_function
 
 SELFCHECK_SEED = 0  # public: the self-check runs offline, on inputs anyone can compute
 

@@ -108,6 +108,9 @@ INVALID = {
                           ("2 pi", "")],
     "count_word": [("240 tokens", "")],
     "scale_suffix": [("13B", ""), ("70M", ""), ("13 billion", "")],
+    # an amount of money is a plain number: the sign or the currency's name is left out
+    "currency": [("$1.2M", ""), ("1.2M dollars", ""), ("$3,000", ""), ("USD 5", ""), ("€20", ""), ("20 EUR", ""),
+                 ("1.5e6 $", "")],
     "separator": [("1,000", "s"), ("1_000", "s"), ("1,024", ""), ("1 024", ""), ("1'024", ""), ("1,5 ms", "s"),
                   ("1, 2", "")],
     "not_a_number": [("abc", "s"), ("ms", "s"), ("", "s"), ("()", ""),
@@ -137,6 +140,13 @@ def test_invalid(code, answer, unit):
     assert isinstance(got, Invalid) and got.code == code, got
     v = verdict(1.0, unit, answer)
     assert (v.status, v.score, v.diagnosis) == (Status.INVALID, 0.0, code)
+
+
+def test_a_currency_is_named_with_the_fix_and_no_answer():
+    for answer, named in (("$1.2M", "$"), ("1.2M dollars", "dollars"), ("USD 5", "USD")):
+        got = parse_number(answer, "")
+        sentence = phrase_invalid(got)
+        assert f"'{named}'" in sentence and "plain number" in sentence and "1.2" not in sentence, sentence
 
 
 def test_a_separator_is_shown_where_it_is():
