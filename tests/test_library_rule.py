@@ -1150,7 +1150,7 @@ def test_nothing_in_course_answers_a_question(library: Library, finder: Finder) 
 _POWERS_OF_TWO = "a power of two the course states as a size or a count; {} is a power of two for other reasons"
 COINCIDENCES: dict[str, tuple[str, frozenset[str]]] = {
     "course.hardware.MIB": ("a unit of bytes: a question whose array is 1 MiB says so in its shapes", frozenset(
-        {"ch03-pq0-bytes", "ch03-pq1-total-bytes", "ch07-e13-activation-bytes"})),
+        {"ch03-pq0-bytes", "ch03-pq1-total-bytes", "ch07-e13-activation-bytes", "ch07-q1-kv-bytes"})),
     "course.hardware.NIC_BYTES_PER_S": ("the spine gives each GPU its NIC's 400 Gb/s (a full fat tree): that the "
                                         "two are equal is what E13 derives", frozenset({"ch12-e13-per-gpu-spine"})),
     "course.hardware.NVLINK5_LINK_BYTES_PER_S": ("an NVLink 5 link also runs at 50 GB/s; E13 is about the "
@@ -1161,12 +1161,17 @@ COINCIDENCES: dict[str, tuple[str, frozenset[str]]] = {
     "course.hardware.PRICE_USD_PER_CHIP_HOUR['H100']": ("dollars an hour; these answers are intensities and a "
                                                         "parallelism degree", frozenset(
         {"ch02-e2-vmem-intensity", "ch02-q4-crossover-vmem", "ch07-q4-tp-two-axes"})),
+    "course.hardware.NVLINK5_SWITCH_PORTS": ("an NVLink 5 switch's port count; these answers are a crossover batch "
+                                             "and a count of chips", frozenset(
+        {"ch07-q7-crossover-f4d", "ch08-iq1-chips"})),
+    "course.inference.PREFILL_MFU": ("a utilisation; E10's answer is the share of a prompt's tokens a cache misses",
+                                     frozenset({"ch07-e10-prefix-fraction"})),
     "course.hardware.SHARP_THEORETICAL_GAIN": ("an AllReduce speed-up; these answers are memory fractions",
                                                frozenset({"ch08-iq8-bf16", "ch08-iq8-int8"})),
     "course.hardware.VPU_LANES": (_POWERS_OF_TWO.format("the answer"), frozenset(
-        {"ch02-q2-v5e-hosts", "ch03-e2-ways", "ch07-e9-tp-limit", "ch09-e3-padded-elements"})),
+        {"ch02-q2-v5e-hosts", "ch03-e2-ways", "ch07-e9-tp-limit", "ch09-e3-padded-elements", "ch11-c3-batch"})),
     "course.inference.V5E_SLICES['8x16']": (_POWERS_OF_TWO.format("the answer"), frozenset(
-        {"ch02-q2-v5e-hosts", "ch03-e2-ways", "ch07-e9-tp-limit", "ch09-e3-padded-elements"})),
+        {"ch02-q2-v5e-hosts", "ch03-e2-ways", "ch07-e9-tp-limit", "ch09-e3-padded-elements", "ch11-c3-batch"})),
     "course.inference.V5E_SLICES['16x16']": (_POWERS_OF_TWO.format("the answer"), frozenset(
         {"ch01-e5-tile-intensity", "ch01-e6-local-batch", "ch02-q2-v5e-cores", "ch02-q4-crossover-hbm",
          "ch04-q4-prefill-threshold", "ch06-a7-max-ways", "ch09-e3-padded-elements", "ch10-e1-local-cols",
@@ -1179,7 +1184,7 @@ COINCIDENCES: dict[str, tuple[str, frozenset[str]]] = {
                                               "every whole chip count an accepted total leads to (508 to 519 at "
                                               "3M tokens on the v4p), 512 among them", frozenset(
         {"ch01-e6-local-batch", "ch06-a7-max-ways", "ch10-e1-local-cols", "ch11-c1-train-x", "ch11-c3-d-model",
-         "ch11-c4-tokens-per-chip", "ch12-e10-model-parallel", "ch06-a5-min-chips"})),
+         "ch11-c4-tokens-per-chip", "ch12-e10-model-parallel", "ch06-a5-min-chips", "ch12-e1-h100-tc-flops"})),
 }
 # A constant's unit, from its name (the course names units: ``*_BYTES_PER_S``, ``*_S``, ``*_HZ``); a constant
 # is compared with the questions asked in its dimension. None: no question is asked in it (Hz).
