@@ -89,15 +89,16 @@ class GPU(Chip):
     register_bytes_per_sm: float | None = None
     l2_bytes: float | None = None
     tensor_clock_hz: float | None = None  # the clock Part 12 uses for tensor-core FLOPs per cycle
+    fp32_lanes_per_sm: int = 4 * 32  # fp32 CUDA cores per SM: 32 per subpartition since Hopper (16 on the A100)
 
     SOURCES: ClassVar[dict[str, str]] = {
         "sms": GPU_TABLE, "fp4_flops_per_s": GPU_TABLE, "nvlink_bytes_per_s": GPU_NET,
         "smem_bytes_per_sm": GPU_BOOK + "#memory", "register_bytes_per_sm": GPU_BOOK + "#memory",
         "l2_bytes": GPU_BOOK + "#memory", "tensor_clock_hz": GPU_BOOK + "#what-is-a-gpu",
+        "fp32_lanes_per_sm": GPU_BOOK + "#what-is-a-gpu",
     }
 
     tensor_cores_per_sm: ClassVar[int] = 4  # one per SM subpartition
-    fp32_lanes_per_sm: ClassVar[int] = 4 * 32  # 32 CUDA cores per subpartition
 
     @property
     def fp8_flops_per_s(self) -> float | None:
@@ -116,6 +117,9 @@ SOURCE_OVERRIDES = {
     # the A100's 1410 MHz boost clock (NVIDIA A100 Tensor Core GPU Architecture whitepaper, its spec table)
     ("A100", "tensor_clock_hz"): "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/"
                                  "nvidia-ampere-architecture-whitepaper.pdf",
+    # 64 fp32 CUDA cores per SM, 6912 in all (the same whitepaper's comparison table): the book gives Hopper's 128
+    ("A100", "fp32_lanes_per_sm"): "https://images.nvidia.com/aem-dam/en-zz/Solutions/data-center/"
+                                   "nvidia-ampere-architecture-whitepaper.pdf",
 }
 
 
@@ -169,7 +173,8 @@ TPU_V5P_VPU_FLOPS_PER_S = 7e12
 
 # --- GPUs (Part 12's table) ------------------------------------------------------------------------
 A100 = GPU("A100", 80e9, 2.0e12, 3.1e14, 6.2e14, GPU_TABLE, 108, nvlink_bytes_per_s=3e11,
-           smem_bytes_per_sm=192e3, register_bytes_per_sm=256 * KIB, l2_bytes=40e6, tensor_clock_hz=1.41e9)
+           smem_bytes_per_sm=192e3, register_bytes_per_sm=256 * KIB, l2_bytes=40e6, tensor_clock_hz=1.41e9,
+           fp32_lanes_per_sm=64)
 H100 = GPU("H100", 80e9, 3.4e12, 9.9e14, 2.0e15, GPU_TABLE, 132, nvlink_bytes_per_s=4.5e11,
            smem_bytes_per_sm=256e3, register_bytes_per_sm=256 * KIB, l2_bytes=50e6, tensor_clock_hz=1.76e9)
 # H200: the H100's SM and NVLink with more, faster HBM.

@@ -243,7 +243,7 @@ def e2(dtype: str) -> tuple[Formula | Number, ...]:
     moved = 2 * b * N + b
     limit = float(sp.limit((2 * N - 1) / moved, N, sp.oo))
     other = 1 if b == 2 else 2  # a width miscounted: bf16's one byte too few, or any other dtype's as bf16's
-    width = f"a {dtype} element is {b} byte{'s' if b > 1 else ''}."
+    width = f"one {dtype} element is {b} byte{'s' if b > 1 else ''}."
     inverse = 1 / limit  # bytes per FLOP
     byte_slips = (Slip(2 * other * N + other, f"ratio:{sp.Rational(other, b)}", width),)
     limit_slips = [Slip(1 / other, slip_code(1 / other, limit, ONE_PERCENT), width, maybe=True)]

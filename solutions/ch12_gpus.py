@@ -64,7 +64,7 @@ def q11(gpu1: hw.GPU, gpu2: hw.GPU, tpu: hw.TPU) -> tuple[Number, ...]:
     return (
         number("ch12-q11-h100-cuda-cores", section=S["quiz1"],
                prompt=f"How many fp32 CUDA cores does one {gpu1.name} have?", reference=cuda_cores(gpu1), exact=True,
-               slips=(Slip(gpu1.sms * 32, "ratio:1/4", "an SM has 4 subpartitions of 32 cores."),)),
+               slips=(Slip(cuda_cores(gpu1) / 4, "ratio:1/4", "an SM has 4 subpartitions, each with its own cores."),)),
         number("ch12-q11-b200-cuda-cores", section=S["quiz1"],
                prompt=f"How many fp32 CUDA cores does one {gpu2.name} have?", reference=cuda_cores(gpu2), exact=True,
                slips=(Slip(cuda_cores(gpu2) * 2, "ratio:2", "count cores, not FLOPs per cycle."),)),
@@ -518,10 +518,11 @@ def e12(trays: int, nic_gbps: int) -> tuple[Number, ...]:
                prompt=f"Scale-out egress of a GB200 NVL{gpus} ({trays} trays of 4 GPUs, one {nic_gbps} Gb/s NIC each), "
                       "B/s.", reference=egress, unit="B/s", tolerance=ONE_PERCENT,
                slips=(Slip(egress * 8, "ratio:8", "Gb/s counts bits, 8 to a byte."),)),
-        number("ch12-e12-ratio", section=S["gb200"], prompt="That egress over an H100 node's.", reference=ratio,
+        number("ch12-e12-ratio", section=S["gb200"], prompt="That egress over the book's H100 node's (8 x 400 Gb/s).",
+               reference=ratio,
                tolerance=ONE_PERCENT, slips=(Slip(ratio / 2, "ratio:1/2"),)),
         number("ch12-e12-roofline-gain", section=S["gb200"],
-               prompt="Improvement of the cross-node roofline (egress per FLOP) over H100.", reference=gain,
+               prompt="Improvement of the cross-node roofline (egress per FLOP) over that H100 node.", reference=gain,
                tolerance=gain_tol,
                slips=(Slip(ratio, slip_code(ratio, gain, gain_tol), "the B200 also does more FLOPs per GPU."),)))
 

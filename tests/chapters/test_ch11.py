@@ -134,6 +134,19 @@ def test_c3_program_is_what_the_references_say(c3_case):
     assert sorted(params) == sorted(ch11.c3_local(**c).values())
 
 
+@pytest.mark.parametrize("i", range(len(C3_COMBOS)))
+def test_c3_adding_the_two_communication_times_is_refused_at_every_choice(i):
+    """The prose says the FSDP and TP collectives overlap (the slower is the time): their sum must be wrong for every
+    student, not only at the course's sizes (a mesh where TP takes 1/64 of FSDP put the sum inside 2%)."""
+    s = next(s for s in load_chapter("ch11_capstone").settings if s.name == "ch11-c3")
+    combo = s.combos()[i]
+    q = next(q for q in s.questions(s.labels(combo)) if q.qid == "ch11-c3-t-comms")
+    (B_, D_, F_), (X_, Y_) = combo["shape"], combo["mesh"]
+    _, t_fsdp, t_tp = ch11.fsdp_tp_times(B_, D_, F_, X_, Y_, ch11.V5P.bf16_flops_per_s, ch11.W_V5P)
+    assert all(not v.ok for v in both_judges(q, t_fsdp + t_tp)), combo
+    assert all(v.ok for v in both_judges(q, max(t_fsdp, t_tp))), combo
+
+
 def test_fsdp_tp_times_are_part_5s_formulas():
     t_math, t_fsdp, t_tp = ch11.fsdp_tp_times(2**20, 8192, 32768, 256, 16, 4.59e14, 1.8e11, MX=2, MY=1)
     assert t_math == pytest.approx(4 * 2**20 * 8192 * 32768 / (4096 * 4.59e14))
