@@ -18,17 +18,15 @@ from pathlib import Path
 
 from autograder import fingerprint, kinds
 from autograder.checks import judge
-from autograder.course_config import variant_plan
 from autograder.questions import Chapter, chapter_names, load_chapter
-from autograder.variants import dealt, settings_block
+from autograder.variant_report import student_answers
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _records(book: Chapter, chapter: str, student: str) -> Chapter:
-    plan = variant_plan(ROOT, chapter)
-    released = {"chapter": chapter, "variants": {**plan.to_json(), **settings_block(book.settings, plan.allowed)}}
-    return book.variant(dealt(released, student))
+    """The student's own records, dealt as ``scaling-course variant`` deals them."""
+    return book.variant(student_answers(ROOT, chapter, student)["setting"])
 
 
 def _earned(mine: Chapter, answers: dict[str, float]) -> tuple[float, float]:
