@@ -7,6 +7,10 @@ interval timers, one on CPU time and one on wall time. Their handler raises ``To
 ``BaseException``: an ``except Exception`` deep in the judging code (one that guards against hostile
 objects, say) cannot swallow it and run on, as it could a ``TimeoutError`` from ``signal.alarm``.
 
+Python cannot raise out of a ``__del__``, a weakref callback or a garbage collector's callback: a bound that
+runs out in one of those is reported as "unraisable" and dropped. The block's own hook on unraisable
+exceptions sees it dropped and sets the bound to run out again at once, so that it stops the block all the same.
+
 Signals reach only the main thread of a POSIX process; elsewhere (a self-check run from a thread, or on
 Windows) the block runs without a bound.
 """
@@ -14,6 +18,7 @@ Windows) the block runs without a bound.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -65,6 +70,17 @@ def bounded(cpu: float | None = None, wall: float | None = None) -> Iterator[boo
             armed[0] = False  # once: a second timer, or one that fires during cleanup, does nothing
             raise TooExpensive
 
+    hook = sys.unraisablehook
+
+    def dropped(unraisable: sys.UnraisableHookArgs) -> None:
+        if hook_live[0] and issubclass(unraisable.exc_type, TooExpensive):
+            armed[0] = True  # where Python could not raise it: again, as soon as it can
+            signal.setitimer(signal.ITIMER_REAL, 1e-3)
+        else:
+            hook(unraisable)
+
+    hook_live = [True]
+    sys.unraisablehook = dropped
     started = {signal.ITIMER_PROF: time.process_time(), signal.ITIMER_REAL: time.monotonic()}
     before = {sig: signal.signal(sig, expired) for _, sig in _SIGNALS}
     timers = {which: signal.setitimer(which, max(limit, 1e-3))
@@ -72,10 +88,13 @@ def bounded(cpu: float | None = None, wall: float | None = None) -> Iterator[boo
     try:
         yield True
     finally:
+        hook_live[0] = False
         try:
             _restore(armed, before, timers, started)
         except TooExpensive:  # the bound ran out as the block ended; it fires once, so this pass completes
             _restore(armed, before, timers, started)
+        if sys.unraisablehook is dropped:
+            sys.unraisablehook = hook
 
 
 def _restore(armed: list[bool], before: dict, timers: dict, started: dict) -> None:

@@ -3,9 +3,11 @@ one answer, or one notebook's answers, has a stated bound."""
 
 from __future__ import annotations
 
+import gc
 import random
 import signal
 import time
+import weakref
 
 import pytest
 
@@ -118,6 +120,53 @@ def test_judging_that_swallows_exceptions_still_stops_at_the_bound(monkeypatch, 
     assert (v["status"], v["diagnosis"]) == ("invalid", "too_expensive"), v
     assert "1 s of computing (2 s in all)" in v["message"]  # the bound, stated
     assert elapsed < bounds.ANSWER_WALL_SECONDS + 1.0
+    _assert_no_timer_left(handler)
+
+
+def _slow_del():
+    class Dropped:
+        def __del__(self):
+            _busy(0.5)
+    Dropped()  # dropped at once: its __del__ runs here
+
+
+def _slow_finalizer():
+    class Held:
+        pass
+    held = Held()
+    weakref.finalize(held, _busy, 0.5)
+    del held  # the finalizer runs as a weakref callback
+
+
+def _slow_gc_callback():
+    def callback(phase, info):
+        if phase == "start":
+            _busy(0.5)
+    gc.callbacks.append(callback)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+
+
+def _busy(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
+@pytest.mark.parametrize("where", [_slow_del, _slow_finalizer, _slow_gc_callback], ids=["del", "finalizer", "gc"])
+def test_a_bound_that_runs_out_where_python_cannot_raise_still_stops_the_block(where):
+    """Python cannot raise out of a ``__del__``, a weakref callback or a garbage-collector callback: an
+    exception there is reported and dropped. A bound that ran out in one (as it did, once, judging a padded
+    formula, in sympy's caches) was spent, and the block ran on unbounded. It runs out again until it stops
+    the block."""
+    handler = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(bounds.TooExpensive), bounds.bounded(cpu=10.0, wall=0.1):
+        where()  # the bound runs out in here, and is dropped
+        _busy(SLOW_S)
+    assert time.monotonic() - started < 5.0
     _assert_no_timer_left(handler)
 
 
