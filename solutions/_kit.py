@@ -48,8 +48,8 @@ __all__ = [
     # settings a variant draws from
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
-    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "X8", "number", "slip_code",
-    "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
+    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree", "X8", "number",
+    "slip_code", "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -59,6 +59,14 @@ EXACT = Tolerance(rtol=1e-9)  # what a function computes exactly (counts, byte s
 THREE_FIGURES = Tolerance.figures()  # the least a number may have: a student may round to 3 figures (±0.5%)
 ONE_PERCENT = Tolerance(rtol=0.01)
 TWO_PERCENT = Tolerance(rtol=0.02)  # Number's default
+
+
+def largest_degree(bound: float, tolerance: Tolerance = TWO_PERCENT) -> Tolerance:
+    """The tolerance of a largest degree (of tensor or model parallelism) whose bound is rarely a whole number: the
+    bound within ``tolerance``, and the whole number below it too, the largest degree a mesh axis can have. Both
+    show the idea; a prompt that asked for one of them would be a convention the student cannot guess."""
+    low, high = tolerance.bounds(bound)
+    return Tolerance(low=min(low, math.floor(bound)), high=high)
 
 
 def _bf16_rate(chip: hw.Chip) -> float:

@@ -721,12 +721,13 @@ def e7(F: int, ways: int) -> tuple[Number | Choice, ...]:
     limit = value(TP_MAX_Y, F=F, M_Y=1)
     sixteen = "compute-bound" if limit > 16 else "comms-bound"
     min_f = value(TP_MIN_F, Y=ways, M_Y=1)
+    tolerance = largest_degree(limit, ONE_PERCENT)
     return (
         number("ch05-e7-tp-limit", section=TP,
                prompt=f"E7: the largest tensor-parallel degree for a model with F = {F:,} on one v5p axis.",
-               reference=limit, tolerance=ONE_PERCENT,
+               reference=limit, tolerance=tolerance,
                slips=(Slip(2 * limit, "ratio:2"),
-                      Slip(LLAMA70_D / ALPHA, slip_code(LLAMA70_D / ALPHA, limit, ONE_PERCENT),
+                      Slip(LLAMA70_D / ALPHA, slip_code(LLAMA70_D / ALPHA, limit, tolerance),
                            "the limit involves F, not D."))),
         Choice(qid="ch05-e7-sixteen-way", points=1, section=TP,
                prompt=f"E7: is 16-way tensor parallelism of that model (F = {F:,}) on one axis compute-bound or "

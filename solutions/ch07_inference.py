@@ -844,7 +844,7 @@ def e9(F: int, B: int) -> tuple[Number, ...]:
     pinned = inf.tp_limit_memory(F, B, inf.hbm_over_ici())  # the pinned beta: an erratum
     return (Number(qid="ch07-e9-tp-limit", points=1, section=_shard,
                    prompt=f"That Y for F = {F:,} and B = {B}, taking W_hbm / W_ici = 8 as the book does.",
-                   reference=limit, tolerance=THREE_FIGURES,
+                   reference=limit, tolerance=largest_degree(limit, THREE_FIGURES),
                    slips=(Slip(F / B, "ratio:8"), Slip(pinned, "close", "the question takes the ratio as 8."))),)
 
 
@@ -987,20 +987,18 @@ def q4(chip: hw.TPU) -> tuple[Number, ...]:
     alpha = inf.ici_intensity(chip)
     one, two = inf.tp_limit_compute(Q.F, alpha), inf.tp_limit_compute(Q.F, alpha, n_axes=2)
     hbm_rule = Q.F / inf.critical_batch(chip.bf16_flops_per_s, chip.hbm_bytes_per_s)
-    whole = "the question asks for F / alpha itself, not rounded down to a whole number of chips."
     return (
         Number(qid="ch07-q4-tp-one-axis", points=1, section=_wp,
                prompt=f"Q4: largest compute-bound model parallelism over one {chip.name} axis (F = 16,384, "
                       "alpha = C / W_ici).",
-               reference=one, tolerance=TWO_PERCENT,
+               reference=one, tolerance=largest_degree(one),
                slips=(Slip(one / 2, "ratio:1/2", "W_ici is the bidirectional bandwidth of a link."),
-                      *slips(one, TWO_PERCENT, (hbm_rule, "that uses the HBM intensity; the collectives run "
-                                                          "over ICI."), (math.floor(one), whole)))),
+                      *slips(one, largest_degree(one), (hbm_rule, "that uses the HBM intensity; the collectives "
+                                                                  "run over ICI.")))),
         Number(qid="ch07-q4-tp-two-axes", points=1, section=_wp,
                prompt="Q4: the same over two axes of a 2D slice.",
-               reference=two, tolerance=TWO_PERCENT,
-               slips=(Slip(one, "ratio:1/2", "two axes carry the collectives together."),
-                      *slips(two, TWO_PERCENT, (math.floor(two), whole)))))
+               reference=two, tolerance=largest_degree(two),
+               slips=(Slip(one, "ratio:1/2", "two axes carry the collectives together."),)))
 
 
 def q5(E: int, k: int) -> tuple[Question, ...]:

@@ -736,7 +736,8 @@ def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, .
                slips=(Slip(g["days"] * 0.45 / 0.4, "close", "this run assumes 45% MFU."),)),
         number("ch11-c1-h100-tp-limit", section=GPUS,
                prompt=f"The largest tensor-parallel degree that stays compute-bound over NVLink ({gpu.name}, "
-                      f"{model.name}).", reference=g["tp_limit"], tolerance=tp_tolerance,
+                      f"{model.name}).", reference=g["tp_limit"],
+               tolerance=largest_degree(g["tp_limit"], tp_tolerance),
                slips=(Slip(g["tp_limit"] * 2, slip_code(g["tp_limit"] * 2, g["tp_limit"], tp_tolerance),
                            "use the NVLink bandwidth in one direction."),)),
         number("ch11-c1-h100-per-gpu-batch", section=GPUS,

@@ -403,7 +403,7 @@ def q52(params: float, F: int, batch: float) -> tuple[Number, ...]:
                slips=(Slip(days * Q52_MFU, "not_equal", "divide by the utilisation: only 45% of peak is achieved."),)),
         number("ch12-q52-tp-limit", section=S["quiz5"],
                prompt=f"Largest tensor parallelism inside a node before comms dominate (F = {F:,}).", reference=tp,
-               tolerance=tp_tolerance,
+               tolerance=largest_degree(tp, tp_tolerance),
                slips=(Slip(F * W_NODE / C_H100, "close", "inside a node, NVLink is the link."),)),
         number("ch12-q52-memory-per-gpu", section=S["quiz5"],
                prompt="Bytes of weights and optimizer state per GPU with only 8-way TP.",
@@ -639,10 +639,11 @@ def e9(F: int) -> tuple[Number, ...]:
     tol = Tolerance(rtol=0.03)
     return (
         number("ch12-e9-tp-max", section=S["tp"], prompt=f"Largest TP beyond a node for F = {F:,}.", reference=tp,
-               tolerance=tol, slips=(Slip(F / DP_NODE, "close", "beyond the node the node egress applies."),)),
+               tolerance=largest_degree(tp, tol),
+               slips=(Slip(F / DP_NODE, "close", "beyond the node the node egress applies."),)),
         number("ch12-e9-two-node-tp", section=S["tp"],
                prompt=f"Largest TP spanning 2 nodes (F = {F:,}), the ways beyond 8 using node egress.",
-               reference=tp + NODE.gpus, tolerance=tol,
+               reference=tp + NODE.gpus, tolerance=largest_degree(tp + NODE.gpus, tol),
                slips=(Slip(tp, slip_code(tp, tp + NODE.gpus, tol), "add the 8 in-node ways."),)))
 
 

@@ -1,13 +1,15 @@
 """Chapter 6 (Training LLaMA 3): the multi-pod program as the collective
 inspector sees it (test_every_chapter.py runs the records, the book's answers and the syllabus's)."""
 
+import math
+
 import pytest
 
 import solutions.ch06_applied_training as ch06
 from autograder.questions import load_chapter
 from course.symbols import D, F, X, Y
 from solutions._derived import models as m
-from tests.chapter_checks import inspected
+from tests.chapter_checks import both_judges, inspected
 
 pytestmark = pytest.mark.ch06
 CHAPTER = load_chapter("ch06_applied_training")
@@ -165,3 +167,21 @@ def test_the_models_choice_is_the_least_tensor_parallelism_that_fits():
 
     q = CHAPTER["ch06-cx7-budget-step"]
     assert mesh_of(q.spec, q.model) == {"X": 2, "Y": 4} == dict(q.spec.mesh)
+
+
+def _w2_combos():
+    s = next(s for s in CHAPTER.settings if s.name == "ch06-w2")
+    return [(s, combo) for combo in s.combos()]
+
+
+@pytest.mark.parametrize("i", range(len(_w2_combos())))
+def test_w2_a_whole_tensor_parallel_degree_passes_at_every_choice(i):
+    """A degree is a whole number: a student who gives the whole number below the bound (20 on a v5p, 17 on a v4p)
+    was refused as "close" at every chip, in both judges. The bound itself passes too; one degree less, or half, not."""
+    s, combo = _w2_combos()[i]
+    q = next(q for q in s.questions(s.labels(combo)) if q.qid == "ch06-w2-tp-limit")
+    whole = math.floor(q.reference)
+    for honest in (whole, q.reference, round(q.reference, 1)):
+        assert all(v.ok for v in both_judges(q, honest)), (combo, honest)
+    for wrong in (whole - 1, q.reference / 2, q.reference * 1.05):
+        assert all(not v.ok for v in both_judges(q, wrong)), (combo, wrong)

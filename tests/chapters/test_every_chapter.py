@@ -7,6 +7,8 @@ case carries its chapter's marker (``pytest -m ch03``); what is particular to a 
 import dataclasses
 import importlib
 import json
+import math
+import re
 from pathlib import Path
 
 import pytest
@@ -144,6 +146,23 @@ def test_the_book_constants_pass_every_question_that_depends_on_them(name):
     excepted = {qid for qid in AT_COURSE_VALUES_ONLY if qid.startswith(name[:4] + "-")}
     assert not [line for line in outside if line.split()[0] not in excepted], "\n".join(outside)
     assert not excepted - {line.split()[0] for line in outside}, "an exception no longer needed"
+
+
+LARGEST_DEGREE = re.compile(r"\blargest\b.*\b(degree|parallelism|TP)\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("name", [_marked((name,), name, name) for name in CHAPTERS])
+def test_a_largest_degree_passes_as_the_whole_number_below_its_bound(name):
+    """A degree of parallelism is a whole number: a student who gives the largest whole degree under the bound (20
+    for a bound of 20.9) has the idea. It was refused as "close" in 4 questions at some or all of their choices."""
+    chapter, asked = CHAPTERS[name], 0
+    built = [*chapter.questions, *(q for s in chapter.settings for c in s.combos() for q in s.build(**c))]
+    for q in built:
+        if isinstance(q, Number) and LARGEST_DEGREE.search(q.prompt) and q.reference < 1e4:  # not a size
+            asked += 1
+            assert q.tolerance.accepts(q.reference, math.floor(q.reference)), q.qid
+            assert not q.tolerance.accepts(q.reference, math.floor(q.reference) - 1), q.qid
+    assert asked or name not in {"ch05_training", "ch06_applied_training", "ch07_inference", "ch12_gpus"}
 
 
 @pytest.mark.parametrize("name", [_marked((name,), name, name) for name in CHAPTERS])
