@@ -161,7 +161,10 @@ class safe_pow(sp.Function):  # noqa: N801  (lambdify prints it by this name)
 
 
 def _guard_powers(expr: sp.Expr) -> sp.Expr:
-    return expr.replace(lambda e: e.is_Pow and not e.exp.is_Number, lambda e: safe_pow(e.base, e.exp))
+    # Unevaluated: a Max or Min rebuilt around safe_pow(3, 1/log(4)) would compare it with its other arguments,
+    # which sympy cannot do with a function of numbers, and raise.
+    with sp.evaluate(False):
+        return expr.replace(lambda e: e.is_Pow and not e.exp.is_Number, lambda e: safe_pow(e.base, e.exp))
 
 
 def evaluator(expr: sp.Expr, names: Sequence[str]) -> Callable[[Point], mpmath.mpf | None]:

@@ -200,6 +200,8 @@ _VERDICTS = {
     "unknown_kind": "This course version cannot check {kind!r} answers.",
     "too_expensive:limits": "Checking this answer exceeded the grader's limits (time or memory).",
     "grader_error": "The grader could not check this answer ({error}); please tell the course staff.",
+    "unjudgeable": "This answer could not be evaluated ({error} while reading it), though the expected one can: "
+                   "write it in a plainer form (simplify it, or expand it by hand) and check it again.",
     # A program question whose mesh shape the student chooses (``ProgramSpec.mesh_choices``): why the choice
     # cannot be judged. The choice is the defaults of the function's keyword parameters named after the axes.
     "mesh_choice:not_a_function": "Expected your step function, with the mesh shape you chose as the defaults of its "

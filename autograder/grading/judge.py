@@ -263,15 +263,33 @@ def _canonical(question: Any, answer: Any) -> Any:
 def _judge_one(judge: Any, question: Any, answer: Any, deadline: float) -> Verdict:
     """One answer's verdict, judged within its bounds and what is left of the notebook's."""
     from ..kinds.common import too_expensive
-    from ..messages import phrase
 
     try:
         with bounds.bounded(bounds.ANSWER_CPU_SECONDS, min(bounds.ANSWER_WALL_SECONDS, deadline - time.monotonic())):
             return judge(question, answer)
     except bounds.TooExpensive:
         return too_expensive(notebook=time.monotonic() >= deadline - 0.01)
-    except Exception as e:  # a grader bug must not cost the student: flag it for a person
-        return Verdict(Status.INVALID, 0.0, "grader_error", phrase("grader_error", error=type(e).__name__))
+    except Exception as e:
+        return fault(judge, question, e)
+
+
+def fault(judge: Any, question: Any, e: Exception) -> Verdict:
+    """The verdict on an answer whose judging raised ``e``: the grader's fault, flagged for a person and judged
+    again next run, only where the reference, judged the same way, fails too; else the answer's own
+    (``unjudgeable``: the student is told to write it plainly, as the self-check tells them). A student cannot
+    send every answer to a person by writing them so that judging raises."""
+    from ..kinds import reference_record, unjudgeable
+    from ..messages import phrase
+
+    reference = reference_record(question)
+    if reference is not None:
+        try:
+            with bounds.bounded():
+                if judge(question, reference).ok:
+                    return unjudgeable(e)
+        except (Exception, bounds.TooExpensive):
+            pass
+    return Verdict(Status.INVALID, 0.0, "grader_error", phrase("grader_error", error=type(e).__name__))
 
 
 _chapters: dict[str, Any] = {}  # a student's chapter by its values: students share them

@@ -19,7 +19,7 @@ from typing import Any
 from ..bounds import TooExpensive, bounded
 from ..messages import frame, phrase
 from ..questions import Question
-from ..record import canonical
+from ..record import canonical, encode_scalar
 from ..verdict import Status, Verdict
 from .common import too_expensive
 
@@ -142,6 +142,19 @@ def selfcheck(fp: dict[str, Any], qid: str, recorded: Any, book: tuple[str, dict
             return at_book(v, fp["kind"], setting, lambda: kind.selfcheck(book_fp, qid, recorded).ok)
     except TooExpensive:
         return too_expensive()
+    except Exception as e:  # the reference passes this same path (a release test): the answer is at fault
+        return unjudgeable(e)
+
+
+def unjudgeable(e: Exception) -> Verdict:
+    """The verdict on an answer whose judging raised where the reference's does not: the student's to rewrite,
+    not the grader's to be flagged for (``grading.judge.fault``)."""
+    return Verdict(Status.INVALID, 0.0, "unjudgeable", phrase("unjudgeable", error=type(e).__name__))
+
+
+def reference_record(q: Question) -> Any:
+    """The reference as a student's answer is recorded, for a kind whose answer is one value (else None)."""
+    return encode_scalar(q.kind, q.reference) if q.kind in SCALAR else None
 
 
 _UNRECORDED = object()

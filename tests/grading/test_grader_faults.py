@@ -271,3 +271,52 @@ def test_a_kernel_start_failure_is_told_apart_from_a_first_cell_that_kills_it(tm
         assert not run.started and "could not be started" in run.problems[0], run.problems
     finally:
         made.close()
+
+
+# --- scalar answers: the student's text goes into sympy, so a raise there is fault to be decided ---------------
+
+E1 = load_chapter("ch04_transformers")["ch04-e1-matvec-flops"]
+# Texts whose judging raised (sympy cannot order a power of numbers the evaluator had made opaque, inside Min/Max):
+# each was a grader_error, flagged for a person and judged again on every run.
+RAISED = ["Min(2*N*P, 3**(1/log(4)))", "Min(sqrt(exp(log2(3))), P)", "Max(N*P, 2**(1/log(3)))*2"]
+
+
+@pytest.mark.parametrize("text", RAISED)
+def test_a_formula_that_made_judging_raise_gets_a_verdict_of_its_own(text, tmp_path):
+    from autograder import fingerprint, kinds
+
+    request = {"chapter": "ch04_transformers", "course_dir": str(tmp_path), "items": [{"qid": E1.qid, "answer": text}]}
+    v = judge.handle(request)[E1.qid]
+    assert v["diagnosis"] not in ("grader_error", "unjudgeable"), v
+    mine = kinds.selfcheck(fingerprint.make(E1), E1.qid, text)
+    assert (mine.status.value, mine.diagnosis) == (v["status"], v["diagnosis"])
+
+
+def test_judging_that_raises_on_an_answer_but_not_on_the_reference_is_the_answer_s_fault(monkeypatch):
+    """A student must not send every answer to a person by writing it so that judging raises: where the reference,
+    judged the same way, is right, the answer is told to be written plainly (not flagged, not judged again); where
+    the reference fails too, the grader is at fault as before."""
+    import time
+
+    from autograder import fingerprint, kinds
+    from autograder.grading.judge import _TRANSIENT, _judge_one
+
+    hostile = "2*N*P + 0*Min(N, P)"
+
+    def fragile(q, a):
+        if "Min" in a:
+            raise ValueError("not comparable")
+        return kinds.judge(q, a, "s")
+
+    v = _judge_one(fragile, E1, hostile, time.monotonic() + 20)
+    assert (v.status, v.diagnosis, v.score) == (Status.INVALID, "unjudgeable", 0), v.message
+    assert "ValueError" in v.message and "course staff" not in v.message
+    assert v.diagnosis not in _TRANSIENT
+    v = _judge_one(lambda q, a: 1 / 0, E1, hostile, time.monotonic() + 20)
+    assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
+
+    formula = kinds.KINDS["formula"]
+    real = formula.selfcheck
+    monkeypatch.setattr(formula, "selfcheck", lambda fp, qid, a: fragile(E1, a) if "Min" in a else real(fp, qid, a))
+    mine = kinds.selfcheck(fingerprint.make(E1), E1.qid, hostile)  # the self-check: a verdict, never a traceback
+    assert (mine.status, mine.diagnosis) == (Status.INVALID, "unjudgeable"), mine.message
