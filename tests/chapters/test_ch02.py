@@ -5,6 +5,7 @@ import pytest
 
 from autograder.questions import load_chapter
 from solutions.ch02_tpus import E3_PROBES, E3_SYLLABUS, channel_intensity
+from tests.chapter_checks import both_judges
 
 pytestmark = pytest.mark.ch02
 CHAPTER = load_chapter("ch02_tpus")
@@ -18,3 +19,19 @@ def test_e3_matches_the_syllabus_table(probe):
 
 def test_chapter_size():
     assert CHAPTER.total_points >= 35
+
+
+Q5 = next(s for s in CHAPTER.settings if s.name == "ch02-q5")
+
+
+@pytest.mark.parametrize("i", range(len(Q5.combos())))
+def test_q5_a_total_without_the_latency_is_refused_at_every_choice(i):
+    """The latency is 0.6-3% of the total: under a 2% tolerance, leaving it out passed at 9 of the 12 choices and
+    failed at 3 (the book's among them). Now it fails at every one, with its hint, and the total rounded to 3
+    figures passes at every one."""
+    combo = Q5.combos()[i]
+    qs = {q.qid: q for q in Q5.questions(Q5.labels(combo))}
+    total, streaming = qs["ch02-q5-total"], qs["ch02-q5-bandwidth-time"].reference
+    for v in both_judges(total, streaming):
+        assert not v.ok and "first byte" in v.message, (combo, v.message)
+    assert all(v.ok for v in both_judges(total, float(f"{total.reference:.2e}"))), combo
