@@ -7,7 +7,9 @@ interval timers, one on CPU time and one on wall time. Their handler raises ``To
 ``BaseException``: an ``except Exception`` deep in the judging code (one that guards against hostile
 objects, say) cannot swallow it and run on, as it could a ``TimeoutError`` from ``signal.alarm``.
 
-Python cannot raise out of a ``__del__``, a weakref callback or a garbage collector's callback: a bound that
+Nothing can catch the bound for good: until the block has ended, it runs out again every ``REFIRE_SECONDS``
+(a bare ``except:``, as mpmath has on the judging path, would otherwise swallow the one exception and run
+on). Python cannot raise out of a ``__del__``, a weakref callback or a garbage collector's callback: a bound that
 runs out in one of those is reported as "unraisable" and dropped. The block's own hook on unraisable
 exceptions sees it dropped and sets the bound to run out again at once, so that it stops the block all the same.
 
@@ -39,6 +41,10 @@ ANSWER_WALL_SECONDS = 20.0
 # a notebook: one costs at most this, where it could cost its answers times the bound on one answer.
 NOTEBOOK_SECONDS = 20.0
 
+# After a bound has run out: how soon it runs out again, should that exception not have ended the block. Far longer
+# than an exception takes to leave it, so that a second one does not land in the first one's way out.
+REFIRE_SECONDS = 1.0
+
 _SIGNALS = ((signal.ITIMER_PROF, signal.SIGPROF), (signal.ITIMER_REAL, signal.SIGALRM)) \
     if hasattr(signal, "setitimer") else ()
 
@@ -66,8 +72,9 @@ def bounded(cpu: float | None = None, wall: float | None = None) -> Iterator[boo
     armed = [True]
 
     def expired(signum: int, frame: object) -> None:
-        if armed[0]:
-            armed[0] = False  # once: a second timer, or one that fires during cleanup, does nothing
+        if armed[0]:  # the block has not ended
+            signal.setitimer(signal.ITIMER_PROF, 0)  # from now on one timer, the wall's, runs out again
+            signal.setitimer(signal.ITIMER_REAL, REFIRE_SECONDS)
             raise TooExpensive
 
     hook = sys.unraisablehook
@@ -91,7 +98,7 @@ def bounded(cpu: float | None = None, wall: float | None = None) -> Iterator[boo
         hook_live[0] = False
         try:
             _restore(armed, before, timers, started)
-        except TooExpensive:  # the bound ran out as the block ended; it fires once, so this pass completes
+        except TooExpensive:  # the bound ran out as the block ended; the next is REFIRE_SECONDS away
             _restore(armed, before, timers, started)
         if sys.unraisablehook is dropped:
             sys.unraisablehook = hook
