@@ -48,8 +48,8 @@ __all__ = [
     # settings a variant draws from
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
-    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree", "X8", "number",
-    "slip_code", "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
+    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
+    "int8_twice_bf16", "X8", "number", "slip_code", "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -67,6 +67,13 @@ def largest_degree(bound: float, tolerance: Tolerance = TWO_PERCENT) -> Toleranc
     show the idea; a prompt that asked for one of them would be a convention the student cannot guess."""
     low, high = tolerance.bounds(bound)
     return Tolerance(low=min(low, math.floor(bound)), high=high)
+
+
+def int8_twice_bf16(chip: hw.Chip) -> bool:
+    """On such a chip, a time or a batch off by a factor of 2 may be the int8 peak taken for the bf16 one: there a
+    factor-of-2 slip's hint is one possible cause (``Slip.maybe``), elsewhere the cause."""
+    int8 = chip.int8_ops_per_s
+    return int8 is not None and math.isclose(int8, 2 * chip.bf16_flops_per_s, rel_tol=0.01)  # the TPU7x: 2.004
 
 
 def _bf16_rate(chip: hw.Chip) -> float:

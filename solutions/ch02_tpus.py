@@ -376,7 +376,8 @@ def q2(chip_2d: hw.TPU, chip_3d: hw.TPU) -> tuple[Number, ...]:
         _q2("v5p", chip_3d, "cores", f"How many TensorCores does a full {chip_3d.name} pod have?",
             (Slip(pod_chips(chip_3d), "ratio:1/2", f"a {chip_3d.name} chip is a megacore of two TensorCores."),)),
         _q2("v5p", chip_3d, "flops", f"bf16 FLOP/s of a full {chip_3d.name} pod.",
-            (Slip(cube["flops"] * 2, "ratio:2", "the table's FLOP/s are per chip, not per core."),)),
+            (Slip(cube["flops"] * 2, "ratio:2", "the table's FLOP/s are per chip, not per core.",
+                  maybe=int8_twice_bf16(chip_3d)),)),
         _q2("v5p", chip_3d, "hbm", f"Bytes of HBM in a full {chip_3d.name} pod.",
             (Slip(cube["hbm"] / 1e3, "unit:1/1000", "the table gives GB per chip."),)))
 
@@ -493,7 +494,9 @@ def q6(chip: hw.TPU, shape: tuple[int, ...]) -> tuple[Number, ...]:
     where = f"a {chip.name} {'x'.join(map(str, shape))} slice"
     pipelined, serial = max(stages.values()), sum(stages.values())
     out = [number(f"ch02-q6-{stage}", section=PROBLEMS, prompt=prompt, reference=stages[stage], unit="s",
-                  tolerance=Tolerance(rtol=0.03), slips=(Slip(stages[stage] * Fraction(k), f"ratio:{k}", hint),))
+                  tolerance=Tolerance(rtol=0.03),
+                  slips=(Slip(stages[stage] * Fraction(k), f"ratio:{k}", hint,
+                              maybe=stage == "flops" and int8_twice_bf16(chip)),))
            for stage, prompt, k, hint in (
                ("pcie", f"Seconds to load A from host DRAM onto the {torus.chips} chips of {where}.", "2",
                 f"every chip has its own PCIe link, {torus.chips} in all."),

@@ -710,7 +710,8 @@ def q8(chip: hw.TPU, E: int, k: int) -> tuple[Number, ...]:
     return (Number(qid="ch04-q8-deepseek-batch", points=1, section=_wp,
                    prompt=f"That batch for E = {E} experts, k = {k} per token, on {chip.name}.",
                    reference=m.moe_critical_batch(E, k, crit), tolerance=tolerance,
-                   slips=(Slip(crit * E / k, "ratio:2", "int8 weights: 1 byte per parameter."),)),)
+                   slips=(Slip(crit * E / k, "ratio:2", "int8 weights: 1 byte per parameter.",
+                               maybe=int8_twice_bf16(chip)),)),)
 
 
 CHAPTER = Chapter("ch04_transformers", "Transformer math", (

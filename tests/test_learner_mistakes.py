@@ -206,3 +206,32 @@ def test_other_lowering_errors_are_still_relayed():
     v = programs.lowering_verdict("ValueError: something else went wrong", None, ["X"])
     assert "ValueError: something else went wrong" in v.message, v.message
 
+
+
+# (chapter, setting, question, the int8 peak taken for the bf16 one: the student's answer from the reference)
+INT8_PEAK = [("ch02_tpus", "ch02-q2", "ch02-q2-v5p-flops", "chip_3d", lambda ref, chip: ref * chip.int8_ops_per_s
+              / chip.bf16_flops_per_s),
+             ("ch02_tpus", "ch02-q6", "ch02-q6-flops", "chip", lambda ref, chip: ref * chip.bf16_flops_per_s
+              / chip.int8_ops_per_s),
+             ("ch04_transformers", "ch04-q8", "ch04-q8-deepseek-batch", "chip", lambda ref, chip: ref
+              * chip.int8_ops_per_s / chip.bf16_flops_per_s)]
+
+
+@pytest.mark.parametrize(("chapter", "setting", "qid", "field", "int8"), INT8_PEAK, ids=[c[2] for c in INT8_PEAK])
+def test_a_factor_of_two_that_the_int8_peak_gives_too_is_told_as_one_possible_cause(chapter, setting, qid, field,
+                                                                                     int8):
+    """On a chip whose int8 rate is twice its bf16 rate, the int8 peak used for a bf16 product lands on a declared
+    factor-of-2 slip, whose hint named another cause as the student's ("a multiply-add is 2 FLOPs"). There it is told
+    as one possible cause; on a chip whose two rates are equal, the hint stays the cause."""
+    s = next(s for s in load_chapter(chapter).settings if s.name == setting)
+    told = set()
+    for combo in s.combos():
+        chip = combo[field]
+        q = next(q for q in s.build(**combo) if q.qid == qid)
+        answer = int8(q.reference, chip)
+        if chip.int8_ops_per_s == chip.bf16_flops_per_s:
+            continue  # the int8 peak is the bf16 one: right, and no slip
+        v = judge(q, recorded(q, answer))
+        assert not v.ok and "one possible cause" in v.message, (chip.name, v.message)
+        told.add(chip.name)
+    assert told
