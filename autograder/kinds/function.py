@@ -137,8 +137,18 @@ def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
 # A slip's hint is shown only to an answer that returns what the slip returns. Fingerprinting every
 # element of every output of every slip would multiply the self-check data, so each returned number
 # or array is summarised by one weighted sum of magnitudes (weights drawn from the question id), and
-# the answer matches a slip when every such sum agrees with the slip's to SLIP_RTOL.
+# the answer matches a slip when every such sum agrees with the slip's to SLIP_RTOL, or closer where the slip
+# lies closer than that to the reference (``slip_rtol``).
 SLIP_RTOL = 1e-3
+
+
+def slip_rtol(theirs: Sequence[float | None], reference: Sequence[float | None]) -> float:
+    """How near a slip's results an answer's must be for its hint: SLIP_RTOL, or half the slip's largest distance
+    from the reference where that is less (a count with the norms' few parameters, 2e-4 above a count of
+    billions), so that an answer near the reference, wrong for some other reason, is never told the slip's hint."""
+    far = max((abs(b - r) / abs(b) for b, r in zip(theirs, reference, strict=False)
+               if b not in (None, 0) and r is not None), default=0.0)
+    return min(SLIP_RTOL, far / 2)
 
 
 def _summary(tag: str, item: Any) -> float | None:
@@ -172,10 +182,12 @@ def _slip_targets(q: Function) -> tg.Targets:
         return _SLIP_TARGETS[id(q)][1]
     t: tg.Targets = {}
     kinds = _kinds(q) if any(s.hint for s in q.slips) else []
+    calls = [builders.build(q.builder, p) for p in q.probes]
+    reference = _summaries(q.qid, record.encode_outputs(q.reference, calls, kinds)) if kinds else []
     for j, slip in enumerate(s for s in q.slips if s.hint):
-        calls = [builders.build(q.builder, p) for p in q.probes]
-        recorded = record.encode_outputs(slip.answer, calls, kinds)
-        t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, SLIP_RTOL) for v in _summaries(q.qid, recorded)]
+        theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, kinds))
+        rtol = slip_rtol(theirs, reference)
+        t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, rtol) for v in theirs]
     _SLIP_TARGETS[id(q)] = (q, t)
     return t
 
@@ -305,14 +317,19 @@ def _drawn_hints(q: Function, drawn: Sequence[dict[str, Any]], outputs: Any) -> 
         kinds = _kinds(q) if slips else []
     except Exception:
         return []
+    try:
+        calls = [builders.build(q.builder, p) for p in drawn]
+        reference = _summaries(q.qid, record.encode_outputs(q.reference, calls, kinds)) if slips else []
+    except Exception:
+        return []
     for slip in slips:
         try:
-            calls = [builders.build(q.builder, p) for p in drawn]
             theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, kinds))
         except Exception:
             continue
+        rtol = slip_rtol(theirs, reference)
         known = [(a, b) for a, b in zip(got, theirs, strict=False) if b not in (None, 0)]
-        if len(got) == len(theirs) and known and all(a is not None and abs(a - b) <= SLIP_RTOL * abs(b)
+        if len(got) == len(theirs) and known and all(a is not None and abs(a - b) <= rtol * abs(b)
                                                      for a, b in known):
             found.append(slip.hint)
     return found

@@ -47,9 +47,17 @@ def with_layer_norms(L, D, F, N, K, H, V, E, tied):
 
 
 def test_a_count_with_the_norms_is_refused_by_the_self_check_as_by_the_grader():
+    """The self-check refused it (a small model among its cases); the grader, on the drawn cases, mostly of large
+    models whose norms lie inside a tolerance of 0.01%, gave it full marks for 37 students in 40. The count is now
+    checked exactly, so it is refused at every draw, with the same hint."""
     from course.answers import verdict
 
     q = load_chapter("ch04_transformers")["ch04-cx5-param-count"]
     own = verdict(q.qid, with_layer_norms)
     assert own.score < 1, own.message
     assert "norms" in own.message or "norms" in str(getattr(own, "hint", "")), own.message
+    for i in range(40):
+        seed = f"student-{i}"
+        record = json.loads(json.dumps(kinds.encode(printed(q), with_layer_norms, drawn_probes(q, seed))))
+        v = judge(q, record, seed)
+        assert v.score == 0 and "norms" in v.message, (seed, v.score, v.message)
