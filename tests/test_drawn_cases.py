@@ -175,3 +175,16 @@ def test_a_near_miss_is_not_told_the_hint_of_a_slip_that_lies_nearer_the_referen
         assert not near.ok and norms.hint not in near.message, near.message
     assert norms.hint not in kinds.selfcheck_live(fp, q.qid, untied).message
     assert norms.hint in kinds.selfcheck_live(fp, q.qid, norms.answer).message
+
+
+@pytest.mark.parametrize("q", FUNCTIONS)
+def test_no_slip_earns_full_marks_at_any_draw(q):
+    """The self-check's public cases fail every slip of the record; a student's drawn cases must too, or a typical
+    mistake earns full marks at grading after the self-check refused it. E3's one-way ICI did at every draw (no drawn
+    case was an ICI one), the memory-only step time at 1 draw in 12 (every drawn case memory-bound)."""
+    fp = printed(q)
+    for seed in (*SEEDS, "student-3", "student-7"):
+        cases = drawn_probes(q, seed)
+        for slip in q.slips:
+            v = judge(q, json.loads(json.dumps(kinds.encode(fp, slip.answer, cases))), seed)
+            assert v.score < 1, (seed, slip.diagnosis, v.message)

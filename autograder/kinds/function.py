@@ -381,19 +381,48 @@ def _as_json(x: Any) -> Any:
 
 def drawn_probes(q: Function, seed: str) -> list[dict[str, Any]]:
     """The test cases of ``q`` drawn from ``seed`` (a submission's grading seed): one like each public
-    probe, none equal to one; the same list wherever it is drawn (the grader, for the kernel and for
-    the judge)."""
+    probe, none equal to one, and together failing every slip of the record (``_tells_slips``); the same list
+    wherever it is drawn (the grader, for the kernel and for the judge)."""
     rng = random.Random(f"{seed}/{q.qid}")
     public = [_as_json(p) for p in q.probes]
     draw = q.draw or vary
-    out = []
-    for probe in q.probes:
-        for _ in range(RETRIES):
-            case = _as_json(draw(rng, dict(probe)))
-            if case not in public:
-                break
-        out.append(case)
+    for _ in range(SET_RETRIES):
+        out = []
+        for probe in q.probes:
+            for _ in range(RETRIES):
+                case = _as_json(draw(rng, dict(probe)))
+                if case not in public:
+                    break
+            out.append(case)
+        if _tells_slips(q, out):
+            break
     return out
+
+
+# How many sets of cases may be drawn for one seed until one fails every slip: a draw that misses a slip's
+# regime (every case memory-bound, where the slip ignores compute) is rare, so a second set nearly always does.
+SET_RETRIES = 20
+
+
+def _tells_slips(q: Function, cases: list[dict[str, Any]]) -> bool:
+    """Do ``cases`` fail every slip of ``q`` (the self-check's public cases do: a test)? A typical mistake must not
+    earn full marks at grading because a student's draw happened to miss the cases where it is wrong (the
+    memory-only step time was right at 1 draw in 12; E3's one-way ICI at every draw, which held no ICI case). A
+    slip that cannot run here is no reason to draw again."""
+    if not q.slips:
+        return True
+    try:
+        calls = [builders.build(q.builder, p) for p in cases]
+        kinds, judges = _kinds(q), _judges(q, cases)
+    except Exception:
+        return True
+    for slip in q.slips:
+        try:
+            if diagnose(cases, judges, record.encode_outputs(slip.answer, calls, kinds)).ok:
+                return False
+        except Exception:
+            continue
+    return True
 
 
 def hint(q: Function) -> str:
