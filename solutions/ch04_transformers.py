@@ -719,7 +719,9 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     Formula(qid="ch04-e1-matvec-flops", points=1, section=_f,
             prompt="FLOPs of a matrix-vector product A[N, P] . x[P].",
             reference=m.contraction_flops(N, P), symbols="N P M",
-            slips=(Slip(N * P, "ratio:1/2", "each product comes with an addition: 2 FLOPs."),)),
+            slips=(Slip(N * P, "ratio:1/2", "each product comes with an addition: 2 FLOPs."),
+                   Slip(2 * N * P - N, "lower_terms", "P - 1 additions a row is the exact count; here, as in the "
+                                                      "book, each product counts 2 FLOPs with its addition.")),),
     Formula(qid="ch04-e1-matvec-data", points=1, section=_f,
             prompt="Elements of A[N, P] and x[P] a matrix-vector product reads.",
             reference=N * P + P, symbols="N P M",
