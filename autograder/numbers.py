@@ -406,12 +406,15 @@ class Tolerance:
 
     ``whole``: the question asks for an exact count, so only that whole number passes (``rtol``
     then only absorbs float noise). Build it with ``Tolerance.exact_count()``.
+    ``kept_ends``: a range whose ends were placed with the rounding already allowed for (half way to a mistake that
+    must be refused, never nearer the reference than 3-figure rounding): they are not rounded outward.
     """
 
     rtol: float = 0.02
     low: float | None = None
     high: float | None = None
     whole: bool = False
+    kept_ends: bool = False
 
     def __post_init__(self) -> None:
         if self.whole and self.is_range:
@@ -444,7 +447,7 @@ class Tolerance:
         range of counts ("56 or 57") has no rounding to honour."""
         if self.is_range:
             lo, hi = self.low, self.high
-            if self.of_counts:
+            if self.of_counts or self.kept_ends:
                 return lo, hi  # type: ignore[return-value]
             return min(lo, round_figures(lo)), max(hi, round_figures(hi))  # type: ignore[arg-type,type-var]
         a, b = reference * (1 - self.rtol), reference * (1 + self.rtol)

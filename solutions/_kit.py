@@ -49,7 +49,7 @@ __all__ = [
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
-    "int8_twice_bf16", "X8", "number", "slip_code", "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
+    "refusing", "int8_twice_bf16", "X8", "number", "slip_code", "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -67,6 +67,20 @@ def largest_degree(bound: float, tolerance: Tolerance = TWO_PERCENT) -> Toleranc
     show the idea; a prompt that asked for one of them would be a convention the student cannot guess."""
     low, high = tolerance.bounds(bound)
     return Tolerance(low=min(low, math.floor(bound)), high=high)
+
+
+def refusing(reference: float, wrong: float, tolerance: Tolerance = TWO_PERCENT) -> Tolerance:
+    """``tolerance``, its end on ``wrong``'s side moved half way to it where that is nearer: for a sum one of whose
+    terms the prompt names, whose share of the sum moves with a student's values, so that leaving it out (``wrong``)
+    is refused at every choice of a setting, not only where the share is above the tolerance. Never nearer than
+    3-figure rounding: a term below 0.5% cannot be told from rounding (keep such choices out with ``valid``)."""
+    low, high = tolerance.bounds(reference)
+    fair = THREE_FIGURES.rtol * abs(reference)
+    if wrong < reference:
+        low = max(low, min((reference + wrong) / 2, reference - fair))
+    else:
+        high = min(high, max((reference + wrong) / 2, reference + fair))
+    return Tolerance(low=low, high=high, kept_ends=True)
 
 
 def int8_twice_bf16(chip: hw.Chip) -> bool:

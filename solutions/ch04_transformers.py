@@ -35,7 +35,9 @@ M1, M2, L1, L2 = symbols("M1 M2 L1 L2")
 Q1 = m.PART4_Q1  # question 1's model: one D-sized norm per layer, separate embeddings, int8 KV
 # Q1 for a student: the book's model or a real one, each with separate input and output embeddings (a tied
 # one would change what the question counts). The count keeps the book's one D-sized norm per layer.
-Q1_MODELS = (Q1, m.LLAMA3_8B, m.LLAMA2_13B, m.LLAMA3_70B, m.LLAMA31_405B)
+# Not LLaMA 3.1-405B: there one embedding left out moves the attention share by 0.5%, a rounding, where it is
+# refused at every other model (tests/test_named_terms.py).
+Q1_MODELS = (Q1, m.LLAMA3_8B, m.LLAMA2_13B, m.LLAMA3_70B)
 Q1_NORMS = 1
 GEMMA_27B_D = 4608  # the book's second width in E3, Gemma-27B's d_model (its erratum's range is for it)
 Q2_MESH = {"X": 4, "Y": 8, "Z": 4}  # A[B_X, D_Y] . W[D_Y, F] on a 4 x 8 x 4 mesh
@@ -601,8 +603,9 @@ def q1(model: m.Config) -> tuple[Number, ...]:
     book = model == Q1
     count = count_of(model.name, total)
     total_tolerance = Tolerance(low=1.6e10, high=1.75e10) if book else count.tolerance
-    share_tolerance = Tolerance(low=0.245, high=0.2505) if book else ONE_PERCENT
     share = attention / total
+    tied = attention / (total - model.V * model.D)  # one embedding: 0.5-7% above, refused at every model
+    share_tolerance = Tolerance(low=0.245, high=0.2505) if book else refusing(share, tied, ONE_PERCENT)
     return (
         Number(qid="ch04-q1-total-params", points=1, section=_wp,
                prompt=f"Total parameters of the config {model.name} (one D-sized norm per layer, separate "
@@ -616,7 +619,9 @@ def q1(model: m.Config) -> tuple[Number, ...]:
                reference=share, tolerance=share_tolerance,
                slips=(Slip(attention / mlp, slip_code(attention / mlp, share, share_tolerance),
                            "divide by all parameters, not by the MLP's."),
-                      Slip(mlp / total, slip_code(mlp / total, share, share_tolerance), "that is the MLP's share."))),
+                      Slip(mlp / total, slip_code(mlp / total, share, share_tolerance), "that is the MLP's share."),
+                      *(() if book else (Slip(tied, slip_code(tied, share, share_tolerance),
+                                              "the config has separate input and output embeddings."),)))),
         Number(qid="ch04-q1-kv-bytes", points=1, unit="B", section=_wp,
                prompt=f"Bytes of int8 KV cache per token for {model.name}.",
                reference=kv, tolerance=THREE_FIGURES,

@@ -623,7 +623,8 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
     # A student carries their own total (3 figures, or any the question accepts) into the fewest chips, and
     # trains on the whole number they were credited with: every whole count reachable from an accepted
     # total passes, and the days on any of those chips.
-    total_tol = ONE_PERCENT
+    weights = BF16 * NOMINAL_70B  # 0.65-2.4% of the total: leaving it out must be refused at every batch
+    total_tol = refusing(total, total - weights, ONE_PERCENT)
     least, most = (f(bound / chip.hbm_bytes)
                    for f, bound in zip((math.floor, math.ceil), total_tol.bounds(total), strict=True))
 
@@ -636,6 +637,8 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
     doubled_12 = (state + 2 * ckpt_bytes(M70.D, batch, 12, M70.L)) / POD
     tol_12 = Tolerance(low=per_chip_12 * 0.98, high=per_chip_12 * A6_ROUNDED_UP * 1.01)
     no_optimizer, no_weights = BF16 * NOMINAL_70B + ckpt, ckpt / POD
+    # the book prints 2.4e9 at its batch, which is the total without the weights, to 2 figures
+    per_chip_tol = TWO_PERCENT if batch == MEMORY_BATCH else refusing(per_chip, (total - weights) / POD)
     return (
         number("ch06-a5-ckpt-bytes", section=COUNTING,
                prompt=f"A5: bytes of checkpoints: 4 bf16 [tokens, D] tensors per layer, a {batch:.3g}-token batch.",
@@ -645,7 +648,9 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
                prompt="A5: total training memory (weights, fp32 Adam state, checkpoints), nominal 70e9.",
                reference=total, unit="B", tolerance=total_tol,
                slips=(Slip(no_optimizer, slip_code(no_optimizer, total, total_tol),
-                           "the optimizer state: 8 bytes per parameter."),)),
+                           "the optimizer state: 8 bytes per parameter."),
+                      Slip(total - weights, slip_code(total - weights, total, total_tol),
+                           "the bf16 weights take memory too: 2 bytes per parameter."))),
         number("ch06-a5-min-chips", section=COUNTING,
                prompt=f"A5: the fewest {chip.hbm_bytes / 1e9:.0f} GB {chip.name} chips that hold it.", reference=fewest,
                tolerance=Tolerance(low=least, high=most),
@@ -655,9 +660,12 @@ def a5(batch: float, chip: hw.TPU) -> tuple[Number, ...]:
                reference=days, unit="days", tolerance=days_tol,
                slips=(Slip(days / 365.25, slip_code(days / 365.25, days, days_tol, "days"), "in days."),)),
         number("ch06-a6-bytes-per-chip", section=COUNTING, prompt="A6: bytes per chip of that memory on 8960 chips.",
-               reference=per_chip, unit="B", tolerance=TWO_PERCENT,
-               slips=(Slip(no_weights, slip_code(no_weights, per_chip),
-                           "weights and optimizer state take memory too."),)),
+               reference=per_chip, unit="B", tolerance=per_chip_tol,
+               slips=(Slip(no_weights, slip_code(no_weights, per_chip, per_chip_tol),
+                           "weights and optimizer state take memory too."),
+                      *(() if batch == MEMORY_BATCH else (
+                          Slip((total - weights) / POD, slip_code((total - weights) / POD, per_chip, per_chip_tol),
+                               "the bf16 weights take memory too: 2 bytes per parameter."),)))),
         number("ch06-a6-bytes-per-chip-12", section=COUNTING,
                prompt="A6: bytes per chip with 12 checkpoints per layer instead of 4.", reference=per_chip_12, unit="B",
                tolerance=tol_12,
@@ -787,6 +795,8 @@ def w2(pods: int, batch: int, chip: hw.TPU) -> tuple[Number, ...]:
     batch that keeps the pods compute-bound, the days, and the bytes per chip."""
     w = w2_plan(pods, batch, chip)
     min_batch, days, per_chip, spread = w["min_batch"], w["days"], w["per_chip"], w["spread"]
+    no_weights = per_chip - BF16 * NOMINAL_405B / w["pod"]  # 0.6-6% below: refused at every choice
+    per_chip_tol = refusing(per_chip, no_weights)
     one_pod = w["bound"] * w["pod"]
     return (
         number("ch06-w2-tp-limit", section=WORKED, prompt=f"W2: the largest tensor-parallel degree on one {chip.name} "
@@ -804,9 +814,11 @@ def w2(pods: int, batch: int, chip: hw.TPU) -> tuple[Number, ...]:
                unit="days", tolerance=TWO_PERCENT, slips=(Slip(days * pods, slip_code(days * pods, days)),)),
         number("ch06-w2-bytes-per-chip", section=WORKED,
                prompt=f"W2: bytes per chip with a {batch // 2**20} * 2**20-token batch and 4 checkpoints per layer.",
-               reference=per_chip, unit="B", tolerance=TWO_PERCENT,
-               slips=(Slip(spread, slip_code(spread, per_chip),
-                           "weights and optimizer state are copied in every pod."),)))
+               reference=per_chip, unit="B", tolerance=per_chip_tol,
+               slips=(Slip(spread, slip_code(spread, per_chip, per_chip_tol),
+                           "weights and optimizer state are copied in every pod."),
+                      Slip(no_weights, slip_code(no_weights, per_chip, per_chip_tol),
+                           "the bf16 weights take memory too: 2 bytes per parameter."))))
 
 
 def w2_valid(pods: int, batch: int, chip: hw.TPU) -> bool:

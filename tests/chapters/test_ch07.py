@@ -134,8 +134,8 @@ def test_speculative_draft_equal_to_target_is_always_accepted():
 
 def test_q6_weight_time_says_all_the_weights_and_names_the_expert_only_reading():
     """Q6 divides all the int8 weights (experts, attention, embeddings) over the 128 chips: the prompt says so,
-    and at every choice of E and k the expert MLPs alone pass (where they are that close) or get a hint that
-    names the weights left out, never a bare "Close"."""
+    and at every choice of E and k the expert MLPs alone get a hint that names the weights left out, never a bare
+    "Close" (they passed at E = 48, where the rest is 0.9% of the weights, and were refused at E = 16)."""
     setting = CHAPTER.setting_of("ch07-q6-weight-time")
     for combo in setting.combos():
         q = {x.qid: x for x in setting.build(**combo)}["ch07-q6-weight-time"]
@@ -143,7 +143,7 @@ def test_q6_weight_time_says_all_the_weights_and_names_the_expert_only_reading()
         moe = ch07.Q.with_(**combo)
         experts_only = ch07.INT8 * moe.L * moe.E * 3 * moe.D * moe.F / ch07.Q6_CHIPS / ch07.W_V5E
         for v in both_judges(q, experts_only):
-            assert v.ok or "attention and embedding" in v.message, (combo, v.message)
+            assert not v.ok and "attention and embedding" in v.message, (combo, v.message)
 
 
 # --- readings a student may honestly make, at every choice -----------------------------------------------

@@ -1,0 +1,67 @@
+"""A term the prompt names is counted at every student's values. Where a small term's share of a sum moves with the
+dealt values, a fixed tolerance refused its omission for some students and ticked it for others (weights left out of
+a training memory at 6 of 12 batches; the attention and embeddings at 3 of 6 expert counts). Each such omission is
+refused, with its hint, at every choice of its setting (``solutions._kit.refusing``)."""
+
+from __future__ import annotations
+
+import pytest
+
+import solutions.ch04_transformers as ch04
+import solutions.ch06_applied_training as ch06
+import solutions.ch07_inference as ch07
+from autograder.questions import load_chapter
+from solutions._derived import models as m
+from tests.chapter_checks import both_judges
+
+
+def _a5_total(combo: dict) -> float:
+    return 8 * ch06.NOMINAL_70B + ch06.ckpt_bytes(ch06.M70.D, combo["batch"], ch06.N_CKPT, ch06.M70.L)
+
+
+def _w2_per_chip(combo: dict) -> float:
+    w = ch06.w2_plan(combo["pods"], combo["batch"], combo["chip"])
+    return w["per_chip"] - 2 * ch06.NOMINAL_405B / w["pod"]
+
+
+def _q6_experts(combo: dict) -> float:
+    moe = ch07.Q.with_(**combo)
+    return ch07.INT8 * moe.L * moe.E * 3 * moe.D * moe.F / ch07.Q6_CHIPS / ch07.W_V5E
+
+
+def _q1_one_embedding(combo: dict) -> float:
+    model = combo["model"]
+    attention = model.L * m.attention_params(model.D, model.N, model.K, model.H)
+    return attention / (m.params_of(model, norms=ch04.Q1_NORMS) - model.V * model.D)
+
+
+# (chapter, setting, question, the answer without the term, words of the hint, choices the prose exempts)
+LEFT_OUT = [
+    ("ch06_applied_training", "ch06-a5", "ch06-a5-total-bytes", _a5_total, "weights", ()),
+    # the book prints A6 at its batch to 2 figures, as the total without the weights reads
+    ("ch06_applied_training", "ch06-a5", "ch06-a6-bytes-per-chip", lambda c: _a5_total(c) / ch06.POD, "weights",
+     (ch06.MEMORY_BATCH,)),
+    ("ch06_applied_training", "ch06-w2", "ch06-w2-bytes-per-chip", _w2_per_chip, "weights", ()),
+    ("ch07_inference", "ch07-q5", "ch07-q6-weight-time", _q6_experts, "attention and embedding", ()),
+    ("ch07_inference", "ch07-q5", "ch07-q5-total-params", lambda c: _q6_experts(c) * ch07.Q6_CHIPS * ch07.W_V5E
+     / ch07.INT8, "attention and embedding", ()),
+    # the book's model keeps its erratum's range, which holds the book's one-embedding reading
+    ("ch04_transformers", "ch04-q1", "ch04-q1-attn-fraction", _q1_one_embedding, "embeddings", (ch04.Q1,)),
+]
+
+
+@pytest.mark.parametrize(("chapter", "setting", "qid", "left_out", "words", "exempt"), LEFT_OUT,
+                         ids=[row[2] for row in LEFT_OUT])
+def test_a_term_the_prompt_names_is_refused_when_left_out_at_every_choice(chapter, setting, qid, left_out, words,
+                                                                          exempt):
+    s = next(s for s in load_chapter(chapter).settings if s.name == setting)
+    judged = 0
+    for combo in s.combos():
+        if any(v in exempt for v in combo.values()):
+            continue
+        q = next(q for q in s.build(**combo) if q.qid == qid)
+        for v in both_judges(q, left_out(combo)):
+            assert not v.ok and words in v.message, (s.labels(combo), v.message)
+        assert all(v.ok for v in both_judges(q, float(f"{q.reference:.3g}"))), s.labels(combo)  # 3 figures pass
+        judged += 1
+    assert judged
