@@ -104,12 +104,13 @@ def test_a_formula_in_an_array_names_its_shape_not_its_class(answer):
     assert not any(name in v.message for name in CLASS_NAMES), v.message
 
 
-def test_a_function_returning_a_list_of_lists_is_still_named_so():
-    """The words for a number given in a list are the answer's own: the values a function returns keep the record
-    the function kind describes them from ("a list of 16 lists")."""
+def test_a_function_returning_a_list_of_lists_where_an_array_is_asked_gives_its_values():
+    """Nested lists are an array's values in order (an array's .tolist()); a ragged nesting gives another count of
+    values, which the judge refuses as the wrong length."""
     from autograder import record
 
-    assert record._encode_item("array", [[1.0, 2.0]]) == [{"invalid": "wrong_type", "detail": "list"}]
+    assert record._encode_item("array", [[1.0, 2.0], [3.0, 4.0]]) == [1.0, 2.0, 3.0, 4.0]
+    assert record._encode_item("array", [[1.0], [2.0, 3.0]]) == [1.0, 2.0, 3.0]
 
 
 # --- a check cell run before its answer cell ------------------------------------------------------------
@@ -245,3 +246,28 @@ def test_an_old_records_bare_type_is_said_in_words_by_every_message(detail, word
     if detail != "nothing (None)":  # a function question's None is no answer yet
         v = fn_kind.diagnose([], [], {"error": fn_kind.NOT_A_FUNCTION + detail})
         assert f"got {words}:" in v.message, v.message
+
+
+ARRAY_FUNCTIONS = [q for name in ("ch02_tpus", "ch03_sharding", "ch04_transformers", "ch09_profiling")
+                   for q in load_chapter(name).questions
+                   if q.kind == "function" and "array" in fn_kind._kinds(q)]
+
+
+def _as_nested_lists(solution):
+    def listed(*args, **kwargs):
+        out = solution(*args, **kwargs)
+        items = out if isinstance(out, tuple) else (out,)
+        listed_items = tuple(np.asarray(x).tolist() if np.ndim(x) >= 2 else x for x in items)
+        return listed_items if isinstance(out, tuple) else listed_items[0]
+    return listed
+
+
+@pytest.mark.parametrize("q", ARRAY_FUNCTIONS, ids=lambda q: q.qid)
+def test_an_array_returned_as_nested_lists_is_read_as_its_values(q):
+    """``.tolist()`` of the right array is the right answer. ch04-cx3's attention output has B = 1: its nested lists
+    were read as the one value wrapped in a list ("return it without the brackets"), and a list of 32 lists as no
+    array at all; both scored 0 where the array itself passed."""
+    answer = _as_nested_lists(q.solution)
+    s = verdict(q.qid, answer)
+    g = judge(q, json.loads(json.dumps(recorded(q, answer))))
+    assert s.ok and g.ok, (s.message, g.message)
