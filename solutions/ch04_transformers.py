@@ -905,7 +905,9 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
              probes=tuple(dict(blocks=n, remat=r) for n, r in ((1, "none"), (4, "none"), (4, "full"), (2, "full"),
                                                                (4, "dots"))),
              output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx4_forward_only, "not_equal"), Slip(cx4_every_input_gradient, "close"))),
+             slips=(Slip(cx4_forward_only, "not_equal"),
+                    Slip(cx4_every_input_gradient, "close", "the gradient is taken with respect to the weights only: "
+                                                            "the first block's input gradient is never computed."))),
     Function(qid="ch04-cx5-param-count", points=2, section=_layer,
              prompt="param_count(L, D, F, N, K, H, V, E, tied): parameters of a (GQA, MoE) config.",
              reference=param_count, probes=PARAM_PROBES, draw=draw_params,

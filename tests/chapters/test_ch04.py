@@ -3,6 +3,7 @@ slips must show (test_every_chapter.py runs the records, the book's answers and 
 
 import pytest
 
+import solutions.ch04_transformers as ch04
 from autograder.questions import load_chapter
 from solutions.ch04_transformers import einsum_flops
 from tests.chapter_checks import both_judges
@@ -72,3 +73,11 @@ def test_q4_judges_the_mha_reading_alike_on_every_chip():
         if combo["chip"].name == "TPU v5e":
             assert all(v.ok for v in both_judges(q, 240))
     assert len(codes) == 1, codes
+
+
+def test_cx4_a_gradient_with_respect_to_the_input_too_is_told_so():
+    """value_and_grad with argnums=(0, 1) counts one input gradient more: it was told "off by one ... floor against
+    round", nothing about gradients."""
+    q = load_chapter("ch04_transformers")["ch04-cx4-remat-dots"]
+    for v in both_judges(q, ch04.cx4_every_input_gradient):
+        assert not v.ok and "weights only" in v.message, v.message
