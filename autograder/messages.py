@@ -99,8 +99,8 @@ _WRONG = {
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
                  "accepts {tolerance}): recheck each term, and each value you used.",
     # an exact count answered by a whole number one away from it (kinds/number.py): the diagnosis stays "close"
-    "off_by_one": "Off by one: check where the count starts and ends, and floor against round (the question "
-                  "accepts {tolerance}).",
+    "off_by_one": "Off by one: check where the count starts and ends, and, where a division gives it, floor against "
+                  "round (the question accepts {tolerance}).",
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
     "magnitude": "Off by about a factor of {factor} (to within a factor of three): check the units and the powers "
                  "of ten, and which quantities you combined.{percent}",

@@ -30,7 +30,7 @@ from tests.engine.test_program_diagnoses import CASE3, DP, case3_no_psum, dp_gra
 
 CLOSE = "Close, but the question accepts"
 FAR = "Within 25% of the expected value, but further off than a rounding explains"
-OFF_BY_ONE = "Off by one: check where the count starts and ends, and floor against round"
+OFF_BY_ONE = "Off by one: check where the count starts and ends, and, where a division gives it, floor against round"
 
 
 def _number(reference: float, *, exact: bool = False, tolerance: Tolerance | None = None, unit: str = "",
