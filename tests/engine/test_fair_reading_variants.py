@@ -104,7 +104,7 @@ def test_a_range_end_rounded_to_3_figures_is_right_at_every_variant(chapter):
     failures = []
     for c in cases(chapter, "number"):
         t = c.q.tolerance
-        if not t.is_range or t.of_counts:
+        if not t.is_range or t.of_counts or t.kept_ends:  # kept ends lie half way to a mistake: no one computes them
             continue
         for end in (t.low, t.high):
             v = round_figures(end, 3)
