@@ -379,10 +379,26 @@ def _as_json(x: Any) -> Any:
     return json.loads(json.dumps(x, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
 
 
+_DRAWN: dict[tuple[int, str], tuple[Function, str]] = {}  # by (question, seed), as JSON: drawn once a process
+DRAWN_KEPT = 4096
+
+
 def drawn_probes(q: Function, seed: str) -> list[dict[str, Any]]:
     """The test cases of ``q`` drawn from ``seed`` (a submission's grading seed): one like each public
     probe, none equal to one, and together failing every slip of the record (``_tells_slips``); the same list
-    wherever it is drawn (the grader, for the kernel and for the judge)."""
+    wherever it is drawn (the grader, for the kernel and for the judge: drawn once per process, since telling the
+    slips runs them)."""
+    held = _DRAWN.get((id(q), seed))
+    if held is not None and held[0] is q:
+        return json.loads(held[1])  # a fresh copy: plain JSON data, which no caller may change for another
+    if len(_DRAWN) >= DRAWN_KEPT:
+        _DRAWN.clear()
+    cases = _draw(q, seed)
+    _DRAWN[id(q), seed] = (q, json.dumps(cases))
+    return cases
+
+
+def _draw(q: Function, seed: str) -> list[dict[str, Any]]:
     rng = random.Random(f"{seed}/{q.qid}")
     public = [_as_json(p) for p in q.probes]
     draw = q.draw or vary
