@@ -102,6 +102,10 @@ class Formula(Question):
     # Symbols whose large limit the reference is (the book's "for large N" form): an answer that
     # agrees where these symbols are huge, such as the exact (N-1)/N form, is right too.
     limit: str = ""
+    # The exact expression of which the reference is the book's large-N form, where it is not the reference times
+    # (N-1)/N for each ``limit`` symbol (that product is the default): a max whose communication term alone carries
+    # the ring's (X-1)/X, or a fixed ring of 64 chips, 63/64. Right too.
+    exact_form: Any = None
     kind: ClassVar[str] = "formula"
 
     def __post_init__(self) -> None:
@@ -116,6 +120,8 @@ class Formula(Question):
         used = {s.name for s in sp.sympify(self.reference).free_symbols}
         if not used <= names:
             raise AuthoringError(f"{self.qid}: reference uses undeclared symbols {sorted(used - names)}")
+        if self.exact_form is not None and not {s.name for s in sp.sympify(self.exact_form).free_symbols} <= names:
+            raise AuthoringError(f"{self.qid}: exact_form uses undeclared symbols")
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -223,10 +223,16 @@ def draw_e5(rng: random.Random, probe: dict) -> dict:
 # --- Q4-Q7, Q9, Q10: strategies -------------------------------------------------------------------------
 T_S1 = sp.Max(2 * B * D * F / C, 2 * D * F / W)  # AllGather Y[D_X, F] (bf16), then the full matmul
 T_S2 = sp.Max(2 * B * D * F / (X * C), 4 * B * F / W)  # partial matmul, AllReduce of bf16[B, F]
+# The same with the ring's (X-1)/X on the communication terms: the exact times, right too (the prompts ask for the
+# times, the book writes their large-X forms).
+Q4_EXACT_S1 = sp.Max(2 * B * D * F / C, 2 * D * F / W * (X - 1) / X)
+Q4_EXACT_S2 = sp.Max(2 * B * D * F / (X * C), 4 * B * F / W * (X - 1) / X)
+RING_SHARE = "the ring's (X-1)/X is the share of the array a chip receives: it scales the bytes, not the matmul."
 Q5_CHIPS = math.prod((4, 4, 4))  # TPU v4p 4x4x4
 Q5_FLOPS = 2 * I * J * K / Q5_CHIPS
 Q5_GATHER = BF16 * I * K / (3 * W)  # AllGather of bf16 C[I_XYZ, K] over 3 axes at once
 Q5_ALLREDUCE = 2 * BF16 * I * K / (3 * W)  # AllReduce of bf16 C[I, K]{U_XYZ} over 3 axes
+RING_64 = sp.Rational(Q5_CHIPS - 1, Q5_CHIPS)  # the share of C a chip receives: the exact forms of Q5's times
 
 COLLECTIVES = ("none", "all-gather", "reduce-scatter", "all-reduce", "all-to-all")
 
@@ -807,14 +813,16 @@ def q4(chip: hw.TPU) -> tuple[Formula | Number, ...]:
     return (
         Formula(qid="ch03-q4-t-s1", points=1, section=PROBLEMS,
                 prompt="Q4 strategy 1 (AllGather Y[D_X, F], then multiply): lower bound on its time.",
-                reference=T_S1, symbols="B D F X C W", counts="X",
+                reference=T_S1, symbols="B D F X C W", counts="X", exact_form=Q4_EXACT_S1,
                 slips=(Slip(sp.Max(2 * B * D * F / (X * C), 2 * D * F / W), "extra_symbol:X",
-                            "after the gather every device does the whole matmul."),)),
+                            "after the gather every device does the whole matmul."),
+                       Slip(Q4_EXACT_S1.subs(C, C * X / (X - 1)), "extra_symbol:X", RING_SHARE))),
         Formula(qid="ch03-q4-t-s2", points=1, section=PROBLEMS,
                 prompt="Q4 strategy 2 (local partial matmul, then AllReduce): lower bound on its time.",
-                reference=T_S2, symbols="B D F X C W", counts="X",
+                reference=T_S2, symbols="B D F X C W", counts="X", exact_form=Q4_EXACT_S2,
                 slips=(Slip(sp.Max(2 * B * D * F / C, 4 * B * F / W), "missing_symbol:X",
-                            "each chip multiplies only its 1/X share of the contraction."),)),
+                            "each chip multiplies only its 1/X share of the contraction."),
+                       Slip(Q4_EXACT_S2.subs(C, C * X / (X - 1)), "partly", RING_SHARE))),
         Number(qid="ch03-q4-b-threshold", points=1, section=PROBLEMS,
                prompt=f"Q4 on {chip.name}: the batch below which strategy 1 is communication-bound.",
                reference=intensity, tolerance=tolerance,
@@ -1098,11 +1106,11 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             slips=(Slip(2 * I * J * K / 16, "ratio:4", "all 64 chips share the work, not one 4x4 face."),)),
     Formula(qid="ch03-q5-comm-gather", points=1, section=PROBLEMS,
             prompt="Q5: time to AllGather the bf16 result C[I_XYZ, K] over all three axes at once.",
-            reference=Q5_GATHER, symbols="I J K W",
+            reference=Q5_GATHER, symbols="I J K W", exact_form=Q5_GATHER * RING_64,
             slips=(Slip(BF16 * I * K / W, "ratio:3", "three axes gather at once, each on its own links."),)),
     Formula(qid="ch03-q5-comm-allreduce", points=1, section=PROBLEMS,
             prompt="Q5: time to AllReduce bf16 partial sums C[I, K]{U_XYZ} over all three axes.",
-            reference=Q5_ALLREDUCE, symbols="I J K W",
+            reference=Q5_ALLREDUCE, symbols="I J K W", exact_form=Q5_ALLREDUCE * RING_64,
             slips=(Slip(Q5_GATHER, "ratio:1/2", "an AllReduce costs two gathers' worth."),)),
     Choice(qid="ch03-q5-best", points=1, section=PROBLEMS,
            prompt="Q5: the lowest-latency way for large I, J, K.",

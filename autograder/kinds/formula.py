@@ -93,6 +93,14 @@ def full_form(reference: sp.Expr, limit: Sequence[str]) -> sp.Expr:
     return out
 
 
+def exact_of(names: Sequence[str], reference: sp.Expr, limit: Sequence[str], exact_form: Any) -> sp.Expr | None:
+    """The exact form that is right beside the reference: the record's own (``exact_form``), else the reference times
+    (N-1)/N for each limit symbol; None where the reference is exact."""
+    if exact_form is not None:
+        return parse_known(names, exact_form).expr
+    return full_form(reference, limit) if limit else None
+
+
 @dataclass(frozen=True)
 class Setting:
     """What both judges know of a question: public, shipped with the self-check data."""
@@ -108,6 +116,7 @@ class Setting:
     # Points at the bottom of the domain where the reference has a value (not zero): a formula with a
     # rounded decimal must agree there too (``eq.Domain.small``).
     small: tuple[eq.Point, ...] = ()
+    exact: bool = False  # the reference is the book's large-N form of an exact one, which is right too
 
     @property
     def large(self) -> list[eq.Point]:
@@ -128,7 +137,7 @@ class Expected:
 @lru_cache(maxsize=4096)
 def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], reference: Any,
              limit: tuple[str, ...] = (), accept: tuple[Accept, ...] = (),
-             slips: tuple[Slip, ...] = ()) -> tuple[Expected, tg.Targets]:
+             slips: tuple[Slip, ...] = (), exact_form: Any = None) -> tuple[Expected, tg.Targets]:
     """The grader's view of a formula question, and the intervals the self-check data is made from."""
     ref = parse_known(names, reference).expr
     domain = eq.Domain(names, frozenset(counts))
@@ -138,9 +147,10 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
     anchor = next((i for i, v in enumerate(values) if v is not None and v != 0), None)
     hinted = [s for s in slips if s.hint]
     small = [p for p in domain.small(eq.N_SMALL, seed(tag + "/small")) if at(p) not in (None, 0)]
+    exact = exact_of(names, ref, limit, exact_form)
     setting = Setting(names, counts, limit, tuple(points), anchor,
                       tuple((a.credit, a.message) for a in accept), tuple(s.hint for s in hinted),
-                      ref.has(sp.Max, sp.Min), tuple(small))
+                      ref.has(sp.Max, sp.Min), tuple(small), exact is not None)
     t: tg.Targets = {"ref": [tg.around(v, RTOL) for v in values], "exact": [tg.around(v, EXACT) for v in values],
                      "small": [tg.around(at(p), RTOL) for p in small]}
     if not setting.branches:  # where a max picks a side, "the leading term" means nothing
@@ -151,7 +161,8 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
                           for i, v in enumerate(values)]
     if limit:
         t["limit"] = [tg.around(at(p), RTOL) for p in setting.limit_points]
-        full = eq.evaluator(full_form(ref, limit), names)
+    if exact is not None:
+        full = eq.evaluator(exact, names)
         t["full"] = [tg.around(full(p), EXACT) for p in points]
         t["full_ref"] = [tg.around(full(p), RTOL) for p in points]
         t["full_small"] = [tg.around(full(p), RTOL) for p in small]
@@ -178,7 +189,7 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     if right is True:
         return correct()
     full = False
-    if s.limit:  # the exact (N-1)/N form
+    if s.exact:  # the exact form of the book's large-N one
         full = near.accepts("full", values) if not p.approximate \
             else _rounded_right(e, near.accepts("full_ref", values), at, "full_small")
         if full is True:
@@ -306,13 +317,14 @@ def _rounded_right(e: Expected, at_points: bool | None, at: Callable[[eq.Point],
 
 def check(tag: str, reference: Any, names: Sequence[str], counts: Sequence[str], answer: Any,
           accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = (),
-          grading_seed: str | None = None) -> Verdict:
+          grading_seed: str | None = None, exact_form: Any = None) -> Verdict:
     """The grader's verdict on one formula answer: the diagnosis at the public points, and credit only where
     the answer also agrees at the grader's own points (``grader_points``)."""
     p = read(answer, names)
     if isinstance(p, Invalid):
         return invalid(p, **context(names))
-    e, _ = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
+    e, _ = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips),
+                    exact_form)
     v = diagnose(e, p)
     if v.score <= 0:
         return v
@@ -321,7 +333,7 @@ def check(tag: str, reference: Any, names: Sequence[str], counts: Sequence[str],
         j = next(j for j, (c, m) in enumerate(e.setting.accepts) if (c, m) == (v.score, v.message))
         ref = parse_known(names, accept[j].answer).expr
     elif v.data.get("form") == "exact":
-        ref = full_form(ref, limit)
+        ref = exact_of(names, ref, limit, exact_form)
     # the points covering the answer's branches cost more to find: only for an answer right at the others
     for more in (False, True):
         points = _grader_points(tag, tuple(names), tuple(counts), ref, p.expr, grading_seed, more)
@@ -377,7 +389,7 @@ def encode(fp: dict, answer: Any) -> Any:
 def hint(q: Formula) -> str:
     """The symbols the answer uses: no more than "should not depend on F" would tell."""
     e, _ = expected(q.qid, q.names, tuple(q.counts.split()), q.reference, tuple(q.limit.split()),
-                    tuple(q.accept), tuple(q.slips))
+                    tuple(q.accept), tuple(q.slips), q.exact_form)
     used = [n for n in q.names if e.uses(n)]
     if not used:
         return "The answer is a plain number here: none of the symbols survives in it."
@@ -386,14 +398,17 @@ def hint(q: Formula) -> str:
 
 def judge(q: Formula, answer: Any, seed: str | None = None) -> Verdict:
     """``seed``: the submission's grading seed, from which the grader's own points are drawn."""
-    return check(q.qid, q.reference, q.names, q.counts.split(), answer, q.accept, q.slips, q.limit.split(), seed)
+    return check(q.qid, q.reference, q.names, q.counts.split(), answer, q.accept, q.slips, q.limit.split(), seed,
+                 q.exact_form)
 
 
 # --- the self-check -------------------------------------------------------------------------------
 
 def fingerprint(tag: str, names: Sequence[str], counts: Sequence[str], reference: Any,
-                accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = ()) -> dict:
-    e, t = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips))
+                accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), limit: Sequence[str] = (),
+                exact_form: Any = None) -> dict:
+    e, t = expected(tag, tuple(names), tuple(counts), reference, tuple(limit), tuple(accept), tuple(slips),
+                    exact_form)
     s = e.setting
     ref_names = [n for n in names if e.uses(n)]
     return {"symbols": list(names), "counts": list(counts), "limit": list(limit),
@@ -405,7 +420,8 @@ def fingerprint(tag: str, names: Sequence[str], counts: Sequence[str], reference
 
 
 def make_print(q: Formula) -> dict:
-    return fingerprint(q.qid, q.names, q.counts.split(), q.reference, q.accept, q.slips, q.limit.split())
+    return fingerprint(q.qid, q.names, q.counts.split(), q.reference, q.accept, q.slips, q.limit.split(),
+                       q.exact_form)
 
 
 def from_print(fp: dict, tag: str) -> Expected:
@@ -414,7 +430,8 @@ def from_print(fp: dict, tag: str) -> Expected:
     points = tuple({k: Fraction(v) for k, v in pt.items()} for pt in fp["at"])
     small = tuple({k: Fraction(v) for k, v in pt.items()} for pt in fp.get("small", ()))
     setting = Setting(tuple(fp["symbols"]), tuple(fp["counts"]), tuple(fp.get("limit", ())), points,
-                      fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"], small)
+                      fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"], small,
+                      "full" in fp["targets"])
     uses = frozenset(fp["uses"])
     return Expected(setting, tg.Printed(tag, fp["targets"]), lambda n: tg.digest(tag, "uses", n) in uses)
 

@@ -146,3 +146,42 @@ def test_ring_times_ask_for_the_large_n_form_and_hint_the_exact_one(name):
                 for v in both_judges(q, k * q.reference):
                     assert not v.ok and "(N-1)/N" in v.message and "Hint:" in v.message, (combo, q.qid, k, v.message)
     assert asked
+
+
+# --- the exact ring factor where the book writes the large-N form ----------------------------------------
+
+# Q4's and Q5's prompts ask for the times, not their large-N forms: a ring of X chips moves (X-1)/X of the array,
+# so the communication term with that factor is the exact time and right too (the compute term keeps none).
+EXACT_FORMS = {
+    "ch03-q4-t-s1": "Max(2*B*D*F/C, 2*D*F*(X-1)/(X*W))",
+    "ch03-q4-t-s2": "Max(2*B*D*F/(X*C), 4*B*F*(X-1)/(X*W))",
+    "ch03-q5-comm-gather": "2*I*K*63/(64*3*W)",
+    "ch03-q5-comm-allreduce": "4*I*K*63/(64*3*W)",
+}
+# The factor put on the compute term too: a slip, named.
+EXACT_EVERYWHERE = {
+    "ch03-q4-t-s1": "Max(2*B*D*F*(X-1)/(X*C), 2*D*F*(X-1)/(X*W))",
+    "ch03-q4-t-s2": "Max(2*B*D*F*(X-1)/(X**2*C), 4*B*F*(X-1)/(X*W))",
+}
+
+
+@pytest.mark.parametrize("qid", sorted(EXACT_FORMS))
+def test_the_exact_ring_factor_is_right_where_the_book_writes_the_large_n_form(qid):
+    for q in ch03_variants(qid):
+        assert all(v.ok for v in both_judges(q, EXACT_FORMS[qid])), q.qid
+        assert all(v.ok for v in both_judges(q, q.reference))
+
+
+@pytest.mark.parametrize("qid", sorted(EXACT_EVERYWHERE))
+def test_the_ring_factor_on_the_compute_term_is_refused_with_its_hint(qid):
+    for q in ch03_variants(qid):
+        for v in both_judges(q, EXACT_EVERYWHERE[qid]):
+            assert not v.ok and "scales the bytes, not the matmul" in v.message, v.message
+
+
+def ch03_variants(qid: str) -> list:
+    """The question at each choice of its setting (one question where it is not varied)."""
+    if qid in {q.qid for q in CHAPTER.questions}:
+        return [CHAPTER[qid]]
+    s = next(s for s in CHAPTER.settings if qid.startswith(s.name + "-"))
+    return [next(q for q in s.build(**combo) if q.qid == qid) for combo in s.combos()]
