@@ -102,8 +102,8 @@ _WRONG = {
     "off_by_one": "Off by one: check where the count starts and ends, and, where a division gives it, floor against "
                   "round (the question accepts {tolerance}).",
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
-    "magnitude": "Off by about a factor of {factor} (to within a factor of three): check the units and the powers "
-                 "of ten, and which quantities you combined.{percent}",
+    "magnitude": "Off by about a factor of {factor} (to within a factor of three): check {scale}, and which quantities "
+                 "you combined.{percent}",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you combined, "
                  "and how.",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
@@ -448,6 +448,8 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "magnitude":
         fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
         fields["percent"] = _PERCENT if arg in ("+2", "-2") and ctx.get("unit") == PLAIN else ""
+        # a count or a ratio has no unit to convert: its powers of ten come from the quantities alone
+        fields["scale"] = "the powers of ten" if ctx.get("unit") == PLAIN else "the units and the powers of ten"
     if head == "extra_symbol" or head == "missing_symbol":
         fields["detail"] = " and ".join(arg.split(","))
     if head == "wrong_elements":  # ``finding``: the first wrong element's sentence, ``finding_code`` its code

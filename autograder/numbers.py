@@ -61,6 +61,8 @@ def _unit_table() -> dict[str, tuple[str, float]]:
     t: dict[str, tuple[str, float]] = {
         # A percentage is a plain number in hundredths: "25%" answers a fraction question with 0.25.
         "": ("number", 1.0), "%": ("number", 0.01), "percent": ("number", 0.01),
+        # A speed-up or a ratio as it is written: "1.27x", "1.27×", "1.27 times".
+        "x": ("number", 1.0), "\u00d7": ("number", 1.0), "times": ("number", 1.0),
     }
     for p, f in _SECOND_PREFIX.items():
         for s in ("s", "sec", "secs"):

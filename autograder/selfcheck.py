@@ -21,6 +21,7 @@ import nbformat
 
 from course import progress
 
+from .grading.sanitize import half_pairs, text_only
 from .kernel import run_notebook
 from .messages import phrase
 from .questions import QID
@@ -41,14 +42,13 @@ def questions_in(nb: nbformat.NotebookNode) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def execute(path: Path, timeout: int) -> tuple[str, nbformat.NotebookNode]:
-    """Run the notebook in a fresh kernel, errors and all; returns the run's id in the progress file and
-    the executed notebook (whose outputs say why a check recorded nothing)."""
+def execute(nb: nbformat.NotebookNode, folder: Path, timeout: int) -> tuple[str, nbformat.NotebookNode]:
+    """Run the notebook in a fresh kernel in ``folder``, errors and all; returns the run's id in the progress file
+    and the executed notebook (whose outputs say why a check recorded nothing)."""
     run = uuid.uuid4().hex
     # The kernel writes where we read, tagged with this run.
     env = {progress.ENV_RUN: run, progress.ENV_PATH: str(progress.path())}
-    nb = nbformat.read(path, as_version=4)
-    run_notebook(nb, path.parent, env, timeout)
+    run_notebook(nb, folder, env, timeout)
     return run, nb
 
 
@@ -98,8 +98,12 @@ def read_notebook(path: Path) -> nbformat.NotebookNode | str:
         return f"cannot read {path}: it is not a Jupyter notebook (not JSON)"
     if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
         return not_a_notebook  # {} or [] (the notebook format 3 had worksheets of cells)
+    data, halves = text_only(data)
+    if halves:
+        print(f"scaling-course selfcheck: {path.name} holds {half_pairs(halves)}: run with \ufffd in its place "
+              "(your file is not changed)")
     try:
-        nb = nbformat.read(path, as_version=4, capture_validation_error={})
+        nb = nbformat.reads(json.dumps(data), as_version=4, capture_validation_error={})
         cells = nb.get("cells")
         if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("source"), str)
                                                   and c.get("cell_type") for c in cells):
@@ -122,7 +126,7 @@ def selfcheck(path: Path, timeout: int = 600) -> int:
     if not set_progress_aside():  # the checks must not write over a file they cannot read
         return 2
     print(f"Running {path.name} in a fresh kernel (your file is not changed) ...")
-    run, executed = execute(path, timeout)
+    run, executed = execute(nb, path.parent, timeout)
     for line in report(executed, run, progress.load()):
         print(line)
     return 0

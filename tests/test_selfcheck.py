@@ -319,3 +319,19 @@ def test_selfcheck_refuses_a_file_that_is_no_notebook_in_one_line(tmp_path, caps
     assert selfcheck(tmp_path / "x.ipynb") == 2
     out = capsys.readouterr().out.strip()
     assert len(out.splitlines()) == 1 and "cannot read" in out and "x.ipynb" in out, out
+
+
+def test_selfcheck_runs_a_notebook_holding_half_a_utf16_pair_with_a_note(tmp_path, capsys):
+    """``\\ud800`` with no partner is valid JSON that no kernel message can carry: the run died in a traceback.
+    It runs with U+FFFD in its place, the learner told so in one line."""
+    import nbformat
+
+    from autograder.selfcheck import read_notebook
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1  # HALF")])
+    (tmp_path / "x.ipynb").write_text(nbformat.writes(nb).replace("HALF", "\\ud800"))
+    read = read_notebook(tmp_path / "x.ipynb")
+    assert read.cells[0].source == "x = 1  # \ufffd"
+    nbformat.writes(read).encode("utf-8")
+    out = capsys.readouterr().out
+    assert "x.ipynb holds 1 half of a UTF-16 pair" in out and "not changed" in out, out

@@ -313,15 +313,15 @@ def _usable(value: Any) -> str:
 def pick_notebook(submission: Path, notebook: str, work: Path) -> tuple[Path | None, str]:
     """The one notebook of the upload, under any name, or inside a zip (``submissions.find_notebook``);
     among several, the one named as the assignment's. None and the reason when there is no such one."""
-    from .submissions import find_notebook
+    from .files import files_under
+    from .submissions import find_notebook, notebooks_under
 
     if not submission.is_dir():
         return None, "Nothing was submitted (no submission folder): upload your notebook."
     path, notes = find_notebook(submission, notebook, work)
     if path is not None:
         return path, ""
-    found = [p for p in sorted(submission.rglob("*.ipynb")) if p.is_file() and not p.is_symlink()
-             and ".ipynb_checkpoints" not in p.parts]
+    found = notebooks_under(submission)
     named = [p for p in found if p.name == f"{notebook}.ipynb"]
     if len(named) == 1:
         return named[0], ""
@@ -332,7 +332,7 @@ def pick_notebook(submission: Path, notebook: str, work: Path) -> tuple[Path | N
     if notes and any(p.is_file() for p in submission.glob("*.zip")):
         # zips whose notebooks differ, or a zipped notebook that cannot be read: the class grader's reason
         return None, f"{notes[0][0].upper()}{notes[0][1:]}: submit only your {notebook}.ipynb."
-    files = [str(p.relative_to(submission)) for p in sorted(submission.rglob("*")) if p.is_file()][:10]
+    files = [str(p.relative_to(submission)) for p in files_under(submission)][:10]
     return None, (f"No notebook (.ipynb) found in the submission ({', '.join(files) or 'no files'}): "
                   f"upload your {notebook}.ipynb.")
 

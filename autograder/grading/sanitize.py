@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ import nbformat
 from nbformat import NotebookNode
 
 from ..record import SETTING_MIME, TICK
-from .files import opened, read_plain
+from .files import files_under, opened, read_plain
 
 MAX_NOTEBOOK_BYTES = 20 * 2**20
 MAX_CELL_CHARS = 200_000
@@ -66,6 +67,30 @@ def _is_solution(cell: NotebookNode) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("solution"))
 
 
+_HALF_PAIR = re.compile("[\ud800-\udfff]")
+
+
+def text_only(data: Any) -> tuple[Any, int]:
+    """Loaded JSON with every string made text, and how many characters were not: JSON may escape half of a UTF-16
+    pair (``\\ud800``) where no partner follows, a character no UTF-8 file or kernel message can carry (writing the
+    sanitized notebook raised, a grader error on every run). Each becomes U+FFFD."""
+    dumped = json.dumps(data, ensure_ascii=False)
+    fixed, halves = _HALF_PAIR.subn("\ufffd", dumped)
+    return (json.loads(fixed) if halves else data), halves
+
+
+def half_pairs(n: int) -> str:
+    """What ``text_only`` replaced, in words."""
+    what = "1 half of a UTF-16 pair" if n == 1 else f"{n} halves of UTF-16 pairs"
+    return f"{what} (escapes such as \\ud800, which no text file can hold)"
+
+
+def loads_text(text: str) -> tuple[Any, int]:
+    """``json.loads`` and ``text_only``: the second only where the text holds an escape."""
+    data = json.loads(text)
+    return text_only(data) if "\\u" in text else (data, 0)
+
+
 def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The student's cells as plain dicts, tolerating what JSON and nbformat would reject."""
     if path is None:
@@ -78,10 +103,10 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
         raw, cut = read_plain(path, MAX_NOTEBOOK_BYTES)  # a plain file, and no more than that however it grew
         if cut:
             return [], [f"the notebook is over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit: graded as empty"]
-        data = json.loads(raw.decode("utf-8", errors="replace"))
+        data, halves = loads_text(raw.decode("utf-8", errors="replace"))
     except (OSError, ValueError, RecursionError) as e:
         return [], [f"the notebook cannot be read ({type(e).__name__}{_encoding(raw)}): graded as empty"]
-    problems = []
+    problems = [f"{half_pairs(halves)} replaced by \ufffd"] if halves else []
     version = data.get("nbformat") if isinstance(data, dict) else None
     if type(version) is int and version < 4 and not isinstance(data.get("cells"), list):
         data, upgraded = _upgraded(data, version)
@@ -149,7 +174,7 @@ def hash_files(h: Any, folder: Path) -> None:
     path, and its bytes read to the caps above. A file it cannot read counts as its error. Within the caps, this is
     the hash of every file's path and all its bytes (so fingerprints stored before the caps still match)."""
     budget = HASH_TOTAL_BYTES
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
+    for path in files_under(folder):
         h.update(os.fsencode(path.relative_to(folder)) + b"\0")
         try:
             with opened(path) as f:

@@ -16,7 +16,6 @@ cannot read.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .console import printable
-from .files import opened, read_plain
+from .files import files_under, opened, read_plain, walk
 from .sanitize import MAX_NOTEBOOK_BYTES, hash_files
 
 if TYPE_CHECKING:
@@ -127,6 +126,12 @@ def locate(a: Assignment, student: str, folder: Path, work: Path) -> tuple[Path 
     return find_notebook(folder, a.notebook, work)
 
 
+def notebooks_under(folder: Path) -> list[Path]:
+    """The notebooks handed in under ``folder``, wherever they are, but JupyterLab's checkpoints."""
+    return [p for p in files_under(folder) if p.name.endswith(".ipynb")
+            and ".ipynb_checkpoints" not in p.relative_to(folder).parts]
+
+
 def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None, list[str]]:
     """The submitted notebook: by its name; else the one candidate, whatever its name or place: a notebook in
     the folder (renamed or moved) or inside a zip (an LMS download, where a member of the assignment's name is
@@ -134,8 +139,7 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     (a zip and its unzipped folder) are one candidate. Several that differ are refused, each named ("which
     one?"), wherever they are: taking the first would be a guess (a draft.zip sorts before final.zip)."""
     path = folder / f"{notebook}.ipynb"
-    found = [p for p in sorted(folder.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts and
-             p.is_file() and not p.is_symlink()]
+    found = notebooks_under(folder)
     archives = sorted(p for p in folder.glob("*.zip") if p.is_file() and not p.is_symlink())
     if path.is_file() and not path.is_symlink():
         # Graded by its name, never a guess; work handed in beside it (JupyterLab's Duplicate writes
@@ -284,9 +288,8 @@ def _misplaced_in(student_dir: Path, a: Assignment) -> list[Path]:
     not followed; at most ``WALKED`` entries are looked at)."""
     found, seen = [], 0
     names = {a.name.casefold(), f"{a.notebook}.ipynb".casefold()}
-    for root, dirs, files in os.walk(student_dir, onerror=lambda e: None):
-        here = Path(root)
-        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints" and not (here / d).is_symlink())
+    for here, dirs, files in walk(student_dir):
+        dirs[:] = [d for d in dirs if d != ".ipynb_checkpoints"]
         seen += len(dirs) + len(files)
         top = here == student_dir
         found += [here / d for d in dirs if d.casefold() in names]

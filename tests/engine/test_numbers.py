@@ -95,7 +95,7 @@ def test_units_convert_to_the_question_unit(answer, unit, value, given):
 INVALID = {
     "unit_dimension": [("3 TB/s", "s"), ("1 ms", "B"), ("16 GiB", "B/s"), ("5 FLOPs", "FLOP/s"), ("2 s", ""),
                        ("25%", "s"), ("2*31.27e9 B/s", "B")],
-    "unknown_unit": [("3 parsecs", "s"), ("1.2 MS", "s"), ("5 gb", "B"), ("0x10", "s"), ("2 x", ""),
+    "unknown_unit": [("3 parsecs", "s"), ("1.2 MS", "s"), ("5 gb", "B"), ("0x10", "s"), ("2 q", ""),
                      ("1 ms ms", "s"), ("2*31.27e9 GB/ss", "B/s"), ("1e+", "")],
     # a unit ends the answer; "4/2 ms" reads, and the sentence says to compute first
     "unit_arithmetic": [("4 ms / 2", "s"), ("244 us / 224 us", "")],
@@ -205,6 +205,11 @@ READINGS = [
     (0.25, "", "2.5%", False),
     (0.217, "", "21.7%", True),
     (0.217, "", "22%", False),  # rounded to 2 figures: outside 3 significant figures
+    # "1.27x" and "1.27×" are how a speed-up is written: a plain number, never a unit of its own.
+    (1.27, "", "1.27x", True),
+    (1.27, "", "1.27 ×", True),
+    (1.27, "", "1.27 times", True),
+    (1.27, "", "127x", False),
     (25.0, "%", "25%", True),
     (25.0, "%", "25", True),
     (25.0, "%", "0.25", False),

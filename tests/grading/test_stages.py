@@ -238,3 +238,47 @@ def test_a_question_whose_answer_cell_is_untouched_says_so():
     answer.outputs = [new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]
     reason = collect(new_notebook(cells=[answer, test]), [QID])[QID].reason
     assert reason.startswith("the answer cell above stopped with ZeroDivisionError: division by zero"), reason
+
+
+def test_a_folder_nested_past_the_recursion_limit_is_searched_and_fingerprinted(tmp_path):
+    """``nbgrader submit`` sends the whole folder: one nested 1,500 folders deep made the search for the notebook
+    and the submission's fingerprint raise RecursionError (a path walked by recursion), so the student got a grader
+    error and 0 on every run. The notebook beside it is graded, the deep folder walked to a bound."""
+    import os
+    import sys
+
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    nbformat.write(theirs, folder / "hw.ipynb")
+    depth = 1500
+    assert sys.getrecursionlimit() < depth
+    fds = [os.open(folder, os.O_RDONLY)]
+    for _ in range(depth):  # by descriptors: the whole path is longer than a path may be
+        os.mkdir("d", dir_fd=fds[-1])
+        fds.append(os.open("d", os.O_RDONLY, dir_fd=fds[-1]))
+    try:
+        job = stages.Job(a, "ada", folder)
+        stages.sanitize(job)
+        assert job.notebook.cells[0].source == "q1_bytes = 16" and len(job.sha) == 64
+    finally:
+        for parent in reversed(fds[:-1]):  # undone the same way, deepest first
+            os.close(fds.pop())
+            os.rmdir("d", dir_fd=parent)
+        os.close(fds.pop())
+
+
+def test_a_lone_surrogate_in_the_notebook_is_replaced_and_the_rest_graded(tmp_path):
+    """JSON may escape half a UTF-16 pair (``\\ud800``), which no UTF-8 file or kernel message can carry: the grader
+    failed to write the sanitized notebook, a grader error and 0 on every run. It becomes U+FFFD, with a note."""
+    a = _course(tmp_path)
+    folder, theirs = _submit(a)
+    theirs.cells[0].source = "q1_bytes = 16  # SURROGATE"
+    theirs.cells.insert(0, nbformat.v4.new_markdown_cell("notes SURROGATE"))
+    theirs.metadata["x"] = "SURROGATE"
+    (folder / "hw.ipynb").write_text(nbformat.writes(theirs).replace("SURROGATE", "\\ud800 and \\udfff"))
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    [code] = [c.source for c in job.notebook.cells if c.cell_type == "code" and "q1_bytes =" in c.source]
+    assert code == "q1_bytes = 16  # \ufffd and \ufffd"
+    nbformat.writes(job.notebook).encode("utf-8")  # what the kernel is sent
+    assert any("replaced" in p for p in job.problems), job.problems
