@@ -983,7 +983,7 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
            reference=T_JIT_S / T_COLLECTIVE_S, tolerance=ONE_PERCENT,
            slips=(Slip(T_COLLECTIVE_S / T_JIT_S, "not_equal", "a speed-up is old time over new time."),
                   Slip(T_JIT_S / T_COLLECTIVE_S - 1, "magnitude:-1",
-                       "a speed-up is old time over new time, a ratio above 1: not the fraction by which it is faster."),
+                       "a speed-up is old time over new time, a ratio above 1: not how much faster, as a fraction."),
                   Slip(1 - T_COLLECTIVE_S / T_JIT_S, "magnitude:-1",
                        "a speed-up is old time over new time, a ratio above 1: not the share of the time saved."))),
     Number(qid="ch10-e4-overhead", points=1, section=HOW,
