@@ -117,7 +117,9 @@ class Collective:
     def describe(self) -> str:
         shape = ",".join(map(str, self.operand_shape))
         over = "+".join(self.axes) or "no axis"
-        what = f"{self.kind} of {self.dtype}[{shape}] over {over} ({self.bytes_per_device:,.0f} bytes per device each"
+        # moved, not held: a ring all-reduce of 2,048 bytes moves 3,584 over 8 devices, which read as the array's size
+        moved = f"{self.bytes_per_device:,.0f} bytes moved per device each"
+        what = f"{self.kind} of {self.dtype}[{shape}] over {over} ({moved}"
         if self.kind == "collective-permute" and max(self.hops) > 1 + 1e-9:
             what += f", crossing {max(self.hops):.3g} links in one direction on average"
         if self.count is None:  # inside a while loop whose trip count cannot be read

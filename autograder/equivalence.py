@@ -79,6 +79,23 @@ class Domain:
         rest = [i for i in range(len(pool)) if i not in chosen]
         return [pool[i] for i in sorted(chosen + rest[:n - len(chosen)])]
 
+    def wide(self, n: int, seed: int) -> list[Point]:
+        """``n`` points far beyond ``draw``'s range (sizes 2**-8 to 2**40, counts up to 2**20) and off its grid of
+        64ths (each size a multiple of one over a large prime): where a step or a side of a max that an answer adds
+        may act that the public points never reach. Only the grader asks there, and only of an answer with one."""
+        rng = random.Random(seed)
+        points = []
+        for _ in range(n):
+            p = {}
+            for name in self.names:
+                if name in self.counts:
+                    p[name] = Fraction(max(2, round(2 ** rng.uniform(1, 20))))
+                else:
+                    q = rng.choice(_OFF_GRID)
+                    p[name] = Fraction(max(1, round(2 ** rng.uniform(-8, 40) * q)), q)
+            points.append(p)
+        return points
+
     def small(self, n: int, seed: int) -> list[Point]:
         """``n`` points at the bottom of the domain (counts 2 to 4, sizes 1/16 to 1), where a term of
         lower order weighs as much as the leading ones: a rounded formula must agree there too, or a
@@ -95,6 +112,8 @@ class Domain:
 
 # What may switch between branches: a max() or min() picks one argument, an abs() one sign of its argument.
 BRANCHING = (sp.Max, sp.Min, sp.Abs)
+STEPS = (sp.floor, sp.ceiling)  # and a floor or a ceiling steps where its argument crosses a whole number
+_OFF_GRID = (10007, 65537, 999983)  # primes: no multiple of 1/64 is a multiple of one over them, but whole numbers
 
 Branch = tuple[sp.Expr, list[Callable[[Point], "mpmath.mpf | None"]]]
 
@@ -122,7 +141,10 @@ def _active(found: list[Branch], p: Point) -> set[tuple[int, int]]:
 
 def unexercised(expr: sp.Expr, names: Sequence[str], points: Sequence[Point]) -> bool:
     """Whether a branch of ``expr`` (an argument of a max/min, a sign under an abs) is the active one at none
-    of ``points``: there the formula was never tested."""
+    of ``points``, or a floor/ceiling of it never steps there (one value at all of them, or a whole number for an
+    argument at every one, so that how it rounds is never seen): there the formula was never tested."""
+    if any(_never_steps(node, names, points) for node in expr.atoms(*STEPS)):
+        return True
     found = branches(expr, names)
     if not found:
         return False
@@ -133,6 +155,15 @@ def unexercised(expr: sp.Expr, names: Sequence[str], points: Sequence[Point]) ->
         if not sides:
             return False
     return True
+
+
+def _never_steps(node: sp.Expr, names: Sequence[str], points: Sequence[Point]) -> bool:
+    inner = evaluator(node.args[0], names)
+    args = [v for v in (inner(p) for p in points) if v is not None]
+    if not args:
+        return True
+    rounded = {int(mpmath.floor(v)) if isinstance(node, sp.floor) else int(mpmath.ceil(v)) for v in args}
+    return len(rounded) == 1 or all(v == int(v) for v in args)
 
 
 # mpmath keeps the exponent of a value exactly, so exp(x) of a huge x needs log(2) to as many digits

@@ -51,8 +51,7 @@ _INVALID = {
     "count_word": "This question asks for a plain number: leave out '{detail}' and give the number alone.",
     "currency": "Give the amount as a plain number: leave out '{detail}', write any thousands or millions as a "
                 "power of ten (4.2e6 for 4.2 million), and no separators.",
-    "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} (a letter after a number reads as a "
-                    "unit, and B is bytes).",
+    "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} ({why}).",
     "scientific_notation": "Inside a calculation, write a power of ten with e: write {fix} for '{detail}'.",
     "unit_in_formula": "A formula carries no unit: drop '{detail}' (the question says what the formula counts).",
     "unknown_option": "Choose one of: {options}.",
@@ -127,8 +126,8 @@ _VERDICTS = {
     "correct": "Correct.",
     # the self-check's "edge" of a formula with a branch (max, min, abs) never active at its points (kinds/formula.py)
     "edge:branch": "The self-check cannot fully check this answer: a branch of a max(), min() or abs() in it is "
-                   "never the active one at its sample points, so only the grader tests it. Is that branch meant "
-                   "to be there?",
+                   "never the active one at its sample points, or a floor() or ceiling() in it never rounds there, so "
+                   "only the grader tests it. Is that part meant to be there?",
     "raised": "Your function raised an error: {error}",
     "raised:case": "your function raised an error: {error}",  # inside a test case's frame
     # The self-check's bounds on calling a function (record.bounded_calls), inside a test case's frame.
@@ -431,6 +430,8 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "scale_suffix":  # "13B" or "13 billion" -> 13e9
         number, scale = re.fullmatch(r"(.*?)\s*([A-Za-z]+)", str(fields["detail"])).groups()  # type: ignore[union-attr]
         fields["fix"] = number + _SCALES.get(scale, "")
+        fields["why"] = "a letter after a number reads as a unit, and B is bytes" if scale in ("B", "b") else \
+            "a letter after a number reads as a unit" if len(scale) == 1 else "a count is written in digits"
     if head == "scientific_notation":  # "1.5 x 10^-3" -> 1.5e-3
         from .numbers import e_notation
 

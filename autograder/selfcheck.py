@@ -21,9 +21,9 @@ import nbformat
 
 from course import progress
 
-from .grading.sanitize import half_pairs, text_only
 from .kernel import run_notebook
 from .messages import phrase
+from .notebook_json import half_pairs, text_only
 from .questions import QID
 from .record import cell_error, why_no_record
 

@@ -3,7 +3,7 @@
 ``inspect(fn, *args)`` lists the collectives of a JAX function, as the grader sees them: kind, mesh
 axes, dtype, count (loops included) and bytes per device. ``report`` prints that list with the total
 your program moves, beside the time your own formula predicts for it ("your formula predicts ... us;
-your program runs 1 collective, ... bytes per device in all").
+your program runs 1 collective, ... bytes moved per device in all").
 
 What a program moves is measured here; how long that takes on a chip's links is what the chapters ask
 you to derive, so nothing here prices a collective (docs/architecture.md, "What a student imports
@@ -30,7 +30,7 @@ def report(fn, *args, predicted_s: float | None = None, one_way_bytes_per_s: flo
     found = inspect(fn, *args)
     moved = sum(c.bytes_per_device * (c.count or 1) for c in found)
     runs = f"{len(found)} collective{'' if len(found) == 1 else 's'}"
-    head = f"your program runs {runs}, {moved:,.0f} bytes per device in all" if found else \
+    head = f"your program runs {runs}, {moved:,.0f} bytes moved per device in all" if found else \
         "your program runs no collectives"
     if predicted_s is not None:
         links = f" on links of {one_way_bytes_per_s:.3g} B/s each way" if one_way_bytes_per_s else ""

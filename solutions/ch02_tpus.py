@@ -551,7 +551,7 @@ CHAPTER = Chapter("ch02_tpus", "TPUs", (
     # E1: the MXU.
     number("ch02-e1-flops-per-cycle", section=WHAT,
            prompt="bf16 FLOPs per cycle of one MXU ([8,128] x [128,128] every 8 cycles).",
-           reference=MXU_FLOPS_PER_CYCLE, tolerance=THREE_FIGURES,
+           reference=MXU_FLOPS_PER_CYCLE, unit="FLOP", tolerance=THREE_FIGURES,
            slips=(Slip(MXU_FLOPS_PER_CYCLE / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."),
                   Slip(MXU_FLOPS_PER_CYCLE * 8, "ratio:8", "one pass takes 8 cycles."))),
     vary("ch02-e1", e1, chip=chips(V5E, V5P, V4P), clock=values(*E1_CLOCKS.values()), valid=e1_valid),

@@ -759,7 +759,9 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
                         "W_K and W_V have K heads, not N."),
                    Slip(2 * D * F + m.attention_params(D, N, K, H) + D, "lower_terms",
                         "a gated MLP has three D x F matrices."),
-                   Slip(m.layer_params(D, F, N, K, H), "lower_terms", "count the norm's D scales too."))),
+                   Slip(m.layer_params(D, F, N, K, H), "lower_terms", "count the norm's D scales too."),
+                   Slip(m.layer_params(D, F, N, K, H, norms=2), "lower_terms",
+                        "the prompt counts one D-sized norm per layer."))),
     vary("ch04-q1", q1, model=models(*Q1_MODELS)),
     # E3: FLOPs per layer, and when attention dominates.
     Formula(qid="ch04-e3-mlp-flops", points=1, section=_layer,
@@ -814,7 +816,9 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             prompt="FLOPs redone in the backward pass per layer when only the 7 big matmul outputs are saved.",
             reference=m.recompute_flops("dots", B, T, D, F, N, K, H), symbols="B T D F N K H",
             slips=(Slip(2 * B * T**2 * N * H, "ratio:1/2", "two attention matmuls: Q.K^T and softmax.V."),
-                   Slip(ATTN_TRAIN, "ratio:3", "only their forward pass is redone."))),
+                   Slip(ATTN_TRAIN, "ratio:3", "only their forward pass is redone."),
+                   Slip(m.recompute_flops("dots", B, T, D, F, N, K, H).subs(N * H, D), "extra_symbol:D",
+                        "the attention matmuls are N*H wide, which is D only when the heads span it: keep N and H."))),
     # E5: KV cache.
     Formula(qid="ch04-e5-kv-formula", points=1, section=f"{SECTION}#key-value-kv-caching",
             prompt="Bytes of int8 KV cache for one sequence of S tokens.",

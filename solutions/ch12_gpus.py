@@ -464,7 +464,7 @@ def e1(older: hw.GPU, newer: hw.GPU) -> tuple[Number, ...]:
         out.append(number(f"ch12-e1-{slot}-tc-flops", section=S["gpu"],
                           prompt=f"bf16 FLOPs per cycle of one {g.name} tensor core "
                                  f"({g.tensor_clock_hz / 1e9:.2f} GHz).",
-                          reference=per_cycle, tolerance=Tolerance(rtol=0.05),  # the book rounds to 1024 and 2048
+                          reference=per_cycle, unit="FLOP", tolerance=Tolerance(rtol=0.05),  # the book: 1024, 2048
                           slips=(Slip(4 * per_cycle, "ratio:4", "4 per SM."),)))
     return tuple(out)
 

@@ -358,3 +358,31 @@ def test_a_one_dimensional_shape_is_a_tuple_of_one_number_and_right(judges):
     q = QUESTIONS["ch03-cx1-local-shape"]
     graded, checked = judges(q.qid, q.solution)
     assert graded.ok and checked.ok, (graded, checked)
+
+
+# Plain-number questions whose prompt says FLOPs, each a ratio, a share, an intensity (read in FLOPs per byte or
+# bare) or a count of something else.
+FLOPS_NOT_A_COUNT = {"ch04-e4-remat-flops-ratio", "ch07-e10-prefix-fraction", "ch08-w3-batch-flops",
+                     "ch09-q2-mlp-share", "ch01-e2-intensity-limit", "ch12-q17-intensity"}
+
+
+def test_a_flop_count_is_asked_in_flop_so_its_units_read():
+    """"420 GFLOPs" for 4.2e11 training FLOPs a token was refused as "not the right kind of unit" where the question
+    was a plain number, and read elsewhere: a question that asks for FLOPs takes the unit FLOP."""
+    import re
+
+    from autograder.questions import Number, chapter_names, load_chapter
+
+    plain = set()
+    for name in chapter_names():
+        chapter = load_chapter(name)
+        questions = list(chapter.questions)
+        for s in chapter.settings:
+            questions += s.build(**next(iter(s.combos())))
+        plain |= {q.qid for q in questions if isinstance(q, Number) and q.unit == ""
+                  and re.search(r"\bFLOPs\b(?! ?/ ?s)", q.prompt)}
+    assert plain == FLOPS_NOT_A_COUNT
+    from tests.chapter_checks import both_judges
+
+    a2 = load_chapter("ch06_applied_training")["ch06-a2-flops-per-token"]
+    assert all(v.ok for v in both_judges(a2, "420 GFLOPs")) and all(v.ok for v in both_judges(a2, "4.2e11"))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from ..notebook_json import half_pairs, loads_text
 from ..record import SETTING_MIME, TICK
 from .files import files_under, opened, read_plain
 
@@ -65,30 +65,6 @@ def _grade_id(cell: Any) -> str | None:
 
 def _is_solution(cell: NotebookNode) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("solution"))
-
-
-_HALF_PAIR = re.compile("[\ud800-\udfff]")
-
-
-def text_only(data: Any) -> tuple[Any, int]:
-    """Loaded JSON with every string made text, and how many characters were not: JSON may escape half of a UTF-16
-    pair (``\\ud800``) where no partner follows, a character no UTF-8 file or kernel message can carry (writing the
-    sanitized notebook raised, a grader error on every run). Each becomes U+FFFD."""
-    dumped = json.dumps(data, ensure_ascii=False)
-    fixed, halves = _HALF_PAIR.subn("\ufffd", dumped)
-    return (json.loads(fixed) if halves else data), halves
-
-
-def half_pairs(n: int) -> str:
-    """What ``text_only`` replaced, in words."""
-    what = "1 half of a UTF-16 pair" if n == 1 else f"{n} halves of UTF-16 pairs"
-    return f"{what} (escapes such as \\ud800, which no text file can hold)"
-
-
-def loads_text(text: str) -> tuple[Any, int]:
-    """``json.loads`` and ``text_only``: the second only where the text holds an escape."""
-    data = json.loads(text)
-    return text_only(data) if "\\u" in text else (data, 0)
 
 
 def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]:

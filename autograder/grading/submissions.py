@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .console import printable
-from .files import files_under, opened, read_plain, walk
+from .files import WALKED_ENTRIES, files_under, opened, read_plain, walk
 from .sanitize import MAX_NOTEBOOK_BYTES, hash_files
 
 if TYPE_CHECKING:
@@ -149,17 +149,20 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
                        "work is there, tell the course staff)"] if others else [])
     candidates = [_Candidate(printable(p.relative_to(folder)), p) for p in found]
     passed_over: list[str] = []  # what a zip holds beside its candidate, and zips with no notebook
+    unopened: list[str] = []  # zips too large to look into
     for archive in archives:
         inside, besides = _zipped(archive, notebook)
         candidates += inside
-        passed_over += besides if inside else [printable(archive.name)]
+        unopened += besides if not inside else []
+        passed_over += besides if inside or besides else [printable(archive.name)]
     candidates, copies = _distinct(candidates)
     if len(candidates) > 1:
         return None, [f"no {notebook}.ipynb in the submission (found {_listed([c.where for c in candidates])}: "
                       "which one?)"]
     if not candidates:
         linked = " (symbolic links are not followed)" if path.is_symlink() else ""
-        return None, [f"no {notebook}.ipynb in the submission{linked}"]
+        also = f"; {_listed(unopened)}" if unopened else ""
+        return None, [f"no {notebook}.ipynb in the submission{linked}{also}"]
     [chosen] = candidates
     aside = copies + passed_over
     also = f"; also handed in, not graded: {_listed(aside)} (if your work is there, tell the course staff)" if aside \
@@ -221,15 +224,18 @@ def _zipped(archive: Path, notebook: str) -> tuple[list[_Candidate], list[str]]:
 
     try:
         with opened(archive) as f, zipfile.ZipFile(f) as z:  # a link to someone else's zip is no upload
-            members = [(i, m.filename) for i, m in enumerate(z.infolist()) if m.filename.endswith(".ipynb")
+            infos = z.infolist()
+            if len(infos) > WALKED_ENTRIES:  # as a folder's walk stops: no upload of work holds that many files
+                return [], [f"{printable(archive.name)} (over {WALKED_ENTRIES:,} files: not opened)"]
+            members = [(i, m.filename) for i, m in enumerate(infos) if m.filename.endswith(".ipynb")
                        and not m.is_dir() and "__MACOSX" not in m.filename and ".ipynb_checkpoints" not in m.filename]
     except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: no notebook
         return [], []
-    exact = [(i, name) for i, name in members if name.rsplit("/", 1)[-1] == f"{notebook}.ipynb"]
-    chosen = exact or members
+    exact = {i for i, name in members if name.rsplit("/", 1)[-1] == f"{notebook}.ipynb"}
+    chosen = exact or {i for i, _ in members}  # a set: a list made this quadratic in the members (100,000: 160 s)
     where = [f"{printable(name)} in {printable(archive.name)}" for _, name in members]
-    inside = [_Candidate(w, archive, i) for (i, name), w in zip(members, where, strict=True) if (i, name) in chosen]
-    return inside, [w for (i, name), w in zip(members, where, strict=True) if (i, name) not in chosen]
+    inside = [_Candidate(w, archive, i) for (i, _), w in zip(members, where, strict=True) if i in chosen]
+    return inside, [w for (i, _), w in zip(members, where, strict=True) if i not in chosen]
 
 
 def _listed(names: list[str], shown: int = 5) -> str:

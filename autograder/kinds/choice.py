@@ -82,7 +82,50 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
     found = by_spelling.get(option_key(text))
     if found is None and (value := _as_number(text)) is not None:
         found = next((o for o in options if _option_value(o) == value), None)
-    return found or Invalid("unknown_option", text[:40])
+    return found or _in_common_words(options, text) or Invalid("unknown_option", text[:40])
+
+
+# Words a student adds to an option or leaves out of it, which say nothing of which option it is: the noun a level
+# names ("leaf switches"), an article, a chip maker's word ("v5p" for "TPU v5p").
+_FILLER = re.compile(r"^(?:the|a|an)\s+|\s+(?:levels?|switch(?:es)?|tier|layer)$")
+_MAKERS = re.compile(r"^(?:tpu|nvidia|google)[\s\-_]*", re.IGNORECASE)
+# Usual other forms of the one-word options, and the options (by key) each may name, one way only: "bandwidth" is
+# the option "memory" beside "compute", but "memory" is not the option "bandwidth" beside "latency".
+_ALIASES = {"comm": {"communication", "comms"}, "comms": {"communication"}, "communication": {"comms"},
+            "communications": {"communication", "comms"}, "network": {"communication", "comms"},
+            "bandwidth": {"memory"}, "memorybandwidth": {"memory"}, "hbmbandwidth": {"memory", "hbm"},
+            "mem": {"memory"}, "computation": {"compute"}, "arithmetic": {"compute"}, "math": {"compute", "flops"},
+            "flops": {"compute"}, "compute": {"flops"}, "flop": {"flops", "compute"},
+            "unchanged": {"same"}, "nochange": {"same"}, "staysthesame": {"same"}, "thesame": {"same"}}
+# A small number in words, for options that are numbers ("two" for "2", "a quarter" for "1/4").
+_NUMBER_WORDS = {"one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "six": 6.0, "seven": 7.0,
+                 "eight": 8.0, "nine": 9.0, "ten": 10.0, "half": 0.5, "ahalf": 0.5, "onehalf": 0.5, "quarter": 0.25,
+                 "aquarter": 0.25, "onequarter": 0.25, "onefourth": 0.25, "third": 1 / 3, "athird": 1 / 3,
+                 "onethird": 1 / 3}
+_JOINED = re.compile(r"\s*(?:\+|&|/|,|-|\band\b|\bwith\b)\s*", re.IGNORECASE)
+
+
+def _in_common_words(options: Sequence[str], text: str) -> str | None:
+    """The one option ``text`` names in other common words (None where it names none, or several): a joined pair in
+    another order or with another joiner ("tp+fsdp", "fsdp and tp" for "fsdp+tp"), the option with filler words
+    (``_FILLER``, ``_MAKERS``), a usual other form of a one-word option (``_ALIASES``)."""
+    def one(found: list[str]) -> str | None:
+        return found[0] if len(set(found)) == 1 else None
+
+    parts = sorted(option_key(p) for p in _JOINED.split(text.strip()) if p)
+    joined = one([o for o in options if "+" in o and sorted(option_key(p) for p in o.split("+")) == parts])
+    if joined:
+        return joined
+    bare = _MAKERS.sub("", _FILLER.sub("", text.strip().lower()).strip())
+    plain = one([o for o in options if option_key(_MAKERS.sub("", o)) == option_key(bare)])
+    if plain:
+        return plain
+    named = _ALIASES.get(option_key(bare), set())
+    if named:
+        return one([o for o in options if option_key(o) in named])
+    value = _NUMBER_WORDS.get(option_key(text))
+    return one([o for o in options if value is not None and _option_value(o) is not None
+                and math.isclose(_option_value(o), value)])
 
 
 def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any) -> Verdict:

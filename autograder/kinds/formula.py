@@ -170,6 +170,8 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
         for j, alt in enumerate(alternatives):
             f = eq.evaluator(parse_known(names, alt).expr, names)
             t[f"{key}{j}"] = [tg.around(f(p), RTOL) for p in points]
+            if key == "slip":  # an answer in exact numbers is told a slip's hint only where it is that slip
+                t[f"slipx{j}"] = [tg.around(f(p), EXACT) for p in points]
     uses = eq.used_names(ref)
     return Expected(setting, tg.Exact(tag, t), uses.__contains__), t
 
@@ -205,8 +207,11 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     readings = [(values, at)]
     if in_limit:
         readings.append(_over_limit_factors(s, values, at))
+    # A slip's hint where the answer is that slip: exactly, for an answer in exact numbers (one norm too many is not
+    # the slip of none, though within 3 figures of it), to 3 figures for one with rounded decimals.
+    slip = "slip" if p.approximate else "slipx"
     hints = list(dict.fromkeys(h for vs, _ in readings for j, h in enumerate(s.hints)
-                               if tg.all_near(near, f"slip{j}", vs) is True))
+                               if tg.all_near(near, f"{slip}{j}", vs) is True))
     if s.limit and tg.all_near(near, "limit", [at(pt) for pt in s.limit_points]) is True:
         return wrong("limit_only", hints, **ctx, limit=and_list(list(s.limit)))
     for j, (credit, message) in enumerate(s.accepts):
@@ -354,11 +359,16 @@ def _grader_points(tag: str, names: tuple[str, ...], counts: tuple[str, ...], re
     """Points covering the reference's branches (``branches`` False), the answer's own (True), or both (None)."""
     domain = eq.Domain(names, frozenset(counts))
     points = [] if branches else domain.points(K_DRAWN, _drawn_seed(tag, grading_seed, "points"), cover=ref)
-    if branches is not False and answer.has(*eq.BRANCHING):  # where each branch of the answer's own max/min/abs
-        # is the active one: a wrong one may be active at 1 point in 250 of the domain, or mostly at its bottom
+    if branches is not False and answer.has(*eq.BRANCHING, *eq.STEPS):  # where each branch of the answer's own
+        # max/min/abs is the active one: a wrong one may be active at 1 point in 250 of the domain, or mostly at its
+        # bottom
         points += domain.points(K_DRAWN, _drawn_seed(tag, grading_seed, "branches"), cover=answer,
                                 kinds=eq.BRANCHING, candidates=ANSWER_CANDIDATES)
         points += domain.small(K_DRAWN, _drawn_seed(tag, grading_seed, "small"))
+        if answer.atoms(*eq.BRANCHING, *eq.STEPS) - ref.atoms(*eq.BRANCHING, *eq.STEPS):
+            # and, for a switch the reference lacks, far beyond the domain and off its grid, where one added to a
+            # right answer may act (the reference's own switches are judged on its domain, as the self-check does)
+            points += domain.wide(K_DRAWN, _drawn_seed(tag, grading_seed, "wide"))
     return points
 
 

@@ -107,6 +107,20 @@ class Expected:
     oracle: tg.Printed  # tg.Exact in the grader
 
 
+# A slip's hint reaches 2 significant figures of its value, so a student who rounds the slipped value ("27%" for
+# 0.2746) is told it too; never more than half way to the accepted range or to another answer with words of its own,
+# nor less than the question's own tolerance.
+SLIP_REACH = 0.05
+
+
+def hint_reach(value: float, lo: float, hi: float, others: list[float], rtol: float) -> float:
+    """The relative distance from a slip's value within which its hint is told."""
+    if not value or lo <= value <= hi:
+        return rtol
+    gaps = [min(abs(value - lo), abs(value - hi))] + [abs(value - o) for o in others if o != value]
+    return max(rtol, min([SLIP_REACH] + [g / abs(value) / 2 for g in gaps]))
+
+
 @lru_cache(maxsize=4096)
 def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept: tuple[Accept, ...] = (),
              slips: tuple[Slip, ...] = (), element: bool = False) -> tuple[Expected, tg.Targets]:
@@ -147,9 +161,11 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
             "decade": [None if reference == 0 else tg.between(*sorted((reference / DECADE, reference * DECADE)))]}
         if not tolerance.is_range:  # whether a rounding explains a near miss, to a 600th of the reference
             t["rounding"] = [tg.around(reference, ROUNDING)]
-    for key, alternatives in (("accept", [a.answer for a in accept]), ("slip", [s.answer for s in hinted])):
-        for j, alt in enumerate(alternatives):
-            t[f"{key}{j}"] = [tg.around(float(alt), tolerance.rtol)]
+    for j, a in enumerate(accept):
+        t[f"accept{j}"] = [tg.around(float(a.answer), tolerance.rtol)]
+    worded = [float(x) for x in [a.answer for a in accept] + [s.answer for s in hinted]]
+    for j, s in enumerate(hinted):
+        t[f"slip{j}"] = [tg.around(float(s.answer), hint_reach(float(s.answer), lo, hi, worded, tolerance.rtol))]
     e = Expected(unit, tolerance_text(tolerance, reference), tuple((a.credit, a.message) for a in accept),
                  tuple(s.told for s in hinted), tg.Exact(tag, t))
     return e, t

@@ -29,13 +29,13 @@ def test_chapter_size():
 # What the inspector reports for each sharded-matmul case's model (the chapter's note quotes these).
 CASES = {
     "ch03-cx2-case1-local": [],
-    "ch03-cx2-case2-allgather": ["1 x all-gather of f32[64,32] over X (57,344 bytes per device each)"],
-    "ch03-cx2-case3-allreduce": ["1 x all-reduce of f32[32,128] over Y (24,576 bytes per device each)"],
-    "ch03-cx2-case3-reducescatter": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes per device each)"],
-    "ch03-cx2-case4-gather-one": ["1 x all-gather of f32[256,16] over X (114,688 bytes per device each)"],
-    "ch03-q9-partial-sums": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes per device each)"],
-    "ch03-cx4-ring-allgather": ["7 x collective-permute of f32[8,32] over X (1,024 bytes per device each)"],
-    "ch03-cx4-bidi-allgather": ["14 x collective-permute of f32[4,32] over X (512 bytes per device each)"],
+    "ch03-cx2-case2-allgather": ["1 x all-gather of f32[64,32] over X (57,344 bytes moved per device each)"],
+    "ch03-cx2-case3-allreduce": ["1 x all-reduce of f32[32,128] over Y (24,576 bytes moved per device each)"],
+    "ch03-cx2-case3-reducescatter": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes moved per device each)"],
+    "ch03-cx2-case4-gather-one": ["1 x all-gather of f32[256,16] over X (114,688 bytes moved per device each)"],
+    "ch03-q9-partial-sums": ["1 x reduce-scatter of f32[64,128] over X (28,672 bytes moved per device each)"],
+    "ch03-cx4-ring-allgather": ["7 x collective-permute of f32[8,32] over X (1,024 bytes moved per device each)"],
+    "ch03-cx4-bidi-allgather": ["14 x collective-permute of f32[4,32] over X (512 bytes moved per device each)"],
 }
 
 
@@ -49,7 +49,7 @@ def test_case3_model_follows_the_dealt_mesh():
     so its AllReduce runs over the 2 devices of Y on blocks of I/4 rows."""
     q = CHAPTER.variant({"ch03-cx2": {"I": 64, "J": 256, "mesh": [4, 2]}})["ch03-cx2-case3-allreduce"]
     assert q.spec.mesh == (("X", 4), ("Y", 2))
-    assert inspected(q) == ["1 x all-reduce of f32[16,128] over Y (8,192 bytes per device each)"]
+    assert inspected(q) == ["1 x all-reduce of f32[16,128] over Y (8,192 bytes moved per device each)"]
     assert judge(q, recorded(q, q.model)).ok
 
 

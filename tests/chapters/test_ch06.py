@@ -54,10 +54,10 @@ def test_inspector_reads_the_multipod_program():
     """Gathers over Y (activations) and X (weights), the ReduceScatter inside the pod, then one AllReduce
     over Z (the DCN) of the already scattered quarter of the gradient."""
     assert inspected(CHAPTER["ch06-cx4-multipod-grad"]) == [
-        "1 x all-gather of f32[128,32] over X (16,384 bytes per device each)",
-        "2 x all-gather of f32[16,32] over Y (2,048 bytes per device each)",
-        "1 x all-reduce of f32[32,128] over Z (16,384 bytes per device each)",
-        "1 x reduce-scatter of f32[64,128] over X (16,384 bytes per device each)",
+        "1 x all-gather of f32[128,32] over X (16,384 bytes moved per device each)",
+        "2 x all-gather of f32[16,32] over Y (2,048 bytes moved per device each)",
+        "1 x all-reduce of f32[32,128] over Z (16,384 bytes moved per device each)",
+        "1 x reduce-scatter of f32[64,128] over X (16,384 bytes moved per device each)",
     ]
 
 
@@ -65,16 +65,16 @@ def test_inspector_reads_the_fsdp_tp_mlp():
     """Each weight's D gathered over X (FSDP), then one AllReduce over Y of the [B_X, D] partial sums over F:
     the relu needs no communication, since each device's hidden units are whole sums over D."""
     assert inspected(CHAPTER["ch06-cx3-fsdp-tp-mlp"]) == [
-        "1 x all-gather of f32[32,64] over X (8,192 bytes per device each)",
-        "1 x all-gather of f32[64,32] over X (8,192 bytes per device each)",
-        "1 x all-reduce of f32[16,64] over Y (6,144 bytes per device each)",
+        "1 x all-gather of f32[32,64] over X (8,192 bytes moved per device each)",
+        "1 x all-gather of f32[64,32] over X (8,192 bytes moved per device each)",
+        "1 x all-reduce of f32[16,64] over Y (6,144 bytes moved per device each)",
     ]
 
 
 def test_inspector_reads_the_data_parallel_step():
     """One AllReduce of the weight's gradient, whatever the batch: autodiff adds the replicas' shares."""
     assert inspected(CHAPTER["ch06-cx5-dp-loss-grad"]) == [
-        "1 x all-reduce of f32[32,64] over X (14,336 bytes per device each)",
+        "1 x all-reduce of f32[32,64] over X (14,336 bytes moved per device each)",
     ]
 
 

@@ -75,7 +75,7 @@ def test_w3_batches():
 
 def test_inspector_reads_the_model():
     found = inspected(CHAPTER["ch08-cx4-kv-sharded-decode"])
-    assert found == ["1 x all-reduce of f32[4,16] over kv (384 bytes per device each)"]
+    assert found == ["1 x all-reduce of f32[4,16] over kv (384 bytes moved per device each)"]
 
 
 def test_each_device_reads_an_eighth_of_the_cache():
@@ -88,7 +88,7 @@ def test_each_device_reads_an_eighth_of_the_cache():
 def test_inspector_reads_the_weight_stationary_mlp():
     """The weights never move: one AllReduce over the whole slice of the [B, D] partial outputs, IQ9's T_ici."""
     assert inspected(CHAPTER["ch08-cx6-weight-stationary-mlp"]) == [
-        "1 x all-reduce of f32[8,32] over X+Y (1,792 bytes per device each)",
+        "1 x all-reduce of f32[8,32] over X+Y (1,792 bytes moved per device each)",
     ]
 
 

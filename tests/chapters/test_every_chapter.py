@@ -93,7 +93,7 @@ def _assert_program_verdict(q, code, v):
         assert v.message.startswith("Right numbers, but your program runs"), v.message
         for kind in code.split(":", 1)[1].split(","):
             assert kind in v.message, v.message
-        assert q.qid in UNSIZED or "bytes per device" in v.message, v.message
+        assert q.qid in UNSIZED or "bytes moved per device" in v.message, v.message
 
 
 @pytest.mark.parametrize("q", [_marked((q,), q.chapter, q.qid) for q in PROGRAMS])

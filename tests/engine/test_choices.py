@@ -115,3 +115,45 @@ def test_implied_words_do_not_make_a_wrong_option_right(q, answer, status):
 def test_options_that_read_the_same_once_bound_is_dropped_are_an_authoring_error():
     with pytest.raises(AuthoringError):
         Choice(qid="ch99-c8-same", points=1, prompt="p", reference="memory", options=("memory", "memory-bound"))
+
+
+def _choice(options: tuple[str, ...], reference: str) -> Choice:
+    wrong_one = next(o for o in options if o != reference)
+    return Choice(qid="ch99-c9-loose", points=1, prompt="p", reference=reference, options=options,
+                  slips=(Slip(wrong_one, "wrong_option"),))
+
+
+STRATEGY = _choice(("dp", "fsdp", "tp", "fsdp+tp"), "fsdp+tp")
+LEVEL = _choice(("node", "leaf", "spine"), "leaf")
+CHIP = _choice(("TPU v5p", "H100"), "TPU v5p")
+COMMS = _choice(("compute", "communication"), "communication")
+MEMORY = _choice(("compute", "memory"), "memory")
+PLACE = _choice(("HBM", "VMEM", "host"), "HBM")
+
+
+@pytest.mark.parametrize(("q", "answer"), [
+    (STRATEGY, "tp+fsdp"), (STRATEGY, "fsdp-tp"), (STRATEGY, "TP + FSDP"), (STRATEGY, "fsdp and tp"),
+    (STRATEGY, "fsdp & tp"), (LEVEL, "leaf level"), (LEVEL, "leaf switches"), (LEVEL, "the leaf switch"),
+    (CHIP, "v5p"), (CHIP, "tpu-v5p"), (COMMS, "comms"), (COMMS, "comm"), (COMMS, "communications"),
+    (COMMS, "comms-bound"), (MEMORY, "bandwidth"), (MEMORY, "memory bandwidth"), (MEMORY, "HBM bandwidth"),
+    (_choice(("flops", "weights"), "flops"), "FLOP-bound"), (_choice(("same", "double", "half"), "same"), "unchanged"),
+    (_choice(("same", "double", "half"), "same"), "stays the same"), (_choice(("1", "2", "3", "4"), "2"), "two"),
+    (_choice(("1/4", "1/2", "1", "2"), "1/4"), "a quarter"), (_choice(("1/4", "1/2", "1", "2"), "1/2"), "half"),
+])
+def test_an_option_said_in_other_common_words_is_that_option(q, answer):
+    """A reordered pair ("tp+fsdp"), the option with the noun it names ("leaf switches"), a chip without its maker's
+    word ("v5p"), a usual short form ("comms"): each says one option, and refusing it sent an honest student back to
+    the list of options."""
+    graded, checked = both(q, answer)
+    assert graded.ok and checked.ok, (graded.message, checked.message)
+
+
+@pytest.mark.parametrize(("q", "answer"), [
+    (STRATEGY, "dp+tp"), (STRATEGY, "fsdp+tp+dp"), (STRATEGY, "tp"), (LEVEL, "spine level"), (CHIP, "v5e"),
+    (COMMS, "compute-bound"), (MEMORY, "compute"), (PLACE, "memory"), (PLACE, "bandwidth"),
+    (_choice(("latency", "bandwidth"), "bandwidth"), "memory"), (_choice(("1", "2", "3", "4"), "2"), "three"),
+    (_choice(("same", "double", "half"), "same"), "double"),
+])
+def test_common_words_never_make_another_or_an_unknown_answer_right(q, answer):
+    graded, checked = both(q, answer)
+    assert not graded.ok and not checked.ok and graded.status == checked.status, (graded.message, checked.message)

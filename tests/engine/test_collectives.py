@@ -100,13 +100,13 @@ def test_the_report_states_the_bytes_and_the_prediction_but_prices_nothing():
     assert c.bytes_per_device == 7 * 1024 * 1024 * 2
     text = comms.report(gather, x, predicted_s=1.5e-4, one_way_bytes_per_s=4.5e10)
     assert text.splitlines()[0] == ("your formula predicts 150 us on links of 4.5e+10 B/s each way; your program "
-                                    "runs 1 collective, 14,680,064 bytes per device in all")
+                                    "runs 1 collective, 14,680,064 bytes moved per device in all")
     assert text.count(" us") == 1 and not hasattr(comms, "ring_seconds")
     assert comms.report(gather, x).startswith("your program runs 1 collective")
 
 
 def test_a_collective_in_a_loop_of_unknown_length_says_so():
     c = Collective("all-reduce", ("X",), "i32", (), 8, None)
-    assert c.describe() == ("all-reduce of i32[] over X (7 bytes per device each, once per step of a loop of "
+    assert c.describe() == ("all-reduce of i32[] over X (7 bytes moved per device each, once per step of a loop of "
                             "unknown length)")
     assert Collective("all-gather", ("X",), "f32", (2, 4), 8, 3).describe().startswith("3 x all-gather of f32[2,4]")

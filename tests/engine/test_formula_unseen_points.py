@@ -167,6 +167,35 @@ def test_the_self_check_says_it_cannot_check_a_branch_it_never_sees(qid, answer)
     assert checked.diagnosis == "edge" and "max(), min() or abs()" in checked.message, checked
 
 
+# --- Own steps and switches beyond the public range -------------------------------------------------------------------
+
+SWITCHED = [  # a right answer plus a term that acts only beyond the public points' range, or only between grid points
+    ("ch01-e3-intensity", "2*B*D*F/(2*B*D + 2*B*F + 2*D*F) + B*floor(B/2**30)"),
+    ("ch01-e3-intensity", "2*B*D*F/(2*B*D + 2*B*F + 2*D*F) + 1000*(ceiling(64*B) - 64*B)"),
+    ("ch01-e2-dot-flops", "2*N - 1 + floor(N/10**5)*N"),
+    ("ch01-e3-intensity", "Max(2*B*D*F/(2*B*D + 2*B*F + 2*D*F), B*D - 10**12)"),
+]
+
+
+@pytest.mark.parametrize(("qid", "answer"), SWITCHED)
+def test_a_switch_that_acts_beyond_the_public_points_is_found_by_the_grader_and_not_ticked(qid, answer):
+    """A floor, ceiling or max of the answer's own that acts only for sizes above the public range (up to 2**16) or
+    between its grid points (multiples of 1/64): the grader asks at points of its own up to 2**40, off that grid,
+    and refuses it; the self-check, which sees only its own points, does not tick it."""
+    graded, checked = both_judges(QUESTIONS[qid], answer)
+    assert graded.score == 0, graded
+    assert not checked.ok, checked
+
+
+@pytest.mark.parametrize(("qid", "answer"), [
+    ("ch01-e3-intensity", "2*B*D*F/(2*B*D + 2*B*F + 2*D*F) + 0*floor(B)"),
+    ("ch01-e2-dot-flops", "2*floor(N) - 1"),
+    ("ch01-e2-dot-flops", "ceiling(2*N - 1)"),
+])
+def test_a_step_that_changes_nothing_is_still_right_for_the_grader(qid, answer):
+    assert both_judges(QUESTIONS[qid], answer)[0].ok
+
+
 # --- Limits: limit records ----------------------------------------------------------------------------------------
 
 LIMIT_WRONG = {  # wrong exact forms, vanishing extra terms, a roofline maximum for a time

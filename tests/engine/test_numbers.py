@@ -565,3 +565,24 @@ def test_just_outside_a_range_is_close_not_a_factor(low, high, reference, answer
 def test_a_factor_of_the_reference_is_still_named_in_a_range():
     v = verdict(10.92, "", 2 * 10.92, Tolerance(low=10, high=20))
     assert v.diagnosis == "ratio:2"
+
+
+def test_a_slip_rounded_to_two_figures_is_told_its_hint_but_not_half_way_to_the_reference():
+    """A student who slips and rounds ("27%" for a fraction 0.2746 where a ratio 1.2746 is asked) is told the slip's
+    hint; an answer nearer the reference, or nearer another slip, is not told it."""
+    from autograder.kinds import number
+
+    slips = (Slip(0.2746, "magnitude:-1", "the fraction faster."), Slip(0.2154, "magnitude:-1", "the time saved."))
+
+    def told(answer):
+        return number.check("ch99-t0-speedup", 1.2746, "", Tolerance(rtol=0.01), answer, slips=slips).message
+
+    assert "the fraction faster" in told(0.27) and "the fraction faster" in told(0.28)
+    assert "the time saved" in told(0.22) and "the time saved" in told(0.21)
+    for far in (0.3, 0.245, 0.25, 0.19):  # beyond 2 figures, or nearer the other slip
+        assert "fraction faster" not in told(far) and "time saved" not in told(far), (far, told(far))
+    # a slip near the reference reaches only half way to it
+    near = (Slip(1.3, "close", "the near slip."),)
+    assert "near slip" in number.check("ch99-t0-near", 1.2746, "", Tolerance(rtol=0.01), 1.295, slips=near).message
+    assert "near slip" not in number.check("ch99-t0-near", 1.2746, "", Tolerance(rtol=0.01), 1.287,
+                                           slips=near).message

@@ -365,3 +365,17 @@ def test_a_notebook_with_none_of_the_assignments_cells_says_so_in_one_line(tmp_p
     stages.sanitize(job)
     [note] = [p for p in job.problems if "restored" in p]
     assert QID not in note and "none of the assignment's 2 cells" in note, note
+
+
+def test_a_zip_of_many_members_is_read_once_and_one_past_the_cap_is_not_opened(tmp_path, monkeypatch):
+    """A zip of 100,000 empty notebooks held one submission for 160 s (its members compared with a list of them,
+    a square of the count): they are named as candidates once, and a zip of more members than a folder's walk takes
+    is not opened, said so."""
+    from autograder.grading import submissions
+
+    folder = _upload(tmp_path, {}, {"many.zip": {f"{i}.ipynb": "" for i in range(3000)}})
+    path, [note] = find_notebook(folder, "hw", tmp_path / "work")
+    assert path is None and "which one?" in note and "2995 more" in note, note
+    monkeypatch.setattr(submissions, "WALKED_ENTRIES", 1000)
+    path, [note] = find_notebook(folder, "hw", tmp_path / "work")
+    assert path is None and note == "no hw.ipynb in the submission; many.zip (over 1,000 files: not opened)", note
