@@ -84,8 +84,7 @@ _WRONG = {
     "elsewhere": "Your formula gives the expected values at the self-check's sample points, but not at other "
                  "values of {names}: it must hold for all of them (check each max, min or abs in it, and which "
                  "term it picks where).",
-    "partly": "Your answer agrees with the expected one in only part of the range of {names}: "
-              "check which term dominates where (a max or min?).",
+    "partly": "Your answer agrees with the expected one in only part of the range of {names}: {advice}.",
     "not_equivalent": "Not equivalent to the expected formula, and not off by a simple factor: recheck each "
                       "term (which quantities enter it, and whether they multiply or add).",
     "unit": "This looks like the answer in {guess}; the question asks for {unit}. Give the number in "
@@ -446,6 +445,9 @@ def phrase(code: str, **ctx: object) -> str:
         fields["instead"] = _INSTEAD.get(str(fields["detail"]), "")
     if head == "edge":  # ``precise``: the answer has figures enough that more would not move it
         fields["advice"] = _EDGE_PRECISE if ctx.get("precise") else "Give the value with one more significant figure."
+    if head == "partly":  # an answer with a max of its own has one: a side of it is wrong, not the max
+        fields["advice"] = "check the terms of each side of your max or min (one agrees where it is the active " \
+            "one, another does not)" if ctx.get("own_branch") else "check which term dominates where (a max or min?)"
     if head == "magnitude":
         fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
         fields["percent"] = _PERCENT if arg in ("+2", "-2") and ctx.get("unit") == PLAIN else ""

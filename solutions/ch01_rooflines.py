@@ -410,7 +410,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             reference=2 * B * D * F / _bf16, symbols="B D F",
             accept=(Accept(B, 0.5, "That is the B << D, F limit; here the exact intensity is asked."),),
             slips=(Slip(4 * B * D * F / _bf16, "ratio:2", "bf16 takes 2 bytes per element."),
-                   Slip(2 * B * D * F / (2 * B * D + 2 * D * F), "not_equivalent", "the output is written too."))),
+                   Slip(2 * B * D * F / (2 * B * D + 2 * D * F), "missing_symbol:D", "the output is written too."))),
     Formula(qid="ch01-e3-intensity-limit", points=1, section=SECTION + "#matrix-multiplication",
             prompt="The intensity of the bf16 matmul to leading order when B << D, F.",
             reference=B, symbols="B D F",

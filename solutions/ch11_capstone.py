@@ -176,6 +176,11 @@ SERVE = SERVE_PROBES[2]
 CAP_KV_PER_TOKEN = m.kv_bytes_per_token(COURSE_31B.L, COURSE_31B.K, COURSE_31B.H, SERVE["kv_bytes"])
 
 
+def weights_slice() -> int:
+    """Chips of the smallest v5e slice that holds Course-31B's int8 weights alone, no caches."""
+    return next(n for n in V5E_SLICE_CHIPS if n * V5E.hbm_bytes >= CAP_P * SERVE["weight_bytes"])
+
+
 def serving_plan(batch: int, context: int) -> tuple[int, int, float]:
     """Course-31B served int8 on v5e slices within the budget's latency: (chips of the smallest slice that
     holds weights and caches, chips of the one that also meets the latency, its step seconds)."""
@@ -682,7 +687,8 @@ def c1_serve(batch: int, context: int) -> tuple[Number, ...]:
         number("ch11-c1-memory-chips", section=SERVING,
                prompt=f"How many chips are in the smallest v5e slice that holds the serving batch ({batch} "
                       f"sequences of {context} tokens)?", reference=memory, exact=True,
-               slips=(Slip(memory / 2, "ratio:1/2", "the batch's KV caches need room too."),)),
+               slips=(Slip(weights_slice(), slip_code(weights_slice(), memory, EXACT_COUNT),
+                           "the batch's KV caches need room too."),)),
         number("ch11-c1-serve-chips", section=SERVING,
                prompt="How many chips are in the slice that also meets the 15 ms step budget?", reference=chips_,
                exact=True, slips=(Slip(memory, slip_code(memory, chips_, EXACT_COUNT),
@@ -701,9 +707,10 @@ def c1_serve(batch: int, context: int) -> tuple[Number, ...]:
 
 def c1_serve_valid(batch: int, context: int) -> bool:
     """Memory and latency must pull apart, as the exercise asks: some slice meets the budget, and it is larger
-    than the smallest one that holds the batch."""
+    than the smallest one that holds the batch; and the caches the prose names must change that smallest slice, or
+    leaving them out would pass for some students."""
     memory, chips_, _ = serving_plan(batch, context)
-    return 0 < memory < chips_
+    return weights_slice() < memory < chips_
 
 
 def c1_gpu(node: hw.GPUNode, model: m.Config, batch: float) -> tuple[Question, ...]:

@@ -5,8 +5,11 @@ refused, with its hint, at every choice of its setting (``solutions._kit.refusin
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+import solutions.ch02_tpus as ch02
 import solutions.ch04_transformers as ch04
 import solutions.ch06_applied_training as ch06
 import solutions.ch07_inference as ch07
@@ -36,7 +39,14 @@ def _q1_one_embedding(combo: dict) -> float:
 
 
 # (chapter, setting, question, the answer without the term, words of the hint, choices the prose exempts)
+def _q5_with_latency(combo: dict) -> float:
+    shape, dst = combo["shape"], combo["dst"]
+    return ch02.E4_SLICE.transfer_s(2 * math.prod(shape), (0, 0), dst)
+
+
 LEFT_OUT = [
+    # the other way round: a term the prompt keeps apart (the first byte's latency) added in
+    ("ch02_tpus", "ch02-q5", "ch02-q5-bandwidth-time", _q5_with_latency, "latency", ()),
     ("ch06_applied_training", "ch06-a5", "ch06-a5-total-bytes", _a5_total, "weights", ()),
     # the book prints A6 at its batch to 2 figures, as the total without the weights reads
     ("ch06_applied_training", "ch06-a5", "ch06-a6-bytes-per-chip", lambda c: _a5_total(c) / ch06.POD, "weights",

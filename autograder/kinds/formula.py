@@ -30,6 +30,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -202,7 +203,8 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
         return wrong("whole_number", **ctx)
     # A limit record's answer in the exact form's shape (it holds a limit symbol) is also read against that form:
     # its values over the (N-1)/N factors, so that twice the exact form is "twice", with the slip's hint.
-    mine = eq.free_names(p.expr)
+    written = eq.free_names(p.expr)
+    mine = written - _cancelled(s, at, values, written)  # B in 2*B*D*F/(4*B*D*F + 4*B*D) is written, not used
     in_limit = bool(mine & set(s.limit))
     readings = [(values, at)]
     if in_limit:
@@ -231,15 +233,34 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     if extra:
         return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
     if missing:  # said otherwise of a number like no slip's: its symbols were numbers when computed (S = 4 in a cell)
-        return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not mine and not hints)
+        return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not written and not hints)
     if any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True:
         return wrong("lower_terms", hints, **ctx)
     # Agreement at some points only: for a max or min, within 3 figures (one side dominates there);
     # otherwise exactly, or a term that is merely small somewhere would read as a branch.
     partly = "ref" if p.approximate or s.branches else "exact"
     if any(near.near(partly, i, v) is True for i, v in enumerate(values)):
-        return wrong("partly", hints, **ctx)
+        return wrong("partly", hints, **ctx, own_branch=p.expr.has(sp.Max, sp.Min))
     return wrong("not_equivalent", hints, **ctx)
+
+
+def _cancelled(s: Setting, at: Callable[[eq.Point], Any], values: list[Any], written: frozenset[str]) -> set[str]:
+    """The symbols written in an answer that its value does not depend on: the same values at the first points with
+    each moved alone (by value, not by sympy's cancel, which a student's text could make slow)."""
+    out = set()
+    for name in written:
+        same = 0
+        for pt, v in list(zip(s.points, values, strict=True))[:4]:
+            if v is None:
+                continue
+            moved = at({**pt, name: pt[name] * 3 + (1 if name in s.counts else Fraction(1, 3))})
+            if moved is None or not mpmath.almosteq(moved, v, rel_eps=mpmath.mpf(10) ** -20):
+                break
+            same += 1
+        else:
+            if same:
+                out.add(name)
+    return out
 
 
 def _constant_factor(e: Expected, values: list[Any], at: Callable[[eq.Point], Any], nearly: bool) -> str | None:

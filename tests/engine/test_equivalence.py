@@ -276,3 +276,11 @@ def test_exact_numbers_must_be_exact():
     assert compare("2*B*D", "2.000001*B*D") == (True, "")
     # a constant multiple within 3 figures is its own finding: the form is right, the constant is not
     assert compare("2*B*D", "2000001*B*D/1000000") == (False, "constant_close")
+
+
+@pytest.mark.parametrize("answer", ["2*B*D*F/(4*B*D*F + 4*B*F)", "B*(D*F + D)/(B*F)"])
+def test_a_symbol_the_answer_writes_but_cancels_is_not_called_a_dependence(answer):
+    """2*B*D*F/(4*B*D*F + 4*B*F), the intensity without its output write, does not depend on B though B is written
+    in it: it was told "depends on B, but the answer should not", which sent the student after the wrong thing."""
+    v = formula.check("ch99-t0-cancel", "D*F/(D*F + D + F)", ("B", "D", "F"), (), answer)
+    assert not v.ok and "B" not in v.message, v.message
