@@ -371,6 +371,9 @@ _PROGRAM = {
     "lowering:empty": "{kind} without a message{at}: call your function on the exercise's inputs to see the whole "
                       "traceback.",
     "error:not_an_array": "the function returned {kind}, not an array",
+    "copies_differ": "The result is right on one device, but the copy device {device} holds differs from it at index "
+                     "{index}: a result that every device holds must be the same on each (does each device place "
+                     "its blocks by its own index, jax.lax.axis_index?).",
     "error:not_the_outputs": "the function returned ({kinds}); expected a tuple of {n} arrays: {names}",
     "error:unreadable": "the recorded program cannot be read ({kind})",
     "error:foreign_call": "the program calls {target!r}, which is not allowed here",

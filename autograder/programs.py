@@ -85,6 +85,9 @@ class Report:
     # Where the program states no collective (a ``jit`` program), the others the compiler placed
     # (``collectives.compiled_collectives``): weighed against the model's traffic as the stated ones are.
     compiled: tuple[Collective, ...] = ()
+    # Where a device's copy of a result differs from the copy it is judged by (a replicated result the program left
+    # different per device): that device and the first index that differs, else None.
+    differ: tuple[int, tuple[int, ...]] | None = None
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -199,8 +202,27 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     if odd:
         return Report(error=phrase_program("error:dtype", dtype=odd[0]), error_code="wrong_type")
     specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
-    return Report(tuple(np.asarray(o) for o in outs), specs, counts, found, memory=memory,
-                  placed=tuple(c for c, _ in permutes), jumps=sum(not ring for _, ring in permutes), compiled=chosen)
+    values = tuple(np.asarray(o) for o in outs)
+    return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
+                  jumps=sum(not ring for _, ring in permutes), compiled=chosen, differ=_copies_differ(q, outs, values))
+
+
+def _copies_differ(q: ProgramSpec, outs: tuple[Any, ...], values: tuple[np.ndarray, ...]
+                   ) -> tuple[int, tuple[int, ...]] | None:
+    """The first device whose copy of a result differs from the value the result is judged by (one copy of each
+    block), beyond the question's tolerance, and where. ``np.asarray`` reads one copy of a replicated result: a
+    ``shard_map`` with ``check_vma=False`` may leave the others wrong (a ring right on device 0 only)."""
+    for o, whole in zip(outs, values, strict=True):
+        for shard in sorted(o.addressable_shards, key=lambda s: s.device.id):
+            part, want = np.asarray(shard.data), whole[shard.index]
+            if part.shape != want.shape:
+                continue
+            close = np.isclose(part, want, rtol=q.rtol, atol=q.atol, equal_nan=True)
+            if not close.all():
+                first = np.argwhere(~close)[0]
+                starts = [s.start or 0 for s in shard.index] + [0] * (part.ndim - len(shard.index))
+                return shard.device.id, tuple(int(a + f) for a, f in zip(starts, first, strict=False))
+    return None
 
 
 _FLOAT_NAMES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}
@@ -361,7 +383,8 @@ def report_to_json(r: Report) -> dict[str, Any]:
             "out_specs": [None if s is None else list(s) for s in r.out_specs], "census": r.census,
             "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
             "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
-            "compiled": [asdict(c) for c in r.compiled]}
+            "compiled": [asdict(c) for c in r.compiled],
+            "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])]}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -374,11 +397,12 @@ def report_from_json(d: dict[str, Any]) -> Report:
                                 int(c["group_size"]), c["count"],
                                 tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2])
                      for c in d.get(key) or [])
-    memory = d.get("memory")
+    memory, differ = d.get("memory"), d.get("differ")
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
                   collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
                   {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
-                  collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"))
+                  collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"),
+                  None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])))
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -939,6 +963,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     finding = _diagnose_outputs(q, report.outputs, wanted, seed)
     if finding is not None:
         return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)
+    if report.differ is not None:  # right where it is read, wrong on another device: wrong values
+        device, index = report.differ
+        return Verdict(Status.INCORRECT, 0.0, "wrong_values",
+                       phrase_program("copies_differ", device=device, index=index))
     counts = {k: v for k, v in (report.census or {}).items() if v}
     for name, got, want in zip(q.outputs or ("",), report.out_specs, q.out_specs, strict=True):
         if _normal_spec(got) != _normal_spec(want):

@@ -265,3 +265,32 @@ def test_junk_answers_to_a_question_over_compiled_text_are_judged_quickly():
     v = function.judge(q, {"drawn": junk}, "a seed")
     assert time.monotonic() - start < 5
     assert v.score == 0 and len(v.message) < 1000, v.message
+
+
+def ring_as_if_device_zero(x):
+    """The ring all-gather that forgets ``axis_index``: every device places its blocks as device 0 would, so device 0
+    holds the whole array and every other device a rotation of it."""
+    mesh = course.mesh(X=8)
+
+    def block(x_block):
+        n, rows = jax.lax.axis_size("X"), x_block.shape[0]
+        right = [(j, (j + 1) % n) for j in range(n)]
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((n * rows, x_block.shape[1]), x_block.dtype), x_block, 0, 0)
+
+        def step(i, carry):
+            out, travelling = carry
+            travelling = jax.lax.ppermute(travelling, "X", right)
+            return jax.lax.dynamic_update_slice_in_dim(out, travelling, (-i - 1) % n * rows, 0), travelling
+
+        return jax.lax.fori_loop(0, n - 1, step, (out, x_block))[0]
+
+    return jax.shard_map(block, mesh=mesh, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
+
+
+def test_every_copy_of_a_replicated_result_is_checked():
+    """A result the spec replicates was read from one device's copy: a ring that is right on device 0 only earned
+    full marks. Every device's copy is compared, and one that differs makes the values wrong."""
+    v = verdict(RING, ring_as_if_device_zero)
+    assert (v.score, v.diagnosis) == (0.0, "wrong_values"), v
+    assert "device 1 holds differs from" in v.message, v.message
+    assert verdict(RING, RING.model).ok
