@@ -96,7 +96,8 @@ _ALIASES = {"comm": {"communication", "comms"}, "comms": {"communication"}, "com
             "bandwidth": {"memory"}, "memorybandwidth": {"memory"}, "hbmbandwidth": {"memory", "hbm"},
             "mem": {"memory"}, "computation": {"compute"}, "arithmetic": {"compute"}, "math": {"compute", "flops"},
             "flops": {"compute"}, "compute": {"flops"}, "flop": {"flops", "compute"},
-            "unchanged": {"same"}, "nochange": {"same"}, "staysthesame": {"same"}, "thesame": {"same"}}
+            "unchanged": {"same"}, "nochange": {"same"}, "staysthesame": {"same"}, "thesame": {"same"},
+            "no": {"never"}, "allreducescatter": {"reducescatter"}}  # XLA's name of a reduce-scatter's fusion
 # A small number in words, for options that are numbers ("two" for "2", "a quarter" for "1/4").
 _NUMBER_WORDS = {"one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "six": 6.0, "seven": 7.0,
                  "eight": 8.0, "nine": 9.0, "ten": 10.0, "half": 0.5, "ahalf": 0.5, "onehalf": 0.5, "quarter": 0.25,
@@ -123,9 +124,15 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
     named = _ALIASES.get(option_key(bare), set())
     if named:
         return one([o for o in options if option_key(o) in named])
-    value = _NUMBER_WORDS.get(option_key(text))
-    return one([o for o in options if value is not None and _option_value(o) is not None
-                and math.isclose(_option_value(o), value)])
+    value = _NUMBER_WORDS.get(option_key(text), _as_number(text))
+    by_value = one([o for o in options if value is not None and _option_value(o) is not None
+                    and math.isclose(_option_value(o), value)])
+    # a number that is the one number of exactly one option: "4096" for "D=F=4096"
+    return by_value or one([o for o in options if value is not None and _numbers_in(o) == {value}])
+
+
+def _numbers_in(option: str) -> set[float]:
+    return {float(n) for n in re.findall(r"(?<![\w.])[0-9]+(?:\.[0-9]+)?(?![\w.])", option)}
 
 
 def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any) -> Verdict:

@@ -139,6 +139,8 @@ PLACE = _choice(("HBM", "VMEM", "host"), "HBM")
     (_choice(("flops", "weights"), "flops"), "FLOP-bound"), (_choice(("same", "double", "half"), "same"), "unchanged"),
     (_choice(("same", "double", "half"), "same"), "stays the same"), (_choice(("1", "2", "3", "4"), "2"), "two"),
     (_choice(("1/4", "1/2", "1", "2"), "1/4"), "a quarter"), (_choice(("1/4", "1/2", "1", "2"), "1/2"), "half"),
+    (_choice(("yes", "never"), "never"), "no"), (_choice(("D=F=4096", "D=F=1024"), "D=F=4096"), "4096"),
+    (_choice(("all-reduce", "reduce-scatter"), "reduce-scatter"), "all-reduce-scatter"),
 ])
 def test_an_option_said_in_other_common_words_is_that_option(q, answer):
     """A reordered pair ("tp+fsdp"), the option with the noun it names ("leaf switches"), a chip without its maker's
@@ -152,7 +154,8 @@ def test_an_option_said_in_other_common_words_is_that_option(q, answer):
     (STRATEGY, "dp+tp"), (STRATEGY, "fsdp+tp+dp"), (STRATEGY, "tp"), (LEVEL, "spine level"), (CHIP, "v5e"),
     (COMMS, "compute-bound"), (MEMORY, "compute"), (PLACE, "memory"), (PLACE, "bandwidth"),
     (_choice(("latency", "bandwidth"), "bandwidth"), "memory"), (_choice(("1", "2", "3", "4"), "2"), "three"),
-    (_choice(("same", "double", "half"), "same"), "double"),
+    (_choice(("same", "double", "half"), "same"), "double"), (_choice(("D=F=4096", "D=F=1024"), "D=F=4096"), "1024"),
+    (_choice(("dp4-mp2", "dp2-mp4"), "dp4-mp2"), "4"), (_choice(("8x8", "16x4"), "16x4"), "16"),
 ])
 def test_common_words_never_make_another_or_an_unknown_answer_right(q, answer):
     graded, checked = both(q, answer)
