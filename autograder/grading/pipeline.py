@@ -598,8 +598,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
 
     def finish(result: dict[str, Any], done: int) -> None:
         result = keep(a, result, summary)
+        graded_now.append(result)  # counted as soon as stored: a Ctrl-C during the table's write keeps it too
         table.write()  # grades.csv kept current as results are stored, at a bounded cost (Grades.write)
-        graded_now.append(result)
         progress.update(done, total, f"{result['student']}: {result['score']:g}/{result['max_score']:g} "
                                      f"({result['seconds']:.1f} s)")
 
