@@ -6,7 +6,7 @@ their bytes), combines all-reduces into tuples and replaces reduce-scatters by a
 A ``shard_map`` program states its collectives explicitly, in its own dtypes, before any of that.
 Loops are counted with their trip counts (a ``scan`` body runs ``length`` times). Programs whose
 collectives are chosen by the compiler (``jit`` with shardings) have none in StableHLO; for those
-``compiled_census`` counts the compiled program's, with the caveats above, and ``compiled_collectives`` reads
+``compiled_census`` counts the compiled program's (its loops by XLA's ``known_trip_count``), with the caveats above, and ``compiled_collectives`` reads
 their shapes and groups so that their bytes are weighed too. The census is a closed world: an op that
 communicates and is none of the five kinds raises ``UnknownCollective``, and a collective of an element type outside
 ``DTYPE_BITS`` (or of devices the mesh lacks, or nested too deep to read) raises ``UnreadableCollective``.
@@ -562,11 +562,11 @@ def placed_permutes(stated_text: str, compiled_text: str,
     those the compiler placed, for array operations outside a shard_map (``jnp.roll`` of a sharded array places
     one that sends every block k devices on). A compiled permute is the program's own where a stated one has the
     same pairs (each stated one explains one compiled one). Each comes with whether it is a ring step
-    (``ring_step``), as a Collective run once: the compiled program counts a loop's body once, and on CPU its
-    dtype may be wider than the program's."""
+    (``ring_step``), as a Collective run as often as ``compiled_runs`` says; on CPU its dtype may be wider than the
+    program's."""
     stated = Counter(_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text))
     out = []
-    for line in compiled_text.splitlines():
+    for line, runs in compiled_runs(compiled_text):
         found = _compiled_kind(line)
         pairs_m = _COMPILED_PAIRS.search(line)
         if found is None or found[0] != "collective-permute" or pairs_m is None:
@@ -582,17 +582,19 @@ def placed_permutes(stated_text: str, compiled_text: str,
         groups = [list(p) for p in pairs]
         if not groups:  # no pairs: it moves nothing
             continue
-        out.append((Collective("collective-permute", _axes(groups, mesh), dtype, dims, 2, 1, _hops(groups, mesh)),
+        out.append((Collective("collective-permute", _axes(groups, mesh), dtype, dims, 2, runs, _hops(groups, mesh)),
                     ring_step(pairs, mesh)))
     return out
 
 
-def compiled_census(hlo_text: str) -> dict[str, int]:
-    """Collectives in compiled HLO text by kind (async ``-start`` halves counted once); loops are
-    not unrolled, and on CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective``
-    for a communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
+def compiled_census(hlo_text: str, loops: bool = True) -> dict[str, int]:
+    """Collectives in compiled HLO text by kind (async ``-start`` halves counted once), each as often as it runs
+    (``compiled_runs``: a loop's body is printed once, with its trip count beside it; a loop of unknown length counts
+    once). ``loops=False`` counts each printed once, to set beside a StableHLO census that could not read a loop's
+    count. On CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective`` for a
+    communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
     counts: Counter[str] = Counter()
-    for line in hlo_text.splitlines():
+    for line, runs in compiled_runs(hlo_text):
         found = _instruction(line)
         if found is None:
             continue
@@ -605,8 +607,90 @@ def compiled_census(hlo_text: str) -> dict[str, int]:
         if kind == "collective-permute" and _NO_PAIRS.search(line):  # a permute of no pairs moves nothing
             continue
         if kind:
-            counts[kind] += 1
+            counts[kind] = min(counts[kind] + (runs if loops and runs is not None else 1), MAX_COUNT)
     return dict(counts)
+
+
+def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
+    """Each instruction line of a compiled program (HLO text) with how many times it runs: a computation runs as
+    often as the instructions that call it, a while loop's body and condition ``known_trip_count`` times per run of
+    the loop (None, unknown, where XLA could not read the count), one branch of a conditional (the one that runs
+    the most collectives). Lines outside any computation, and computations ENTRY does not reach, count once: nothing
+    the text holds goes unread. Lines come in the text's order."""
+    computations, entry, loose = _computations(hlo_text)
+    memo: dict[str, dict[str, int | None]] = {}
+
+    def runs_of(name: str, depth: int) -> dict[str, int | None]:
+        if name in memo:
+            return memo[name]
+        if depth > MAX_DEPTH:
+            raise UnreadableCollective(f"its operations are nested more than {MAX_DEPTH} deep (loops, branches "
+                                       "and calls inside one another), deeper than the course reads")
+        memo[name] = {}  # a computation that calls itself (no HLO does) adds nothing more
+        out: dict[str, int | None] = {}
+        for line in computations[name]:
+            found = _instruction(line)
+            if found is None:
+                continue
+            _add(out, {line: 1}, 1)
+            callees = [c for m in _CALLED.finditer(line) for c in _NAMES.findall(m.group(2)) if c in computations]
+            if found[1] == "while":
+                trip = _TRIP.search(line)
+                for callee in callees:
+                    _add(out, runs_of(callee, depth + 1), int(trip.group(1)) if trip else None)
+            elif found[1] == "conditional":
+                branches = [runs_of(c, depth + 1) for c in callees]
+                if branches:
+                    _add(out, max(branches, key=_collective_runs), 1)
+            else:
+                for callee in callees:
+                    _add(out, runs_of(callee, depth + 1), 1)
+        memo[name] = out
+        return out
+
+    reached = runs_of(entry, 0) if entry else {}
+    order = [line for name in computations for line in computations[name]] + loose
+    return [(line, reached[line] if line in reached else 1) for line in dict.fromkeys(order)]
+
+
+def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list[str]]:
+    """The computations of HLO text by name (their instruction lines), the ENTRY computation's name, and the lines
+    outside any computation (a single instruction, as the tests and a report read back may hold)."""
+    computations: dict[str, list[str]] = {}
+    entry, loose, current = None, [], None
+    for line in hlo_text.splitlines():
+        head = _HEAD.match(line)
+        if head:
+            current = computations.setdefault(head.group(2), [])
+            entry = head.group(2) if head.group(1) else entry
+        elif line.startswith("}"):
+            current = None
+        else:
+            (loose if current is None else current).append(line)
+    return computations, entry, loose
+
+
+def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int | None) -> None:
+    """Adds ``runs`` run ``times`` times each to ``into``; unknown (None) stays unknown, a count past MAX_COUNT is
+    MAX_COUNT."""
+    for line, n in runs.items():
+        have = into.get(line, 0)
+        into[line] = None if n is None or times is None or have is None else min(have + n * times, MAX_COUNT)
+
+
+def _collective_runs(runs: Mapping[str, int | None]) -> int:
+    """How many collectives a branch runs (one of unknown count as one): a conditional is read as its costliest."""
+    return sum(n or 1 for line, n in runs.items() if (f := _instruction(line)) and _placed_kind(f[1]))
+
+
+# A computation's first line: ``%name (params) -> type {``, ENTRY's with ``ENTRY`` before it.
+_HEAD = re.compile(r"(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+# The computations an instruction calls: a loop's body and condition, a reduction's, fusion's or call's, a
+# conditional's branches (one name, or a list of them in braces).
+_CALLED = re.compile(r"\b(body|condition|to_apply|calls|branch_computations|true_computation|false_computation|"
+                     r"called_computations)=(%?[\w.\-]+|\{[^}]*\})")
+_NAMES = re.compile(r"%?([\w.\-]+)")
+_TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 
 
 _NO_PAIRS = re.compile(r"source_target_pairs=\{\s*\}")
@@ -715,13 +799,12 @@ def _groups_of(text: str, devices: int) -> list[list[int]] | None:
 
 def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: str | None = None) -> list[Collective]:
     """The collectives of a compiled program (HLO text) other than collective-permutes (``placed_permutes`` reads
-    those), each run once (the compiled program counts a loop's body once), with its operand as each device holds
-    it, worked out from the result's shape: what the compiler placed in a ``jit`` program, to weigh against the
+    those), each run as often as ``compiled_runs`` says, with its operand as each device holds it, worked out from the result's shape: what the compiler placed in a ``jit`` program, to weigh against the
     model's traffic. A combined all-reduce of several arrays is one collective per array. ``width``: the widest
     float dtype of the question; a wider compiled float (CPU runs bf16 collectives in f32) is counted at it."""
     devices = math.prod(n for _, n in mesh) or 1
     out = []
-    for line in hlo_text.splitlines():
+    for line, runs in compiled_runs(hlo_text):
         found = _compiled_kind(line)
         if found is None or found[0] == "collective-permute":
             continue
@@ -744,7 +827,7 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
                 shape[d] = max(shape[d] // max(n, 1), 1)
             elif kind == "reduce-scatter":  # the operand holds n results
                 shape[d] *= n
-            out.append(Collective(kind, axes, dtype, tuple(shape), n, 1))
+            out.append(Collective(kind, axes, dtype, tuple(shape), n, runs))
     return out
 
 

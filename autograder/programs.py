@@ -171,7 +171,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
         compiled_text = compiled.as_text()
         stage = "reading"
-        placed = compiled_census(compiled_text)
+        # a stated loop of unknown length counts once: so do the compiled program's loops beside it
+        placed = compiled_census(compiled_text, loops=all(c.count is not None for c in found))
         stated = census(found)
         a2a = "stablehlo.all_to_all" in stated_text  # one may be a gather (``collectives._as_gather``)
         counts = dict(Counter(stated) + Counter(added_collectives(stated, placed, a2a))) if found else placed
@@ -255,9 +256,10 @@ def _numpy_number(dtype: Any) -> bool:
 def added_collectives(stated: dict[str, int], compiled: dict[str, int], a2a: bool = False) -> dict[str, int]:
     """Collectives the compiler added to a program that states its own (``stated``, from its StableHLO): those of
     the compiled program beyond what the stated ones explain, such as the all-gathers that reshard an operand
-    into a shard_map's in_specs, or that a sharding constraint asks for. The compiled program counts a loop's
-    body once and may merge all-reduces, so it never shows more of a stated kind than was stated, and on CPU a
-    reduce-scatter compiles to an all-reduce; so an addition of a kind already stated in a loop can go unseen.
+    into a shard_map's in_specs, or that a sharding constraint asks for. Both count a loop's collectives once per
+    step (``collectives.compiled_runs``), but the compiler may merge all-reduces or move one out of a loop, so it
+    never shows more of a stated kind than was stated, and on CPU a reduce-scatter compiles to an all-reduce; so an
+    addition of a kind already stated can go unseen where the compiler merged or moved the stated ones.
     ``a2a``: the program states an all_to_all, which the census reads as an all-gather where it sends one block
     to every device, and which compiles to an all-to-all all the same."""
     allowed = {**stated, "all-reduce": stated.get("all-reduce", 0) + stated.get("reduce-scatter", 0)}
@@ -1008,7 +1010,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + (",".join(sorted(counts)) or "none"), message,
                        {"collectives": details, **held})
-    uncounted = [c.describe() for c in report.collectives if c.count is None]
+    uncounted = [c.describe() for c in (*report.collectives, *report.compiled, *report.placed)
+                 if c.count is None]
     if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say
         return Verdict(Status.PARTIAL, 0.5, "collectives:unknown_count",
                        phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})

@@ -110,3 +110,65 @@ def test_a_collective_in_a_loop_of_unknown_length_says_so():
     assert c.describe() == ("all-reduce of i32[] over X (7 bytes moved per device each, once per step of a loop of "
                             "unknown length)")
     assert Collective("all-gather", ("X",), "f32", (2, 4), 8, 3).describe().startswith("3 x all-gather of f32[2,4]")
+
+
+# A compiled program as XLA prints it, cut to what the readers use: a loop's body is printed once, its trip count in
+# the loop's backend_config; a conditional names its branches; a computation nobody calls still counts once.
+_AR = "replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=%add"
+COMPILED_LOOPS = f"""HloModule jit_f, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {{
+  ROOT %s = f32[] add(%a, %b)
+}}
+
+%inner (p: (s32[], f32[8])) -> (s32[], f32[8]) {{
+  %ar.inner = f32[8]{{0}} all-reduce(%x), channel_id=1, {_AR}
+}}
+
+%outer (p: (s32[], f32[8])) -> (s32[], f32[8]) {{
+  %while.inner = (s32[], f32[8]{{0}}) while(%t), condition=%cond, body=%inner, backend_config={{"known_trip_count":{{"n":"3"}}}}
+  %ag.outer = f32[64]{{0}} all-gather(%y), channel_id=2, replica_groups={{{{0,1,2,3,4,5,6,7}}}}, dimensions={{0}}
+}}
+
+%cond (p: (s32[], f32[8])) -> pred[] {{
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}}
+
+%cheap (p: (f32[8])) -> (f32[8]) {{
+  ROOT %t1 = (f32[8]{{0}}) tuple(%q)
+}}
+
+%costly (p: (f32[8])) -> (f32[8]) {{
+  %ar.branch = f32[8]{{0}} all-reduce(%q), channel_id=3, {_AR}
+}}
+
+%unknown (p: (s32[], f32[8])) -> (s32[], f32[8]) {{
+  %ar.unknown = f32[8]{{0}} all-reduce(%z), channel_id=4, {_AR}
+}}
+
+%nobody (p: f32[8]) -> f32[8] {{
+  %ar.nobody = f32[8]{{0}} all-reduce(%w), channel_id=5, {_AR}
+}}
+
+ENTRY %main (x: f32[8]) -> f32[8] {{
+  %while.outer = (s32[], f32[8]{{0}}) while(%t0), condition=%cond, body=%outer, backend_config={{"known_trip_count":{{"n":"8"}}}}
+  %conditional = (f32[8]{{0}}) conditional(%b, %t2, %t2), branch_computations={{%cheap, %costly}}
+  %while.unknown = (s32[], f32[8]{{0}}) while(%t3), condition=%cond, body=%unknown
+  %ar.entry = f32[8]{{0}} all-reduce(%x), channel_id=6, {_AR}
+}}
+"""
+
+
+def test_the_compiled_census_counts_each_collective_as_often_as_its_loops_run():
+    from autograder.collectives import compiled_collectives, compiled_runs
+
+    runs = {line.split("=")[0].strip(): n for line, n in compiled_runs(COMPILED_LOOPS) if "all-" in line}
+    # 8 x 3 inside the nested loops, 8 in the outer body, one branch, unknown in a loop XLA could not count, once
+    # where nothing calls it and once in ENTRY
+    assert runs == {"%ar.inner": 24, "%ag.outer": 8, "%ar.branch": 1, "%ar.unknown": None, "%ar.nobody": 1,
+                    "%ar.entry": 1}
+    assert compiled_census(COMPILED_LOOPS) == {"all-reduce": 24 + 1 + 1 + 1 + 1, "all-gather": 8}
+    assert compiled_census(COMPILED_LOOPS, loops=False) == {"all-reduce": 5, "all-gather": 1}
+    counts = [(c.kind, c.count) for c in compiled_collectives(COMPILED_LOOPS, (("X", 8),))]
+    assert counts == [("all-reduce", 24), ("all-gather", 8), ("all-reduce", 1), ("all-reduce", None),
+                      ("all-reduce", 1), ("all-reduce", 1)]

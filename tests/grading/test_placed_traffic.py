@@ -26,10 +26,11 @@ from autograder.programs import run_exported
 from autograder.questions import load_chapter
 from tests.chapter_checks import printed, recorded
 
-CH03, CH04, CH05 = (load_chapter(n) for n in ("ch03_sharding", "ch04_transformers", "ch05_training"))
+CH03, CH04, CH05, CH10 = (load_chapter(n) for n in ("ch03_sharding", "ch04_transformers", "ch05_training", "ch10_jax"))
 FSDP_MLP = CH04["ch04-cx8-fsdp-mlp"]  # 2 all-gathers of weights; the activations never move
 FSDP_FWD = CH05["ch05-cx2-fsdp-forward"]  # the same, without the nonlinearity
 FSDP_BWD = CH05["ch05-cx2-fsdp-backward"]  # an all-gather and a reduce-scatter
+MOE_LOCAL = CH10["ch10-cx7-moe-local"]  # one all-reduce of the experts' [S, F] shares
 M = course.mesh(X=8)
 WHOLE, ROWS = NamedSharding(M, P()), NamedSharding(M, P("X", None))
 
@@ -92,6 +93,30 @@ def case3_by_jit(a, b):
     return _wsc(a @ b, NamedSharding(M, P("X", None)))
 
 
+def moe_by_jit(x, gates, w):
+    """The experts' shares summed by the compiler: one all-reduce of [S, F]."""
+    return _wsc(jnp.einsum("sd,se,edf->sf", x, gates, w), WHOLE)
+
+
+def moe_by_jit_eight_times(x, gates, w):
+    """The same all-reduce eight times, in a loop of eight steps: right numbers, 8x the bytes. The compiled program
+    prints the loop's body once, with its trip count beside it."""
+    def step(i, out):  # a share that depends on the step (1/36 to 8/36): the compiler cannot move it out
+        return out + _wsc(jnp.einsum("sd,se,edf->sf", x * ((i + 1) / 36), gates, w), WHOLE)
+    return jax.lax.fori_loop(0, 8, step, jnp.zeros((x.shape[0], w.shape[2]), x.dtype))
+
+
+def moe_by_jit_loop_of_unknown_length(x, gates, w):
+    """Eight steps again, in a loop whose length is read from the data (always 8): nobody can say how often the
+    all-reduce runs before it does."""
+    n = 7 + (jnp.abs(x).sum() > 0).astype(jnp.int32)
+
+    def step(c):
+        i, out = c
+        return i + 1, out + _wsc(jnp.einsum("sd,se,edf->sf", x * ((i + 1) / 36), gates, w), WHOLE)
+    return jax.lax.while_loop(lambda c: c[0] < n, step, (0, jnp.zeros((x.shape[0], w.shape[2]), x.dtype)))[1]
+
+
 def case1_detour(x, y):
     """Case 1 asks for no collective: x sent to column blocks and back first, two 8-way all-to-alls (XLA prints each
     as a tuple of eight arrays, its sixth with an /*index=5*/ comment inside the type), with right numbers."""
@@ -113,6 +138,12 @@ CASES = [
                  id="forward batch gathered, stated"),
     pytest.param(CH03["ch03-cx2-case1-local"], case1_detour, 0.5, "collectives:all-to-all", "all-to-all",
                  id="case 1 with two all-to-alls"),
+    # A loop's body is printed once in the compiled program: its collectives are counted once per step.
+    pytest.param(MOE_LOCAL, moe_by_jit, 1.0, "correct", "Correct", id="moe by jit"),
+    pytest.param(MOE_LOCAL, moe_by_jit_eight_times, 0.5, "collectives:all-reduce", "runs 8 all-reduce",
+                 id="moe all-reduce in a loop of 8"),
+    pytest.param(MOE_LOCAL, moe_by_jit_loop_of_unknown_length, 0.5, "collectives:unknown_count", "unknown length",
+                 id="moe all-reduce in a loop of unknown length"),
 ]
 
 
