@@ -11,8 +11,10 @@ import pytest
 
 import solutions.ch02_tpus as ch02
 import solutions.ch04_transformers as ch04
+import solutions.ch05_training as ch05
 import solutions.ch06_applied_training as ch06
 import solutions.ch07_inference as ch07
+import solutions.ch08_applied_inference as ch08
 from autograder.questions import load_chapter
 from solutions._derived import models as m
 from tests.chapter_checks import both_judges
@@ -38,6 +40,21 @@ def _q1_one_embedding(combo: dict) -> float:
     return attention / (m.params_of(model, norms=ch04.Q1_NORMS) - model.V * model.D)
 
 
+def _q3_no_moments(combo: dict) -> float:
+    ckpt = ch05.value(ch05.CKPT_BYTES, L=ch05.Q.L, B=combo["batch"], D=ch05.Q.D, F=ch05.Q.F)
+    return (ckpt + ch05.Q2_STATE - 8 * ch05.Q1_PARAMS) / ch05.SLICE_16
+
+
+def _a6_12_no_moments(combo: dict) -> float:
+    ckpt = ch06.ckpt_bytes(ch06.M70.D, combo["batch"], 12, ch06.M70.L)
+    return (2 * ch06.NOMINAL_70B + ckpt) / ch06.POD
+
+
+def _w2_no_embeddings(combo: dict) -> float:
+    layers = m.params_of(ch08.L8) - m.embedding_params(ch08.L8.D, ch08.L8.V, ch08.L8.tied)
+    return ch08.INT8 * layers + combo["batch"] * ch08.W2_KV * ch08.CONTEXT
+
+
 # (chapter, setting, question, the answer without the term, words of the hint, choices the prose exempts)
 def _q5_with_latency(combo: dict) -> float:
     shape, dst = combo["shape"], combo["dst"]
@@ -52,6 +69,11 @@ LEFT_OUT = [
     ("ch06_applied_training", "ch06-a5", "ch06-a6-bytes-per-chip", lambda c: _a5_total(c) / ch06.POD, "weights",
      (ch06.MEMORY_BATCH,)),
     ("ch06_applied_training", "ch06-w2", "ch06-w2-bytes-per-chip", _w2_per_chip, "weights", ()),
+    # the Adam moments: 1.2-2% of these, inside a 2% tolerance (or the book's round-up) at the larger batches
+    ("ch05_training", "ch05-q3", "ch05-q3-fsdp-bytes-per-chip", _q3_no_moments, "8 bytes per parameter", ()),
+    ("ch06_applied_training", "ch06-a5", "ch06-a6-bytes-per-chip-12", _a6_12_no_moments, "optimizer state", ()),
+    # LLaMA 3-8B's two embedding matrices: 2-5% of the bytes
+    ("ch08_applied_inference", "ch08-w2", "ch08-w2-total-bytes", _w2_no_embeddings, "embedding", ()),
     ("ch07_inference", "ch07-q5", "ch07-q6-weight-time", _q6_experts, "attention and embedding", ()),
     ("ch07_inference", "ch07-q5", "ch07-q5-total-params", lambda c: _q6_experts(c) * ch07.Q6_CHIPS * ch07.W_V5E
      / ch07.INT8, "attention and embedding", ()),
