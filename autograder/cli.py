@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -330,7 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in STUDENT_COMMANDS and edition() == "student":
         print(student_package_notice(args.command), file=sys.stderr)
         return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `scaling-course variant ... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python flushes stdout
+        return 0
 
 
 if __name__ == "__main__":

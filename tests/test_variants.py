@@ -422,3 +422,15 @@ def test_every_number_question_varies_or_is_named():
         fixed |= {q.qid for q in ch.questions if q.kind == "number" and q.qid not in varied}
     assert fixed == set(UNVARIED), {"unnamed": sorted(fixed - set(UNVARIED)), "varies": sorted(set(UNVARIED) - fixed)}
     assert all(len(why) > 20 for why in UNVARIED.values()), [q for q, why in UNVARIED.items() if len(why) <= 20]
+
+
+def test_a_reader_that_stops_early_ends_the_variant_command_quietly():
+    """`scaling-course variant ... | head -1`: the pipe closes after a line; the command ends without a traceback."""
+    import subprocess
+    import sys
+
+    command = (f"{sys.executable} -m autograder.cli variant ch01_rooflines --student ada --course-dir {ROOT} "
+               "| head -1")
+    out = subprocess.run(["bash", "-c", f"set -o pipefail; {command}"], capture_output=True, text=True, timeout=120)
+    assert out.stdout.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.returncode == 0, out.stderr[-2000:]
