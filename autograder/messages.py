@@ -111,6 +111,7 @@ _WRONG = {
                   "course.setting(\"{setting}\") to see them.",
     "stale_values": "That is right for the values course.setting(\"{setting}\") showed before it ran again: run "
                     "again the cells that compute this answer from them.",
+    "judged_by_grader": "Recorded: the grader judges this answer (a grading kernel holds no self-check data).",
 }
 
 # How to get simulated devices, the same in each sentence that offers them (and in the README).

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import record
-from .collectives import BUSIER, Collective, by_kind, census, compiled_census, inspect_text, placed_permutes
+from .collectives import BUSIER, Collective, by_kind, census, inspect_text
 from .collectives import over as traffic_over
 from .collectives import traffic as collective_traffic
 from .meshes import MeshFactory
@@ -148,7 +148,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
     import jax
 
-    from .collectives import UnknownCollective, UnreadableCollective, compiled_collectives
+    from .collectives import UnknownCollective, UnreadableCollective
+    from .compiled_hlo import compiled_census, compiled_collectives, placed_permutes  # never in a graded kernel
 
     # Whose failure an exception is: the student's while their program is traced, compiled and run; the grader's
     # while it makes the inputs; while it reads what the program compiled to, the input's that made the reading fail

@@ -46,6 +46,9 @@ GRADER_ENV = "SCALING_COURSE_GRADER"
 # Also set there: a JSON file of the test cases drawn for this submission, by question id, on which
 # grade() calls a function answer besides the public ones (see kinds/function.py).
 DRAWN_ENV = "SCALING_COURSE_DRAWN_CASES"
+# Also set there: a folder of the chapters' self-check data without what judges an answer (``kernel_data``), which
+# the kernel reads in place of ``course/fingerprints/``, a folder no grading kernel can read.
+CHAPTER_DATA_ENV = "SCALING_COURSE_CHAPTER_DATA"
 # The student whose variant a kernel computes with (variants.py): set by the grader from the submission's
 # folder, in a class by whoever starts the student's kernels, or by course.setup(student=...).
 STUDENT_ENV = "SCALING_COURSE_STUDENT"

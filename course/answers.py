@@ -53,7 +53,10 @@ class UnknownQuestion(AnswerError, LookupError):
 
 
 def _files() -> list[Any]:
-    folder = resources.files("course") / "fingerprints"
+    """The chapters' self-check data: the package's, or in a grading kernel the public part the grader hands it
+    (``autograder.kernel_data``: no grading kernel can read the package's, which judges any answer it is shown)."""
+    given = os.environ.get(record.CHAPTER_DATA_ENV)
+    folder = Path(given) if given else resources.files("course") / "fingerprints"
     return sorted((f for f in folder.iterdir() if f.name.endswith(".json")), key=lambda p: p.name)
 
 
@@ -141,8 +144,11 @@ def _drawn(qid: str) -> list[dict[str, Any]] | None:
 def verdict(qid: str, answer: Any) -> Verdict:
     """What the self-check thinks of ``answer`` (no printing, no raising). A program is run live; a function is
     called on each public case within the self-check's bounds (``record.bounded_calls``). A question whose mesh
-    has more devices than this kernel gets the ``devices`` verdict, about the kernel, not the answer."""
+    has more devices than this kernel gets the ``devices`` verdict, about the kernel, not the answer. A grading
+    kernel holds no data that judges (``autograder.kernel_data``): there the grader judges, and says so."""
     entry = _entry(qid)
+    if _chapter_data(qid.split("-", 1)[0]).get("public"):
+        return Verdict(Status.INVALID, 0.0, "judged_by_grader", phrase("judged_by_grader"))
     if entry["kind"] == "program":
         need, have = _mesh_devices(entry["program"]), devices.kernel_devices()
         if need > have:
@@ -216,6 +222,9 @@ def check(qid: str, answer: Any) -> None:
             raise CheckInterrupted(phrase("interrupted", qid=qid)) from None
     if v.diagnosis == "devices":  # the kernel's fault, not the answer's: no attempt, no hint
         _fail(qid, v)
+    if v.diagnosis == "judged_by_grader":  # a grading kernel: the grader's verdict replaces this cell's output
+        print(v.message)
+        return
     entry = progress.record(qid, str(v.status), v.score, v.message)
     notice = progress.take_notice()  # a progress file that could not be read: where it went
     if notice:

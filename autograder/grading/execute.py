@@ -44,7 +44,8 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat import NotebookNode
 from traitlets import Type
 
-from ..record import GRADER_ENV, MAX_RECORD_BYTES, MIME
+from ..kernel_data import write_public
+from ..record import CHAPTER_DATA_ENV, GRADER_ENV, MAX_RECORD_BYTES, MIME
 from . import factory
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
@@ -565,10 +566,12 @@ def isolation(abi: int, private: bool) -> str:
 
 
 def _kernel_env(workdir: Path) -> dict[str, str]:
+    """A grading kernel's environment, and the public part of the chapters' data in its folder (``kernel_data``)."""
     home = str(workdir)
     return {"HOME": home, "TMPDIR": home, "IPYTHONDIR": str(workdir / ".ipython"),
             "MPLCONFIGDIR": str(workdir / ".matplotlib"), "JUPYTER_RUNTIME_DIR": home,
-            "NBGRADER_EXECUTION": "autograde", GRADER_ENV: "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+            "NBGRADER_EXECUTION": "autograde", GRADER_ENV: "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+            CHAPTER_DATA_ENV: str(write_public(workdir / ".chapter-data"))}
 
 
 _sockets: list[Path] = []

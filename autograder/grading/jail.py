@@ -186,11 +186,14 @@ def die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
+def isolation_paths(course_dir: Path, runner: bool = False) -> tuple[list[Path], list[Path]]:
     """What grading processes that run foreign code may not read (deny), and the exceptions inside
     those trees (allow): the course directory, the reference solutions and the grading user's home
     are off limits; the course's own package and the Python environment, wherever they live (in the
-    home too), stay readable."""
+    home too), stay readable, but for the self-check's data (``course/fingerprints``, which judges any answer: a
+    kernel is handed its public part) and the grader's readers of compiled programs (``autograder.compiled_hlo``),
+    which Chapter 9 asks students to write: only the program ``runner``, which runs no Python of a student's, reads
+    them."""
     import autograder
     import course
     import solutions
@@ -202,8 +205,11 @@ def isolation_paths(course_dir: Path) -> tuple[list[Path], list[Path]]:
     # The program questions' single-device references answer function questions: the grader's package holds them
     # (a student's self-check runs them), but no grading process that runs a student's code may read them.
     references = Path(importlib.util.find_spec("autograder.program_references").origin).parent.resolve()
-    deny = [course_dir.resolve(), solutions_dir, references, repo / "source", repo / "gradebook.db",
-            repo / "submitted", repo / "autograded", repo / STATE]
+    readers = Path(importlib.util.find_spec("autograder.compiled_hlo").origin).parent.resolve()
+    # The self-check's data judges any answer it is shown: kernels get its public part (``kernel_data``).
+    judging = Path(course.__file__).parent.resolve() / "fingerprints"
+    deny = [course_dir.resolve(), solutions_dir, references, judging, *([] if runner else [readers]),
+            repo / "source", repo / "gradebook.db", repo / "submitted", repo / "autograded", repo / STATE]
     needed = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
               *(Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})]
     # A home that is itself a package's or the environment's folder stays readable: denying it would break grading.

@@ -176,7 +176,7 @@ def _runner(course_dir: Path, seconds: int, each: float = PROGRAM_EACH_SECONDS) 
     it has used so far and what that program could use on every core would pass its CPU limit."""
     from .jail import isolation_paths, readable_roots
 
-    deny, allow = isolation_paths(course_dir)
+    deny, allow = isolation_paths(course_dir, runner=True)
     key = (tuple(deny), tuple(allow), seconds)
     if key not in _runners:
         scratch = Path(tempfile.mkdtemp(prefix="sc-run-"))

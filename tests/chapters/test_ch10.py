@@ -12,7 +12,7 @@ from jax.sharding import PartitionSpec as P
 from autograder import program_references as reference_programs
 from autograder import programs
 from autograder.checks import judge
-from autograder.collectives import compiled_census
+from autograder.compiled_hlo import compiled_census
 from autograder.questions import load_chapter
 from course import comms
 from solutions import ch10_jax as ch10

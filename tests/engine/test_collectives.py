@@ -7,7 +7,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import course
-from autograder.collectives import Collective, census, compiled_census
+from autograder.collectives import Collective, census
+from autograder.compiled_hlo import compiled_census
 from course import comms
 
 MESH = course.mesh(X=8)
@@ -115,6 +116,7 @@ def test_a_collective_in_a_loop_of_unknown_length_says_so():
 # A compiled program as XLA prints it, cut to what the readers use: a loop's body is printed once, its trip count in
 # the loop's backend_config; a conditional names its branches; a computation nobody calls still counts once.
 _AR = "replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=%add"
+_TRIPS = 'backend_config={"known_trip_count":{"n":"%d"}}'
 COMPILED_LOOPS = f"""HloModule jit_f, num_partitions=8
 
 %add (a: f32[], b: f32[]) -> f32[] {{
@@ -126,7 +128,7 @@ COMPILED_LOOPS = f"""HloModule jit_f, num_partitions=8
 }}
 
 %outer (p: (s32[], f32[8])) -> (s32[], f32[8]) {{
-  %while.inner = (s32[], f32[8]{{0}}) while(%t), condition=%cond, body=%inner, backend_config={{"known_trip_count":{{"n":"3"}}}}
+  %while.inner = (s32[], f32[8]{{0}}) while(%t), condition=%cond, body=%inner, {_TRIPS % 3}
   %ag.outer = f32[64]{{0}} all-gather(%y), channel_id=2, replica_groups={{{{0,1,2,3,4,5,6,7}}}}, dimensions={{0}}
 }}
 
@@ -151,7 +153,7 @@ COMPILED_LOOPS = f"""HloModule jit_f, num_partitions=8
 }}
 
 ENTRY %main (x: f32[8]) -> f32[8] {{
-  %while.outer = (s32[], f32[8]{{0}}) while(%t0), condition=%cond, body=%outer, backend_config={{"known_trip_count":{{"n":"8"}}}}
+  %while.outer = (s32[], f32[8]{{0}}) while(%t0), condition=%cond, body=%outer, {_TRIPS % 8}
   %conditional = (f32[8]{{0}}) conditional(%b, %t2, %t2), branch_computations={{%cheap, %costly}}
   %while.unknown = (s32[], f32[8]{{0}}) while(%t3), condition=%cond, body=%unknown
   %ar.entry = f32[8]{{0}} all-reduce(%x), channel_id=6, {_AR}
@@ -160,7 +162,7 @@ ENTRY %main (x: f32[8]) -> f32[8] {{
 
 
 def test_the_compiled_census_counts_each_collective_as_often_as_its_loops_run():
-    from autograder.collectives import compiled_collectives, compiled_runs
+    from autograder.compiled_hlo import compiled_collectives, compiled_runs
 
     runs = {line.split("=")[0].strip(): n for line, n in compiled_runs(COMPILED_LOOPS) if "all-" in line}
     # 8 x 3 inside the nested loops, 8 in the outer body, one branch, unknown in a loop XLA could not count, once

@@ -138,7 +138,7 @@ def test_every_new_sentence_is_in_the_table():
 def test_collectives_are_counted_in_a_lambda_program_and_in_combined_compiled_ones():
     """A function whose exported name needs quoting (a lambda: ``@"call_exported_<lambda>"``) once lost its
     collectives in the grader; and XLA's combined all-reduce of a tuple was not counted at all."""
-    from autograder.collectives import compiled_census
+    from autograder.compiled_hlo import compiled_census
 
     report = run_exported(STEP, export(STEP, step_with(), make_mesh=mesh), 3, make_mesh=mesh)
     assert report.census == {"all-reduce": 3}

@@ -11,7 +11,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from autograder import programs
+from autograder import compiled_hlo, programs
 from autograder.grading import judge, results
 from autograder.grading.execute import Limits
 from autograder.kinds.program import judge as judge_here
@@ -54,7 +54,7 @@ def test_a_failure_in_reading_a_compiled_program_is_the_graders(monkeypatch):
     def broken(*_):
         raise ValueError("an HLO form the census does not parse")
 
-    monkeypatch.setattr(programs, "compiled_census", broken)
+    monkeypatch.setattr(compiled_hlo, "compiled_census", broken)
     v = judge_here(Q, recorded(Q, Q.solution))
     assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
     assert "Your program" not in v.message
@@ -80,14 +80,14 @@ def test_a_reader_that_fails_on_the_students_program_alone_refuses_it_as_the_stu
     """Whose fault is decided by which input made the reading fail: the grader's readers parse text the student's
     program decides, so where the question's reference reads fine, the program is refused as the student's (no
     flag, no endless regrade); where the reference fails too, the grader is broken."""
-    real = programs.placed_permutes
+    real = compiled_hlo.placed_permutes
 
     def picky(stated_text, compiled_text, mesh):
         if "stablehlo.cosine" in stated_text:
             raise ValueError("a form of the student's that the reader does not parse")
         return real(stated_text, compiled_text, mesh)
 
-    monkeypatch.setattr(programs, "placed_permutes", picky)
+    monkeypatch.setattr(compiled_hlo, "placed_permutes", picky)
     v = judge_here(Q, recorded(Q, _with_cosine))
     assert (v.status, v.diagnosis, v.score) == (Status.INCORRECT, "bad_program", 0), v.message
     assert "cannot read" in v.message and "ValueError" in v.message and "course staff" not in v.message
@@ -98,7 +98,7 @@ def test_a_reader_that_fails_on_every_program_is_the_graders(monkeypatch):
     def broken(*_):
         raise ValueError("the grader's own bug")
 
-    monkeypatch.setattr(programs, "placed_permutes", broken)
+    monkeypatch.setattr(compiled_hlo, "placed_permutes", broken)
     v = judge_here(Q, recorded(Q, _with_cosine))
     assert (v.status, v.diagnosis) == (Status.INVALID, "grader_error"), v.message
 
@@ -146,7 +146,7 @@ def test_an_unreadable_report_holds_the_exception_name_and_the_judge_phrases_it(
     def broken(*_):
         raise KeyError("a form the reader does not parse")
 
-    monkeypatch.setattr(programs, "placed_permutes", broken)
+    monkeypatch.setattr(compiled_hlo, "placed_permutes", broken)
     report = programs.run(Q.spec, Q.solution, 0, make_mesh=mesh)
     assert (report.error_code, report.error) == (programs.UNREADABLE, "KeyError"), report
     v = programs.judge_report(Q.spec, report, 0)
@@ -181,8 +181,8 @@ def test_the_reference_is_read_once_per_question(monkeypatch):
     """The reference is exported and run only where a student's program could not be read, and once per question."""
     from autograder.kinds import program as program_kind
 
-    real, exported = programs.placed_permutes, []
-    monkeypatch.setattr(programs, "placed_permutes", lambda s, c, m: (_ for _ in ()).throw(ValueError())
+    real, exported = compiled_hlo.placed_permutes, []
+    monkeypatch.setattr(compiled_hlo, "placed_permutes", lambda s, c, m: (_ for _ in ()).throw(ValueError())
                         if "stablehlo.cosine" in s else real(s, c, m))
     made = program_kind._reference_blob
     monkeypatch.setattr(program_kind, "_reference_blob", lambda q, spec: exported.append(q.qid) or made(q, spec))

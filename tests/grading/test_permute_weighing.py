@@ -11,7 +11,7 @@ from jax.sharding import PartitionSpec as P
 
 import course
 from autograder import model_traffic
-from autograder.collectives import placed_permutes
+from autograder.compiled_hlo import placed_permutes
 from autograder.kinds import program
 from autograder.messages import phrase_program
 from autograder.programs import run_exported

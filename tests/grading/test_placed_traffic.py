@@ -20,7 +20,8 @@ from jax.sharding import PartitionSpec as P
 
 import course
 from autograder import kinds
-from autograder.collectives import UnknownCollective, compiled_census, compiled_collectives, inspect_text, traffic
+from autograder.collectives import UnknownCollective, inspect_text, traffic
+from autograder.compiled_hlo import compiled_census, compiled_collectives
 from autograder.kinds import program
 from autograder.programs import run_exported
 from autograder.questions import load_chapter
@@ -356,7 +357,8 @@ def test_an_operand_is_read_from_its_type_object_not_its_text(text, read):
 
 
 def test_an_hlo_element_type_outside_the_table_is_refused_in_the_stated_readers_words():
-    from autograder.collectives import UnreadableCollective, _checked, _hlo_array
+    from autograder.collectives import UnreadableCollective, _checked
+    from autograder.compiled_hlo import _hlo_array
 
     with pytest.raises(UnreadableCollective) as stated:
         _checked((8, 4), "f4e2m1fn")

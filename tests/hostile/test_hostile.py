@@ -123,6 +123,40 @@ for t in targets:
             print("HOSTILE", how, t.name, "ALLOWED")
         except OSError as e:
             print("HOSTILE", how, t.name, "blocked")
+# The grader's own readers of compiled programs (Chapter 9 asks students to write them) and the program questions'
+# references: installed with the package the kernel imports, but not for the kernel to read.
+import autograder, importlib
+package = Path(autograder.__file__).resolve().parent
+for name in ("compiled_hlo", "program_references"):
+    try:
+        (package / name / "__init__.py").read_bytes()
+        print("HOSTILE", "read", name, "ALLOWED")
+    except OSError:
+        print("HOSTILE", "read", name, "blocked")
+    try:
+        importlib.import_module("autograder." + name)
+        print("HOSTILE", "import", name, "ALLOWED")
+    except Exception:
+        print("HOSTILE", "import", name, "blocked")
+# The self-check's data judges any answer: a notebook that reads it can search for its own answers at grading time.
+import os
+from course import answers
+try:
+    (Path(course.__file__).resolve().parent / "fingerprints" / "ch01_rooflines.json").read_bytes()
+    print("HOSTILE", "read", "fingerprints", "ALLOWED")
+except OSError:
+    print("HOSTILE", "read", "fingerprints", "blocked")
+v = answers.verdict("ch01-e1-h100-time", 1.0)
+print("HOSTILE", "verdict", "ALLOWED" if v.diagnosis != "judged_by_grader" else "blocked")
+given = os.environ.pop("SCALING_COURSE_CHAPTER_DATA", "")
+answers._chapter_data.cache_clear()
+try:
+    v = answers.verdict("ch01-e1-h100-time", 1.0)
+    print("HOSTILE", "verdict without the given data", "ALLOWED" if v.diagnosis != "judged_by_grader" else "blocked")
+except Exception:
+    print("HOSTILE", "verdict without the given data", "blocked")
+os.environ["SCALING_COURSE_CHAPTER_DATA"] = given  # the answers after this cell are recorded as before
+answers._chapter_data.cache_clear()
 """
 
 POISON_CACHE = """

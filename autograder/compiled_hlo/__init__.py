@@ -1,0 +1,337 @@
+"""The compiled program's collectives (HLO text, as ``jax.jit(f).lower(...).compile().as_text()`` prints it): what
+the compiler placed in a ``jit`` program, how often each runs, and the collective-permutes a program did not state.
+
+Why a package of its own: Chapter 9 asks students to write readers of this very text (replica groups, a census of a
+compiled program). The grader's readers must not answer those questions, so no grading kernel can read this folder
+(``grading.jail.isolation_paths`` denies it, as it denies the reference programs) and nothing a kernel imports
+imports it: only the program runner, where compiled programs are read, and a student's own self-check
+(``programs.run``) do. The stated reader (``collectives.inspect_text``), which ``course.comms`` shows students,
+stays in ``collectives``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from ..collectives import (
+    _ELEMENT_TYPES,
+    DTYPE_BITS,
+    MAX_COUNT,
+    MAX_DEPTH,
+    Collective,
+    UnknownCollective,
+    UnreadableCollective,
+    _all_if_none,
+    _axes,
+    _checked,
+    _hops,
+    _unravel,
+    group_size,
+)
+
+_HLO_DTYPES = {hlo: stated for stated, hlo, _ in _ELEMENT_TYPES}
+# The collectives a compiled program may run, as HLO names them (an async one as its ``-start`` half).
+_PLACED = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+# Communicating instructions the census does not weigh; beyond these names, any instruction that carries a channel
+# or device groups and is not one of ``_PLACED`` is unknown too (``collectives.UNKNOWN_STABLEHLO`` is the stated twin).
+_KNOWN_HLO = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"}
+_UNKNOWN_HLO = {"collective-broadcast", "send", "send-done", "recv", "recv-done", "ragged-all-to-all", "infeed",
+                "outfeed", "all-reduce-scatter"}
+_GROUPED_HLO = re.compile(r"\b(channel_id|replica_groups|source_target_pairs)=")
+
+
+_COMPILED_SHAPE = re.compile(r"=\s*\(?\s*([a-z]+[0-9a-z]*)\[([\d,]*)\]")
+_COMPILED_PAIRS = re.compile(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}")
+_STATED_PAIRS = re.compile(r"source_target_pairs\s*=\s*dense<(\[[\[\]\d,\s]*\])>")
+
+
+def _hlo_array(dtype: str, dims: str) -> tuple[tuple[int, ...], str]:
+    """A compiled array's shape and element type (``DTYPE_BITS``' name) from HLO's ``c64[64,320]``; raises
+    ``UnreadableCollective`` for an element type the census cannot weigh."""
+    return _checked(tuple(int(d) for d in dims.split(",") if d), _HLO_DTYPES.get(dtype, dtype))
+
+
+def _pairs(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(tuple(int(d) for d in p) for p in re.findall(r"(\d+)\s*,\s*(\d+)", text))
+
+
+def ring_step(pairs: Sequence[Sequence[int]], mesh: Sequence[tuple[str, int]]) -> bool:
+    """Whether every pair of a permute sends to a neighbour on the ring of one mesh axis, either way round: the
+    device one place on or one place back along that axis, the same on every other."""
+    shape = [n for _, n in mesh]
+
+    def one_link(src: int, dst: int) -> bool:
+        moved = [(b - a) % n for a, b, n in zip(_unravel(src, shape), _unravel(dst, shape), shape, strict=True)]
+        steps = [min(d, n - d) for d, n in zip(moved, shape, strict=True) if d]
+        return steps == [1]
+    return bool(pairs) and all(one_link(src, dst) for src, dst in pairs)
+
+
+def placed_permutes(stated_text: str, compiled_text: str,
+                    mesh: Sequence[tuple[str, int]]) -> list[tuple[Collective, bool]]:
+    """The collective-permutes of a compiled program (HLO text) that its StableHLO (``stated_text``) does not state:
+    those the compiler placed, for array operations outside a shard_map (``jnp.roll`` of a sharded array places
+    one that sends every block k devices on). A compiled permute is the program's own where a stated one has the
+    same pairs (each stated one explains one compiled one). Each comes with whether it is a ring step
+    (``ring_step``), as a Collective run as often as ``compiled_runs`` says; on CPU its dtype may be wider than the
+    program's."""
+    stated = Counter(_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text))
+    out = []
+    for line, runs in compiled_runs(compiled_text):
+        found = _compiled_kind(line)
+        pairs_m = _COMPILED_PAIRS.search(line)
+        if found is None or found[0] != "collective-permute" or pairs_m is None:
+            continue
+        pairs = _pairs(pairs_m.group(1))
+        if stated[pairs] > 0:
+            stated[pairs] -= 1
+            continue
+        shape_m = _COMPILED_SHAPE.search(line)
+        if shape_m is None:
+            raise UnreadableCollective("a collective-permute of it moves a value of no shape the course reads")
+        dims, dtype = _hlo_array(shape_m.group(1), shape_m.group(2))
+        groups = [list(p) for p in pairs]
+        if not groups:  # no pairs: it moves nothing
+            continue
+        out.append((Collective("collective-permute", _axes(groups, mesh), dtype, dims, 2, runs, _hops(groups, mesh)),
+                    ring_step(pairs, mesh)))
+    return out
+
+
+def compiled_census(hlo_text: str, loops: bool = True) -> dict[str, int]:
+    """Collectives in compiled HLO text by kind (async ``-start`` halves counted once), each as often as it runs
+    (``compiled_runs``: a loop's body is printed once, with its trip count beside it; a loop of unknown length counts
+    once). ``loops=False`` counts each printed once, to set beside a StableHLO census that could not read a loop's
+    count. On CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective`` for a
+    communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
+    counts: Counter[str] = Counter()
+    for line, runs in compiled_runs(hlo_text):
+        found = _instruction(line)
+        if found is None:
+            continue
+        op = found[1]
+        half = op.rsplit("-", 1)[0] if op.endswith(("-start", "-done")) else ""
+        known = op in _KNOWN_HLO or op.startswith("async-") or half in _KNOWN_HLO
+        if op in _UNKNOWN_HLO or (not known and _GROUPED_HLO.search(line)):
+            raise UnknownCollective(op)
+        kind = _placed_kind(op)
+        if kind == "collective-permute" and _NO_PAIRS.search(line):  # a permute of no pairs moves nothing
+            continue
+        if kind:
+            counts[kind] = min(counts[kind] + (runs if loops and runs is not None else 1), MAX_COUNT)
+    return dict(counts)
+
+
+def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
+    """Each instruction line of a compiled program (HLO text) with how many times it runs: a computation runs as
+    often as the instructions that call it, a while loop's body and condition ``known_trip_count`` times per run of
+    the loop (None, unknown, where XLA could not read the count), one branch of a conditional (the one that runs
+    the most collectives). Lines outside any computation, and computations ENTRY does not reach, count once: nothing
+    the text holds goes unread. Lines come in the text's order."""
+    computations, entry, loose = _computations(hlo_text)
+    memo: dict[str, dict[str, int | None]] = {}
+
+    def runs_of(name: str, depth: int) -> dict[str, int | None]:
+        if name in memo:
+            return memo[name]
+        if depth > MAX_DEPTH:
+            raise UnreadableCollective(f"its operations are nested more than {MAX_DEPTH} deep (loops, branches "
+                                       "and calls inside one another), deeper than the course reads")
+        memo[name] = {}  # a computation that calls itself (no HLO does) adds nothing more
+        out: dict[str, int | None] = {}
+        for line in computations[name]:
+            found = _instruction(line)
+            if found is None:
+                continue
+            _add(out, {line: 1}, 1)
+            callees = [c for m in _CALLED.finditer(line) for c in _NAMES.findall(m.group(2)) if c in computations]
+            if found[1] == "while":
+                trip = _TRIP.search(line)
+                for callee in callees:
+                    _add(out, runs_of(callee, depth + 1), int(trip.group(1)) if trip else None)
+            elif found[1] == "conditional":
+                branches = [runs_of(c, depth + 1) for c in callees]
+                if branches:
+                    _add(out, max(branches, key=_collective_runs), 1)
+            else:
+                for callee in callees:
+                    _add(out, runs_of(callee, depth + 1), 1)
+        memo[name] = out
+        return out
+
+    reached = runs_of(entry, 0) if entry else {}
+    order = [line for name in computations for line in computations[name]] + loose
+    return [(line, reached.get(line, 1)) for line in dict.fromkeys(order)]
+
+
+def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list[str]]:
+    """The computations of HLO text by name (their instruction lines), the ENTRY computation's name, and the lines
+    outside any computation (a single instruction, as the tests and a report read back may hold)."""
+    computations: dict[str, list[str]] = {}
+    entry, loose, current = None, [], None
+    for line in hlo_text.splitlines():
+        head = _HEAD.match(line)
+        if head:
+            current = computations.setdefault(head.group(2), [])
+            entry = head.group(2) if head.group(1) else entry
+        elif line.startswith("}"):
+            current = None
+        else:
+            (loose if current is None else current).append(line)
+    return computations, entry, loose
+
+
+def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int | None) -> None:
+    """Adds ``runs`` run ``times`` times each to ``into``; unknown (None) stays unknown, a count past MAX_COUNT is
+    MAX_COUNT."""
+    for line, n in runs.items():
+        have = into.get(line, 0)
+        into[line] = None if n is None or times is None or have is None else min(have + n * times, MAX_COUNT)
+
+
+def _collective_runs(runs: Mapping[str, int | None]) -> int:
+    """How many collectives a branch runs (one of unknown count as one): a conditional is read as its costliest."""
+    return sum(n or 1 for line, n in runs.items() if (f := _instruction(line)) and _placed_kind(f[1]))
+
+
+# A computation's first line: ``%name (params) -> type {``, ENTRY's with ``ENTRY`` before it.
+_HEAD = re.compile(r"(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+# The computations an instruction calls: a loop's body and condition, a reduction's, fusion's or call's, a
+# conditional's branches (one name, or a list of them in braces).
+_CALLED = re.compile(r"\b(body|condition|to_apply|calls|branch_computations|true_computation|false_computation|"
+                     r"called_computations)=(%?[\w.\-]+|\{[^}]*\})")
+_NAMES = re.compile(r"%?([\w.\-]+)")
+_TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
+
+
+_NO_PAIRS = re.compile(r"source_target_pairs=\{\s*\}")
+
+
+def _placed_kind(op: str) -> str | None:
+    """The collective an HLO opcode runs (an async ``-start`` half as its collective; a ``-done`` half none)."""
+    op = op.removesuffix("-start")
+    return op if op in _PLACED else None
+
+
+def _compiled_kind(line: str) -> tuple[str, str, str] | None:
+    """(collective, result type, opcode) of an HLO instruction line that runs one, else None. The result type is
+    read with balanced parentheses: a tuple of six or more arrays holds XLA's ``/*index=5*/`` comments."""
+    found = _instruction(line)
+    kind = _placed_kind(found[1]) if found else None
+    return (kind, *found) if kind and found else None
+
+
+_NAME = re.compile(r"\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\(")
+_ARRAY = re.compile(r"([a-z]+[0-9a-z]*)\[([\d,]*)\]")
+
+
+def _instruction(line: str) -> tuple[str, str] | None:
+    """An HLO instruction line's result type (a shape, or a tuple of them in parentheses) and opcode."""
+    m = _NAME.match(line)
+    if m is None:
+        return None
+    i = m.end()
+    if line[i:i + 1] == "(":  # a tuple type, perhaps nested
+        depth, j = 0, i
+        while j < len(line):
+            depth += (line[j] == "(") - (line[j] == ")")
+            j += 1
+            if depth == 0:
+                break
+    else:
+        j = i
+        while j < len(line) and not line[j].isspace():
+            j += 1
+    op = _OPCODE.match(line, j)
+    return (line[i:j], op.group(1)) if op else None
+
+
+def _compiled_groups(line: str, devices: int) -> list[list[int]] | None:
+    """A compiled collective's device groups, in any of XLA's forms: explicit ``{{0,1},{2,3}}``, iota
+    ``[2,4]<=[4,2]T(1,0)`` and Shardy's ``mesh['axis_0'=2,'axis_1'=4] {'axis_1'}``; all devices where none are
+    written; None for a form not read here (or not read as groups of devices: odd iota shapes and transposes,
+    groups of no devices), which the caller weighs as one group of every device."""
+    m = re.search(r"replica_groups=(\{[\d,{}\s]*\}|\[[\d,]+\]<=\[[\d,]+\](?:T\([\d,]+\))?|mesh\[[^\]]*\]\s*\{[^}]*\})",
+                  line)
+    if m is None:
+        return None if "replica_groups=" in line else [list(range(devices))]
+    try:
+        groups = _groups_of(m.group(1), devices)
+    except (ValueError, IndexError, TypeError, MemoryError):  # a form numpy cannot reshape or transpose as written
+        return None
+    return groups if groups and all(groups) else None
+
+
+_MAX_GROUP_IDS = 2**20  # device ids of a compiled iota form past this: no machine's groups, left unread
+
+
+def _groups_of(text: str, devices: int) -> list[list[int]] | None:
+    """``_compiled_groups``' reading of the text of one form (numpy raises on forms it cannot reshape)."""
+    import numpy as np
+
+    if text.startswith("{"):
+        groups = [[int(d) for d in g.split(",") if d.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text[1:-1])]
+        return _all_if_none(groups, devices)
+    if text.startswith("["):
+        shape_m = re.match(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
+        out_shape = [int(d) for d in shape_m.group(1).split(",")]
+        dims = [int(d) for d in shape_m.group(2).split(",")]
+        if math.prod(dims) > _MAX_GROUP_IDS:
+            return None
+        ids = np.arange(math.prod(dims)).reshape(dims)
+        if shape_m.group(3):
+            ids = ids.transpose([int(d) for d in shape_m.group(3).split(",")])
+        return ids.reshape(out_shape).tolist() if math.prod(out_shape) == ids.size else None
+    axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", text[:text.index("]")])
+    over = re.findall(r"'([^']*)'(?!\s*=)", text[text.index("]"):])
+    names = [a for a, _ in axes]
+    if any(":" in a or a not in names for a in over) or "(" in text[text.index("]"):]:
+        return None  # sub-axes: not read here
+    if math.prod(int(n) for _, n in axes) > _MAX_GROUP_IDS:
+        return None
+    ids = np.arange(math.prod(int(n) for _, n in axes)).reshape([int(n) for _, n in axes] or [1])
+    inner = [names.index(a) for a in over]
+    ids = ids.transpose([d for d in range(len(names)) if d not in inner] + inner)
+    return ids.reshape(-1, math.prod(int(axes[d][1]) for d in inner) if inner else 1).tolist()
+
+
+def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: str | None = None) -> list[Collective]:
+    """The collectives of a compiled program (HLO text) other than collective-permutes (``placed_permutes`` reads
+    those), each run as often as ``compiled_runs`` says, with its operand as each device holds it, worked out from
+    the result's shape: what the compiler placed in a ``jit`` program, to weigh against the model's traffic. A
+    combined all-reduce of several arrays is one collective per array. ``width``: the widest float dtype of the
+    question; a wider compiled float (CPU runs bf16 collectives in f32) is counted at it."""
+    devices = math.prod(n for _, n in mesh) or 1
+    out = []
+    for line, runs in compiled_runs(hlo_text):
+        found = _compiled_kind(line)
+        if found is None or found[0] == "collective-permute":
+            continue
+        kind, result, op = found
+        arrays = _ARRAY.findall(result)
+        if op == "all-gather-start":  # (operands..., results...)
+            arrays = arrays[len(arrays) // 2:]
+        groups = _compiled_groups(line, devices)
+        n = group_size(groups) if groups else devices
+        axes = _axes(groups, mesh) if groups else tuple(a for a, _ in mesh)
+        dim_m = re.search(r"dimensions=\{(\d+)\}", line)
+        dim = int(dim_m.group(1)) if dim_m else 0
+        for hlo_dtype, dims in arrays:
+            shape, dtype = _hlo_array(hlo_dtype, dims)
+            if width and dtype in _FLOATS and DTYPE_BITS[dtype] > DTYPE_BITS.get(width, 32):
+                dtype = width
+            shape = list(shape) or [1]
+            d = min(dim, len(shape) - 1)
+            if kind == "all-gather":  # the result holds n operands
+                shape[d] = max(shape[d] // max(n, 1), 1)
+            elif kind == "reduce-scatter":  # the operand holds n results
+                shape[d] *= n
+            out.append(Collective(kind, axes, dtype, tuple(shape), n, runs))
+    return out
+
+
+_FLOATS = {"bf16", "f16", "f32", "f64"}
