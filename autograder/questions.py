@@ -217,11 +217,12 @@ class Choice(Question):
 
 def option_key(text: str) -> str:
     """What two spellings of one option share: "AllReduce", "all reduce" and "all-reduce" are one; so are a
-    mesh's "16x4" and "16×4", and "memory" and "memory-bound" (the word a bound question leaves implied). The
+    mesh's "16x4" and "16×4", "memory" and "memory-bound" (the word a bound question leaves implied), and an
+    option with commas or a full stop ("heads, then batch", "no."). The
     numbers in an option are read by value ("16x4.0" and "16.0x4" are "16x4", "dp4-mp2.0" is "dp4-mp2": what
     ``Y = N / X`` gives in Python 3), before the separators go, so that "4.0-2" stays two numbers."""
     key = _OPTION_NUMBER.sub(_number_key, text.lower().replace("\u00d7", "x"))
-    key = re.sub(r"[\s\-_]+", "", key)
+    key = re.sub(r"[\s\-_,]+", "", key).rstrip(".!")  # "heads, then batch" and "no." too
     return key.removesuffix("bound") or key
 
 

@@ -49,7 +49,8 @@ __all__ = [
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
-    "refusing", "int8_twice_bf16", "X8", "number", "slip_code", "reshard_spec", "count_of", "BOOK_H100_TP_DIVISOR",
+    "refusing", "least_count", "int8_twice_bf16", "X8", "number", "slip_code", "reshard_spec", "count_of",
+    "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -67,6 +68,14 @@ def largest_degree(bound: float, tolerance: Tolerance = TWO_PERCENT) -> Toleranc
     show the idea; a prompt that asked for one of them would be a convention the student cannot guess."""
     low, high = tolerance.bounds(bound)
     return Tolerance(low=min(low, math.floor(bound)), high=high)
+
+
+def least_count(bound: float, tolerance: Tolerance = THREE_FIGURES) -> Tolerance:
+    """The tolerance of a count above which something holds (a chip count past a crossover), whose bound is rarely
+    a whole number: the bound within ``tolerance``, and the whole number above it too, the fewest chips that pass
+    it (``largest_degree``'s mirror)."""
+    low, high = tolerance.bounds(bound)
+    return Tolerance(low=low, high=max(high, math.ceil(bound)))
 
 
 def refusing(reference: float, wrong: float, tolerance: Tolerance = TWO_PERCENT) -> Tolerance:

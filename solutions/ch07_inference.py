@@ -1058,7 +1058,7 @@ def q7(f_over_d: float) -> tuple[Number, ...]:
     crossover = float(Q7_CROSSOVER.subs(F, f_over_d * D))
     return (Number(qid="ch07-q7-crossover-f4d", points=1, section=_app,
                    prompt=f"Q7: that N for F = {f_over_d:g} D.",
-                   reference=crossover, tolerance=THREE_FIGURES,
+                   reference=crossover, tolerance=least_count(crossover),
                    slips=(Slip(crossover * 9 / 8, "close", "(3/4)^2 is 9/16."),)),)
 
 

@@ -55,7 +55,17 @@ def context(options: Sequence[str]) -> dict[str, Any]:
     return {"options": ", ".join(repr(o) for o in options), "expected": "one of the option names", "shape": shape}
 
 
+def _yes_no(options: Sequence[str], answer: Any) -> str | None:
+    """The option "yes" or "no" a truth value names (True, numpy's True), where those are the options."""
+    if type(answer).__name__ not in ("bool", "bool_"):
+        return None
+    word = "yes" if bool(answer) else "no"
+    return next((o for o in options if option_key(o) == word), None)
+
+
 def parse(options: Sequence[str], answer: Any) -> str | Invalid:
+    if (said := _yes_no(options, answer)) is not None:
+        return said
     if answer is None or answer is Ellipsis or isinstance(answer, dict):
         # "empty", or the reason a record's marker carries: a recorded None is {"invalid": "empty", ...}
         reason = answer_to_text(answer)
@@ -87,7 +97,7 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
 
 # Words a student adds to an option or leaves out of it, which say nothing of which option it is: the noun a level
 # names ("leaf switches"), an article, a chip maker's word ("v5p" for "TPU v5p").
-_FILLER = re.compile(r"^(?:the|a|an)\s+|\s+(?:levels?|switch(?:es)?|tier|layer)$")
+_FILLER = re.compile(r"^(?:the|a|an|by)\s+|\s+(?:levels?|switch(?:es)?|tier|layer)$")
 _MAKERS = re.compile(r"^(?:tpu|nvidia|google)[\s\-_]*", re.IGNORECASE)
 # Usual other forms of the one-word options, and the options (by key) each may name, one way only: "bandwidth" is
 # the option "memory" beside "compute", but "memory" is not the option "bandwidth" beside "latency".
@@ -97,7 +107,16 @@ _ALIASES = {"comm": {"communication", "comms"}, "comms": {"communication"}, "com
             "mem": {"memory"}, "computation": {"compute"}, "arithmetic": {"compute"}, "math": {"compute", "flops"},
             "flops": {"compute"}, "compute": {"flops"}, "flop": {"flops", "compute"},
             "unchanged": {"same"}, "nochange": {"same"}, "staysthesame": {"same"}, "thesame": {"same"},
-            "no": {"never"}, "allreducescatter": {"reducescatter"}}  # XLA's name of a reduce-scatter's fusion
+            "no": {"never"}, "allreducescatter": {"reducescatter"},  # XLA's name of a reduce-scatter's fusion
+            "hbm": {"memory"}, "ici": {"comms", "communication", "network"},
+            "icibandwidth": {"comms", "communication", "ici"}}
+# Where no option is the alias's first reading: "bandwidth-bound" beside "compute-bound" is "comms-bound".
+_OTHER_READINGS = {"bandwidth": {"comms", "communication"}}
+# Among the bounds of a step (its options name one beside FLOPs or compute), memory is HBM; beside VMEM or the host
+# it could be any of them.
+_BOUND_OPTIONS = {"flops", "compute", "ici", "comms", "communication"}
+_AS_A_BOUND = {"memory": {"hbm"}, "bandwidth": {"hbm"}, "memorybandwidth": {"hbm"}, "hbmreads": {"hbm"},
+               "memoryreads": {"hbm"}}
 # A small number in words, for options that are numbers ("two" for "2", "a quarter" for "1/4").
 _NUMBER_WORDS = {"one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "six": 6.0, "seven": 7.0,
                  "eight": 8.0, "nine": 9.0, "ten": 10.0, "half": 0.5, "ahalf": 0.5, "onehalf": 0.5, "quarter": 0.25,
@@ -121,14 +140,41 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
     plain = one([o for o in options if option_key(_MAKERS.sub("", o)) == option_key(bare)])
     if plain:
         return plain
-    named = _ALIASES.get(option_key(bare), set())
-    if named:
-        return one([o for o in options if option_key(o) in named])
+    bound = any(option_key(o) in _BOUND_OPTIONS for o in options)
+    for aliases in (_ALIASES, _OTHER_READINGS, _AS_A_BOUND if bound else {}):
+        named = aliases.get(option_key(bare), set())
+        found = [o for o in options if option_key(o) in named]
+        if found:
+            return one(found)
+    grid = _grid(options, bare)
+    if grid:
+        return grid
     value = _NUMBER_WORDS.get(option_key(text), _as_number(text))
     by_value = one([o for o in options if value is not None and _option_value(o) is not None
                     and math.isclose(_option_value(o), value)])
     # a number that is the one number of exactly one option: "4096" for "D=F=4096"
     return by_value or one([o for o in options if value is not None and _numbers_in(o) == {value}])
+
+
+_CHIPS = re.compile(r"([0-9]+)\s*(?:chips?|devices?|gpus?|tpus?)?")
+
+
+def _grid(options: Sequence[str], text: str) -> str | None:
+    """The one shape option (a slice "4x2", a mesh) that ``text`` names as the same grid the other way round
+    ("2x4": Cloud writes a v5e slice's dimensions in the other order) or by its number of chips ("8 chips")."""
+    keys = {o: option_key(o) for o in options}
+    if not keys or not all(_SHAPE.fullmatch(k) for k in keys.values()):
+        return None
+    key = option_key(text)
+    if _SHAPE.fullmatch(key):
+        flipped = "x".join(reversed(key.split("x")))
+        found = [o for o, k in keys.items() if k == flipped]
+        return found[0] if len(found) == 1 else None
+    count = _CHIPS.fullmatch(text.strip().lower())
+    if count is None:
+        return None
+    found = [o for o, k in keys.items() if math.prod(int(n) for n in k.split("x")) == int(count.group(1))]
+    return found[0] if len(found) == 1 else None
 
 
 def _numbers_in(option: str) -> set[float]:
@@ -149,6 +195,8 @@ def encode(fp: dict, answer: Any) -> Any:
     """The record of a choice (``record.encode_scalar``). A course object that is named by an option exactly (the
     chip ``hw.TPU_V5P`` for the option 'TPU v5p') is that option, as a number of any library is the option it
     reads as; any other course object is refused by what it is, with the fix."""
+    if (said := _yes_no(fp.get("options", ()), answer)) is not None:
+        return said
     obj = course_object(answer)
     if obj is not None:
         name = None if obj.startswith("the setting") else getattr(answer, "name", None)  # a setting's are values

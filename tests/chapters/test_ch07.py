@@ -181,6 +181,16 @@ def test_q4_a_whole_number_of_chips_passes(qid):
         assert all(v.ok for v in both_judges(q, math.floor(q.reference))), combo
 
 
+def test_q7_the_fewest_whole_chips_past_the_crossover_pass():
+    """18 F / D is 58.5 chips for F = 3.25 D: 59, the fewest chips with which 2D beats 1D, is as good an answer to
+    "the N above which" (``least_count``); it was refused as "close". Past it, 60 is not."""
+    import math
+
+    for combo, q in _at_every_choice("ch07-q7-crossover-f4d"):
+        assert all(v.ok for v in both_judges(q, math.ceil(q.reference))), combo
+        assert not any(v.ok for v in both_judges(q, math.ceil(q.reference) + 1)), combo
+
+
 def test_q5_flops_with_a_two_figure_coefficient_is_told_the_constant_is_off():
     """c T has no lower-order terms: a coefficient rounded to 2 figures is told its constant is off (slightly, or
     beyond 3 figures), never that lower-order terms differ."""

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from autograder import fingerprint, record
+from autograder import fingerprint, kinds
 from autograder.checks import judge
 from autograder.questions import AuthoringError, Choice, Slip
 from autograder.verdict import Status
@@ -22,8 +22,10 @@ BANDWIDTH = Choice(qid="ch99-c2-bandwidth", points=1, prompt="p", reference="150
 
 
 def both(q: Choice, answer: object):
-    encoded = record.encode_scalar("choice", answer)
-    return judge(q, encoded), fingerprint.selfcheck(fingerprint.make(q), q.qid, encoded)
+    """As a kernel records the answer (``kinds.encode``), then the grader's and the self-check's verdicts."""
+    fp = fingerprint.make(q)
+    encoded = kinds.encode(fp, answer)
+    return judge(q, encoded), fingerprint.selfcheck(fp, q.qid, encoded)
 
 
 @pytest.mark.parametrize(("q", "answer"), [
@@ -129,6 +131,8 @@ CHIP = _choice(("TPU v5p", "H100"), "TPU v5p")
 COMMS = _choice(("compute", "communication"), "communication")
 MEMORY = _choice(("compute", "memory"), "memory")
 PLACE = _choice(("HBM", "VMEM", "host"), "HBM")
+BOUNDS = _choice(("ici", "hbm", "flops"), "hbm")
+SLICE = _choice(("2x2", "4x2", "4x4", "8x8"), "4x2")
 
 
 @pytest.mark.parametrize(("q", "answer"), [
@@ -141,6 +145,15 @@ PLACE = _choice(("HBM", "VMEM", "host"), "HBM")
     (_choice(("1/4", "1/2", "1", "2"), "1/4"), "a quarter"), (_choice(("1/4", "1/2", "1", "2"), "1/2"), "half"),
     (_choice(("yes", "never"), "never"), "no"), (_choice(("D=F=4096", "D=F=1024"), "D=F=4096"), "4096"),
     (_choice(("all-reduce", "reduce-scatter"), "reduce-scatter"), "all-reduce-scatter"),
+    # a step's bounds: memory is HBM beside FLOPs and ICI, and bandwidth is the network beside compute alone
+    (BOUNDS, "memory"), (BOUNDS, "memory-bound"), (BOUNDS, "HBM reads"), (BOUNDS, "bandwidth"),
+    (_choice(("compute-bound", "comms-bound"), "comms-bound"), "ICI-bound"),
+    (_choice(("compute-bound", "comms-bound"), "comms-bound"), "bandwidth-bound"),
+    # a v5e slice the other way round (Cloud's 2x4 is the book's 4x2), or by its chips
+    (SLICE, "2x4"), (SLICE, "8 chips"), (SLICE, "8"),
+    (_choice(("heads-then-batch", "sequence"), "heads-then-batch"), "by heads, then batch"),
+    (_choice(("yes", "no"), "no"), "no."), (_choice(("yes", "no"), "no"), False),
+    (_choice(("yes", "no"), "yes"), np.True_),
 ])
 def test_an_option_said_in_other_common_words_is_that_option(q, answer):
     """A reordered pair ("tp+fsdp"), the option with the noun it names ("leaf switches"), a chip without its maker's
@@ -156,6 +169,8 @@ def test_an_option_said_in_other_common_words_is_that_option(q, answer):
     (_choice(("latency", "bandwidth"), "bandwidth"), "memory"), (_choice(("1", "2", "3", "4"), "2"), "three"),
     (_choice(("same", "double", "half"), "same"), "double"), (_choice(("D=F=4096", "D=F=1024"), "D=F=4096"), "1024"),
     (_choice(("dp4-mp2", "dp2-mp4"), "dp4-mp2"), "4"), (_choice(("8x8", "16x4"), "16x4"), "16"),
+    (SLICE, "2x8"), (SLICE, "16 chips"), (_choice(("8x8", "16x4"), "16x4"), "64 chips"),
+    (_choice(("yes", "no"), "no"), True), (BOUNDS, "VMEM"),
 ])
 def test_common_words_never_make_another_or_an_unknown_answer_right(q, answer):
     graded, checked = both(q, answer)
