@@ -365,7 +365,9 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
         c = min(c, MAX_COUNT)
         merged[key[:5]] = (min(n + c, MAX_COUNT), forward + key[5][0] * c, backward + key[5][1] * c)
     out = [Collective(*base, n, (f / n, b / n)) for base, (n, f, b) in merged.items()]
-    out += [Collective(*key[:5], None, key[5]) for key in unknown if key[:5] not in merged]
+    # one in a loop of unknown length beside the same collective counted elsewhere: both stand, the unknown one
+    # never hidden behind the other's count (its runs are what the compiled program's count cannot be set against)
+    out += [Collective(*key[:5], None, key[5]) for key in unknown]
     return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape, c.hops))
 
 

@@ -89,6 +89,8 @@ def placed_permutes(stated_text: str, compiled_text: str,
         if stated[pairs] > 0:
             stated[pairs] -= 1
             continue
+        if runs == 0:  # in a branch that is not the one counted
+            continue
         shape_m = _COMPILED_SHAPE.search(line)
         if shape_m is None:
             raise UnreadableCollective("a collective-permute of it moves a value of no shape the course reads")
@@ -121,7 +123,8 @@ def compiled_census(hlo_text: str, loops: bool = True) -> dict[str, int]:
         if kind == "collective-permute" and _NO_PAIRS.search(line):  # a permute of no pairs moves nothing
             continue
         if kind:
-            counts[kind] = min(counts[kind] + (runs if loops and runs is not None else 1), MAX_COUNT)
+            n = 0 if runs == 0 else runs if loops and runs is not None else 1  # 0: a branch not counted
+            counts[kind] = min(counts[kind] + n, MAX_COUNT)
     return dict(counts)
 
 
@@ -129,8 +132,8 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
     """Each instruction line of a compiled program (HLO text) with how many times it runs: a computation runs as
     often as the instructions that call it, a while loop's body and condition ``known_trip_count`` times per run of
     the loop (None, unknown, where XLA could not read the count), one branch of a conditional (the one that runs
-    the most collectives). Lines outside any computation, and computations ENTRY does not reach, count once: nothing
-    the text holds goes unread. Lines come in the text's order."""
+    the most collectives; the others' lines run 0 times). Lines outside any computation, and computations ENTRY does
+    not reach, count once: nothing the text holds goes unread. Lines come in the text's order."""
     computations, entry, loose = _computations(hlo_text)
     memo: dict[str, dict[str, int | None]] = {}
 
@@ -163,8 +166,9 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
         return out
 
     reached = runs_of(entry, 0) if entry else {}
+    passed = {line for name in memo for line in computations[name]}  # read from ENTRY, in a branch not counted too
     order = [line for name in computations for line in computations[name]] + loose
-    return [(line, reached.get(line, 1)) for line in dict.fromkeys(order)]
+    return [(line, reached.get(line, 0 if line in passed else 1)) for line in dict.fromkeys(order)]
 
 
 def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list[str]]:
@@ -309,7 +313,7 @@ def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: 
     out = []
     for line, runs in compiled_runs(hlo_text):
         found = _compiled_kind(line)
-        if found is None or found[0] == "collective-permute":
+        if found is None or found[0] == "collective-permute" or runs == 0:
             continue
         kind, result, op = found
         arrays = _ARRAY.findall(result)

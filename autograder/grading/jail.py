@@ -208,7 +208,10 @@ def isolation_paths(course_dir: Path, runner: bool = False) -> tuple[list[Path],
     readers = Path(importlib.util.find_spec("autograder.compiled_hlo").origin).parent.resolve()
     # The self-check's data judges any answer it is shown: kernels get its public part (``kernel_data``).
     judging = Path(course.__file__).parent.resolve() / "fingerprints"
-    deny = [course_dir.resolve(), solutions_dir, references, judging, *([] if runner else [readers]),
+    # A checkout of the course (where the package is installed from) holds answers outside solutions/ too: its
+    # tests' tables of the book's answers. The whole checkout is denied, but for the packages and the environment.
+    checkout = [repo] if (repo / "pyproject.toml").is_file() else []
+    deny = [course_dir.resolve(), *checkout, solutions_dir, references, judging, *([] if runner else [readers]),
             repo / "source", repo / "gradebook.db", repo / "submitted", repo / "autograded", repo / STATE]
     needed = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
               *(Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})]

@@ -144,6 +144,10 @@ COMPILED_LOOPS = f"""HloModule jit_f, num_partitions=8
   %ar.branch = f32[8]{{0}} all-reduce(%q), channel_id=3, {_AR}
 }}
 
+%as.costly (p: (f32[8])) -> (f32[8]) {{
+  %ar.other = f32[8]{{0}} all-reduce(%q), channel_id=7, {_AR}
+}}
+
 %unknown (p: (s32[], f32[8])) -> (s32[], f32[8]) {{
   %ar.unknown = f32[8]{{0}} all-reduce(%z), channel_id=4, {_AR}
 }}
@@ -154,7 +158,7 @@ COMPILED_LOOPS = f"""HloModule jit_f, num_partitions=8
 
 ENTRY %main (x: f32[8]) -> f32[8] {{
   %while.outer = (s32[], f32[8]{{0}}) while(%t0), condition=%cond, body=%outer, {_TRIPS % 8}
-  %conditional = (f32[8]{{0}}) conditional(%b, %t2, %t2), branch_computations={{%cheap, %costly}}
+  %conditional = (f32[8]{{0}}) conditional(%b, %t2, %t2), branch_computations={{%cheap, %costly, %as.costly}}
   %while.unknown = (s32[], f32[8]{{0}}) while(%t3), condition=%cond, body=%unknown
   %ar.entry = f32[8]{{0}} all-reduce(%x), channel_id=6, {_AR}
 }}
@@ -165,10 +169,10 @@ def test_the_compiled_census_counts_each_collective_as_often_as_its_loops_run():
     from autograder.compiled_hlo import compiled_collectives, compiled_runs
 
     runs = {line.split("=")[0].strip(): n for line, n in compiled_runs(COMPILED_LOOPS) if "all-" in line}
-    # 8 x 3 inside the nested loops, 8 in the outer body, one branch, unknown in a loop XLA could not count, once
-    # where nothing calls it and once in ENTRY
-    assert runs == {"%ar.inner": 24, "%ag.outer": 8, "%ar.branch": 1, "%ar.unknown": None, "%ar.nobody": 1,
-                    "%ar.entry": 1}
+    # 8 x 3 inside the nested loops, 8 in the outer body, one branch (the other as costly runs 0 times: each run
+    # takes one branch), unknown in a loop XLA could not count, once where nothing calls it and once in ENTRY
+    assert runs == {"%ar.inner": 24, "%ag.outer": 8, "%ar.branch": 1, "%ar.other": 0, "%ar.unknown": None,
+                    "%ar.nobody": 1, "%ar.entry": 1}
     assert compiled_census(COMPILED_LOOPS) == {"all-reduce": 24 + 1 + 1 + 1 + 1, "all-gather": 8}
     assert compiled_census(COMPILED_LOOPS, loops=False) == {"all-reduce": 5, "all-gather": 1}
     counts = [(c.kind, c.count) for c in compiled_collectives(COMPILED_LOOPS, (("X", 8),))]

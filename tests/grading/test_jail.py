@@ -179,6 +179,20 @@ def test_isolation_paths_never_allow_a_tree_that_holds_the_solutions(tmp_path):
     assert allowed_paths([site / "course"], [site / "solutions"]) == ([site / "course"], [])
 
 
+def test_a_class_graded_outside_the_checkout_cannot_read_the_checkout(tmp_path):
+    """The checkout the package is installed from holds answers besides solutions/ (its tests' table of the book's
+    answers, which a kernel read for 11 of 58 points of Chapter 6 where the class was graded in another folder):
+    the whole checkout is denied, its packages and environment excepted."""
+    from autograder.grading.jail import allowed_paths, isolation_paths
+
+    checkout = Path(__file__).resolve().parents[2]
+    deny, allow = isolation_paths(tmp_path)
+    read, _ = allowed_paths(allow, deny)
+    assert checkout in deny
+    assert not any(r == checkout / "tests" or checkout / "tests" in r.parents for r in read)
+    assert {checkout / "course" / "answers.py", checkout / "autograder" / "collectives.py"} <= set(read)
+
+
 def test_grading_processes_import_the_installed_course_whatever_folder_the_grader_runs_in(tmp_path):
     """An instructor who runs the grader from a course folder that holds a copy of ``course/`` (a clone of the
     repository) must not have kernels import that copy: the jail hides the course folder, so every kernel's setup

@@ -118,6 +118,67 @@ def moe_by_jit_loop_of_unknown_length(x, gates, w):
     return jax.lax.while_loop(lambda c: c[0] < n, step, (0, jnp.zeros((x.shape[0], w.shape[2]), x.dtype)))[1]
 
 
+def ring_gather_in_two_branches(x):
+    """An honest ring all-gather whose step is a cond with the permute in both branches (7 permutes run, one per
+    step): the compiled program prints both, and the branch not counted runs none (it was counted once, as code
+    nothing called, and read as a permute the compiler added)."""
+    right = [(j, (j + 1) % 8) for j in range(8)]
+
+    def block(xb):
+        rows, idx = xb.shape[0], jax.lax.axis_index("X")
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((8 * rows, xb.shape[1]), xb.dtype), xb, idx * rows, 0)
+
+        def step(i, carry):
+            out, moving = carry
+            moving = jax.lax.cond(i % 2 == 0, lambda m: jax.lax.ppermute(m, "X", right),
+                                  lambda m: jax.lax.ppermute(m * 1.0, "X", right), moving)
+            return jax.lax.dynamic_update_slice_in_dim(out, moving, (idx - i - 1) % 8 * rows, 0), moving
+        return jax.lax.fori_loop(0, 7, step, (out, xb))[0]
+    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
+
+
+def ring_gather_from_the_data(x):
+    """The ring's loop starts from a count read off the data (always 0 for finite inputs): nobody can say how often
+    its permute runs before it does. Half, for the loop's length alone: never also "a permute the compiler added"."""
+    right = [(j, (j + 1) % 8) for j in range(8)]
+
+    def block(xb):
+        rows, idx = xb.shape[0], jax.lax.axis_index("X")
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((8 * rows, xb.shape[1]), xb.dtype), xb, idx * rows, 0)
+
+        def step(c):
+            i, out, moving = c
+            moving = jax.lax.ppermute(moving, "X", right)
+            return i + 1, jax.lax.dynamic_update_slice_in_dim(out, moving, (idx - i - 1) % 8 * rows, 0), moving
+        start = jnp.where(jnp.isnan(xb[0, 0]), 1, 0)
+        return jax.lax.while_loop(lambda c: c[0] < 7, step, (start, out, xb))[1]
+    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
+
+
+def block_with_a_ring_of_unknown_length(x, w_in, w_out):
+    """Q3's block: its first ring a while_loop that starts from a count read off the data, its second one counted.
+    The first ring's permutes were hidden behind the second's count and read as one the compiler added."""
+    from solutions.ch10_jax import reduce_scatter_matmul
+
+    def block(a_block, w_block):
+        ny, idx = jax.lax.axis_size("Y"), jax.lax.axis_index("Y")
+        chunk, left = a_block.shape[1], [(j, (j - 1) % 4) for j in range(4)]
+
+        def rows(i):
+            return jax.lax.dynamic_slice_in_dim(w_block, (idx + i) % ny * chunk, chunk, 0)
+
+        def step(c):
+            i, acc, a_chunk = c
+            return i + 1, acc + a_chunk @ rows(i), jax.lax.ppermute(a_chunk, "Y", left)
+        acc = jax.lax.pcast(jnp.zeros((a_block.shape[0], w_block.shape[1]), a_block.dtype), ("X", "Y"), to="varying")
+        start = jnp.where(jnp.isnan(a_block[0, 0]), 1, 0).astype(jnp.int32)
+        _, acc, a_chunk = jax.lax.while_loop(lambda c: c[0] < ny - 1, step, (start, acc, a_block))
+        return acc + a_chunk @ rows(ny - 1)
+    mesh = course.mesh(X=2, Y=4)
+    gathered = jax.shard_map(block, mesh=mesh, in_specs=(P("X", "Y"), P(None, "Y")), out_specs=P("X", "Y"))(x, w_in)
+    return reduce_scatter_matmul(gathered, w_out)
+
+
 def case1_detour(x, y):
     """Case 1 asks for no collective: x sent to column blocks and back first, two 8-way all-to-alls (XLA prints each
     as a tuple of eight arrays, its sixth with an /*index=5*/ comment inside the type), with right numbers."""
@@ -145,6 +206,12 @@ CASES = [
                  id="moe all-reduce in a loop of 8"),
     pytest.param(MOE_LOCAL, moe_by_jit_loop_of_unknown_length, 0.5, "collectives:unknown_count", "unknown length",
                  id="moe all-reduce in a loop of unknown length"),
+    pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
+                 id="ring step in two branches"),
+    pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_from_the_data, 0.5, "collectives:collective-permute",
+                 "once per step of a loop of unknown length); expected 7", id="ring loop of unknown length"),
+    pytest.param(CH10["ch10-q3-mlp-block"], block_with_a_ring_of_unknown_length, 0.5, "collectives:collective-permute",
+                 "once per step of a loop of unknown length); expected 6", id="uncounted ring beside another"),
 ]
 
 
