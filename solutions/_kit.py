@@ -49,7 +49,7 @@ __all__ = [
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
-    "refusing", "least_count", "int8_twice_bf16", "X8", "number", "slip_code", "reshard_spec", "count_of",
+    "refusing", "least_count", "int8_twice_bf16", "X8", "number", "slips", "slip_code", "reshard_spec", "count_of",
     "BOOK_H100_TP_DIVISOR",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
@@ -78,17 +78,19 @@ def least_count(bound: float, tolerance: Tolerance = THREE_FIGURES) -> Tolerance
     return Tolerance(low=low, high=max(high, math.ceil(bound)))
 
 
-def refusing(reference: float, wrong: float, tolerance: Tolerance = TWO_PERCENT) -> Tolerance:
-    """``tolerance``, its end on ``wrong``'s side moved half way to it where that is nearer: for a sum one of whose
-    terms the prompt names, whose share of the sum moves with a student's values, so that leaving it out (``wrong``)
-    is refused at every choice of a setting, not only where the share is above the tolerance. Never nearer than
-    3-figure rounding: a term below 0.5% cannot be told from rounding (keep such choices out with ``valid``)."""
+def refusing(reference: float, wrong: float | Sequence[float], tolerance: Tolerance = TWO_PERCENT) -> Tolerance:
+    """``tolerance``, each end moved half way to the nearest ``wrong`` value on its side where that is nearer: for a
+    sum one of whose terms the prompt names, whose share of the sum moves with a student's values, so that leaving
+    it out (or counting it twice) is refused at every choice of a setting, not only where the share is above the
+    tolerance. Never nearer than 3-figure rounding: a term below 0.5% cannot be told from rounding (keep such
+    choices out with ``valid``)."""
     low, high = tolerance.bounds(reference)
     fair = THREE_FIGURES.rtol * abs(reference)
-    if wrong < reference:
-        low = max(low, min((reference + wrong) / 2, reference - fair))
-    else:
-        high = min(high, max((reference + wrong) / 2, reference + fair))
+    for w in (wrong,) if isinstance(wrong, int | float) else wrong:
+        if w < reference:
+            low = max(low, min((reference + w) / 2, reference - fair))
+        else:
+            high = min(high, max((reference + w) / 2, reference + fair))
     return Tolerance(low=low, high=high, kept_ends=True)
 
 
@@ -134,13 +136,20 @@ def number(qid: str, *, section: str, prompt: str, reference: float, slips: tupl
                   tolerance=tolerance, slips=slips, exact=exact)
 
 
+def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
+    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip. One
+    away from an exact count is any off-by-one's value too: its hint is one possible cause (``Slip.maybe``)."""
+    lo, hi = tolerance.bounds(reference)
+    return tuple(Slip(a, slip_code(a, reference, tolerance), hint, maybe=tolerance.whole and abs(a - reference) == 1)
+                 for a, hint in wrong if not lo <= a <= hi)
+
+
 def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCENT, unit: str = "") -> str:
     """The diagnosis the number judge gives ``answer``, a slip whose ratio to the reference moves with a
     student's values (a hop count, a layer count, a plan's split): in the judge's order and with its
     constants (a simple factor, a unit slip, within 25%, a power of ten, anything else), so that the slip's
     code holds at every choice of a setting. Tests still judge each slip and compare."""
-    from autograder.equivalence import SIMPLE_FACTORS
-    from autograder.kinds.number import CLOSE, DECADE, MAGNITUDES, factor_code, time_factors
+    from autograder.kinds.number import CLOSE, DECADE, MAGNITUDES, NUMBER_FACTORS, factor_code, time_factors
 
     # The simplest factor that makes it the reference (within the relative tolerance), else one into the range;
     # but a value within 25% of a range is close to it first (9.9 against 10-20 is not half of 19.8).
@@ -148,7 +157,7 @@ def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCEN
     close = (low * (1 - CLOSE) <= answer <= high * (1 + CLOSE) if tolerance.is_range
              else abs(answer / reference - 1) <= CLOSE)
     # Then the factors between the question's time unit and the others (24 for hours against days), alike.
-    for factors in (SIMPLE_FACTORS, time_factors(unit)):
+    for factors in (NUMBER_FACTORS, time_factors(unit)):
         for lo, hi in (tolerance.relative().bounds(reference),
                        *([] if tolerance.is_range and close else [(low, high)])):
             for k in factors:

@@ -1079,7 +1079,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     number("ch05-q2-state-bytes", section=PROBLEMS,
            prompt="Q2: bytes of weights and optimizer state (bf16 weights, fp32 Adam moments).", reference=Q2_STATE,
            unit="B", tolerance=TWO_PERCENT,
-           slips=(Slip(BF16 * Q1_PARAMS, "magnitude:-1", "the two fp32 moments take 8 bytes per parameter."),)),
+           slips=(Slip(BF16 * Q1_PARAMS, "ratio:1/5", "the two fp32 moments take 8 bytes per parameter."),)),
     Formula(qid="ch05-q2-ckpt-formula", points=1, section=PROBLEMS,
             prompt="Q2: bytes of bf16 checkpoints of the three MLP matmul outputs of L layers for B tokens.",
             reference=CKPT_BYTES, symbols="B D F L",

@@ -127,14 +127,6 @@ BOOK = {
 # the count to 4 significant figures and refuses 13e9 with a hint (``count_of``), so that the name is no answer.
 
 
-def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
-    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip. One
-    away from an exact count is any off-by-one's value too: its hint is one possible cause (``Slip.maybe``)."""
-    lo, hi = tolerance.bounds(reference)
-    return tuple(Slip(a, slip_code(a, reference, tolerance), hint, maybe=tolerance.whole and abs(a - reference) == 1)
-                 for a, hint in wrong if not lo <= a <= hi)
-
-
 # --- CX1: the step-time calculator and the batch that fits -------------------------------------------
 
 def step_time(B, kv_bytes_per_seq, weight_bytes, param_count, n_chips, flops_per_s, hbm_bytes_per_s):

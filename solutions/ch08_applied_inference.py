@@ -417,14 +417,6 @@ DA_SPEC = ProgramSpec(
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first ---
 
 
-def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> tuple[Slip, ...]:
-    """Slips (answer, hint) with their codes computed; one that a student's values make right is no slip. One
-    away from an exact count is any off-by-one's value too: its hint is one possible cause (``Slip.maybe``)."""
-    lo, hi = tolerance.bounds(reference)
-    return tuple(Slip(a, slip_code(a, reference, tolerance), hint, maybe=tolerance.whole and abs(a - reference) == 1)
-                 for a, hint in wrong if not lo <= a <= hi)
-
-
 def _below(name: str) -> str:
     """The slice one size smaller than ``name`` among the options: the classic off-by-one-slice answer."""
     return SLICE_OPTIONS[SLICE_OPTIONS.index(name) - 1]

@@ -61,9 +61,14 @@ def _q5_with_latency(combo: dict) -> float:
     return ch02.E4_SLICE.transfer_s(2 * math.prod(shape), (0, 0), dst)
 
 
+def _q5_latency_twice(combo: dict) -> float:
+    return _q5_with_latency(combo) + ch02.E4_SLICE.hops((0, 0), combo["dst"]) * ch02.hw.ICI_HOP_LATENCY_S
+
+
 LEFT_OUT = [
     # the other way round: a term the prompt keeps apart (the first byte's latency) added in
     ("ch02_tpus", "ch02-q5", "ch02-q5-bandwidth-time", _q5_with_latency, "latency", ()),
+    ("ch02_tpus", "ch02-q5", "ch02-q5-total", _q5_latency_twice, "once", ()),
     ("ch06_applied_training", "ch06-a5", "ch06-a5-total-bytes", _a5_total, "weights", ()),
     # the book prints A6 at its batch to 2 figures, as the total without the weights reads
     ("ch06_applied_training", "ch06-a5", "ch06-a6-bytes-per-chip", lambda c: _a5_total(c) / ch06.POD, "weights",

@@ -51,6 +51,20 @@ DECADE = 10**0.5
 PRECISE_FIGURES = 7
 
 
+def _mixes_three(k: Fraction) -> bool:
+    """A factor such as 3/16 or 64/3: a 3 beside a power of two of 8 or more."""
+    return (abs(k.numerator) % 3 == 0 or k.denominator % 3 == 0) and max(abs(k.numerator), k.denominator) >= 8
+
+
+# The factors a number is said to be off by: the simple ones (``equivalence.SIMPLE_FACTORS``) but those that mix a 3
+# with 8 or more, which no slip of this course makes and which a left-out term hit by chance ("off by a factor of
+# 3/16" for an answer without its KV caches), and with 5 and 1/5: 10 bytes of training state per parameter against
+# the weights' 2. A number slip's code (``solutions._kit.slip_code``) is read with the same.
+NUMBER_FACTORS = tuple(sorted({k for k in eq.SIMPLE_FACTORS if not _mixes_three(k)} | {Fraction(5), Fraction(1, 5)},
+                              key=lambda k: (k != -1, max(abs(k.numerator), k.denominator),
+                                             abs(k.numerator) * k.denominator, k < 1)))
+
+
 def tolerance_text(tolerance: Tolerance, reference: float) -> str:
     if tolerance.rtol < 1e-4 and not tolerance.is_range and float(reference).is_integer():
         return Tolerance.exact_count().describe()  # a count a function computes: 61 is not "close" to 56
@@ -178,7 +192,7 @@ def _right(oracle: tg.Printed | tg.Exact, v: float) -> bool | None:
     return True if True in answers else None if None in answers else False
 
 
-def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = eq.SIMPLE_FACTORS) -> Any:
+def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = NUMBER_FACTORS) -> Any:
     """The simplest factor k that makes v/k the reference (within its relative tolerance, also in a
     question with a range), else one that makes v/k right (a value in the range); None if there is none."""
     factor = "factor" if _ranged(oracle) else "ref"

@@ -586,3 +586,16 @@ def test_a_slip_rounded_to_two_figures_is_told_its_hint_but_not_half_way_to_the_
     assert "near slip" in number.check("ch99-t0-near", 1.2746, "", Tolerance(rtol=0.01), 1.295, slips=near).message
     assert "near slip" not in number.check("ch99-t0-near", 1.2746, "", Tolerance(rtol=0.01), 1.287,
                                            slips=near).message
+
+
+@pytest.mark.parametrize(("answer", "code"), [
+    (7.0e9 * 3 / 16, "magnitude:-1"),  # a KV cache left out hit 3/16 by chance: no 3 beside 16 is named
+    (7.0e9 * 16 / 3, "magnitude:+1"), (7.0e9 * 3 / 8, "not_equal"),
+    (7.0e9 / 5, "ratio:1/5"),  # the weights' 2 bytes for the 10 of training state: a factor of 5
+    (7.0e9 * 5, "ratio:5"), (7.0e9 * 3 / 2, "ratio:3/2"), (7.0e9 / 8, "ratio:1/8"),
+])
+def test_the_factors_a_number_is_said_to_be_off_by(answer, code):
+    q = Number(qid="ch99-n9-bytes", points=1, prompt="p", reference=7.0e9, unit="B",
+               slips=(Slip(7.0e9 / 2, "ratio:1/2"),))
+    for v in both(q, answer):
+        assert v.diagnosis == code, v.message
