@@ -51,7 +51,7 @@ _INVALID = {
     "count_word": "This question asks for a plain number: leave out '{detail}' and give the number alone.",
     "currency": "Give the amount as a plain number: leave out '{detail}', write any thousands or millions as a "
                 "power of ten (4.2e6 for 4.2 million), and no separators.",
-    "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} ({why}).",
+    "scale_suffix": "Write the power of ten out: for '{detail}' write {fix} ({why}).{more}",
     "scientific_notation": "Inside a calculation, write a power of ten with e: write {fix} for '{detail}'.",
     "unit_in_formula": "A formula carries no unit: drop '{detail}' (the question says what the formula counts).",
     "unknown_option": "Choose one of: {options}.",
@@ -433,6 +433,8 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "scale_suffix":  # "13B" or "13 billion" -> 13e9
         number, scale = re.fullmatch(r"(.*?)\s*([A-Za-z]+)", str(fields["detail"])).groups()  # type: ignore[union-attr]
         fields["fix"] = number + _SCALES.get(scale, "")
+        # 8K tokens is 8192 as often as 8000
+        fields["more"] = f" Where K means 1024 ({number}K tokens), write {number}*1024." if scale in ("k", "K") else ""
         fields["why"] = "a letter after a number reads as a unit, and B is bytes" if scale in ("B", "b") else \
             "a letter after a number reads as a unit" if len(scale) == 1 else "a count is written in digits"
     if head == "scientific_notation":  # "1.5 x 10^-3" -> 1.5e-3

@@ -97,7 +97,12 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
 
 # Words a student adds to an option or leaves out of it, which say nothing of which option it is: the noun a level
 # names ("leaf switches"), an article, a chip maker's word ("v5p" for "TPU v5p").
-_FILLER = re.compile(r"^(?:the|a|an|by)\s+|\s+(?:levels?|switch(?:es)?|tier|layer)$")
+_FILLER = re.compile(r"^(?:the|a|an|by|it)\s+|\s+(?:levels?|switch(?:es)?|tier|layer|an error|an exception)$")
+# Other words for a collective's name and its axis: "psum over Y", "all-reduce on Y" or "all-reduce (Y)" for
+# "all-reduce over Y".
+_REWORDED = ((re.compile(r"\bpsum\b", re.IGNORECASE), "all-reduce"),
+             (re.compile(r"\s+(?:on|along|across)\s+", re.IGNORECASE), " over "),
+             (re.compile(r"\s*\(\s*(\w+)\s*\)\s*$"), r" over \1"))
 _MAKERS = re.compile(r"^(?:tpu|nvidia|google)[\s\-_]*", re.IGNORECASE)
 # Usual other forms of the one-word options, and the options (by key) each may name, one way only: "bandwidth" is
 # the option "memory" beside "compute", but "memory" is not the option "bandwidth" beside "latency".
@@ -109,6 +114,9 @@ _ALIASES = {"comm": {"communication", "comms"}, "comms": {"communication"}, "com
             "unchanged": {"same"}, "nochange": {"same"}, "staysthesame": {"same"}, "thesame": {"same"},
             "no": {"never"}, "allreducescatter": {"reducescatter"},  # XLA's name of a reduce-scatter's fusion
             "hbm": {"memory"}, "ici": {"comms", "communication", "network"},
+            "tp": {"tensor"}, "tensorparallelism": {"tensor"}, "tensorparallel": {"tensor"},
+            "nocollective": {"none"}, "nocollectives": {"none"}, "nothing": {"none"}, "nocommunication": {"none"},
+            "moredifficult": {"harder"}, "lessdifficult": {"easier"},
             "icibandwidth": {"comms", "communication", "ici"}}
 # Where no option is the alias's first reading: "bandwidth-bound" beside "compute-bound" is "comms-bound".
 _OTHER_READINGS = {"bandwidth": {"comms", "communication"}}
@@ -122,6 +130,7 @@ _NUMBER_WORDS = {"one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0,
                  "eight": 8.0, "nine": 9.0, "ten": 10.0, "half": 0.5, "ahalf": 0.5, "onehalf": 0.5, "quarter": 0.25,
                  "aquarter": 0.25, "onequarter": 0.25, "onefourth": 0.25, "third": 1 / 3, "athird": 1 / 3,
                  "onethird": 1 / 3}
+_THEN = re.compile(r"\s*(?:\+|/|,|\bthen\b|->|>)\s*", re.IGNORECASE)
 _JOINED = re.compile(r"\s*(?:\+|&|/|,|-|\band\b|\bwith\b)\s*", re.IGNORECASE)
 
 
@@ -140,6 +149,18 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
     plain = one([o for o in options if option_key(_MAKERS.sub("", o)) == option_key(bare)])
     if plain:
         return plain
+    reworded = bare
+    for pattern, words in _REWORDED:
+        reworded = pattern.sub(words, reworded)
+    plain = one([o for o in options if option_key(o) == option_key(reworded)])
+    if plain:
+        return plain
+    # a sequence of two ("pcie-ici") in its order, with another joiner ("PCIe then ICI", "pcie+ici", "PCIe/ICI")
+    steps = [option_key(p) for p in _THEN.split(text.strip()) if p]
+    ordered = one([o for o in options if "+" not in o and len(o.split("-")) == 2 == len(steps)
+                   and [option_key(p) for p in o.split("-")] == steps])
+    if ordered:
+        return ordered
     bound = any(option_key(o) in _BOUND_OPTIONS for o in options)
     for aliases in (_ALIASES, _OTHER_READINGS, _AS_A_BOUND if bound else {}):
         named = aliases.get(option_key(bare), set())

@@ -599,3 +599,13 @@ def test_the_factors_a_number_is_said_to_be_off_by(answer, code):
                slips=(Slip(7.0e9 / 2, "ratio:1/2"),))
     for v in both(q, answer):
         assert v.diagnosis == code, v.message
+
+
+def test_a_k_is_told_both_of_its_readings():
+    """"8K" for 8192 tokens: told to write 8e3 alone, the student who followed it was then "close" (8K tokens is
+    8 * 1024 in the book)."""
+    q = Number(qid="ch99-n8-tokens", points=1, prompt="p", reference=8192.0, slips=(Slip(4096.0, "ratio:1/2"),))
+    for v in both(q, "8K"):
+        assert "write 8e3" in v.message and "write 8*1024" in v.message, v.message
+    assert all(v.ok for v in both(q, "8*1024"))
+    assert "1024" not in judge(q, "13B").message
