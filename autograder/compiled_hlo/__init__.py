@@ -75,10 +75,12 @@ def placed_permutes(stated_text: str, compiled_text: str,
     """The collective-permutes of a compiled program (HLO text) that its StableHLO (``stated_text``) does not state:
     those the compiler placed, for array operations outside a shard_map (``jnp.roll`` of a sharded array places
     one that sends every block k devices on). A compiled permute is the program's own where a stated one has the
-    same pairs (each stated one explains one compiled one). Each comes with whether it is a ring step
-    (``ring_step``), as a Collective run as often as ``compiled_runs`` says; on CPU its dtype may be wider than the
-    program's."""
-    stated = Counter(_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text))
+    same pairs, however often it runs: a step stated once may run as several compiled ones (a loop unrolled, a
+    jit-wrapped step called in a Python loop), which the stated census counts through their calls. One the compiler
+    placed with the same pairs as a stated one shows in the count instead (``programs.added_collectives``). Each
+    comes with whether it is a ring step (``ring_step``), as a Collective run as often as ``compiled_runs`` says; on
+    CPU its dtype may be wider than the program's."""
+    stated = {_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text)}
     out = []
     for line, runs in compiled_runs(compiled_text):
         found = _compiled_kind(line)
@@ -86,10 +88,7 @@ def placed_permutes(stated_text: str, compiled_text: str,
         if found is None or found[0] != "collective-permute" or pairs_m is None:
             continue
         pairs = _pairs(pairs_m.group(1))
-        if stated[pairs] > 0:
-            stated[pairs] -= 1
-            continue
-        if runs == 0:  # in a branch that is not the one counted
+        if pairs in stated or runs == 0:  # the program's own, or in a branch that is not the one counted
             continue
         shape_m = _COMPILED_SHAPE.search(line)
         if shape_m is None:

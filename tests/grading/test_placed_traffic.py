@@ -179,6 +179,24 @@ def block_with_a_ring_of_unknown_length(x, w_in, w_out):
     return reduce_scatter_matmul(gathered, w_out)
 
 
+def ring_gather_unrolled(x):
+    """The honest ring with its loop unrolled (as a jit-wrapped step called seven times is too): StableHLO states the
+    step's permute once, in a function called seven times, and the compiled program runs seven. Six of them were
+    read as placed by the compiler, and the ring as moving 1.7x its bytes."""
+    right = [(j, (j + 1) % 8) for j in range(8)]
+
+    def block(xb):
+        rows, idx = xb.shape[0], jax.lax.axis_index("X")
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((8 * rows, xb.shape[1]), xb.dtype), xb, idx * rows, 0)
+
+        def step(i, carry):
+            out, moving = carry
+            moving = jax.lax.ppermute(moving, "X", right)
+            return jax.lax.dynamic_update_slice_in_dim(out, moving, (idx - i - 1) % 8 * rows, 0), moving
+        return jax.lax.fori_loop(0, 7, step, (out, xb), unroll=True)[0]
+    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
+
+
 def case1_detour(x, y):
     """Case 1 asks for no collective: x sent to column blocks and back first, two 8-way all-to-alls (XLA prints each
     as a tuple of eight arrays, its sixth with an /*index=5*/ comment inside the type), with right numbers."""
@@ -208,6 +226,8 @@ CASES = [
                  id="moe all-reduce in a loop of unknown length"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
                  id="ring step in two branches"),
+    pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_unrolled, 1.0, "correct", "Correct",
+                 id="ring loop unrolled"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_from_the_data, 0.5, "collectives:collective-permute",
                  "once per step of a loop of unknown length); expected 7", id="ring loop of unknown length"),
     pytest.param(CH10["ch10-q3-mlp-block"], block_with_a_ring_of_unknown_length, 0.5, "collectives:collective-permute",
