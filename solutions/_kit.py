@@ -81,12 +81,13 @@ def least_count(bound: float, tolerance: Tolerance = THREE_FIGURES) -> Tolerance
 def refusing(reference: float, wrong: float | Sequence[float], tolerance: Tolerance = TWO_PERCENT) -> Tolerance:
     """``tolerance``, each end moved half way to the nearest ``wrong`` value on its side where that is nearer: for a
     sum one of whose terms the prompt names, whose share of the sum moves with a student's values, so that leaving
-    it out (or counting it twice) is refused at every choice of a setting, not only where the share is above the
-    tolerance. Never nearer than 3-figure rounding: a term below 0.5% cannot be told from rounding (keep such
-    choices out with ``valid``)."""
+    it out is refused at every choice of a setting, not only where the share is above the tolerance; and counting
+    it twice, the same distance on the other side (each wrong value's mirror). Never nearer than 3-figure rounding:
+    a term below 0.5% cannot be told from rounding (keep such choices out with ``valid``)."""
     low, high = tolerance.bounds(reference)
     fair = THREE_FIGURES.rtol * abs(reference)
-    for w in (wrong,) if isinstance(wrong, int | float) else wrong:
+    given = (wrong,) if isinstance(wrong, int | float) else tuple(wrong)
+    for w in given + tuple(2 * reference - w for w in given):
         if w < reference:
             low = max(low, min((reference + w) / 2, reference - fair))
         else:

@@ -123,8 +123,7 @@ _OTHER_READINGS = {"bandwidth": {"comms", "communication"}}
 # Among the bounds of a step (its options name one beside FLOPs or compute), memory is HBM; beside VMEM or the host
 # it could be any of them.
 _BOUND_OPTIONS = {"flops", "compute", "ici", "comms", "communication"}
-_AS_A_BOUND = {"memory": {"hbm"}, "bandwidth": {"hbm"}, "memorybandwidth": {"hbm"}, "hbmreads": {"hbm"},
-               "memoryreads": {"hbm"}}
+_AS_A_BOUND = {"memory": {"hbm"}, "hbmreads": {"hbm"}, "memoryreads": {"hbm"}}  # not "bandwidth": ICI's is one too
 # A small number in words, for options that are numbers ("two" for "2", "a quarter" for "1/4").
 _NUMBER_WORDS = {"one": 1.0, "two": 2.0, "three": 3.0, "four": 4.0, "five": 5.0, "six": 6.0, "seven": 7.0,
                  "eight": 8.0, "nine": 9.0, "ten": 10.0, "half": 0.5, "ahalf": 0.5, "onehalf": 0.5, "quarter": 0.25,
@@ -162,8 +161,9 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
     if ordered:
         return ordered
     bound = any(option_key(o) in _BOUND_OPTIONS for o in options)
+    listed = "," in bare  # "all-reduce, scatter" lists two things: no alias of one word reads it
     for aliases in (_ALIASES, _OTHER_READINGS, _AS_A_BOUND if bound else {}):
-        named = aliases.get(option_key(bare), set())
+        named = set() if listed else aliases.get(option_key(bare), set())
         found = [o for o in options if option_key(o) in named]
         if found:
             return one(found)
@@ -173,24 +173,20 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
     value = _NUMBER_WORDS.get(option_key(text), _as_number(text))
     by_value = one([o for o in options if value is not None and _option_value(o) is not None
                     and math.isclose(_option_value(o), value)])
-    # a number that is the one number of exactly one option: "4096" for "D=F=4096"
-    return by_value or one([o for o in options if value is not None and _numbers_in(o) == {value}])
+    # a number that is the one number of exactly one option that sets values to it: "4096" for "D=F=4096" (not "4"
+    # for "4-byte-words", which says nothing of why)
+    return by_value or one([o for o in options if value is not None and "=" in o and _numbers_in(o) == {value}])
 
 
 _CHIPS = re.compile(r"([0-9]+)\s*(?:chips?|devices?|gpus?|tpus?)?")
 
 
 def _grid(options: Sequence[str], text: str) -> str | None:
-    """The one shape option (a slice "4x2", a mesh) that ``text`` names as the same grid the other way round
-    ("2x4": Cloud writes a v5e slice's dimensions in the other order) or by its number of chips ("8 chips")."""
+    """The one shape option (a slice "4x2") that ``text`` names by its number of chips ("8 chips"). Never a shape
+    the other way round: in a mesh "FSDP ways x tensor-parallel ways", 4x16 is another plan than 16x4."""
     keys = {o: option_key(o) for o in options}
     if not keys or not all(_SHAPE.fullmatch(k) for k in keys.values()):
         return None
-    key = option_key(text)
-    if _SHAPE.fullmatch(key):
-        flipped = "x".join(reversed(key.split("x")))
-        found = [o for o, k in keys.items() if k == flipped]
-        return found[0] if len(found) == 1 else None
     count = _CHIPS.fullmatch(text.strip().lower())
     if count is None:
         return None
