@@ -118,43 +118,6 @@ def moe_by_jit_loop_of_unknown_length(x, gates, w):
     return jax.lax.while_loop(lambda c: c[0] < n, step, (0, jnp.zeros((x.shape[0], w.shape[2]), x.dtype)))[1]
 
 
-def ring_gather_in_two_branches(x):
-    """An honest ring all-gather whose step is a cond with the permute in both branches (7 permutes run, one per
-    step): the compiled program prints both, and the branch not counted runs none (it was counted once, as code
-    nothing called, and read as a permute the compiler added)."""
-    right = [(j, (j + 1) % 8) for j in range(8)]
-
-    def block(xb):
-        rows, idx = xb.shape[0], jax.lax.axis_index("X")
-        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((8 * rows, xb.shape[1]), xb.dtype), xb, idx * rows, 0)
-
-        def step(i, carry):
-            out, moving = carry
-            moving = jax.lax.cond(i % 2 == 0, lambda m: jax.lax.ppermute(m, "X", right),
-                                  lambda m: jax.lax.ppermute(m * 1.0, "X", right), moving)
-            return jax.lax.dynamic_update_slice_in_dim(out, moving, (idx - i - 1) % 8 * rows, 0), moving
-        return jax.lax.fori_loop(0, 7, step, (out, xb))[0]
-    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
-
-
-def ring_gather_from_the_data(x):
-    """The ring's loop starts from a count read off the data (always 0 for finite inputs): nobody can say how often
-    its permute runs before it does. Half, for the loop's length alone: never also "a permute the compiler added"."""
-    right = [(j, (j + 1) % 8) for j in range(8)]
-
-    def block(xb):
-        rows, idx = xb.shape[0], jax.lax.axis_index("X")
-        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((8 * rows, xb.shape[1]), xb.dtype), xb, idx * rows, 0)
-
-        def step(c):
-            i, out, moving = c
-            moving = jax.lax.ppermute(moving, "X", right)
-            return i + 1, jax.lax.dynamic_update_slice_in_dim(out, moving, (idx - i - 1) % 8 * rows, 0), moving
-        start = jnp.where(jnp.isnan(xb[0, 0]), 1, 0)
-        return jax.lax.while_loop(lambda c: c[0] < 7, step, (start, out, xb))[1]
-    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
-
-
 def block_with_a_ring_of_unknown_length(x, w_in, w_out):
     """Q3's block: its first ring a while_loop that starts from a count read off the data, its second one counted.
     The first ring's permutes were hidden behind the second's count and read as one the compiler added."""
@@ -179,22 +142,51 @@ def block_with_a_ring_of_unknown_length(x, w_in, w_out):
     return reduce_scatter_matmul(gathered, w_out)
 
 
-def ring_gather_unrolled(x):
-    """The honest ring with its loop unrolled (as a jit-wrapped step called seven times is too): StableHLO states the
-    step's permute once, in a function called seven times, and the compiled program runs seven. Six of them were
-    read as placed by the compiler, and the ring as moving 1.7x its bytes."""
-    right = [(j, (j + 1) % 8) for j in range(8)]
+RIGHT = [(j, (j + 1) % 8) for j in range(8)]
 
+
+def _ring_gather(x, send, loop):
+    """An honest ring all-gather over 8 devices: ``send(i, block)`` passes the travelling block one device on at step
+    i, and ``loop(step, carry)`` runs the 7 steps ``step(i, carry)``."""
     def block(xb):
         rows, idx = xb.shape[0], jax.lax.axis_index("X")
         out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((8 * rows, xb.shape[1]), xb.dtype), xb, idx * rows, 0)
 
         def step(i, carry):
             out, moving = carry
-            moving = jax.lax.ppermute(moving, "X", right)
+            moving = send(i, moving)
             return jax.lax.dynamic_update_slice_in_dim(out, moving, (idx - i - 1) % 8 * rows, 0), moving
-        return jax.lax.fori_loop(0, 7, step, (out, xb), unroll=True)[0]
+        return loop(step, (out, xb))[0]
     return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
+
+
+def ring_gather_in_two_branches(x):
+    """Each step a cond with the permute in both branches (7 permutes run, one per step): the compiled program
+    prints both, and the branch not counted runs none (it was counted once, as code nothing called, and read as a
+    permute the compiler added)."""
+    def send(i, m):
+        return jax.lax.cond(i % 2 == 0, lambda m: jax.lax.ppermute(m, "X", RIGHT),
+                            lambda m: jax.lax.ppermute(m * 1.0, "X", RIGHT), m)
+    return _ring_gather(x, send, lambda step, carry: jax.lax.fori_loop(0, 7, step, carry))
+
+
+def ring_gather_from_the_data(x):
+    """The loop starts from a count read off the data (always 0 for finite inputs): nobody can say how often its
+    permute runs before it does. Half, for the loop's length alone: never also "a permute the compiler added"."""
+    def loop(step, carry):
+        def counted(c):
+            return (c[0] + 1, *step(c[0], c[1:]))
+        start = jnp.where(jnp.isnan(carry[1][0, 0]), 1, 0)  # the device's own block
+        return jax.lax.while_loop(lambda c: c[0] < 7, counted, (start, *carry))[1:]
+    return _ring_gather(x, lambda i, m: jax.lax.ppermute(m, "X", RIGHT), loop)
+
+
+def ring_gather_unrolled(x):
+    """The loop unrolled (as a jit-wrapped step called seven times is too): StableHLO states the step's permute once,
+    in a function called seven times, and the compiled program runs seven. Six of them were read as placed by the
+    compiler, and the ring as moving 1.7x its bytes."""
+    return _ring_gather(x, lambda i, m: jax.lax.ppermute(m, "X", RIGHT),
+                        lambda step, carry: jax.lax.fori_loop(0, 7, step, carry, unroll=True))
 
 
 def case1_detour(x, y):
