@@ -172,8 +172,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled = lowered.compile()  # the executable that just ran, from JAX's cache
         compiled_text = compiled.as_text()
         stage = "reading"
-        # a stated loop of unknown length counts once: so do the compiled program's loops beside it
-        placed = compiled_census(compiled_text, loops=all(c.count is not None for c in found))
+        placed = compiled_census(compiled_text)
         stated = census(found)
         a2a = "stablehlo.all_to_all" in stated_text  # one may be a gather (``collectives._as_gather``)
         # beside a stated loop of unknown length, the compiled program's count of that kind says nothing either
@@ -262,7 +261,7 @@ def added_collectives(stated: dict[str, int], compiled: dict[str, int], a2a: boo
     """Collectives the compiler added to a program that states its own (``stated``, from its StableHLO): those of
     the compiled program beyond what the stated ones explain, such as the all-gathers that reshard an operand
     into a shard_map's in_specs, or that a sharding constraint asks for. Both count a loop's collectives once per
-    step (``collectives.compiled_runs``), but the compiler may merge all-reduces or move one out of a loop, so it
+    step (``compiled_hlo.compiled_runs``), but the compiler may merge all-reduces or move one out of a loop, so it
     never shows more of a stated kind than was stated, and on CPU a reduce-scatter compiles to an all-reduce; so an
     addition of a kind already stated can go unseen where the compiler merged or moved the stated ones.
     ``a2a``: the program states an all_to_all, which the census reads as an all-gather where it sends one block

@@ -102,11 +102,10 @@ def placed_permutes(stated_text: str, compiled_text: str,
     return out
 
 
-def compiled_census(hlo_text: str, loops: bool = True) -> dict[str, int]:
+def compiled_census(hlo_text: str) -> dict[str, int]:
     """Collectives in compiled HLO text by kind (async ``-start`` halves counted once), each as often as it runs
     (``compiled_runs``: a loop's body is printed once, with its trip count beside it; a loop of unknown length counts
-    once). ``loops=False`` counts each printed once, to set beside a StableHLO census that could not read a loop's
-    count. On CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective`` for a
+    once). On CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective`` for a
     communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
     counts: Counter[str] = Counter()
     for line, runs in compiled_runs(hlo_text):
@@ -122,8 +121,7 @@ def compiled_census(hlo_text: str, loops: bool = True) -> dict[str, int]:
         if kind == "collective-permute" and _NO_PAIRS.search(line):  # a permute of no pairs moves nothing
             continue
         if kind:
-            n = 0 if runs == 0 else runs if loops and runs is not None else 1  # 0: a branch not counted
-            counts[kind] = min(counts[kind] + n, MAX_COUNT)
+            counts[kind] = min(counts[kind] + (1 if runs is None else runs), MAX_COUNT)  # 0: a branch not taken
     return dict(counts)
 
 

@@ -145,15 +145,13 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
     if joined:
         return joined
     bare = _MAKERS.sub("", _FILLER.sub("", text.strip().lower()).strip())
-    plain = one([o for o in options if option_key(_MAKERS.sub("", o)) == option_key(bare)])
-    if plain:
-        return plain
     reworded = bare
     for pattern, words in _REWORDED:
         reworded = pattern.sub(words, reworded)
-    plain = one([o for o in options if option_key(o) == option_key(reworded)])
-    if plain:
-        return plain
+    for said in (bare, reworded):
+        plain = one([o for o in options if option_key(_MAKERS.sub("", o)) == option_key(said)])
+        if plain:
+            return plain
     # a sequence of two ("pcie-ici") in its order, with another joiner ("PCIe then ICI", "pcie+ici", "PCIe/ICI")
     steps = [option_key(p) for p in _THEN.split(text.strip()) if p]
     ordered = one([o for o in options if "+" not in o and len(o.split("-")) == 2 == len(steps)
