@@ -82,8 +82,9 @@ class Report:
     # a neighbour on the ring of their axis: weighed on the questions whose collectives are permutes.
     placed: tuple[Collective, ...] = ()
     jumps: int = 0
-    # Where the program states no collective (a ``jit`` program), the others the compiler placed
-    # (``collectives.compiled_collectives``): weighed against the model's traffic as the stated ones are.
+    # The compiled program's collectives other than permutes (``compiled_hlo.compiled_collectives``): what moves,
+    # whatever the program states. Where it states none (a ``jit`` program) they are its traffic; where it states
+    # some, they are weighed too (``compiled_waste``): XLA adds collectives and removes stated ones that never run.
     compiled: tuple[Collective, ...] = ()
     # Where a device's copy of a result differs from the copy it is judged by (a replicated result the program left
     # different per device): that device and the first index that differs, else None.
@@ -181,7 +182,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         added = {k: n for k, n in added_collectives(stated, placed, a2a).items() if k not in unsure}
         counts = dict(Counter(stated) + Counter(added)) if found else placed
         permutes = placed_permutes(stated_text, compiled_text, q.mesh)
-        chosen = () if found else tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
+        placed_all = tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
         memory = _memory(compiled) if q.max_bytes else None
     except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
         return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
@@ -209,7 +210,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
     values = tuple(np.asarray(o) for o in outs)
     return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
-                  jumps=sum(not ring for _, ring in permutes), compiled=chosen, differ=_copies_differ(q, outs, values))
+                  jumps=sum(not ring for _, ring in permutes), compiled=placed_all,
+                  differ=_copies_differ(q, outs, values))
 
 
 def _copies_differ(q: ProgramSpec, outs: tuple[Any, ...], values: tuple[np.ndarray, ...]
@@ -1002,6 +1004,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     compiled, model = _standing_in(report.compiled, expected_counts, traffic)
     weighed = weighed_collectives(q, replace(report, compiled=compiled))
     moved = collective_traffic(weighed)
+    as_compiled = collective_traffic(compiled + (report.placed if ring else ())) if report.collectives else {}
     read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
@@ -1014,12 +1017,18 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + (",".join(sorted(counts)) or "none"), message,
                        {"collectives": details, **held})
-    uncounted = [c.describe() for c in (*report.collectives, *report.compiled, *report.placed)
+    uncounted = [c.describe() for c in (*(report.collectives or report.compiled), *report.placed)
                  if c.count is None]
     if uncounted:  # counted once, the counts match; but how often the loop runs, nobody can say
         return Verdict(Status.PARTIAL, 0.5, "collectives:unknown_count",
                        phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})
     wasted = _wasted(moved, model, q) if weighed else None
+    if wasted is None and as_compiled:  # what the compiler left of the stated ones, and what it placed itself
+        wasted = _wasted(as_compiled, model, q)
+        if wasted is not None and wasted["kind"] != BUSIER:
+            return Verdict(Status.PARTIAL, 0.5, f"traffic:{wasted['kind']}",
+                           phrase_program("traffic:compiled", **wasted),
+                           {"collectives": details, "traffic": moved, "compiled_traffic": as_compiled})
     if wasted is not None:
         one_way = wasted["kind"] == BUSIER
         kind = "collective-permute" if one_way else wasted["kind"]
@@ -1106,7 +1115,7 @@ def weighed_collectives(q: ProgramSpec, report: Report) -> tuple[Collective, ...
     question, and, for a program that states none, those the compiler placed. The model's traffic
     (``release.measure_traffic``) is measured over the same, so a ``jit`` model has a yardstick too."""
     ring = bool(q.collectives.get("collective-permute"))
-    return report.collectives + (report.placed if ring else ()) + report.compiled
+    return (report.collectives or report.compiled) + (report.placed if ring else ())
 
 
 def _standing_in(compiled: tuple[Collective, ...], wanted: dict[str, Any], model: Mapping[str, float] | None

@@ -196,6 +196,36 @@ def case1_detour(x, y):
     return _wsc(w(w(x * 2.0, None, "X") * 0.5, "X", None) @ y, ROWS)
 
 
+def _dead_decoy(x, kind, n=1):
+    """``n`` stated collectives of one element each, in the branch of a ``cond`` that never runs: StableHLO states
+    them, XLA folds the branch away, and nothing of them is left in the compiled program."""
+    def block(xb):
+        c = xb.reshape(-1)[:1].reshape(1, 1)
+
+        def live(c):
+            for _ in range(n):
+                c = jax.lax.all_gather(c, "X", axis=0, tiled=True)[:1] if kind == "ag" else jax.lax.psum(c, "X")
+            return c
+        return jax.lax.cond(jnp.array(False), live, lambda c: c, c)
+    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)[0, 0]
+
+
+def mlp_wasteful_behind_dead_decoys(x, w_in, w_out):
+    """The 10x program above, with two dead all-gathers stated beside it: the stated count (2) matched the compiled
+    one (2), so the compiler's gathers passed as the stated ones' and were never weighed."""
+    return mlp_wasteful(x, w_in, w_out) + 0 * _dead_decoy(x, "ag", 2)
+
+
+def moe_everything_behind_a_dead_decoy(x, gates, w):
+    """No expert parallelism at all: every device's experts written into a zero buffer of all of them, summed by the
+    compiler (an all-reduce of every expert's weights), then the whole layer on each device; and a dead psum."""
+    def block(wb):
+        return jnp.zeros((8, *wb.shape), wb.dtype).at[jax.lax.axis_index("X")].set(wb)[None]
+    parts = jax.shard_map(block, mesh=M, in_specs=P("X"), out_specs=P("X"))(w)
+    experts = _wsc(parts.sum(0), WHOLE).reshape(w.shape)
+    return _wsc(jnp.einsum("sd,se,edf->sf", x, gates, experts), WHOLE) + 0 * _dead_decoy(x, "ar")
+
+
 CASES = [
     pytest.param(FSDP_MLP, mlp_by_jit, 1.0, "correct", "Correct", id="fsdp mlp by jit"),
     pytest.param(FSDP_FWD, forward_by_jit, 1.0, "correct", "Correct", id="fsdp forward by jit"),
@@ -216,6 +246,12 @@ CASES = [
                  id="moe all-reduce in a loop of 8"),
     pytest.param(MOE_LOCAL, moe_by_jit_loop_of_unknown_length, 0.5, "collectives:unknown_count", "unknown length",
                  id="moe all-reduce in a loop of unknown length"),
+    # The compiled program's collectives are weighed however many the program states: a stated one XLA removed
+    # (a branch that never runs) stands in for none of the compiler's.
+    pytest.param(FSDP_MLP, mlp_wasteful_behind_dead_decoys, 0.5, "traffic:all-gather", "the bytes",
+                 id="10x behind two dead all-gathers"),
+    pytest.param(MOE_LOCAL, moe_everything_behind_a_dead_decoy, 0.5, "traffic:all-reduce", "the bytes",
+                 id="every expert everywhere behind a dead psum"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
                  id="ring step in two branches"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_unrolled, 1.0, "correct", "Correct",
