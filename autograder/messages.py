@@ -257,7 +257,8 @@ _PROGRAM = {
              "a loop never updates, or a mask that is never true)?",
     "scaled:mesh": "Every value is {k}x the expected one, and {k} is the number of devices along {axes}: is "
                    "something summed over {axes} twice, e.g. a psum too many (a gradient psummed after autodiff "
-                   "already summed it)?",
+                   "already summed it), or a mean taken over one device's share (divided by its own count of rows "
+                   "or tokens) where the whole count belongs?",
     "scaled:1/mesh": "Every value is 1/{n} of the expected one, and {n} is the number of devices along {axes}: is "
                      "a psum (an AllReduce) over {axes} missing, or a pmean used where a sum belongs?",
     "scaled:2": "Every value is twice the expected one: is something counted twice, e.g. a block added by both "
@@ -267,7 +268,7 @@ _PROGRAM = {
     "scaled:-1": "Every value has the wrong sign: the result is exactly the negative of the expected one. Is a "
                  "difference taken the wrong way round?",
     "scaled": "Every value is {k} times the expected one: look for a factor of {k} (a count of devices, steps or "
-              "copies) in how your program sums or scales.",
+              "copies, or a size such as the batch a mean divides by) in how your program sums or scales.",
     "scaled:negative": "Every value is {k} times the expected one: the sign is flipped, and the size is off by a "
                        "factor of {size}.",
     "transposed": "The result is the expected one transposed ({how}): check the order of a matmul's operands, a "
@@ -289,8 +290,9 @@ _PROGRAM = {
                   "of the expected one: does every device compute the same block? Use axis_index to pick each "
                   "device's own.",
     "zero_rows": "{n} of {rows} rows of the result are all zeros where the expected ones are not (the first is row "
-                 "{first}), and every other row is right: are those rows never written, e.g. tokens dropped because a "
-                 "buffer holds fewer than are routed to it?",
+                 "{first}), and every other row is right: are those rows never written, e.g. a loop that stops a step "
+                 "short (a ring's block that never arrives), or tokens dropped because a buffer holds fewer than are "
+                 "routed to it?",
     "permuted_rows": "Every row of the result is a row of the expected one, but {moved} of {rows} are in the wrong "
                      "place (row {i} holds what belongs at row {j}): is a sort undone, or a block put where it "
                      "arrived rather than where it belongs (results left in the order they were grouped or "
@@ -303,6 +305,10 @@ _PROGRAM = {
     "wrong_values+blocks": " Along dimension {dim} ({n} blocks, as {axes} splits it) only block{s} {right} "
                            "{are} right.",
     # added to "wrong_values" when an integer result is compared with an expected one that is not
+    # added to "wrong_values" when every entry is off by little: a precision, not a logic, mistake is likely
+    "wrong_values+precision": " Every entry is within {pct}% of the largest expected value, beyond the check's "
+                              "tolerance (rtol {rtol:g}): is something computed in lower precision (bfloat16 or "
+                              "float16 operands or sums) where float32 is expected, or a small term left out?",
     "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is not whole numbers.",
     # a diagnosis of one of a program's several results (a train step's loss and gradients)
     "output": "{name}: {message}",
@@ -340,6 +346,8 @@ _PROGRAM = {
                      "Give the loop a fixed length: a Python loop, lax.fori_loop with constant bounds, lax.scan, or "
                      "a while_loop that steps one counter by a constant to a constant.",
     # after the costliest of many collectives a program runs, those it does not describe
+    # added to the expected collectives where fewer, each carrying several arrays, are right too
+    "collectives+fused": " (or fewer of a kind, each carrying several arrays, moving the same bytes)",
     "collectives+more": "and {n} more, each moving fewer bytes",
     # added to the collectives a program states when the compiler added others around them
     "collectives+compiler": ", and {found} that the compiler added outside your shard_map (to reshard an operand "

@@ -604,7 +604,7 @@ def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
     if not bad.any():
         return None
     specific = _array_finding(g, want, tol, mesh)
-    return specific or _wrong_values(got, want, bad, what, exact)
+    return specific or _wrong_values(got, want, bad, what, exact, rtol)
 
 
 def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
@@ -624,13 +624,23 @@ def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
     return _transposed(perm) if perm is not None else None
 
 
-def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str, exact: bool) -> Finding:
+# A float result whose every entry lies within this fraction of the largest expected value, though beyond the
+# check's tolerance, is more likely computed in lower precision (bfloat16 keeps 3 significant digits) than wrong.
+NEAR_MISS = 0.01
+
+
+def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str, exact: bool,
+                  rtol: float) -> Finding:
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     key = "wrong_values:exact" if exact and np.all(want == np.round(want)) else "wrong_values"
     message = phrase_program(key, einsum=what, bad=int(bad.sum()), size=bad.size, index=index,
                              got=_number(got[index], exact), want=_number(want[index], key != "wrong_values"))
     if exact and key == "wrong_values":
         message += phrase_program("wrong_values+dtype", dtype=got.dtype)
+    scale = float(np.abs(want).max()) if want.size else 0.0
+    off = float(np.abs(got.astype(np.float64) - want).max()) / scale if scale else np.inf
+    if not exact and off <= NEAR_MISS:
+        message += phrase_program("wrong_values+precision", pct=f"{100 * off:.2g}", rtol=rtol)
     return Finding("wrong_values", message, {"index": list(index), "bad": int(bad.sum())})
 
 
@@ -1001,7 +1011,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         return Verdict(Status.PARTIAL, 0.5, "collectives:not_ring",
                        phrase_program("not_ring", n=report.jumps, count=max(n, report.jumps), far=f"{far:.3g}"),
                        {"collectives": details or counts})
-    compiled, model = _standing_in(report.compiled, expected_counts, traffic)
+    # a program's compiled collectives, and the model's traffic as they are weighed against each other; for a program
+    # that states its own, those are weighed against the model as it stands, and the compiled ones after them
+    compiled, compiled_model = _standing_in(report.compiled, expected_counts, traffic)
+    model = traffic if report.collectives else compiled_model
     weighed = weighed_collectives(q, replace(report, compiled=compiled))
     moved = collective_traffic(weighed)
     as_compiled = collective_traffic(compiled + (report.placed if ring else ())) if report.collectives else {}
@@ -1012,7 +1025,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         stated = census(report.collectives)  # the rest of the census, the compiler added (``added_collectives``)
         added = {k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)} if details else {}
         found += phrase_program("collectives+compiler", found=describe_counts(added)) if added else ""
-        message = phrase("collectives", found=found, expected=describe_counts(expected_counts))
+        expected = describe_counts(expected_counts)
+        if model and any(isinstance(n, int) and n > 1 for k, n in expected_counts.items() if k != "collective-permute"):
+            expected += phrase_program("collectives+fused")  # ``_fused``: a ring's permutes are its steps
+        message = phrase("collectives", found=found, expected=expected)
         message += " " + q.collectives_note if q.collectives_note else ""
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + (",".join(sorted(counts)) or "none"), message,
@@ -1024,7 +1040,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
                        phrase_program("unknown_count", found="; ".join(uncounted)), {"collectives": details})
     wasted = _wasted(moved, model, q) if weighed else None
     if wasted is None and as_compiled:  # what the compiler left of the stated ones, and what it placed itself
-        wasted = _wasted(as_compiled, model, q)
+        wasted = _wasted(as_compiled, compiled_model, q)
         if wasted is not None and wasted["kind"] != BUSIER:
             return Verdict(Status.PARTIAL, 0.5, f"traffic:{wasted['kind']}",
                            phrase_program("traffic:compiled", **wasted),

@@ -276,6 +276,8 @@ def _answer_text(c: Collected) -> str:
     if c.kind == "program":
         if isinstance(c.answer, dict) and isinstance(c.answer.get("program"), str):  # a mesh it chose, and the program
             return f"(your compiled program, on the mesh {json.dumps(c.answer.get('mesh'))[:80]})"
+        if isinstance(c.answer, dict) and "error" in c.answer:  # the verdict quotes the error and its line
+            return "(your function, which stopped before it compiled)"
         return "(your compiled program)" if isinstance(c.answer, str) else json.dumps(c.answer)[:200]
     if c.kind == "function":  # its results on the cases: the verdict says which fail
         return "(your function, called on the test cases)"

@@ -203,6 +203,16 @@ def test_a_near_miss_is_no_factor():
     assert diagnose_array(WANT * (1 + 1e-6), WANT, 1e-4, 1e-4) is None
 
 
+def test_a_result_off_by_rounding_alone_asks_about_precision():
+    """A result computed in bfloat16 misses float32's tolerance by its rounding in most entries: the sentence asks
+    about precision, which a result wrong by its logic (one row of ones added) is never asked."""
+    rounded = np.asarray(jnp.asarray(WANT, jnp.bfloat16) @ jnp.asarray(WANT, jnp.bfloat16), np.float32)
+    f = diagnose_array(rounded, WANT @ WANT, 1e-5, 1e-5)
+    assert f.code == "wrong_values" and "lower precision" in f.message and "rtol 1e-05" in f.message, f.message
+    wrong = WANT + np.where(np.arange(16)[:, None] == 3, 1.0, 0.0)
+    assert "precision" not in diagnose_array(wrong, WANT, 1e-5, 1e-5).message
+
+
 def test_integers_are_compared_exactly():
     want = RNG.integers(-9, 10, (8, 8)).astype(np.float64)
     got = want.astype(np.int32)

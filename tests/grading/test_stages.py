@@ -123,6 +123,9 @@ def test_feedback_shows_a_program_as_a_program_never_its_bytes():
     assert stages._answer_text(Collected(blob, kind="program")) == "(your compiled program)"
     chosen = stages._answer_text(Collected({"mesh": {"X": 2, "Y": 4}, "program": blob}, kind="program"))
     assert chosen == '(your compiled program, on the mesh {"X": 2, "Y": 4})' and "QUJD" not in chosen
+    # one that stopped before it compiled: the verdict quotes the error, the feedback no raw record cut short
+    failed = {"error": "AttributeError: 'ShapedArray' object has no attribute 'sharding'", "at": "mesh = x.sharding"}
+    assert stages._answer_text(Collected(failed, kind="program")) == "(your function, which stopped before it compiled)"
 
 
 def test_feedback_shows_a_function_as_a_function_never_its_raw_results():
