@@ -322,9 +322,10 @@ _PROGRAM = {
                "expected program's do ({got:,.0f} bytes per device where {want:,.0f} are enough): is a collective "
                "applied to more than it needs, such as a whole array where one device's block would do?",
     "traffic:compiled": "Right numbers, but as compiled, your program's {kind}s move {k}x the bytes the expected "
-                        "program's do ({got:,.0f} bytes per device where {want:,.0f} are enough). What moves is what "
-                        "the compiled program runs: the collectives the compiler places (to reshard an operand, or "
-                        "for a sharding constraint), not stated ones it removes because they never run.",
+                        "program's do ({got:,.0f} bytes per device where {want:,.0f} are enough). The compiled "
+                        "program is weighed: the collectives the compiler places count (to reshard an operand, or "
+                        "for a sharding constraint), a conditional counts as its costliest branch, and a stated "
+                        "collective that never runs stands in for none.",
     "traffic:permute": "Right numbers, but your collective-permutes (as many as expected) move {k}x the "
                        "bytes the expected program's do, counted on every link they cross ({got:,.0f} bytes per device "
                        "where {want:,.0f} are enough): does each step send only what the receiver still needs, and "

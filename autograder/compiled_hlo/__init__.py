@@ -128,9 +128,9 @@ def compiled_census(hlo_text: str) -> dict[str, int]:
 def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
     """Each instruction line of a compiled program (HLO text) with how many times it runs: a computation runs as
     often as the instructions that call it, a while loop's body and condition ``known_trip_count`` times per run of
-    the loop (None, unknown, where XLA could not read the count), one branch of a conditional (the one that runs
-    the most collectives; the others' lines run 0 times). Lines outside any computation, and computations ENTRY does
-    not reach, count once: nothing the text holds goes unread. Lines come in the text's order."""
+    the loop (None, unknown, where XLA could not read the count), a conditional's branches as
+    ``_costliest_per_kind`` reads them. Lines outside any computation, and computations ENTRY does not reach, count
+    once: nothing the text holds goes unread. Lines come in the text's order."""
     computations, entry, loose = _computations(hlo_text)
     memo: dict[str, dict[str, int | None]] = {}
 
@@ -155,7 +155,7 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
             elif found[1] == "conditional":
                 branches = [runs_of(c, depth + 1) for c in callees]
                 if branches:
-                    _add(out, max(branches, key=_collective_runs), 1)
+                    _add(out, _costliest_per_kind(branches), 1)
             else:
                 for callee in callees:
                     _add(out, runs_of(callee, depth + 1), 1)
@@ -193,9 +193,37 @@ def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int
         into[line] = None if n is None or times is None or have is None else min(have + n * times, MAX_COUNT)
 
 
-def _collective_runs(runs: Mapping[str, int | None]) -> int:
-    """How many collectives a branch runs (one of unknown count as one): a conditional is read as its costliest."""
-    return sum(n or 1 for line, n in runs.items() if (f := _instruction(line)) and _placed_kind(f[1]))
+def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]]) -> dict[str, int | None]:
+    """A conditional's branches as they are counted and weighed: nobody can say which one runs (a predicate read from
+    the data may be the same every time), so of each kind of collective, the branch whose collectives of that kind
+    move the most bytes runs, and the other branches' collectives of that kind run 0 times. By bytes, not by count:
+    a branch of several light collectives never stands in for one heavy one that may be the one run. A ring whose
+    step holds the same permute in both branches counts it once."""
+    merged: dict[str, int | None] = {line: 0 for runs in branches for line in runs}
+    kinds = {_line_kind(line) for runs in branches for line in runs} - {None}
+    for kind in sorted(kinds):  # type: ignore[type-var]
+        best = max(branches, key=lambda runs: _branch_weight(runs, kind))
+        merged.update((line, n) for line, n in best.items() if _line_kind(line) == kind)
+    return merged
+
+
+def _line_kind(line: str) -> str | None:
+    found = _instruction(line)
+    return _placed_kind(found[1]) if found else None
+
+
+def _branch_weight(runs: Mapping[str, int | None], kind: str) -> tuple[int, int]:
+    """Bits a branch's collectives of ``kind`` hold in their results, each as often as it runs (one of unknown count
+    as once), then how many run: the yardstick of ``_costliest_per_kind``."""
+    bits = count = 0
+    for line, n in runs.items():
+        if _line_kind(line) != kind:
+            continue
+        found = _instruction(line)
+        size = sum(math.prod(int(d) for d in dims.split(",") if d) * DTYPE_BITS.get(_HLO_DTYPES.get(t, t), 32)
+                   for t, dims in _ARRAY.findall(found[0] if found else ""))
+        bits, count = bits + size * (n or 1), count + (n or 1)
+    return bits, count
 
 
 # A computation's first line: ``%name (params) -> type {``, ENTRY's with ``ENTRY`` before it.

@@ -177,3 +177,31 @@ def test_the_compiled_census_counts_each_collective_as_often_as_its_loops_run():
     counts = [(c.kind, c.count) for c in compiled_collectives(COMPILED_LOOPS, (("X", 8),))]
     assert counts == [("all-reduce", 24), ("all-gather", 8), ("all-reduce", 1), ("all-reduce", None),
                       ("all-reduce", 1), ("all-reduce", 1)]
+
+
+BRANCHES = f"""HloModule jit_f, num_partitions=8
+
+%light (p: (f32[8])) -> (f32[8]) {{
+  %ar.light1 = f32[8]{{0}} all-reduce(%q), channel_id=1, {_AR}
+  %ar.light2 = f32[8]{{0}} all-reduce(%q), channel_id=2, {_AR}
+  %ag.light = f32[64]{{0}} all-gather(%q), channel_id=3, replica_groups={{{{0,1,2,3,4,5,6,7}}}}, dimensions={{0}}
+}}
+
+%heavy (p: (f32[8])) -> (f32[8]) {{
+  %ar.heavy = f32[1024]{{0}} all-reduce(%q), channel_id=4, {_AR}
+}}
+
+ENTRY %main (x: f32[8]) -> f32[8] {{
+  %conditional = (f32[8]{{0}}) conditional(%b, %t2, %t2), branch_computations={{%light, %heavy}}
+}}
+"""
+
+
+def test_a_conditional_runs_the_branch_of_the_most_bytes_of_each_kind():
+    """Nobody can say which branch runs: two light all-reduces never stand in for a heavy one, which is the one
+    weighed, while the all-gather only the light branch holds is counted too."""
+    from autograder.compiled_hlo import compiled_runs
+
+    runs = {line.split("=")[0].strip(): n for line, n in compiled_runs(BRANCHES) if "all-" in line}
+    assert runs == {"%ar.light1": 0, "%ar.light2": 0, "%ag.light": 1, "%ar.heavy": 1}
+    assert compiled_census(BRANCHES) == {"all-reduce": 1, "all-gather": 1}

@@ -216,14 +216,49 @@ def mlp_wasteful_behind_dead_decoys(x, w_in, w_out):
     return mlp_wasteful(x, w_in, w_out) + 0 * _dead_decoy(x, "ag", 2)
 
 
-def moe_everything_behind_a_dead_decoy(x, gates, w):
+def moe_everything(x, gates, w):
     """No expert parallelism at all: every device's experts written into a zero buffer of all of them, summed by the
-    compiler (an all-reduce of every expert's weights), then the whole layer on each device; and a dead psum."""
+    compiler (an all-reduce of every expert's weights), then the whole layer on each device."""
     def block(wb):
         return jnp.zeros((8, *wb.shape), wb.dtype).at[jax.lax.axis_index("X")].set(wb)[None]
     parts = jax.shard_map(block, mesh=M, in_specs=P("X"), out_specs=P("X"))(w)
     experts = _wsc(parts.sum(0), WHOLE).reshape(w.shape)
-    return _wsc(jnp.einsum("sd,se,edf->sf", x, gates, experts), WHOLE) + 0 * _dead_decoy(x, "ar")
+    return _wsc(jnp.einsum("sd,se,edf->sf", x, gates, experts), WHOLE)
+
+
+def moe_everything_behind_a_dead_decoy(x, gates, w):
+    return moe_everything(x, gates, w) + 0 * _dead_decoy(x, "ar")
+
+
+def _never(x, negate=False):
+    """A predicate read from one device's own block, with no communication: never true for finite inputs (or, with
+    ``negate``, always), which XLA cannot fold as it folds a constant."""
+    return jax.shard_map(lambda xb: jnp.isnan(xb[0, 0]) != negate, mesh=M, in_specs=P("X", None), out_specs=P(),
+                         check_vma=False)(x)
+
+
+def mlp_one_heavy_gather(x, w_in, w_out):
+    """One all-gather of the batch, both weights and sixteen copies of w_in: ten times the model's bytes."""
+    a = _wsc(jnp.concatenate([x.reshape(128, 64), w_out, w_in.T, jnp.tile(w_in.T, (1, 16))], axis=1), WHOLE)
+    xf, w2f, w1f = a[:, :64].reshape(256, 32), a[:, 64:96], a[:, 96:128].T
+    return _wsc(jnp.maximum(xf @ w1f, 0) @ w2f + 0 * a[:, 128:].sum(), ROWS)
+
+
+def mlp_heavy_beside_a_branch_of_more_gathers(x, w_in, w_out):
+    """The branch that never runs gathers twice (the model's plan); the one that runs once, ten times the bytes. A
+    compiled conditional was read as its branch of the most collectives: the one that never runs."""
+    return jax.lax.cond(_never(x), mlp_by_jit, mlp_one_heavy_gather, x, w_in, w_out)
+
+
+def moe_heavy_beside_a_branch_of_as_many(x, gates, w):
+    """One all-reduce in each branch: the model's, never run, listed first; every expert's weights, run."""
+    return jax.lax.cond(_never(x, negate=True), moe_everything, moe_by_jit, x, gates, w)
+
+
+def mlp_heavy_beside_the_stated_model(x, w_in, w_out):
+    """The model itself, stated, in the branch that never runs: its two all-gathers are counted by the stated census,
+    and stood in for the compiled branch of the most gathers (its own)."""
+    return jax.lax.cond(_never(x, negate=True), mlp_one_heavy_gather, FSDP_MLP.model, x, w_in, w_out)
 
 
 CASES = [
@@ -252,6 +287,13 @@ CASES = [
                  id="10x behind two dead all-gathers"),
     pytest.param(MOE_LOCAL, moe_everything_behind_a_dead_decoy, 0.5, "traffic:all-reduce", "the bytes",
                  id="every expert everywhere behind a dead psum"),
+    # A compiled conditional is read, kind by kind, as the branch whose collectives of that kind move the most bytes.
+    pytest.param(FSDP_MLP, mlp_heavy_beside_a_branch_of_more_gathers, 0.5, "collectives:all-gather", "all-gather",
+                 id="10x in the branch that runs, two gathers in the other"),
+    pytest.param(MOE_LOCAL, moe_heavy_beside_a_branch_of_as_many, 0.5, "traffic:all-reduce", "the bytes",
+                 id="every expert in the branch that runs, the model in the other"),
+    pytest.param(FSDP_MLP, mlp_heavy_beside_the_stated_model, 0.5, "traffic:all-gather", "costliest branch",
+                 id="10x in the branch that runs, the stated model in the other"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
                  id="ring step in two branches"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_unrolled, 1.0, "correct", "Correct",
