@@ -210,6 +210,8 @@ _VERDICTS = {
                            "from them, course.mesh({call}). Missing: {missing}.",
     "mesh_choice:not_whole": "The mesh's {axis} is a number of devices, a whole number from 1 to {devices}; your "
                              "function's default for it is {value}.",
+    "mesh_choice:earns_half": "Right numbers, but the {shape} mesh you chose (where the collectives and the memory "
+                              "are right too) is not the shape expected: {why}",
     "mesh_choice:not_allowed": "Your function chose a {shape} mesh ({shape_axes}), which this question does not "
                                "allow: choose one of {allowed}.",
 }

@@ -299,6 +299,9 @@ class MeshChoice:
 
     mesh: tuple[tuple[str, int], ...]
     collectives: dict[str, int | tuple[int, int | None]] | None = None
+    # Where a right step at this shape breaks a rule of the exercise all the same (it fits a budget, but so does a
+    # shape the prose asks for instead): why, in a sentence the verdict ends with; such a step earns half.
+    earns_half: str = ""
 
 
 def _axes_of(entry: Any) -> tuple[str, ...]:
@@ -406,7 +409,8 @@ class ProgramSpec:
                 **({"max_bytes": self.max_bytes, "over_memory": self.over_memory} if self.max_bytes else {}),
                 **({"collectives_note": self.collectives_note} if self.collectives_note else {}),
                 **({"mesh_choices": [{"mesh": [list(a) for a in c.mesh],
-                                      "collectives": None if c.collectives is None else _counts_json(c.collectives)}
+                                      "collectives": None if c.collectives is None else _counts_json(c.collectives),
+                                      **({"earns_half": c.earns_half} if c.earns_half else {})}
                                      for c in self.mesh_choices]} if self.mesh_choices else {}),
                 "operands": [{"shape": list(o.shape), "spec": list(o.spec), "dtype": o.dtype,
                               "view": None if o.view is None else list(o.view)} for o in self.operands],
@@ -432,8 +436,8 @@ class ProgramSpec:
 
         outputs = tuple(str(n) for n in d.get("outputs") or ())
         out_spec = tuple(spec(s) for s in d["out_spec"]) if outputs else spec(d["out_spec"])
-        choices = tuple(MeshChoice(mesh(c["mesh"]), None if c.get("collectives") is None else counts(c["collectives"]))
-                        for c in d.get("mesh_choices") or ())
+        choices = tuple(MeshChoice(mesh(c["mesh"]), None if c.get("collectives") is None else counts(c["collectives"]),
+                                   str(c.get("earns_half") or "")) for c in d.get("mesh_choices") or ())
         return cls(mesh(d["mesh"]), operands, d["einsum"], out_spec,
                    counts(d["collectives"]), d["rtol"], d["atol"],
                    None if d.get("out_shape") is None else tuple(d["out_shape"]),

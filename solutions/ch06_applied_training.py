@@ -472,6 +472,7 @@ def _budget_map(block: Callable, X: int, Y: int) -> Callable:
 
 # The right step at a shape with too little tensor parallelism: each device gathers D x F/2 of each weight.
 budget_step_on_4x2 = functools.partial(budget_step, X=4, Y=2)
+budget_step_on_1x8 = functools.partial(budget_step, X=1, Y=8)  # fits, with more tensor parallelism than needed
 
 
 def budget_step_local_grads(x, w_in, w_out, *, X=2, Y=4):
@@ -520,7 +521,10 @@ BUDGET_SPEC = ProgramSpec(
     # moves nothing, and a step written for 1 x 8 may leave out the FSDP gathers and scatters.
     mesh_choices=(MeshChoice((("X", 8), ("Y", 1))), MeshChoice((("X", 4), ("Y", 2))), MeshChoice((("X", 2), ("Y", 4))),
                   MeshChoice((("X", 1), ("Y", 8)), {**BUDGET_COLLECTIVES, "all-gather": (0, 3),
-                                                    "reduce-scatter": (0, 3)})),
+                                                    "reduce-scatter": (0, 3)},
+                             earns_half="a shape of less tensor parallelism fits the budget too, and its AllReduce "
+                                        "of activations over Y is smaller: the exercise asks for the least tensor "
+                                        "parallelism that fits.")),
     collectives_note="The step gathers each weight over X only (FSDP) and reduce-scatters its gradient back; "
                      "gathering a weight over Y too puts it whole on every device.",
     max_bytes=BUDGET_BYTES,
@@ -902,9 +906,9 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
                    "replicated.",
             spec=DP_LOSS_SPEC, model=dp_loss_grad,
             slips=(Slip(dp_loss_grad_sums_means, "scaled:8",
-                        "the loss is averaged per device and then summed: the global batch's mean divides by "
-                        "the whole batch once, so add per-device sums and divide by B, or average (pmean) the "
-                        "per-device means."),
+                        "is the loss averaged per device and then summed, or a gradient psummed that autodiff "
+                        "already summed (either is 8x)? The global batch's mean divides by the whole batch once: "
+                        "add per-device sums and divide by B, or average (pmean) the per-device means."),
                    Slip(dp_loss_grad_averages_shares, "scaled:1/8"),
                    Slip(dp_loss_grad_gathers_batch, "collectives:all-gather"))),
     Formula(qid="ch06-cx6-weight-bytes", points=1, section=PART5_FSDP,
@@ -938,7 +942,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             spec=BUDGET_SPEC, model=budget_step,
             hint="A device holds each weight gathered over X, D x F/Y of it: evaluate your CX7a formula at each "
                  "allowed shape, and choose the least tensor parallelism that fits.",
-            slips=(Slip(budget_step_on_4x2, "memory"),
+            slips=(Slip(budget_step_on_4x2, "memory"), Slip(budget_step_on_1x8, "mesh_choice:earns_half"),
                    Slip(budget_step_local_grads, "wrong_values@dW_in"),
                    Slip(budget_step_gathers_weights, "collectives:all-gather,all-reduce"))),
 ))

@@ -173,14 +173,21 @@ def cx1_forgets_weights(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return float(math.floor(n_chips * hbm_per_chip / kv_bytes_per_seq))
 
 
+def cx1_negative_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+    return math.floor((n_chips * hbm_per_chip - weight_bytes) / kv_bytes_per_seq)  # below 0 where nothing fits
+
+
 def draw_fit(rng: random.Random, probe: dict) -> dict:
     """CX1's grading-time cases: the probe's chip count; HBM per chip and the cache per sequence 1/2 to 2
-    times the probe's, the weights 10% to 80% of all the HBM, and room for at least one sequence."""
+    times the probe's, the weights 10% to 80% of all the HBM with room for at least one sequence; where the
+    probe's weights alone do not fit, weights 1.1 to 3 times all the HBM (nothing fits: 0)."""
+    room = max_batch(**probe) >= 1
     while True:
         hbm = float(f"{probe['hbm_per_chip'] * 2 ** rng.uniform(-1, 1):.4g}")
-        case = dict(probe, hbm_per_chip=hbm, weight_bytes=round(rng.uniform(0.1, 0.8) * probe["n_chips"] * hbm),
+        share = rng.uniform(0.1, 0.8) if room else rng.uniform(1.1, 3.0)
+        case = dict(probe, hbm_per_chip=hbm, weight_bytes=round(share * probe["n_chips"] * hbm),
                     kv_bytes_per_seq=round(probe["kv_bytes_per_seq"] * 2 ** rng.uniform(-1, 1)))
-        if max_batch(**case) >= 1:
+        if (max_batch(**case) >= 1) == room:
             return case
 
 
@@ -193,7 +200,8 @@ BATCH_PROBES = (_fit(Q.with_(L=48), Q2_CHIPS, Q2_CONTEXT, INT8, INT8),
                 _fit(Q.with_(L=40, K=1), Q2_CHIPS, Q2_CONTEXT, INT8, INT8),
                 _fit(CX1_MODEL, E8_CHIPS, E7_CONTEXT, BF16, BF16),
                 _fit(m.LLAMA3_70B, 16, 8192, INT8, INT8, inf.LLAMA3_70B_PARAMS_BOOK),
-                _fit(m.LLAMA3_70B, 16, 8192, BF16, BF16, inf.LLAMA3_70B_PARAMS_BOOK))
+                _fit(m.LLAMA3_70B, 16, 8192, BF16, BF16, inf.LLAMA3_70B_PARAMS_BOOK),
+                _fit(m.LLAMA3_70B, 4, 8192, BF16, BF16, inf.LLAMA3_70B_PARAMS_BOOK))  # 140 GB on 64 GB: none
 
 
 # --- CX2: one decode step against a preallocated KV cache (unsharded, with the softmax) -------------
@@ -1091,7 +1099,9 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     Function(qid="ch07-cx1-max-batch", points=2, section=_mem,
              prompt="max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq): sequences that fit.",
              reference=max_batch, probes=BATCH_PROBES, draw=draw_fit, output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx1_not_rounded, "close"), Slip(cx1_forgets_weights, "close"))),
+             slips=(Slip(cx1_not_rounded, "close"), Slip(cx1_forgets_weights, "close"),
+                    Slip(cx1_negative_batch, "not_equal", "where the weights alone do not fit, no sequence does: 0, "
+                                                      "never a negative count."))),
     vary("ch07-pq1", pq1, params=values(PQ1_PARAMS, 20e9, 50e9), context=values(PQ1_CONTEXT, 4096, 16384)),
     # 3. One decode step against a KV cache (CX2).
     Function(qid="ch07-cx2-decode-step", points=3, section=_kv,
@@ -1103,7 +1113,8 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              slips=(Slip(cx2_no_mask, "wrong_elements",
                          "positions at or past a sequence's length hold no key yet: mask them out of the softmax."),
                     Slip(cx2_misses_new_token, "wrong_elements",
-                         "the new token attends to itself too: write its key and value before attending."),
+                         "the new token attends to itself too: its key and value written at position "
+                         "lengths[b] before attending, and that position inside the mask."),
                     Slip(cx2_mha_grouping, "wrong_elements",
                          "with GQA, query head h reads key/value head h // (N // K), not h % K."))),
     # 4. Sharding for generation.

@@ -215,10 +215,11 @@ BATCH_PROBES = tuple(dict(step=s, context=c, weight_bytes=INT8 * P70, kv_bytes_p
 
 
 def draw_largest(rng: random.Random, probe: dict) -> dict:
-    """CX2's grading-time cases: the probe's model and chips; a fresh grid step (1 to 8) and context
-    (2k to 32k tokens), HBM per chip 0.7 to 2 times the probe's, where batch 1 fits."""
+    """CX2's grading-time cases: the probe's model and chips; a fresh grid step (2 to 8: on a grid of step 1 the
+    book's bug reads the right batch) and context (2k to 32k tokens), HBM per chip 0.7 to 2 times the probe's, where
+    batch 1 fits."""
     while True:
-        case = dict(probe, step=rng.choice((1, 2, 3, 4, 8)), context=rng.choice((2048, 4096, 8192, 16_384, 32_768)),
+        case = dict(probe, step=rng.choice((2, 3, 4, 8)), context=rng.choice((2048, 4096, 8192, 16_384, 32_768)),
                     hbm_per_chip=float(f"{probe['hbm_per_chip'] * 2 ** rng.uniform(-0.5, 1):.4g}"))
         room = case["n_chips"] * case["hbm_per_chip"] - case["weight_bytes"]
         if case["kv_bytes_per_token"] * case["context"] <= room:
@@ -796,7 +797,10 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
              prompt="largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip): "
                     "the largest batch on the grid that fits.",
              reference=largest_batch, probes=BATCH_PROBES, draw=draw_largest, output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx2_book_bug, "magnitude:-1"), Slip(cx2_off_by_one, "close"))),
+             slips=(Slip(cx2_book_bug, "magnitude:-1", "the index found on the step grid reads a grid of step 1 "
+                                                       "(the book's script): take the batch from the grid the index "
+                                                       "came from."),
+                    Slip(cx2_off_by_one, "close"))),
     # 4. Worked problems (no book answers).
     number("ch08-w1-flops-per-token", section=_wp,
            prompt="W1: forward FLOPs per token of a 405e9-parameter dense model.", reference=W1_FLOPS, unit="FLOP",

@@ -144,6 +144,18 @@ def at_choice(spec: ProgramSpec, chosen: Any) -> ProgramSpec | Verdict:
     return spec.at(shape)
 
 
+def at_preferred(spec: ProgramSpec, at: ProgramSpec, verdict: Verdict) -> Verdict:
+    """The verdict on a program judged at ``at``, one of ``spec``'s mesh choices: a right one at a shape the
+    exercise allows but does not ask for (``MeshChoice.earns_half``) earns half, and is told why."""
+    from ..programs import shape_text
+
+    choice = next((c for c in spec.mesh_choices if c.mesh == tuple(at.mesh)), None)
+    if choice is None or not choice.earns_half or verdict.status is not Status.CORRECT:
+        return verdict
+    return Verdict(Status.PARTIAL, 0.5, "mesh_choice:earns_half",
+                   phrase("mesh_choice:earns_half", shape=shape_text(at.mesh), why=choice.earns_half))
+
+
 def _or(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
@@ -234,6 +246,7 @@ def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run,
             verdict = programs.judge_report(spec, report, item["seed"], traffic) if unread is None \
                 else Verdict(Status.INVALID, 0.0, "grader_error",  # the reference cannot be read either
                              phrase("grader_error", error=f"{report.error}; the reference: {unread}"))
+            verdict = at_preferred(chapter[qid].spec, spec, verdict)
         except Exception as e:
             verdicts[qid] = _grader_error(e)
             continue
@@ -337,4 +350,4 @@ def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, lowering_note: str
     at, blob = prepared
     verdict = judge_report(at, run_exported(at, blob, SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED,
                            traffic=model_traffic.at(fp.get("traffic"), at))
-    return with_slip_hint(verdict, fp.get("hints", {}))
+    return with_slip_hint(at_preferred(ProgramSpec.from_json(fp["program"]), at, verdict), fp.get("hints", {}))

@@ -150,3 +150,24 @@ def test_a_forged_record_is_judged_not_run():
         "no mesh": "mesh_choice:not_a_function", "mesh as text": "mesh_choice:not_a_function",
         "not allowed": "mesh_choice:not_allowed", "no program": "wrong_type"}
     assert at_choice(SPEC, {"X": 2, "Y": 4}) == SPEC.at(SHAPES[2])
+
+
+def test_a_right_step_at_a_shape_the_prose_does_not_ask_for_earns_half_in_both_judges():
+    """A shape that fits, where the prose asks for another that fits too (the least tensor parallelism): half, told
+    why; a wrong step there is judged as it is, and the shape asked for keeps full marks."""
+    why = "a shape of less tensor parallelism fits too."
+    choices = (MeshChoice(SHAPES[0]), MeshChoice(SHAPES[1], earns_half=why), MeshChoice(SHAPES[2]))
+    q = question(ProgramSpec(**{**SPEC.__dict__, "mesh_choices": choices}))
+    assert ProgramSpec.from_json(q.spec.to_json()) == q.spec  # the sentence travels with the public spec
+    graded, checked = verdicts(q, functools.partial(step, X=4, Y=2))
+    for v in (graded, checked):
+        assert (v.score, v.diagnosis) == (0.5, "mesh_choice:earns_half") and v.message.endswith(why), v.message
+        assert "4 x 2 mesh" in v.message, v.message
+
+    def doubled(x, w_in, w_out, *, X=4, Y=2):
+        loss, d_in, d_out = step(x, w_in, w_out, X=X, Y=Y)
+        return loss, 2 * d_in, d_out
+    graded, checked = verdicts(q, doubled)
+    assert graded.score == checked.score == 0 and "earns_half" not in graded.diagnosis, graded
+    graded, checked = verdicts(q, step)
+    assert graded.status is checked.status is Status.CORRECT, graded
