@@ -86,6 +86,9 @@ class Report:
     # whatever the program states. Where it states none (a ``jit`` program) they are its traffic; where it states
     # some, they are weighed too (``compiled_waste``): XLA adds collectives and removes stated ones that never run.
     compiled: tuple[Collective, ...] = ()
+    # Every collective-permute of the compiled program (``compiled_hlo.compiled_permutes``), stated or placed: weighed
+    # with ``compiled`` for a program that states its own collectives.
+    permutes: tuple[Collective, ...] = ()
     # Where a device's copy of a result differs from the copy it is judged by (a replicated result the program left
     # different per device): that device and the first index that differs, else None.
     differ: tuple[int, tuple[int, ...]] | None = None
@@ -150,7 +153,12 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     import jax
 
     from .collectives import UnknownCollective, UnreadableCollective
-    from .compiled_hlo import compiled_census, compiled_collectives, placed_permutes  # never in a graded kernel
+    from .compiled_hlo import (  # never in a graded kernel
+        compiled_census,
+        compiled_collectives,
+        compiled_permutes,
+        placed_permutes,
+    )
 
     # Whose failure an exception is: the student's while their program is traced, compiled and run; the grader's
     # while it makes the inputs; while it reads what the program compiled to, the input's that made the reading fail
@@ -183,6 +191,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         counts = dict(Counter(stated) + Counter(added)) if found else placed
         permutes = placed_permutes(stated_text, compiled_text, q.mesh)
         placed_all = tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
+        every_permute = tuple(c for c, _, _ in compiled_permutes(compiled_text, q.mesh, _float_width(q)))
         memory = _memory(compiled) if q.max_bytes else None
     except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
         return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
@@ -210,7 +219,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     specs = tuple(None if (s := getattr(o.sharding, "spec", None)) is None else tuple(s) for o in outs)
     values = tuple(np.asarray(o) for o in outs)
     return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
-                  jumps=sum(not ring for _, ring in permutes), compiled=placed_all,
+                  jumps=sum(not ring for _, ring in permutes), compiled=placed_all, permutes=every_permute,
                   differ=_copies_differ(q, outs, values))
 
 
@@ -391,7 +400,7 @@ def report_to_json(r: Report) -> dict[str, Any]:
             "out_specs": [None if s is None else list(s) for s in r.out_specs], "census": r.census,
             "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
             "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
-            "compiled": [asdict(c) for c in r.compiled],
+            "compiled": [asdict(c) for c in r.compiled], "permutes": [asdict(c) for c in r.permutes],
             "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])]}
 
 
@@ -409,7 +418,7 @@ def report_from_json(d: dict[str, Any]) -> Report:
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
                   collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
                   {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
-                  collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"),
+                  collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"), collectives("permutes"),
                   None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])))
 
 
@@ -1017,7 +1026,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     model = traffic if report.collectives else compiled_model
     weighed = weighed_collectives(q, replace(report, compiled=compiled))
     moved = collective_traffic(weighed)
-    as_compiled = collective_traffic(compiled + (report.placed if ring else ())) if report.collectives else {}
+    as_compiled = collective_traffic(compiled + report.permutes) if report.collectives else {}
     read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):

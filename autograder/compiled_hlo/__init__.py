@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 
 from ..collectives import (
     _ELEMENT_TYPES,
-    DTYPE_BITS,
     MAX_COUNT,
     MAX_DEPTH,
     Collective,
@@ -70,26 +69,18 @@ def ring_step(pairs: Sequence[Sequence[int]], mesh: Sequence[tuple[str, int]]) -
     return bool(pairs) and all(one_link(src, dst) for src, dst in pairs)
 
 
-def placed_permutes(stated_text: str, compiled_text: str,
-                    mesh: Sequence[tuple[str, int]]) -> list[tuple[Collective, bool]]:
-    """The collective-permutes of a compiled program (HLO text) that its StableHLO (``stated_text``) does not state:
-    those the compiler placed, for array operations outside a shard_map (``jnp.roll`` of a sharded array places
-    one that sends every block k devices on). A compiled permute is the program's own where a stated one has the
-    same pairs, however often it runs: a step stated once may run as several compiled ones (a loop unrolled, a
-    jit-wrapped step called in a Python loop), which the stated census counts through their calls. One the compiler
-    placed with the same pairs as a stated one shows in the count instead (``programs.added_collectives``). Each
-    comes with whether it is a ring step (``ring_step``), as a Collective run as often as ``compiled_runs`` says; on
-    CPU its dtype may be wider than the program's."""
-    stated = {_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text)}
+def compiled_permutes(compiled_text: str, mesh: Sequence[tuple[str, int]],
+                      width: str | None = None) -> list[tuple[Collective, bool, tuple[tuple[int, int], ...]]]:
+    """Every collective-permute of a compiled program (HLO text) that runs (``compiled_runs``; one in a branch not
+    counted runs 0 times and is left out), as a Collective run as often as it runs, with whether it is a ring step
+    (``ring_step``) and its pairs. ``width``: as for ``compiled_collectives`` (CPU runs a bf16 permute in f32)."""
     out = []
     for line, runs in compiled_runs(compiled_text):
         found = _compiled_kind(line)
         pairs_m = _COMPILED_PAIRS.search(line)
-        if found is None or found[0] != "collective-permute" or pairs_m is None:
+        if found is None or found[0] != "collective-permute" or pairs_m is None or runs == 0:
             continue
         pairs = _pairs(pairs_m.group(1))
-        if pairs in stated or runs == 0:  # the program's own, or in a branch that is not the one counted
-            continue
         shape_m = _COMPILED_SHAPE.search(line)
         if shape_m is None:
             raise UnreadableCollective("a collective-permute of it moves a value of no shape the course reads")
@@ -97,9 +88,23 @@ def placed_permutes(stated_text: str, compiled_text: str,
         groups = [list(p) for p in pairs]
         if not groups:  # no pairs: it moves nothing
             continue
-        out.append((Collective("collective-permute", _axes(groups, mesh), dtype, dims, 2, runs, _hops(groups, mesh)),
-                    ring_step(pairs, mesh)))
+        out.append((Collective("collective-permute", _axes(groups, mesh), _at_width(dtype, width), dims, 2, runs,
+                               _hops(groups, mesh)), ring_step(pairs, mesh), pairs))
     return out
+
+
+def placed_permutes(stated_text: str, compiled_text: str,
+                    mesh: Sequence[tuple[str, int]]) -> list[tuple[Collective, bool]]:
+    """The collective-permutes of a compiled program (HLO text) that its StableHLO (``stated_text``) does not state:
+    those the compiler placed, for array operations outside a shard_map (``jnp.roll`` of a sharded array places
+    one that sends every block k devices on). A compiled permute is the program's own where a stated one has the
+    same pairs, however often it runs: a step stated once may run as several compiled ones (a loop unrolled, a
+    jit-wrapped step called in a Python loop), which the stated census counts through their calls. One the compiler
+    placed with the same pairs as a stated one shows in the count instead (``programs.added_collectives``), and in
+    the compiled program's bytes (``compiled_permutes``). Each comes with whether it is a ring step; on CPU its dtype
+    may be wider than the program's."""
+    stated = {_pairs(m.group(1)) for m in _STATED_PAIRS.finditer(stated_text)}
+    return [(c, ring) for c, ring, pairs in compiled_permutes(compiled_text, mesh) if pairs not in stated]
 
 
 def compiled_census(hlo_text: str) -> dict[str, int]:
@@ -133,6 +138,8 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
     once: nothing the text holds goes unread. Lines come in the text's order."""
     computations, entry, loose = _computations(hlo_text)
     memo: dict[str, dict[str, int | None]] = {}
+    partitions = _PARTITIONS.search(hlo_text[:2000])
+    devices = int(partitions.group(1)) if partitions else 1
 
     def runs_of(name: str, depth: int) -> dict[str, int | None]:
         if name in memo:
@@ -155,7 +162,7 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
             elif found[1] == "conditional":
                 branches = [runs_of(c, depth + 1) for c in callees]
                 if branches:
-                    _add(out, _costliest_per_kind(branches), 1)
+                    _add(out, _costliest_per_kind(branches, devices), 1)
             else:
                 for callee in callees:
                     _add(out, runs_of(callee, depth + 1), 1)
@@ -193,7 +200,7 @@ def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int
         into[line] = None if n is None or times is None or have is None else min(have + n * times, MAX_COUNT)
 
 
-def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]]) -> dict[str, int | None]:
+def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]], devices: int) -> dict[str, int | None]:
     """A conditional's branches as they are counted and weighed: nobody can say which one runs (a predicate read from
     the data may be the same every time), so of each kind of collective, the branch whose collectives of that kind
     move the most bytes runs, and the other branches' collectives of that kind run 0 times. By bytes, not by count:
@@ -202,9 +209,18 @@ def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]]) -> dict[st
     merged: dict[str, int | None] = {line: 0 for runs in branches for line in runs}
     kinds = {_line_kind(line) for runs in branches for line in runs} - {None}
     for kind in sorted(kinds):  # type: ignore[type-var]
-        best = max(branches, key=lambda runs: _branch_weight(runs, kind))
+        best = max(branches, key=lambda runs: _branch_weight(runs, kind, devices))
         merged.update((line, n) for line, n in best.items() if _line_kind(line) == kind)
     return merged
+
+
+def _permute_bytes(line: str) -> float:
+    """Bytes a compiled permute sends in all, over every pair (each pair sends its source's block)."""
+    pairs_m, shape_m = _COMPILED_PAIRS.search(line), _COMPILED_SHAPE.search(line)
+    if pairs_m is None or shape_m is None:
+        return 0.0
+    dims, dtype = _hlo_array(shape_m.group(1), shape_m.group(2))
+    return Collective("collective-permute", (), dtype, dims, 2, 1).operand_bytes * len(_pairs(pairs_m.group(1)))
 
 
 def _line_kind(line: str) -> str | None:
@@ -212,18 +228,21 @@ def _line_kind(line: str) -> str | None:
     return _placed_kind(found[1]) if found else None
 
 
-def _branch_weight(runs: Mapping[str, int | None], kind: str) -> tuple[int, int]:
-    """Bits a branch's collectives of ``kind`` hold in their results, each as often as it runs (one of unknown count
-    as once), then how many run: the yardstick of ``_costliest_per_kind``."""
-    bits = count = 0
+def _branch_weight(runs: Mapping[str, int | None], kind: str, devices: int) -> tuple[float, int]:
+    """Bytes per device a branch's collectives of ``kind`` move (``Collective.bytes_per_device``: a result's size
+    and its group's), each as often as it runs (one of unknown count as once), then how many run: the yardstick of
+    ``_costliest_per_kind``. ``devices``: the program's, for a collective that names no groups."""
+    moved, count = 0.0, 0
     for line, n in runs.items():
         if _line_kind(line) != kind:
             continue
-        found = _instruction(line)
-        size = sum(math.prod(int(d) for d in dims.split(",") if d) * DTYPE_BITS.get(_HLO_DTYPES.get(t, t), 32)
-                   for t, dims in _ARRAY.findall(found[0] if found else ""))
-        bits, count = bits + size * (n or 1), count + (n or 1)
-    return bits, count
+        try:
+            each = sum(c.bytes_per_device for c in _line_collectives(line, 1, (("all", devices),), None)) \
+                if kind != "collective-permute" else _permute_bytes(line)
+        except UnreadableCollective:  # read, and refused, where the collective itself is read
+            each = 0.0
+        moved, count = moved + each * (n or 1), count + (n or 1)
+    return moved, count
 
 
 # A computation's first line: ``%name (params) -> type {``, ENTRY's with ``ENTRY`` before it.
@@ -237,6 +256,7 @@ _TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"(\d+)"')
 
 
 _NO_PAIRS = re.compile(r"source_target_pairs=\{\s*\}")
+_PARTITIONS = re.compile(r"\bnum_partitions=(\d+)")
 
 
 def _placed_kind(op: str) -> str | None:
@@ -329,38 +349,53 @@ def _groups_of(text: str, devices: int) -> list[list[int]] | None:
 
 
 def compiled_collectives(hlo_text: str, mesh: Sequence[tuple[str, int]], width: str | None = None) -> list[Collective]:
-    """The collectives of a compiled program (HLO text) other than collective-permutes (``placed_permutes`` reads
+    """The collectives of a compiled program (HLO text) other than collective-permutes (``compiled_permutes`` reads
     those), each run as often as ``compiled_runs`` says, with its operand as each device holds it, worked out from
     the result's shape: what the compiler placed in a ``jit`` program, to weigh against the model's traffic. A
     combined all-reduce of several arrays is one collective per array. ``width``: the widest float dtype of the
-    question; a wider compiled float (CPU runs bf16 collectives in f32) is counted at it."""
-    devices = math.prod(n for _, n in mesh) or 1
+    question (``_at_width``)."""
     out = []
     for line, runs in compiled_runs(hlo_text):
-        found = _compiled_kind(line)
-        if found is None or found[0] == "collective-permute" or runs == 0:
-            continue
-        kind, result, op = found
-        arrays = _ARRAY.findall(result)
-        if op == "all-gather-start":  # (operands..., results...)
-            arrays = arrays[len(arrays) // 2:]
-        groups = _compiled_groups(line, devices)
-        n = group_size(groups) if groups else devices
-        axes = _axes(groups, mesh) if groups else tuple(a for a, _ in mesh)
-        dim_m = re.search(r"dimensions=\{(\d+)\}", line)
-        dim = int(dim_m.group(1)) if dim_m else 0
-        for hlo_dtype, dims in arrays:
-            shape, dtype = _hlo_array(hlo_dtype, dims)
-            if width and dtype in _FLOATS and DTYPE_BITS[dtype] > DTYPE_BITS.get(width, 32):
-                dtype = width
-            shape = list(shape) or [1]
-            d = min(dim, len(shape) - 1)
-            if kind == "all-gather":  # the result holds n operands
-                shape[d] = max(shape[d] // max(n, 1), 1)
-            elif kind == "reduce-scatter":  # the operand holds n results
-                shape[d] *= n
-            out.append(Collective(kind, axes, dtype, tuple(shape), n, runs))
+        if runs != 0:
+            out.extend(_line_collectives(line, runs, mesh, width))
     return out
 
 
-_FLOATS = {"bf16", "f16", "f32", "f64"}
+def _line_collectives(line: str, runs: int | None, mesh: Sequence[tuple[str, int]],
+                      width: str | None) -> list[Collective]:
+    """The collectives (not permutes) one compiled instruction line runs, each ``runs`` times."""
+    found = _compiled_kind(line)
+    if found is None or found[0] == "collective-permute":
+        return []
+    devices = math.prod(n for _, n in mesh) or 1
+    kind, result, op = found
+    arrays = _ARRAY.findall(result)
+    if op == "all-gather-start":  # (operands..., results...)
+        arrays = arrays[len(arrays) // 2:]
+    groups = _compiled_groups(line, devices)
+    n = group_size(groups) if groups else devices
+    axes = _axes(groups, mesh) if groups else tuple(a for a, _ in mesh)
+    dim_m = re.search(r"dimensions=\{(\d+)\}", line)
+    dim = int(dim_m.group(1)) if dim_m else 0
+    out = []
+    for hlo_dtype, dims in arrays:
+        shape, dtype = _hlo_array(hlo_dtype, dims)
+        dtype = _at_width(dtype, width)
+        shape = list(shape) or [1]
+        d = min(dim, len(shape) - 1)
+        if kind == "all-gather":  # the result holds n operands
+            shape[d] = max(shape[d] // max(n, 1), 1)
+        elif kind == "reduce-scatter":  # the operand holds n results
+            shape[d] *= n
+        out.append(Collective(kind, axes, dtype, tuple(shape), n, runs))
+    return out
+
+
+def _at_width(dtype: str, width: str | None) -> str:
+    """A compiled collective's element type as the program wrote it: XLA on CPU runs a bf16 or f16 collective in
+    f32, so an f32 one of a question whose widest float is narrower counts at that width. A wider float than f32
+    (f64) is the program's own choice, and counts at its own width."""
+    return width if dtype == "f32" and width in _NARROW else dtype
+
+
+_NARROW = {"bf16", "f16"}

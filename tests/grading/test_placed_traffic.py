@@ -261,6 +261,55 @@ def mlp_heavy_beside_the_stated_model(x, w_in, w_out):
     return jax.lax.cond(_never(x, negate=True), mlp_one_heavy_gather, FSDP_MLP.model, x, w_in, w_out)
 
 
+def ring_by_roll_behind_a_dead_ring(x):
+    """An honest ring stated in a branch XLA removes, and the gather done by seven compiler-placed rolls of the block
+    four times as wide: the placed permutes have the stated ring's pairs, so they passed as its own, unweighed."""
+    rows = x.shape[0] // 8
+    dead = jax.lax.cond(jnp.array(False), ring_gather_unrolled, jnp.zeros_like, x)
+    wide = _wsc(jnp.concatenate([x, 2 * x, 3 * x, 4 * x], axis=1), ROWS)
+    parts = [wide]
+    for _ in range(7):
+        parts.append(_wsc(jnp.roll(parts[-1], rows, axis=0), ROWS))
+    stacked = _wsc(jnp.stack(parts, axis=1), NamedSharding(M, P("X", None, None)))
+
+    def local(zb):
+        idx, out = jax.lax.axis_index("X"), jnp.zeros(x.shape, zb.dtype)
+        for k in range(8):
+            out = jax.lax.dynamic_update_slice_in_dim(out, zb[:, k, :x.shape[1]], (idx - k) % 8 * rows, 0)
+        return out
+    return jax.shard_map(local, mesh=M, in_specs=P("X", None, None), out_specs=P(), check_vma=False)(stacked) + dead
+
+
+def moe_twice_beside_a_branch_of_more_result_bits(x, gates, w):
+    """The branch that never runs: a psum over pairs of devices of a result a little larger than the other's; the
+    one that runs: an all-reduce over all eight of twice the model's. Ranked by result size the first looked
+    costlier; by the bytes each moves (its group's size counts), the second is."""
+    def live(x, gates, w):
+        out = _wsc(jnp.einsum("sd,se,edf->sf", x, gates, jnp.concatenate([w, 2 * w], axis=2)), WHOLE)
+        return out[:, :w.shape[2]] + 0 * out[:, w.shape[2]:].sum()
+
+    def decoy(x, gates, w):
+        def block(wb):
+            big = wb.reshape(-1)[:1].sum() * jnp.ones((x.shape[0], 2 * w.shape[2] + 9), wb.dtype)
+            return jax.lax.psum(big, "X", axis_index_groups=[[0, 1], [2, 3], [4, 5], [6, 7]])
+        return jax.shard_map(block, mesh=M, in_specs=P("X", None, None), out_specs=P(), check_vma=False)(w)[
+            :, :w.shape[2]]
+    return jax.lax.cond(_never(w.reshape(w.shape[0], -1)), decoy, live, x, gates, w)
+
+
+def mlp_gathering_in_float64(x, w_in, w_out):
+    """The model's plan by jit, its weights gathered in float64: twice the bytes. A compiled float wider than the
+    question's was counted at the question's width, as CPU's bf16-in-f32 is."""
+    jax.config.update("jax_enable_x64", True)
+    try:
+        big = jnp.float64(1 + 2**-40)  # keeps XLA from folding the casts away
+        w_in64 = (_wsc(w_in.astype(jnp.float64) * big, WHOLE) * big).astype(jnp.float32)
+        w_out64 = (_wsc(w_out.astype(jnp.float64) * big, WHOLE) * big).astype(jnp.float32)
+        return _wsc(jnp.maximum(x @ w_in64, 0) @ w_out64, ROWS)
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
 CASES = [
     pytest.param(FSDP_MLP, mlp_by_jit, 1.0, "correct", "Correct", id="fsdp mlp by jit"),
     pytest.param(FSDP_FWD, forward_by_jit, 1.0, "correct", "Correct", id="fsdp forward by jit"),
@@ -294,6 +343,12 @@ CASES = [
                  id="every expert in the branch that runs, the model in the other"),
     pytest.param(FSDP_MLP, mlp_heavy_beside_the_stated_model, 0.5, "traffic:all-gather", "costliest branch",
                  id="10x in the branch that runs, the stated model in the other"),
+    pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_by_roll_behind_a_dead_ring, 0.5,
+                 "traffic:collective-permute", "the bytes", id="4x-wide rolls behind a dead stated ring"),
+    pytest.param(MOE_LOCAL, moe_twice_beside_a_branch_of_more_result_bits, 0.5, "traffic:all-reduce", "the bytes",
+                 id="2x over 8 devices beside a larger psum over pairs"),
+    pytest.param(FSDP_MLP, mlp_gathering_in_float64, 0.5, "traffic:all-gather", "2.0x",
+                 id="weights gathered in float64"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
                  id="ring step in two branches"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_unrolled, 1.0, "correct", "Correct",
