@@ -123,7 +123,7 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
     if summary.problems:
         print("\nSubmissions with problems (graded as far as possible, except those \"not graded\"):")
         for student, problems in sorted(summary.problems.items(), key=lambda item: printable(item[0])):
-            print(f"  {printable(student)}: {'; '.join(printable(p) for p in problems)}")
+            print(f"  {printable(student)}: {' | '.join(printable(p) for p in problems)}")
     if summary.not_submitted:  # roster students with nothing graded: a "not submitted" row each in grades.csv
         print(f"\nnot submitted: {', '.join(printable(s) for s in summary.not_submitted)}")
     for warning in summary.warnings:
@@ -196,6 +196,8 @@ def cmd_variant(args: argparse.Namespace) -> int:
     print(f"\n{'question':<{width}}  reference answer")
     for qid, answer in out["answers"].items():
         print(f"{qid:<{width}}  {format(answer, '.6g') if isinstance(answer, float) else answer}")
+    print("\n(Function and program questions are not listed: they are checked on inputs drawn at grading time, "
+          "with no one answer to show; their references are in solutions/.)")
     return 0
 
 

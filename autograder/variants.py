@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .questions import AuthoringError, Question
+from .questions import AuthoringError, Number, Question
 
 KINDS = ("chip", "model", "value")
 Labels = dict[str, Any]  # parameter -> label of its value
@@ -149,6 +149,19 @@ class Setting:
             raise KeyError(f"setting {self.name}: no valid choice of values is left")
         return out
 
+    def book_answers(self, combos: Sequence[Mapping[str, Any]]) -> list[int]:
+        """The choices (indices into ``combos``) at which one of the setting's number questions has the answer the
+        book prints: the student's values differ from the book's, but not those that question depends on (a
+        minimum width that depends on the mesh alone, where only the model changed), so typing the book's answer
+        earns its point. Questions whose answer is the book's at every choice are left out: no deal avoids them."""
+        book = {q.qid: q for q in self._book if isinstance(q, Number)}
+        built = [{q.qid: q for q in self.records(c) if q.qid in book} for c in combos]
+
+        def printed(q: Question) -> bool:
+            return q.tolerance.accepts(q.reference, book[q.qid].reference)  # type: ignore[attr-defined]
+        varying = {qid for qid in book if not all(printed(qs[qid]) for qs in built)}
+        return [i for i, qs in enumerate(built) if any(printed(qs[qid]) for qid in varying)]
+
     def questions(self, labels: Mapping[str, Any] | None = None) -> tuple[Question, ...]:
         """The group's records for the values named by ``labels`` (None: the book's)."""
         if labels is None:
@@ -181,10 +194,14 @@ def settings_block(settings: Sequence[Setting], allowed: Mapping[str, Mapping[st
     if unknown:
         raise KeyError(f"c.ScalingCourse.variant_values names {unknown[0]!r}, which is not a setting here "
                        f"(settings: {', '.join(sorted(known)) or 'none'})")
-    return {"order": [s.name for s in settings],
-            "settings": {s.name: {"book": s.labels(s.book), "questions": list(s.qids),
-                                  "combos": [s.labels(c) for c in s.combos(allowed.get(s.name))],
-                                  "params": [[n, p.kind] for n, p in s.params.items()]} for s in settings}}
+    out: dict[str, Any] = {}
+    for s in settings:
+        combos = s.combos(allowed.get(s.name))
+        out[s.name] = {"book": s.labels(s.book), "questions": list(s.qids), "combos": [s.labels(c) for c in combos],
+                       "params": [[n, p.kind] for n, p in s.params.items()]}
+        if at_book := s.book_answers(combos):
+            out[s.name]["book_answers"] = at_book
+    return {"order": [s.name for s in settings], "settings": out}
 
 
 def deal(course: str, assignment: str, student: str, setting: str, count: int) -> int:
@@ -212,13 +229,16 @@ def dealt(data: Mapping[str, Any], student: str | None) -> dict[str, Labels]:
 def pick(data: Mapping[str, Any], name: str, student: str) -> int:
     """Which of setting ``name``'s released choices ``student`` is dealt. Never the book's while two others are
     allowed: the book prints the answers at its own values (they stay the values of a notebook that has no
-    student, for self-study). With one other, both are dealt, so that classmates do not all share one."""
+    student, for self-study). With one other, both are dealt, so that classmates do not all share one. Nor, while
+    two others are left, a choice at which a question's answer is still the book's (``Setting.book_answers``)."""
     block = data["variants"]
     s = block["settings"][name]
     book = ordered(s, s["book"])
     others = [i for i, c in enumerate(s["combos"]) if ordered(s, c) != book]
     if len(others) < 2:
         others = list(range(len(s["combos"])))
+    fresh = [i for i in others if i not in s.get("book_answers", ())]  # no question's answer the book's printed one
+    others = fresh if len(fresh) >= 2 else others
     return others[deal(block["course"], data["chapter"], student, name, len(others))]
 
 

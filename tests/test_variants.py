@@ -71,6 +71,28 @@ def test_no_student_is_dealt_the_book_s_values_where_others_are_allowed(chapter)
         assert len(dealt) == 2, (n, dealt)
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_student_is_dealt_a_number_question_whose_answer_the_book_prints(chapter):
+    """A question that depends on some of a setting's values only (ch05-e7's minimum F on the ways of tensor
+    parallelism, where the model changed but not the ways) has the book's printed answer at the choices that keep
+    those values: typing the book's number earned the point. While two choices are left that show no such answer,
+    only those are dealt, to each student the same in the grader and the kernel."""
+    data = released(chapter)
+    for s in load_chapter(chapter).settings:
+        block = data["variants"]["settings"][s.name]
+        if len(set(range(len(block["combos"]))) - set(block.get("book_answers", ()))) < 2:
+            continue  # too few choices left: dealt as before
+        book = {q.qid: q for q in s.questions() if isinstance(q, Number)}
+
+        def printed(q, book=book) -> bool:
+            return q.tolerance.accepts(q.reference, book[q.qid].reference)
+        varying = {q.qid for c in s.combos() for q in s.records(c) if q.qid in book and not printed(q)}
+        for i in range(40):
+            labels = variants.dealt(data, f"student{i:03d}")[s.name]
+            shown = [q.qid for q in s.questions(labels) if q.qid in varying and printed(q)]
+            assert not shown, (s.name, labels, shown)
+
+
 @pytest.mark.parametrize("chapter,name", SETTINGS)
 def test_every_choice_is_a_question_its_reference_passes_and_a_classmates_fails(chapter, name):
     s = _setting(chapter, name)

@@ -48,7 +48,7 @@ from .execute import KILL_GRACE_SECONDS, Limits
 from .gradebook import LatePolicy, hand_grades, roster, said_of
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
-from .sanitize import release_stubs
+from .sanitize import release_locked, release_stubs
 from .seeds import secret
 from .stages import Job
 from .submissions import GRADER_VERSION, misplaced, near_ids, same_id, spelled, submissions
@@ -120,6 +120,8 @@ class Assignment:
     # nbgrader's late-submission policy of the course, applied with the gradebook's hand grades after each result is
     # written (results.store); None in an Assignment made by hand, which writes the gradebook as write_result does.
     late: LatePolicy | None = None
+    # the release text and checksum of each graded cell that is not an answer (``sanitize.release_locked``)
+    locked: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def db_url(self) -> str:
@@ -257,7 +259,7 @@ def prepare(course_dir: Path, name: str, late: LatePolicy | None = None) -> Assi
     _agree_with_records(name, points)
     return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points,
                       _released_plan(course_dir, name), answers=results.answers_key(course_dir, name, notebooks[0]),
-                      late=late or LatePolicy(course_dir))
+                      late=late or LatePolicy(course_dir), locked=release_locked(release_nb))
 
 
 def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
@@ -501,15 +503,15 @@ def hand_grade_warning(a: Assignment, graded_now: list[dict[str, Any]] | None = 
                          for qid, manual, auto in grades[:3])
         said.append(f"{printable(student)}: {each}" + (f" and {len(grades) - 3} more" if len(grades) > 3 else ""))
     more = f"; and {len(found) - SHOWN} more students" if len(found) > SHOWN else ""
-    return [f"The gradebook holds scores given by hand that differ from the automatic ones in the table above and in "
-            f"grades.csv ({'; '.join(said)}{more}). `nbgrader export` uses the scores given by hand, and so do the "
+    return [f"The gradebook holds scores given by hand that differ from the automatic ones in grades.csv "
+            f"({'; '.join(said)}{more}). `nbgrader export` uses the scores given by hand, and so do the "
             f"reports in feedback/, marked \"graded by hand\": each run writes every report's scores from the "
             f"gradebook, regrading nothing unchanged, so after grading by hand run `scaling-course grade {a.name}` "
             "again before `nbgrader release_feedback`. A grade is flagged for review again where the answer graded "
             "for it changed (or its automatic score)."] + rewritten
 
 
-def late_unknown_warning(graded: list[dict[str, Any]]) -> list[str]:
+def late_unknown_warning(graded: list[dict[str, Any]], assignment: str) -> list[str]:
     """The students whose lateness is unknown (a ``timestamp.txt`` the gradebook cannot read, where the late policy
     could take points: ``gradebook.settle``), in one line: never taken for "on time" in silence."""
     unknown = sorted(r["student"] for r in graded if (r.get("gradebook") or {}).get("late_unknown"))
@@ -517,10 +519,11 @@ def late_unknown_warning(graded: list[dict[str, Any]]) -> list[str]:
         return []
     names = ", ".join(printable(s) for s in unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more"
                                                                   if len(unknown) > SHOWN else "")
+    where = f"submitted/{printable(unknown[0])}/{assignment}/timestamp.txt" if len(unknown) == 1 \
+        else f"each one's submitted/STUDENT/{assignment}/timestamp.txt"
     return [f"Lateness unknown for {names}: the timestamp.txt handed in holds no time the gradebook can read, so the "
             f"gradebook records none and no late penalty was taken. Their grades are flagged for review in "
-            f"formgrader; put the real time in submitted/<student>/<assignment>/timestamp.txt and grade again, or "
-            f"give the scores by hand."]
+            f"formgrader; put the real time in {where} and grade again, or give the scores by hand."]
 
 
 def _rewritten_over_hand(a: Assignment, graded_now: list[dict[str, Any]]) -> list[str]:
@@ -628,7 +631,7 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     if forced is not None:
         forced.done()
     summary.warnings = (identity + release_warning(a) + hand_grade_warning(a, graded_now)
-                        + late_unknown_warning(summary.results))
+                        + late_unknown_warning(summary.results, a.name))
     summary.copies = copies.report(a)  # from every stored result of the assignment, this run's or earlier ones
     if students is None and (missing := table.missing()) is not None:
         summary.not_submitted = [s for s in missing.get(a.name, []) if s not in summary.problems]

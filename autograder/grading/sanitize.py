@@ -221,9 +221,11 @@ def _source(cell: dict[str, Any], where: str, cut: list[str]) -> str:
     return src[:MAX_CELL_CHARS]
 
 
-def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | None) -> Sanitized:
+def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | None,
+             locked: dict[str, tuple[str, str]] | None = None) -> Sanitized:
     """``master``: the source notebook (solutions, hidden tests); ``stubs``: the release text of
-    each solution cell by grade_id; ``submission``: the student's file."""
+    each solution cell by grade_id; ``submission``: the student's file; ``locked``: the release text and checksum
+    of each other graded cell (its tests), by grade_id, to name the ones a student edited (None: not compared)."""
     cells, problems = read_submission(submission)
     by_id = {_grade_id(c): c for c in master.cells if _grade_id(c)}
     # The last copy of a graded cell is the graded one: run from the top, the student's kernel ends with
@@ -257,7 +259,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"duplicated graded cells: {', '.join(duplicated)} (the last copy of each is graded, as when "
                         "the notebook runs from the top; an earlier copy of an answer runs before it as your own cell)")
     out = list(extra_after.get(None, []))
-    missing, retyped = [], []
+    missing, retyped, edited = [], [], []
     for cell in master.cells:
         gid = _grade_id(cell)
         if not gid:
@@ -279,6 +281,8 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
                     new["attachments"] = attached
         elif gid and gid not in taken:
             missing.append(gid)
+        elif _edited(taken[gid], cell, locked):
+            edited.append(gid)
         out.append(new)
         out.extend(extra_after.get(gid, []))
     if missing and not taken:
@@ -289,6 +293,9 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"cells restored from the assignment: {', '.join(missing)}")
     if retyped:
         problems.append(f"cells changed back to their original type: {', '.join(retyped)}")
+    if edited:
+        problems.append(f"locked cells whose text or points the notebook had changed, restored from the assignment: "
+                        f"{', '.join(edited)}")
     once = sorted((g for g in taken if g not in duplicated), key=last.__getitem__)  # a duplicate has its own note
     if moved := _moved(once, [g for c in master.cells if (g := _grade_id(c))]):
         problems.append(f"graded cells in another order than the assignment's: {', '.join(moved)} graded in the "
@@ -299,6 +306,19 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     for i, c in enumerate(nb.cells):
         c["id"] = f"graded-{i:03d}"
     return Sanitized(nb, problems, shown_settings(cells), ticked_questions(cells))
+
+
+def _edited(theirs: dict[str, Any], cell: NotebookNode, locked: dict[str, tuple[str, str]] | None) -> bool:
+    """Whether a student's copy of a locked graded cell differs from the assignment's: its points, or its text
+    where it still carries the release's checksum (a notebook from an earlier release has other tests, and is no
+    edit). Either way the assignment's copy is what runs; this only names it for the staff."""
+    meta = theirs.get("metadata") if isinstance(theirs.get("metadata"), dict) else {}
+    theirs_nb = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
+    points = theirs_nb.get("points")
+    if points is not None and points != cell.metadata.get("nbgrader", {}).get("points"):
+        return True
+    text, checksum = (locked or {}).get(_grade_id(cell) or "", ("", ""))
+    return bool(checksum) and theirs_nb.get("checksum") == checksum and _full_source(theirs).strip() != text.strip()
 
 
 def _moved(theirs: list[str], master: list[str]) -> list[str]:
@@ -316,3 +336,9 @@ def _moved(theirs: list[str], master: list[str]) -> list[str]:
 
 def release_stubs(release_nb: NotebookNode) -> dict[str, str]:
     return {gid: c.source for c in release_nb.cells if (gid := _grade_id(c)) and _is_solution(c)}
+
+
+def release_locked(release_nb: NotebookNode) -> dict[str, tuple[str, str]]:
+    """The release text and checksum of each graded cell that is not an answer (its tests, as students got them)."""
+    return {gid: (c.source, str(c.metadata.get("nbgrader", {}).get("checksum") or ""))
+            for c in release_nb.cells if (gid := _grade_id(c)) and not _is_solution(c)}

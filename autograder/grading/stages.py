@@ -95,7 +95,7 @@ def sanitize(job: Job) -> None:
     shutil.rmtree(job.work, ignore_errors=True)
     _copy_supporting_files(a, job.work)
     path, job.problems = locate(a, job.student, job.folder, job.work)
-    clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path)
+    clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path, a.locked)
     job.problems += clean.problems + worked_with_other_values(clean.shown, job.setting)
     job.ticked = clean.ticked
     job.timestamp, unreadable = timestamp(job.folder)

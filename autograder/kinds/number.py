@@ -265,8 +265,10 @@ def _close(e: Expected, v: float, hints: list[str], ctx: dict[str, Any]) -> Verd
     An exact count answered by a whole number is never that: off by one is named so (where the count starts and
     ends, floor against round), and further off is "close_far"; a count with a fraction within one of it is a
     value left unrounded. The diagnosis stays "close" (declared slips name it); only the words differ."""
-    if _ranged(e.oracle):
-        return wrong("close", hints, **ctx)
+    if _ranged(e.oracle):  # near a range's end, as a rounding of it would be; else only within 25% of the range
+        if _near_miss(e.oracle, v):
+            return wrong("close", hints, **ctx)
+        return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_far", **ctx), hints))
     if _whole(e):
         if float(v).is_integer():
             key = "off_by_one" if _inside(e.oracle, v - 1) or _inside(e.oracle, v + 1) else "close_far"

@@ -87,6 +87,18 @@ def test_an_exact_count_off_by_a_whole_number_is_no_precision_slip(reference, an
         assert CLOSE not in message
 
 
+@pytest.mark.parametrize(("answer", "said"), [
+    (15.3, CLOSE), (13.6, CLOSE),  # just past an end of the range: as near as a rounding of it
+    (17.67, FAR), (11.5, FAR),  # 18% and 18% past an end (a classmate's value): within 25%, and no more
+])
+def test_a_value_far_past_a_range_is_not_called_close(answer, said):
+    """A range of 14 to 15 (ch05-e8-gemma-tp, the book's "about 14 or 15"): "Close" only near its ends."""
+    message = _said(_number(14.456, tolerance=Tolerance(low=14, high=15), prompt="A value."), answer)
+    assert message.startswith(said), message
+    if said != CLOSE:
+        assert CLOSE not in message
+
+
 def test_the_diagnosis_stays_close_so_declared_slips_keep_it():
     q = _number(40, exact=True)
     for answer in (41, 43, 40.4):

@@ -429,3 +429,30 @@ def test_ctrl_c_at_a_terminal_while_notebooks_run_stores_none_of_them(tmp_path, 
     assert "interrupted: 0 graded and kept, rerun the same command to continue" in stderr, (stdout, stderr)
     assert "Traceback" not in stdout + stderr, stderr[-3000:]
     assert not list((course / ".scaling-course" / "results" / CHAPTER).glob("*.json"))
+
+
+# --- a locked test cell edited ------------------------------------------------------------------------------------
+
+def test_a_test_cell_whose_text_or_points_were_changed_is_restored_and_named():
+    """A student who rewrites a test cell (``pass``, 50 points) gets the assignment's back, as before; now the staff
+    are told which cells were edited. A test cell as released is never named."""
+    from autograder.grading.sanitize import release_locked
+
+    master = nbformat.read(ROOT / "source" / CHAPTER / NAME, as_version=4)
+    release = nbformat.read(ROOT / "release" / CHAPTER / NAME, as_version=4)
+    tests = [c for c in release.cells if _gid(c) and c.metadata["nbgrader"].get("grade")
+             and not c.metadata["nbgrader"].get("solution")]
+    tests[0].source = "pass  # edited test"
+    tests[1].metadata["nbgrader"]["points"] = 50
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"edited-{os.getpid()}.ipynb"
+    nbformat.write(release, path)
+    try:
+        clean = sanitize(master, {}, path, release_locked(nbformat.read(ROOT / "release" / CHAPTER / NAME,
+                                                                        as_version=4)))
+    finally:
+        path.unlink()
+    named = [p for p in clean.problems if p.startswith("locked cells whose text or points")]
+    assert named and named[0].endswith(f"{_gid(tests[0])}, {_gid(tests[1])}"), clean.problems
+    restored = {_gid(c): c for c in clean.notebook.cells}
+    assert restored[_gid(tests[0])].source != "pass  # edited test"
+    assert restored[_gid(tests[1])].metadata["nbgrader"]["points"] != 50

@@ -85,8 +85,8 @@ def test_a_first_hand_in_with_an_unreadable_time_is_flagged_and_named_in_the_run
     stored = [results.stored(a, s) for s in ("ada", "bob", "mal")]
     from autograder.grading.pipeline import late_unknown_warning
 
-    [line] = late_unknown_warning(stored)
-    assert "mal" in line and "bob" not in line and "ada" not in line and "timestamp.txt" in line, line
+    [line] = late_unknown_warning(stored, "hw")
+    assert "mal" in line and "bob" not in line and "ada" not in line and "submitted/mal/hw/timestamp.txt" in line, line
     html = summary_html("hw — mal", stored[2]["questions"], stored[2]["problems"], None, stored[2]["gradebook"])
     assert "late" in html and "review" in html
 
@@ -100,7 +100,7 @@ def test_a_policy_that_takes_nothing_or_no_due_date_flags_nothing(tmp_path):
     assert not results.stored(a, "mal")["gradebook"]["late_unknown"]
     from autograder.grading.pipeline import late_unknown_warning
 
-    assert late_unknown_warning([results.stored(a, "mal")]) == []
+    assert late_unknown_warning([results.stored(a, "mal")], "hw") == []
 
     from nbgrader.api import Gradebook
 
