@@ -588,7 +588,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         progress.note(f"{summary.skipped} submission(s) unchanged since they were graded: kept")
     for why, said in ((results.ANSWERS, "the chapter's answers changed since the last run"),
                       (results.UNRECORDED, "graded before the grader recorded the chapter's answers"),
-                      (results.FLAGGED, "the grader failed on part of them last time")):
+                      (results.FLAGGED, "the grader failed on part of them last time"),
+                      (results.REWRITTEN, "their autograded notebooks were written since (by nbgrader autograde?)")):
         if regrade.get(why):
             progress.note(f"{said}: regrading {regrade[why]}")
     warming = Warming("")

@@ -49,6 +49,7 @@ def stored(a: Assignment, student: str) -> dict[str, Any] | None:
 
 # Why a submission with a stored result is graded again (``unchanged``).
 RESUBMITTED, ANSWERS, UNRECORDED, SETTING, FLAGGED = "resubmitted", "answers", "unrecorded", "setting", "flagged"
+REWRITTEN = "rewritten"  # the autograded notebook was written after the result (a plain ``nbgrader autograde``)
 
 
 def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any] | None, str]:
@@ -66,10 +67,23 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
         return None, ANSWERS if kept.get("answers") else UNRECORDED
     if kept.get("setting", {}) != (dealt(a.variants, student) if a.variants else {}):
         return None, SETTING  # graded with other values (variants turned on or off since): grade again
+    if _rewritten(a, student):
+        return None, REWRITTEN
     write_result(a.db_url, kept)
     if a.late is not None and _settle(a, kept, kept):  # hand scores or a penalty new since: the report follows
         write_atomic(_folder(a) / f"{student}.json", json.dumps(kept, indent=1))
     return kept, ""
+
+
+def _rewritten(a: Assignment, student: str) -> bool:
+    """Whether the autograded notebook is newer than the stored result: each run writes the notebook before the
+    result, so another tool wrote it since (a plain ``nbgrader autograde``, whose notebook formgrader,
+    ``generate_feedback`` and the copy check would read beside our grade)."""
+    try:
+        notebook = (a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb").stat().st_mtime_ns
+        return notebook > (_folder(a) / f"{student}.json").stat().st_mtime_ns
+    except OSError:  # no notebook (removed by hand, or never written): nothing of another tool's to replace
+        return False
 
 
 class ForcedRun:

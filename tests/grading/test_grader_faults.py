@@ -4,6 +4,7 @@ start, a failure in the grader's own reading of a compiled program: each is the 
 program that hangs or raises stays the student's."""
 
 import io
+import os
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -195,7 +196,8 @@ def test_the_reference_is_read_once_per_question(monkeypatch):
 def _stored_as(monkeypatch, kept):
     """An assignment whose stored result for every student is ``kept``, made from the same files and answers."""
     class A:
-        answers, variants, db_url, notebook, late = "k", None, "", "n.ipynb", None
+        answers, variants, db_url, notebook, late = "k", None, "", "n", None
+        course_dir, name = Path("no-such-course"), "hw"
 
     monkeypatch.setattr(results, "stored", lambda a, s: kept)
     monkeypatch.setattr(results, "fingerprint", lambda folder, nb: "x")
@@ -210,6 +212,26 @@ def test_a_refused_program_is_kept_on_the_next_run(tmp_path, monkeypatch):
 
     A = _stored_as(monkeypatch, kept)
     assert results.unchanged(A(), "ada", tmp_path) == (kept, "")
+
+
+def test_a_notebook_another_tool_wrote_after_the_grade_is_graded_again(tmp_path, monkeypatch):
+    """A plain ``nbgrader autograde`` rewrites autograded/ with its own notebook: a rerun that kept the result would
+    leave formgrader, generate_feedback and the copy check reading a notebook the grade did not come from."""
+    kept = {"sha256": "x", "answers": "k", "setting": {},
+            "questions": {"q": {"diagnosis": "correct", "score": 1.0, "points": 1.0}}}
+    A = _stored_as(monkeypatch, kept)
+    A.course_dir = tmp_path
+    notebook = tmp_path / "autograded" / "ada" / "hw" / "n.ipynb"
+    result = tmp_path / ".scaling-course" / "results" / "hw" / "ada.json"
+    for path in (notebook, result):
+        path.parent.mkdir(parents=True)
+    notebook.write_text("ours")
+    result.write_text("{}")
+    os.utime(notebook, ns=(10**18, 10**18))
+    os.utime(result, ns=(10**18 + 1, 10**18 + 1))
+    assert results.unchanged(A(), "ada", tmp_path) == (kept, "")
+    os.utime(notebook, ns=(10**18 + 2, 10**18 + 2))  # nbgrader's, written after the grade
+    assert results.unchanged(A(), "ada", tmp_path) == (None, results.REWRITTEN)
 
 
 def test_a_program_that_raises_is_still_its_own_fault():
