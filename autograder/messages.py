@@ -400,6 +400,8 @@ _PROGRAM = {
     "error:unweighable": "{why}. The course weighs the bytes every collective moves, so it refuses a program it "
                          "cannot weigh: use the chapter's collectives with ordinary arguments",
     # judging the program's report raised, where judging the question's reference does not
+    "error:frontend_attributes": "the program sets XLA frontend attributes (jax.experimental.xla_metadata), which "
+                                 "the course does not read: take them out, the exercise needs none",
     "error:unknown_collective": "the program uses {op}, which the course cannot weigh; use the collectives of the "
                                 "chapter (all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute)",
     "error:signature": "the program takes {got} on {devices} devices",

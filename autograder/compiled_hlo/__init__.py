@@ -176,11 +176,12 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
 
 
 def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list[str]]:
-    """The computations of HLO text by name (their instruction lines), the ENTRY computation's name, and the lines
-    outside any computation (a single instruction, as the tests and a report read back may hold)."""
+    """The computations of HLO text by name (their instruction lines, without the text a program names:
+    ``without_named_text``), the ENTRY computation's name, and the lines outside any computation (a single
+    instruction, as the tests and a report read back may hold)."""
     computations: dict[str, list[str]] = {}
     entry, loose, current = None, [], None
-    for line in hlo_text.splitlines():
+    for line in map(without_named_text, hlo_text.splitlines()):
         head = _HEAD.match(line)
         if head:
             current = computations.setdefault(head.group(2), [])
@@ -190,6 +191,38 @@ def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list
         else:
             (loose if current is None else current).append(line)
     return computations, entry, loose
+
+
+# Fields of an instruction whose text the program chooses: ``metadata`` (scope and function names, source files) and
+# ``frontend_attributes`` (``jax.experimental.xla_metadata``; a program that sets them is refused before it runs,
+# ``programs.run``). A reader that matched a line through them read what the student wrote as XLA's own fields (a
+# trip count, a permute of no pairs).
+_NAMED_TEXT = re.compile(r"\b(?:metadata|frontend_attributes)=\{")
+
+
+def without_named_text(line: str) -> str:
+    """``line`` without its ``metadata={...}`` and ``frontend_attributes={...}``, each read to its closing brace
+    outside quoted strings (a string's escaped quotes and braces are its own); an unclosed one takes the line's end."""
+    out, i = [], 0
+    while (m := _NAMED_TEXT.search(line, i)) is not None:
+        out.append(line[i:m.start()])
+        depth, quoted, j = 0, False, m.end() - 1
+        while j < len(line):
+            ch = line[j]
+            if quoted:
+                j += ch == "\\"  # the escaped character is the string's
+                quoted = ch != '"'
+            elif ch == '"':
+                quoted = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        i = j + 1
+    return "".join(out) + line[i:]
 
 
 def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int | None) -> None:

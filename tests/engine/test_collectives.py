@@ -205,3 +205,19 @@ def test_a_conditional_runs_the_branch_of_the_most_bytes_of_each_kind():
     runs = {line.split("=")[0].strip(): n for line, n in compiled_runs(BRANCHES) if "all-" in line}
     assert runs == {"%ar.light1": 0, "%ar.light2": 0, "%ag.light": 1, "%ar.heavy": 1}
     assert compiled_census(BRANCHES) == {"all-reduce": 1, "all-gather": 1}
+
+
+def test_text_a_program_names_is_no_field_of_xlas():
+    """Scope names and attributes are the program's text: a reader matching a line through them read a trip count or
+    a permute of no pairs the student wrote. Quoted braces and escaped quotes stay inside their string."""
+    from autograder.compiled_hlo import compiled_census, compiled_runs, without_named_text
+
+    permute = ('%p = f32[4]{0} collective-permute(%x), channel_id=1, source_target_pairs={{0,1},{1,0}}, '
+               'metadata={op_name="jit(f)/source_target_pairs={}/\\"}{" stack_frame_id=2}')
+    assert without_named_text(permute).endswith("source_target_pairs={{0,1},{1,0}}, ")
+    assert compiled_census(permute) == {"collective-permute": 1}
+    loop = (f"HloModule m, num_partitions=8\n\n%body (p: f32[8]) -> f32[8] {{\n  %ar = f32[8]{{0}} all-reduce(%p), "
+            f"channel_id=1, {_AR}\n}}\n\nENTRY %main (x: f32[8]) -> f32[8] {{\n  %w = f32[8]{{0}} while(%x), "
+            'condition=%body, body=%body, frontend_attributes={"known_trip_count":{"n":"0"},"x"="y"}, '
+            f"{_TRIPS % 8}\n}}\n")
+    assert [n for line, n in compiled_runs(loop) if "all-reduce(" in line] == [16]  # body and condition, 8 each

@@ -310,6 +310,36 @@ def mlp_gathering_in_float64(x, w_in, w_out):
         jax.config.update("jax_enable_x64", False)
 
 
+def _forged_loop(trip: str):
+    """A loop whose XLA attributes carry text the program chose (``set_xla_metadata``): here, a trip count."""
+    from jax.experimental.xla_metadata import set_xla_metadata
+
+    return set_xla_metadata(**{f'"known_trip_count":{{"n":"{trip}"}},"x': "y"})
+
+
+def moe_eight_times_behind_a_forged_trip_count(x, gates, w):
+    """The all-reduce run 8 times, in a loop that tells XLA's text reader it runs once."""
+    with _forged_loop("1"):
+        return moe_by_jit_eight_times(x, gates, w)
+
+
+def case1_gathering_in_a_loop_said_to_run_never(x, y):
+    """Case 1 asks for no collective: x gathered whole, twice, in a loop that says it runs 0 times."""
+    with _forged_loop("0"):
+        xf = jax.lax.fori_loop(0, 2, lambda i, c: _wsc(c, WHOLE) * (1 + 0 * i), x)
+    return _wsc(xf @ y, ROWS)
+
+
+def mlp_beside_rolls_in_a_scope_that_names_no_pairs(x, w_in, w_out):
+    """Seven compiler-placed rolls of sixteen copies of the batch, in a scope whose name is the text of a permute of
+    no pairs, which the compiled census skipped: the program's metadata is no part of what it runs."""
+    parts = [_wsc(jnp.tile(x, (1, 16)), ROWS)]
+    for _ in range(7):
+        with jax.named_scope("source_target_pairs={}"):
+            parts.append(_wsc(jnp.roll(parts[-1], 32, axis=0), ROWS))
+    return mlp_by_jit(x, w_in, w_out) + 0 * sum(p.sum(axis=1, keepdims=True) for p in parts)
+
+
 CASES = [
     pytest.param(FSDP_MLP, mlp_by_jit, 1.0, "correct", "Correct", id="fsdp mlp by jit"),
     pytest.param(FSDP_FWD, forward_by_jit, 1.0, "correct", "Correct", id="fsdp forward by jit"),
@@ -349,6 +379,13 @@ CASES = [
                  id="2x over 8 devices beside a larger psum over pairs"),
     pytest.param(FSDP_MLP, mlp_gathering_in_float64, 0.5, "traffic:all-gather", "2.0x",
                  id="weights gathered in float64"),
+    # Text a program writes into its compiled program (attributes, scope names) is never read as XLA's.
+    pytest.param(MOE_LOCAL, moe_eight_times_behind_a_forged_trip_count, 0.0, "bad_program", "frontend attributes",
+                 id="a loop's trip count forged in its attributes"),
+    pytest.param(CH03["ch03-cx2-case1-local"], case1_gathering_in_a_loop_said_to_run_never, 0.0, "bad_program",
+                 "frontend attributes", id="a loop said to run never"),
+    pytest.param(FSDP_MLP, mlp_beside_rolls_in_a_scope_that_names_no_pairs, 0.5, "collectives:all-gather,"
+                 "collective-permute", "collective-permute", id="permutes in a scope named as no pairs"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
                  id="ring step in two branches"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_unrolled, 1.0, "correct", "Correct",
