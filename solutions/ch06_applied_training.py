@@ -848,7 +848,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
                    Slip(PARAMS_FORMULA - L * D * F, "lower_terms", "a gated MLP has three D x F matrices."),
                    Slip(PARAMS_FORMULA + 2 * L * D + D, "lower_terms",
                         "the norms' scales are left out here, as the prose says: count the matrices only."))),
-    vary("ch06-a1", a1, model=models(M70, m.LLAMA3_8B)),
+    vary("ch06-a1", a1, model=models(M70, m.LLAMA3_8B, M405)),
     # 2. FLOPs and time.
     number("ch06-a2-flops-per-token", section=COUNTING,
            prompt="A2: training FLOPs per token (use the nominal 70e9 parameters).", reference=A2_FLOPS,
