@@ -84,7 +84,7 @@ class Report:
     jumps: int = 0
     # The compiled program's collectives other than permutes (``compiled_hlo.compiled_collectives``): what moves,
     # whatever the program states. Where it states none (a ``jit`` program) they are its traffic; where it states
-    # some, they are weighed too (``compiled_waste``): XLA adds collectives and removes stated ones that never run.
+    # some, they are weighed too (``judge_report``): XLA adds collectives and removes stated ones that never run.
     compiled: tuple[Collective, ...] = ()
     # Every collective-permute of the compiled program (``compiled_hlo.compiled_permutes``), stated or placed: weighed
     # with ``compiled`` for a program that states its own collectives.
