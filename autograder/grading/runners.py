@@ -128,11 +128,25 @@ class _Round:
 
 
 def _abandon(pool: ProcessPoolExecutor) -> None:
-    """Stop a pool that may never answer again, without waiting for it."""
-    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+    """Stop a pool that may never answer again, without waiting for it.
+
+    A worker stopped halfway through writing its result leaves the pool's reading thread waiting for the
+    rest of the message, and Python waits for that thread before it exits: the grader would never return.
+    Once the workers are dead, the pool's own copy of the pipe's writing end is the last one, and closing it
+    ends that read (the pool then counts itself broken and its thread ends)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
         with contextlib.suppress(Exception):
             proc.kill()
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.join(ABANDON_SECONDS)
+    with contextlib.suppress(Exception):
+        pool._result_queue._writer.close()  # type: ignore[attr-defined]
     pool.shutdown(wait=False, cancel_futures=True)
+
+
+ABANDON_SECONDS = 5.0  # for a killed worker to be gone (a SIGKILL takes milliseconds, a loaded machine longer)
 
 
 DASK_POLL_SECONDS = 1.0  # how often the scheduler is asked which jobs its workers hold

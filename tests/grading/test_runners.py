@@ -131,3 +131,41 @@ def test_a_stalled_dask_job_is_cancelled_and_the_class_goes_on(tmp_path):
     assert results["frozen"] == {"job": "frozen", "stalled": True}
     assert all(results[j] == {"job": j, "ok": True} for j in ("a", "b", "c")), results
     assert seconds < 120
+
+
+TORN_SCRIPT = textwrap.dedent("""
+    import gc, json, os, signal, struct, sys, time
+    from multiprocessing.queues import SimpleQueue
+    from autograder.grading.runners import run_local
+
+    def work(job):
+        if job == "torn":
+            # The worker stops halfway through handing its result back: the pool's reader has a message's
+            # length and a few of its bytes, and waits for the rest.
+            results = next(o for o in gc.get_objects() if isinstance(o, SimpleQueue))
+            os.write(results._writer.fileno(), struct.pack("!i", 1 << 20) + b"half a result")
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        time.sleep(0.2)
+        return {"job": job, "ok": True}
+
+    if __name__ == "__main__":
+        out = {}
+        for job, result in run_local(work, ["a", "torn", "b", "c"], 2, on_crash=lambda j: {"crashed": True},
+                                     seconds=3, on_stall=lambda j: {"stalled": True}):
+            out[job] = result
+        print(json.dumps({"results": out, "seconds": 0}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGSTOP"])
+def test_a_worker_stopped_while_handing_back_its_result_does_not_hold_the_grader_at_exit(tmp_path, how):
+    """A worker killed (or frozen) halfway through writing its result left the pool's reading thread waiting
+    for the rest of the message forever, and Python waits for that thread before it exits: a Ctrl-C that
+    caught a worker handing back its result printed "interrupted" and then never returned."""
+    script = tmp_path / "torn.py"
+    script.write_text(TORN_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])["results"]
+    assert results.pop("torn") == {"stalled": True}
+    assert all(r.get("ok") for r in results.values()) and len(results) == 3, results
