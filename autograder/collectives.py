@@ -91,6 +91,8 @@ class Collective:
     # A collective-permute's links crossed per source device, (forward, backward) round each axis's ring:
     # (1, 0) for a neighbour ring one way, (0, 1) the other way, (2, 0) for a jump of two devices.
     hops: tuple[float, float] = (1.0, 0.0)
+    # A permute sent in the same step as the one before it (``same_step``): its bytes count, its launch does not.
+    same_step: bool = False
 
     @property
     def operand_bytes(self) -> int:
@@ -116,6 +118,8 @@ class Collective:
         what = f"{self.kind} of {self.dtype}[{shape}] over {over} ({moved}"
         if self.kind == "collective-permute" and max(self.hops) > 1 + 1e-9:
             what += f", crossing {max(self.hops):.3g} links in one direction on average"
+        if self.same_step:
+            what += ", sent in the same steps as the permute before it"
         if self.count is None:  # inside a while loop whose trip count cannot be read
             return f"{what}, once per step of a loop of unknown length)"
         return f"{self.count} x {what})"
@@ -295,7 +299,15 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
         unknown: set = set()
         devices = math.prod(n for _, n in mesh) or 1
 
-        def walk(op, times: int | None, depth: int) -> None:
+        def walk_blocks(op, times: int | None, depth: int) -> None:
+            for region in op.regions:
+                for block in region.blocks:
+                    before = None
+                    for child in block.operations:
+                        walk(child.operation, times, depth, before)
+                        before = child.operation
+
+        def walk(op, times: int | None, depth: int, before: Any = None) -> None:
             if depth > MAX_DEPTH:  # never silently: a collective below would go uncounted
                 raise UnreadableCollective(f"its operations are nested more than {MAX_DEPTH} deep (loops, branches "
                                            "and calls inside one another), deeper than the course reads")
@@ -318,8 +330,10 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 axes = _axes(groups, mesh)
                 size = 2 if permute else group_size(groups)
                 hops = _hops(groups, mesh) if permute else (1.0, 0.0)
+                together = permute and same_step(op, before, groups)
                 for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
-                    key = (KINDS[name], axes, *reversed(_shape_dtype(operand.type)), size, hops)
+                    key = (KINDS[name], axes, *reversed(_shape_dtype(operand.type)), size, hops, together)
+                    together = permute  # a permute's further operands go in its own step
                     if name == "stablehlo.all_to_all":
                         key = _as_gather(op, operand, key)
                     if times is None:
@@ -329,46 +343,56 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
             if name == "stablehlo.while":
                 trip = _trip_count(op)
                 inner = None if times is None or trip is None else min(times * trip, MAX_COUNT)
-                for region in op.regions:
-                    for block in region.blocks:
-                        for child in block.operations:
-                            walk(child.operation, inner, depth + 1)
+                walk_blocks(op, inner, depth + 1)
                 return
             if name in ("stablehlo.case", "stablehlo.if"):  # one branch runs: count the costliest of each
-                before = Counter(found)
+                counted = Counter(found)
                 taken: Counter = Counter()
                 for region in op.regions:
                     found.clear()
                     for block in region.blocks:
+                        before = None
                         for child in block.operations:
-                            walk(child.operation, times, depth + 1)
+                            walk(child.operation, times, depth + 1, before)
+                            before = child.operation
                     taken |= found  # the larger count of each collective over the branches
                 found.clear()
-                found.update(before + taken)
+                found.update(counted + taken)
                 return
             if name == "func.call":
                 callee = (_attr(op, "callee") or "").lstrip("@").strip('"')  # @"f_<lambda>" is quoted
                 if callee in funcs:
                     walk(funcs[callee], times, depth + 1)
                 return
-            for region in op.regions:
-                for block in region.blocks:
-                    for child in block.operations:
-                        walk(child.operation, times, depth + 1)
+            walk_blocks(op, times, depth + 1)
 
         main = funcs.get("main") or next(iter(funcs.values()), None)
         if main is not None:
             walk(main, 1, 0)
     merged: dict[tuple, tuple[int, float, float]] = {}  # one entry per collective, whatever its pairs' hops
     for key, c in found.items():
-        n, forward, backward = merged.get(key[:5], (0, 0.0, 0.0))
+        base = (*key[:5], key[6])
+        n, forward, backward = merged.get(base, (0, 0.0, 0.0))
         c = min(c, MAX_COUNT)
-        merged[key[:5]] = (min(n + c, MAX_COUNT), forward + key[5][0] * c, backward + key[5][1] * c)
-    out = [Collective(*base, n, (f / n, b / n)) for base, (n, f, b) in merged.items()]
+        merged[base] = (min(n + c, MAX_COUNT), forward + key[5][0] * c, backward + key[5][1] * c)
+    out = [Collective(*base[:5], n, (f / n, b / n), base[5]) for base, (n, f, b) in merged.items()]
     # one in a loop of unknown length beside the same collective counted elsewhere: both stand, the unknown one
     # never hidden behind the other's count (its runs are what the compiled program's count cannot be set against)
-    out += [Collective(*key[:5], None, key[5]) for key in unknown]
+    out += [Collective(*key[:5], None, key[5], key[6]) for key in unknown]
     return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape, c.hops))
+
+
+def same_step(op: Any, before: Any, pairs: list[list[int]]) -> bool:
+    """Whether a permute goes in the same step of a ring as the permute just before it in its block: the same
+    pairs, and none of what it sends is what that one received. ``ppermute`` of a tuple lowers to one permute per
+    array, side by side, as do two calls written next to each other; a permute of what was just received is a
+    second hop, which cannot start before the first ends."""
+    if before is None or before.name != "stablehlo.collective_permute":
+        return False
+    if _dense_list(_attr(before, "source_target_pairs") or "dense<>") != pairs:
+        return False
+    received = {str(r.get_name()) for r in before.results}
+    return not any(str(o.get_name()) in received for o in op.operands)
 
 
 def _int_attr(op, name: str) -> int | None:
@@ -517,10 +541,14 @@ def traffic(collectives: Sequence[Collective]) -> dict[str, float]:
     return {k: float(v) for k, v in moved.items()}
 
 
-def census(collectives: Sequence[Collective]) -> dict[str, int]:
-    """Executions per kind (a collective in a loop of unknown length counts once)."""
+def census(collectives: Sequence[Collective], launches: bool = True) -> dict[str, int]:
+    """Executions per kind (a collective in a loop of unknown length counts once). A ring's step counts once however
+    many arrays it sends (``same_step``); ``launches=False`` counts each array's permute, as compiled programs show
+    them."""
     counts: Counter = Counter()
     for c in collectives:
+        if launches and c.same_step:
+            continue
         counts[c.kind] += c.count if c.count is not None else 1
     return dict(counts)
 

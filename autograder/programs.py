@@ -189,7 +189,9 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         # beside a stated loop of unknown length, the compiled program's count of that kind says nothing either
         unsure = {c.kind for c in found if c.count is None}
         unsure |= {"all-reduce"} if "reduce-scatter" in unsure else set()
-        added = {k: n for k, n in added_collectives(stated, placed, a2a).items() if k not in unsure}
+        # the compiled program shows a permute per array where a ring step sends several (``collectives.same_step``)
+        arrays = census(found, launches=False)
+        added = {k: n for k, n in added_collectives(arrays, placed, a2a).items() if k not in unsure}
         counts = dict(Counter(stated) + Counter(added)) if found else placed
         permutes = placed_permutes(stated_text, compiled_text, q.mesh)
         placed_all = tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
@@ -414,7 +416,7 @@ def report_from_json(d: dict[str, Any]) -> Report:
     def collectives(key: str) -> tuple[Collective, ...]:
         return tuple(Collective(c["kind"], tuple(c["axes"]), c["dtype"], tuple(c["operand_shape"]),
                                 int(c["group_size"]), c["count"],
-                                tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2])
+                                tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2], c.get("same_step") is True)
                      for c in d.get(key) or [])
     memory, differ = d.get("memory"), d.get("differ")
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
