@@ -1064,6 +1064,12 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else "traffic"
         return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
                        phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
+    if placed := _placed_for_the_student(q, report, counts):
+        stated = census(report.collectives)
+        return Verdict(Status.PARTIAL, 0.5, "collectives:placed", phrase_program(
+            "placed", placed=describe_counts(placed),
+            stated=phrase_program("placed+some", stated=describe_counts(stated)) if stated
+            else phrase_program("placed+none")), {"collectives": details or counts})
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
@@ -1073,6 +1079,21 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
 # Fusing moves the same bytes: a fused kind's bytes over each axis set may fall short of the model's by float
 # rounding only (ring bytes are products of fractions such as 7/8, summed in another order).
 FUSED_RTOL = 1e-6
+
+
+def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int]) -> dict[str, int]:
+    """The collectives the compiler placed beyond those the program writes, on a question whose counts are the
+    student's to write (``ProgramSpec.compiler_places``): a program whose counts match only with them let XLA do
+    the communication the exercise is about. Permutes excepted: a ring of neighbour rolls writes every step
+    itself (the compiler only turns each roll into its permute), and a roll past a neighbour is refused anyway
+    (``not_ring``). Weighed after the traffic, so that a wasteful program hears what it wastes first."""
+    if q.compiler_places:
+        return {}
+    stated = census(report.collectives)
+    if not stated:  # as the count read it: on CPU a reduce-scatter compiles to an all-reduce
+        counts = _as_reduce_scatters(counts, {k: v for k, v in q.collectives.items() if v})
+    return {k: n - stated.get(k, 0) for k, n in counts.items()
+            if n > stated.get(k, 0) and k != "collective-permute"}
 
 
 def _fused(q: ProgramSpec, counts: dict[str, int], wanted: dict[str, Any], weighed: tuple[Collective, ...],

@@ -350,6 +350,10 @@ class ProgramSpec:
     # The question asks for both directions of every link at once (a bidirectional ring): the busier direction
     # is weighed too, so a ring that sends everything one way does not pass for one.
     both_ways: bool = False
+    # The question asks for a program whose collectives the compiler places (a sharding constraint): elsewhere the
+    # collectives it counts are the student's to write inside ``shard_map``, and one the compiler placed in their
+    # stead (a plain ``x @ y`` on sharded inputs, an in_spec that asks for a whole operand) earns half.
+    compiler_places: bool = False
 
     def __post_init__(self) -> None:
         if self.outputs and (len(self.out_spec) != len(self.outputs) or not self.reference):
@@ -418,7 +422,8 @@ class ProgramSpec:
                 "rtol": self.rtol, "atol": self.atol,
                 "out_shape": None if self.out_shape is None else list(self.out_shape),
                 **({"traffic_slack": self.traffic_slack} if self.traffic_slack != 1.25 else {}),
-                **({"both_ways": True} if self.both_ways else {})}
+                **({"both_ways": True} if self.both_ways else {}),
+                **({"compiler_places": True} if self.compiler_places else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ProgramSpec:
@@ -444,7 +449,7 @@ class ProgramSpec:
                    str(d.get("reference") or ""), outputs,
                    None if d.get("max_bytes") is None else int(d["max_bytes"]), str(d.get("over_memory") or ""),
                    str(d.get("collectives_note") or ""), choices, float(d.get("traffic_slack", 1.25)),
-                   bool(d.get("both_ways", False)))
+                   bool(d.get("both_ways", False)), d.get("compiler_places") is True)
 
 
 def _counts_json(counts: dict[str, Any]) -> dict[str, Any]:

@@ -838,7 +838,8 @@ ATTENTION_SPEC = ProgramSpec(
     mesh=MOCK_MESH, einsum="multi-head self-attention of x with w_q, w_k, w_v and w_o", reference="attention",
     operands=(Operand((AT_B, AT_T, AT_D), AT_SPECS[0]), *(Operand((AT_D, AT_N, AT_H), s) for s in AT_SPECS[1:4]),
               Operand((AT_N, AT_H, AT_D), AT_SPECS[4])),
-    out_spec=("X", None, None), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(AT_D, AT_N * AT_H))
+    out_spec=("X", None, None), collectives={"all-reduce": 1}, rtol=1e-3, atol=_atol(AT_D, AT_N * AT_H),
+    compiler_places=True)  # the exercise is the sharding constraint that makes XLA place the all-reduce
 
 
 # --- CX8: reading the program you compiled ---------------------------------------------------------------------

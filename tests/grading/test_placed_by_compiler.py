@@ -1,0 +1,65 @@
+"""A question whose model writes its collectives inside ``shard_map`` asks the student to write them too: a plain
+``x @ y`` on the sharded inputs makes XLA place the very collective the question counts, and earned full marks
+without a line of communication. So did a ``shard_map`` whose in_specs ask for a whole operand, which has XLA
+gather it before the block runs. Both earn half now, in both judges, with a sentence that says the compiler
+placed it. A question that asks for the compiler's collectives (a sharding constraint, Chapter 9's CX7) keeps
+full marks for them, and every model keeps its own."""
+
+import jax
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import course
+from autograder.questions import load_chapter
+from tests.chapter_checks import both_judges
+
+CH01, CH03, CH04 = (load_chapter(c) for c in ("ch01_rooflines", "ch03_sharding", "ch04_transformers"))
+
+
+def matmul(x, y):
+    return x @ y
+
+
+def mlp(x, w_in, w_out):
+    return jax.nn.relu(x @ w_in) @ w_out
+
+
+def gathered_by_in_specs(x, y):
+    """Case 2 with A asked for whole: XLA gathers it before the block, which multiplies locally."""
+    return jax.shard_map(lambda a, b: a @ b, mesh=course.mesh(X=8), in_specs=(P(), P()), out_specs=P())(x, y)
+
+
+CASES = [
+    pytest.param(CH01["ch01-cx4-split-matmul"], matmul, id="ch01 CX4: x @ y"),
+    pytest.param(CH03["ch03-cx2-case2-allgather"], matmul, id="ch03 case 2: x @ y"),
+    pytest.param(CH03["ch03-cx2-case2-allgather"], gathered_by_in_specs, id="ch03 case 2: gathered by in_specs"),
+    pytest.param(CH03["ch03-cx2-case3-allreduce"], matmul, id="ch03 case 3: x @ y"),
+    pytest.param(CH04["ch04-cx6-tp-mlp"], mlp, id="ch04 CX6: the MLP as written"),
+    pytest.param(CH04["ch04-cx8-fsdp-mlp"], mlp, id="ch04 CX8: the MLP as written"),
+]
+
+
+@pytest.mark.parametrize(("q", "fn"), CASES)
+def test_a_collective_the_compiler_placed_is_not_written(q, fn):
+    for verdict in both_judges(q, fn):
+        assert (verdict.score, verdict.diagnosis) == (0.5, "collectives:placed"), verdict.message
+        assert "the compiler placed" in verdict.message and "shard_map" in verdict.message, verdict.message
+
+
+def test_the_models_and_a_constraint_question_keep_full_marks():
+    for q in (CH01["ch01-cx4-split-matmul"], CH03["ch03-cx2-case2-allgather"], CH04["ch04-cx6-tp-mlp"]):
+        for verdict in both_judges(q, q.model):
+            assert verdict.score == 1.0, (q.qid, verdict.message)
+    constraint = load_chapter("ch09_profiling")["ch09-cx7-attention-constraint"]
+    assert constraint.spec.compiler_places
+    for verdict in both_judges(constraint, constraint.model):
+        assert verdict.score == 1.0, verdict.message
+
+
+def test_the_spec_says_so_only_where_the_compiler_places_them():
+    """Only the question that asks for a sharding constraint lets the compiler write its collectives."""
+    from autograder.questions import Program, chapter_names
+
+    placing = [q.qid for ch in chapter_names() for q in load_chapter(ch).questions
+               if isinstance(q, Program) and q.spec is not None and q.spec.compiler_places]
+    assert placing == ["ch09-cx7-attention-constraint"]
