@@ -33,9 +33,9 @@ class AuthoringError(ValueError):
 class Slip:
     """A typical wrong answer. Tests prove the engine rejects it with ``diagnosis``; a ``hint``,
     if given, is shown to a student who gives exactly this answer (fingerprinted, so no leak).
-    ``maybe``: other simple mistakes reach the same value (twice or half a number of bytes, one more or less
-    of a count), so the hint is told as one possible cause, not as the student's (``release.slip_collisions``
-    names the slips that need it; a number question reads it)."""
+    ``maybe``: other simple mistakes reach the same value, so the hint is told as one possible cause, not as the
+    student's. A number question sets it itself where it can tell, at its own values (``Number.told_as_possible``):
+    an author sets it for a collision the question cannot see (a slip of another question)."""
 
     answer: Any
     diagnosis: str
@@ -79,6 +79,8 @@ class Question:
             raise AuthoringError(f"{self.qid}: points must be positive")
         if not self.slips:
             raise AuthoringError(f"{self.qid}: list at least one typical wrong answer (slips=...)")
+        if self.kind != "number" and any(s.maybe for s in self.slips):
+            raise AuthoringError(f"{self.qid}: maybe=True is read only by number questions")
         for a in self.accept:
             if not 0 < a.credit < 1:
                 raise AuthoringError(f"{self.qid}: partial credit must lie strictly between 0 and 1")
@@ -126,6 +128,13 @@ class Formula(Question):
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.symbols.split())
+
+
+def _float_or_none(x: Any) -> float | None:
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,6 +198,32 @@ class Number(Question):
                                  "significant figures\"), or, for a count, declare exact=True")
         if not self.tolerance.accepts(reference, reference):
             raise AuthoringError(f"{self.qid}: the reference lies outside its own tolerance")
+        object.__setattr__(self, "slips", tuple(self.told_as_possible(reference)))  # frozen: set once, here
+
+    # A question whose value is bytes, bytes over a link, or the time they take: forgetting bf16's 2 bytes (or
+    # counting f32's 4), or one direction of a link for both, gives twice or half its value, whatever the slip.
+    byte_units: ClassVar[tuple[str, ...]] = ("B", "B/s")
+    byte_words: ClassVar[re.Pattern[str]] = re.compile(r"\b(bytes?|bandwidth|links?|comms|communication)\b",
+                                                       re.IGNORECASE)
+
+    def told_as_possible(self, reference: float) -> list[Slip]:
+        """The slips, each with a hint marked ``maybe`` where other simple mistakes reach its value at this
+        question's values: one more or one less than an exact count, twice or half a value in bytes, and another
+        slip's value to within 1% (a student's 3 figures cannot tell them apart). Computed from the question
+        itself, so that every variant's values are weighed, not the book's alone: with |X| = 2, "B is not split
+        along X" halves a size as bf16's 2 bytes do."""
+        in_bytes = self.unit in self.byte_units or bool(self.byte_words.search(self.prompt))
+        values = [_float_or_none(s.answer) for s in self.slips]
+        out = []
+        for i, (s, v) in enumerate(zip(self.slips, values, strict=True)):
+            if s.hint and not s.maybe and v is not None and (
+                    (self.exact and abs(v - reference) == 1)
+                    or (in_bytes and (math.isclose(v, 2 * reference) or math.isclose(2 * v, reference)))
+                    or any(j != i and w is not None and math.isclose(v, w, rel_tol=0.01) and t.hint != s.hint
+                           for j, (t, w) in enumerate(zip(self.slips, values, strict=True)))):
+                s = dataclasses.replace(s, maybe=True)
+            out.append(s)
+        return out
 
     @property
     def figures(self) -> int:

@@ -11,7 +11,6 @@ import ast
 import builtins
 import inspect
 import json
-import math
 import os
 import re
 import symtable
@@ -482,40 +481,6 @@ def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
 
 
 SCALAR_KINDS = ("number", "formula", "choice")
-# A question whose value is bytes, or bytes moved over a link: forgetting bf16's 2 bytes (or counting f32's 4),
-# or one direction of a link for both, gives twice or half its value, whatever the slip a record names there.
-BYTE_UNITS = ("B", "B/s")
-BYTE_WORDS = re.compile(r"\b(bytes?|bandwidth)\b", re.IGNORECASE)
-
-
-def slip_collisions(chapter: Chapter) -> list[str]:
-    """Slips whose hint would be told as the cause of a value that other simple mistakes reach too, at the book's
-    values: twice or half the reference of a question in bytes or bandwidth (``BYTE_UNITS``, ``BYTE_WORDS``), and
-    one more or one less than an exact count (any off-by-one lands there). Such a slip is marked ``maybe=True``, so
-    its hint reads as one possible cause. A slip of another kind of question may not be so marked (only a number's
-    hint reads it)."""
-    problems = []
-    for q in chapter.questions:
-        for s in q.slips:
-            if s.maybe and q.kind != "number":
-                problems.append(f"{q.qid}: maybe=True is read only by number questions")
-        if q.kind != "number":
-            continue
-        ref = float(q.reference)  # type: ignore[attr-defined]
-        in_bytes = q.unit in BYTE_UNITS or BYTE_WORDS.search(q.prompt)  # type: ignore[attr-defined]
-        for s in q.slips:
-            if not s.hint or s.maybe:
-                continue
-            v = float(s.answer)
-            why = ("one away from the exact count" if q.tolerance.whole and abs(v - ref) == 1  # type: ignore[attr-defined]
-                   else "twice the reference of a question in bytes" if in_bytes and math.isclose(v, 2 * ref)
-                   else "half the reference of a question in bytes" if in_bytes and math.isclose(2 * v, ref) else "")
-            if why:
-                problems.append(f"{q.qid}: the slip {s.answer!r} is {why}, which other mistakes reach too: mark it "
-                                "maybe=True, so that its hint reads as one possible cause")
-    return problems
-
-
 def record_problems(chapter: Chapter) -> list[str]:
     """What the chapter's tests would find first in its scalar and function questions, at the book's values: a
     reference the grader refuses, a slip it gives full marks or another diagnosis than the record's; and a
@@ -544,7 +509,7 @@ def record_problems(chapter: Chapter) -> list[str]:
             elif v.diagnosis != slip.diagnosis:
                 problems.append(f"{q.qid}: the slip {said} is diagnosed {v.diagnosis} by the grader, not "
                                 f"{slip.diagnosis} as its record says")
-    return problems + slip_collisions(chapter)
+    return problems
 
 
 def constant_passes(q: Function, data: dict[str, Any]) -> bool:

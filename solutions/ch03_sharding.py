@@ -146,6 +146,11 @@ LARGE_N = "large-N form, without (N-1)/N"
 EXACT_RING_HINT = "the question uses the large-N form of the ring time: drop the (N-1)/N factor."
 
 
+def wrong_axis(value: float, reference: float, tolerance: Tolerance, hint: str) -> tuple[Slip, ...]:
+    """The slip of a 2-D mesh's other axis read for the one a collective runs over, where the two differ."""
+    return () if tolerance.accepts(reference, value) else (Slip(value, slip_code(value, reference, tolerance), hint),)
+
+
 def exact_ring_slips(reference: float, *rings: int, tolerance: Tolerance = TWO_PERCENT) -> tuple[Slip, ...]:
     """The exact form of a large-N ring time (or of a threshold that scales with one): ``reference`` times
     (N-1)/N for each ring length N a student may read it with (one axis, or every device the collective
@@ -855,7 +860,8 @@ def q6(chip: hw.TPU, mesh: tuple[int, int]) -> tuple[Choice | Number, ...]:
                       f"assumed, {LARGE_N}).",
                reference=a_j, tolerance=tolerance,
                slips=(Slip(a_j / 2, "ratio:1/2", "an AllReduce costs two gathers' worth."),
-                      *exact_ring_slips(a_j, ny, tolerance=tolerance))),
+                      *exact_ring_slips(a_j, ny, tolerance=tolerance),
+                      *wrong_axis(a_j * nx / ny, a_j, tolerance, "J is cut along Y: the AllReduce runs over Y."))),
         Choice(qid="ch03-q6-b-collective", points=1, section=PROBLEMS,
                prompt="Q6(b): the collective of A[I_X, J] . B[J_X, K_Y] -> C[I_X, K_Y].",
                reference="all-gather", options=COLLECTIVES,

@@ -1069,7 +1069,8 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
            options=("none", "all-gather of W over X", "all-reduce over X", "reduce-scatter over X", "all-to-all"),
            slips=(Slip("none", "wrong_option", "each device holds only its experts' share of every output row."),
                   Slip("all-gather of W over X", "wrong_option",
-                       "moving the weights costs E*D*F floats; the compiler sums [S, F] partial results instead."))),
+                       "the compiler picks the plan that moves fewer bytes: compare the weights, E*D*F floats, "
+                       "with the [S, F] output each device holds a part of."))),
     Program(qid="ch10-q2-moe-all-gather", points=3, section=PROBLEMS,
             prompt="Out[S_X, F] = sum_e gates[s, e] x[s] @ W[e] with experts W[E_X, D, F]: gather, then scatter.",
             spec=MOE_GATHER_SPEC, model=moe_all_gather,

@@ -21,6 +21,7 @@ foreign code and must stay free to give each kernel its own namespaces).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import functools
 import importlib.util
@@ -83,13 +84,16 @@ def allowed_paths(allow: list[Path], deny: list[Path]) -> tuple[list[Path], list
     listed: list[Path] = []
     for path in allow:
         root = path.resolve()
+        # an allowed package inside a denied tree (the course in a checkout on PYTHONPATH): the folders from the
+        # denied tree down to it may be listed, or Python could not find it there
+        listed += [a for d in denied if d in root.parents for a in root.parents if a == d or d in a.parents]
         inner = tuple(d for d in denied if root in d.parents)
         if not inner:
             read.append(path)
             continue
         read += _cover(root, inner)
         listed += sorted({a for d in inner for a in d.parents if a == root or root in a.parents})
-    return read, listed
+    return read, sorted(set(listed))
 
 
 @functools.lru_cache(maxsize=16)
@@ -212,13 +216,50 @@ def isolation_paths(course_dir: Path, runner: bool = False) -> tuple[list[Path],
     # tests' tables of the book's answers. The whole checkout is denied, but for the packages and the environment.
     checkout = [repo] if (repo / "pyproject.toml").is_file() else []
     deny = [course_dir.resolve(), *checkout, solutions_dir, references, judging, *([] if runner else [readers]),
-            repo / "source", repo / "gradebook.db", repo / "submitted", repo / "autograded", repo / STATE]
+            repo / "source", repo / "gradebook.db", repo / "submitted", repo / "autograded", repo / STATE,
+            *other_copies(runner)]
     needed = [Path(course.__file__).parent.resolve(), Path(autograder.__file__).parent.resolve(),
               *(Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})]
     # A home that is itself a package's or the environment's folder stays readable: denying it would break grading.
     private = [h for h in homes() if not any(h == p or p in h.parents for p in needed)]
-    allow = needed + [p for p in python_paths() if p not in needed and p not in private]
-    return [d for d in deny + private if d.exists()], allow
+    # A path entry that is a denied tree, or lies in one (a checkout on PYTHONPATH), is not granted: its packages
+    # are (``needed``), and the folders above them may be listed (``allowed_paths``), so imports still find them.
+    closed = [*deny, *private]
+    allow = needed + [p for p in python_paths() if p not in needed and not any(p == d or d in p.parents
+                                                                                for d in closed)]
+    return [d for d in dict.fromkeys(closed) if d.exists()], allow
+
+
+PACKAGES = ("solutions", "course", "autograder")
+
+
+def other_copies(runner: bool = False) -> list[Path]:
+    """The answers of every other copy of the course this Python could import: a kernel may drop its first path
+    entry and import the packages anew, and an editable install maps them to its checkout whatever ``sys.path``
+    holds (a grader run from one checkout, first on PYTHONPATH, beside an environment installed from another).
+    Each finder of ``sys.meta_path`` is asked, and each path entry: for every copy found, its solutions, its
+    self-check data, its references and readers, and its checkout, as for the grader's own copy."""
+    import importlib.machinery
+
+    found: set[Path] = set()
+    for name in PACKAGES:
+        specs = []
+        for finder in sys.meta_path:
+            with contextlib.suppress(Exception):
+                specs.append(finder.find_spec(name, None))
+        for entry in python_paths():
+            with contextlib.suppress(Exception):
+                specs.append(importlib.machinery.PathFinder.find_spec(name, [str(entry)]))
+        for spec in specs:
+            if spec is not None and spec.origin and os.path.isfile(spec.origin):
+                found.add(Path(spec.origin).resolve().parent.parent)
+    deny = []
+    for root in sorted(found):
+        answers = [root / "solutions", root / "course" / "fingerprints", root / "autograder" / "program_references",
+                   *([] if runner else [root / "autograder" / "compiled_hlo"])]
+        deny += [root] if (root / "pyproject.toml").is_file() else []
+        deny += [a for a in answers if a.exists()]
+    return deny
 
 
 def homes() -> list[Path]:

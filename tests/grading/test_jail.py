@@ -210,3 +210,51 @@ def test_grading_processes_import_the_installed_course_whatever_folder_the_grade
     assert out.returncode == 0, out.stderr[-2000:]
     import course
     assert Path(out.stdout.strip()).resolve() == Path(course.__file__).resolve()
+
+
+def _checkout(root: Path) -> Path:
+    """A second checkout of the course: its answers where a kernel's imports could find them."""
+    for package in ("solutions", "course", "autograder"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "course" / "fingerprints").mkdir()
+    (root / "autograder" / "program_references").mkdir()
+    (root / "autograder" / "compiled_hlo").mkdir()
+    (root / "pyproject.toml").write_text("")
+    return root
+
+
+class _Editable:
+    """A finder as an editable install leaves in ``sys.meta_path``: it maps the course's packages to a checkout
+    whatever ``sys.path`` holds."""
+
+    root: Path
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        import importlib.util
+
+        if name in ("solutions", "course", "autograder"):
+            return importlib.util.spec_from_file_location(name, cls.root / name / "__init__.py")
+        return None
+
+
+@pytest.mark.parametrize("how", ["editable finder", "path entry"])
+def test_a_second_checkout_the_imports_can_reach_is_denied_too(tmp_path, monkeypatch, how):
+    """The grader ran from one checkout (first on PYTHONPATH) while the environment's editable install mapped the
+    packages to another: a kernel dropped its first path entry, imported ``solutions`` from the other checkout,
+    and answered every number, choice and formula question of three chapters from the references."""
+    from autograder.grading.jail import allowed_paths, isolation_paths
+
+    other = _checkout(tmp_path / "other")
+    if how == "editable finder":
+        _Editable.root = other
+        monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, _Editable])
+    else:
+        monkeypatch.setattr(sys, "path", [sys.path[0], str(other), *sys.path[1:]])
+    deny, allow = isolation_paths(tmp_path / "course")
+    read, _ = allowed_paths(allow, deny)
+    for answers in (other / "solutions", other / "course" / "fingerprints", other / "autograder" /
+                    "program_references", other / "autograder" / "compiled_hlo", other):
+        assert answers in deny, (answers, deny)
+        assert not any(r == answers or answers in r.parents for r in read), answers
