@@ -12,6 +12,7 @@ sympy's object of the same name (``N``, ``E``, ``I`` and ``S`` are all taken in 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -140,8 +141,8 @@ def _to_text(answer: object) -> str | Invalid:
     if isinstance(answer, str):
         return str.__str__(answer)  # a plain str, whatever a subclass overrides
     number = plain_number(answer)  # a number of any library: numpy, JAX, sympy, Fraction, Decimal
-    if isinstance(number, float):
-        return float.__repr__(number)  # not repr(): numpy 2 prints np.float64(2.5)
+    if isinstance(number, float):  # not repr(): numpy 2 prints np.float64(2.5); nan and inf are no names
+        return float.__repr__(number) if math.isfinite(number) else Invalid("not_finite")
     if isinstance(number, int | Fraction):
         if max(abs(number.numerator), number.denominator).bit_length() > 1000:  # far above any literal the
             return Invalid("too_large", "a number above 1e40")  # parser accepts; too long to print

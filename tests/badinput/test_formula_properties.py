@@ -98,3 +98,17 @@ def test_nested_powers_of_sums_parse_quickly():
             assert isinstance(parse_formula(text, COURSE_NAMES), Parsed)
 
     timed(parse_twice)
+
+
+def test_a_float_that_is_no_number_is_said_to_be_so():
+    """``dot_flops = float('nan')`` was read as the name "nan": "Unknown name 'nan'. Use only these symbols"."""
+    import math
+
+    import numpy as np
+
+    from autograder.formula import answer_to_text
+    from autograder.record import encode_scalar
+
+    for answer in (math.nan, math.inf, -math.inf, np.float32("nan"), np.float64("inf")):
+        assert answer_to_text(answer) == Invalid("not_finite"), answer
+        assert encode_scalar("formula", answer) == {"invalid": "not_finite", "detail": ""}
