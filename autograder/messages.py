@@ -104,6 +104,8 @@ _WRONG = {
                  "you combined.{percent}",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you combined, "
                  "and how.",
+    "not_equal:case": "Not the expected value in this case: recheck which terms your function "
+                      "counts at these inputs, and how it combines them.",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
                       "({finding}). Check the rule that computes each element from the inputs.",
     "wrong_option": "Not the right choice: weigh what each option says against what you worked out above.",

@@ -246,7 +246,7 @@ FACTOR = re.compile(r"(ratio|unit|magnitude):(?!binary$)")
 def _no_factor(judge: ItemJudge) -> ItemJudge:
     def judged(got: Any) -> Verdict:
         v = judge(got)
-        return Verdict(v.status, 0.0, "not_equal", phrase("not_equal")) if FACTOR.match(v.diagnosis) else v
+        return Verdict(v.status, 0.0, "not_equal", phrase("not_equal:case")) if FACTOR.match(v.diagnosis) else v
     return judged
 
 
