@@ -196,7 +196,9 @@ def count_of(name: str, count: float) -> Count:
     nominal = float(m.group(1)) * 1e9
     figures = next(n for n in (3, 4, 5, 6) if not Tolerance.figures(n).accepts(count, nominal))
     words = f" (to {figures} significant figures)" if figures > 3 else ""
-    hint = "that is the size in the model's name, rounded; count the parameters of its config."
+    # both causes in one sentence: the size in the name, and an honest count rounded to fewer figures than asked
+    hint = (f"that is also the size in the model's name: give the count from its config to {figures} significant "
+            "figures.")
     return Count(Tolerance.figures(figures), words, (Slip(nominal, "close", hint),))
 
 
