@@ -35,12 +35,16 @@ class Slip:
     if given, is shown to a student who gives exactly this answer (fingerprinted, so no leak).
     ``maybe``: other simple mistakes reach the same value, so the hint is told as one possible cause, not as the
     student's. A number question sets it itself where it can tell, at its own values (``Number.told_as_possible``):
-    an author sets it for a collision the question cannot see (a slip of another question)."""
+    an author sets it for a collision the question cannot see (a slip of another question).
+    ``narrow``: a function's slip that is wrong by its nature in only a few kinds of case (the one case where nothing
+    fits), said in a sentence: its drawn cases need fail it only once, where every other slip fails at least half of
+    them (``kinds.function._slips_share``). Keep it rare: a function is scored by the share of cases it passes."""
 
     answer: Any
     diagnosis: str
     hint: str = ""
     maybe: bool = False
+    narrow: str = ""
 
     @property
     def told(self) -> str:

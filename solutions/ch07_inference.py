@@ -1101,7 +1101,9 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              reference=max_batch, probes=BATCH_PROBES, draw=draw_fit, output=Output("number", tolerance=EXACT),
              slips=(Slip(cx1_not_rounded, "close"), Slip(cx1_forgets_weights, "close"),
                     Slip(cx1_negative_batch, "not_equal", "where the weights alone do not fit, no sequence does: 0, "
-                                                      "never a negative count."))),
+                                                      "never a negative count.",
+                         narrow="wrong only where the weights alone do not fit, one kind of case of the six: the "
+                                "others are the question's own, where a batch fits."))),
     vary("ch07-pq1", pq1, params=values(PQ1_PARAMS, 20e9, 50e9), context=values(PQ1_CONTEXT, 4096, 16384)),
     # 3. One decode step against a KV cache (CX2).
     Function(qid="ch07-cx2-decode-step", points=3, section=_kv,

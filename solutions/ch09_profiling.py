@@ -22,6 +22,7 @@ kept in ``solutions/ch09_listings.hlo`` with their metadata (which names source 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -352,6 +353,73 @@ def draw_instruction(rng: random.Random, probe: dict) -> dict:
     return {k: redrawn_hlo(rng, v) if k in ("line", "text") else v for k, v in probe.items()}
 
 
+# A function is scored by the share of its drawn cases that pass, so what an exercise teaches must occur in most of
+# them (a reading that ignores it is right wherever it does not): CX1's cases lay out most results in tiles in
+# another order than written, and most in bf16; CX2's print most groups as transposed iota; CX3's run the
+# all-reduces a case counts as asynchronous pairs.
+# CX1: the share of result arrays (of two dimensions or more) tiled in another order, and of lines made bf16.
+LAID_OUT, IN_BF16 = 0.8, 0.5
+
+
+def _relaid(rng: random.Random, dtype: str, shape: tuple[int, ...], lay: str) -> str:
+    """One array of a result type, tiled in a minor-to-major order other than the written one (most arrays of two
+    dimensions or more), where that order pads to other bytes than the written."""
+    _, tiles, space = layout(lay)
+    dims = ",".join(map(str, shape))
+    if len(shape) < 2 or rng.random() >= LAID_OUT:
+        return f"{dtype}[{dims}]{lay}"
+    tile = tiles[0] if tiles else (8, 128)
+    written = tuple(range(len(shape) - 1, -1, -1))
+    orders = [o for o in itertools.permutations(written) if o != written
+              and padded_elements(shape, o, tile) != padded_elements(shape, (), tile)]
+    if not orders:
+        return f"{dtype}[{dims}]{lay}"
+    tail = "".join(f"T({','.join(map(str, t))})" for t in [tile, *tiles[1:]])
+    if dtype == "bf16" and len(tiles) < 2:
+        tail += "(2,1)"
+    tail += f"S({space})" if space else ""
+    return f"{dtype}[{dims}]{{{','.join(map(str, rng.choice(orders)))}:{tail}}}"
+
+
+def draw_read_line(rng: random.Random, probe: dict) -> dict:
+    """CX1's grading-time cases: the probe's line redrawn (``redrawn_hlo``), its f32 arrays (operands too, so a
+    transpose or a copy keeps its type) made bf16 in half of them, and its result laid out in tiles in another
+    order than its dimensions are written in most (``_relaid``). With the probes' own bf16 lines, most results
+    are bf16."""
+    line = redrawn_hlo(rng, probe["line"])
+    if rng.random() < IN_BF16:
+        line = re.sub(r"\bf32\[", "bf16[", line)
+    type_text = split_instruction(line)[1]
+    at = line.index(type_text, line.index("="))
+    relaid = _ARRAY.sub(lambda m: _relaid(rng, m.group(1), tuple(int(n) for n in m.group(2).split(",") if n),
+                                          m.group(3) or ""), type_text)
+    return dict(line=line[:at] + relaid + line[at + len(type_text):])
+
+
+def draw_census(rng: random.Random, probe: dict) -> dict:
+    """CX3's grading-time cases: the probe's program redrawn (``redrawn_hlo``), its all-reduces run as
+    asynchronous pairs, ``all-reduce-start`` then ``all-reduce-done`` (as XLA:GPU prints them; an
+    all-reduce-start's result is the all-reduce's), each with probability 3/4 and at least one where the case
+    counts all-reduces."""
+    text = redrawn_hlo(rng, probe["text"])
+    sync = re.compile(r"^(\s*)(ROOT\s+)?%([\w.\-]+)(\s*=\s*)(\S+|\([^=]*?\)) all-reduce\((.*)$")
+    lines = text.splitlines()
+    found = [i for i, line in enumerate(lines) if sync.match(line)]
+    chosen = {i for i in found if rng.random() < 0.75}
+    if found and not chosen and probe["kind"] == "all-reduce":
+        chosen = {rng.choice(found)}
+    out = []
+    for i, line in enumerate(lines):
+        m = sync.match(line)
+        if i not in chosen or not m:
+            out.append(line)
+            continue
+        indent, root, name, eq, type_text, rest = m.groups()
+        out.append(f"{indent}%{name}-start{eq}{type_text} all-reduce-start({rest}")
+        out.append(f"{indent}{root or ''}%{name}{eq}{type_text} all-reduce-done(%{name}-start)")
+    return dict(probe, text="\n".join(out) + "\n")
+
+
 def _partition(rng: random.Random) -> list[list[int]]:
     """Devices 0..n-1 cut at random into groups of one size (2 to 16 devices, 2 to 16 groups)."""
     size, count = 2 ** rng.randint(1, 4), 2 ** rng.randint(1, 4)
@@ -360,9 +428,26 @@ def _partition(rng: random.Random) -> list[list[int]]:
     return sorted(sorted(devices[i * size:(i + 1) * size]) for i in range(count))
 
 
+def _transposed_iota(rng: random.Random) -> str:
+    """Iota replica groups ``[G,S]<=[dims]T(perm)`` over 2 or 3 dimensions, whose transpose moves the groups: a
+    reading without it finds other groups."""
+    while True:
+        dims = [2 ** rng.randint(1, 3) for _ in range(rng.randint(2, 3))]
+        n = math.prod(dims)
+        size = 2 ** rng.randint(1, max(1, n.bit_length() - 2))
+        perm = list(range(len(dims)))
+        while perm == sorted(perm):
+            rng.shuffle(perm)
+        plain = f"[{n // size},{size}]<=[{','.join(map(str, dims))}]"
+        text = plain + f"T({','.join(map(str, perm))})"
+        if replica_groups("replica_groups=" + text) != replica_groups("replica_groups=" + plain):
+            return text
+
+
 def draw_groups(rng: random.Random, probe: dict) -> dict:
-    """CX2's grading-time cases: the probe's line with fresh replica groups, printed the same way
-    (explicit lists, iota, transposed iota, mesh axes or StableHLO's dense)."""
+    """CX2's grading-time cases: the probe's line with fresh replica groups. The probes of ``CX2_OWN_FORM`` keep
+    their printed form (explicit lists, mesh axes or StableHLO's dense), so each form is read at grading; every
+    other case prints transposed iota (``_transposed_iota``), the form the exercise is about."""
     line = probe["line"]
     at = re.search(r"replica_groups\s*=\s*", line).end()
     rest = line[at:]
@@ -371,15 +456,7 @@ def draw_groups(rng: random.Random, probe: dict) -> dict:
         text = "{" + ",".join("{" + ",".join(map(str, g)) + "}" for g in groups) + "}"
     elif rest.startswith("["):
         end = re.match(r"\[\d+,\d+\]<=\[[0-9,]+\](?:T\([0-9,]+\))?", rest).end()
-        transposed = "T(" in rest[:end]
-        dims = [2 ** rng.randint(1, 3) for _ in range(rng.randint(2, 3) if transposed else 1)]
-        n = math.prod(dims)
-        size = 2 ** rng.randint(1, max(1, n.bit_length() - 2))
-        perm = list(range(len(dims)))
-        while transposed and perm == sorted(perm):
-            rng.shuffle(perm)
-        text = f"[{n // size},{size}]<=[{','.join(map(str, dims))}]" + (f"T({','.join(map(str, perm))})"
-                                                                         if transposed else "")
+        text = _transposed_iota(rng)
     elif rest.startswith("mesh"):
         m = re.match(r"mesh\[([^\]]*)\]\s*\{[^}]*\}", rest)
         end, names = m.end(), re.findall(r"'([^']+)'=", m.group(1))
@@ -390,6 +467,8 @@ def draw_groups(rng: random.Random, probe: dict) -> dict:
         end, groups = re.match(r"dense<.*?>\s*:\s*tensor<[^>]*>", rest).end(), _partition(rng)
         text = ("dense<[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups)
                 + f"]> : tensor<{len(groups)}x{len(groups[0])}xi64>")
+    if line not in CX2_OWN_FORM:
+        text = _transposed_iota(rng)
     return dict(line=redrawn_hlo(rng, line[:at] + _GROUPS + rest[end:]).replace(_GROUPS, text))
 
 
@@ -413,6 +492,9 @@ CX2_PROBES = tuple(dict(line=x) for x in (
     "replica_groups=mesh['X'=2,'Y'=4] {'X'}", "replica_groups=mesh['a'=2,'b'=2,'c'=2] {'a','c'}",
     "replica_groups=[2,4]<=[2,2,2]T(2,1,0)",
     "replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>"))
+# The CX2 probes whose drawn cases keep their printed form: the first explicit lists, both mesh forms written by
+# hand (one axis of two, two axes of three) and the dense one; the other seven of eleven draw transposed iota.
+CX2_OWN_FORM = {CX2_PROBES[i]["line"] for i in (0, 7, 8, 10)}
 CX3_PROBES = tuple(dict(text=t, kind=k) for t, k in (
     (MATMUL_ROWS_HLO, "all-reduce"), (MATMUL_BLOCKS_HLO, "all-reduce"), (MATMUL_BLOCKS_HLO, "reduce-scatter"),
     (NAIVE_MLP_HLO, "all-gather"), (Q1_HLO, "all-reduce"), (MOCK_LAYER_ENTRY_HLO, "all-reduce"),
@@ -1027,19 +1109,27 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
     # CX1-CX3: read HLO text.
     Function(qid="ch09-cx1-read-instruction", points=3, section=READ_OP,
              prompt="read_instruction(line): result bytes, padded bytes, memory space, operand count.",
-             reference=read_instruction, probes=CX1_PROBES, draw=draw_instruction,
+             reference=read_instruction, probes=CX1_PROBES, draw=draw_read_line,
              output=(Output("number", tolerance=EXACT),) * 4,
-             slips=(Slip(cx1_bf16_as_four_bytes, "ratio:2"), Slip(cx1_tiles_logical_order, "not_equal"))),
+             slips=(Slip(cx1_bf16_as_four_bytes, "ratio:2", "bf16 is 2 bytes an element."),
+                    Slip(cx1_tiles_logical_order, "not_equal",
+                         "tiles pad the minor-most dimensions in memory order: read the layout's minor-to-major "
+                         "list, not the order the dimensions are written in."))),
     Function(qid="ch09-cx2-replica-groups", points=3, section=PROBLEMS,
              prompt="replica_groups(line): group size, number of groups, device 0's group, in every printed form.",
              reference=replica_groups, probes=CX2_PROBES, draw=draw_groups,
              output=(Output("number", tolerance=EXACT),) * 3,
-             slips=(Slip(cx2_ignores_transpose, "wrong_elements"),)),
+             slips=(Slip(cx2_ignores_transpose, "wrong_elements",
+                         "an iota list's T(...) transposes the reshaped device ids before they are cut into "
+                         "groups."),)),
     Function(qid="ch09-cx3-census", points=3, section=EXAMPLE,
              prompt="census(text, kind): how many collectives of a kind a compiled program runs, and their bytes.",
-             reference=census, probes=CX3_PROBES, draw=draw_instruction,
+             reference=census, probes=CX3_PROBES, draw=draw_census,
              output=(Output("number", tolerance=EXACT),) * 2,
-             slips=(Slip(cx3_counts_every_mention, "ratio:2"), Slip(cx3_counts_done_too, "not_equal"))),
+             slips=(Slip(cx3_counts_every_mention, "ratio:2",
+                         "count instructions by their opcode, not every mention of the word."),
+                    Slip(cx3_counts_done_too, "not_equal",
+                         "an asynchronous pair, -start then -done, is one collective: count its start alone."))),
     # CX4: fix a sharding constraint.
     Program(qid="ch09-cx4-fix-constraint", points=3, section=PROBLEMS,
             prompt="The data-parallel MLP with its constraints changed so the compiled program has no collectives.",
