@@ -182,6 +182,10 @@ _VERDICTS = {
     # What a function returned, when it is not what the question reads (inside a test case's frame).
     "returned:none": "your function returned None: did you forget `return`?",
     "returned:type": "your function returned {got}; expected {want}.",
+    # an array of another shape than the reference's (its elements are not compared): a flattened, transposed or
+    # reshaped result, or rows of unequal lengths
+    "returned:shape": "your function returned {got}; expected an array of shape {want}. Check which dimension "
+                      "each index runs over, and that nothing flattens or transposes the result.",
     "returned:count": "your function returned {got}; expected {want} values (return them as a tuple).",
     "returned:dict": "your function returned a dict; expected {want} values: return them as a tuple, not a dict "
                      "(return a, b, in the order the question gives them).",

@@ -502,13 +502,14 @@ def _wrapped(kind: str, result: Any) -> str | None:
         return None
 
 
-# How deep lists may nest where an array is asked (a 4-d array's .tolist() nests 4 deep).
+# How deep lists may nest where an array is asked (a 4-d array's .tolist() nests 4 deep); deeper, a list is one value
+# of the wrong type.
 MAX_NESTING = 16
 
 
 def _leaves(x: list | tuple, depth: int = 0) -> list[Any]:
-    """The values of nested lists, in order, as an array's are (a ragged nesting gives another count, which the
-    judge refuses as the wrong length)."""
+    """The values of nested lists, in order, as an array's are: a list where one number is asked, which the judge
+    refuses as a list (an array output keeps its nesting: ``_encode_array``)."""
     out: list[Any] = []
     for v in x:
         if isinstance(v, list | tuple) and depth < MAX_NESTING:
@@ -521,7 +522,8 @@ def _leaves(x: list | tuple, depth: int = 0) -> list[Any]:
 def _encode_item(kind: str, x: Any) -> Any:
     """One returned value as JSON; a value that raises while it is read is recorded as of the wrong type."""
     try:
-        kind = "number" if kind == "array" else kind  # the self-check data names array outputs "array"
+        if kind == "array":  # the self-check data names array outputs "array"
+            return _encode_array(x)
         if kind == "number":
             shape = getattr(x, "shape", None)
             if not (shape is None or isinstance(shape, tuple) and tuple.__len__(shape) == 0):
@@ -534,6 +536,31 @@ def _encode_item(kind: str, x: Any) -> Any:
         return encode_scalar(kind, x, whole=False)
     except Exception as e:
         return _unreadable(x, e)
+
+
+def _encode_array(x: Any, depth: int = 0) -> Any:
+    """An array output as nested lists of its numbers, in its shape: an array as its ``tolist()`` is, a list or
+    tuple item by item (a list of rows, of arrays or of numbers), so the judge reads the shape back (a transposed
+    or flattened result has the values of the right one, in another shape). A number where an array is asked stays
+    a number (or the reason it is none), for the judge to refuse."""
+    if isinstance(x, list | tuple):
+        if depth >= MAX_NESTING:
+            return encode_scalar("number", x, whole=False)
+        return [_encode_array(v, depth + 1) for v in x]
+    shape = getattr(x, "shape", None)
+    if not (isinstance(shape, tuple) and tuple.__len__(shape) > 0):
+        return encode_scalar("number", x, whole=False)
+    try:
+        return _floats(x.tolist(), depth)
+    except Exception as e:
+        return {"invalid": "wrong_type", "detail": f"array ({type_name(e)})"}
+
+
+def _floats(values: Any, depth: int) -> Any:
+    """An array's ``tolist()`` with each value a float, as a returned array's values always were recorded."""
+    if isinstance(values, list) and depth < MAX_NESTING:
+        return [_floats(v, depth + 1) for v in values]
+    return float(values)
 
 
 def make(qid: str, kind: str, answer: Any, setting: dict[str, Any] | None = None) -> dict[str, Any]:

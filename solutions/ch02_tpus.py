@@ -151,12 +151,12 @@ def draw_systolic(rng: random.Random, probe: dict) -> dict:
     return dict(x=_dyadic(values, (len(probe["x"]), SYSTOLIC_N)), w=_dyadic(values, (SYSTOLIC_N, SYSTOLIC_N)))
 
 
-def systolic_reference(x, w) -> tuple[list[float], int]:
+def systolic_reference(x, w) -> tuple[list[list[float]], int]:
     """The product and the cycle count of an n x n weight-stationary array with skewed inputs:
     the last output leaves the bottom row M - 1 + 2(n - 1) cycles after the first input enters."""
     x, w = np.asarray(x, dtype=np.float64), np.asarray(w, dtype=np.float64)
     m, n = x.shape
-    return (x @ w).reshape(-1).tolist(), m + 2 * (n - 1)
+    return (x @ w).tolist(), m + 2 * (n - 1)  # the product in its shape, [M, n]
 
 
 def systolic(x, w):

@@ -199,10 +199,11 @@ T_LINE = 2 * (N - 1) * V / (N * W)
 # (p*n numbers) to p full copies (p*p*n); ReduceScatter maps p full-size partials to p reduced shards.
 
 
-def gather_scatter_reference(n: int, p: int) -> tuple[list[float], list[float]]:
-    """E5's reference: (AllGather, ReduceScatter) matrices, flattened; G = kron(ones((p, 1)), I_pn), R = G.T."""
+def gather_scatter_reference(n: int, p: int) -> tuple[list[list[float]], list[list[float]]]:
+    """E5's reference: the (AllGather, ReduceScatter) matrices in their shapes, [p*p*n, p*n] and [p*n, p*p*n];
+    G = kron(ones((p, 1)), I_pn), R = G.T."""
     g = np.kron(np.ones((p, 1)), np.eye(p * n))
-    return g.reshape(-1).tolist(), g.T.reshape(-1).tolist()
+    return g.tolist(), g.T.tolist()
 
 
 def gather_scatter_matrices(n, p):

@@ -173,7 +173,7 @@ def naive_attention(q, k, v, chunk, causal):
         logits = np.where(np.tril(np.ones((t, k.shape[1]), bool)), logits, -np.inf)
     p = np.exp(logits - logits.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    return np.einsum("bkgts,bskh->btkgh", p, v).reshape(b, t, n, h).reshape(-1).tolist()
+    return np.einsum("bkgts,bskh->btkgh", p, v).reshape(b, t, n, h).tolist()  # [B, T, N, H]
 
 
 def flash_attention(q, k, v, chunk, causal):

@@ -269,10 +269,10 @@ def q1_gathers_first(x):
 Q1_MESH = {"X": 2, "Y": 4}
 
 
-def roll_in_shard_reference(x: list, shift: int) -> list[float]:
+def roll_in_shard_reference(x: list, shift: int) -> list[list[float]]:
     a = np.asarray(x, dtype=np.float64)
     blocks = a.reshape(Q1_MESH["X"], -1, a.shape[1])
-    return (np.roll(blocks, shift, axis=1) - blocks).reshape(-1).tolist()
+    return (np.roll(blocks, shift, axis=1) - blocks).reshape(a.shape).tolist()
 
 
 def roll_in_shard(x, shift):

@@ -105,12 +105,14 @@ def test_a_formula_in_an_array_names_its_shape_not_its_class(answer):
 
 
 def test_a_function_returning_a_list_of_lists_where_an_array_is_asked_gives_its_values():
-    """Nested lists are an array's values in order (an array's .tolist()); a ragged nesting gives another count of
-    values, which the judge refuses as the wrong length."""
+    """Nested lists are an array's values in order (an array's .tolist()), in rows the record keeps (the shape is
+    judged: ``tests/engine/test_array_shapes.py``); a ragged nesting has no shape, which the judge refuses."""
     from autograder import record
 
-    assert record._encode_item("array", [[1.0, 2.0], [3.0, 4.0]]) == [1.0, 2.0, 3.0, 4.0]
-    assert record._encode_item("array", [[1.0], [2.0, 3.0]]) == [1.0, 2.0, 3.0]
+    assert record._encode_item("array", [[1.0, 2.0], [3.0, 4.0]]) == [[1.0, 2.0], [3.0, 4.0]]
+    assert fn_kind.flat(record._encode_item("array", [[1.0, 2.0], [3.0, 4.0]])) == [1.0, 2.0, 3.0, 4.0]
+    assert record._encode_item("array", [[1.0], [2.0, 3.0]]) == [[1.0], [2.0, 3.0]]
+    assert fn_kind.nested_shape([[1.0], [2.0, 3.0]]) is None
 
 
 # --- a check cell run before its answer cell ------------------------------------------------------------

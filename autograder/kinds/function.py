@@ -72,16 +72,81 @@ def _short(v: Any) -> str:
 
 
 def _returned(got: Any) -> str:
-    """What a function returned where an array was expected, in words: the record holds numbers, or for
-    each item that is none the reason (``record.encode_scalar``)."""
+    """What a function returned where an array was expected and the record holds no list, in words: a number, or
+    the reason it is none (``record.encode_scalar``)."""
     if isinstance(got, dict) and "invalid" in got:
         return f"a {got.get('detail') or 'value that is not a number'}"
+    return f"a {type(got).__name__}"
+
+
+# --- an array's shape ------------------------------------------------------------------------------------------
+# The record holds a returned array as nested lists in its shape (``record._encode_array``), and the reference's
+# shape is the self-check data's "shape": a result of another shape is wrong before any element is compared (G and
+# R swapped, or flattened, hold R's and G's values). A 1-d reference accepts any sequence of its length (a tuple, a
+# list, an array); a column (n, 1) or a row (1, n) is another shape, as numpy reads it.
+SHAPE_DEPTH = 32  # deeper nesting (only a forged record's) has no shape
+
+
+def nested_shape(got: Any, depth: int = 0) -> tuple[int, ...] | None:
+    """The shape of nested lists as numpy reads them (a value that is no list is 0-d), or None where rows of
+    one level differ in length or in depth (ragged)."""
     if not isinstance(got, list):
-        return f"a {type(got).__name__}"
-    rows = [x for x in got if isinstance(x, dict) and x.get("detail") == "list"]
-    if got and len(rows) == len(got):
-        return f"a list of {len(got)} lists"
-    return f"{len(got)} numbers"
+        return ()
+    if depth > SHAPE_DEPTH:
+        return None
+    rows = [nested_shape(x, depth + 1) for x in got]
+    if any(r is None or r != rows[0] for r in rows):
+        return None
+    return (len(got), *(rows[0] if rows else ()))
+
+
+def flat(got: Any) -> list[Any]:
+    """The values of nested lists in order (row-major, as ``reshape(-1)`` reads an array)."""
+    out: list[Any] = []
+    stack = [iter([got])]
+    while stack:
+        x = next(stack[-1], stack)
+        if x is stack:
+            stack.pop()
+        elif isinstance(x, list):
+            stack.append(iter(x))
+        else:
+            out.append(x)
+    return out
+
+
+def _as_lists(x: Any) -> Any:
+    """A reference's array output as nested lists: an array by its ``tolist()``, a tuple as a list."""
+    if isinstance(x, list | tuple):
+        return [_as_lists(v) for v in x]
+    return x.tolist() if _is_array(x) else x
+
+
+def _is_array(x: Any) -> bool:
+    """Whether a reference's returned item is an array output: a list or tuple, or an array of one dimension or more
+    (a 0-d array is a number)."""
+    return isinstance(x, list | tuple) or (isinstance(getattr(x, "shape", None), tuple) and len(x.shape) > 0)
+
+
+def _shape_words(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _position(i: int, shape: tuple[int, ...] | None) -> str:
+    """Element ``i`` (row-major) as the message names it: by its index in a 1-d array, by its indices, "(1, 0)", in
+    an array of more dimensions."""
+    if shape is None or len(shape) < 2:
+        return str(i)
+    index = []
+    for d in reversed(shape):
+        i, r = divmod(i, d)
+        index.append(r)
+    return _shape_words(tuple(reversed(index)))
+
+
+def _want(shape: tuple[int, ...] | None, length: int) -> str:
+    return f"an array of shape {_shape_words(shape)}" if shape is not None and len(shape) != 1 \
+        else f"an array of {length} numbers"
 
 
 def _one_value(wrapper: str, code: str = "returned:one") -> Verdict:
@@ -111,13 +176,24 @@ def _returned_none(got: Any) -> bool:
     return isinstance(got, dict) and got.get("invalid") == "empty"
 
 
-def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
-    """Judge a list of numbers element by element; a common factor over all of them is one finding."""
+def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | None = None) -> ItemJudge:
+    """Judge an array: its shape first (``shape``: the reference's; None, self-check data made before shapes were
+    kept: its number of elements alone), then element by element; a common factor over all of them is one
+    finding."""
     def judge(got: Any) -> Verdict:
-        if not isinstance(got, list) or len(got) != length:
+        if not isinstance(got, list):
             return Verdict(Status.INVALID, 0.0, "returned:type",
-                           phrase("returned:type", got=_returned(got), want=f"an array of {length} numbers"))
-        verdicts = [j(x) for j, x in zip(elements, got, strict=False)]
+                           phrase("returned:type", got=_returned(got), want=_want(shape, length)))
+        have = nested_shape(got)
+        values = flat(got)
+        if shape is None and len(values) != length:
+            return Verdict(Status.INVALID, 0.0, "returned:type",
+                           phrase("returned:type", got=f"{len(values)} numbers", want=_want(shape, length)))
+        if shape is not None and have != shape:
+            words = f"an array of shape {_shape_words(have)}" if have is not None else "nested lists of unequal lengths"
+            return Verdict(Status.INCORRECT, 0.0, "returned:shape",
+                           phrase("returned:shape", got=words, want=_shape_words(shape)))
+        verdicts = [j(x) for j, x in zip(elements, values, strict=True)]
         bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
         if not bad:
             return correct()
@@ -127,9 +203,10 @@ def _array(elements: Sequence[ItemJudge], length: int) -> ItemJudge:
             return Verdict(v.status, 0.0, v.diagnosis, frame("every_element", v.message))
         i, v = bad[0]
         if v.status is Status.INVALID:
-            return Verdict(v.status, 0.0, v.diagnosis, frame("element", v.message, index=i))
-        return Verdict(v.status, 0.0, "wrong_elements", phrase("wrong_elements", bad=len(bad), length=length, index=i,
-                                                               finding=v.message, finding_code=v.diagnosis))
+            return Verdict(v.status, 0.0, v.diagnosis, frame("element", v.message, index=_position(i, shape)))
+        return Verdict(v.status, 0.0, "wrong_elements",
+                       phrase("wrong_elements", bad=len(bad), length=length, index=_position(i, shape),
+                              finding=v.message, finding_code=v.diagnosis))
     return judge
 
 
@@ -152,7 +229,7 @@ def slip_rtol(theirs: Sequence[float | None], reference: Sequence[float | None])
 
 
 def _summary(tag: str, item: Any) -> float | None:
-    values = item if isinstance(item, list) else [item]
+    values = flat(item)
     if not values or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in values):
         return None
     rng = random.Random(tag)
@@ -288,7 +365,7 @@ def _kinds(q: Function) -> list[str]:
     """The kind of each returned item as the self-check data names it (``_item_print``: an output whose
     value is a list is an "array"), so that the grader records a slip's results as the kernel records
     the student's."""
-    return ["formula" if spec.kind == "formula" else "array" if isinstance(e, list | tuple) else spec.kind
+    return ["formula" if spec.kind == "formula" else "array" if _is_array(e) else spec.kind
             for spec, e in zip(q.outputs, _expected_items(q, q.probes[0]), strict=True)]
 
 
@@ -512,15 +589,24 @@ def _in_float32_band(judge: ItemJudge, oracle: tg.Exact | tg.Printed, tolerance_
 def _reference_judge(tag: str, spec: Output, expected: Any, element: bool = False) -> ItemJudge:
     if spec.kind == "formula":
         return lambda got: formula.check(tag, expected, spec.symbols.split(), (), got)
-    if isinstance(expected, list | tuple):
+    if _is_array(expected):
+        listed = _as_lists(expected)
+        values = flat(listed)
         return _array([_reference_judge(f"{tag}/{j}", Output("number", spec.unit, spec.tolerance), e, element=True)
-                       for j, e in enumerate(expected)], len(expected))
+                       for j, e in enumerate(values)], len(values), _reference_shape(listed))
     def judge(got: Any) -> Verdict:
         return number.check(tag, expected, spec.unit, spec.tolerance, got, element=element)
     if not _float32_allowed(spec.tolerance):
         return judge
     oracle = tg.Exact(tag, _float32_targets(expected, element))
     return _in_float32_band(judge, oracle, number.tolerance_text(spec.tolerance, expected), spec.unit)
+
+
+def _reference_shape(listed: list) -> tuple[int, ...]:
+    shape = nested_shape(listed)
+    if shape is None:
+        raise ValueError("a reference returned nested lists of unequal lengths: return an array of one shape")
+    return shape
 
 
 def _judges(q: Function, probes: Sequence[dict[str, Any]]) -> list[list[ItemJudge]]:
@@ -555,13 +641,16 @@ def judge(q: Function, outputs: Any, seed: str | None = None) -> Verdict:
 def _item_print(tag: str, spec: Output, expected: Any) -> dict[str, Any]:
     if spec.kind == "formula":
         return {"kind": "formula"} | formula.fingerprint(tag, spec.symbols.split(), (), expected)
-    if isinstance(expected, list | tuple):  # every element, or a tick could hide a wrong one
+    if _is_array(expected):  # every element, or a tick could hide a wrong one; and its shape
+        listed = _as_lists(expected)
+        values = flat(listed)
         prints = [number.fingerprint(f"{tag}/{j}", x, spec.unit, spec.tolerance, element=True)
-                  for j, x in enumerate(expected)]
+                  for j, x in enumerate(values)]
         shared = {k: v for k, v in prints[0].items() if k != "targets"} if prints else {}
-        out = {"kind": "array", "length": len(expected), "shared": shared, "elements": [p["targets"] for p in prints]}
+        out = {"kind": "array", "length": len(values), "shape": list(_reference_shape(listed)), "shared": shared,
+               "elements": [p["targets"] for p in prints]}
         if _float32_allowed(spec.tolerance):
-            out["f32"] = [_float32_print(f"{tag}/{j}", x, element=True) for j, x in enumerate(expected)]
+            out["f32"] = [_float32_print(f"{tag}/{j}", x, element=True) for j, x in enumerate(values)]
         return out
     out = {"kind": "number"} | number.fingerprint(tag, expected, spec.unit, spec.tolerance)
     return out | ({"f32": _float32_print(tag, expected)} if _float32_allowed(spec.tolerance) else {})
@@ -587,13 +676,20 @@ def _print_judge(tag: str, p: dict[str, Any]) -> ItemJudge:
         f32 = p.get("f32") or [None] * len(p["elements"])
         return _array([_print_judge(f"{tag}/{j}", {"kind": "number", "targets": t} | p["shared"]
                                     | ({"f32": f} if f else {}))
-                       for j, (t, f) in enumerate(zip(p["elements"], f32, strict=True))], p["length"])
+                       for j, (t, f) in enumerate(zip(p["elements"], f32, strict=True))], p["length"],
+                      _print_shape(p))
 
     def judge(got: Any) -> Verdict:
         return number.selfcheck(p, tag, got)
     if "f32" not in p:
         return judge
     return _in_float32_band(judge, tg.Printed(tag, p["f32"]), p["tolerance"], p["unit"])
+
+
+def _print_shape(p: dict[str, Any]) -> tuple[int, ...] | None:
+    """The array's shape in the self-check data; None in data made before shapes were kept (its length alone)."""
+    shape = p.get("shape")
+    return tuple(int(d) for d in shape) if isinstance(shape, list) else None
 
 
 def selfcheck(fp: dict[str, Any], qid: str, outputs: Any) -> Verdict:
