@@ -91,7 +91,7 @@ class Collective:
     # A collective-permute's links crossed per source device, (forward, backward) round each axis's ring:
     # (1, 0) for a neighbour ring one way, (0, 1) the other way, (2, 0) for a jump of two devices.
     hops: tuple[float, float] = (1.0, 0.0)
-    # A permute sent in the same step as the one before it (``same_step``): its bytes count, its launch does not.
+    # A permute sent in the same step of a ring as another (``RingSteps``): its bytes count, its launch does not.
     same_step: bool = False
 
     @property
@@ -119,7 +119,7 @@ class Collective:
         if self.kind == "collective-permute" and max(self.hops) > 1 + 1e-9:
             what += f", crossing {max(self.hops):.3g} links in one direction on average"
         if self.same_step:
-            what += ", sent in the same steps as the permute before it"
+            what += ", sent in the same steps as another permute"
         if self.count is None:  # inside a while loop whose trip count cannot be read
             return f"{what}, once per step of a loop of unknown length)"
         return f"{self.count} x {what})"
@@ -302,16 +302,17 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
         def walk_blocks(op, times: int | None, depth: int) -> None:
             for region in op.regions:
                 for block in region.blocks:
-                    before = None
+                    steps = RingSteps()
                     for child in block.operations:
-                        walk(child.operation, times, depth, before)
-                        before = child.operation
+                        walk(child.operation, times, depth, steps)
 
-        def walk(op, times: int | None, depth: int, before: Any = None) -> None:
+        def walk(op, times: int | None, depth: int, steps: RingSteps | None = None) -> None:
             if depth > MAX_DEPTH:  # never silently: a collective below would go uncounted
                 raise UnreadableCollective(f"its operations are nested more than {MAX_DEPTH} deep (loops, branches "
                                            "and calls inside one another), deeper than the course reads")
             name = op.name
+            if steps is not None and name != "stablehlo.collective_permute":
+                steps.see(op)
             if name not in KINDS and any(a in op.attributes for a in _GROUPED_ATTRS):
                 raise UnknownCollective(name)
             if name in KINDS:
@@ -330,7 +331,7 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 axes = _axes(groups, mesh)
                 size = 2 if permute else group_size(groups)
                 hops = _hops(groups, mesh) if permute else (1.0, 0.0)
-                together = permute and same_step(op, before, groups)
+                together = permute and steps is not None and steps.joins(op, groups)
                 for operand in op.operands:  # psum((a, b)) is one op of two operands: two arrays, two collectives
                     key = (KINDS[name], axes, *reversed(_shape_dtype(operand.type)), size, hops, together)
                     together = permute  # a permute's further operands go in its own step
@@ -351,10 +352,9 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
                 for region in op.regions:
                     found.clear()
                     for block in region.blocks:
-                        before = None
+                        steps = RingSteps()
                         for child in block.operations:
-                            walk(child.operation, times, depth + 1, before)
-                            before = child.operation
+                            walk(child.operation, times, depth + 1, steps)
                     taken |= found  # the larger count of each collective over the branches
                 found.clear()
                 found.update(counted + taken)
@@ -382,17 +382,36 @@ def inspect_text(module_text: str, mesh: Sequence[tuple[str, int]]) -> list[Coll
     return sorted(out, key=lambda c: (c.kind, c.axes, c.operand_shape, c.hops))
 
 
-def same_step(op: Any, before: Any, pairs: list[list[int]]) -> bool:
-    """Whether a permute goes in the same step of a ring as the permute just before it in its block: the same
-    pairs, and none of what it sends is what that one received. ``ppermute`` of a tuple lowers to one permute per
-    array, side by side, as do two calls written next to each other; a permute of what was just received is a
-    second hop, which cannot start before the first ends."""
-    if before is None or before.name != "stablehlo.collective_permute":
-        return False
-    if _dense_list(_attr(before, "source_target_pairs") or "dense<>") != pairs:
-        return False
-    received = {str(r.get_name()) for r in before.results}
-    return not any(str(o.get_name()) in received for o in op.operands)
+class RingSteps:
+    """Which permutes of one block go in the same step of a ring: those with the same pairs, none of which sends
+    anything computed from what another of them received. ``ppermute`` of a tuple lowers to one permute per array,
+    side by side, as do two calls written next to each other or with other work between them (each half of a
+    block written into the result before the other half is sent); a permute of what an earlier one received,
+    through any operations, is a next hop, which cannot start before that one ends. A block starts afresh."""
+
+    def __init__(self) -> None:
+        self.received: dict[tuple, set[str]] = {}  # by pairs: what the step's permutes received, and what used it
+
+    def see(self, op: Any) -> None:
+        """An operation of the block: what it computes from a step's received values depends on that step (an
+        operation with regions, a branch or a loop, may read them inside: counted as depending)."""
+        used = {str(v.get_name()) for v in op.operands}
+        made = {str(v.get_name()) for v in op.results}
+        for received in self.received.values():
+            if received and (used & received or len(op.regions)):
+                received |= made
+
+    def joins(self, op: Any, pairs: list[list[int]]) -> bool:
+        """Whether a permute of ``pairs`` goes in the same step as the permutes of those pairs before it."""
+        key = tuple(map(tuple, pairs))
+        used = {str(v.get_name()) for v in op.operands}
+        received = self.received.get(key)
+        together = received is not None and not used & received
+        if not together:
+            self.received[key] = set()
+        self.see(op)
+        self.received[key] |= {str(v.get_name()) for v in op.results}
+        return together
 
 
 def _int_attr(op, name: str) -> int | None:
@@ -543,7 +562,7 @@ def traffic(collectives: Sequence[Collective]) -> dict[str, float]:
 
 def census(collectives: Sequence[Collective], launches: bool = True) -> dict[str, int]:
     """Executions per kind (a collective in a loop of unknown length counts once). A ring's step counts once however
-    many arrays it sends (``same_step``); ``launches=False`` counts each array's permute, as compiled programs show
+    many arrays it sends (``RingSteps``); ``launches=False`` counts each array's permute, as compiled programs show
     them."""
     counts: Counter = Counter()
     for c in collectives:

@@ -92,6 +92,9 @@ class Report:
     # Where a device's copy of a result differs from the copy it is judged by (a replicated result the program left
     # different per device): that device and the first index that differs, else None.
     differ: tuple[int, tuple[int, ...]] | None = None
+    # The compiled program's collectives that no collective of the program wrote (``compiled_hlo.compiler_placed``),
+    # by kind: where a question asks for them written in shard_map, the compiler's count for nothing.
+    by_compiler: dict[str, int] | None = None
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -157,6 +160,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled_census,
         compiled_collectives,
         compiled_permutes,
+        compiler_placed,
         placed_permutes,
     )
 
@@ -184,12 +188,13 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled_text = compiled.as_text()
         stage = "reading"
         placed = compiled_census(compiled_text)
+        by_compiler = compiler_placed(compiled_text)
         stated = census(found)
         a2a = "stablehlo.all_to_all" in stated_text  # one may be a gather (``collectives._as_gather``)
         # beside a stated loop of unknown length, the compiled program's count of that kind says nothing either
         unsure = {c.kind for c in found if c.count is None}
         unsure |= {"all-reduce"} if "reduce-scatter" in unsure else set()
-        # the compiled program shows a permute per array where a ring step sends several (``collectives.same_step``)
+        # the compiled program shows a permute per array where a ring step sends several (``collectives.RingSteps``)
         arrays = census(found, launches=False)
         added = {k: n for k, n in added_collectives(arrays, placed, a2a).items() if k not in unsure}
         counts = dict(Counter(stated) + Counter(added)) if found else placed
@@ -224,7 +229,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     values = tuple(np.asarray(o) for o in outs)
     return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
                   jumps=sum(not ring for _, ring in permutes), compiled=placed_all, permutes=every_permute,
-                  differ=_copies_differ(q, outs, values))
+                  differ=_copies_differ(q, outs, values), by_compiler=by_compiler)
 
 
 def _copies_differ(q: ProgramSpec, outs: tuple[Any, ...], values: tuple[np.ndarray, ...]
@@ -405,7 +410,7 @@ def report_to_json(r: Report) -> dict[str, Any]:
             "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
             "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
             "compiled": [asdict(c) for c in r.compiled], "permutes": [asdict(c) for c in r.permutes],
-            "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])]}
+            "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])], "by_compiler": r.by_compiler}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -418,12 +423,13 @@ def report_from_json(d: dict[str, Any]) -> Report:
                                 int(c["group_size"]), c["count"],
                                 tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2], c.get("same_step") is True)
                      for c in d.get(key) or [])
-    memory, differ = d.get("memory"), d.get("differ")
+    memory, differ, by_compiler = d.get("memory"), d.get("differ"), d.get("by_compiler")
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
                   collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
                   {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
                   collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"), collectives("permutes"),
-                  None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])))
+                  None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])),
+                  {str(k): int(v) for k, v in by_compiler.items()} if isinstance(by_compiler, dict) else None)
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -1084,16 +1090,20 @@ FUSED_RTOL = 1e-6
 def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int]) -> dict[str, int]:
     """The collectives the compiler placed beyond those the program writes, on a question whose counts are the
     student's to write (``ProgramSpec.compiler_places``): a program whose counts match only with them let XLA do
-    the communication the exercise is about. Permutes excepted: a ring of neighbour rolls writes every step
+    the communication the exercise is about, as does one whose compiled collectives are named after another
+    operation (``compiled_hlo.compiler_placed``). Permutes excepted: a ring of neighbour rolls writes every step
     itself (the compiler only turns each roll into its permute), and a roll past a neighbour is refused anyway
     (``not_ring``). Weighed after the traffic, so that a wasteful program hears what it wastes first."""
     if q.compiler_places:
         return {}
     stated = census(report.collectives)
+    wanted = {k: v for k, v in q.collectives.items() if v}
     if not stated:  # as the count read it: on CPU a reduce-scatter compiles to an all-reduce
-        counts = _as_reduce_scatters(counts, {k: v for k, v in q.collectives.items() if v})
-    return {k: n - stated.get(k, 0) for k, n in counts.items()
-            if n > stated.get(k, 0) and k != "collective-permute"}
+        counts = _as_reduce_scatters(counts, wanted)
+    placed = Counter({k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)})
+    # named after another operation than a collective: a stated one the compiler removed does not stand in for it
+    placed |= Counter(_as_reduce_scatters(report.by_compiler or {}, wanted))
+    return {k: n for k, n in placed.items() if n and k != "collective-permute"}
 
 
 def _fused(q: ProgramSpec, counts: dict[str, int], wanted: dict[str, Any], weighed: tuple[Collective, ...],

@@ -519,6 +519,10 @@ def _leaves(x: list | tuple, depth: int = 0) -> list[Any]:
     return out
 
 
+# An array whose values cannot all be read as real numbers, in the words of "your function returned ...".
+UNREAD_ARRAY = "array whose entries are not all real numbers (complex, masked, or arrays inside its cells?)"
+
+
 def _encode_item(kind: str, x: Any) -> Any:
     """One returned value as JSON; a value that raises while it is read is recorded as of the wrong type."""
     try:
@@ -529,8 +533,8 @@ def _encode_item(kind: str, x: Any) -> Any:
             if not (shape is None or isinstance(shape, tuple) and tuple.__len__(shape) == 0):
                 try:
                     return [float(v) for v in x.reshape(-1).tolist()]
-                except Exception as e:
-                    return {"invalid": "wrong_type", "detail": f"array ({type_name(e)})"}
+                except Exception:
+                    return {"invalid": "wrong_type", "detail": UNREAD_ARRAY}
             if isinstance(x, list | tuple):
                 return [encode_scalar("number", v, whole=False) for v in _leaves(x)]
         return encode_scalar(kind, x, whole=False)
@@ -552,8 +556,8 @@ def _encode_array(x: Any, depth: int = 0) -> Any:
         return encode_scalar("number", x, whole=False)
     try:
         return _floats(x.tolist(), depth)
-    except Exception as e:
-        return {"invalid": "wrong_type", "detail": f"array ({type_name(e)})"}
+    except Exception:
+        return {"invalid": "wrong_type", "detail": UNREAD_ARRAY}
 
 
 def _floats(values: Any, depth: int) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..collectives import (
     _ELEMENT_TYPES,
@@ -107,13 +107,16 @@ def placed_permutes(stated_text: str, compiled_text: str,
     return [(c, ring) for c, ring, pairs in compiled_permutes(compiled_text, mesh) if pairs not in stated]
 
 
-def compiled_census(hlo_text: str) -> dict[str, int]:
+def compiled_census(hlo_text: str, keep: Callable[[str], bool] | None = None) -> dict[str, int]:
     """Collectives in compiled HLO text by kind (async ``-start`` halves counted once), each as often as it runs
     (``compiled_runs``: a loop's body is printed once, with its trip count beside it; a loop of unknown length counts
     once). On CPU bf16 appears as f32 and all-reduces may be combined. Raises ``UnknownCollective`` for a
-    communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...)."""
+    communicating instruction it does not know (``collective-broadcast``, ``send``, ``recv``...). ``keep``: which
+    instruction lines count (as ``compiled_runs`` gives them), all where None."""
     counts: Counter[str] = Counter()
     for line, runs in compiled_runs(hlo_text):
+        if keep is not None and not keep(line):
+            continue
         found = _instruction(line)
         if found is None:
             continue
@@ -128,6 +131,29 @@ def compiled_census(hlo_text: str) -> dict[str, int]:
         if kind:
             counts[kind] = min(counts[kind] + (1 if runs is None else runs), MAX_COUNT)  # 0: a branch not taken
     return dict(counts)
+
+
+# The JAX operations that write a collective (inside a shard_map, or as the transpose of one under jax.grad): XLA
+# names each compiled instruction after the operation it came from, last in its ``op_name``. A collective named after
+# any other operation (``dot_general``, ``sharding_constraint``) is one the compiler placed to run it on sharded arrays.
+WRITTEN_BY = frozenset({"psum", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
+                        "reduce_scatter", "psum_scatter", "all_to_all", "ragged_all_to_all", "ppermute", "pshuffle",
+                        "pbroadcast"})
+_OP_NAME = re.compile(r'\bmetadata=\{op_name="((?:[^"\\]|\\.)*)"')
+
+
+def compiler_placed(hlo_text: str) -> dict[str, int]:
+    """The collectives of a compiled program that no collective of the program wrote, by kind, as
+    ``compiled_census`` counts them: those named after another operation (``WRITTEN_BY``). A program's own names
+    (scopes, functions) come before the operation's in ``op_name``, and cannot take its place. An instruction
+    with no name is given the benefit of the doubt. So a collective the program states but the compiler removed
+    (one behind a branch that never runs) no longer stands in for one the compiler placed."""
+    placed = set()
+    for raw in hlo_text.splitlines():
+        m = _OP_NAME.search(raw)
+        if m is not None and m.group(1).rsplit("/", 1)[-1] not in WRITTEN_BY:
+            placed.add(without_named_text(raw))
+    return compiled_census(hlo_text, keep=placed.__contains__) if placed else {}
 
 
 def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:

@@ -74,9 +74,9 @@ def _short(v: Any) -> str:
 def _returned(got: Any) -> str:
     """What a function returned where an array was expected and the record holds no list, in words: a number, or
     the reason it is none (``record.encode_scalar``)."""
-    if isinstance(got, dict) and "invalid" in got:
-        return f"a {got.get('detail') or 'value that is not a number'}"
-    return f"a {type(got).__name__}"
+    what = str(got.get("detail") or "value that is not a number") if isinstance(got, dict) and "invalid" in got \
+        else type(got).__name__
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
 
 
 # --- an array's shape ------------------------------------------------------------------------------------------

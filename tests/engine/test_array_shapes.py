@@ -158,3 +158,23 @@ def test_every_array_output_of_another_shape_is_wrong_in_both_judges(q, how):
             continue  # no other shape by reversing (a square matrix, a vector)
         v = _agreeing(q, _other_shape(q.solution, position, how))
         assert not v.ok and v.diagnosis == "returned:shape", (position, v)
+
+
+def test_an_array_of_entries_that_are_no_real_numbers_is_said_to_be_so():
+    """A masked entry, a complex value or arrays inside an object array's cells: "your function returned a array
+    (TypeError)" named neither the trouble nor its article."""
+    import numpy as np
+
+    from autograder.record import UNREAD_ARRAY, encode_outputs
+
+    masked = np.ma.masked_array([[1.0, 2.0], [3.0, 4.0]], mask=[[0, 1], [0, 0]])
+    cells = np.empty((2, 2), dtype=object)
+    for i in range(2):
+        for j in range(2):
+            cells[i, j] = np.array([1.0])
+    for bad in (masked, np.ones((2, 2)) * 1j, cells):
+        assert encode_outputs(lambda b=bad: b, [((), {})], ["array"]) == [[{"invalid": "wrong_type",
+                                                                             "detail": UNREAD_ARRAY}]], bad
+    from autograder.kinds.function import _returned
+
+    assert _returned({"invalid": "wrong_type", "detail": UNREAD_ARRAY}).startswith("an array whose entries")

@@ -68,3 +68,44 @@ def test_a_permute_of_what_was_just_received_is_a_second_step():
         return jax.lax.ppermute(jax.lax.ppermute(top, "X", RIGHT), "X", RIGHT), bottom
 
     assert census(_stated(_ring(twice))) == {"collective-permute": 2 * (N - 1)}
+
+
+def test_a_half_written_into_the_result_before_the_other_is_sent_is_the_same_step():
+    """Each half placed in the result as it arrives, then the other half sent: no permute sends what another
+    received, so they are one step, with work between them."""
+    ring = load_chapter("ch03_sharding")["ch03-cx4-ring-allgather"]
+
+    def block(b):
+        i, rows = jax.lax.axis_index("X"), b.shape[0]
+        out = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((N * rows, b.shape[1]), b.dtype), b, i * rows, 0)
+        top, bottom = b[: rows // 2], b[rows // 2:]
+        for k in range(1, N):
+            top = jax.lax.ppermute(top, "X", RIGHT)
+            out = jax.lax.dynamic_update_slice_in_dim(out, top, (i - k) % N * rows, 0)
+            bottom = jax.lax.ppermute(bottom, "X", RIGHT)
+            out = jax.lax.dynamic_update_slice_in_dim(out, bottom, (i - k) % N * rows + rows // 2, 0)
+        return out
+
+    def halves(x):
+        return jax.shard_map(block, mesh=course.mesh(X=N), in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
+
+    assert census(_stated(halves)) == {"collective-permute": N - 1}
+    for verdict in both_judges(ring, halves):
+        assert verdict.score == 1.0, (verdict.diagnosis, verdict.message)
+
+
+def test_a_dummy_between_two_hops_does_not_join_them():
+    """A tiny permute sent after each hop made the next hop look like a companion of the permute before it: seven
+    hops in a row read as one step. A permute of anything a step received starts the next step, whatever lies
+    between."""
+    def hops_with_dummies(x):
+        def block(b):
+            cur, dummies = b, []
+            for _ in range(N - 1):
+                cur = jax.lax.ppermute(cur, "X", RIGHT)
+                dummies.append(jax.lax.ppermute(b[:1, :1], "X", RIGHT))
+            return cur + 0 * sum(d.sum() for d in dummies)
+
+        return jax.shard_map(block, mesh=course.mesh(X=N), in_specs=P("X", None), out_specs=P("X", None))(x)
+
+    assert census(_stated(hops_with_dummies)) == {"collective-permute": N - 1}
