@@ -19,10 +19,12 @@ import dataclasses
 import importlib
 import itertools
 import math
+import random
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from autograder.kinds.function import vary as rescaled
 from autograder.numbers import Tolerance
 from autograder.questions import (
     Accept,
@@ -50,7 +52,7 @@ __all__ = [
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
     "refusing", "least_count", "int8_twice_bf16", "X8", "number", "slips", "slip_code", "reshard_spec", "count_of",
-    "BOOK_H100_TP_DIVISOR",
+    "BOOK_H100_TP_DIVISOR", "like_probes",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -170,6 +172,43 @@ def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCEN
         if reference / DECADE <= answer / 10.0**d <= reference * DECADE:
             return f"magnitude:{d:+d}"
     return "not_equal"
+
+
+# --- function questions: the cases drawn at grading time --------------------------------------------------------
+Draw = Callable[[random.Random, dict[str, Any]], dict[str, Any]]
+DRAWS_TO_KEEP_A_REGIME = 10_000
+
+
+def like_probes(reference: Callable, *slips: Callable, apart: float = 0.01, draw: Draw = rescaled) -> Draw:
+    """A function question's ``draw`` whose every case is in the regime of its probe: ``draw`` (by default each float
+    rescaled, ``kinds.function.vary``) is tried until the case fails the slips the probe fails, each by at least
+    ``apart`` (relative, in some returned value), and no other (each other slip returns what the reference does).
+    Where a slip is wrong in one regime alone (a latency ignored, collectives summed), a draw that rescales freely
+    leaves as many cases in each regime as chance gives (ignoring the latency failed 3 or 4 of 14): here the public
+    probes set the share, so a record whose probes fail each slip in most of them fails it in most of every student's
+    drawn cases, and each regime the probes check stays checked. A probe whose slips lie nearer the reference than
+    ``apart`` (at a boundary of regimes) is refused: its regime is no regime."""
+    def wrong(case: dict[str, Any]) -> tuple[bool | None, ...]:
+        want = _returned(reference(**case))
+        gaps = [max(abs(g - w) / max(abs(w), 1e-300) for g, w in zip(_returned(s(**case)), want, strict=True))
+                for s in slips]
+        return tuple(True if gap >= apart else False if gap <= 1e-9 else None for gap in gaps)
+
+    def drawn(rng: random.Random, probe: dict[str, Any]) -> dict[str, Any]:
+        regime = wrong(probe)
+        if None in regime:
+            raise ValueError(f"a probe at a boundary of regimes, where a slip lies within {apart} of the "
+                             f"reference: {probe}")
+        for _ in range(DRAWS_TO_KEEP_A_REGIME):
+            case = draw(rng, dict(probe))
+            if wrong(case) == regime:
+                return case
+        raise ValueError(f"no case drawn like this probe fails the slips it fails: {probe}")
+    return drawn
+
+
+def _returned(x: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in x) if isinstance(x, tuple | list) else (float(x),)
 
 
 # --- a parameter count from a config ------------------------------------------------------------------------

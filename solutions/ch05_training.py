@@ -182,7 +182,14 @@ FORWARD_PROBES = (
     _probe_time(117, 8192, 28_672, 896, 10),  # Part 6's four-pod plan
     _probe_time(48, 8192, 32_768, 512, 8),
     _probe_time(4096, 4096, 16_384, 64, 1, M_X=1),
+    _probe_time(64, 8192, 28_672, 256, 4),  # FSDP's gathers bound it, the tensor-parallel ones beside them
+    _probe_time(128, 8192, 16_384, 128, 16),  # tensor parallelism's collectives bound it, FSDP's beside them
+    _probe_time(96, 12_288, 49_152, 1024, 8, M_X=4),  # compute-bound, yet not beside both collectives in a row
 )
+# Both collectives run in 7 of the 12, each where their sum outlasts the slowest of the three (summing them is wrong
+# there), a collective bounds 7 (the rings' exact factors are wrong there), and FSDP's, over M_X axes, would bound 7
+# on one axis's links; each drawn case is in its probe's regime (``like_probes``), where rescaling every float left
+# summing them right in 5 or 6 of 9.
 MESH_PROBES = (
     dict(B=float(E9_B), F=float(E9_F), N=E9_N, M_X=2, M_Y=1),  # E9 -> (16, 4)
     dict(B=Q3_BATCH, F=float(Q.F), N=SLICE_16, M_X=Q3_MX, M_Y=Q3_MY),  # Q3 -> (1024, 4)
@@ -1029,6 +1036,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Function(qid="ch05-cx4-forward-time", points=2, section=MIX,
              prompt="forward_time(b, D, F, X, Y, C, W, M_X, M_Y): seconds of one MLP block's forward pass per chip.",
              reference=forward_time, probes=FORWARD_PROBES,
+             draw=like_probes(forward_time, forward_time_summed, forward_time_one_axis, forward_time_exact_rings,
+                              apart=1e-4),
              output=Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(forward_time_summed, "close"), Slip(forward_time_one_axis, "ratio:2"),
                     Slip(forward_time_exact_rings, "close",

@@ -196,12 +196,7 @@ STUDENTS = (*SEEDS, "student-3", "student-7", "student-11", "student-19")
 
 # Questions whose draws still let a slip keep more than half the marks, to be redrawn (strict: one that is fixed
 # fails here until it leaves the list).
-SLIPS_STILL_CHEAP = {
-    "ch03-cx1-local-shape": "forgetting to flatten fails 1 to 8 cases of 16",
-    "ch03-cx5-collective-time": "ignoring the latency term fails 3 or 4 cases of 14",
-    "ch05-cx4-forward-time": "summing compute and communication fails 3 or 4 cases of 9",
-    "ch07-cx1-step-time": "the memory-only step time fails 2 or 3 cases of 14",
-}
+SLIPS_STILL_CHEAP: dict[str, str] = {}
 CHEAP = [pytest.param(*p.values, id=p.id,
                       marks=[*p.marks, pytest.mark.xfail(strict=True, reason=SLIPS_STILL_CHEAP[p.id])])
          if p.id in SLIPS_STILL_CHEAP else p for p in FUNCTIONS]
@@ -233,3 +228,33 @@ def test_an_answer_that_behaves_like_a_slip_is_told_its_hint_at_the_grading_draw
         for slip in (s for s in q.slips if s.hint):
             v = judge(q, json.loads(json.dumps(kinds.encode(fp, slip.answer, cases))), seed)
             assert not v.ok and slip.hint in v.message, (seed, slip.diagnosis, v.message)
+
+
+@pytest.mark.parametrize("qid", ["ch03-cx5-collective-time", "ch05-cx4-forward-time"])
+def test_a_case_drawn_like_its_probe_fails_the_slips_its_probe_fails(qid):
+    """Where each slip is wrong in one regime alone (ignoring the latency, summing the collectives), the public probes
+    set how many cases each regime has (``like_probes``): a drawn case fails exactly the slips its probe fails, so
+    every student's cases fail each slip as often as the probes do, and every regime the probes check is checked."""
+    q = next(q for c in chapter_names() for q in load_chapter(c).questions if q.qid == qid)
+    rtol = q.outputs[0].tolerance.rtol
+
+    def failing(case):
+        want = q.reference(**case)
+        return [abs(s.answer(**case) / want - 1) > rtol for s in q.slips]
+
+    for seed in STUDENTS:
+        for probe, case in zip(q.probes, drawn_probes(q, seed), strict=True):
+            assert failing(case) == failing(probe), (seed, probe, case)
+
+
+def test_a_probe_at_the_boundary_of_two_regimes_is_refused():
+    """A probe where a slip is off by less than the margin (a memory-bound step at the critical batch) has no regime
+    to keep: its draw says so rather than drawing cases that fall either way."""
+    import random
+
+    from solutions._kit import like_probes
+
+    draw = like_probes(lambda x, y: max(x, y), lambda x, y: x)
+    assert draw(random.Random(0), {"x": 4.0, "y": 1.0}) != {"x": 4.0, "y": 1.0}
+    with pytest.raises(ValueError, match="boundary"):
+        draw(random.Random(0), {"x": 1.0, "y": 1.001})
