@@ -1042,7 +1042,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
                for c in read_as):
         found = "; ".join(details) if details else describe_counts(counts)
         stated = census(report.collectives)  # the rest of the census, the compiler added (``added_collectives``)
-        added = {k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)} if details else {}
+        added = Counter({k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)})
+        added = dict(added | Counter(report.by_compiler or {})) if details else {}  # named after no collective
         found += phrase_program("collectives+compiler", found=describe_counts(added)) if added else ""
         expected = describe_counts(expected_counts)
         if model and any(isinstance(n, int) and n > 1 for k, n in expected_counts.items() if k != "collective-permute"):

@@ -85,3 +85,29 @@ def test_the_spec_says_so_only_where_the_compiler_places_them():
     placing = [q.qid for ch in chapter_names() for q in load_chapter(ch).questions
                if isinstance(q, Program) and q.spec is not None and q.spec.compiler_places]
     assert placing == ["ch09-cx7-attention-constraint"]
+
+
+def test_a_count_that_is_off_names_what_the_compiler_added_though_reduce_scatters_hid_it():
+    """The loss summed outside the shard_map: the compiler places its all-reduce, and the program's own three
+    reduce-scatters (which CPU may compile to all-reduces) covered it in the count of what the compiler added, so
+    the message listed no all-reduce at all and read as if the loss were never reduced."""
+    from course.devices import mesh
+
+    q = load_chapter("ch05_training")["ch05-cx4-fsdp-tp-step"]
+    m42, batch = mesh(X=4, Y=2), 64
+
+    def body(xb, wi, wo):
+        xf = jax.lax.all_gather(xb, "Y", axis=1, tiled=True)
+        wif = jax.lax.all_gather(wi, "X", axis=0, tiled=True)
+        wof = jax.lax.all_gather(wo, "X", axis=1, tiled=True)
+        y = jax.lax.psum_scatter(jax.nn.relu(xf @ wif) @ wof, "Y", scatter_dimension=1, tiled=True)
+        return (jax.numpy.sum(y * y) / (2 * batch))[None, None]
+
+    def step(x, w_in, w_out):
+        f = jax.shard_map(body, mesh=m42, in_specs=(P("X", "Y"), P("X", "Y"), P("Y", "X")), out_specs=P("X", "Y"))
+        loss, (gi, go) = jax.value_and_grad(lambda a, b: jax.numpy.sum(f(x, a, b)), argnums=(0, 1))(w_in, w_out)
+        return loss, gi, go
+
+    for verdict in both_judges(q, step):
+        assert verdict.score == 0.5, verdict.message
+        assert "all-reduce that the compiler added outside your shard_map" in verdict.message, verdict.message
