@@ -254,10 +254,13 @@ DGX_H200 = GPUNode("8 x H200 node", H200, 8, H200.nvlink_bytes_per_s, 8 * NIC_BY
                    nvswitches=4, nvswitch_bytes_per_s=NVSWITCH_PORTS * NVSWITCH_PORT_BYTES_PER_S)
 DGX_B200 = GPUNode("8 x B200 node", B200, 8, B200.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_NET, nvswitches=2,
                    nvswitch_bytes_per_s=NVLINK5_SWITCH_PORTS * NVLINK5_LINK_BYTES_PER_S)
-# Node egress: one 400 Gb/s NIC per GPU, 72 GPUs: 4 * 18 * 400e9 / 8 = 3.6e12 B/s (Appendix A).
+# Node egress: one 400 Gb/s NIC per GPU, 72 GPUs: 4 * 18 * 400e9 / 8 = 3.6e12 B/s (Appendix A). Its 18 NVLink 5
+# switch chips (9 switch trays of 2, the DGX B200's chip) of 72 ports each: 18 * 72 * 5e10 = 6.48e13 B/s each way,
+# the 130 TB/s both ways NVIDIA gives (https://www.nvidia.com/en-us/data-center/gb200-nvl72/).
 GB200_NVL72 = GPUNode("GB200 NVL72", B200, GB200_TRAYS * GB200_GPUS_PER_TRAY, B200.nvlink_bytes_per_s,
                       GB200_TRAYS * GB200_GPUS_PER_TRAY * NIC_BYTES_PER_S,
-                      GPU_BOOK + "#appendix-a-how-does-this-change-with-gb200", nvswitches=18)
+                      GPU_BOOK + "#appendix-a-how-does-this-change-with-gb200", nvswitches=18,
+                      nvswitch_bytes_per_s=NVLINK5_SWITCH_PORTS * NVLINK5_LINK_BYTES_PER_S)
 H800_NODE = GPUNode("8 x H800 node", H800, 8, H800.nvlink_bytes_per_s, 8 * NIC_BYTES_PER_S, GPU_BOOK + "#examples")
 # DGX A100: 8 A100s and 8 single-port 200 Gb/s HDR InfiniBand NICs for the compute fabric (DGX A100 User Guide).
 DGX_A100 = GPUNode("8 x A100 node", A100, 8, A100.nvlink_bytes_per_s, 8 * HDR_NIC_BYTES_PER_S,

@@ -208,7 +208,7 @@ SPINE_BYTES_PER_S = topo.spine_bytes_per_s()  # 5.12e13
 POD_NODES = hw.SU_NODES * hw.SUPERPOD_SUS
 # InfiniBand generations a SuperPod's NICs and 64-port switches may run at, Gb/s per port: NDR (the book's) and XDR
 # (HDR's 200 Gb/s would make a node's egress a TPU v3's ICI bandwidth, a number the course library states).
-Q31_GBPS = (400, 800)
+Q31_GBPS = (400, 800, 200)  # NDR (the book's), XDR's 800 and HDR's 200 Gb/s (hw.HDR_NIC_BYTES_PER_S)
 Q32_GPUS = (2048, 1536, 1792, 1280)  # two-level pods of 8 (the book's), 6, 7 and 5 SUs of 256 GPUs
 
 
@@ -494,13 +494,14 @@ def e3(node: hw.GPUNode) -> tuple[Number, ...]:
                prompt=f"NVLink bandwidth of one {node.gpu.name}, each direction (B/s).", reference=w, unit="B/s",
                tolerance=THREE_FIGURES, slips=(Slip(2 * w, "ratio:2", "each direction, not both.", maybe=True),)),
         number("ch12-e3-switch-capacity", section=S["node"],
-               prompt=f"Port bandwidth of an {node.name}'s {n} NVSwitches together (B/s).", reference=switches,
+               prompt=f"Port bandwidth of the {n} NVSwitches of one {node.name} together (B/s).", reference=switches,
                unit="B/s", tolerance=THREE_FIGURES,
-               slips=(Slip(switches / n, f"ratio:1/{n}", f"there are {n} switches."),)),
+               slips=(Slip(switches / n, slip_code(switches / n, switches, THREE_FIGURES),
+                           f"there are {n} switches."),)),
         number("ch12-q21-node-bandwidth", section=S["quiz2"],
-               prompt=f"Total GPU-to-GPU bandwidth of an {node.name} with {n} NVSwitches (B/s).", reference=carried,
+               prompt=f"Total GPU-to-GPU bandwidth of one {node.name} with {n} NVSwitches (B/s).", reference=carried,
                unit="B/s", tolerance=THREE_FIGURES,
-               slips=(*spare, Slip(w, f"ratio:1/{node.gpus}", "all the node's GPUs together."))),
+               slips=(*spare, Slip(w, slip_code(w, carried, THREE_FIGURES), "all the node's GPUs together."))),
         number("ch12-q22-bisection", section=S["quiz2"],
                prompt="Bisection bandwidth of the node, both directions (B/s).", reference=gpus, unit="B/s",
                tolerance=THREE_FIGURES,
@@ -941,7 +942,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            slips=(Slip(2 * VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, "ratio:2"),)),
     vary("ch12-q17", q17, gpu=chips(H100, A100, H200, B200)),
     # Quiz 2: nodes.
-    vary("ch12-e3", e3, node=chips(NODE, DGX_B200)),
+    vary("ch12-e3", e3, node=chips(NODE, DGX_B200, hw.GB200_NVL72)),
     Formula(qid="ch12-q23-allgather-formula", points=1, section=S["quiz2"],
             prompt="Throughput-bound AllGather of B bytes over N GPUs of W bytes/s each way.",
             reference=B * (N - 1) / (N * W), symbols="B N W", counts="N",
