@@ -8,7 +8,7 @@ grader's feedback say the same thing in the same words. No sentence may contain 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -226,6 +226,20 @@ _VERDICTS = {
 PLAIN = "a plain number"  # the unit a number question without one names (kinds/number.py, ``context``)
 _PERCENT = " A percentage where a fraction is asked, or the reverse? 25% is 0.25."
 
+
+def _percentage(arg: str, ctx: Mapping[str, object]) -> bool:
+    """Whether a plain number off by about 100 may be a percentage: a fraction written as one without its sign (25
+    for 0.25, so at most 150), or a value written with a percent sign it should not have (0.25% for 0.25). An array's
+    entry of 448 answered 1.5 is neither (the value and its sign, where the judge passes them)."""
+    if ctx.get("unit") != PLAIN or arg not in ("100", "1/100", "+2", "-2"):
+        return False
+    value = ctx.get("value")
+    if not isinstance(value, int | float):
+        return True
+    if arg in ("100", "+2"):
+        return abs(value) <= 150
+    return str(ctx.get("unit_given") or "").strip() in ("%", "percent")
+
 # What to write in place of a function a formula may not use, after "unknown_function"'s sentence.
 _INSTEAD = {"Piecewise": " Write a Piecewise with Max or Min: Max(a, b) is a where a >= b, and b elsewhere."}
 
@@ -441,8 +455,7 @@ def phrase(code: str, **ctx: object) -> str:
     verdict quotes (an error, a sharding)."""
     head, _, arg = code.partition(":")
     if head == "ratio":
-        percent = arg in ("100", "1/100") and ctx.get("unit") == PLAIN
-        return _ratio_sentence(arg) + (_PERCENT if percent else "")
+        return _ratio_sentence(arg) + (_PERCENT if _percentage(arg, ctx) else "")
     if head == "too_expensive" and arg == "notebook":
         return _NOTEBOOK_SPENT.format(seconds=bounds.NOTEBOOK_SECONDS)
     fields = {"detail": arg or ctx.get("detail", ""), **ctx}
@@ -484,7 +497,7 @@ def phrase(code: str, **ctx: object) -> str:
             "one, another does not)" if ctx.get("own_branch") else "check which term dominates where (a max or min?)"
     if head == "magnitude":
         fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
-        fields["percent"] = _PERCENT if arg in ("+2", "-2") and ctx.get("unit") == PLAIN else ""
+        fields["percent"] = _PERCENT if _percentage(arg, ctx) else ""
         # a count or a ratio has no unit to convert: its powers of ten come from the quantities alone
         fields["scale"] = "the powers of ten" if ctx.get("unit") == PLAIN else "the units and the powers of ten"
     if head == "extra_symbol" or head == "missing_symbol":

@@ -324,8 +324,9 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         k = _factor(e.oracle, v)
         if k is None:  # 24 (hours for days), 1/60 (minutes for seconds): no power of ten
             k = _factor(e.oracle, v, time_factors(e.unit))
+        said = {"value": v, "unit_given": p.unit_given or ""}  # whether a factor of 100 may be a percentage
         if k is not None:
-            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx)
+            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said)
         reading = binary_reading(p.unit_given)
         if reading is not None and _inside(e.oracle, v * reading[0]):
             return wrong("unit:binary", hints, **ctx, **reading[1])
@@ -333,7 +334,7 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             return _close(e, v, hints, ctx)
         for d in MAGNITUDES:
             if near("decade", 0, v / 10.0**d) is True:
-                return wrong(f"magnitude:{d:+d}", hints, **ctx)
+                return wrong(f"magnitude:{d:+d}", hints, **ctx, **said)
     return wrong("not_equal", hints, **ctx)
 
 

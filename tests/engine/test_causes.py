@@ -250,3 +250,15 @@ def test_the_reviews_heads_program_with_pmax():
 def test_numbers_in_these_tests_are_what_they_say():
     assert math.isclose(69_216_694_272 / TOTAL, 0.981, rel_tol=1e-3)
     assert not np.isclose(number.last_figure(2.2999999999999996e-06), 1e-22)
+
+
+@pytest.mark.parametrize(("reference", "answer", "told"), [
+    (0.25, 25, True),  # a fraction written as a percentage without its sign
+    (0.25, "0.25%", True),  # a percent sign on a fraction
+    (0.45, "45", True),
+    (448.0, 1.5, False),  # ch10-e3-first: an array's entry, a hundredth of it or so, is no percentage
+    (448.0, 4.48, False),
+])
+def test_a_factor_of_100_is_read_as_a_percentage_only_where_it_can_be_one(reference, answer, told):
+    graded = number.check("ch99-t1-pct", reference, "", Tolerance(rtol=0.005), answer)
+    assert ("A percentage where a fraction is asked" in graded.message) is told, graded.message
