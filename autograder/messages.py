@@ -229,8 +229,9 @@ _PERCENT = " A percentage where a fraction is asked, or the reverse? 25% is 0.25
 
 def _percentage(arg: str, ctx: Mapping[str, object]) -> bool:
     """Whether a plain number off by about 100 may be a percentage: a fraction written as one without its sign (25
-    for 0.25, so at most 150), or a value written with a percent sign it should not have (0.25% for 0.25). An array's
-    entry of 448 answered 1.5 is neither (the value and its sign, where the judge passes them)."""
+    for 0.25, so at most 150), or a percentage written as a fraction (at most 1) or with a sign it should not have
+    (0.25% for 0.25). An array's entry of 448 answered 1.5 is neither (the value and its sign, where the judge
+    passes them)."""
     if ctx.get("unit") != PLAIN or arg not in ("100", "1/100", "+2", "-2"):
         return False
     value = ctx.get("value")
@@ -238,7 +239,7 @@ def _percentage(arg: str, ctx: Mapping[str, object]) -> bool:
         return True
     if arg in ("100", "+2"):
         return abs(value) <= 150
-    return str(ctx.get("unit_given") or "").strip() in ("%", "percent")
+    return abs(value) <= 1 or str(ctx.get("unit_given") or "").strip() in ("%", "percent")
 
 # What to write in place of a function a formula may not use, after "unknown_function"'s sentence.
 _INSTEAD = {"Piecewise": " Write a Piecewise with Max or Min: Max(a, b) is a where a >= b, and b elsewhere."}

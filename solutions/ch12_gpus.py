@@ -208,7 +208,7 @@ SPINE_BYTES_PER_S = topo.spine_bytes_per_s()  # 5.12e13
 POD_NODES = hw.SU_NODES * hw.SUPERPOD_SUS
 # InfiniBand generations a SuperPod's NICs and 64-port switches may run at, Gb/s per port: NDR (the book's) and XDR
 # (HDR's 200 Gb/s would make a node's egress a TPU v3's ICI bandwidth, a number the course library states).
-Q31_GBPS = (400, 800, 200)  # NDR (the book's), XDR's 800 and HDR's 200 Gb/s (hw.HDR_NIC_BYTES_PER_S)
+Q31_GBPS = (400, 800)
 Q32_GPUS = (2048, 1536, 1792, 1280)  # two-level pods of 8 (the book's), 6, 7 and 5 SUs of 256 GPUs
 
 

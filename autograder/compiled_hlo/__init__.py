@@ -142,6 +142,12 @@ WRITTEN_BY = frozenset({"psum", "psum_invariant", "pmax", "pmin", "all_gather", 
 _OP_NAME = re.compile(r'\bmetadata=\{op_name="((?:[^"\\]|\\.)*)"')
 
 
+def _written(op_name: str) -> bool:
+    """Whether an instruction came from collectives alone: XLA names one it combined from several
+    ``(a/psum:b/psum)``, each part ending in the operation it came from."""
+    return all(part.rstrip(")").rsplit("/", 1)[-1] in WRITTEN_BY for part in op_name.split(":"))
+
+
 def compiler_placed(hlo_text: str) -> dict[str, int]:
     """The collectives of a compiled program that no collective of the program wrote, by kind, as
     ``compiled_census`` counts them: those named after another operation (``WRITTEN_BY``). A program's own names
@@ -151,7 +157,7 @@ def compiler_placed(hlo_text: str) -> dict[str, int]:
     placed = set()
     for raw in hlo_text.splitlines():
         m = _OP_NAME.search(raw)
-        if m is not None and m.group(1).rsplit("/", 1)[-1] not in WRITTEN_BY:
+        if m is not None and not _written(m.group(1)):
             placed.add(without_named_text(raw))
     return compiled_census(hlo_text, keep=placed.__contains__) if placed else {}
 
