@@ -28,7 +28,7 @@ import sys
 import sysconfig
 import traceback
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -1041,9 +1041,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
         found = "; ".join(details) if details else describe_counts(counts)
-        stated = census(report.collectives)  # the rest of the census, the compiler added (``added_collectives``)
-        added = Counter({k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)})
-        added = dict(added | Counter(report.by_compiler or {})) if details else {}  # named after no collective
+        added = _compiler_added(report, counts) if details else {}
         found += phrase_program("collectives+compiler", found=describe_counts(added)) if added else ""
         expected = describe_counts(expected_counts)
         if model and any(isinstance(n, int) and n > 1 for k, n in expected_counts.items() if k != "collective-permute"):
@@ -1097,14 +1095,21 @@ def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, in
     (``not_ring``). Weighed after the traffic, so that a wasteful program hears what it wastes first."""
     if q.compiler_places:
         return {}
-    stated = census(report.collectives)
     wanted = {k: v for k, v in q.collectives.items() if v}
-    if not stated:  # as the count read it: on CPU a reduce-scatter compiles to an all-reduce
+    if not census(report.collectives):  # as the count read it: on CPU a reduce-scatter compiles to an all-reduce
         counts = _as_reduce_scatters(counts, wanted)
-    placed = Counter({k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)})
-    # named after another operation than a collective: a stated one the compiler removed does not stand in for it
-    placed |= Counter(_as_reduce_scatters(report.by_compiler or {}, wanted))
-    return {k: n for k, n in placed.items() if n and k != "collective-permute"}
+    placed = _compiler_added(report, counts, lambda c: _as_reduce_scatters(c, wanted))
+    return {k: n for k, n in placed.items() if k != "collective-permute"}
+
+
+def _compiler_added(report: Report, counts: dict[str, int],
+                    read: Callable[[dict[str, int]], dict[str, int]] = dict) -> dict[str, int]:
+    """The collectives of ``counts`` the program does not state (the compiler added them: ``added_collectives``),
+    with those named after another operation than a collective (``Report.by_compiler``, read by ``read``): a
+    stated one the compiler removed does not stand in for one it placed."""
+    stated = census(report.collectives)
+    added = Counter({k: n - stated.get(k, 0) for k, n in counts.items() if n > stated.get(k, 0)})
+    return {k: n for k, n in (added | Counter(read(report.by_compiler or {}))).items() if n}
 
 
 def _fused(q: ProgramSpec, counts: dict[str, int], wanted: dict[str, Any], weighed: tuple[Collective, ...],

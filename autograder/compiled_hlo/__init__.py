@@ -11,6 +11,7 @@ stays in ``collectives``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -162,7 +163,8 @@ def compiler_placed(hlo_text: str) -> dict[str, int]:
     return compiled_census(hlo_text, keep=placed.__contains__) if placed else {}
 
 
-def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
+@functools.lru_cache(maxsize=4)  # the runner reads one compiled program several ways (census, bytes, permutes)
+def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
     """Each instruction line of a compiled program (HLO text) with how many times it runs: a computation runs as
     often as the instructions that call it, a while loop's body and condition ``known_trip_count`` times per run of
     the loop (None, unknown, where XLA could not read the count), a conditional's branches as
@@ -204,7 +206,7 @@ def compiled_runs(hlo_text: str) -> list[tuple[str, int | None]]:
     reached = runs_of(entry, 0) if entry else {}
     passed = {line for name in memo for line in computations[name]}  # read from ENTRY, in a branch not counted too
     order = [line for name in computations for line in computations[name]] + loose
-    return [(line, reached.get(line, 0 if line in passed else 1)) for line in dict.fromkeys(order)]
+    return tuple((line, reached.get(line, 0 if line in passed else 1)) for line in dict.fromkeys(order))
 
 
 def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list[str]]:
