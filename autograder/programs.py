@@ -161,6 +161,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled_collectives,
         compiled_permutes,
         compiler_placed,
+        masquerades,
         placed_permutes,
     )
 
@@ -178,6 +179,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
             return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
                           error_code="bad_program")
         stated_text = lowered.as_text()  # once: a long program's text costs its printing each time
+        stated_hlo = lowered.compiler_ir("hlo").as_hlo_module().to_string()  # with the names XLA gives collectives
         if "frontend_attributes" in stated_text:  # its own text in XLA's fields (compiled_hlo.without_named_text)
             return Report(error=phrase_program("error:frontend_attributes"), error_code="bad_program")
         stage = "reading"
@@ -188,7 +190,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled_text = compiled.as_text()
         stage = "reading"
         placed = compiled_census(compiled_text)
-        by_compiler = compiler_placed(compiled_text)
+        by_compiler = compiler_placed(compiled_text, masquerades(stated_hlo))
         stated = census(found)
         a2a = "stablehlo.all_to_all" in stated_text  # one may be a gather (``collectives._as_gather``)
         # beside a stated loop of unknown length, the compiled program's count of that kind says nothing either

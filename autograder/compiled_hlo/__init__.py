@@ -140,25 +140,80 @@ def compiled_census(hlo_text: str, keep: Callable[[str], bool] | None = None) ->
 WRITTEN_BY = frozenset({"psum", "psum_invariant", "pmax", "pmin", "all_gather", "all_gather_invariant",
                         "reduce_scatter", "psum_scatter", "all_to_all", "ragged_all_to_all", "ppermute", "pshuffle",
                         "pbroadcast"})
-_OP_NAME = re.compile(r'\bmetadata=\{op_name="((?:[^"\\]|\\.)*)"')
+# its ``op_name`` wherever it stands among the metadata's fields (``op_type`` may come first), quoted values read whole
+_OP_NAME = re.compile(r'\bmetadata=\{(?:[^"}]|"(?:[^"\\]|\\.)*")*?\bop_name="((?:[^"\\]|\\.)*)"')
 
 
-def _written(op_name: str) -> bool:
-    """Whether an instruction came from collectives alone: XLA names one it combined from several
-    ``(a/psum:b/psum)``, each part ending in the operation it came from."""
-    return all(part.rstrip(")").rsplit("/", 1)[-1] in WRITTEN_BY for part in op_name.split(":"))
+# What a collective's own lowering adds under its name in a shard_map's block (the reshapes and transposes around an
+# all_to_all, a convert of its operand): data moved within the device's block, for which no compiler places one.
+_LOWERED_WITH = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "copy", "reshape",
+                           "transpose", "broadcast", "convert", "slice", "dynamic-slice", "dynamic-update-slice",
+                           "concatenate", "iota", "add", "multiply", "maximum", "minimum", "and", "or"})
+# The computations a shard_map's block is lowered to, before the compiler shards the program (Shardy's name).
+_MANUAL_BODY = "xla.sdy.manual_computation_body"
 
 
-def compiler_placed(hlo_text: str) -> dict[str, int]:
+def _parts(op_name: str) -> list[str]:
+    """The names an instruction's ``op_name`` holds: one, or each of those XLA combined it from ``(a/psum:b/psum)``."""
+    return [part.strip("()") for part in op_name.split(":")]
+
+
+def _written(op_name: str, masks: frozenset[str] = frozenset()) -> bool:
+    """Whether an instruction came from collectives alone: each part of its name ends in a collective's, and none is
+    (or ends in) a name that another operation took (``masquerades``)."""
+    return all(part.rsplit("/", 1)[-1] in WRITTEN_BY and not any(part == m or part.endswith("/" + m) for m in masks)
+               for part in _parts(op_name))
+
+
+def masquerades(stated_hlo: str) -> frozenset[str]:
+    """The names that end in a collective's but that the program, before the compiler shards it (HLO text with its
+    metadata, as ``lowered.compiler_ir("hlo").as_hlo_module().to_string()`` prints it), gives to an operation that
+    is no collective: outside a shard_map's block any such operation, inside one any beyond what a collective's own
+    lowering adds (``_LOWERED_WITH``). A primitive of the program's own named ``psum`` that lowers to a matmul is
+    one: a collective the compiler places to run it on sharded arrays carries its name. Names are relative to their
+    computation, as a compiled program's end in them."""
+    computations: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for raw in stated_hlo.splitlines():
+        line = without_named_text(raw)
+        head = _HEAD.match(line)
+        if head:
+            current = computations.setdefault(head.group(2), [])
+        elif line.startswith("}"):
+            current = None
+        elif current is not None:
+            current.append(raw)
+    manual: set[str] = set()
+    todo = [name for name in computations if name.startswith(_MANUAL_BODY)]
+    while todo:  # a block's loops, branches and calls are the block's
+        name = todo.pop()
+        if name not in manual:
+            manual.add(name)
+            todo += [c for raw in computations[name] for m in _CALLED.finditer(without_named_text(raw))
+                     for c in _NAMES.findall(m.group(2)) if c in computations]
+    out = set()
+    for name, lines in computations.items():
+        for raw in lines:
+            named, found = _OP_NAME.search(raw), _instruction(without_named_text(raw))
+            if named is None or found is None or _placed_kind(found[1]):
+                continue
+            if (name not in manual or found[1] not in _LOWERED_WITH) and any(
+                    part.rsplit("/", 1)[-1] in WRITTEN_BY for part in _parts(named.group(1))):
+                out.update(_parts(named.group(1)))
+    return frozenset(out)
+
+
+def compiler_placed(hlo_text: str, masks: frozenset[str] = frozenset()) -> dict[str, int]:
     """The collectives of a compiled program that no collective of the program wrote, by kind, as
-    ``compiled_census`` counts them: those named after another operation (``WRITTEN_BY``). A program's own names
-    (scopes, functions) come before the operation's in ``op_name``, and cannot take its place. An instruction
-    with no name is given the benefit of the doubt. So a collective the program states but the compiler removed
-    (one behind a branch that never runs) no longer stands in for one the compiler placed."""
+    ``compiled_census`` counts them: those named after another operation (``WRITTEN_BY``), or after one that only
+    bears a collective's name (``masks``, from ``masquerades``). A program's own names (scopes, functions) come
+    before the operation's in ``op_name``, and cannot take its place. An instruction with no name is given the
+    benefit of the doubt. So a collective the program states but the compiler removed (one behind a branch that
+    never runs) no longer stands in for one the compiler placed."""
     placed = set()
     for raw in hlo_text.splitlines():
         m = _OP_NAME.search(raw)
-        if m is not None and not _written(m.group(1)):
+        if m is not None and not _written(m.group(1), masks):
             placed.add(without_named_text(raw))
     return compiled_census(hlo_text, keep=placed.__contains__) if placed else {}
 

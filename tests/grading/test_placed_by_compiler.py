@@ -3,7 +3,9 @@
 without a line of communication. So did a ``shard_map`` whose in_specs ask for a whole operand, which has XLA
 gather it before the block runs. Both earn half now, in both judges, with a sentence that says the compiler
 placed it. A question that asks for the compiler's collectives (a sharding constraint, Chapter 9's CX7) keeps
-full marks for them, and every model keeps its own."""
+full marks for them, and every model keeps its own. A collective is the compiler's where XLA names it after another
+operation, or after an operation that only bears a collective's name (a primitive of the program's own named
+``psum`` that is a matmul)."""
 
 import jax
 import pytest
@@ -47,6 +49,49 @@ def mlp_behind_a_dead_psum(x, w_in, w_out):
     return mlp(_dead(lambda a: jax.lax.psum(a, "X"), ())(x), w_in, w_out)
 
 
+def _named_matmul(name):
+    """A primitive of the program's own, named after a collective, that lowers to a plain matmul: the collective
+    XLA places to run it on sharded arrays carries the collective's name."""
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    prim = Primitive(name)
+    prim.def_abstract_eval(lambda x, y: jax.core.ShapedArray((x.shape[0], y.shape[1]), x.dtype))
+
+    def lowering(ctx, x, y):
+        out = ctx.avals_out[0]
+        dims = hlo.DotDimensionNumbers.get(lhs_batching_dimensions=[], rhs_batching_dimensions=[],
+                                           lhs_contracting_dimensions=[1], rhs_contracting_dimensions=[0])
+        return [hlo.dot_general(ir.RankedTensorType.get(out.shape, mlir.dtype_to_ir_type(out.dtype)), x, y, dims)]
+    mlir.register_lowering(prim, lowering, cacheable=False)
+    return prim
+
+
+PSUM_DOT, GATHER_DOT = _named_matmul("psum"), _named_matmul("all_gather")
+
+
+def dot_named_psum_behind_a_dead_psum(x, y):
+    return PSUM_DOT.bind(_dead(lambda a: jax.lax.psum(a, "X"), (None, "X"))(x), y)
+
+
+def dot_named_all_gather_behind_a_dead_gather(x, y):
+    dead = _dead(lambda a: jax.lax.all_gather(a, "X", axis=1, tiled=True)[:, : a.shape[1]], (None, "X"))
+    return GATHER_DOT.bind(dead(x), y)
+
+
+def mlp_of_dots_named_psum(x, w_in, w_out):
+    x = _dead(lambda a: jax.lax.psum(a, "X"), ())(x)
+    return PSUM_DOT.bind(jax.nn.relu(PSUM_DOT.bind(x, w_in)), w_out)
+
+
+def dot_named_psum_in_a_scope_like_a_shard_map(x, y):
+    """The primitive bound under the name scopes a shard_map's own psum would carry."""
+    with jax.named_scope("shard_map"):
+        return PSUM_DOT.bind(_dead(lambda a: jax.lax.psum(a, "X"), (None, "X"))(x), y)
+
+
 CASES = [
     pytest.param(CH01["ch01-cx4-split-matmul"], matmul, id="ch01 CX4: x @ y"),
     pytest.param(CH03["ch03-cx2-case2-allgather"], matmul, id="ch03 case 2: x @ y"),
@@ -58,6 +103,13 @@ CASES = [
     pytest.param(CH01["ch01-cx4-split-matmul"], matmul_behind_a_dead_psum, id="ch01 CX4: behind a dead psum"),
     pytest.param(CH03["ch03-cx2-case2-allgather"], matmul_behind_a_dead_gather, id="ch03 case 2: behind a dead gather"),
     pytest.param(CH04["ch04-cx6-tp-mlp"], mlp_behind_a_dead_psum, id="ch04 CX6: behind a dead psum"),
+    # ... and a primitive of the program's own named after the collective, so that XLA names the one it placed so
+    pytest.param(CH01["ch01-cx4-split-matmul"], dot_named_psum_behind_a_dead_psum, id="ch01 CX4: a dot named psum"),
+    pytest.param(CH01["ch01-cx4-split-matmul"], dot_named_psum_in_a_scope_like_a_shard_map,
+                 id="ch01 CX4: a dot named psum in a shard_map's scope"),
+    pytest.param(CH03["ch03-cx2-case2-allgather"], dot_named_all_gather_behind_a_dead_gather,
+                 id="ch03 case 2: a dot named all_gather"),
+    pytest.param(CH04["ch04-cx6-tp-mlp"], mlp_of_dots_named_psum, id="ch04 CX6: dots named psum"),
 ]
 
 
@@ -111,3 +163,37 @@ def test_a_count_that_is_off_names_what_the_compiler_added_though_reduce_scatter
     for verdict in both_judges(q, step):
         assert verdict.score == 0.5, verdict.message
         assert "all-reduce that the compiler added outside your shard_map" in verdict.message, verdict.message
+
+
+def test_the_name_is_read_wherever_it_stands_among_the_metadata():
+    from autograder.compiled_hlo import compiler_placed
+
+    line = ('%all-reduce = f32[8]{0} all-reduce(%p), channel_id=1, replica_groups={{0,1}}, to_apply=%add, '
+            'metadata={op_type="TYPE" op_name="jit(f)/dot_general"}')
+    assert compiler_placed(line.replace("TYPE", "dot_general")) == {"all-reduce": 1}
+    # a quoted field that holds a collective's name is read whole, not as the instruction's name
+    assert compiler_placed(line.replace("TYPE", 'x op_name=\\"jit(f)/psum\\"')) == {"all-reduce": 1}
+
+
+def test_a_name_that_an_operation_other_than_a_collective_bears_is_a_mask():
+    from autograder.compiled_hlo import masquerades
+
+    stated = "\n".join([
+        "%xla.sdy.manual_computation_body.1 (p.1: f32[8,8]) -> f32[8,8] {",
+        '  %p.1 = f32[8,8]{1,0} parameter(0), metadata={op_name="shard_map"}',
+        '  %r.2 = f32[8,8]{1,0} transpose(%p.1), dimensions={1,0}, metadata={op_name="all_to_all"}',
+        '  %d.3 = f32[8,8]{1,0} dot(%r.2, %r.2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, '
+        'metadata={op_type="psum" op_name="scan/psum"}',
+        '  ROOT %a.4 = f32[8,8]{1,0} all-reduce(%d.3), replica_groups={}, to_apply=%add, metadata={op_name="psum"}',
+        "}",
+        "ENTRY %main.5 (x.1: f32[8,8]) -> f32[8,8] {",
+        '  %x.1 = f32[8,8]{1,0} parameter(0), metadata={op_name="x"}',
+        '  %s.2 = f32[8,8]{1,0} custom-call(%x.1), custom_call_target="Sharding", '
+        'metadata={op_name="jit(f)/all_gather"}',
+        '  ROOT %c.3 = f32[8,8]{1,0} call(%s.2), to_apply=%xla.sdy.manual_computation_body.1, '
+        'metadata={op_name="jit(f)/shard_map"}',
+        "}",
+    ])
+    # a collective's own reshapes in a block, and the collective itself, are the program's; a matmul named psum,
+    # or anything outside a block named after a collective, masks its name
+    assert masquerades(stated) == {"scan/psum", "jit(f)/all_gather"}
