@@ -525,7 +525,9 @@ def e1(b: int, d: int) -> tuple[Number, ...]:
         number("ch09-e1-argument-bytes", section=MEMORY,
                prompt=f"memory_analysis() argument bytes of the E1 program ({shapes}).", reference=arguments,
                unit="B", tolerance=THREE_FIGURES,
-               slips=(Slip(4 * (b * f + f * d), "close", "y is passed in bf16."),)))
+               slips=(Slip(4 * (b * f + f * d), "close", "y is passed in bf16."),
+                      Slip(arguments + 4 * d * b, slip_code(arguments + 4 * d * b, arguments, THREE_FIGURES),
+                           f"the result f32[{d}, {b}] is the program's output, not an argument."))))
 
 
 def e2(batch: int, width: int) -> tuple[Number, ...]:
@@ -563,7 +565,9 @@ def e3(shape: tuple[int, int], tile: tuple[int, int]) -> tuple[Number, ...]:
         number("ch09-e3-blowup", section=READ_OP, prompt=f"The memory blow-up of {array} over the unpadded array.",
                reference=blowup, tolerance=ONE_PERCENT,
                slips=(Slip(1 / blowup, slip_code(1 / blowup, blowup, ONE_PERCENT),
-                           "padded over unpadded, not the other way round."),)))
+                           "padded over unpadded, not the other way round."),
+                      Slip(blowup - 1, slip_code(blowup - 1, blowup, ONE_PERCENT),
+                           "the blow-up is the factor padded over unpadded, not the growth beyond 1."))))
 
 
 # E5-E7: the book's mock transformer on the 8 cores of a TPU v2-8 (4-way data x 2-way model): X bf16[B, T, D],

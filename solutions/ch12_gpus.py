@@ -49,6 +49,7 @@ NODES = (NODE, hw.DGX_B200, hw.H800_NODE)
 
 # --- Quiz 1: the chip ------------------------------------------------------------------------------
 VECTOR_FLOPS_BOOST = cuda_cores(H100) * hw.H100_BOOST_CLOCK_HZ
+VECTOR_FLOPS_BASE = cuda_cores(H100) * hw.H100_BASE_CLOCK_HZ  # Q1.2's clock: a slip where the boosted rate is asked
 TENSOR_OVER_VECTOR = C_H100 / VECTOR_FLOPS_BOOST
 
 
@@ -82,10 +83,15 @@ def q12(clock: float) -> tuple[Number, ...]:
     """Q1.2: an H100's fp32 vector FLOP/s at one of its clocks (the book's: the 1.59 GHz base clock), one
     operation per CUDA core per cycle, no FMA doubling."""
     flops = cuda_cores(H100) * clock
+    slips = [Slip(2 * flops, "ratio:2", "count one operation per core per cycle, not an FMA.")]
+    if not ONE_PERCENT.accepts(flops, VECTOR_FLOPS_BOOST):  # the boost clock the next question asks about
+        # 1.98 / 1.59 is 24.5% up, in the edge bucket of "close" (25%), which the judge reads as no
+        code = "close" if VECTOR_FLOPS_BOOST / flops < 1.2 else "not_equal"
+        slips.append(Slip(VECTOR_FLOPS_BOOST, code,
+                          f"use the {clock / 1e9:.2f} GHz clock the question gives, not the boost clock."))
     return (number("ch12-q12-vector-flops", section=S["quiz1"],
                    prompt=f"fp32 vector FLOP/s of an H100 at {clock / 1e9:.2f} GHz (no FMA doubling).", reference=flops,
-                   unit="FLOP/s", tolerance=ONE_PERCENT,
-                   slips=(Slip(2 * flops, "ratio:2", "count one operation per core per cycle, not an FMA."),)),)
+                   unit="FLOP/s", tolerance=ONE_PERCENT, slips=tuple(slips)),)
 
 
 def matmul_time(chip: hw.GPU, b: int, d: int, f: int, bytes_per_element: int = 2) -> tuple[float, float]:
@@ -227,7 +233,9 @@ def q31(gbps: int) -> tuple[Number, ...]:
         number("ch12-q31-su-bandwidth", section=S["quiz3"],
                prompt=f"Bandwidth from one SU's 32 nodes into its 8 leaf switches ({gbps} Gb/s ports), B/s.",
                reference=su, unit="B/s", tolerance=THREE_FIGURES,
-               slips=(Slip(2 * su, "ratio:2", "half of each leaf's ports face the spines.", maybe=True),)),
+               slips=(Slip(2 * su, "ratio:2", "half of each leaf's ports face the spines.", maybe=True),
+                      Slip(su / hw.SU_LEAF_SWITCHES, f"ratio:1/{hw.SU_LEAF_SWITCHES}",
+                           f"that is one leaf switch's node-facing ports; the SU has {hw.SU_LEAF_SWITCHES}."))),
         number("ch12-q31-spine-bandwidth", section=S["quiz3"],
                prompt=f"Bandwidth of the 16 spine switches together ({gbps} Gb/s ports), B/s.", reference=spine,
                unit="B/s", tolerance=THREE_FIGURES,
@@ -267,7 +275,8 @@ def q23(node: hw.GPUNode, D: int) -> tuple[Number, ...]:
                    prompt=f"Seconds to AllGather bf16[D_X, F], D = {D}, F = 65,536, on one {node.name}.",
                    reference=t, unit="s",
                    slips=(Slip(nbytes / w, "close", "keep the exact (N - 1)/N factor."),
-                          Slip(2 * t, "ratio:2", "bf16 is 2 bytes."))),)
+                          Slip(2 * t, "ratio:2", "bf16 is 2 bytes."),
+                          Slip(t / 2, "ratio:1/2", "bf16 is 2 bytes per element."))),)
 
 
 # --- collectives -----------------------------------------------------------------------------------------
@@ -916,7 +925,10 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     number("ch12-q12-tensor-ratio", section=S["quiz1"], prompt="Tensor-core bf16 FLOP/s over boosted vector FLOP/s.",
            reference=TENSOR_OVER_VECTOR,
            tolerance=Tolerance(low=29, high=30),  # the book: "around 30x"
-           slips=(Slip(TENSOR_OVER_VECTOR / 2, "ratio:1/2", "the vector rate here has no FMA doubling."),)),
+           slips=(Slip(TENSOR_OVER_VECTOR / 2, "ratio:1/2", "the vector rate here has no FMA doubling."),
+                  Slip(C_H100 / VECTOR_FLOPS_BASE, slip_code(C_H100 / VECTOR_FLOPS_BASE, TENSOR_OVER_VECTOR,
+                                                             Tolerance(low=29, high=30)),
+                       "the vector rate asked for is the boosted one, not the base clock's."))),
     # Q1.3: critical intensities of two GPUs.
     vary("ch12-q13", q13, gpu1=chips(H100, A100, H200), gpu2=chips(B200, A100, H200), valid=q13_valid),
     # Q1.4: two matmuls on one GPU.
@@ -939,7 +951,10 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     number("ch12-q17-chip-intensity", section=S["quiz1"],
            prompt="The H100's vector critical intensity (boost vector FLOP/s over HBM).",
            reference=VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, tolerance=TWO_PERCENT,
-           slips=(Slip(2 * VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, "ratio:2"),)),
+           slips=(Slip(2 * VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s, "ratio:2"),
+                  Slip(VECTOR_FLOPS_BASE / H100.hbm_bytes_per_s,
+                       slip_code(VECTOR_FLOPS_BASE / H100.hbm_bytes_per_s, VECTOR_FLOPS_BOOST / H100.hbm_bytes_per_s),
+                       "the vector rate asked for is the boosted one, not the base clock's."))),
     vary("ch12-q17", q17, gpu=chips(H100, A100, H200, B200)),
     # Quiz 2: nodes.
     vary("ch12-e3", e3, node=chips(NODE, DGX_B200, hw.GB200_NVL72)),

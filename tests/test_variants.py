@@ -4,7 +4,9 @@ the self-check; the kernel and the grader deal alike; the instructor's plan is h
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -165,6 +167,41 @@ def _varied(ch: Chapter) -> set[str]:
                         and _differs(book[q.qid], q):
                     out.add(q.qid)
     return out
+
+
+# Number questions at which two deals' answers differ but lie within one another's tolerance, each with why its
+# values cannot lie further apart; a new one fails the test below until its values are spread or it is named here.
+CLOSE_DEALS: dict[str, str] = {}
+
+
+def _deals(chapter: str, s: variants.Setting, students: int = 300) -> list[dict]:
+    """The choices of ``s`` that a class is dealt under the default plan: the choices ``variants.pick`` gives a few
+    hundred students (never the book's while two others are left, nor a choice that still shows the book's answer),
+    so that the question asked is the one a class is graded on."""
+    data = {"chapter": chapter, "variants": {"course": "c", **variants.settings_block([s], {})}}
+    combos = s.combos()
+    return [combos[i] for i in sorted({variants.pick(data, s.name, f"student{k:03d}") for k in range(students)})]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_deals_answer_passes_at_another_deal_whose_answer_differs(chapter):
+    """docs/grading.md: a classmate's numbers score only where the two students share values. Two deals whose answers
+    differ by less than a tolerance (ch02-q5's total, where another destination moves it by one hop's microsecond in a
+    range of two either side) gave a classmate's answer full marks. Every pair of the deals a class gets is weighed,
+    each deal's reference judged by the other's tolerance (or range)."""
+    close: dict[str, tuple] = {}
+    for s in load_chapter(chapter).settings:
+        deals = _deals(chapter, s)
+        built = [[q for q in s.records(c) if isinstance(q, Number)] for c in deals]
+        for (a, mine), (b, theirs) in itertools.permutations(zip(deals, built, strict=True), 2):
+            for q, other in zip(mine, theirs, strict=True):
+                if not math.isclose(q.reference, other.reference, rel_tol=1e-9) \
+                        and q.tolerance.accepts(q.reference, other.reference):
+                    close.setdefault(q.qid, (s.labels(a), q.reference, s.labels(b), other.reference))
+    named = {qid for qid in CLOSE_DEALS if qid.startswith(chapter[:4] + "-")}
+    assert set(close) == named, {"passes at another deal": {q: close[q] for q in sorted(set(close) - named)},
+                                 "named but apart": sorted(named - set(close))}
+    assert all(len(why) > 20 for why in CLOSE_DEALS.values())
 
 
 def test_a_question_in_a_setting_that_never_changes_it_does_not_count_as_varied():

@@ -40,3 +40,23 @@ def test_q5_a_total_without_the_latency_is_refused_at_every_choice(i):
     for v in both_judges(total, streaming):
         assert not v.ok and "first byte" in v.message, (combo, v.message)
     assert all(v.ok for v in both_judges(total, float(f"{total.reference:.2e}"))), combo
+
+
+# A student's answer at the book's values, and the words of the hint it gets (None: right). From a review of honest
+# students: the book's own rounding of Q5's array, and the slips each question's hint now names.
+STUDENTS = [
+    ("ch02-q5-bandwidth-time", "189 us", None),  # the erratum's 1.7e7 bytes over 2 links of 4.5e10 B/s
+    ("ch02-q5-bandwidth-time", "1.9e-4", None),
+    ("ch02-q5-bandwidth-time", 1.924e-4, "latency"),  # nearer the latency added than the book's rounding
+    ("ch02-q6-ici", 16e9 / (2 * 4.5e10), "own share"),  # the ring's 15/16 left out
+    ("ch02-cx4-bisection-pod", 1.44e12, "both directions"),
+    ("ch02-cx4-bisection-pod", 1.44e12, "wraparound"),
+    ("ch02-e4-hops-slice", 2, "no wraparound"),
+    ("ch02-q5-first-byte", 2e-6, "no wraparound"),
+]
+
+
+@pytest.mark.parametrize(("qid", "answer", "words"), STUDENTS)
+def test_a_students_answer_gets_the_verdict_and_hint_of_its_cause(qid, answer, words):
+    for v in both_judges(CHAPTER[qid], answer):
+        assert v.ok if words is None else (not v.ok and words in v.message), (qid, answer, v.message)

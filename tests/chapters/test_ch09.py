@@ -15,6 +15,7 @@ from jax.sharding import PartitionSpec as P
 import solutions.ch09_profiling as ch09
 from autograder.questions import Function, Program, load_chapter
 from course.devices import mesh
+from tests.chapter_checks import both_judges
 
 pytestmark = pytest.mark.ch09
 CHAPTER = load_chapter("ch09_profiling")
@@ -261,3 +262,19 @@ def test_cx8_public_programs_read_as_their_shapes_say():
         entry = probe["text"][probe["text"].index("ENTRY"):]
         assert ch09.read_compiled(probe["text"]) == expected[name], name
         assert entry.count(" fusion(") == expected[name][2], name
+
+
+# A slip at the book's values and the words of the hint it gets; "maybe" where another slip reaches the same value.
+HINTED = [
+    ("ch09-e3-blowup", "60%", "growth", False),  # 24 / 15 - 1: the growth, not the factor
+    ("ch09-e3-blowup", 0.625, "other way round", False),
+    ("ch09-e1-argument-bytes", 147456, "output, not an argument", True),  # y in f32 gives it too
+    ("ch09-e1-argument-bytes", 147456, "y is passed in bf16", True),
+]
+
+
+@pytest.mark.parametrize(("qid", "answer", "words", "maybe"), HINTED)
+def test_a_slip_gets_the_hint_of_its_cause(qid, answer, words, maybe):
+    for v in both_judges(CHAPTER[qid], answer):
+        assert not v.ok and words in v.message, (qid, answer, v.message)
+        assert ("one possible cause" in v.message) == maybe, v.message

@@ -62,3 +62,20 @@ def test_q52_tp_limit_takes_the_books_divisor_for_every_model():
         book = combo["F"] / BOOK_H100_TP_DIVISOR
         assert all(v.ok for v in both_judges(q, book)), combo
         assert not any(v.ok for v in both_judges(q, book * 1.05)), combo
+
+
+# A slip at the book's values and the words of the hint it gets: a clock, a switch level or a byte count mistaken.
+H100_CORES = 132 * 128
+HINTED = [
+    ("ch12-q12-vector-flops", H100_CORES * 1.98e9, "boost clock"),  # the boost clock for the base one dealt
+    ("ch12-q12-tensor-ratio", 989e12 / (H100_CORES * 1.59e9), "boosted"),  # the base clock where boosted is asked
+    ("ch12-q17-chip-intensity", H100_CORES * 1.59e9 / 3.35e12, "boosted"),
+    ("ch12-q31-su-bandwidth", 32 * 50e9, "one leaf switch"),  # the book's arithmetic (its erratum)
+    ("ch12-q23-allgather-time", 1.04e-3 / 2, "bf16 is 2 bytes"),  # bf16 counted as 1 byte
+]
+
+
+@pytest.mark.parametrize(("qid", "answer", "words"), HINTED)
+def test_a_slip_gets_the_hint_of_its_cause(qid, answer, words):
+    for v in both_judges(CHAPTER[qid], answer):
+        assert not v.ok and words in v.message, (qid, answer, v.message)
