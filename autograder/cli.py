@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,23 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 INTERRUPTED = 130  # the shell's status for a command stopped by Ctrl-C (128 + SIGINT)
+EXIT_SECONDS = 20.0  # for a stopped run's pool threads and processes to end by themselves
+
+
+def exit_within(seconds: float, status: int) -> None:
+    """End the process with ``status`` if it has not ended ``seconds`` from now. After Ctrl-C, Python's exit waits
+    for the worker pool's threads and processes; one left waiting on a worker stopped halfway through a job (seen
+    on a loaded machine) would hold the terminal, and a script that waits for the grader,
+    forever. What was graded is stored before this is armed."""
+    def end() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True  # it must not itself keep the process alive
+    timer.start()
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -83,6 +101,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
             print(file=progress.stream)  # end the progress bar's line
         print(e if isinstance(e, Interrupted) else "interrupted: what was graded is kept, rerun the same command "
               "to continue", file=sys.stderr, flush=True)
+        exit_within(EXIT_SECONDS, INTERRUPTED)
         return INTERRUPTED
     print_summary(course, args.assignment, summary)
     return GRADER_FAILED if _failed(summary) else 0

@@ -143,6 +143,8 @@ def _abandon(pool: ProcessPoolExecutor) -> None:
             proc.join(ABANDON_SECONDS)
     with contextlib.suppress(Exception):
         pool._result_queue._writer.close()  # type: ignore[attr-defined]
+    with contextlib.suppress(Exception):  # jobs queued for workers that are gone are never read: never wait to send
+        pool._call_queue.cancel_join_thread()  # type: ignore[attr-defined]
     pool.shutdown(wait=False, cancel_futures=True)
 
 

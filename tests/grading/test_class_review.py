@@ -370,6 +370,19 @@ def test_ctrl_c_keeps_what_was_graded_and_says_how_to_continue(tmp_path):
     assert (course / "grades.csv").read_text().count("\n") == 1 + kept  # what is kept is in the table already
 
 
+def test_a_stopped_run_ends_though_something_it_left_never_does():
+    """Python's exit waits for every thread and pool process it knows; after Ctrl-C the grader ends anyway."""
+    code = ("import threading, time\n"
+            "from autograder import cli\n"
+            "threading.Thread(target=time.sleep, args=(600,)).start()  # as a pool's thread left waiting\n"
+            "cli.exit_within(1.0, cli.INTERRUPTED)\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 130, done.stderr
+    assert time.monotonic() - started < 30
+
+
 class _CtrlCInACleanup(Progress):
     """After the first stored result, Ctrl-C is pressed while the grader runs an object's cleanup (a weakref
     callback, as the garbage collector runs them at any moment): Python reports an exception raised there and
