@@ -20,13 +20,20 @@ number question (the power of ten of its own answer).
 
 from __future__ import annotations
 
+import bisect
+import functools
+import math
 import re
 from collections.abc import Iterator
+from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 
-from autograder import kinds
-from autograder.questions import Number, Question
+from autograder import fingerprint, kinds
+from autograder.numbers import Tolerance
+from autograder.questions import Number, Question, chapter_names
+from autograder.verdict import Status, Verdict
 from tests.leak_checks import Dealt, dealt, in_unit, numbers_in
 
 # A size in a model's name: "LLaMA 3-70B", "LLaMA-2 13B", "Course-31B", "Megatron-LM's 314B run".
@@ -133,3 +140,132 @@ def test_numbers_in_reads_running_text(text, found):
 def test_a_number_is_read_in_the_questions_unit():
     assert in_unit("51.2", "TB/s", "B/s") == 51.2e12 and in_unit("51.2", "TB/s", "days") is None
     assert in_unit("240", "tokens", "") == 240 and in_unit("373", "us", "s") == pytest.approx(373e-6)
+
+
+# --- a guess that carries no work ------------------------------------------------------------------------
+#
+# A message that names an exact factor ("Off by a factor of 1/32") turns a guess typed without any work into the
+# answer wherever the answer is itself a simple number (1/32, 0.25, 100): the student divides. The attacker here
+# types a number from ``UNWORKED`` into the self-check (and the grader), reads the message, and derives a candidate
+# from any exact factor it names; where it names a power of ten ("about a factor of 10^3"), a second call at the
+# guess moved by it, and a candidate from that message too. No candidate may be right.
+
+UNWORKED = sorted({1.0, 2.0, 3.0} | {10.0**k for k in range(-15, 16)} | {2.0**k for k in range(-10, 11)})
+# The factors a message might name, as small whole numbers and their ratios, and the time units' (24 hours a day):
+# a guess that none of them, times a power of ten, carries to an accepted value cannot be led there, and is skipped.
+_SMALL = (1, 2, 3, 4, 5, 8, 16, 32, 64)
+_NAMEABLE = sorted({Fraction(p, q) for p in _SMALL for q in _SMALL}
+                   | {Fraction(s) for s in (24, 60, 3600, 86400, 604800, 31557600)}
+                   | {Fraction(1, s) for s in (24, 60, 3600, 86400, 604800, 31557600)})
+_FACTOR = re.compile(r"factor of (1e\d+|\d+(?:/\d+)?)\b(?!\^)")
+_POWER = re.compile(r"factor of 10\^([-+]?\d+)")
+STUDENTS = 3  # other choices of a setting played, besides the book's values
+
+
+def _mantissa(x: float) -> float:
+    return x / 10.0 ** math.floor(math.log10(x))
+
+
+@functools.cache
+def _reachable() -> tuple[list[float], list[float]]:
+    """(mantissa of g / k, g) for every guess g and nameable factor k, sorted by mantissa."""
+    pairs = sorted((_mantissa(g / float(k)), g) for g in UNWORKED for k in _NAMEABLE)
+    return [m for m, _ in pairs], [g for _, g in pairs]
+
+
+def _leading(q: Number) -> list[float]:
+    """The guesses some nameable factor, times a power of ten, carries into (or within 1% of) the accepted values."""
+    lo, hi = sorted(abs(x) for x in q.tolerance.bounds(float(q.reference)))
+    lo, hi = lo / 1.01, hi * 1.01
+    mantissas, guesses = _reachable()
+    if lo <= 0 or hi / lo >= 10:
+        return UNWORKED
+    a, b = _mantissa(lo), _mantissa(lo) * hi / lo
+    spans = [(a, b)] if b <= 10 else [(a, 10.0), (1.0, b / 10)]
+    return sorted({guesses[i] for s, e in spans
+                   for i in range(bisect.bisect_left(mantissas, s), bisect.bisect_right(mantissas, e))})
+
+
+def _pointed(v: Verdict, value: float) -> float | None:
+    """The value a message points to: the answer divided by the exact factor it names (a unit it names is one)."""
+    head, _, arg = v.diagnosis.partition(":")
+    if head == "unit" and arg not in ("", "binary") and "looks like the answer in" in v.message:  # names the unit
+        return value / float(Fraction(arg))
+    m = _FACTOR.search(v.message)
+    if m is None:
+        return -value if v.message.startswith("The sign is wrong") else None
+    k = float(m.group(1)) if m.group(1).startswith("1e") else float(Fraction(m.group(1)))
+    return value / k * (-1 if v.message.startswith("The sign is wrong") else 1)
+
+
+def unworked_leaks(items: list[Dealt]) -> list[str]:
+    out = []
+    for d in items:
+        q = d.question
+        reference = float(q.reference)
+        sign = -1.0 if reference < 0 else 1.0
+        guesses = [sign * g for g in _leading(q)]
+        if any(q.tolerance.accepts(reference, g) for g in guesses):
+            continue  # the answer is itself a number typed without work: no message can give more away
+        fp = fingerprint.make(q)
+        right = functools.partial(kinds.judge, q)
+        for judge in (right, functools.partial(fingerprint.selfcheck, fp, q.qid)):
+            for guess in guesses:
+                first = judge(guess)
+                calls = [(guess, first)]
+                power = _POWER.search(first.message)
+                if power:
+                    second = guess / 10.0 ** int(power.group(1))
+                    calls.append((second, judge(second)))
+                    if calls[-1][1].ok:
+                        out.append(f"{q.qid} [{d.choice}]: {guess:g} -> {first.message!r} -> {second:g} is right")
+                        continue
+                for value, v in calls:
+                    candidate = _pointed(v, value)
+                    if candidate is not None and right(candidate).ok:
+                        out.append(f"{q.qid} [{d.choice}]: {value:g} -> {v.message!r} -> {candidate:g} is right")
+    return sorted(set(out))
+
+
+def _played() -> dict[str, list[Dealt]]:
+    """The number questions of each chapter at the book's values and at a few students' choices."""
+    by_chapter: dict[str, list[Dealt]] = {}
+    seen: dict[str, int] = {}
+    for d in dealt():
+        if not isinstance(d.question, Number):
+            continue
+        n = seen.get(d.question.qid, 0)
+        if d.choice == "book" or n < STUDENTS:
+            by_chapter.setdefault(d.chapter, []).append(d)
+            seen[d.question.qid] = n + (d.choice != "book")
+    return by_chapter
+
+
+@pytest.mark.parametrize("chapter", chapter_names())
+def test_no_message_turns_an_unworked_guess_into_the_answer(chapter):
+    items = _played().get(chapter, [])
+    leaks = unworked_leaks(items)
+    assert not leaks, (f"{len(leaks)} message(s) name a factor that turns a number typed without work into the "
+                       "answer: where the answer is a simple number, say only that it is not equal:\n"
+                       + "\n".join(leaks[:40]))
+
+
+def test_the_attacker_reads_factors():
+    """The attacker itself: it finds the answer where a factor is named (so the test above can fail)."""
+    q = next(d.question for d in dealt() if isinstance(d.question, Number) and d.choice == "book"
+             and float(d.question.reference) > 0)
+    r = float(q.reference)
+    v = Verdict(Status.INCORRECT, 0.0, "ratio:2", "Off by a factor of 2: yours is twice the expected value.")
+    assert _pointed(v, 2 * r) == r and right_answer(q, _pointed(v, 2 * r))
+    v = Verdict(Status.INCORRECT, 0.0, "ratio:1/32", "Off by a factor of 1/32: yours is 1/32 of the expected value.")
+    assert _pointed(v, r / 32) == pytest.approx(r)
+    v = Verdict(Status.INCORRECT, 0.0, "ratio:1000000",
+                "Off by a factor of 1e6: yours is 1e6 times the expected value.")
+    assert _pointed(v, r * 1e6) == pytest.approx(r)
+    assert _POWER.search("Off by about a factor of 10^-3 (to within a factor of three)").group(1) == "-3"
+    assert _FACTOR.search("Off by about a factor of 10^-3 (to within") is None
+    assert 1.0 in _leading(SimpleNamespace(reference=1 / 32, tolerance=Tolerance.figures()))  # type: ignore[arg-type]
+
+
+def right_answer(q: Number, value: float) -> bool:
+    return kinds.judge(q, value).ok

@@ -8,6 +8,7 @@ except that the self-check says "at the edge" where its data cannot decide.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Sequence
@@ -94,6 +95,59 @@ def _power_of_ten(k: Fraction) -> bool:
     return min(k.numerator, k.denominator) == 1 and str(max(k.numerator, k.denominator)).rstrip("0") == "1"
 
 
+# Numbers a student can type without working anything out: 1, 2, 3 and the powers of two from 1/1024 to 1024 (and,
+# a decade away from each, the powers of ten). Where the answer is one of these times a factor the diagnosis names,
+# naming that factor to such a guess ("off by a factor of 1/32" to an answer of 1) gives the answer away for no work.
+UNWORKED = (1.0, 2.0, 3.0) + tuple(2.0**j for j in range(-10, 11))
+# How closely an answer must be a factor times the reference for a factor to be named where the reference is simple:
+# to the rounding of 3, 4 or 5 significant figures, the widest that stays clear of every simple number (``pin``).
+PIN_WINDOWS = (5e-3, 5e-4, 5e-5)
+
+
+def _mantissa(x: float) -> float:
+    return x / 10.0 ** math.floor(math.log10(x))
+
+
+@lru_cache(maxsize=32)
+def _simple_mantissas(unit: str) -> tuple[float, ...]:
+    """The mantissas of every unworked number times every factor the diagnosis may name for a question in ``unit``,
+    sorted, each also ten times over (a mantissa that float rounding left just below 10 is found)."""
+    ks = [float(k) for k in (*NUMBER_FACTORS, *time_factors(unit)) if k > 0]
+    ms = {_mantissa(g * k) for g in UNWORKED for k in ks}
+    return tuple(sorted(ms | {10 * m for m in ms}))
+
+
+def simple(lo: float, hi: float, unit: str) -> bool:
+    """Whether some value in [lo, hi] (a question's accepted values) is simple: an unworked number (``UNWORKED``)
+    times a factor the diagnosis names (``NUMBER_FACTORS``, the time units' ``time_factors``) and a power of ten.
+    Where one is, an unworked guess may lie a named factor away from an accepted answer, so a factor is said only to an
+    answer that carries the reference's figures (``pin``); else the message withholds it (``messages.phrase``)."""
+    if lo <= 0 <= hi:
+        return True  # 0 is typed without work
+    lo, hi = sorted((abs(lo), abs(hi)))
+    if hi / lo >= 10:
+        return True
+    lo, hi = lo * (1 - 1e-9), hi * (1 + 1e-9)
+    a = _mantissa(lo)
+    ms = _simple_mantissas(unit)
+    i = bisect.bisect_left(ms, a)
+    return i < len(ms) and ms[i] <= a * hi / lo
+
+
+def pin(reference: float, unit: str) -> float | None:
+    """For a simple question, how closely an answer over a factor must match its reference for the factor to be
+    named: the widest of ``PIN_WINDOWS`` within which no simple number lies (so an unworked guess is never told a
+    factor, while a student whose answer carries the reference's figures is). None where a simple number lies within
+    the narrowest: no factor is named at all."""
+    if reference == 0:
+        return None
+    a = _mantissa(abs(reference))
+    ms = _simple_mantissas(unit)
+    i = bisect.bisect_left(ms, a)
+    distance = min(abs(m / a - 1) for m in ms[max(i - 1, 0):i + 1])
+    return next((w for w in PIN_WINDOWS if distance > 2 * w), None)
+
+
 def factor_code(k: Any, unit: str, unit_given: str | None) -> str:
     """A wrong number that is k times the reference: a unit slip (no unit given, and k a power of 1000 or
     the factor between two time units, where a unit of that size exists: 1000 times an answer in days is no
@@ -119,6 +173,7 @@ class Expected:
     accepts: tuple[tuple[float, str], ...]
     hints: tuple[str, ...]
     oracle: tg.Printed  # tg.Exact in the grader
+    simple: bool = False  # a typed answer that is simple (``simple``): a factor is said only near "pin"
 
 
 # A slip's hint reaches 2 significant figures of its value, so a student who rounds the slipped value ("27%" for
@@ -137,9 +192,11 @@ def hint_reach(value: float, lo: float, hi: float, others: list[float], rtol: fl
 
 @lru_cache(maxsize=4096)
 def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept: tuple[Accept, ...] = (),
-             slips: tuple[Slip, ...] = (), element: bool = False) -> tuple[Expected, tg.Targets]:
+             slips: tuple[Slip, ...] = (), element: bool = False, typed: bool = False) -> tuple[Expected, tg.Targets]:
     """``element``: one element of an array result, of which there may be thousands: judged right or
-    by a simple factor only, which keeps the self-check data small."""
+    by a simple factor only, which keeps the self-check data small. ``typed``: the answer of a number question,
+    which a student may type without any work (a function's outputs are its code's), so where the answer is
+    simple (``simple``) a factor is said only to an answer that carries the reference's figures (``pin``)."""
     reference = float(reference)
     hinted = [s for s in slips if s.hint]
     lo, hi = tolerance.bounds(reference)
@@ -180,8 +237,15 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     worded = [float(x) for x in [a.answer for a in accept] + [s.answer for s in hinted]]
     for j, s in enumerate(hinted):
         t[f"slip{j}"] = [tg.around(float(s.answer), hint_reach(float(s.answer), lo, hi, worded, tolerance.rtol))]
+    # A range's factors are of its reference (the target "factor"), within the question's relative tolerance.
+    span = (min(lo, reference * (1 - tolerance.rtol)), max(hi, reference * (1 + tolerance.rtol))) \
+        if tolerance.is_range else (lo, hi)
+    plain = typed and simple(*span, unit)
+    window = pin(reference, unit) if plain else None
+    if window is not None:
+        t["pin"] = [tg.around(reference, window)]
     e = Expected(unit, tolerance_text(tolerance, reference), tuple((a.credit, a.message) for a in accept),
-                 tuple(s.told for s in hinted), tg.Exact(tag, t))
+                 tuple(s.told for s in hinted), tg.Exact(tag, t), plain)
     return e, t
 
 
@@ -326,7 +390,10 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             k = _factor(e.oracle, v, time_factors(e.unit))
         said = {"value": v, "unit_given": p.unit_given or ""}  # whether a factor of 100 may be a percentage
         if k is not None:
-            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said)
+            # Where the question is simple, the factor is said only to an answer that carries the reference's figures:
+            # said to an unworked guess, it would be the answer. The diagnosis keeps it (the grader's record).
+            withheld = k != -1 and e.simple and near("pin", 0, v / float(k)) is not True
+            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said, withheld=withheld)
         reading = binary_reading(p.unit_given)
         if reading is not None and _inside(e.oracle, v * reading[0]):
             return wrong("unit:binary", hints, **ctx, **reading[1])
@@ -334,7 +401,9 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             return _close(e, v, hints, ctx)
         for d in MAGNITUDES:
             if near("decade", 0, v / 10.0**d) is True:
-                return wrong(f"magnitude:{d:+d}", hints, **ctx, **said)
+                # beyond the factors' powers of ten, an exact power of ten would be the answer
+                withheld = e.simple and _inside(e.oracle, v / 10.0**d)
+                return wrong(f"magnitude:{d:+d}", hints, **ctx, **said, withheld=withheld)
     return wrong("not_equal", hints, **ctx)
 
 
@@ -345,9 +414,10 @@ def read(answer: Any, unit: str) -> ParsedNumber | Invalid:
 
 
 def check(tag: str, reference: float, unit: str, tolerance: Tolerance, answer: Any,
-          accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), element: bool = False) -> Verdict:
-    """The grader's verdict on one number."""
-    e, _ = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element)
+          accept: Sequence[Accept] = (), slips: Sequence[Slip] = (), element: bool = False,
+          typed: bool = False) -> Verdict:
+    """The grader's verdict on one number (``typed``: see ``expected``)."""
+    e, _ = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element, typed)
     p = read(answer, unit)
     if isinstance(p, Invalid):
         return invalid(p, **context(unit, e.tolerance_words))
@@ -378,25 +448,28 @@ def hint(q: Number) -> str:
 
 
 def judge(q: Number, answer: Any) -> Verdict:
-    return check(q.qid, q.reference, q.unit, q.tolerance, answer, q.accept, q.slips)
+    return check(q.qid, q.reference, q.unit, q.tolerance, answer, q.accept, q.slips, typed=True)
 
 
 # --- the self-check -------------------------------------------------------------------------------
 
 def fingerprint(tag: str, reference: float, unit: str, tolerance: Tolerance, accept: Sequence[Accept] = (),
-                slips: Sequence[Slip] = (), element: bool = False) -> dict:
-    e, t = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element)
+                slips: Sequence[Slip] = (), element: bool = False, typed: bool = False) -> dict:
+    """The self-check data of one number: its targets' hashes, and whether it is simple (``simple``; said only
+    where it is, so that other data stays as it was)."""
+    e, t = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element, typed)
     return {"unit": unit, "tolerance": e.tolerance_words, "accept": [list(a) for a in e.accepts],
-            "hints": list(e.hints), "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()}}
+            "hints": list(e.hints), "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()},
+            **({"simple": True} if e.simple else {})}
 
 
 def make_print(q: Number) -> dict:
-    return fingerprint(q.qid, q.reference, q.unit, q.tolerance, q.accept, q.slips)
+    return fingerprint(q.qid, q.reference, q.unit, q.tolerance, q.accept, q.slips, typed=True)
 
 
 def from_print(fp: dict, tag: str) -> Expected:
     return Expected(fp["unit"], fp["tolerance"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]),
-                    tg.Printed(tag, fp["targets"]))
+                    tg.Printed(tag, fp["targets"]), bool(fp.get("simple")))
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:

@@ -446,14 +446,15 @@ def both(q: Number, answer: object) -> tuple[Verdict, Verdict]:
     return judge(q, encoded), fingerprint.selfcheck(fingerprint.make(q), q.qid, encoded)
 
 
+# References that are no simple number (2500 s is one: a factor named to a guess would give it, below).
 TIME_UNIT_SLIPS = [
     (17.38, "days", 17.38 * 24, "unit:24", "hours"),
     (17.38, "days", 17.38 * 24 * 60, "unit:1440", "minutes"),
     (17.38, "days", 17.38 * 86400, "unit:86400", "seconds"),
     (17.38, "days", 17.38 / 7, "unit:1/7", "weeks"),
-    (2.5e3, "s", 2.5e3 / 60, "unit:1/60", "minutes"),
-    (2.5e4, "s", 2.5e4 / 3600, "unit:1/3600", "hours"),
-    (3.0e6, "s", 3.0e6 / 86400, "unit:1/86400", "days"),
+    (2.47e3, "s", 2.47e3 / 60, "unit:1/60", "minutes"),
+    (2.47e4, "s", 2.47e4 / 3600, "unit:1/3600", "hours"),
+    (3.07e6, "s", 3.07e6 / 86400, "unit:1/86400", "days"),
     (435.0, "years", 435.0 * 365.25, "unit:1461/4", "days"),
     (435.0, "years", 435.0 * 365.25 * 24, "unit:8766", "hours"),
     (17.38, "days", 17.38 / 365.25, "unit:4/1461", "years"),
@@ -609,3 +610,28 @@ def test_a_k_is_told_both_of_its_readings():
         assert "write 8e3" in v.message and "write 8*1024" in v.message, v.message
     assert all(v.ok for v in both(q, "8*1024"))
     assert "1024" not in judge(q, "13B").message
+
+
+# --- a factor that would give a guess the answer is withheld ----------------------------------------------
+
+@pytest.mark.parametrize(("reference", "unit", "guess"), [(1 / 32, "", 1), (0.25, "", 1), (1e-3, "s", 1),
+                                                          (1e-15, "s", 1), (2.5e3, "s", 2.5e3 / 60)])
+def test_a_simple_answer_is_not_given_by_a_factor(reference, unit, guess):
+    """1/32 is 1 over 32: "off by a factor of 32" to a guess of 1 would be the answer. Both judges say only that the
+    guess is not equal, and, more than a factor of three off, in which direction; the diagnosis keeps the factor."""
+    for v in both(number(reference, unit, Tolerance.figures()), guess):
+        assert not v.ok and "factor of" not in v.message.replace("more than a factor of three", ""), v.message
+        assert "looks like the answer in" not in v.message and "simple multiple" not in v.message, v.message
+        assert v.message.startswith("Not the expected value"), v.message
+
+
+def test_a_slip_on_a_computed_answer_is_still_named():
+    """Twice an answer that is no simple number (7.3 ms with its figures) is told as twice; so is twice 1/96.13 at the
+    figures the student carries, and not twice it rounded to 2 figures (0.021 is 2 over 96)."""
+    for v in both(number(7.3123e-3, "s"), 2 * 7.3123e-3):
+        assert v.diagnosis == "ratio:2" and "twice the expected value" in v.message, v.message
+    r = 1 / 96.13
+    for v in both(number(r, "s", Tolerance(rtol=0.05)), 2 * r):
+        assert "twice the expected value" in v.message, v.message
+    for v in both(number(r, "s", Tolerance(rtol=0.05)), 0.021):
+        assert v.diagnosis == "ratio:2" and "twice" not in v.message, v.message
