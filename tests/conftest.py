@@ -1,11 +1,15 @@
-"""Test-wide setup: 8 simulated CPU devices before anything imports JAX, and a progress file of the
-test session's own (self-checks record attempts; a learner's real progress must not change)."""
+"""Test-wide setup: 8 simulated CPU devices before JAX starts its backends, a progress file of the test session's own
+(self-checks record attempts; a learner's real progress must not change), and a compilation cache of each test
+process's own."""
 
+import atexit
 import os
 import re
+import shutil
 import sys
 import tempfile
 
+import jax
 import pytest
 
 import course.devices
@@ -14,6 +18,14 @@ from course import progress
 os.environ["SCALING_COURSE_PROGRESS"] = os.path.join(tempfile.mkdtemp(prefix="scaling-course-tests-"),
                                                      "progress.json")
 course.devices.setup("cpu")
+# Many tests judge the same programs (each reference, by both judges): a compilation cache of this process's own
+# (a folder per test process: JAX writes its files in place, which another process could read half-written) compiles
+# each once. Set in JAX's configuration, not the environment, so no grader or kernel a test starts inherits it.
+_JAX_CACHE = tempfile.mkdtemp(prefix="scaling-course-tests-jax-")
+atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
+jax.config.update("jax_compilation_cache_dir", _JAX_CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 # The environment's own commands (nbgrader runs ``alembic`` when it opens a gradebook) are found whether or not the
 # environment is activated, in every test process, as ``scaling-course`` finds them (release.generate).
 _SCRIPTS = os.path.dirname(sys.executable)
