@@ -26,6 +26,7 @@ from .course_config import variant_plan
 from .distribution import BOOTSTRAP_END, DistributionError, bootstrap, colab_prefix
 from .fingerprint import make_chapter
 from .grading import STATE
+from .kinds.common import diagnosed_as
 from .questions import (
     AuthoringError,
     Chapter,
@@ -506,7 +507,7 @@ def record_problems(chapter: Chapter) -> list[str]:
             said = said or repr(slip.answer)
             if v.ok:
                 problems.append(f"{q.qid}: the slip {said} gets full marks from the grader")
-            elif v.diagnosis != slip.diagnosis:
+            elif not diagnosed_as(v.diagnosis, slip.diagnosis):
                 problems.append(f"{q.qid}: the slip {said} is diagnosed {v.diagnosis} by the grader, not "
                                 f"{slip.diagnosis} as its record says")
     return problems

@@ -1146,7 +1146,8 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
            reference="split-output", options=("split-output", "split-contraction", "replicate"),
            slips=(Slip("split-contraction", "wrong_option", "its AllReduce moves twice the bytes."),)),
     vary("ch03-q6", q6, chip=chips(V5E, hw.TPU_V6E), mesh=values((4, 4), (4, 8), (8, 4), (2, 4))),
-    # (4608, 36864) is Gemma 2 27B's MLP; a (7168, 28672) had 1.96 times (5120, 20480)'s D*F, so a batch of 64 and
+    # (4608, 36864) is Gemma 2 27B's MLP (hidden_size and intermediate_size in the config.json of google/gemma-2-27b
+    # on huggingface.co); a (7168, 28672) had 1.96 times (5120, 20480)'s D*F, so a batch of 64 and
     # one of 128 gave FLOP times 2% apart, each passing the other's check
     vary("ch03-q7", q7, DF=values((8192, 32768), (6144, 24576), (5120, 20480), (4608, 36864)),
          B=values(128, 256, 64), valid=q7_valid),

@@ -187,8 +187,14 @@ def _leading(q: Number) -> list[float]:
 
 
 def _pointed(v: Verdict, value: float) -> float | None:
-    """The value a message points to: the answer divided by the exact factor it names (a unit it names is one)."""
+    """The value a verdict points to: the answer divided by the exact factor its code or its message names (a unit
+    it names is one). A student reads both."""
     head, _, arg = v.diagnosis.partition(":")
+    if head in ("ratio", "unit") and arg not in ("", "other", "binary"):
+        try:
+            return value / float(Fraction(arg))
+        except (ValueError, ZeroDivisionError):
+            pass
     if head == "unit" and arg not in ("", "binary") and "looks like the answer in" in v.message:  # names the unit
         return value / float(Fraction(arg))
     m = _FACTOR.search(v.message)
@@ -213,7 +219,7 @@ def unworked_leaks(items: list[Dealt]) -> list[str]:
             for guess in guesses:
                 first = judge(guess)
                 calls = [(guess, first)]
-                power = _POWER.search(first.message)
+                power = _POWER.search(first.message) or re.fullmatch(r"magnitude:([-+]\d+)", first.diagnosis)
                 if power:
                     second = guess / 10.0 ** int(power.group(1))
                     calls.append((second, judge(second)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..formula import Invalid
@@ -18,6 +19,23 @@ def wrong(code: str, hints: Sequence[str] = (), **ctx: Any) -> Verdict:
     """A wrong answer; ``hints`` are those of the slips it matches exactly (none if it matches none)."""
     message = with_hints(phrase(code, **ctx), list(dict.fromkeys(h for h in hints if h)))
     return Verdict(Status.INCORRECT, 0.0, code, message)
+
+
+# The diagnosis of a factor, unit or power of ten that a message does not say (kinds/number.py, ``simple``): the code
+# would say it as plainly as the sentence, and a student can read the verdict's code too.
+WITHHELD = "withheld"
+_SAID_BY_FACTOR = ("ratio", "unit", "magnitude")
+
+
+def withhold(v: Verdict) -> Verdict:
+    """``v``, its factor kept from its code (its message was phrased without it)."""
+    return replace(v, diagnosis=WITHHELD)
+
+
+def diagnosed_as(found: str, declared: str) -> bool:
+    """Whether a verdict's code is a slip's declared one: the same, or the declared factor withheld (``WITHHELD``),
+    as it is at values where the factor would give the answer away."""
+    return found == declared or (found == WITHHELD and declared.partition(":")[0] in _SAID_BY_FACTOR)
 
 
 def correct(**data: Any) -> Verdict:

@@ -37,7 +37,7 @@ from ..questions import Accept, Number, Slip
 from ..record import course_object
 from ..verdict import Status, Verdict
 from . import targets as tg
-from .common import correct, edge, invalid, partial, wrong
+from .common import correct, edge, invalid, partial, withhold, wrong
 
 CLOSE = 0.25  # a number within 25% but outside tolerance is "close"
 # Of those, the ones within 5% are what a rounding could explain, and are called so; the others are a slip.
@@ -391,9 +391,10 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         said = {"value": v, "unit_given": p.unit_given or ""}  # whether a factor of 100 may be a percentage
         if k is not None:
             # Where the question is simple, the factor is said only to an answer that carries the reference's figures:
-            # said to an unworked guess, it would be the answer. The diagnosis keeps it (the grader's record).
+            # said to an unworked guess, it would be the answer. Nor does the code say it (``withhold``).
             withheld = k != -1 and e.simple and near("pin", 0, v / float(k)) is not True
-            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said, withheld=withheld)
+            verdict = wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said, withheld=withheld)
+            return withhold(verdict) if withheld else verdict
         reading = binary_reading(p.unit_given)
         if reading is not None and _inside(e.oracle, v * reading[0]):
             return wrong("unit:binary", hints, **ctx, **reading[1])
@@ -403,7 +404,8 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             if near("decade", 0, v / 10.0**d) is True:
                 # beyond the factors' powers of ten, an exact power of ten would be the answer
                 withheld = e.simple and _inside(e.oracle, v / 10.0**d)
-                return wrong(f"magnitude:{d:+d}", hints, **ctx, **said, withheld=withheld)
+                verdict = wrong(f"magnitude:{d:+d}", hints, **ctx, **said, withheld=withheld)
+                return withhold(verdict) if withheld else verdict
     return wrong("not_equal", hints, **ctx)
 
 

@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from autograder.checks import judge
 from autograder.formula import Invalid
+from autograder.kinds.common import WITHHELD
+from autograder.kinds.number import check as number_check
 from autograder.messages import phrase
 from autograder.numbers import UNITS, ParsedNumber, Tolerance, parse_number, round_figures
 from autograder.questions import Number, Slip
@@ -26,10 +28,34 @@ from tests.strategies import answer_text, hostile_objects
 
 
 def check(reference: float, unit: str, tolerance: Tolerance, answer: object) -> Verdict:
-    """The grader's verdict on ``answer`` for a Number record with this reference, unit and tolerance."""
+    """The grader's verdict on ``answer`` for a Number record with this reference, unit and tolerance, as its
+    diagnosis reads it: the factor said, where a typed answer's verdict may withhold it (``typed_check``)."""
+    return number_check("ch99-p1-number", reference, unit, tolerance, answer, slips=_slips(reference))
+
+
+def typed_check(reference: float, unit: str, tolerance: Tolerance, answer: object) -> Verdict:
+    """The grader's verdict on ``answer`` for a Number record: a number question's, typed by the student."""
     q = Number(qid="ch99-p1-number", points=1, prompt="A number.", reference=reference, unit=unit,
-               tolerance=tolerance, slips=(Slip(2 * reference, "ratio:2"),), negative=reference < 0)
+               tolerance=tolerance, slips=_slips(reference), negative=reference < 0)
     return judge(q, answer)
+
+
+def _slips(reference: float) -> tuple[Slip, ...]:
+    return (Slip(2 * reference, "ratio:2"),)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(1e-20, 1e20), st.sampled_from(["2", "1/2", "8", "1/4", "3/2", "16", "1000"]), st.booleans())
+def test_a_typed_number_says_its_factor_or_withholds_it(reference, k, rounded):
+    """A number question's verdict is the diagnosis's, or the same verdict with its factor withheld (its answer is a
+    simple number a guess could reach); an answer rounded to 2 figures never hears a factor of a simple answer."""
+    value = reference * float(Fraction(k))
+    value = float(f"{value:.2g}") if rounded else value
+    said, typed = check(reference, "", Tolerance(), value), typed_check(reference, "", Tolerance(), value)
+    assert (typed.status, typed.score) == (said.status, said.score)
+    assert typed.diagnosis in (said.diagnosis, WITHHELD), (typed, said)
+    if typed.diagnosis == WITHHELD:
+        assert "factor of" not in typed.message.replace("more than a factor of three", ""), typed.message
 
 
 def assert_unreadable(v: Verdict, inv: Invalid) -> None:

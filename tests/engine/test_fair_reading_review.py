@@ -21,6 +21,7 @@ import sympy as sp
 from autograder import kinds
 from autograder.checks import judge
 from autograder.formula import Invalid, Parsed, parse_formula
+from autograder.kinds.common import WITHHELD
 from autograder.numbers import UNITS, ParsedNumber, parse_number, unit_examples
 from autograder.questions import Formula, Number, Question, chapter_names, load_chapter
 from autograder.verdict import Verdict
@@ -140,11 +141,12 @@ def test_a_factor_off_a_range_is_named_by_that_factor(q):
     lo, hi = q.tolerance.bounds(r)
     for k, code in ((2, "ratio:2"), (0.5, "ratio:1/2"), (8, "ratio:8"), (3, "ratio:3"), (0.25, "ratio:1/4")):
         if not lo <= r * k <= hi:  # ch04-q4's range is the book's 240 to 480: twice 240 is right
-            assert diagnoses(q, r * k) == (code, code), (k, diagnoses(q, r * k))
+            # or withheld by both, where the answer is a simple number a guess could reach (kinds/number.py)
+            assert diagnoses(q, r * k) in ((code, code), (WITHHELD, WITHHELD)), (k, diagnoses(q, r * k))
     if q.unit:
         dimension, scale = UNITS[q.unit]
         code = "unit:1000" if (dimension, scale / 1000) in {(d, s) for d, s in UNITS.values()} else "ratio:1000"
-        assert diagnoses(q, r * 1000) == (code, code)
+        assert diagnoses(q, r * 1000) in ((code, code), (WITHHELD, WITHHELD))
 
 
 def inside(q: Number) -> list[float]:

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from autograder import kinds, variants
+from autograder.kinds.common import WITHHELD
 from autograder.numbers import UNITS, round_figures
 from autograder.questions import Question, chapter_names, load_chapter
 from autograder.release import released
@@ -289,6 +290,7 @@ def test_a_slip_by_a_power_of_1000_is_a_unit_only_where_such_a_unit_exists(chapt
             said = (graded.diagnosis, checked.diagnosis)
             named = [d.startswith("unit:") for d in said]
             ok = all(named) if exists else not any(named) and "times smaller than" not in graded.message
+            ok = ok or said == (WITHHELD, WITHHELD)  # a simple answer's factor is not said (kinds/number.py)
             if not ok or graded.message != checked.message:
                 failures.append((repr(c), k, said))
     assert not failures, failures[:10]

@@ -16,6 +16,7 @@ import sympy as sp
 
 from autograder.checks import judge
 from autograder.formula import Invalid
+from autograder.kinds.common import WITHHELD
 from autograder.messages import phrase_invalid
 from autograder.numbers import (
     FIGURES,
@@ -391,26 +392,28 @@ def test_check_number_with_a_range(answer, ok):
 
 # --- diagnoses ------------------------------------------------------------------------------------
 
+# A computed reference (1.37 ms, not 1 ms): where the answer is a simple number, a factor would give it away, and
+# is withheld (``test_a_simple_answer_is_not_given_away``).
 DIAGNOSES = [
-    (1e-3, "s", 1.0, "unit:1000"),  # a time in ms, given without a unit
-    (1e-3, "s", "1.0", "unit:1000"),
-    (1e-3, "s", 1000.0, "unit:1000000"),  # in us
-    (1e-3, "s", "1 s", "ratio:1000"),  # the unit was written: a factor, not a unit slip
-    (1e-3, "s", 1e-6, "ratio:1/1000"),  # in ks, were there such a unit
-    (16e9, "B", 16.0, "unit:1/1000000000"),  # in GB
-    (1e-3, "s", 2e-3, "ratio:2"),
-    (1e-3, "s", "2 ms", "ratio:2"),
-    (1e-3, "s", 5e-4, "ratio:1/2"),
-    (1e-3, "s", -1e-3, "ratio:-1"),
-    (1e-3, "", 1.0, "ratio:1000"),  # a plain number has no unit to slip on
-    (0.25, "", "25", "ratio:100"),  # a percentage given as a plain number
-    (1e-3, "s", 1.05e-3, "close"),
-    (1e-3, "s", 0.8e-3, "close"),
-    (1e-3, "s", 1.2, "magnitude:+3"),
-    (1.0, "", 1 / 120, "magnitude:-2"),
-    (1e-3, "s", 1.7e-3, "not_equal"),
-    (1e-3, "s", -1.7e-3, "not_equal"),
-    (1e-3, "s", 0.0, "not_equal"),
+    (1.37e-3, "s", 1.37, "unit:1000"),  # a time in ms, given without a unit
+    (1.37e-3, "s", "1.37", "unit:1000"),
+    (1.37e-3, "s", 1370.0, "unit:1000000"),  # in us
+    (1.37e-3, "s", "1.37 s", "ratio:1000"),  # the unit was written: a factor, not a unit slip
+    (1.37e-3, "s", 1.37e-6, "ratio:1/1000"),  # in ks, were there such a unit
+    (16.4e9, "B", 16.4, "unit:1/1000000000"),  # in GB
+    (1.37e-3, "s", 2.74e-3, "ratio:2"),
+    (1.37e-3, "s", "2.74 ms", "ratio:2"),
+    (1.37e-3, "s", 6.85e-4, "ratio:1/2"),
+    (1.37e-3, "s", -1.37e-3, "ratio:-1"),
+    (1.37e-3, "", 1.37, "ratio:1000"),  # a plain number has no unit to slip on
+    (0.247, "", "24.7", "ratio:100"),  # a percentage given as a plain number
+    (1.37e-3, "s", 1.4385e-3, "close"),
+    (1.37e-3, "s", 1.096e-3, "close"),
+    (1.37e-3, "s", 1.644, "magnitude:+3"),
+    (1.37, "", 1.37 / 120, "magnitude:-2"),
+    (1.37e-3, "s", 2.329e-3, "not_equal"),
+    (1.37e-3, "s", -2.329e-3, "not_equal"),
+    (1.37e-3, "s", 0.0, "not_equal"),
 ]
 
 
@@ -428,12 +431,12 @@ def test_far_off_numbers_are_judged(reference, answer):
 
 
 def test_accept_and_hinted_slip():
-    accept, slip = Accept(2.0, 0.5, "Right for one direction only."), Slip(4.0, "ratio:4", "Count bytes, not bits.")
-    q = number(1.0, accept=(accept,), slips=(slip,))
-    assert judge(q, 2.01).score == 0.5
-    v = judge(q, 4.0)
+    accept, slip = Accept(2.74, 0.5, "Right for one direction only."), Slip(5.48, "ratio:4", "Count bytes, not bits.")
+    q = number(1.37, accept=(accept,), slips=(slip,))
+    assert judge(q, 2.75).score == 0.5
+    v = judge(q, 5.48)
     assert v.diagnosis == "ratio:4" and v.message.endswith(" Hint: Count bytes, not bits.")
-    assert "Hint" not in judge(q, 8.0).message
+    assert "Hint" not in judge(q, 10.96).message
 
 
 # --- both judges: time units that are not a power of ten apart, a clock in Hz, the edge ------------------
@@ -502,7 +505,7 @@ def test_a_time_with_its_unit_written_is_off_by_the_factor():
     (17.38, "days", 17.38 * 10, "ratio:10"),
     (17.38, "days", 17.38 * 12, "magnitude:+1"),  # no time unit is 12 days
     (17.38, "", 17.38 * 24, "magnitude:+1"),  # a plain number has no time unit to slip on
-    (1e-3, "s", 1.0, "unit:1000"),
+    (1.37e-3, "s", 1.37, "unit:1000"),
 ])
 def test_other_factors_are_said_as_before(reference, unit, answer, code):
     for v in both(number(reference, unit, Tolerance(rtol=0.01)), answer):
@@ -618,9 +621,11 @@ def test_a_k_is_told_both_of_its_readings():
                                                           (1e-15, "s", 1), (2.5e3, "s", 2.5e3 / 60)])
 def test_a_simple_answer_is_not_given_by_a_factor(reference, unit, guess):
     """1/32 is 1 over 32: "off by a factor of 32" to a guess of 1 would be the answer. Both judges say only that the
-    guess is not equal, and, more than a factor of three off, in which direction; the diagnosis keeps the factor."""
+    guess is not equal, and, more than a factor of three off, in which direction; nor does the diagnosis code, which a
+    student can read too, name the factor."""
     for v in both(number(reference, unit, Tolerance.figures()), guess):
-        assert not v.ok and "factor of" not in v.message.replace("more than a factor of three", ""), v.message
+        assert not v.ok and v.diagnosis == WITHHELD, v.diagnosis
+        assert "factor of" not in v.message.replace("more than a factor of three", ""), v.message
         assert "looks like the answer in" not in v.message and "simple multiple" not in v.message, v.message
         assert v.message.startswith("Not the expected value"), v.message
 
@@ -634,4 +639,4 @@ def test_a_slip_on_a_computed_answer_is_still_named():
     for v in both(number(r, "s", Tolerance(rtol=0.05)), 2 * r):
         assert "twice the expected value" in v.message, v.message
     for v in both(number(r, "s", Tolerance(rtol=0.05)), 0.021):
-        assert v.diagnosis == "ratio:2" and "twice" not in v.message, v.message
+        assert v.diagnosis == WITHHELD and "twice" not in v.message, v.message
