@@ -179,9 +179,9 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
             return Report(error=phrase_program("error:too_big", size=size, limit=RESULT_BYTES),
                           error_code="bad_program")
         stated_text = lowered.as_text()  # once: a long program's text costs its printing each time
-        stated_hlo = lowered.compiler_ir("hlo").as_hlo_module().to_string()  # with the names XLA gives collectives
         if "frontend_attributes" in stated_text:  # its own text in XLA's fields (compiled_hlo.without_named_text)
             return Report(error=phrase_program("error:frontend_attributes"), error_code="bad_program")
+        stated_hlo = lowered.compiler_ir("hlo").as_hlo_module().to_string()  # with the names XLA gives collectives
         stage = "reading"
         found = tuple(inspect_text(stated_text, q.mesh))  # before it runs: what the census cannot weigh is refused
         stage = "program"

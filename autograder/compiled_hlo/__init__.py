@@ -172,17 +172,7 @@ def masquerades(stated_hlo: str) -> frozenset[str]:
     lowering adds (``_LOWERED_WITH``). A primitive of the program's own named ``psum`` that lowers to a matmul is
     one: a collective the compiler places to run it on sharded arrays carries its name. Names are relative to their
     computation, as a compiled program's end in them."""
-    computations: dict[str, list[str]] = {}
-    current: list[str] | None = None
-    for raw in stated_hlo.splitlines():
-        line = without_named_text(raw)
-        head = _HEAD.match(line)
-        if head:
-            current = computations.setdefault(head.group(2), [])
-        elif line.startswith("}"):
-            current = None
-        elif current is not None:
-            current.append(raw)
+    computations, _, _ = _computations(stated_hlo, names=True)
     manual: set[str] = set()
     todo = [name for name in computations if name.startswith(_MANUAL_BODY)]
     while todo:  # a block's loops, branches and calls are the block's
@@ -264,13 +254,14 @@ def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
     return tuple((line, reached.get(line, 0 if line in passed else 1)) for line in dict.fromkeys(order))
 
 
-def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list[str]]:
+def _computations(hlo_text: str, names: bool = False) -> tuple[dict[str, list[str]], str | None, list[str]]:
     """The computations of HLO text by name (their instruction lines, without the text a program names:
-    ``without_named_text``), the ENTRY computation's name, and the lines outside any computation (a single
-    instruction, as the tests and a report read back may hold)."""
+    ``without_named_text``, unless ``names``), the ENTRY computation's name, and the lines outside any computation
+    (a single instruction, as the tests and a report read back may hold)."""
     computations: dict[str, list[str]] = {}
     entry, loose, current = None, [], None
-    for line in map(without_named_text, hlo_text.splitlines()):
+    for raw in hlo_text.splitlines():
+        line = without_named_text(raw)
         head = _HEAD.match(line)
         if head:
             current = computations.setdefault(head.group(2), [])
@@ -278,7 +269,7 @@ def _computations(hlo_text: str) -> tuple[dict[str, list[str]], str | None, list
         elif line.startswith("}"):
             current = None
         else:
-            (loose if current is None else current).append(line)
+            (loose if current is None else current).append(raw if names else line)
     return computations, entry, loose
 
 
