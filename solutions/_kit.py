@@ -149,29 +149,15 @@ def slips(reference: float, tolerance: Tolerance, *wrong: tuple[float, str]) -> 
 
 def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCENT, unit: str = "") -> str:
     """The diagnosis the number judge gives ``answer``, a slip whose ratio to the reference moves with a
-    student's values (a hop count, a layer count, a plan's split): in the judge's order and with its
-    constants (a simple factor, a unit slip, within 25%, a power of ten, anything else), so that the slip's
-    code holds at every choice of a setting. Tests still judge each slip and compare."""
-    from autograder.kinds.number import CLOSE, DECADE, MAGNITUDES, NUMBER_FACTORS, factor_code, time_factors
+    student's values (a hop count, a layer count, a plan's split): asked of the judge itself, so that the slip's
+    code holds at every choice of a setting and agrees with the judge's buckets at their edges (24.5% off lies in
+    the bucket that straddles "close"'s 25%, which the judge reads as no "close"). The code is the one a student
+    who typed the slip's figures is told, factor and all (``diagnose`` with the answer not typed, so nothing is
+    withheld). Tests still judge each slip and compare."""
+    from autograder.kinds.number import diagnose, expected
+    from autograder.numbers import ParsedNumber
 
-    # The simplest factor that makes it the reference (within the relative tolerance), else one into the range;
-    # but a value within 25% of a range is close to it first (9.9 against 10-20 is not half of 19.8).
-    low, high = tolerance.bounds(reference)
-    close = (low * (1 - CLOSE) <= answer <= high * (1 + CLOSE) if tolerance.is_range
-             else abs(answer / reference - 1) <= CLOSE)
-    # Then the factors between the question's time unit and the others (24 for hours against days), alike.
-    for factors in (NUMBER_FACTORS, time_factors(unit)):
-        for lo, hi in (tolerance.relative().bounds(reference),
-                       *([] if tolerance.is_range and close else [(low, high)])):
-            for k in factors:
-                if lo <= answer / float(k) <= hi:
-                    return factor_code(k, unit, None)
-    if close:
-        return "close"
-    for d in MAGNITUDES:
-        if reference / DECADE <= answer / 10.0**d <= reference * DECADE:
-            return f"magnitude:{d:+d}"
-    return "not_equal"
+    return diagnose(expected("slip", reference, unit, tolerance)[0], ParsedNumber(float(answer), None)).diagnosis
 
 
 # --- function questions: the cases drawn at grading time --------------------------------------------------------

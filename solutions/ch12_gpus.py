@@ -85,9 +85,7 @@ def q12(clock: float) -> tuple[Number, ...]:
     flops = cuda_cores(H100) * clock
     slips = [Slip(2 * flops, "ratio:2", "count one operation per core per cycle, not an FMA.")]
     if not ONE_PERCENT.accepts(flops, VECTOR_FLOPS_BOOST):  # the boost clock the next question asks about
-        # 1.98 / 1.59 is 24.5% up, in the edge bucket of "close" (25%), which the judge reads as no
-        code = "close" if VECTOR_FLOPS_BOOST / flops < 1.2 else "not_equal"
-        slips.append(Slip(VECTOR_FLOPS_BOOST, code,
+        slips.append(Slip(VECTOR_FLOPS_BOOST, slip_code(VECTOR_FLOPS_BOOST, flops, ONE_PERCENT, "FLOP/s"),
                           f"use the {clock / 1e9:.2f} GHz clock the question gives, not the boost clock."))
     return (number("ch12-q12-vector-flops", section=S["quiz1"],
                    prompt=f"fp32 vector FLOP/s of an H100 at {clock / 1e9:.2f} GHz (no FMA doubling).", reference=flops,
