@@ -53,7 +53,9 @@ MIN_CELLS = 3  # answered cells the same, at least: one or two can agree by chan
 SHARE = 0.9  # of each student's answered cells, at least: 12 of 13 is named, 11 of 13 is not
 MIN_TOKENS = 200  # of the cells the same, at least: Chapter 1's reference answers hold 849, its three shortest 68
 CELL_CHARS = 20_000  # of each answer cell compared: the longest reference answer of the course has 2,777
-NOTEBOOK_BYTES = 16 * 2**20  # an autograded notebook larger than this is not compared (outputs take 5 MB at most)
+# An autograded notebook larger than this is not compared (and is named so): a submission of up to 20 MiB
+# (sanitize.MAX_NOTEBOOK_BYTES, pasted images included, which sanitize keeps), its outputs (5 MB) and records (16 MB).
+NOTEBOOK_BYTES = 64 * 2**20
 SHOWN = 10  # groups named in the summary, and students in a group's line; the file has every pair
 
 # A line break with the next line's indentation, a line joined by a backslash, a comment (dropped), a string (one
@@ -173,9 +175,17 @@ def graded(a: Assignment) -> list[str]:
 
 def find(a: Assignment) -> list[Pair]:
     """Every pair of students of ``a`` that ``copied`` names, from the stored results."""
+    return compare(a)[0]
+
+
+def compare(a: Assignment) -> tuple[list[Pair], list[str]]:
+    """``find``'s pairs, and the graded students whose notebook could not be read: a notebook the check skips in
+    silence would be a way to hide from it, so the summary names them."""
     released = {gid: normalised(text) for gid, text in a.stubs.items()}
     order = {gid: i for i, gid in enumerate(a.stubs)}
-    work = {s: found for s in graded(a) if (found := answers(a, s, released)) and len(found) >= MIN_CELLS}
+    read = {s: answers(a, s, released) for s in graded(a)}
+    unread = sorted(s for s, found in read.items() if found is None)
+    work = {s: found for s, found in read.items() if found and len(found) >= MIN_CELLS}
     students = sorted(work, key=lambda s: (len(work[s]), s))  # fewest answered first
     pairs = []
     for i, s in enumerate(students):
@@ -188,7 +198,7 @@ def find(a: Assignment) -> list[Pair]:
             if copied(len(same), len(work[s]), len(work[t]), tokens):
                 x, y = sorted((s, t))
                 pairs.append(Pair(x, y, len(same), len(work[x]), len(work[y]), tokens, tuple(same)))
-    return sorted(pairs, key=lambda p: (p.a, p.b))
+    return sorted(pairs, key=lambda p: (p.a, p.b)), unread
 
 
 def path(a: Assignment) -> Path:
@@ -236,17 +246,24 @@ def _line(group: list[Pair]) -> str:
 
 
 def report(a: Assignment) -> list[str]:
-    """What the run's summary says of copies: nothing where none is found, else a header and a line per group. The
-    file is written either way. A note for the staff: nothing here may stop what was graded."""
+    """What the run's summary says of copies: a line naming the notebooks it could not read, if any; then nothing
+    where no pair is found, else a header and a line per group. The file is written either way. A note for the staff:
+    nothing here may stop what was graded."""
     try:
-        pairs = find(a)
+        pairs, unread = compare(a)
         where = write(a, pairs).relative_to(a.course_dir)
     except Exception as e:
         return [f"Possible copies of {a.name}: not checked ({type(e).__name__}: {printable(str(e))[:200]})"]
+    lines = []
+    if unread:
+        listed = ", ".join(printable(s) for s in unread[:SHOWN]) + (f" and {len(unread) - SHOWN} more"
+                                                                   if len(unread) > SHOWN else "")
+        lines.append(f"Copies of {a.name}: {listed} not compared (the graded notebook could not be read, or is over "
+                     f"{NOTEBOOK_BYTES // 2**20} MiB: look at it in autograded/)")
     if not pairs:
-        return []
+        return lines
     found = groups(pairs)
     more = f"; {len(found) - SHOWN} more groups there" if len(found) > SHOWN else ""
-    return [f"Possible copies of {a.name} (answer cells the same but for spacing and comments; a hint to look at, "
-            f"not a verdict: no grade or feedback was changed; each pair in {where}{more}):",
+    return [*lines, f"Possible copies of {a.name} (answer cells the same but for spacing and comments; a hint to look "
+            f"at, not a verdict: no grade or feedback was changed; each pair in {where}{more}):",
             *(_line(g) for g in found[:SHOWN])]

@@ -202,6 +202,26 @@ def test_answer_cells_of_huge_text_do_not_slow_the_check(tmp_path):
     assert {(p.a, p.b) for p in found} >= {("huge-0", "huge-1")}  # the same huge text is still the same
 
 
+def test_a_notebook_near_the_size_limit_is_compared_and_one_that_cannot_be_read_is_named(tmp_path):
+    """A pasted image (a markdown cell's attachment) is kept by sanitize, so an autograded notebook may be as large as
+    a submission may be, plus its outputs: a copy behind 18 MiB of image is still compared. A notebook the check cannot
+    read is not left out in silence: the summary names it, so hiding from the check is seen."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    padded = _full()
+    image = "A" * (18 * 2**20)
+    padded.cells.append(nbformat.v4.new_markdown_cell("![x](attachment:x.png)",
+                                                      attachments={"x.png": {"image/png": image}}))
+    _graded(a, "bob", padded)
+    assert _pairs(a) == {("alice", "bob")}
+    unreadable = tmp_path / "autograded" / "carol" / CH / f"{CH}.ipynb"
+    _graded(a, "carol", _full())
+    unreadable.write_text('{"cells": [')
+    lines = copies.report(a)
+    assert any("carol" in line and "not compared" in line for line in lines), lines
+    assert not any("alice" in line and "not compared" in line for line in lines), lines
+
+
 # --- what the staff see, and what nobody else does ----------------------------------------------------------
 
 def test_a_run_names_copies_in_its_summary_and_a_file_and_changes_no_grade(tmp_path, monkeypatch, capsys):
