@@ -121,7 +121,7 @@ def run(n: int, chapter: str, jobs: int | None) -> float:
         results = [json.loads(p.read_text()) for p in (course / ".scaling-course" / "results" / chapter)
                    .glob("*.json")]
     stages = {k: statistics.median(r["timings"][k] for r in results if r.get("timings")) for k in
-              ("sanitize", "kernel_start", "cells", "collect_judge", "feedback", "total")}
+              ("sanitize", "kernel_start", "cells", "between_cells", "collect_judge", "feedback", "total")}
     overhead = stages["total"] - stages["cells"]
     print(f"\n{n} submissions of {chapter}, {jobs or 'all'} jobs on {len(os.sched_getaffinity(0))} CPUs")
     for name, t, mem, cores in (("nbgrader autograde (sequential):", t_nb, mem_nb, cores_nb),

@@ -97,6 +97,9 @@ class Execution:
     # False where the kernel failed before the notebook's first cell was sent to it: nothing of the student's ran,
     # so the failure is the grader's (a limit no kernel starts in, a broken factory), never a graded 0.
     started: bool = True
+    # From the call to the first cell's clock: the kernel's start alone, apart from the time between and after cells
+    # (a slow class is looked for where its time went).
+    kernel_seconds: float = 0.0
 
 
 class ForeignProcess:
@@ -447,6 +450,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     private = getattr(manager.provisioner, "private", False)
     run = Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
     run.started = ran
+    run.kernel_seconds = client.started - started if client.started is not None else run.seconds
     return run
 
 

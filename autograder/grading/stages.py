@@ -148,14 +148,24 @@ def judge(job: Job) -> None:
                                                      for q, e in job.questions.items()})
 
 
+TICK_NOTES = 3  # notes of one each at most; more are one note
+SHOWN_TICKS = 10  # questions named in that one note
+
+
 def ticked_then_refused(ticked: set[str], graded: dict[str, dict[str, Any]]) -> list[str]:
     """A note per question the saved notebook shows ✓ for and the graded run scores less: the student saw a
     passed check, so the feedback says how the two can differ."""
+    refused = [q for q in sorted(ticked & set(graded)) if graded[q]["score"] < graded[q]["points"]]
+    if len(refused) > TICK_NOTES:  # a notebook whose every ✓ is refused is one finding, not a page of notes
+        listed = ", ".join(f"{q} ({graded[q]['score']:g}/{graded[q]['points']:g})" for q in refused[:SHOWN_TICKS])
+        more = f" and {len(refused) - SHOWN_TICKS} more" if len(refused) > SHOWN_TICKS else ""
+        return [f"The saved notebook shows ✓ for {len(refused)} questions that the graded run, from the top, scores "
+                f"lower: {listed}{more}. Its outputs are not what these cells give run in order: cells changed after "
+                "they last ran, were run out of order, or the outputs came from another notebook. Restart the kernel "
+                "and run all cells to see what the grader sees."]
     notes = []
-    for qid in sorted(ticked & set(graded)):
+    for qid in refused:
         e = graded[qid]
-        if e["score"] >= e["points"]:
-            continue
         why = ("or the grader's own test cases, drawn for this submission, found what the public ones did not"
                if e.get("kind") in ("function", "program") else "or the cells were run out of order")
         notes.append(f"{qid}: the saved notebook shows ✓ for it, but the graded run, from the top, scores it "
@@ -243,7 +253,9 @@ def grade(job: Job) -> dict[str, Any]:
 def result(job: Job, started: float) -> dict[str, Any]:
     a, s, run = job.a, job.seconds, job.run
     cells = cell_seconds(job.notebook)
-    timings = {"sanitize": s["sanitize"], "kernel_start": max(run.seconds - cells, 0.0), "cells": cells,
+    # Between cells: the kernel's replies, outputs carried back, and the kernel's stop after the last cell.
+    timings = {"sanitize": s["sanitize"], "kernel_start": run.kernel_seconds, "cells": cells,
+               "between_cells": max(run.seconds - run.kernel_seconds - cells, 0.0),
                "collect_judge": s["collect"] + s["judge"], "feedback": s["annotate"] + s["store"],
                "total": time.monotonic() - started}
     return {"timings": {k: round(v, 3) for k, v in timings.items()},

@@ -227,6 +227,17 @@ def test_a_tick_in_the_saved_notebook_that_the_graded_run_refuses_is_explained(t
     assert stages.ticked_then_refused(job.ticked, right) == []
 
 
+def test_a_notebook_whose_every_tick_is_refused_is_one_note():
+    """Outputs forged or pasted from another notebook (a ✓ under every question, no answer filled in): one note that
+    names the questions, not a page of 36 alike."""
+    graded = {f"q{i:02}": {"points": 1.0, "score": 0.0, "status": "invalid", "kind": "number"} for i in range(36)}
+    [note] = stages.ticked_then_refused(set(graded), graded)
+    assert note.startswith("The saved notebook shows ✓ for 36 questions") and "q00 (0/1)" in note, note
+    assert "and 26 more" in note and "another notebook" in note and "run all" in note, note
+    few = {q: graded[q] for q in ("q00", "q01")}
+    assert [n.split(":")[0] for n in stages.ticked_then_refused(set(few), few)] == ["q00", "q01"]
+
+
 def test_a_question_whose_answer_cell_is_untouched_says_so():
     """A blank answer: the answer cell's placeholder raised NotImplementedError, so the check's variable was never
     set. The feedback says the answer cell was not filled in, not only that a name is undefined."""
