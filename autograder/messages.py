@@ -375,12 +375,16 @@ _PROGRAM = {
     "collectives+more": "and {n} more, each moving fewer bytes",
     # added to the collectives a program states when the compiler added others around them
     "placed": "Right numbers, but the compiler placed {placed} for you: {stated}. This question asks you to write "
-              "them yourself, inside jax.shard_map (in_specs that ask for a whole operand, or a plain operation on "
-              "sharded arrays, leave the communication to XLA).",
+              "them yourself, inside jax.shard_map (in_specs that ask for a whole operand, mesh axes left out of "
+              "its axis_names, or a plain operation on sharded arrays, leave the communication to XLA).",
     "placed+none": "your program writes no collective",
     "placed+some": "your program writes {stated}",
     "collectives+compiler": ", and {found} that the compiler added outside your shard_map (to reshard an operand "
                             "or a result into the specs it names, or for a sharding constraint)",
+    # the same where a shard_map block leaves mesh axes to the compiler: it places collectives inside the block too
+    "collectives+compiler:left": ", and {found} that the compiler added over the mesh axes your shard_map leaves to "
+                                 "it (those not in its axis_names), or outside it for a reshard or a sharding "
+                                 "constraint",
     "output_order": "Right results in the wrong order: the function returns them in the order ({got}); expected "
                     "({want}).",
     "error:raised": "{kind}: {detail}",

@@ -95,6 +95,9 @@ class Report:
     # The compiled program's collectives that no collective of the program wrote (``compiled_hlo.compiler_placed``),
     # by kind: where a question asks for them written in shard_map, the compiler's count for nothing.
     by_compiler: dict[str, int] | None = None
+    # Those of them over a mesh axis a shard_map block leaves to the compiler (``compiled_hlo.over_left_axes``), by
+    # kind: the compiler may place them inside the block, so no message says it added them outside it.
+    over_left_axes: dict[str, int] | None = None
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -161,7 +164,9 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled_collectives,
         compiled_permutes,
         compiler_placed,
+        left_to_compiler,
         masquerades,
+        over_left_axes,
         placed_permutes,
     )
 
@@ -190,7 +195,9 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiled_text = compiled.as_text()
         stage = "reading"
         placed = compiled_census(compiled_text)
-        by_compiler = compiler_placed(compiled_text, masquerades(stated_hlo))
+        blocks = left_to_compiler(stated_hlo)
+        by_compiler = compiler_placed(compiled_text, masquerades(stated_hlo), blocks)
+        left_over = over_left_axes(compiled_text, blocks)
         stated = census(found)
         a2a = "stablehlo.all_to_all" in stated_text  # one may be a gather (``collectives._as_gather``)
         # beside a stated loop of unknown length, the compiled program's count of that kind says nothing either
@@ -231,7 +238,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     values = tuple(np.asarray(o) for o in outs)
     return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
                   jumps=sum(not ring for _, ring in permutes), compiled=placed_all, permutes=every_permute,
-                  differ=_copies_differ(q, outs, values), by_compiler=by_compiler)
+                  differ=_copies_differ(q, outs, values), by_compiler=by_compiler, over_left_axes=left_over)
 
 
 def _copies_differ(q: ProgramSpec, outs: tuple[Any, ...], values: tuple[np.ndarray, ...]
@@ -412,7 +419,8 @@ def report_to_json(r: Report) -> dict[str, Any]:
             "collectives": [asdict(c) for c in r.collectives], "error": r.error, "error_code": r.error_code,
             "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
             "compiled": [asdict(c) for c in r.compiled], "permutes": [asdict(c) for c in r.permutes],
-            "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])], "by_compiler": r.by_compiler}
+            "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])], "by_compiler": r.by_compiler,
+            "over_left_axes": r.over_left_axes}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -425,13 +433,16 @@ def report_from_json(d: dict[str, Any]) -> Report:
                                 int(c["group_size"]), c["count"],
                                 tuple(float(h) for h in c.get("hops", (1.0, 0.0)))[:2], c.get("same_step") is True)
                      for c in d.get(key) or [])
-    memory, differ, by_compiler = d.get("memory"), d.get("differ"), d.get("by_compiler")
+    def by_kind(key: str) -> dict[str, int] | None:
+        counts = d.get(key)
+        return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None
+    memory, differ = d.get("memory"), d.get("differ")
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
                   collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
                   {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
                   collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"), collectives("permutes"),
                   None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])),
-                  {str(k): int(v) for k, v in by_compiler.items()} if isinstance(by_compiler, dict) else None)
+                  by_kind("by_compiler"), by_kind("over_left_axes"))
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -1042,9 +1053,12 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
+        if report.over_left_axes and not q.compiler_places and (placed := _compiler_added(report, counts)):
+            return _placed(report, placed, details or counts)  # what a block left to the compiler, not a count
         found = "; ".join(details) if details else describe_counts(counts)
         added = _compiler_added(report, counts) if details else {}
-        found += phrase_program("collectives+compiler", found=describe_counts(added)) if added else ""
+        where = "collectives+compiler:left" if report.over_left_axes else "collectives+compiler"
+        found += phrase_program(where, found=describe_counts(added)) if added else ""
         expected = describe_counts(expected_counts)
         if model and any(isinstance(n, int) and n > 1 for k, n in expected_counts.items() if k != "collective-permute"):
             expected += phrase_program("collectives+fused")  # ``_fused``: a ring's permutes are its steps
@@ -1072,11 +1086,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
                        phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
     if placed := _placed_for_the_student(q, report, counts):
-        stated = census(report.collectives)
-        return Verdict(Status.PARTIAL, 0.5, "collectives:placed", phrase_program(
-            "placed", placed=describe_counts(placed),
-            stated=phrase_program("placed+some", stated=describe_counts(stated)) if stated
-            else phrase_program("placed+none")), {"collectives": details or counts})
+        return _placed(report, placed, details or counts)
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
@@ -1086,6 +1096,15 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
 # Fusing moves the same bytes: a fused kind's bytes over each axis set may fall short of the model's by float
 # rounding only (ring bytes are products of fractions such as 7/8, summed in another order).
 FUSED_RTOL = 1e-6
+
+
+def _placed(report: Report, placed: dict[str, int], shown: list[str] | dict[str, int]) -> Verdict:
+    """Half marks for a program whose collectives the compiler placed (``_placed_for_the_student``), saying which."""
+    stated = census(report.collectives)
+    return Verdict(Status.PARTIAL, 0.5, "collectives:placed", phrase_program(
+        "placed", placed=describe_counts(placed),
+        stated=phrase_program("placed+some", stated=describe_counts(stated)) if stated
+        else phrase_program("placed+none")), {"collectives": shown})
 
 
 def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int]) -> dict[str, int]:

@@ -193,19 +193,95 @@ def masquerades(stated_hlo: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def compiler_placed(hlo_text: str, masks: frozenset[str] = frozenset()) -> dict[str, int]:
+# Shardy's record of a shard_map block, on the custom calls that enter and leave it: the mesh axes it is manual over
+# (``axis_names``; the others it leaves to the compiler) and the mesh its shardings name; the module names the meshes.
+_BLOCK_EDGE = re.compile(r'custom_call_target="xla\.sdy\.(?:GlobalToLocalShape|LocalToGlobalShape)"')
+_MANUAL_AXES = re.compile(r'xla\.sdy\.manual_axes="#sdy<manual_axes\{([^}]*)\}>"')
+_BLOCK_MESH = re.compile(r"<@([\w.\-]+)\s*,")
+_MESHES = re.compile(r"([\w.\-]+)\s*=\s*#sdy\.mesh<\[([^\]]*)\]\s*>")  # one with device_ids is not read
+_AXIS = re.compile(r'\\?"([^"\\]*)\\?"\s*=\s*(\d+)')
+_METADATA = re.compile(r"\bmetadata=\{")
+# each device's coordinates on the axes a block leaves to the compiler, by its position in the mesh
+Places = tuple[tuple[int, ...], ...]
+
+
+def left_to_compiler(stated_hlo: str) -> tuple[Places, ...]:
+    """For each shard_map block that leaves mesh axes to the compiler (a block with ``axis_names``), each device's
+    place along those axes (its coordinates on them), read from the program before the compiler shards it (as for
+    ``masquerades``). The compiler places collectives over those axes inside the block, named after the operation
+    they serve (a primitive of the program's own named ``psum_scatter`` that lowers to slices, or the block's own
+    ``all_gather`` over another axis), and no collective the program writes in that block can run over them: a
+    compiled collective whose group holds devices at two places is the compiler's (``compiler_placed``). Devices
+    are the mesh's positions, as compiled groups number them. A block whose mesh cannot be read (one with
+    ``device_ids``) has no places: each device stands alone, so a reading that failed counts nothing as the
+    student's. The compiled program does not say which block a collective came from (each is ``shard_map`` in its
+    name, unless the program names it otherwise), so an axis one block leaves to the compiler is the compiler's in
+    every block: a collective over Y written in a block manual over both axes, beside a block that leaves Y to the
+    compiler, counts as the compiler's too."""
+    header = next((line for line in stated_hlo.splitlines() if line.startswith("HloModule")), "")
+    meshes = {name: [(a, int(n)) for a, n in _AXIS.findall(axes)] for name, axes in _MESHES.findall(header)}
+    out: set[Places] = set()
+    for raw in stated_hlo.splitlines():
+        line = without_named_text(raw, _METADATA)  # Shardy's frontend attributes kept, the program's names dropped
+        manual = _MANUAL_AXES.search(line)
+        if not _BLOCK_EDGE.search(line) or manual is None:
+            continue
+        named = _BLOCK_MESH.search(line)
+        axes = meshes.get(named.group(1)) if named else next(iter(meshes.values())) if len(meshes) == 1 else None
+        shape = [n for _, n in axes or ()]
+        auto = [i for i, (a, _) in enumerate(axes or ()) if a not in _AXIS_NAME.findall(manual.group(1))]
+        if not axes or math.prod(shape) > _MAX_GROUP_IDS:
+            out.add(())
+        elif auto:
+            out.add(tuple(tuple(_unravel(d, shape)[i] for i in auto) for d in range(math.prod(shape))))
+    return tuple(sorted(out))
+
+
+_AXIS_NAME = re.compile(r'\\?"([^"\\]*)\\?"')
+
+
+def _crosses(line: str, blocks: tuple[Places, ...], devices: int) -> bool:
+    """Whether a compiled collective (an instruction line) runs over an axis a block leaves to the compiler: one of
+    its groups (a permute's pairs) holds devices at two places of ``left_to_compiler``'s; a device past the
+    places, or groups not read, at a place of its own."""
+    pairs = _COMPILED_PAIRS.search(line)
+    groups = [list(p) for p in _pairs(pairs.group(1))] if pairs else _compiled_groups(line, devices)
+    if groups is None:
+        groups = [list(range(devices))]
+    return any(len({places[d] if d < len(places) else (-1, d) for d in g}) > 1 for places in blocks for g in groups)
+
+
+def compiler_placed(hlo_text: str, masks: frozenset[str] = frozenset(),
+                    blocks: tuple[Places, ...] = ()) -> dict[str, int]:
     """The collectives of a compiled program that no collective of the program wrote, by kind, as
     ``compiled_census`` counts them: those named after another operation (``WRITTEN_BY``), or after one that only
-    bears a collective's name (``masks``, from ``masquerades``). A program's own names (scopes, functions) come
-    before the operation's in ``op_name``, and cannot take its place. An instruction with no name is given the
-    benefit of the doubt. So a collective the program states but the compiler removed (one behind a branch that
-    never runs) no longer stands in for one the compiler placed."""
+    bears a collective's name (``masks``, from ``masquerades``), and, whatever their name, those over an axis a
+    shard_map block leaves to the compiler (``blocks``, from ``left_to_compiler``). A program's own names (scopes,
+    functions) come before the operation's in ``op_name``, and cannot take its place. An instruction with no name
+    is given the benefit of the doubt, unless its groups cross such an axis. So a collective the program states but
+    the compiler removed (one behind a branch that never runs) no longer stands in for one the compiler placed."""
     placed = set()
+    devices = _devices(hlo_text)
     for raw in hlo_text.splitlines():
-        m = _OP_NAME.search(raw)
-        if m is not None and not _written(m.group(1), masks):
-            placed.add(without_named_text(raw))
+        m, line = _OP_NAME.search(raw), without_named_text(raw)
+        if (m is not None and not _written(m.group(1), masks)) or (
+                blocks and _compiled_kind(line) and _crosses(line, blocks, devices)):
+            placed.add(line)
     return compiled_census(hlo_text, keep=placed.__contains__) if placed else {}
+
+
+def over_left_axes(hlo_text: str, blocks: tuple[Places, ...]) -> dict[str, int]:
+    """The collectives of a compiled program over an axis a shard_map block leaves to the compiler (``blocks``,
+    from ``left_to_compiler``), by kind: the compiler's (``compiler_placed``), placed in that block or outside it,
+    which a message cannot call added "outside your shard_map"."""
+    devices = _devices(hlo_text)
+    return compiled_census(hlo_text, keep=lambda line: _crosses(line, blocks, devices)) if blocks else {}
+
+
+def _devices(hlo_text: str) -> int:
+    """The devices a compiled program runs on (its ``num_partitions``; 1 where it names none)."""
+    partitions = _PARTITIONS.search(hlo_text[:2000])
+    return int(partitions.group(1)) if partitions else 1
 
 
 @functools.lru_cache(maxsize=4)  # the runner reads one compiled program several ways (census, bytes, permutes)
@@ -217,8 +293,7 @@ def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
     once: nothing the text holds goes unread. Lines come in the text's order."""
     computations, entry, loose = _computations(hlo_text)
     memo: dict[str, dict[str, int | None]] = {}
-    partitions = _PARTITIONS.search(hlo_text[:2000])
-    devices = int(partitions.group(1)) if partitions else 1
+    devices = _devices(hlo_text)
 
     def runs_of(name: str, depth: int) -> dict[str, int | None]:
         if name in memo:
@@ -280,11 +355,12 @@ def _computations(hlo_text: str, names: bool = False) -> tuple[dict[str, list[st
 _NAMED_TEXT = re.compile(r"\b(?:metadata|frontend_attributes)=\{")
 
 
-def without_named_text(line: str) -> str:
-    """``line`` without its ``metadata={...}`` and ``frontend_attributes={...}``, each read to its closing brace
-    outside quoted strings (a string's escaped quotes and braces are its own); an unclosed one takes the line's end."""
+def without_named_text(line: str, fields: re.Pattern[str] = _NAMED_TEXT) -> str:
+    """``line`` without its ``metadata={...}`` and ``frontend_attributes={...}`` (or the ``fields`` named), each
+    read to its closing brace outside quoted strings (a string's escaped quotes and braces are its own); an unclosed
+    one takes the line's end."""
     out, i = [], 0
-    while (m := _NAMED_TEXT.search(line, i)) is not None:
+    while (m := fields.search(line, i)) is not None:
         out.append(line[i:m.start()])
         depth, quoted, j = 0, False, m.end() - 1
         while j < len(line):

@@ -5,7 +5,8 @@ gather it before the block runs. Both earn half now, in both judges, with a sent
 placed it. A question that asks for the compiler's collectives (a sharding constraint, Chapter 9's CX7) keeps
 full marks for them, and every model keeps its own. A collective is the compiler's where XLA names it after another
 operation, or after an operation that only bears a collective's name (a primitive of the program's own named
-``psum`` that is a matmul)."""
+``psum`` that is a matmul), and, whatever its name, where it runs over a mesh axis that a shard_map block leaves to
+the compiler (one not in its ``axis_names``)."""
 
 import jax
 import pytest
@@ -197,3 +198,175 @@ def test_a_name_that_an_operation_other_than_a_collective_bears_is_a_mask():
     # a collective's own reshapes in a block, and the collective itself, are the program's; a matmul named psum,
     # or anything outside a block named after a collective, masks its name
     assert masquerades(stated) == {"scan/psum", "jit(f)/all_gather"}
+
+
+# A shard_map with auto axes (``axis_names``) is manual over some mesh axes and leaves the others to the compiler,
+# which places collectives over those inside the block and names them after the operation they serve: a primitive of
+# the program's own named ``psum_scatter`` that lowers to slices, a reshape and an add had XLA place all-to-alls over
+# Y named ``psum_scatter``, and all-gathers over Y named ``all_gather`` for the block's gathers over X. They passed as
+# the student's, and the message said the compiler had added the rest "outside your shard_map".
+def _named_slices(name):
+    """A primitive of the program's own, named after a collective, that lowers to slices, a reshape and an add:
+    the identity on a [B, D] block whose D the compiler shards over Y, which it moves over Y to run them."""
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+    from jax.extend.core import Primitive
+    from jax.interpreters import mlir
+
+    prim = Primitive(name)
+    prim.def_abstract_eval(lambda x: jax.core.ShapedArray(x.shape, x.dtype))
+
+    def lowering(ctx, x):
+        b, d = ctx.avals_in[0].shape
+        f32 = ir.F32Type.get()
+        halves = hlo.reshape(ir.RankedTensorType.get((b, 2, d // 2), f32), x)
+        ends = ir.DenseI64ArrayAttr.get
+        lo = hlo.slice(halves, ends([0, 0, 0]), ends([b, 1, d // 2]), ends([1, 1, 1]))
+        hi = hlo.slice(halves, ends([0, 1, 0]), ends([b, 2, d // 2]), ends([1, 1, 1]))
+        same = hlo.add(hlo.add(hlo.concatenate([lo, hi], 1), halves), hlo.negate(halves))
+        return [hlo.reshape(ir.RankedTensorType.get((b, d), f32), same)]
+    mlir.register_lowering(prim, lowering, cacheable=False)
+    return prim
+
+
+PSUM_SCATTER_SLICES, ALL_GATHER_SLICES = _named_slices("psum_scatter"), _named_slices("all_gather")
+
+
+def _leaving_y_to_the_compiler(prim):
+    """CX4's forward in a block manual over X alone: the weights gathered over X by the program, everything over Y
+    (In's columns, the sum over F) by the compiler, for the primitive named after a collective."""
+    def forward(x, w_in, w_out):
+        m = course.mesh(X=4, Y=2)
+
+        def block(x_block, w_in_block, w_out_block):  # f32[16, 64] (D over Y, the compiler's), ...
+            w_in_rows = jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True)
+            w_out_cols = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
+            return (prim.bind(x_block) @ w_in_rows) @ w_out_cols
+        out = jax.shard_map(block, mesh=m, in_specs=(P("X"), P("X"), P(None, "X")), out_specs=P("X"),
+                            axis_names={"X"})(x, w_in, w_out)
+        return jax.lax.with_sharding_constraint(out, jax.sharding.NamedSharding(m, P("X", "Y")))
+    return forward
+
+
+@pytest.mark.parametrize("prim", [PSUM_SCATTER_SLICES, ALL_GATHER_SLICES], ids=["psum_scatter", "all_gather"])
+def test_a_collective_over_an_axis_the_block_leaves_to_the_compiler_is_the_compilers(prim):
+    q = load_chapter("ch05_training")["ch05-cx4-fsdp-tp-forward"]
+    for verdict in both_judges(q, _leaving_y_to_the_compiler(prim)):
+        assert (verdict.score, verdict.diagnosis) == (0.5, "collectives:placed"), verdict.message
+        assert "the compiler placed" in verdict.message and "axis_names" in verdict.message, verdict.message
+        assert "outside your shard_map" not in verdict.message, verdict.message
+
+
+def _auto_constraint(spec):
+    """A sharding constraint inside a block with auto axes: over the axes the block leaves to the compiler."""
+    return lambda a: jax.lax.with_sharding_constraint(a, P(*spec))
+
+
+def fsdp_tp_leaving_y_to_constraints(x, w_in, w_out):
+    """CX4 honestly written with Y as an auto axis: the program gathers the weights over X, and sharding
+    constraints inside the block leave the tensor-parallel collectives over Y to the compiler."""
+    m = course.mesh(X=4, Y=2)
+
+    def block(x_block, w_in_block, w_out_block):
+        w_in_rows = _auto_constraint((None, "Y"))(jax.lax.all_gather(w_in_block, "X", axis=0, tiled=True))
+        w_out_cols = _auto_constraint(("Y", None))(jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True))
+        return _auto_constraint((None, "Y"))((_auto_constraint(())(x_block) @ w_in_rows) @ w_out_cols)
+    return jax.shard_map(block, mesh=m, in_specs=(P("X"), P("X"), P(None, "X")), out_specs=P("X"),
+                         axis_names={"X"})(x, w_in, w_out)
+
+
+def attention_leaving_heads_to_constraints(x, w_q, w_k, w_v, w_o):
+    """CX7 with the batch split by a block manual over X, and the heads over Y by constraints inside it."""
+    heads = _auto_constraint((None, None, "Y", None))
+
+    def block(x_rows, wq, wk, wv, wo):
+        q, k, v = (heads(jax.numpy.einsum("btd,dnh->btnh", x_rows, w)) for w in (wq, wk, wv))
+        scores = jax.numpy.einsum("btnh,bsnh->bnts", q, k) / jax.numpy.sqrt(q.shape[-1])
+        out = jax.numpy.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+        return _auto_constraint(())(jax.numpy.einsum("btnh,nhd->btd", out, wo))
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P("X"), P(), P(), P(), P()),
+                         out_specs=P("X"), axis_names={"X"})(x, w_q, w_k, w_v, w_o)
+
+
+def ffw_reduce_scatter_leaving_x(x, w_in, w_out):
+    """CX6 in a block manual over Y, the batch's X left to the compiler: XLA gathers the batch over X for the
+    reduce-scatter (names that gather ``reduce_scatter``), and the program writes only the reduce-scatter."""
+    def block(x_rows, w_in_cols, w_out_rows):
+        partial = jax.numpy.maximum(_auto_constraint(("X",))(x_rows) @ w_in_cols, 0.0) @ w_out_rows
+        return _auto_constraint(("X",))(jax.lax.psum_scatter(partial, "Y", scatter_dimension=2, tiled=True))
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P(), P(None, "Y"), P("Y", None)),
+                         out_specs=P(None, None, "Y"), axis_names={"Y"})(x, w_in, w_out)
+
+
+@pytest.mark.parametrize(("qid", "fn", "score"), [
+    ("ch09-cx7-attention-constraint", attention_leaving_heads_to_constraints, 1.0),
+    ("ch05-cx4-fsdp-tp-forward", fsdp_tp_leaving_y_to_constraints, 0.5),
+    ("ch09-cx6-ffw-reduce-scatter", ffw_reduce_scatter_leaving_x, 0.5)], ids=["ch09 CX7", "ch05 CX4", "ch09 CX6"])
+def test_an_honest_block_with_auto_axes_keeps_its_grade(qid, fn, score):
+    """The grades these programs had before the rule: CX7 asks for the compiler's all-reduce; CX4 and CX6 ask for
+    the collectives written, and the compiler writes some of them over the auto axis. Where the compiler placed
+    them, the message says so, not that it added them outside the block."""
+    q = load_chapter(f"{qid[:4]}_{'training' if qid.startswith('ch05') else 'profiling'}")[qid]
+    for verdict in both_judges(q, fn):
+        assert verdict.score == score, verdict.message
+        assert "outside your shard_map" not in verdict.message, verdict.message
+
+
+def test_a_collective_written_over_a_manual_axis_of_a_block_with_auto_axes_stays_the_students():
+    """A psum over X in a block that leaves Y to the compiler runs over X alone: the program's own."""
+    from jax.sharding import NamedSharding
+
+    from autograder.compiled_hlo import compiler_placed, left_to_compiler, masquerades
+
+    m = course.mesh(X=4, Y=2)
+
+    def f(x):
+        def block(a):  # f32[4, 8], its columns over Y (the compiler's)
+            return jax.lax.psum(_auto_constraint((None, "Y"))(a) * 2, "X")
+        return jax.shard_map(block, mesh=m, in_specs=P("X"), out_specs=P(), axis_names={"X"})(x)
+    lowered = jax.jit(f).lower(jax.device_put(jax.numpy.ones((16, 8)), NamedSharding(m, P("X", "Y"))))
+    stated, compiled = lowered.compiler_ir("hlo").as_hlo_module().to_string(), lowered.compile().as_text()
+    assert "all-reduce(" in compiled
+    assert compiler_placed(compiled, masquerades(stated), left_to_compiler(stated)) == {}
+
+
+def test_the_axes_a_block_leaves_to_the_compiler_are_read_from_shardys_record_alone():
+    from autograder.compiled_hlo import compiler_placed, left_to_compiler
+
+    edge = ('  %e.{n} = f32[16,64]{{1,0}} custom-call(%x.1), custom_call_target="xla.sdy.{target}", '
+            'frontend_attributes={{xla.sdy.in_shardings="#sdy.sharding_per_value<[<@mesh, [{{\\"X\\", ?}}, {{?}}]>]>",'
+            'xla.sdy.manual_axes="#sdy<manual_axes{{{axes}}}>"}}, metadata={{op_name="jit(f)/shard_map"}}')
+    header = 'HloModule jit_f, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["X"=4, "Y"=2]>}}'
+
+    def stated(axes, module=header):
+        return "\n".join([module, edge.format(n=1, target="GlobalToLocalShape", axes=axes),
+                          edge.format(n=2, target="LocalToGlobalShape", axes=axes)])
+    over_x = stated('\\"X\\"')
+    assert left_to_compiler(over_x) == (((0,), (1,), (0,), (1,), (0,), (1,), (0,), (1,)),)  # each device's Y
+    assert left_to_compiler(stated('\\"X\\", \\"Y\\"')) == ()  # manual over every axis: nothing left
+    # a mesh that cannot be read (device_ids) leaves every device on its own; so does no mesh at all
+    assert left_to_compiler(stated('\\"X\\"', header.replace("]>", "], device_ids=[7,6,5,4,3,2,1,0]>"))) == ((),)
+    assert left_to_compiler(stated('\\"X\\", \\"Y\\"', "HloModule jit_f")) == ((),)
+    # the program's names cannot write Shardy's record: an op_name that holds it (its quotes escaped, as HLO prints
+    # it) is no block's edge
+    forged = ('HloModule jit_f, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["X"=4, "Y"=2]>}}\n'
+              '  %n.1 = f32[8]{0} negate(%p), metadata={op_name="custom_call_target=\\"xla.sdy.GlobalToLocalShape\\" '
+              'xla.sdy.manual_axes=\\"#sdy<manual_axes{\\\\\\"X\\\\\\"}>\\""}')
+    assert left_to_compiler(forged) == ()
+
+    compiled = "\n".join([
+        "HloModule jit_f, num_partitions=8",
+        "ENTRY %main.1 (p: f32[16,64]) -> f32[16,64] {",
+        '  %a.1 = f32[64,256]{1,0} all-gather(%p), channel_id=1, replica_groups={{0,2,4,6},{1,3,5,7}}, '
+        'dimensions={0}, metadata={op_name="jit(f)/shard_map/all_gather"}',
+        '  %a.2 = f32[16,64]{1,0} all-gather(%p), channel_id=2, replica_groups=[4,2]<=[8], dimensions={1}, '
+        'metadata={op_name="jit(f)/shard_map/all_gather"}',
+        '  %t.3 = (f32[1,8]{1,0}, f32[1,8]{1,0}) all-to-all(%p, %p), channel_id=3, replica_groups=[4,2]<=[8], '
+        'metadata={op_name="jit(f)/shard_map/psum_scatter"}',
+        '  ROOT %c.4 = f32[16,64]{1,0} collective-permute(%p), channel_id=4, source_target_pairs={{1,0},{3,2}}',
+        "}",
+    ])
+    # over X, which the block is manual over, the program's own; over Y the compiler's, named or not
+    assert compiler_placed(compiled, frozenset(), left_to_compiler(over_x)) == {
+        "all-gather": 1, "all-to-all": 1, "collective-permute": 1}
+    assert compiler_placed(compiled) == {}  # by the names alone, every one passed as the program's
