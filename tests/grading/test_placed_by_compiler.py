@@ -370,3 +370,25 @@ def test_the_axes_a_block_leaves_to_the_compiler_are_read_from_shardys_record_al
     assert compiler_placed(compiled, frozenset(), left_to_compiler(over_x)) == {
         "all-gather": 1, "all-to-all": 1, "collective-permute": 1}
     assert compiler_placed(compiled) == {}  # by the names alone, every one passed as the program's
+
+
+def attention_gathering_the_batch_over_x(x, w_q, w_k, w_v, w_o):
+    """CX7 in a block manual over Y (the heads), whose psum over Y is written, with the batch gathered over X (an
+    axis the block leaves to the compiler) by a constraint: one all-gather too many."""
+    def block(x_all, wq, wk, wv, wo):
+        q, k, v = (jax.numpy.einsum("btd,dnh->btnh", _auto_constraint(())(x_all), w) for w in (wq, wk, wv))
+        scores = jax.numpy.einsum("btnh,bsnh->bnts", q, k) / jax.numpy.sqrt(q.shape[-1])
+        out = jax.numpy.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+        return _auto_constraint(("X",))(jax.lax.psum(jax.numpy.einsum("btnh,nhd->btd", out, wo), "Y"))
+    return jax.shard_map(block, mesh=course.mesh(X=4, Y=2), in_specs=(P(), *[P(None, "Y")] * 3, P("Y")),
+                         out_specs=P(), axis_names={"Y"}, check_vma=False)(x, w_q, w_k, w_v, w_o)
+
+
+def test_a_count_on_a_constraint_question_says_where_a_block_left_the_compiler_its_collectives():
+    """On the question that lets the compiler place collectives, a wrong count still names them; the psum over Y
+    the block writes stays the program's, and the gather over X is not said to be outside the block."""
+    q = load_chapter("ch09_profiling")["ch09-cx7-attention-constraint"]
+    for verdict in both_judges(q, attention_gathering_the_batch_over_x):
+        assert (verdict.score, verdict.diagnosis) == (0.5, "collectives:all-gather,all-reduce"), verdict.message
+        assert "1 x all-reduce of f32[8,16,32] over Y" in verdict.message, verdict.message
+        assert "1 all-gather that the compiler added over the mesh axes your shard_map leaves to it" in verdict.message
