@@ -201,6 +201,7 @@ _BLOCK_MESH = re.compile(r"<@([\w.\-]+)\s*,")
 _MESHES = re.compile(r"([\w.\-]+)\s*=\s*#sdy\.mesh<\[([^\]]*)\]\s*>")  # one with device_ids is not read
 _AXIS = re.compile(r'\\?"([^"\\]*)\\?"\s*=\s*(\d+)')
 _METADATA = re.compile(r"\bmetadata=\{")
+_AXIS_NAME = re.compile(r'\\?"([^"\\]*)\\?"')
 # each device's coordinates on the axes a block leaves to the compiler, by its position in the mesh
 Places = tuple[tuple[int, ...], ...]
 
@@ -235,9 +236,6 @@ def left_to_compiler(stated_hlo: str) -> tuple[Places, ...]:
         elif auto:
             out.add(tuple(tuple(_unravel(d, shape)[i] for i in auto) for d in range(math.prod(shape))))
     return tuple(sorted(out))
-
-
-_AXIS_NAME = re.compile(r'\\?"([^"\\]*)\\?"')
 
 
 def _crosses(line: str, blocks: tuple[Places, ...], devices: int) -> bool:
