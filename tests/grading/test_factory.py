@@ -243,3 +243,39 @@ def test_a_closed_factory_leaves_its_log_only_where_it_says_something(tmp_path):
     loud.log.write_text("a traceback the staff may want\n")
     loud.close()
     assert loud.log.read_text() == "a traceback the staff may want\n"
+
+
+# Imports the packages a notebook reads as a fresh kernel has them, then tries each module of argv[1] as an attribute
+# of its parent; prints those that are not there.
+FRESH = """
+import importlib, json, sys
+for top in ("course", "jax", "numpy", "sympy"):
+    importlib.import_module(top)
+missing = []
+for name in json.loads(sys.argv[1]):
+    parent, _, child = name.rpartition(".")
+    if parent in sys.modules and not hasattr(sys.modules[parent], child):
+        missing.append(name)
+print(json.dumps(missing))
+"""
+PRELOADED = """
+import json, sys
+from autograder.grading import zygote
+zygote._preload()
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_what_a_grading_kernel_reaches_without_importing_it_a_fresh_kernel_reaches_too():
+    """A grading kernel is forked with the course's modules imported (and JAX, NumPy, SymPy), so ``course.models``
+    resolves there after a plain ``import course``. Where a fresh kernel lacked it, an answer cell that used it passed
+    the grader and failed in the student's own notebook. Matplotlib's modules are left out: no answer is a figure."""
+    def last_line(args):
+        out = subprocess.run([sys.executable, "-c", *args], capture_output=True, text=True, check=True, cwd=ROOT)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    tops = ("course", "jax", "numpy", "sympy")
+    preloaded = [m for m in last_line([PRELOADED]) if "." in m and m.split(".")[0] in tops
+                 and not any(part.startswith("_") for part in m.split("."))]  # a package's private modules aside
+    assert any(m.startswith("course.") for m in preloaded), preloaded  # the test sees what the zygote loads
+    assert last_line([FRESH, json.dumps(preloaded)]) == []
