@@ -42,12 +42,14 @@ def _device_count() -> int:
     return jax.device_count()
 
 
-def mesh(**axes: int) -> Mesh:
+def mesh(*, explicit: bool = False, **axes: int) -> Mesh:
     """A mesh with named axes, e.g. ``mesh(X=8)`` or ``mesh(X=2, Y=4)``.
 
     Axes are ``AxisType.Auto``: the book's programs let the compiler propagate shardings (jax 0.10's
-    ``jax.make_mesh`` defaults to Explicit axes, which reject mismatched input shardings). A mesh of more devices
-    than the process has raises ``MeshTooLarge``, one line that says what to do, not JAX's traceback."""
+    ``jax.make_mesh`` defaults to Explicit axes, which reject mismatched input shardings). ``explicit=True``: the
+    Explicit axes ``jax.make_mesh`` makes, for a cell that shows them (ch10). A mesh of more devices than the process
+    has raises ``MeshTooLarge``, one line that says what to do, not JAX's traceback: notebooks and the code they
+    run build every mesh here (``release.direct_mesh_problems``)."""
     import jax
     from jax.sharding import AxisType
 
@@ -60,4 +62,5 @@ def mesh(**axes: int) -> Mesh:
             code = "devices:mesh" if need <= COURSE_DEVICES else "devices:mesh_too_large"
             raise MeshTooLarge(phrase(code, need=need, have=devices_text(have),
                                       most=COURSE_DEVICES))
-    return jax.make_mesh(sizes, tuple(axes), axis_types=(AxisType.Auto,) * len(axes))
+    kind = AxisType.Explicit if explicit else AxisType.Auto
+    return jax.make_mesh(sizes, tuple(axes), axis_types=(kind,) * len(axes))

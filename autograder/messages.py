@@ -161,6 +161,12 @@ _VERDICTS = {
     # A NameError for a name that a cell run earlier sets, where that cell stopped before setting it.
     "stopped_first": "{error}: a cell you ran earlier sets `{name}`, cell {cell}, but it stopped with an error "
                      "before it did: fix that cell (its message says how), run it again, then this one.",
+    # The same, where this kernel's devices stopped that cell (course/answers.py): running it again repeats that.
+    "stopped_first:devices": "{error}: a cell you ran earlier sets `{name}`, cell {cell}, but this kernel's devices "
+                             "stopped it before it did, and running it again only repeats that: {advice}",
+    "devices:restart": "restart the kernel and run the first cell before any other.",
+    "devices:elsewhere": "run the notebook on a machine with {need} devices, or on {need} simulated devices: "
+                         + _SIMULATED,
     "interrupted": "{qid}: the check was interrupted before it finished, and nothing was recorded. If your function "
                    "was still running, look for an endless loop.",
     "devices:setup": "Warning: this kernel has {have}; the program questions need {need} (their meshes have "
@@ -179,6 +185,16 @@ _VERDICTS = {
     "selfcheck:cannot_check": "not checked on this machine (see below the table)",
     "selfcheck:cannot_check_below": "{questions} ({points}) could not be checked on this machine: {why}",
     "selfcheck:missing": "not checked: its check cell is missing",
+    # Under the table: the total where some questions could not be checked here, and where no check recorded.
+    "selfcheck:total_checked": "{earned} of {checked} checked points ({unchecked} not checkable on this machine)",
+    "selfcheck:nothing_answered": "Nothing is answered yet: fill in an answer cell (where it says YOUR ANSWER HERE), "
+                                  "then run selfcheck again.",
+    "selfcheck:no_verdict": "No check recorded its verdict: does the first cell run? Is the progress file writable?",
+    # The notebook's way to simulated devices (_SIMULATED), and the command line's (a selfcheck run has no kernel
+    # of the learner's to restart).
+    "selfcheck:notebook_steps": _SIMULATED,
+    "selfcheck:command_steps": "run it again as SCALING_COURSE_DEVICES=cpu {command} (or unset "
+                               "SCALING_COURSE_DEVICES; see the README).",
     # What a function returned, when it is not what the question reads (inside a test case's frame).
     "returned:none": "your function returned None: did you forget `return`?",
     "returned:type": "your function returned {got}; expected {want}.",

@@ -149,6 +149,40 @@ def _builds_mesh(node: ast.AST) -> bool:
     return any(_builds_mesh(child) for child in ast.iter_child_nodes(node))
 
 
+def direct_mesh_calls(code: str) -> list[str]:
+    """The calls in ``code`` that build a mesh with JAX's own constructors (``jax.make_mesh``, ``Mesh``,
+    ``jax.sharding.Mesh``), not the course's ``course.mesh``: where the kernel has fewer devices they stop in JAX's
+    traceback, and ``course.mesh`` refuses in one line that says how to get the devices (``meshes.mesh``). Each as
+    "line N: the call"."""
+    try:
+        tree = ast.parse(_python_of(code))
+    except SyntaxError:
+        return []
+    from_jax = {(a.asname or a.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and (node.module or "").split(".")[0] == "jax" for a in node.names if a.name == "make_mesh"}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        called = ast.unparse(node.func)
+        if called.split(".")[-1] == "Mesh" or called == "jax.make_mesh" or called in from_jax:
+            found.append(f"line {node.lineno}: {called}(...)")
+    return found
+
+
+def direct_mesh_problems(nb: Any) -> list[str]:
+    """Every code cell that builds a mesh without the course (``direct_mesh_calls``): on a kernel with fewer
+    devices it would show a traceback where every other mesh cell says in one line what to do."""
+    problems = []
+    code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
+    for n, cell in enumerate(code_cells, 1):
+        for call in direct_mesh_calls(cell.source):
+            problems.append(f"code cell {n} ({_cell_head(cell)!r}) builds a mesh with JAX's constructor ({call}): on "
+                            "a kernel with fewer devices it stops in JAX's traceback; build it with course.mesh(...) "
+                            "(explicit=True for Explicit axes), which says in one line what to do")
+    return problems
+
+
 def _names_read(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -321,7 +355,8 @@ def complete_cells(chapter: Chapter, nb: Any, replaced: list[str] | None = None)
     """Every cell the release writes (the setup cell's bootstrap; from the records: test cells, model
     answers, setting cells), and what stands in the way."""
     return (complete_setup_cell(nb) + complete_test_cells(chapter, nb) + complete_solution_cells(chapter, nb, replaced)
-            + complete_setting_cells(chapter, nb) + answer_name_problems(nb) + mesh_cell_problems(nb))
+            + complete_setting_cells(chapter, nb) + answer_name_problems(nb) + mesh_cell_problems(nb)
+            + direct_mesh_problems(nb))
 
 
 # The block between the solution markers of a solution cell.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import uuid
 from pathlib import Path
 
@@ -72,8 +73,14 @@ def unchecked(nb: nbformat.NotebookNode, qid: str) -> str:
     if not before and answer is not None and answer.get("execution_count") is not None and undefined:
         return phrase("selfcheck:undefined", name=undefined["name"])
     if before.get("ename", "NotImplementedError") == "NotImplementedError":
-        return f"not answered yet: {error.get('evalue', '')}"
-    return f"not checked: the answer cell above stopped with {before['ename']}: {before.get('evalue', '')}"
+        return f"{NOT_ANSWERED}: {error.get('evalue', '')}"
+    evalue = _CELL_FILE.sub(r"(line \g<line> of the answer cell)", str(before.get("evalue", "")))
+    return f"not checked: the answer cell above stopped with {before['ename']}: {evalue}"
+
+
+NOT_ANSWERED = "not answered yet"
+# IPython's name for a cell's code in a SyntaxError, "(1607251253.py, line 1)": a temporary file no learner has.
+_CELL_FILE = re.compile(r"\(\d+\.py, line (?P<line>\d+)\)")
 
 
 def _cannot_check_here(qid: str, error: dict) -> str | None:
@@ -127,7 +134,7 @@ def selfcheck(path: Path, timeout: int = 600) -> int:
         return 2
     print(f"Running {path.name} in a fresh kernel (your file is not changed) ...")
     run, executed = execute(nb, path.parent, timeout)
-    for line in report(executed, run, progress.load()):
+    for line in report(executed, run, progress.load(), command=f"scaling-course selfcheck {shlex.quote(str(path))}"):
         print(line)
     return 0
 
@@ -142,9 +149,12 @@ def set_progress_aside() -> bool:
     return moved
 
 
-def report(executed: nbformat.NotebookNode, run: str, records: dict) -> list[str]:
+def report(executed: nbformat.NotebookNode, run: str, records: dict,
+           command: str = "scaling-course selfcheck NOTEBOOK") -> list[str]:
     """The table of this run's verdicts, over every question of the chapter (the chapter's records are the
-    list: a deleted check cell still counts, in a row that says so), and the totals under it."""
+    list: a deleted check cell still counts, in a row that says so), and the totals under it. ``command``: the
+    command line that ran it, which the advice for questions this machine cannot check repeats (a command line has
+    no kernel to restart, nor a cell for %env)."""
     found = questions_in(executed)
     chapter = found[0].split("-", 1)[0]
     points = _points(chapter)
@@ -174,13 +184,31 @@ def report(executed: nbformat.NotebookNode, run: str, records: dict) -> list[str
     for why, pts in elsewhere.items():
         questions = f"{len(pts)} question{'s' if len(pts) > 1 else ''}"
         lines.append(phrase("selfcheck:cannot_check_below", questions=questions,
-                            points=f"{sum(pts):g} point{'s' if sum(pts) != 1 else ''}", why=why))
+                            points=f"{sum(pts):g} point{'s' if sum(pts) != 1 else ''}", why=_on_the_command_line(
+                                why, command)))
     solved = sum(progress.solved(records, q) for q in qids)
-    lines.append(f"This run: {earned:g} of {total:g} points. Solved so far, over all sessions: {solved} of "
+    unchecked_points = sum(sum(pts) for pts in elsewhere.values())
+    this_run = (phrase("selfcheck:total_checked", earned=f"{earned:g}", checked=f"{total - unchecked_points:g}",
+                       unchecked=f"{unchecked_points:g}") if unchecked_points else f"{earned:g} of {total:g} points")
+    lines.append(f"This run: {this_run}. Solved so far, over all sessions: {solved} of "
                  f"{len(qids)} questions. Progress file: {progress.path()}")
     if not any((records.get(q) or {}).get("run") == run for q in qids):
-        lines.append("No check recorded its verdict: does the first cell run? Is the progress file writable?")
+        texts = [text for _, _, text in rows]
+        first = next((c for c in executed.cells if c.cell_type == "code"), None)
+        unanswered = any(t.startswith(NOT_ANSWERED) for t in texts) and all(
+            t.startswith(NOT_ANSWERED) or t == phrase("selfcheck:cannot_check") for t in texts)
+        ran = first is not None and not cell_error(first)  # the setup cell, which the checks need
+        lines.append(phrase("selfcheck:nothing_answered" if unanswered and ran else "selfcheck:no_verdict"))
     return lines
+
+
+def _on_the_command_line(why: str, command: str) -> str:
+    """The advice of a check that this machine kept from checking, for the command line: its notebook steps
+    (restart the kernel, %env in a cell above the first) become the command to run again."""
+    notebook_steps = phrase("selfcheck:notebook_steps")
+    if notebook_steps not in why:
+        return why
+    return why.replace(notebook_steps, phrase("selfcheck:command_steps", command=command))
 
 
 def show_progress() -> int:

@@ -92,16 +92,51 @@ def _entry(qid: str) -> dict[str, Any]:
     try:
         data = _chapter_data(prefix)
     except LookupError:
-        if not _files():  # no chapter has self-check data: the course was not released (instructors)
-            raise
+        if _CHAPTER.fullmatch(prefix) or not _files():
+            raise no_chapter_data(prefix) from None
         data = None
     if data is None or qid not in data["questions"]:
+        if data is not None and devices.other_version() is not None:  # an id of the notebook's version, not a typo
+            raise UnknownQuestion(f"No question {qid!r} in {prefix} " + other_version_advice()) from None
         ids = list(data["questions"]) if data else [q for _, qids in chapter_table().values() for q in qids]
         near = difflib.get_close_matches(qid, ids, n=1, cutoff=0.6)
         where = f"in {prefix}" if data else "in any chapter"
         advice = f"did you mean {near[0]!r}?" if near else "check the id in the question's check cell."
         raise UnknownQuestion(f"No question {qid!r} {where}: {advice}") from None
     return variant.entry(data, qid)
+
+
+_CHAPTER = re.compile(r"ch\d\d")  # a chapter's prefix, as the locked cells name it (a typo such as "ch1" is not)
+
+
+def no_chapter_data(prefix: str) -> UnknownQuestion:
+    """The error for an id or setting of chapter ``prefix`` where the installed course has no self-check data for
+    it: the notebook's cells name ids the learner never typed, so no "did you mean", but the version to install.
+    Where no chapter has any, instructors may have not released the course."""
+    have = devices.installed_version()
+    installed = f"scaling-course {have}" if have else "scaling-course"
+    wanted = devices.released_with() or have
+    why = f"The installed course ({installed}) has no self-check data for {prefix}"
+    if wanted and wanted != have:
+        why += f", and this notebook was released with {wanted}"
+    if not wanted:
+        how = "install the version this notebook was released with, then restart the kernel"
+    elif wanted == have:  # the notebook's version, broken: a file of it missing
+        how = f"install it again ({devices.install_command(wanted, again=True)}), then restart the kernel"
+    else:
+        how = f"install the version this notebook was released with ({devices.install_command(wanted)}), then " \
+              "restart the kernel"
+    extra = "" if _files() else " (Instructors, in the course's repository: run 'scaling-course release'.)"
+    return UnknownQuestion(f"{why}: {how}.{extra}")
+
+
+def other_version_advice() -> str:
+    """The end of the sentence for an id (or setting) the installed course's chapter does not have, where the
+    notebook was released with another version: the likely cause, and what to do."""
+    wanted, have = devices.other_version() or ("?", "?")
+    return (f"of the installed course (scaling-course {have}), and this notebook was released with scaling-course "
+            f"{wanted}: install {wanted} ({devices.install_command(wanted)}) and restart the kernel, or download "
+            f"the notebook of {have}.")
 
 
 def _book(qid: str) -> tuple[str, dict[str, Any]] | None:
@@ -320,6 +355,42 @@ def show_run_first(shell: Any = None) -> None:
         self.showtraceback((etype, value, tb), tb_offset=tb_offset)
 
     shell.set_custom_exc((NameError,), handler)
+    events = getattr(shell, "events", None)
+    if events is not None and _note_refusal not in events.callbacks.get("post_run_cell", []):
+        events.register("post_run_cell", _note_refusal)
+
+
+# The cells of this kernel that a device refusal stopped (execution count -> what to do instead): running such a
+# cell again only repeats the refusal, so a NameError for a name it sets says how to get the devices.
+_refused: dict[int, str] = {}
+
+
+def _note_refusal(result: Any) -> None:
+    """After each cell (IPython's post_run_cell event): remember whether its devices stopped it."""
+    count = getattr(result, "execution_count", None)
+    if isinstance(count, int):
+        advice = _device_advice(getattr(result, "error_in_exec", None))
+        if advice is None:
+            _refused.pop(count, None)
+        else:
+            _refused[count] = advice
+
+
+def _device_advice(error: BaseException | None) -> str | None:
+    """What to do about ``error`` where this kernel's devices, not the cell, caused it: the setup could not give
+    the kernel its devices (``SetupError``), or a mesh of the course's size is larger than the kernel (the course's
+    sentence or JAX's own); None for any other error, a mesh larger than the course's included (the cell's sizes
+    are wrong, and fixing the cell is the way)."""
+    from .errors import SetupError
+
+    if isinstance(error, SetupError):
+        return phrase("devices:restart")
+    if not isinstance(error, ValueError):
+        return None
+    need = _mesh_needed([{"error": str(error)}])
+    if 0 < need <= devices.DEFAULT_DEVICES:  # its sentence says the kernel has fewer
+        return phrase("devices:elsewhere", need=need)
+    return None
 
 
 @cache
@@ -445,8 +516,10 @@ def _stopped_first(shell: Any, value: BaseException, name: str) -> str | None:
             first = next((line.strip() for line in cell.splitlines() if line.strip()
                           and not line.strip().startswith("#")), "")
             first = first if len(first) <= 60 else first[:57] + "..."
-            return f"{type(value).__name__}: " + phrase("stopped_first", error=str(value), name=name,
-                                                        cell=f"[{number}] (`{first}`)")
+            advice = _refused.get(number)
+            return f"{type(value).__name__}: " + phrase("stopped_first" if advice is None else "stopped_first:devices",
+                                                        error=str(value), name=name, cell=f"[{number}] (`{first}`)",
+                                                        advice=advice)
     return None
 
 

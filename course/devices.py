@@ -60,7 +60,7 @@ def _visible(found: int, variable: str) -> int:
     return min(found, listed)
 
 
-_state: dict[str, str | None] = {"setup": None}
+_state: dict[str, str | None] = {"setup": None, "version": None}
 
 
 def chosen() -> str | None:
@@ -117,8 +117,13 @@ def setup(devices: str = "auto", count: int = DEFAULT_DEVICES, version: str | No
         raise SetupError(f"JAX already started with {len(found)} device(s), before course.setup() could ask "
                          f"for {count}. Restart the kernel and run the first cell before any other.")
     _state["setup"] = "real" if use_real else "cpu"
-    kind = found[0].platform.upper()
-    line = f"{len(found)} {'simulated ' if not use_real else ''}{kind} device(s): {found[0].device_kind}"
+    _state["version"] = version
+    platform = found[0].platform
+    # More than one CPU device is simulated, whatever was asked (SCALING_COURSE_DEVICES=real set after the first
+    # cell ran leaves the kernel with its simulated devices).
+    simulated = not use_real or (platform == "cpu" and len(found) > 1)
+    kind = "" if found[0].device_kind.lower() == platform else f": {found[0].device_kind}"
+    line = f"{len(found)} {'simulated ' if simulated else ''}{platform.upper()} device(s){kind}"
     if len(found) < count:  # real accelerators, fewer than the meshes need: the other questions still work
         from autograder.messages import phrase
 
@@ -163,14 +168,44 @@ def _compilation_cache() -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def _version_note(wanted: str | None) -> str:
+def installed_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        have = version("scaling-course")
+        return version("scaling-course")
     except PackageNotFoundError:
-        return ""
-    if wanted is None or have == wanted:
+        return None
+
+
+def released_with() -> str | None:
+    """The course version this kernel's notebook was released with (its first cell's ``setup(version=...)``); None
+    where unknown."""
+    return _state.get("version")
+
+
+def install_command(version: str, again: bool = False) -> str:
+    """The pip command that installs course ``version``, as the first cell of its notebooks installs it (``again``:
+    over the same version, a broken install)."""
+    pip = "pip install --force-reinstall" if again else "pip install"
+    try:
+        from autograder.distribution import DISTRIBUTION, repository_url
+
+        return f"{pip} '{DISTRIBUTION} @ git+{repository_url()}@v{version}'"
+    except Exception:  # no Repository URL in the installed metadata: the version alone
+        return f"{pip} 'scaling-course=={version}'"
+
+
+def other_version() -> tuple[str, str] | None:
+    """(released with, installed) where this kernel's notebook was released with another course version than the
+    one installed; None where they agree or either is unknown."""
+    wanted, have = released_with(), installed_version()
+    return None if wanted is None or have is None or wanted == have else (wanted, have)
+
+
+def _version_note(wanted: str | None) -> str:
+    have = installed_version()
+    if have is None or wanted is None or have == wanted:
         return ""
     return (f"\nNote: this notebook was released with scaling-course {wanted}, but {have} is installed; "
-            f"if a check does not know a question, install {wanted} or download the notebook of {have}.")
+            f"if a check does not know a question, install {wanted} ({install_command(wanted)}) or download the "
+            f"notebook of {have}.")

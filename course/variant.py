@@ -149,16 +149,30 @@ def _settings_of(chapter: str) -> list[str]:
 
 def setting(name: str) -> Values:
     """Show and return the values of exercise ``name`` ("ch01-e3") that this notebook computes with."""
-    from .answers import UnknownQuestion, _display, chapter_table, fingerprints
+    from . import devices
+    from .answers import (
+        _CHAPTER,
+        UnknownQuestion,
+        _display,
+        _files,
+        chapter_table,
+        fingerprints,
+        no_chapter_data,
+        other_version_advice,
+    )
 
     if not isinstance(name, str) or "-" not in name:
         raise NotText('the argument is the exercise\'s setting, as text, e.g. course.setting("ch01-e3")')
     prefix = name.split("-", 1)[0]
     try:
         data = fingerprints(prefix, whole=True)
-    except LookupError:  # no chapter of that number: look among every chapter's settings
+    except LookupError:  # no chapter of that number: the installed course lacks it, or a typo in the number
+        if _CHAPTER.fullmatch(prefix) or not _files():
+            raise no_chapter_data(prefix) from None
         data = {}
     settings = (data.get("variants") or {}).get("settings") or {}
+    if name not in settings and data and devices.other_version() is not None:
+        raise UnknownQuestion(f"No exercise setting {name!r} in {prefix} " + other_version_advice())
     if name not in settings:
         known = list(settings) or [n for chapter in chapter_table() for n in _settings_of(chapter)]
         near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)

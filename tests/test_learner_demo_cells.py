@@ -11,7 +11,13 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 import course
-from autograder.release import answer_name_problems, mesh_cell_problems, source_chapters
+from autograder.release import (
+    answer_name_problems,
+    direct_mesh_calls,
+    direct_mesh_problems,
+    mesh_cell_problems,
+    source_chapters,
+)
 from course import devices, progress
 from course.answers import AnswerError, check
 
@@ -121,6 +127,81 @@ def test_a_mesh_larger_than_the_kernel_shows_no_traceback_in_a_cell(shell):
     _run(shell, "import course\nm = course.mesh(X=4, Y=4)")
     assert len(shell.shown) == 1 and len(shell.shown[0]) == 1, shell.shown
     assert shell.shown[0][0].startswith("ValueError: this cell builds a mesh of 16 devices"), shell.shown
+
+
+@pytest.mark.parametrize("cell", ['m = jax.make_mesh((4, 2), ("X", "Y"))', "m = Mesh(devs, ('X',))",
+                                  "m = jax.sharding.Mesh(np.array(jax.devices()).reshape(4, 2), ('X', 'Y'))",
+                                  "with jax.set_mesh(jax.make_mesh((8,), ('X',))):\n    pass"],
+                         ids=["make_mesh", "Mesh", "sharding.Mesh", "in-a-with"])
+def test_the_release_refuses_a_cell_that_builds_a_mesh_without_the_course(cell):
+    """A mesh built with JAX's own constructors stops a kernel with fewer devices in JAX's traceback (ch10's first
+    cell did: "Number of devices 4 must be >= the product of mesh_shape"), where course.mesh refuses in one line that
+    says what to do."""
+    nb = new_notebook(cells=[new_code_cell("import jax\nm = course.mesh(X=8)"), new_code_cell(cell)])
+    problems = direct_mesh_problems(nb)
+    assert len(problems) == 1 and "code cell 2" in problems[0] and "course.mesh(" in problems[0], problems
+    assert direct_mesh_calls("def f():\n    return jax.make_mesh((8,), ('X',))") != []  # a def's body runs too
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_source_notebook_builds_a_mesh_without_the_course(chapter):
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    assert direct_mesh_problems(nb) == []
+
+
+def test_no_course_code_a_kernel_runs_builds_a_mesh_without_the_course():
+    """The course's helpers and the model answers (solutions/, run in the kernel by the demos and the checks) build
+    their meshes with course.mesh too: only autograder/meshes.py calls JAX's constructor."""
+    found = {}
+    for path in sorted([*(ROOT / "course").glob("*.py"), *(ROOT / "solutions").glob("*.py")]):
+        calls = direct_mesh_calls(path.read_text())
+        if calls:
+            found[str(path.relative_to(ROOT))] = calls
+    assert found == {}
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_course_mesh_of_either_axis_type_refuses_a_smaller_kernel_in_one_line(explicit, monkeypatch):
+    """ch10's first cell shows an Explicit mesh beside an Auto one: both through course.mesh, so that a 4-device
+    kernel hears the course's one line, not JAX's traceback."""
+    from jax.sharding import AxisType
+
+    from autograder import meshes
+
+    m = course.mesh(X=4, Y=2, explicit=explicit)
+    assert m.axis_types == ((AxisType.Explicit if explicit else AxisType.Auto),) * 2
+    monkeypatch.setattr(meshes, "_device_count", lambda: 4)
+    with pytest.raises(ValueError) as e:
+        course.mesh(X=4, Y=2, explicit=explicit)
+    line = _one_line(e.value)
+    assert "this cell builds a mesh of 8 devices; this kernel has 4 devices" in line, line
+    assert "%env SCALING_COURSE_DEVICES=cpu" in line, line
+
+
+@pytest.mark.parametrize("refusal", ["import course\nmesh8 = course.mesh(X=4, Y=2)\nlayout = 1",
+                                     "from course.errors import SetupError\nraise SetupError('JAX already started "
+                                     "with 4 device(s). Restart the kernel and run the first cell before any other.')"
+                                     "\nmesh8 = layout = 1"],
+                         ids=["mesh-too-large-for-this-kernel", "setup-error"])
+def test_a_name_a_device_refusal_kept_from_being_set_says_how_to_get_the_devices(shell, monkeypatch, refusal):
+    """On a host with too few devices, running the refused cell again only repeats the refusal: the cells after it
+    say how to get the devices (restart, %env ..., the first cell), not to fix and rerun that cell."""
+    from autograder import meshes
+
+    monkeypatch.setattr(meshes, "_device_count", lambda: 4)
+    stopped = _run(shell, refusal, session="ch10_jax.ipynb")
+    assert stopped.error_in_exec is not None
+    for use in ("print(mesh8)", "print(layout)"):
+        _run(shell, use, session="ch10_jax.ipynb")
+        assert len(shell.shown) == 1 and len(shell.shown[0]) == 1, shell.shown
+        line = shell.shown[0][0]
+        assert line.startswith("NameError: name ") and "a cell you ran earlier sets" in line, line
+        assert "fix that cell" not in line and "restart the kernel" in line, line
+        if "mesh8 = course.mesh" in refusal:
+            assert "%env SCALING_COURSE_DEVICES=cpu" in line, line
+    _run(shell, "import math\nmath.sqrt(-1)\nmesh8 = 3", session="ch10_jax.ipynb")  # any other error: as before
+    _run(shell, "print(mesh8)", session="ch10_jax.ipynb")
+    assert "fix that cell" in shell.shown[0][0], shell.shown
 
 
 def test_a_function_answer_whose_course_mesh_the_kernel_cannot_hold_is_not_an_attempt(store, monkeypatch):

@@ -105,10 +105,17 @@ def test_setup_on_fewer_real_devices_warns_in_one_line_and_does_not_crash(monkey
     monkeypatch.setattr(devices, "_state", dict(devices._state))
     line = course.setup("real", count=16)  # this process has 8: a machine with fewer accelerators than needed
     first, *rest = line.splitlines()
-    assert first.startswith("8 CPU device(s)"), line
+    # SCALING_COURSE_DEVICES=real on a kernel that already has the course's simulated devices: still simulated
+    assert first == "8 simulated CPU device(s)", line
     assert len(rest) == 1 and "8 devices" in rest[0] and "need 16" in rest[0], line
     assert "SCALING_COURSE_DEVICES=cpu" in rest[0] and "README" in rest[0], line
     assert "need" not in course.setup("real", count=8)
+
+
+def test_the_setup_line_names_cpu_devices_once(monkeypatch):
+    monkeypatch.delenv("SCALING_COURSE_DEVICES", raising=False)
+    monkeypatch.setattr(devices, "_state", dict(devices._state))
+    assert course.setup("cpu") == "8 simulated CPU device(s)"  # not "...: cpu" again
 
 
 def test_auto_counts_only_the_gpus_this_process_may_use(tmp_path, monkeypatch):
@@ -416,6 +423,7 @@ def test_selfcheck_keeps_what_to_do_for_questions_this_machine_cannot_check(stor
         row = next(r for r in rows if r.startswith(qid))
         assert "this machine" in row and not row.endswith("…"), row
     below = "\n".join(lines[lines.index(rows[-1]) + 1:])
-    assert "SCALING_COURSE_DEVICES=cpu" in below and "restart the kernel" in below, below
+    # the command line's remedy: no kernel of the learner's to restart, no cell for %env
+    assert "SCALING_COURSE_DEVICES=cpu scaling-course selfcheck" in below and "restart the kernel" not in below, below
     points = sum(fingerprints("ch03")[q]["points"] for q in qids)
     assert f"{len(qids)} questions" in below and f"{points:g} points" in below, below

@@ -335,3 +335,65 @@ def test_selfcheck_runs_a_notebook_holding_half_a_utf16_pair_with_a_note(tmp_pat
     nbformat.writes(read).encode("utf-8")
     out = capsys.readouterr().out
     assert "x.ipynb holds 1 half of a UTF-16 pair" in out and "not changed" in out, out
+
+
+# --- a learner's own machine: nothing answered yet, too few devices, a cell that does not parse ----------------
+
+def _unanswered(qid: str) -> list:
+    return [_cell("raise NotImplementedError()", "NotImplementedError"),
+            _cell(f'check("{qid}", answer)', "NameError", "name 'answer' is not defined")]
+
+
+def test_selfcheck_on_an_unanswered_notebook_says_nothing_is_answered_yet():
+    """Every row "not answered yet": the line under the table says so, not that the first cell or the progress
+    file may be at fault."""
+    from nbformat.v4 import new_notebook
+
+    from autograder.selfcheck import report
+
+    qids = [q.qid for q in load_chapter("ch01_rooflines").questions]
+    nb = new_notebook(cells=[_cell("import course\nprint(course.setup())"), *(c for q in qids for c in _unanswered(q))])
+    text = "\n".join(report(nb, "r1", {}))
+    assert "No check recorded its verdict" not in text and "first cell" not in text, text
+    assert "Nothing is answered yet" in text, text
+    nb.cells[0] = _cell("import course\nprint(course.setup())", "ModuleNotFoundError", "No module named 'course'")
+    assert "does the first cell run?" in "\n".join(report(nb, "r1", {}))  # where the first cell failed: as before
+
+
+def test_selfcheck_on_too_few_devices_gives_command_line_advice_and_counts_checked_points():
+    """SCALING_COURSE_DEVICES=real on a 4-device host: the advice under the table is a command line (no %env, no
+    kernel to restart), and the total counts the points it could check, the others apart."""
+    from nbformat.v4 import new_notebook
+
+    from autograder.messages import phrase
+    from autograder.selfcheck import report
+    from course.answers import CANNOT_CHECK_HERE
+
+    chapter = load_chapter("ch01_rooflines")
+    far = [q.qid for q in chapter.questions][:2]
+    refused = f"{CANNOT_CHECK_HERE}. " + phrase("devices:real", have="4 devices", need=8)
+    cells = [_cell(f'check("{q}", answer)', "AnswerError", f"{q}: {refused}") if q in far
+             else _cell(f'check("{q}", answer)') for q in (x.qid for x in chapter.questions)]
+    records = {q.qid: {"status": "correct", "score": 1.0, "run": "r1", "solved": "then"}
+               for q in chapter.questions if q.qid not in far}
+    lines = report(new_notebook(cells=cells), "r1", records, command="scaling-course selfcheck my/ch01.ipynb")
+    text = "\n".join(lines)
+    below = next(line for line in lines if "could not be checked on this machine" in line)
+    assert "SCALING_COURSE_DEVICES=cpu scaling-course selfcheck my/ch01.ipynb" in below, below
+    assert "%env" not in below and "restart the kernel" not in below, below
+    lost = sum(chapter[q].points for q in far)
+    checked = chapter.total_points - lost
+    assert (f"This run: {checked:g} of {checked:g} checked points ({lost:g} not checkable on this machine)"
+            in text), text
+
+
+def test_a_row_for_an_answer_cell_that_does_not_parse_names_its_line_not_a_temporary_file():
+    from nbformat.v4 import new_notebook
+
+    from autograder.selfcheck import unchecked
+
+    nb = new_notebook(cells=[_cell("e1 = 3 +", "SyntaxError", "invalid syntax (1607251253.py, line 1)"),
+                             _cell('check("ch01-a", e1)', "NameError", "name 'e1' is not defined")])
+    row = unchecked(nb, "ch01-a")
+    assert row == "not checked: the answer cell above stopped with SyntaxError: invalid syntax (line 1 of the " \
+                  "answer cell)", row

@@ -260,6 +260,77 @@ def test_a_misspelled_setting_gets_one_line_with_the_nearest_name(typo, near):
     assert "\n" not in text and near in text, text
 
 
+@pytest.fixture
+def fingerprints_without(tmp_path, monkeypatch):
+    """The installed course's self-check data without the chapters given (``[]``: none at all), as an install of
+    another version (or a broken one) has it; the kernel's setup says which version its notebook was released
+    with."""
+    from autograder import record
+    from course import answers, devices
+
+    def install(chapters, released_with=None):
+        folder = tmp_path / "fingerprints"
+        folder.mkdir()
+        for f in answers._files() if chapters else []:  # []: no chapter's at all
+            if f.name[:4] not in chapters:
+                (folder / f.name).write_text(f.read_text())
+        monkeypatch.setenv(record.CHAPTER_DATA_ENV, str(folder))
+        monkeypatch.setattr(devices, "_state", dict(devices._state))
+        monkeypatch.delenv("SCALING_COURSE_DEVICES", raising=False)
+        from importlib.metadata import version
+
+        devices.setup("cpu", version=released_with or version("scaling-course"))
+        for cached in (answers._chapter_data, answers._answer_owners):
+            cached.cache_clear()
+
+    yield install
+    from course import answers as after
+
+    for cached in (after._chapter_data, after._answer_owners):
+        cached.cache_clear()
+
+
+def _line(e: BaseException) -> str:
+    shown = e._render_traceback_()
+    assert len(shown) == 1 and "\n" not in shown[0] and 'File "' not in shown[0], shown
+    return shown[0]
+
+
+@pytest.mark.parametrize("missing", [["ch03"], []], ids=["this-chapters-file", "every-file"])
+def test_a_course_install_without_the_chapters_data_says_to_install_the_notebooks_version(fingerprints_without,
+                                                                                         missing):
+    """The locked setting cell and check cells name ids the learner never typed: no "did you mean" another
+    chapter's id, no traceback, no "check the name": the installed course lacks the chapter, so install the version
+    the notebook was released with."""
+    import course
+
+    fingerprints_without(missing)
+    for call in (lambda: course.setting("ch03-e1"), lambda: check("ch03-e2-ways", 2),
+                 lambda: hint("ch03-e2-ways")):
+        with pytest.raises(AnswerError) as e:
+            call()
+        line = _line(e.value)
+        assert line.startswith("AnswerError: ") and "has no self-check data for ch03" in line, line
+        assert "did you mean" not in line and "check the" not in line, line
+        assert "pip install" in line and "scaling-course" in line, line
+        if not missing:
+            assert "scaling-course release" in line and "instructors" in line.lower(), line
+
+
+def test_an_id_the_installed_version_does_not_know_says_the_versions_differ(fingerprints_without):
+    """An old notebook beside a newer course: a check id renamed since says that the versions differ (the
+    likely cause), not a near id of another question."""
+    import course
+
+    fingerprints_without(["ch13"], released_with="0.0.1")
+    for call in (lambda: check("ch03-e2-pieces", 2), lambda: course.setting("ch03-e9")):
+        with pytest.raises(AnswerError) as e:
+            call()
+        line = _line(e.value)
+        assert "released with scaling-course 0.0.1" in line and "did you mean" not in line, line
+        assert "pip install" in line, line
+
+
 # --- F5: hints after unreadable answers -------------------------------------------------------------------
 
 def test_a_hint_locked_after_unreadable_answers_says_they_could_not_be_read(tmp_path, monkeypatch, capsys):
