@@ -72,6 +72,20 @@ _WRONG = {
                           "Re-run the setup cell, or take the symbols from course.symbols, and compute the formula "
                           "again.",
     "lower_terms": "The leading term is right, but the lower-order terms differ: count exactly.",
+    # one term of a sum wrong, the others right (kinds/formula.py, ``_one_term``): which term, and by what factor, are
+    # not said (the answer would be one step away)
+    "term_factor": "One term of your sum is off by a simple factor; the others agree with the expected formula: "
+                   "recheck each term's coefficient (bytes per value, FLOPs per multiply-add, a count of directions, "
+                   "passes or devices).",
+    "term_extra": "One term of your sum should not be there; the others agree with the expected formula: recheck "
+                  "what each term counts.",
+    "term_missing": "A term is missing: your answer is the expected formula less one of its terms. Recheck what else "
+                    "contributes (another collective, pass or direction, the other operand).",
+    # the answer's ratio to the reference changes with some of the symbols, not all (kinds/formula.py,
+    # ``_ratio_depends``): those are said, the factor is not
+    "ratio_symbols": "Your answer's ratio to the expected one changes with {detail}, and with no other symbol: recheck "
+                     "how your answer uses {detail} (a factor of it left out or put in, a size divided among devices, "
+                     "a count of hops or steps, a sum where a product belongs).",
     # within 3 significant figures of the reference times one constant, yet not right (kinds/formula.py)
     "constant_close": "The form is right, but its constant is slightly off: keep 3 significant figures in each "
                       "coefficient, or count every contribution to it.",
@@ -524,6 +538,9 @@ def phrase(code: str, **ctx: object) -> str:
         fields["percent"] = _PERCENT if _percentage(arg, ctx) else ""
     if head == "extra_symbol" or head == "missing_symbol":
         fields["detail"] = " and ".join(arg.split(","))
+    if head == "ratio_symbols":
+        names = arg.split(",")
+        fields["detail"] = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
     if head == "wrong_elements":  # ``finding``: the first wrong element's sentence, ``finding_code`` its code
         fields["finding"] = _ELEMENT_NOT_EQUAL if ctx.get("finding_code") == "not_equal" \
             else str(ctx.get("finding", "")).rstrip(".")

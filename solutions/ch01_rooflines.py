@@ -453,7 +453,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
             prompt="Bytes read and written by an all-int8 matmul X[B,D] @ Y[D,F] -> Z[B,F].",
             reference=_int8, symbols="B D F",
             slips=(Slip(2 * _int8, "ratio:2", "int8 is 1 byte per element."),
-                   Slip(B * D + D * F, "not_equivalent", "the output is written too."))),
+                   Slip(B * D + D * F, "term_missing", "the output is written too."))),
     Formula(qid="ch01-q1-ops", points=1, section=SECTION + "#worked-problems",
             prompt="Integer operations of that matmul.",
             reference=2 * B * D * F, symbols="B D F",
@@ -467,7 +467,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     Formula(qid="ch01-q1-t-upper", points=1, section=SECTION + "#worked-problems",
             prompt="Upper bound on the runtime (no overlap of compute and memory traffic).",
             reference=2 * B * D * F / C8 + _int8 / W, symbols="B D F C8 W",
-            slips=(Slip(sp.Max(2 * B * D * F / C8, _int8 / W), "lower_terms",
+            slips=(Slip(sp.Max(2 * B * D * F / C8, _int8 / W), "not_equivalent",
                         "that is the lower bound, with perfect overlap."),)),
     # Q2: int8 weights, bf16 activations and compute.
     Formula(qid="ch01-q2-intensity", points=1, section=SECTION + "#worked-problems",

@@ -966,7 +966,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-e3-fsdp-bound", points=1, section=FSDP,
             prompt="The per-chip batch above which FSDP is compute-bound when its collectives run over M_X axes.",
             reference=FSDP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
-            slips=(Slip(C / W, "missing_symbol:M_X"), Slip(M_X * C / W, "not_equivalent"))),
+            slips=(Slip(C / W, "missing_symbol:M_X"), Slip(M_X * C / W, "ratio_symbols:M_X"))),
     vary("ch05-e4", e4, batch=values(40e6, 20e6, 60e6, 30e6, 50e6)),
     vary("ch05-e5", e5, batch=values(16e6, 8e6, 4e6, 32e6), mfu=values(0.5, 0.4, 0.6)),
     # CX2: an FSDP MLP, forward and backward.
@@ -1078,7 +1078,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-q1-params-formula", points=1, section=PROBLEMS,
             prompt="Q1: parameters of an MHA transformer (K = N) with a gated MLP and separate embeddings, "
                    "norms left out.", reference=PARAMS_MHA, symbols="L D F N H V",
-            slips=(Slip(L * (2 * D * F + 4 * D * N * H) + 2 * V * D, "lower_terms", "a gated MLP has three matrices."),
+            slips=(Slip(L * (2 * D * F + 4 * D * N * H) + 2 * V * D, "term_factor", "a gated MLP has three matrices."),
                    Slip(L * (3 * D * F + 4 * D * N * H) + V * D, "lower_terms",
                         "the input embedding and the output projection are separate."))),
     number("ch05-q1-params", section=PROBLEMS, prompt=f"Q1: LLaMA-2 13B's parameter count{Q1_COUNT.words}.",

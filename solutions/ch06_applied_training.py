@@ -845,7 +845,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
                    "output embeddings, norms left out.",
             reference=PARAMS_FORMULA, symbols="L D F N K H V",
             slips=(Slip(m.params(L, D, F, N, N, H, V), "missing_symbol:K", "K heads of keys and values, not N."),
-                   Slip(PARAMS_FORMULA - L * D * F, "lower_terms", "a gated MLP has three D x F matrices."),
+                   Slip(PARAMS_FORMULA - L * D * F, "term_extra", "a gated MLP has three D x F matrices."),
                    Slip(PARAMS_FORMULA + 2 * L * D + D, "lower_terms",
                         "the norms' scales are left out here, as the prose says: count the matrices only."))),
     vary("ch06-a1", a1, model=models(M70, m.LLAMA3_8B, M405)),
@@ -918,7 +918,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             reference=JIT_WEIGHT_BYTES, symbols="L D F X", counts="X",
             slips=(Slip(BF16 * 3 * L * D * F, "missing_symbol:X", "each chip keeps only 1/X of the layers it is "
                                                                    "not computing."),
-                   Slip(BF16 * 3 * L * D * F / X, "not_equivalent", "the gathered layer is a whole extra copy."),
+                   Slip(BF16 * 3 * L * D * F / X, "term_missing", "the gathered layer is a whole extra copy."),
                    Slip(3 * D * F * (L / X + 1), "ratio:1/2", "bf16 is 2 bytes per element."))),
     Program(qid="ch06-cx6-fsdp-layers-step", points=3, section=PART5_FSDP,
             prompt="A training step of 16 relu layers, W[L, D_X, D] sharded FSDP-style over 8 devices: (loss, dW), "
@@ -934,7 +934,7 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             slips=(Slip(8 * D * F / Y, "missing_symbol:X", "the results count too: this device's shards of the two "
                                                            "gradients, D * F / (X * Y) each."),
                    Slip(STEP_BYTES / 2, "ratio:1/2", "f32 is 4 bytes per element."),
-                   Slip(8 * D * F / (X * Y) + 8 * D * F, "not_equivalent",
+                   Slip(8 * D * F / (X * Y) + 8 * D * F, "ratio_symbols:X,Y",
                         "tensor parallelism keeps F split: a device gathers only its F/Y columns of each weight."))),
     Program(qid="ch06-cx7-budget-step", points=3, section=PART5_MIX,
             prompt="The FSDP + tensor-parallel MLP training step (loss, dW_in, dW_out) at the X x Y mesh you choose "

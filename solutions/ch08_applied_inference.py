@@ -639,7 +639,7 @@ def iq10(prompt: int, batch: int) -> tuple[Question, ...]:
         Formula(qid="ch08-iq11-formula", points=1, section=_prefill,
                 prompt="Cache tokens freed per step: batch B, prompts of P tokens, decodes of G tokens.",
                 reference=IQ11_FORMULA, symbols="B P G",
-                slips=(Slip(B * P / G, "not_equivalent", "the generated tokens' cache is freed too."),)),
+                slips=(Slip(B * P / G, "term_missing", "the generated tokens' cache is freed too."),)),
         Formula(qid="ch08-iq12-formula", points=1, section=_prefill,
                 prompt="Prefill servers per generate server: batch B, t_pre per prefill, t_step per step, G-token "
                        "decodes.",

@@ -993,7 +993,7 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
     Formula(qid="ch10-e4-chunk-compute", points=1, section=HOW,
             prompt="Seconds of one ring step's matmul: A chunk [B/X, D/Y] times W rows [D/Y, F/Y], peak C.",
             reference=CHUNK_COMPUTE, symbols="B D F X Y C W_link", counts="X Y",
-            slips=(Slip(2 * (B / X) * D * (F / Y) / C, "not_equivalent", "one step multiplies one chunk of D."),
+            slips=(Slip(2 * (B / X) * D * (F / Y) / C, "ratio_symbols:Y", "one step multiplies one chunk of D."),
                    Slip(CHUNK_COMPUTE / 2, "ratio:1/2", "a multiply-add is 2 FLOPs."))),
     Formula(qid="ch10-e4-chunk-comm", points=1, section=HOW,
             prompt="Seconds to pass one bf16 A chunk [B/X, D/Y] over one link in one direction (W_link).",

@@ -52,6 +52,8 @@ RTOL = 0.005  # an answer with decimals: agreement within 3 significant figures 
 EXACT = 1e-9  # an answer in exact numbers: the same values, up to the evaluation's own rounding
 K_DRAWN = 10  # the grader's own points per kind: covering the reference's branches, and the answer's
 ANSWER_CANDIDATES = 200  # points drawn per point kept, to find where each branch of the answer is active
+MAX_TERMS = 12  # an answer's terms tried one at a time, each times each simple factor
+N_MOVED = 4  # points at which each symbol is moved, to find the symbols the answer's ratio to the reference depends on
 
 
 def context(names: Sequence[str]) -> dict[str, Any]:
@@ -124,6 +126,23 @@ class Setting:
         return eq.Domain.scaled(list(self.points[:3]), self.names)
 
     @property
+    def directions(self) -> list[list[eq.Point]]:
+        """Points where every symbol is large and of one size (``LARGE`` times 2 to 8), then the same with each symbol
+        in turn (every declared one, so the data does not say which the reference uses) ``LARGE`` times larger still.
+        What differs only in lower-order terms vanishes at all of them; a term lower-order as all symbols grow
+        together, but not as one grows faster (B*F/(W*Y*Z) beside B*D/(W*X), with F the larger), is no lower-order
+        term. One size for all: at the points of the domain, whose values span orders of magnitude, one degree less
+        need not be smaller."""
+        even = [{name: eq.LARGE * (2 + (k + 2 * i) % 7) for k, name in enumerate(self.names)} for i in range(3)]
+        return [even, *(eq.Domain.scaled(even, (name,)) for name in self.names)]
+
+    def moved(self, name: str) -> list[eq.Point]:
+        """The first ``N_MOVED`` points with ``name`` alone moved: where the answer's ratio to the reference does
+        not change, that ratio does not depend on ``name``."""
+        step = 1 if name in self.counts else Fraction(1, 3)
+        return [{**pt, name: pt[name] * 3 + step} for pt in self.points[:N_MOVED]]
+
+    @property
     def limit_points(self) -> list[eq.Point]:
         return eq.Domain.scaled(list(self.points), self.limit) if self.limit else []
 
@@ -156,6 +175,19 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
                      "small": [tg.around(at(p), RTOL) for p in small]}
     if not setting.branches:  # where a max picks a side, "the leading term" means nothing
         t["lead"] = [tg.around(at(p), RTOL) for p in setting.large]
+        for k, direction in enumerate(setting.directions):
+            t[f"lead{k}"] = [tg.around(at(p), RTOL) for p in direction]
+    with mpmath.workdps(eq.DIGITS):  # the reference's ratio between each point and the point with one symbol moved
+        for k, name in enumerate(names):
+            ratios = [None if v in (None, 0) or m is None else m / v
+                      for v, m in zip(values, map(at, setting.moved(name)), strict=False)]
+            t[f"move{k}"] = [tg.around(r, EXACT) for r in ratios]
+            t[f"mover{k}"] = [tg.around(r, RTOL) for r in ratios]
+    common, terms = terms_of(ref)
+    for j, term in enumerate(terms if len(terms) > 1 else ()):  # the reference less each of its terms
+        less = eq.evaluator(ref - common * term, names)
+        t[f"less{j}"] = [tg.around(less(p), EXACT) for p in points]
+        t[f"lessr{j}"] = [tg.around(less(p), RTOL) for p in points]
     if anchor is not None:
         with mpmath.workdps(eq.DIGITS):
             t["shape"] = [None if i == anchor or v is None else tg.around(v / values[anchor], RTOL)
@@ -181,7 +213,10 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     """The one diagnosis of a formula answer. Order matters: right (or right in the declared limit),
     an accepted alternative, then a constant factor (most specific), a wrong coefficient (or one within 3
     figures yet not right: a constant slightly off), symbols that should or should not appear, a right
-    leading order with wrong lower terms, partial agreement."""
+    leading order with wrong lower terms (lower-order in every direction of growth), partial agreement (where
+    a max or min picks a side), one term of a sum wrong, a ratio to the reference that changes with some of
+    its symbols only; else not equivalent. Each names a cause the answer has; none names the factor or the
+    term that would make it right."""
     s, near = e.setting, e.oracle
     ctx = context(s.names)
     at = eq.evaluator(p.expr, s.names)
@@ -234,14 +269,105 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
         return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
     if missing:  # said otherwise of a number like no slip's: its symbols were numbers when computed (S = 4 in a cell)
         return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not written and not hints)
-    if any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True:
+    if (any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True) and _lower_order(s, near, at):
         return wrong("lower_terms", hints, **ctx)
-    # Agreement at some points only: for a max or min, within 3 figures (one side dominates there);
-    # otherwise exactly, or a term that is merely small somewhere would read as a branch.
+    # Agreement at some points only, where the reference or the answer has a max or min: within 3 figures for the
+    # reference's (one side dominates there); for the answer's own, exactly, or a term that is merely small somewhere
+    # would read as a branch. Without one, agreeing at some points is a coincidence (N/2 is 1 at N = 2), not a cause.
+    own_branch = p.expr.has(sp.Max, sp.Min)
     partly = "ref" if p.approximate or s.branches else "exact"
-    if any(near.near(partly, i, v) is True for i, v in enumerate(values)):
-        return wrong("partly", hints, **ctx, own_branch=p.expr.has(sp.Max, sp.Min))
-    return wrong("not_equivalent", hints, **ctx)
+    if (s.branches or own_branch) and any(near.near(partly, i, v) is True for i, v in enumerate(values)):
+        return wrong("partly", hints, **ctx, own_branch=own_branch)
+    code = _one_term(e, p, values) or _ratio_depends(e, p, values, at)
+    return wrong(code or "not_equivalent", hints, **ctx)
+
+
+def terms_of(expr: sp.Expr) -> tuple[sp.Expr, list[sp.Expr]]:
+    """The terms of a sum at the top of ``expr``, with the factor common to them taken out (2*V*(N - 1)/(N*W) is
+    2*V/(N*W) times N and -1): (that factor, the terms); one term where it is no sum."""
+    if isinstance(expr, sp.Add):
+        return sp.Integer(1), list(expr.args)
+    if isinstance(expr, sp.Mul):
+        sums = [a for a in expr.args if isinstance(a, sp.Add)]
+        if len(sums) == 1:
+            return expr / sums[0], list(sums[0].args)
+    return sp.Integer(1), [expr]
+
+
+def _lower_order(s: Setting, near: tg.Printed, at: Callable[[eq.Point], Any]) -> bool:
+    """Whether an answer that agrees at the large points still agrees with one symbol growing faster than the others,
+    each in turn (``Setting.directions``): what it gets wrong is lower-order in every direction. For a max or min,
+    which has no leading term, the agreement at the points decides alone."""
+    return s.branches or all(tg.all_near(near, f"lead{k}", [at(pt) for pt in points]) is True
+                             for k, points in enumerate(s.directions))
+
+
+def _one_term(e: Expected, p: Parsed, values: list[Any]) -> str | None:
+    """One term of a sum is wrong, the others right: one of the answer's terms off by a simple factor
+    ("term_factor"), or one too many ("term_extra"), or the reference less one of its terms ("term_missing").
+    Neither the term nor the factor is named: with them, the answer would be one step away."""
+    near, key = e.oracle, "ref" if p.approximate else "exact"
+    # a rounded answer already within 3 figures would be so with any small term changed: that says nothing
+    if not (p.approximate and tg.all_near(near, "ref", values) is True):
+        with mpmath.workdps(eq.DIGITS):
+            for term in _answer_terms(p.expr):
+                f = eq.evaluator(term, e.setting.names)
+                tv = [f(pt) for pt in e.setting.points]
+                if any(v is None for v in tv):
+                    continue
+                if tg.all_near(near, key, [None if v is None else v - t for v, t in zip(values, tv, strict=True)]) \
+                        is True:
+                    return "term_extra"
+                for k in eq.NICE_FACTORS:
+                    c = mpmath.mpf(k.numerator) / k.denominator - 1
+                    if tg.all_near(near, key, [None if v is None else v + c * t for v, t in zip(values, tv,
+                                                                                              strict=True)]) is True:
+                        return "term_factor"
+    less = "lessr" if p.approximate else "less"
+    j = 0
+    while f"{less}{j}" in near.entries:
+        if tg.all_near(near, f"{less}{j}", values) is True:
+            return "term_missing"
+        j += 1
+    return None
+
+
+def _answer_terms(expr: sp.Expr) -> list[sp.Expr]:
+    """The terms of the answer's sum, each with the factor common to them (``terms_of``), then, where products of sums
+    are few, those of its expanded form (the 2*D*F*L of L*(2*D*F + 4*D*H*N) + 2*D*V); none where it is no sum. An
+    answer whose sums would multiply out to more than ``MAX_TERMS`` squared terms is not expanded."""
+    common, terms = terms_of(expr)
+    out = [common * t for t in terms] if 1 < len(terms) <= MAX_TERMS else []
+    products = 1  # at most as many terms as the product of the sums' lengths: few enough to multiply out cheaply
+    for node in sp.preorder_traversal(expr):
+        products *= len(node.args) if isinstance(node, sp.Add) else 1
+        if products > MAX_TERMS * MAX_TERMS:
+            return out
+    if products > 1:
+        expanded = sp.Add.make_args(sp.expand_mul(expr))
+        if 1 < len(expanded) <= MAX_TERMS:
+            out += [t for t in expanded if t not in out]
+    return out
+
+
+def _ratio_depends(e: Expected, p: Parsed, values: list[Any], at: Callable[[eq.Point], Any]) -> str | None:
+    """"ratio_symbols:N": the answer's ratio to the reference changes with some of the symbols the reference uses, not
+    with the others (V*(N-1)/W beside 2*V*(N-1)/(N*W): a shard size forgotten), decided by moving each symbol alone
+    (``Setting.moved``). Which symbols are said; by what factor is not."""
+    s, near = e.setting, e.oracle
+    used = [n for n in s.names if e.uses(n)]
+    depends = []
+    with mpmath.workdps(eq.DIGITS):
+        for k, name in enumerate(s.names):
+            if name not in used:
+                continue
+            ratios = [None if v in (None, 0) or m is None else m / v
+                      for v, m in zip(values, map(at, s.moved(name)), strict=False)]
+            key = f"mover{k}" if p.approximate else f"move{k}"
+            known = any(near.has(key, i) for i in range(len(ratios)))
+            if known and tg.all_near(near, key, ratios, only_known=True) is False:
+                depends.append(name)
+    return "ratio_symbols:" + ",".join(depends) if depends and len(depends) < len(used) else None
 
 
 def _cancelled(s: Setting, at: Callable[[eq.Point], Any], values: list[Any], written: frozenset[str]) -> set[str]:
