@@ -28,20 +28,66 @@ def _whole(name: str) -> dict[str, Any]:
     return json.loads((resources.files("course") / "fingerprints" / f"{name}.json").read_text())
 
 
-def _keys(value: Any) -> set[str]:
+# Where the public format holds what the notebook gives a student, not what judges: a function's probes are its
+# public cases, keyword arguments by the names the prompt gives them, so their keys are the author's (an argument
+# may well be called ``counts`` or ``limit``) and their values the student's inputs.
+GIVEN = frozenset({"probes"})
+
+
+def _keys(value: Any, path: str) -> list[tuple[str, str]]:
+    """Every key under ``value``, with where it sits (``program.mesh_choices[0]``)."""
     if isinstance(value, dict):
-        return set(value) | {k for v in value.values() for k in _keys(v)}
+        return [(f"{path}.{k}", k) for k in value] + [p for k, v in value.items() for p in _keys(v, f"{path}.{k}")]
     if isinstance(value, list):
-        return {k for v in value for k in _keys(v)}
-    return set()
+        return [p for i, v in enumerate(value) for p in _keys(v, f"{path}[{i}]")]
+    return []
+
+
+def _judging(entry: dict[str, Any], path: str) -> list[str]:
+    """The keys of one question's public data (or one variant's) named like a key that judges, read by the format's
+    structure: a variant is an entry again, and what ``GIVEN`` names is the student's, whatever its keys."""
+    found = []
+    for key, value in entry.items():
+        if key in JUDGING:
+            found.append(f"{path}.{key}")
+        if key in GIVEN:
+            continue
+        if key == "variants" and isinstance(value, list):
+            found += [p for i, v in enumerate(value) for p in _judging(v, f"{path}.variants[{i}]")]
+            continue
+        found += [where for where, k in _keys(value, f"{path}.{key}") if k in JUDGING]
+    return found
+
+
+def _public_holds_nothing_that_judges(public: dict[str, Any]) -> None:
+    clashes = [p for qid, entry in public["questions"].items() for p in _judging(entry, qid)]
+    assert not clashes, (
+        f"the public part holds keys named like ones that judge an answer: {', '.join(clashes)}. Where it judges, "
+        "leave it out of autograder.kernel_data (PUBLIC_KEYS, public_entry); where it is public (a field of a "
+        "program's spec, of an output), rename that field where autograder/kinds/ writes it, or take the name out "
+        "of JUDGING here if no kind judges with it")
+    assert public["public"] is True
 
 
 @pytest.mark.parametrize("name", chapter_names())
 def test_the_public_part_holds_nothing_that_judges(name):
-    public = public_chapter(_whole(name))
-    for qid, entry in public["questions"].items():
-        assert not _keys(entry) & JUDGING, (qid, _keys(entry) & JUDGING)
-    assert public["public"] is True
+    _public_holds_nothing_that_judges(public_chapter(_whole(name)))
+
+
+def test_a_probe_argument_may_be_named_like_a_key_that_judges():
+    """Probes are public by design: a function whose arguments are ``counts``, ``limit`` and ``tolerance`` (the
+    names authoring.md's own examples use) keeps them in the public part, and the check above passes it; a key that
+    judges where the format puts one is still named, with where it sits."""
+    whole = _whole("ch01_rooflines")
+    qid, entry = next((q, e) for q, e in whole["questions"].items() if e["kind"] == "function")
+    probes = [{name: i for i, name in enumerate(sorted(JUDGING))}, {"counts": [1, 2, 3], "limit": {"at": 1}}]
+    whole = {**whole, "questions": {qid: {**entry, "probes": probes}}}
+    public = public_chapter(whole)
+    assert public["questions"][qid]["probes"] == probes
+    _public_holds_nothing_that_judges(public)
+    leaked = {**public, "questions": {qid: {**public["questions"][qid], "outputs": [[{"kind": "number", "at": 1}]]}}}
+    with pytest.raises(AssertionError, match=rf"{qid}\.outputs\[0\]\[0\]\.at"):
+        _public_holds_nothing_that_judges(leaked)
 
 
 @pytest.mark.parametrize("name", chapter_names())
