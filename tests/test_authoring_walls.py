@@ -17,8 +17,11 @@ from autograder.kinds import function as function_kind
 from autograder.questions import AuthoringError, load_chapter
 from solutions._kit import (  # what an author writes a chapter with
     EXACT,
+    ONE_PERCENT,
     X8,
     Chapter,
+    Choice,
+    Formula,
     Function,
     Number,
     Operand,
@@ -210,6 +213,65 @@ def test_a_function_slip_the_probes_cannot_tell_from_the_model_is_refused():
     q = _function(q.probes, slips=(Slip(_drops_all_over, "ratio:3"),))
     problems = release.record_problems(Chapter("ch13_walls", "Walls", (q,)))
     assert any("diagnosed not_equal" in p and "ratio:3" in p for p in problems), problems
+
+
+# --- a slip the grader passes is refused at release, in one line, whatever its kind -----------------------
+
+def _copy_of_dropped(counts, capacity):
+    return _dropped(counts, capacity)
+
+
+def _copy_of_split(x, y):
+    """The model again, under another name: the grader cannot tell the two apart."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    def block(x_block, y_block):
+        return jax.lax.psum(x_block @ y_block, "X")
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(None, "X"), P("X", None)), out_specs=P())(x, y)
+
+
+def _slip_as_reference(kind: str):
+    """A question of ``kind`` whose one slip is its reference, and that slip as the release names it."""
+    from course.symbols import B, D
+
+    probes = (dict(counts=[3, 5, 9, 1], capacity=4), dict(counts=[10, 0, 2, 4, 8, 8], capacity=6))
+    if kind == "number":
+        return Number(qid="ch13-q2-batch", points=1, prompt="A batch.", reference=240.0,
+                      tolerance=Tolerance.figures(), slips=(Slip(240.0, "ratio:2", "A multiply-add is 2 FLOPs."),)), \
+            "240.0"
+    if kind == "formula":
+        return Formula(qid="ch13-q1-bytes", points=1, prompt="Bytes.", reference=2 * B * D, symbols="B D",
+                       slips=(Slip(2 * B * D, "ratio:2", "bf16 is 2 bytes."),)), "2*B*D"
+    if kind == "choice":
+        return Choice(qid="ch13-q3-bound", points=1, prompt="Which bound?", options=("compute", "memory"),
+                      reference="memory", slips=(Slip("memory", "wrong_option"),)), "'memory'"
+    if kind == "function":  # with a hint and a tolerance: its hint's targets are made from the reference's
+        return Function(qid="ch13-cx1-dropped", points=2, prompt="dropped_tokens(counts, capacity)",
+                        reference=_dropped, probes=probes, output=Output("number", tolerance=ONE_PERCENT),
+                        slips=(Slip(_copy_of_dropped, "not_equal", "Count the tokens past capacity."),)), \
+            "_copy_of_dropped"
+    program = _program(_split)
+    return Program(qid=program.qid, points=1, prompt=program.prompt, spec=program.spec, model=_split,
+                   slips=(Slip(_copy_of_split, "wrong_values"), Slip(_split_padded, "collectives:all-reduce"))), \
+        "_copy_of_split"
+
+
+@pytest.mark.parametrize("kind", ["number", "formula", "choice", "function", "program"])
+def test_a_slip_that_is_its_reference_is_refused_in_one_line(kind, one_chapter, tmp_path, monkeypatch):
+    """The release refuses, naming the record and the slip, where the grader would give the slip full marks: a
+    function whose hinted slip returns the reference's results stopped it with a traceback (no hint can be told
+    apart), where a number's, a formula's and a choice's got this line; a program's slip that is its model is
+    told from the code alone (the release runs no program's slips)."""
+    monkeypatch.setattr(release, "fingerprint_dir", lambda: tmp_path / "fingerprints")
+    q, said = _slip_as_reference(kind)
+    one_chapter["now"] = Chapter("ch13_walls", "Walls", (q,))
+    with pytest.raises(AuthoringError) as refused:
+        release.write_fingerprints("ch13_walls")
+    lines = str(refused.value).splitlines()
+    assert lines[0] == "solutions/ch13_walls.py:", lines
+    assert f"{q.qid}: the slip {said} gets full marks from the grader" in [line.strip() for line in lines[1:]], lines
+    assert not (tmp_path / "fingerprints" / "ch13_walls.json").exists()
 
 
 # --- a factor is a finding of every failing case ----------------------------------------------------------

@@ -26,7 +26,7 @@ from .. import probes as builders
 from .. import record
 from ..formula import Invalid
 from ..messages import frame, phrase, with_hints
-from ..questions import Function, Output
+from ..questions import AuthoringError, Function, Output
 from ..verdict import Status, Verdict
 from . import common, formula, number
 from . import targets as tg
@@ -262,11 +262,25 @@ def _slip_targets(q: Function) -> tg.Targets:
     calls = [builders.build(q.builder, p) for p in q.probes]
     reference = _summaries(q.qid, record.encode_outputs(q.reference, calls, kinds)) if kinds else []
     for j, slip in enumerate(s for s in q.slips if s.hint):
-        theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, kinds))
+        outputs = record.encode_outputs(slip.answer, calls, kinds)
+        theirs = _summaries(q.qid, outputs)
         rtol = slip_rtol(theirs, reference)
+        if rtol == 0 and any(v not in (None, 0) for v in theirs):
+            raise AuthoringError(_slip_like_reference(q, slip.answer, outputs))
         t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, rtol) for v in theirs]
     _SLIP_TARGETS[id(q)] = (q, t)
     return t
+
+
+def _slip_like_reference(q: Function, slip: Callable[..., Any], outputs: Any) -> str:
+    """Why a hinted slip has no targets: its numbers are the reference's at every public probe, so no interval
+    around them tells an answer that made the slip from a right one (the release says so in one line, as it does
+    for every kind's slip the grader passes: ``release.record_problems``)."""
+    said = getattr(slip, "__name__", None) or repr(slip)
+    if judge(q, outputs).ok:
+        return f"{q.qid}: the slip {said} gets full marks from the grader"
+    return (f"{q.qid}: the slip {said} returns the reference's numbers at every public probe, so no answer can be "
+            "told its hint: add a probe where they differ")
 
 
 def diagnose(probes: Sequence[dict[str, Any]], judges: Sequence[Sequence[ItemJudge]], outputs: Any,
