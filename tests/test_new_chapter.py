@@ -2,6 +2,7 @@
 script, taken from the page, become a chapter that releases and grades in a copy of this repository."""
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from autograder.kinds import KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = "ch13_example"
@@ -49,7 +52,8 @@ def test_a_new_chapter_from_the_recipe_releases_and_grades(tmp_path):
     released = _run(repo, "-c", CLI, "release", CHAPTER)
     assert f"released release/{CHAPTER}" in released.stdout
     assert source.read_text() == written  # nothing left for the release to write
-    assert (repo / "course" / "fingerprints" / f"{CHAPTER}.json").exists()
+    data = json.loads((repo / "course" / "fingerprints" / f"{CHAPTER}.json").read_text())
+    assert {q["kind"] for q in data["questions"].values()} == set(KINDS), "the recipe shows a record of every kind"
     student_copy = nbformat.read(repo / "release" / CHAPTER / f"{CHAPTER}.ipynb", as_version=4)
     assert "psum" not in str(student_copy) and "grade(" not in str(student_copy)
 
@@ -71,5 +75,6 @@ def test_a_new_chapter_from_the_recipe_releases_and_grades(tmp_path):
     with open(course / "grades.csv") as f:
         rows = {row["student"]: row for row in csv.DictReader(f)}
     scores = {student: (float(row["score"]), float(row["max_score"])) for student, row in rows.items()}
-    # The partly wrong student gives Q1's listed slip (2 points lost) and everything else right.
-    assert scores == {"reference": (6, 6), "partly-wrong": (4, 6), "untouched": (0, 6)}, scores
+    # The partly wrong student gives the listed slip of every other scalar question, Q1's and Q3's (3 points lost),
+    # and everything else right; the untouched notebook's stubs (a function returning None too) earn nothing.
+    assert scores == {"reference": (9, 9), "partly-wrong": (6, 9), "untouched": (0, 9)}, scores
