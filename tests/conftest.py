@@ -50,13 +50,16 @@ CHAPTER_IN_ID = re.compile(r"(?<![A-Za-z0-9])(ch\d\d)(?=[-_])")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test parametrized over a chapter, one of its questions or settings carries that chapter's marker, in
     whichever file it is: ``pytest -m ch13`` runs every shared check of the chapter (its notebook's, its release's,
-    its variants'), not only those of tests/chapters/."""
+    its variants'), not only those of tests/chapters/. A check of every chapter's questions at once (marked
+    ``every_chapter``: a message stating another question's answer, the library answering one) carries every
+    chapter's marker, since it checks the new chapter too."""
     from autograder.questions import chapter_names
 
     known = {name[:4] for name in chapter_names()}
     for item in items:
         callspec = getattr(item, "callspec", None)
-        for chapter in sorted(set(CHAPTER_IN_ID.findall(callspec.id if callspec else "")) & known):
+        named = set(CHAPTER_IN_ID.findall(callspec.id if callspec else "")) & known
+        for chapter in sorted(known if item.get_closest_marker("every_chapter") else named):
             item.add_marker(getattr(pytest.mark, chapter))
 
 

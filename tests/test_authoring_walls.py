@@ -318,3 +318,27 @@ def test_a_chapter_marker_selects_every_test_parametrized_over_the_chapter():
 
     by_name = selected("-k", "ch01")
     assert by_name and selected("-m", "ch01") == by_name
+
+
+def test_a_chapter_marker_selects_every_check_that_reads_all_chapters_at_once():
+    """A check of every chapter's questions at once (a message stating another question's answer, the library
+    answering one, a number no setting varies, the README's row) checks a new chapter too: ``-m ch01`` runs it."""
+    import subprocess
+    from pathlib import Path
+
+    whole = {"tests/test_giveaways.py": ["test_no_question_accepts_the_size_in_a_models_name",
+                                        "test_the_name_gets_a_hint_saying_it_is_the_name",
+                                        "test_no_message_states_another_questions_answer"],
+             "tests/test_library_rule.py": ["test_nothing_in_course_answers_a_question",
+                                           "test_no_module_constant_answers_a_question"],
+             "tests/test_variants.py": ["test_number_questions_that_no_choice_changes_are_named",
+                                        "test_every_number_question_varies_or_is_named"],
+             "tests/chapters/test_every_chapter.py": ["test_public_probes_hold_no_answer"],
+             "tests/test_docs.py": ["test_readme_chapter_table_counts_the_records",
+                                    "test_readme_opens_every_chapter_in_colab",
+                                    "test_the_notebooks_state_the_policy_of_docs_feedback"]}
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+                          "ch01", *whole], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                         timeout=300).stdout
+    selected = {line for line in out.splitlines() if "::" in line}
+    assert {f"{f}::{t}" for f, tests in whole.items() for t in tests} <= selected, out[-2000:]

@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from autograder import messages
 from autograder.distribution import colab_prefix
 
@@ -16,6 +18,7 @@ def test_every_diagnosis_is_documented_for_students():
     assert not missing, f"add these diagnosis codes to docs/feedback.md: {missing}"
 
 
+@pytest.mark.every_chapter
 def test_readme_opens_every_chapter_in_colab():
     readme = (ROOT / "README.md").read_text()
     # The repository of pyproject.toml: `scaling-course release` rewrites the links when it changes.
@@ -30,6 +33,7 @@ POLICY = ["3 significant figures", "exact count", "whole numbers, fractions and 
           "Exponents may contain symbols", '"1/4"', '"25%"', '"AllReduce"', "never ticks"]
 
 
+@pytest.mark.every_chapter
 def test_the_notebooks_state_the_policy_of_docs_feedback():
     import json
 
@@ -45,6 +49,7 @@ def test_the_notebooks_state_the_policy_of_docs_feedback():
         assert "Exponents must be numbers" not in text, name
 
 
+@pytest.mark.every_chapter
 def test_readme_chapter_table_counts_the_records():
     """The README's table of chapters gives each chapter's questions and points as its records have them."""
     from autograder.questions import chapter_names, load_chapter

@@ -59,6 +59,7 @@ def name_size_leaks() -> list[str]:
     return out
 
 
+@pytest.mark.every_chapter
 def test_no_question_accepts_the_size_in_a_models_name():
     leaks = name_size_leaks()
     assert not leaks, (f"{len(leaks)} question(s) accept the size in a model's name as its count: ask for "
@@ -66,6 +67,7 @@ def test_no_question_accepts_the_size_in_a_models_name():
                        + "\n".join(leaks))
 
 
+@pytest.mark.every_chapter
 def test_the_name_gets_a_hint_saying_it_is_the_name():
     """Where a count question names a sized model, the name's size is a slip whose hint says what it is."""
     missing = []
@@ -124,6 +126,7 @@ def message_leaks() -> list[str]:
     return sorted(set(out))
 
 
+@pytest.mark.every_chapter
 def test_no_message_states_another_questions_answer():
     leaks = message_leaks()
     assert not leaks, (f"{len(leaks)} hint(s) or message(s) state a number another question accepts; "

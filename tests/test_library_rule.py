@@ -1136,6 +1136,7 @@ def finder(library: Library, questions: Questions) -> Finder:
     return find_answers(library, questions)
 
 
+@pytest.mark.every_chapter
 def test_nothing_in_course_answers_a_question(library: Library, finder: Finder) -> None:
     """Every public callable of ``course``, called with the questions' inputs, answers no question; nor
     does any docstring, printed report or picture of it."""
@@ -1193,6 +1194,7 @@ def constant_unit(label: str) -> str | None:
     return "" if unit == ANY_UNIT else unit
 
 
+@pytest.mark.every_chapter
 def test_no_module_constant_answers_a_question():
     """A plain number of a ``course`` module is an input; none may be an answer, at any choice of any
     setting (the round 70e9 of a model's name is not its parameter count)."""

@@ -414,6 +414,7 @@ SAME_FOR_EVERYONE = {
 }
 
 
+@pytest.mark.every_chapter
 def test_number_questions_that_no_choice_changes_are_named():
     same = set()
     for chapter in CHAPTERS:
@@ -471,6 +472,7 @@ def test_no_student_is_dealt_a_ring_of_two(chapter):
         assert rings and all(n >= 3 for _, ns in rings for n in ns), (s.name, labels, q.qid, rings)
 
 
+@pytest.mark.every_chapter
 def test_every_number_question_varies_or_is_named():
     """A number question no choice of a setting changes is the book's printed answer for the whole class: each
     is named in ``tests/unvaried_numbers.py`` with why, and every name there is a question that does not vary."""

@@ -203,6 +203,7 @@ def _public_constants() -> set[float]:
     return found
 
 
+@pytest.mark.every_chapter
 def test_public_probes_hold_no_answer():
     """A function question's probes are public (the self-check data carries them): none of their inputs may
     be the answer to a number question of the same chapter, or a student reads it there. Values from the
