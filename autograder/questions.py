@@ -307,7 +307,19 @@ class Function(Question):
     # draw(rng, probe) -> a fresh probe of the same kind (JSON data, never equal to a public probe).
     # None: ``kinds.function.vary``, which rescales the probe's floats and keeps the rest.
     draw: Callable[[random.Random, dict[str, Any]], dict[str, Any]] | None = None
+    # Numeric inputs the answer may ignore in most drawn cases and still be right, each with why in a sentence: one
+    # that counts in one regime alone (a hop latency, in the latency-bound cases), or one the result never depends on
+    # (flash attention's chunk). Every other numeric input is drawn so that an answer that freezes it (at the probes'
+    # commonest value, at 1, at the first probe's) fails most of a student's cases (tests/test_ignored_inputs.py).
+    narrow_inputs: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "function"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, why in self.narrow_inputs:
+            if not why or any(name not in p for p in self.probes):
+                raise AuthoringError(f"{self.qid}: a narrow input names an argument of every probe, and says why: "
+                                     f"{name!r}")
 
     @property
     def solution(self) -> Callable[..., Any]:

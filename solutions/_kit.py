@@ -52,7 +52,7 @@ __all__ = [
     # the hardware table, tolerances, and shorthands defined here
     "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
     "refusing", "least_count", "int8_twice_bf16", "X8", "number", "slips", "slip_code", "reshard_spec", "count_of",
-    "BOOK_H100_TP_DIVISOR", "like_probes",
+    "BOOK_H100_TP_DIVISOR", "like_probes", "with_choices", "BYTES_PER_ELEMENT", "WIDTHS",
     # JAX on first use, and the program models' helpers
     "jax", "jnp", "smap", "make_mesh", "own_block", "ring", "compiled_cost", "attend_heads", "gathered_cache_decode",
 ]
@@ -163,6 +163,22 @@ def slip_code(answer: float, reference: float, tolerance: Tolerance = TWO_PERCEN
 # --- function questions: the cases drawn at grading time --------------------------------------------------------
 Draw = Callable[[random.Random, dict[str, Any]], dict[str, Any]]
 DRAWS_TO_KEEP_A_REGIME = 10_000
+
+
+BYTES_PER_ELEMENT = (1, 2, 4)  # int8, bf16, float32
+WIDTHS = (512, 1024, 2048, 4096, 8192)  # a model dimension, D or F
+
+
+def with_choices(draw: Draw = rescaled, **choices: tuple[Any, ...]) -> Draw:
+    """``draw``, then each named input picked afresh from its choices, independently: an integer the default draw
+    keeps as the probe has it (a count of bytes per element, a model width) is a number the answer depends on, and an
+    answer that ignored it must fail most cases. Were every drawn case bf16, a critical batch written as peak / bw
+    would pass them all (``tests/test_ignored_inputs.py``); a set where such an answer's value comes up in more than
+    half the cases is drawn again (``kinds.function._frozen_share``)."""
+    def drawn(rng: random.Random, probe: dict[str, Any]) -> dict[str, Any]:
+        case = draw(rng, dict(probe))
+        return case | {name: rng.choice(values) for name, values in choices.items()}
+    return drawn
 
 
 def like_probes(reference: Callable, *slips: Callable, apart: float = 0.01, draw: Draw = rescaled) -> Draw:

@@ -17,7 +17,6 @@ import sympy as sp
 
 import course
 import course.symbols as sym
-from autograder.kinds.function import vary as rescaled
 from course.symbols import C8, B, C, D, F, N, W, W_link, bk, bm, bn, tk, tm, tn
 from solutions._derived.hardware import critical_intensity
 from solutions._kit import *  # noqa: F403 (the authoring vocabulary: solutions/_kit.py)
@@ -38,6 +37,7 @@ def matmul_bytes(act: float, weight: float, out: float) -> sp.Expr:
     return act * B * D + weight * D * F + out * B * F
 
 
+@functools.cache  # solving takes a quarter of a second; the judge, the slips and the draws ask the same cases again
 def critical_batch_exact(act_bytes: float, weight_bytes: float, out_bytes: float, peak: float,
                          bw: float) -> sp.Expr:
     """Solve 2BDF/peak = bytes/bw for B: the exact batch where the matmul turns compute-bound."""
@@ -68,12 +68,20 @@ def _public_crossovers() -> list[float]:
     return [crossover_reference(**p) for p in CROSSOVER_PROBES]
 
 
+# CX2 and CX3's grading-time cases: peak and bandwidth rescaled, and the widths and bytes per element (integers, which
+# the default draw keeps) drawn afresh, each on its own: an answer that wrote in bf16, or used D for F, fails most.
+_widths_and_bytes = with_choices(D=WIDTHS, F=WIDTHS, act_bytes=BYTES_PER_ELEMENT, weight_bytes=BYTES_PER_ELEMENT,
+                                 out_bytes=BYTES_PER_ELEMENT)
+_bytes = with_choices(act_bytes=BYTES_PER_ELEMENT, weight_bytes=BYTES_PER_ELEMENT, out_bytes=BYTES_PER_ELEMENT)
+
+
 def draw_crossover(rng: random.Random, probe: dict) -> dict:
-    """CX2's grading-time cases: the default draw, but never one whose B* is within 5% of a public case's (B*
-    depends on little more than peak over bandwidth, so a table of the public outputs could be right)."""
+    """CX2's grading-time cases: widths and bytes drawn afresh, peak and bandwidth rescaled, but never one whose B* is
+    within 5% of a public case's (B* depends on little more than peak over bandwidth, so a table of the public
+    outputs could be right)."""
     public = _public_crossovers()
     while True:
-        case = rescaled(rng, probe)
+        case = _widths_and_bytes(rng, probe)
         if all(abs(crossover_reference(**case) / p - 1) > 0.05 for p in public):
             return case
 
@@ -505,7 +513,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
              reference=attainable_reference, model=attainable,
              probes=tuple(dict(B=random_batches(seed), D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s,
                                act_bytes=2, weight_bytes=1, out_bytes=2)
-                          for seed, d in ((1, Q3_D_LARGE), (2, Q3_D_SMALL))),
+                          for seed, d in ((1, Q3_D_LARGE), (2, Q3_D_SMALL))), draw=_widths_and_bytes,
              output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(cx2_peak_everywhere, "wrong_elements"),)),
     Function(qid="ch01-cx2-crossover", points=1, section=SECTION + "#visualizing-rooflines",
@@ -520,7 +528,7 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
                  (2, 2, 2, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s),
                  (1, 1, 1, V5E.int8_ops_per_s, V5E.hbm_bytes_per_s),
                  (2, 1, 2, V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s),
-                 (2, 2, 2, H100.bf16_flops_per_s, H100.hbm_bytes_per_s))),
+                 (2, 2, 2, H100.bf16_flops_per_s, H100.hbm_bytes_per_s))), draw=_bytes,
              output=(Output("formula", symbols="D F"), Output("number", tolerance=Tolerance(rtol=0.001))),
              slips=(Slip(cx3_without_output_bytes, "missing_symbol:D"),)),
     # CX4: the E4 split, on 8 simulated devices.

@@ -901,6 +901,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     Function(qid="ch04-cx3-flash-attention", points=3, section=f"{SECTION}#appendix-a-how-does-flash-attention-work",
              prompt="flash_attention(q, k, v, chunk, causal): blockwise softmax attention with GQA.",
              reference=naive_attention, model=flash_attention, draw=draw_flash,
+             narrow_inputs=(("chunk", "blockwise attention returns what plain attention does, whatever the chunk"),),
              # seed 6: row 0's maximum is not in the first chunk, so a missing rescale shows in the self-check
              probes=(flash_probe(6, causal=False), flash_probe(1, causal=True)),
              output=Output("number", tolerance=Tolerance(rtol=1e-4)),

@@ -502,7 +502,7 @@ def _draw(q: Function, seed: str) -> list[dict[str, Any]]:
                 if case not in public:
                     break
             out.append(case)
-        share = _slips_share(q, out)
+        share = max(_slips_share(q, out), _frozen_share(q, out))
         if best is None or share < best[0]:
             best = (share, out)
         if share <= SLIP_MOST:
@@ -540,6 +540,53 @@ def _slips_share(q: Function, cases: list[dict[str, Any]]) -> float:
         except Exception:
             continue
         most = max(most, 2.0 if v.ok else 0.0 if slip.narrow else v.score)
+    return most
+
+
+def frozen_values(q: Function, name: str) -> list[Any]:
+    """What a student who ignored the input ``name`` would write in its place: its commonest value among the public
+    probes (the first of equals), 1, and the first probe's."""
+    values = [p[name] for p in q.probes]
+    one = 1.0 if isinstance(values[0], float) else 1
+    return list(dict.fromkeys([max(values, key=values.count), one, values[0]]))
+
+
+def numeric_inputs(q: Function) -> list[str]:
+    """The numeric arguments of every probe (no flag) that the record does not declare narrow."""
+    narrow = {name for name, _ in q.narrow_inputs}
+    return [k for k in q.probes[0] if k not in narrow
+            and all(isinstance(p.get(k), int | float) and not isinstance(p.get(k), bool) for p in q.probes)]
+
+
+_AFRESH: dict[int, tuple[Function, list[str]]] = {}
+TRIES_TO_SEE_AN_INPUT_CHANGE = 12
+
+
+def _drawn_afresh(q: Function) -> list[str]:
+    """The numeric inputs that the record's draw changes: any that differs from its probe in one of a few cases drawn
+    like the first probe (from a generator of their own, once a process)."""
+    held = _AFRESH.get(id(q))
+    if held is None or held[0] is not q:
+        rng, probe, names = random.Random(f"afresh/{q.qid}"), q.probes[0], numeric_inputs(q)
+        seen: set[str] = set()
+        for _ in range(TRIES_TO_SEE_AN_INPUT_CHANGE):
+            case = (q.draw or vary)(rng, dict(probe))
+            seen |= {n for n in names if case.get(n) != probe[n]}
+        held = _AFRESH[id(q)] = (q, [n for n in names if n in seen])
+    return held[1]
+
+
+def _frozen_share(q: Function, cases: list[dict[str, Any]]) -> float:
+    """The most of ``cases`` that an answer ignoring one numeric input (written in at a value of ``frozen_values``)
+    gets right for free: the cases that hold that very value. A set where that is more than ``SLIP_MOST`` is drawn
+    again, like a set a slip passes (a critical batch written as peak / bw, weights taken as bf16, passed every bf16
+    case). An input the draw never changes (kept as the probe has it) is the record's to draw afresh, which
+    tests/test_ignored_inputs.py asks; counting it here would only draw every set again for nothing. Cheap: nothing
+    is called."""
+    most = 0.0
+    for name in _drawn_afresh(q):
+        for value in frozen_values(q, name):
+            most = max(most, sum(c.get(name) == value for c in cases) / len(cases))
     return most
 
 

@@ -1,0 +1,107 @@
+"""An answer that ignores one of its inputs must fail most of a student's drawn cases. A function is scored by the
+share of its drawn cases that pass, so were most cases drawn with an input at its common value, an answer that wrote
+that value in (``peak / bw`` for a critical batch whose weights are bf16: ``weight_bytes`` = 2) would keep most of
+the marks: CX3's critical batch earned half from both judges, since half its cases were bf16. For every function
+question and every numeric argument of its probes, the reference with that argument frozen (at its commonest value
+among the public probes, at 1, and at the first probe's) scores at most half at each student's drawn cases, and less
+than half over the class; an input the record declares narrow (``Function.narrow_inputs``: one that counts in one
+regime alone, or one the result never depends on) is let be.
+"""
+
+import json
+from typing import Any
+
+import pytest
+
+from autograder import probes as builders
+from autograder import record
+from autograder.kinds.function import SLIP_MOST, _judges, _kinds, diagnose, drawn_probes, frozen_values
+from autograder.kinds.function import numeric_inputs as inputs
+from autograder.questions import Function, chapter_names, load_chapter
+
+STUDENTS = ("a1f3", "seed-b", "0", "student-3", "student-7", "student-11")
+
+
+# (question, argument): an input still ignorable at the grading draws, to be drawn afresh (strict: one that is fixed
+# fails here until it leaves the list). Most are integers the record's draw keeps as its probe has it (``vary`` keeps
+# integers as structure); the cure is the record's draw (``with_choices``, a draw of its own), or a declaration.
+KEPT = "an integer (or a constant) the record's draw keeps as its probe has it"
+INPUTS_STILL_IGNORABLE: dict[str, str] = {f"{qid}:{arg}": why for qid, args, why in (
+    ("ch03-cx5-collective-time", "N axes", KEPT),
+    ("ch03-cx5-collective-time", "V W", "counts in the bandwidth-bound cases alone, and like_probes keeps 9 of 17 "
+                                        "cases latency-bound (for the slip that ignores the latency)"),
+    ("ch04-cx5-param-count", "E", KEPT + ": 4 of 5 probes are dense (E = 1)"),
+    ("ch04-cx5-train-flops", "k", KEPT),
+    ("ch05-cx4-choose-mesh", "M_X M_Y", KEPT),
+    ("ch05-cx4-choose-mesh", "F", "the mesh is rounded to a power of two: a frozen F lands on the same mesh"),
+    ("ch05-cx4-forward-time", "X Y M_X M_Y", KEPT + " (like_probes over the default draw)"),
+    ("ch05-cx4-forward-time", "C", "counts in the compute-bound cases alone, which like_probes keeps few"),
+    ("ch06-cx1-llama-budget", "n_ckpt", KEPT),
+    ("ch06-cx2-comm-ratio", "X Y M_X M_Y", KEPT),
+    ("ch06-cx2-comm-ratio", "F", "counts in some of the probes' regimes alone"),
+    ("ch07-cx1-max-batch", "n_chips", KEPT),
+    ("ch07-cx1-step-time", "n_chips", KEPT),
+    ("ch07-cx1-step-time", "weight_bytes", "counts in the memory-bound cases alone"),
+    ("ch08-cx1-serving-plan", "context decode_tokens", KEPT),
+    ("ch08-cx2-largest-batch", "weight_bytes kv_bytes_per_token n_chips", KEPT),
+    ("ch08-cx2-largest-batch", "step", "drawn from a few values, and the answer is rounded to whole steps"),
+    ("ch09-cx5-matmul-cost", "peak", "every drawn case is memory-bound: the roofline time never reads peak"),
+    ("ch11-c1-plan-serving", "H K V batch context kv_bytes weight_bytes", KEPT),
+    ("ch11-c1-plan-serving", "hbm latency peak", "a plan is a choice among a few: a frozen value picks the same one"),
+    ("ch11-c1-plan-training", "D F H K L N V chips mesh_axes", KEPT),
+    ("ch11-c1-plan-training", "ici_bw", "a plan is a choice among a few: a frozen value picks the same one"),
+    ("ch11-c4-train-losses", "steps", KEPT),
+) for arg in args.split()}
+
+QUESTIONS = [q for name in chapter_names() for q in load_chapter(name).questions
+             if isinstance(q, Function) and inputs(q)]
+CASES = [pytest.param(q, arg, id=f"{q.qid}-{arg}",
+                      marks=[getattr(pytest.mark, q.chapter)]
+                      + ([pytest.mark.xfail(strict=True, reason=INPUTS_STILL_IGNORABLE[f"{q.qid}:{arg}"])]
+                         if f"{q.qid}:{arg}" in INPUTS_STILL_IGNORABLE else []))
+         for q in QUESTIONS for arg in inputs(q)]
+
+_SET: dict[tuple[int, str], tuple] = {}  # (question, student): the drawn cases, their calls and judges, made once
+_REFERENCE: dict[tuple[int, str], tuple[bool, Any]] = {}  # (question, case as JSON): what the reference returns
+
+
+def _drawn(q: Function, seed: str) -> tuple:
+    key = (id(q), seed)
+    if key not in _SET:
+        cases = drawn_probes(q, seed)
+        _SET[key] = (q, cases, [builders.build(q.builder, c) for c in cases], _judges(q, cases), _kinds(q))
+    return _SET[key][1:]
+
+
+def _ignoring(q: Function, name: str | None, value: Any):
+    """The reference with ``name`` frozen at ``value`` (None: the reference itself), each distinct call made once."""
+    def answer(**kwargs):
+        if name is not None:
+            kwargs[name] = value
+        key = (id(q), json.dumps(kwargs, sort_keys=True, default=str))
+        if key not in _REFERENCE:
+            try:
+                _REFERENCE[key] = (True, q.reference(**kwargs))
+            except Exception as e:  # a frozen value outside the question's domain: that case fails
+                _REFERENCE[key] = (False, e)
+        ok, got = _REFERENCE[key]
+        if not ok:
+            raise got
+        return got
+    return answer
+
+
+def score(q: Function, seed: str, answer) -> float:
+    """The grade's share of ``seed``'s drawn cases that ``answer`` passes (the grader's ``diagnose``, without the
+    slips' hints, which do not change it)."""
+    cases, calls, judges, kinds = _drawn(q, seed)
+    return diagnose(cases, judges, json.loads(json.dumps(record.encode_outputs(answer, calls, kinds)))).score
+
+
+@pytest.mark.parametrize("q, arg", CASES)
+def test_an_answer_that_ignores_an_input_fails_most_drawn_cases(q, arg):
+    assert score(q, STUDENTS[0], _ignoring(q, None, None)) == 1, f"{q.qid}: the reference fails its own cases"
+    for value in frozen_values(q, arg):
+        scores = [score(q, seed, _ignoring(q, arg, value)) for seed in STUDENTS]
+        assert max(scores) <= SLIP_MOST and sum(scores) / len(scores) < SLIP_MOST, (
+            f"{q.qid}: {arg} frozen at {value!r} scores {[round(s, 2) for s in scores]}")
