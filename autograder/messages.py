@@ -118,6 +118,9 @@ _WRONG = {
                  "you combined.{percent}",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you combined, "
                  "and how.",
+    # any wrong value of a simple number question that is not close, nor a factor said (kinds/number.py, ``simple``):
+    # no factor, power of ten or direction, and not "nor a simple multiple" (it may be one)
+    "withheld": "Not the expected value: recheck which quantities you combined, and how, and {scale}.",
     "not_equal:case": "Not the expected value in this case: recheck which terms your function "
                       "counts at these inputs, and how it combines them.",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
@@ -489,8 +492,6 @@ def phrase(code: str, **ctx: object) -> str:
     """The sentence for a diagnosis code. ``ctx`` supplies names, unit and options, and the facts a
     verdict quotes (an error, a sharding)."""
     head, _, arg = code.partition(":")
-    if ctx.get("withheld") and head in ("ratio", "unit", "magnitude"):
-        return _withheld(head, arg, ctx)
     if head == "ratio":
         return _ratio_sentence(arg) + (_PERCENT if _percentage(arg, ctx) else "")
     if head == "too_expensive" and arg == "notebook":
@@ -532,6 +533,8 @@ def phrase(code: str, **ctx: object) -> str:
     if head == "partly":  # an answer with a max of its own has one: a side of it is wrong, not the max
         fields["advice"] = "check the terms of each side of your max or min (one agrees where it is the active " \
             "one, another does not)" if ctx.get("own_branch") else "check which term dominates where (a max or min?)"
+    if head == "withheld":
+        fields["scale"] = _scale(ctx)
     if head == "magnitude":
         fields["scale"] = _scale(ctx)
         fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
@@ -649,26 +652,6 @@ def _scale(ctx: Mapping[str, object]) -> str:
     """What to check for a power of ten: a count or a ratio has no unit to convert, its powers of ten come from the
     quantities alone."""
     return "the powers of ten" if ctx.get("unit") == PLAIN else "the units and the powers of ten"
-
-
-# A factor withheld (``withheld``): the expected value is a simple number (kinds/number.py, ``simple``) that the factor
-# would give a guess, so the sentence of a ratio, unit or magnitude says only that the answer is not equal (never "nor a
-# simple multiple"), and, more than a factor of three off, in which direction. Not codes: the diagnosis keeps its own.
-_WITHHELD = "Not the expected value: recheck which quantities you combined, and how."
-_WITHHELD_FAR = ("Not the expected value: yours is too {direction} by more than a factor of three. Check {scale}, and "
-                 "which quantities you combined.")
-
-
-def _withheld(head: str, arg: str, ctx: Mapping[str, object]) -> str:
-    """The sentence of a factor (``ratio``, ``unit``) or power of ten (``magnitude``) that is not said: the answer is
-    not equal and, more than a factor of three off, in which direction; never by how much."""
-    try:
-        k = 10.0 ** int(arg) if head == "magnitude" else float(Fraction(arg))
-    except (ValueError, ZeroDivisionError):
-        k = 1.0
-    if k < 0 or 10**-0.5 < k < 10**0.5:
-        return _WITHHELD
-    return _WITHHELD_FAR.format(direction="large" if k > 1 else "small", scale=_scale(ctx))
 
 
 def _ratio_sentence(arg: str) -> str:

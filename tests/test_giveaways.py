@@ -31,6 +31,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder import fingerprint, kinds
+from autograder.kinds.number import NUMBER_FACTORS, mantissa, pin, simple_mantissas, time_factors
 from autograder.numbers import Tolerance
 from autograder.questions import Number, Question, chapter_names
 from autograder.verdict import Status, Verdict
@@ -165,14 +166,10 @@ _POWER = re.compile(r"factor of 10\^([-+]?\d+)")
 STUDENTS = 3  # other choices of a setting played, besides the book's values
 
 
-def _mantissa(x: float) -> float:
-    return x / 10.0 ** math.floor(math.log10(x))
-
-
 @functools.cache
 def _reachable() -> tuple[list[float], list[float]]:
     """(mantissa of g / k, g) for every guess g and nameable factor k, sorted by mantissa."""
-    pairs = sorted((_mantissa(g / float(k)), g) for g in UNWORKED for k in _NAMEABLE)
+    pairs = sorted((mantissa(g / float(k)), g) for g in UNWORKED for k in _NAMEABLE)
     return [m for m, _ in pairs], [g for _, g in pairs]
 
 
@@ -183,7 +180,7 @@ def _leading(q: Number) -> list[float]:
     mantissas, guesses = _reachable()
     if lo <= 0 or hi / lo >= 10:
         return UNWORKED
-    a, b = _mantissa(lo), _mantissa(lo) * hi / lo
+    a, b = mantissa(lo), mantissa(lo) * hi / lo
     spans = [(a, b)] if b <= 10 else [(a, 10.0), (1.0, b / 10)]
     return sorted({guesses[i] for s, e in spans
                    for i in range(bisect.bisect_left(mantissas, s), bisect.bisect_right(mantissas, e))})
@@ -278,3 +275,162 @@ def test_the_attacker_reads_factors():
 
 def right_answer(q: Number, value: float) -> bool:
     return kinds.judge(q, value).ok
+
+
+# --- a wrong value that tells which kind of wrong it is -------------------------------------------------------------
+#
+# Where the answer is a simple number (``kinds.number.simple``), a factor is named only to an answer that carries the
+# reference's figures (``pin``). That is not enough if the sentence or the code of a factor not named differs from
+# that of any other wrong value: one call then tells whether guess / answer is a named factor, and a few guesses from
+# the unworked set pin the answer (an outside review: 3 to 7 calls, ch01-e2 in 3: 1, 0.333, 0.5). So on a simple
+# question every wrong value that is neither close (the granted band: docs/security.md), nor a declared slip (its
+# hint), nor a pinned factor, nor a unit the student wrote, reads alike: the same sentence and the same code.
+
+FAR = 0.3  # clear of the "close" band (25%)
+NEAR_WORDED = 0.06  # clear of a declared slip's hint, or an accepted alternative (their reach is at most 5%)
+OFF = (1.09, 1 / 1.09)  # a value off a named factor by this much is a named factor away from nothing accepted
+
+
+def _is_simple(q: Number) -> bool:
+    return bool(fingerprint.make(q).get("simple"))
+
+
+def _factors(q: Number) -> list[float]:
+    """The positive factors a message may name (powers of ten beyond 1000 only at 10^6, 10^9 and 10^12: the others
+    read as those do)."""
+    return [float(k) for k in (*NUMBER_FACTORS, *time_factors(q.unit))
+            if k > 0 and (abs(math.log10(k)) <= 3 or abs(math.log10(k)) in (6, 9, 12))]
+
+
+def _clear(q: Number, value: float) -> bool:
+    """Whether ``value`` is wrong, not close, and no declared slip's or accepted alternative's value."""
+    lo, hi = sorted(abs(x) for x in q.tolerance.bounds(float(q.reference)))
+    v = abs(value)
+    if lo * (1 - FAR) <= v <= hi * (1 + FAR):
+        return False
+    worded = [float(s.answer) for s in q.slips if s.hint] + [float(a.answer) for a in q.accept]
+    reach = max(NEAR_WORDED, 3 * q.tolerance.rtol)
+    return not any(w == value or (w and abs(value / w - 1) < reach) for w in worded)
+
+
+def _named_away(q: Number, value: float) -> bool:
+    """Whether some named factor carries ``value`` to (about) an accepted value."""
+    lo, hi = sorted(abs(x) for x in q.tolerance.bounds(float(q.reference)))
+    ks = [float(k) for k in (*NUMBER_FACTORS, *time_factors(q.unit)) if k > 0]
+    return any(lo / 1.02 <= abs(value) / k <= hi * 1.02 for k in ks)
+
+
+def kinds_of_wrong(q: Number) -> tuple[list[float], list[float]]:
+    """Wrong values of a simple question a named factor away from an accepted value that carries too few of the
+    reference's figures to be told the factor (guesses of ``UNWORKED`` and accepted values off the pin, times each
+    factor), and wrong values a named factor away from nothing accepted, at the same distances."""
+    reference = float(q.reference)
+    sign = -1.0 if reference < 0 else 1.0
+    lo, hi = sorted(abs(x) for x in q.tolerance.bounds(reference))
+    window = pin(reference, q.unit)
+    inside = [float(f"{abs(reference):.2g}"), hi - (hi - lo) * 1e-3]  # the reference to 2 figures, or an end
+    unpinned = [a for a in inside if lo <= a <= hi and (window is None or abs(a / abs(reference) - 1) > 1.01 * window)]
+    named = {sign * a * k for a in unpinned[:1] for k in _factors(q)} | {sign * g for g in _leading(q)}
+    named = {v for v in named if _clear(q, v) and _named_away(q, v)}
+    other = {sign * abs(reference) * k * OFF[i % 2] for i, k in enumerate(_factors(q))} | {0.0}
+    other = {v for v in other if _clear(q, v) and not _named_away(q, v)}
+    return sorted(named), sorted(other)
+
+
+def told_apart(items: list[Dealt]) -> list[str]:
+    out = []
+    for d in items:
+        q = d.question
+        if not float(q.reference) or not _is_simple(q):
+            continue
+        named, other = kinds_of_wrong(q)
+        fp = fingerprint.make(q)
+        for name, judge in (("grader", functools.partial(kinds.judge, q)),
+                            ("self-check", functools.partial(fingerprint.selfcheck, fp, q.qid))):
+            replies: dict[tuple[str, str], float] = {}
+            for value in named + other:
+                v = judge(value)
+                replies.setdefault((v.diagnosis, v.message), value)
+            if len(replies) > 1:
+                said = "; ".join(f"{x:g} -> {code}: {message!r}" for (code, message), x in list(replies.items())[:4])
+                out.append(f"{q.qid} [{d.choice}] {name}: {said}")
+    return out
+
+
+@pytest.mark.parametrize("chapter", chapter_names())
+def test_a_simple_questions_wrong_values_read_alike(chapter):
+    leaks = told_apart(_played().get(chapter, []))
+    assert not leaks, (f"{len(leaks)} simple question(s) tell a value a named factor away from the answer from "
+                       "another wrong value, by sentence or code (one call then says whether guess / answer is a "
+                       "named factor):\n" + "\n".join(leaks[:20]))
+
+
+def _reply(v: Verdict) -> tuple[str, str]:
+    """What a student reads of a verdict: its code and its sentence (a declared slip's hint left aside: the attacker
+    cannot foresee slips)."""
+    return v.diagnosis, v.message.split(" Hint: ")[0]
+
+
+def _granted(reply: tuple[str, str], ok: bool) -> tuple[str, str]:
+    """What the self-check grants to say (docs/security.md): right, the "close" band as it is worded, else wrong."""
+    return ("correct", "") if ok else reply if reply[0] == "close" else ("wrong", "")
+
+
+def _model(q: Number):
+    """The reply (right, and what a student reads) to guess g where the answer is c, in a question of q's unit and
+    tolerance: what the attacker expects, shared by its searches of q."""
+    return functools.cache(lambda g, c: (lambda v: (v.ok, _reply(v)))(
+        kinds.number.check("attacker", c, q.unit, q.tolerance, g, typed=True)))
+
+
+def search_calls(q: Number, judge, granted_only: bool, model=None) -> int | None:
+    """Calls an attacker needs to find a simple answer: it guesses the simple numbers of the answer's decade (which
+    the question's hint names), the unworked ones first, each time the first still consistent with every reply (a
+    candidate is consistent where a question of the same unit and tolerance whose answer it is gives the same reply;
+    a reply no candidate gives, such as a slip's, rules out only the guess). ``granted_only``: the replies as the
+    self-check grants them to differ (``_granted``). None where no candidate is right."""
+    reference = float(q.reference)
+    sign = -1.0 if reference < 0 else 1.0
+    k = math.floor(math.log10(abs(reference)))
+    first = {mantissa(g) for g in UNWORKED if g > 0}
+    ms = sorted({round(m, 9) for m in simple_mantissas(q.unit) if 1 <= m < 10}, key=lambda m: (m not in first, m))
+    candidates = [sign * m * 10.0**k for m in ms]
+    if not any(judge(c).ok for c in candidates):
+        return None
+    model = model or _model(q)
+    calls = 0
+    while candidates:
+        g = candidates[0]
+        v = judge(g)
+        calls += 1
+        if v.ok:
+            return calls
+        said = _granted(_reply(v), False) if granted_only else _reply(v)
+        keep = [c for c in candidates[1:]
+                if (_granted(model(g, c)[1], model(g, c)[0]) if granted_only else model(g, c)[1]) == said]
+        candidates = keep or candidates[1:]
+    return None
+
+
+def faster_searches(items: list[Dealt]) -> list[str]:
+    out = []
+    for d in items:
+        q = d.question
+        if d.choice != "book" or not float(q.reference) or q.tolerance.is_range or not _is_simple(q):
+            continue
+        fp, model = fingerprint.make(q), _model(q)
+        for name, judge in (("grader", functools.partial(kinds.judge, q)),
+                            ("self-check", functools.partial(fingerprint.selfcheck, fp, q.qid))):
+            granted = search_calls(q, judge, granted_only=True, model=model)
+            found = search_calls(q, judge, granted_only=False, model=model)
+            if granted is not None and found is not None and found < granted:
+                out.append(f"{q.qid} {name}: {found} calls reading every reply, {granted} with right, close or wrong")
+    return out
+
+
+@pytest.mark.parametrize("chapter", chapter_names())
+def test_reading_every_reply_finds_a_simple_answer_no_faster(chapter):
+    """The replies to wrong values of a simple question tell no more than right, close or wrong: an attacker who
+    reads every reply needs as many calls as one told only those."""
+    faster = faster_searches(_played().get(chapter, []))
+    assert not faster, f"{len(faster)} simple answer(s) found faster by reading the replies:\n" + "\n".join(faster)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
 from ..formula import Invalid
@@ -21,21 +21,26 @@ def wrong(code: str, hints: Sequence[str] = (), **ctx: Any) -> Verdict:
     return Verdict(Status.INCORRECT, 0.0, code, message)
 
 
-# The diagnosis of a factor, unit or power of ten that a message does not say (kinds/number.py, ``simple``): the code
-# would say it as plainly as the sentence, and a student can read the verdict's code too.
+# The diagnosis of a wrong value of a simple number question (kinds/number.py, ``simple``) that is neither close nor a
+# factor said (to an answer that carries the reference's figures): one code and one sentence for every such value,
+# for a code or sentence of its own for a factor not said would tell a guess that it is one (a student reads the
+# verdict's code too). A declared slip's ratio, unit, magnitude or not_equal code is met by it.
 WITHHELD = "withheld"
-_SAID_BY_FACTOR = ("ratio", "unit", "magnitude")
-
-
-def withhold(v: Verdict) -> Verdict:
-    """``v``, its factor kept from its code (its message was phrased without it)."""
-    return replace(v, diagnosis=WITHHELD)
+_WITHHELD_CODES = ("ratio", "unit", "magnitude", "not_equal")
+CLOSE_FACTOR = 0.25  # kinds/number.py's CLOSE (which imports this module)
 
 
 def diagnosed_as(found: str, declared: str) -> bool:
-    """Whether a verdict's code is a slip's declared one: the same, or the declared factor withheld (``WITHHELD``),
-    as it is at values where the factor would give the answer away."""
-    return found == declared or (found == WITHHELD and declared.partition(":")[0] in _SAID_BY_FACTOR)
+    """Whether a verdict's code is a slip's declared one: the same, or one ``WITHHELD`` reads for, as it does at
+    values where a factor, a power of ten or "nor a simple multiple" would give the answer away; or, there, "close"
+    for a declared factor within 25% (3/4): a factor not said reads as any value that near does."""
+    head, _, arg = declared.partition(":")
+    if found == "close" and head == "ratio":
+        try:
+            return abs(float(Fraction(arg)) - 1) <= CLOSE_FACTOR
+        except (ValueError, ZeroDivisionError):
+            return False
+    return found == declared or (found == WITHHELD and head in _WITHHELD_CODES)
 
 
 def correct(**data: Any) -> Verdict:

@@ -37,9 +37,9 @@ from ..questions import Accept, Number, Slip
 from ..record import course_object
 from ..verdict import Status, Verdict
 from . import targets as tg
-from .common import correct, edge, invalid, partial, withhold, wrong
+from .common import CLOSE_FACTOR, WITHHELD, correct, edge, invalid, partial, wrong
 
-CLOSE = 0.25  # a number within 25% but outside tolerance is "close"
+CLOSE = CLOSE_FACTOR  # a number within 25% but outside tolerance is "close"
 # Of those, the ones within 5% are what a rounding could explain, and are called so; the others are a slip.
 # Asked of the same 25% target, moved (``_near_miss``): the self-check data holds no other.
 ROUNDING = 0.05
@@ -104,16 +104,17 @@ UNWORKED = (1.0, 2.0, 3.0) + tuple(2.0**j for j in range(-10, 11))
 PIN_WINDOWS = (5e-3, 5e-4, 5e-5)
 
 
-def _mantissa(x: float) -> float:
+def mantissa(x: float) -> float:
+    """The figures of ``x`` (> 0) as a number in [1, 10): 3.2 for 0.032."""
     return x / 10.0 ** math.floor(math.log10(x))
 
 
 @lru_cache(maxsize=32)
-def _simple_mantissas(unit: str) -> tuple[float, ...]:
+def simple_mantissas(unit: str) -> tuple[float, ...]:
     """The mantissas of every unworked number times every factor the diagnosis may name for a question in ``unit``,
     sorted, each also ten times over (a mantissa that float rounding left just below 10 is found)."""
     ks = [float(k) for k in (*NUMBER_FACTORS, *time_factors(unit)) if k > 0]
-    ms = {_mantissa(g * k) for g in UNWORKED for k in ks}
+    ms = {mantissa(g * k) for g in UNWORKED for k in ks}
     return tuple(sorted(ms | {10 * m for m in ms}))
 
 
@@ -121,15 +122,16 @@ def simple(lo: float, hi: float, unit: str) -> bool:
     """Whether some value in [lo, hi] (a question's accepted values) is simple: an unworked number (``UNWORKED``)
     times a factor the diagnosis names (``NUMBER_FACTORS``, the time units' ``time_factors``) and a power of ten.
     Where one is, an unworked guess may lie a named factor away from an accepted answer, so a factor is said only to an
-    answer that carries the reference's figures (``pin``); else the message withholds it (``messages.phrase``)."""
+    answer that carries the reference's figures (``pin``); every other wrong value that is not close (nor a declared
+    slip, whose hint is said) reads alike, with no factor, power of ten or direction (``diagnose``, ``WITHHELD``)."""
     if lo <= 0 <= hi:
         return True  # 0 is typed without work
     lo, hi = sorted((abs(lo), abs(hi)))
     if hi / lo >= 10:
         return True
     lo, hi = lo * (1 - 1e-9), hi * (1 + 1e-9)
-    a = _mantissa(lo)
-    ms = _simple_mantissas(unit)
+    a = mantissa(lo)
+    ms = simple_mantissas(unit)
     i = bisect.bisect_left(ms, a)
     return i < len(ms) and ms[i] <= a * hi / lo
 
@@ -141,8 +143,8 @@ def pin(reference: float, unit: str) -> float | None:
     the narrowest: no factor is named at all."""
     if reference == 0:
         return None
-    a = _mantissa(abs(reference))
-    ms = _simple_mantissas(unit)
+    a = mantissa(abs(reference))
+    ms = simple_mantissas(unit)
     i = bisect.bisect_left(ms, a)
     distance = min(abs(m / a - 1) for m in ms[max(i - 1, 0):i + 1])
     return next((w for w in PIN_WINDOWS if distance > 2 * w), None)
@@ -389,24 +391,23 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         if k is None:  # 24 (hours for days), 1/60 (minutes for seconds): no power of ten
             k = _factor(e.oracle, v, time_factors(e.unit))
         said = {"value": v, "unit_given": p.unit_given or ""}  # whether a factor of 100 may be a percentage
-        if k is not None:
-            # Where the question is simple, the factor is said only to an answer that carries the reference's figures:
-            # said to an unworked guess, it would be the answer. Nor does the code say it (``withhold``).
-            withheld = k != -1 and e.simple and near("pin", 0, v / float(k)) is not True
-            verdict = wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said, withheld=withheld)
-            return withhold(verdict) if withheld else verdict
+        # Where the question is simple, a factor is said only to an answer that carries the reference's figures: said
+        # to an unworked guess, it would be the answer. A factor not said reads as any other wrong value (below).
+        if k is not None and (k == -1 or not e.simple or near("pin", 0, v / float(k)) is True):
+            return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said)
         reading = binary_reading(p.unit_given)
         if reading is not None and _inside(e.oracle, v * reading[0]):
             return wrong("unit:binary", hints, **ctx, **reading[1])
         if near("close", 0, v) is True:
             return _close(e, v, hints, ctx)
-        for d in MAGNITUDES:
-            if near("decade", 0, v / 10.0**d) is True:
-                # beyond the factors' powers of ten, an exact power of ten would be the answer
-                withheld = e.simple and _inside(e.oracle, v / 10.0**d)
-                verdict = wrong(f"magnitude:{d:+d}", hints, **ctx, **said, withheld=withheld)
-                return withhold(verdict) if withheld else verdict
-    return wrong("not_equal", hints, **ctx)
+        if not e.simple:  # on a simple question, a power of ten's edge would bisect the answer (``WITHHELD``)
+            for d in MAGNITUDES:
+                if near("decade", 0, v / 10.0**d) is True:
+                    return wrong(f"magnitude:{d:+d}", hints, **ctx, **said)
+    # On a simple question every other wrong value reads alike, in sentence and code: a sentence or code of its own
+    # for a factor not said ("withheld") against any other value ("not_equal", "nor a simple multiple of it") would
+    # tell in one call whether guess / answer is a named factor, and a few unworked guesses would pin the answer.
+    return wrong(WITHHELD if e.simple else "not_equal", hints, **ctx)
 
 
 def read(answer: Any, unit: str) -> ParsedNumber | Invalid:

@@ -409,11 +409,18 @@ DIAGNOSES = [
     (0.247, "", "24.7", "ratio:100"),  # a percentage given as a plain number
     (1.37e-3, "s", 1.4385e-3, "close"),
     (1.37e-3, "s", 1.096e-3, "close"),
-    (1.37e-3, "s", 1.644, "magnitude:+3"),
-    (1.37, "", 1.37 / 120, "magnitude:-2"),
-    (1.37e-3, "s", 2.329e-3, "not_equal"),
-    (1.37e-3, "s", -2.329e-3, "not_equal"),
-    (1.37e-3, "s", 0.0, "not_equal"),
+    # 1.37 ms within 2% holds a simple number (1.3653 ms, 1024 times 4/3 us): any other wrong value reads alike there, a
+    # power of ten and "nor a simple multiple" included (``WITHHELD``); 1.12 within 2% holds none
+    (1.12e-3, "", 1.344, "magnitude:+3"),
+    (1.12, "", 1.12 / 120, "magnitude:-2"),
+    (1.12e-3, "", 1.904e-3, "not_equal"),
+    (1.12e-3, "", -1.904e-3, "not_equal"),
+    (1.12e-3, "", 0.0, "not_equal"),
+    (1.37e-3, "s", 1.644, WITHHELD),
+    (1.37, "", 1.37 / 120, WITHHELD),
+    (1.37e-3, "s", 2.329e-3, WITHHELD),
+    (1.37e-3, "s", -2.329e-3, WITHHELD),
+    (1.37e-3, "s", 0.0, WITHHELD),
 ]
 
 
@@ -503,7 +510,9 @@ def test_a_time_with_its_unit_written_is_off_by_the_factor():
 
 @pytest.mark.parametrize(("reference", "unit", "answer", "code"), [
     (17.38, "days", 17.38 * 10, "ratio:10"),
-    (17.38, "days", 17.38 * 12, "magnitude:+1"),  # no time unit is 12 days
+    # no time unit is 12 days; but a time within 1% holds a simple number (the time units' factors leave no gap), so
+    # the power of ten is not said either: any wrong value reads alike there
+    (17.38, "days", 17.38 * 12, WITHHELD),
     (17.38, "", 17.38 * 24, "magnitude:+1"),  # a plain number has no time unit to slip on
     (1.37e-3, "s", 1.37, "unit:1000"),
 ])
@@ -621,8 +630,8 @@ def test_a_k_is_told_both_of_its_readings():
                                                           (1e-15, "s", 1), (2.5e3, "s", 2.5e3 / 60)])
 def test_a_simple_answer_is_not_given_by_a_factor(reference, unit, guess):
     """1/32 is 1 over 32: "off by a factor of 32" to a guess of 1 would be the answer. Both judges say only that the
-    guess is not equal, and, more than a factor of three off, in which direction; nor does the diagnosis code, which a
-    student can read too, name the factor."""
+    guess is not equal, as they say of any other wrong value (no direction, no power of ten); nor does the diagnosis
+    code, which a student can read too, name the factor."""
     for v in both(number(reference, unit, Tolerance.figures()), guess):
         assert not v.ok and v.diagnosis == WITHHELD, v.diagnosis
         assert "factor of" not in v.message.replace("more than a factor of three", ""), v.message
