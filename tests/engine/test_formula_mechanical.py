@@ -33,18 +33,6 @@ FORMULAS = [q for name in chapter_names() for q in load_chapter(name).questions 
 HALF = sp.Rational(1, 2)
 
 
-def _terms(ref: sp.Expr) -> tuple[sp.Expr, list[sp.Expr]]:
-    """The terms of a sum at the top of the reference, a common factor taken out (2*V*(N - 1)/(N*W) is 2*V/(N*W)
-    times N and -1): (that factor, the terms); no terms where it is no sum."""
-    if isinstance(ref, sp.Add):
-        return sp.Integer(1), list(ref.args)
-    if isinstance(ref, sp.Mul):
-        sums = [a for a in ref.args if isinstance(a, sp.Add)]
-        if len(sums) == 1:
-            return ref / sums[0], list(sums[0].args)
-    return sp.Integer(1), []
-
-
 def candidates(q: Formula) -> list[tuple[str, sp.Expr, str | None]]:
     """(what was done, the wrong answer, the text a message must not hold) for one question."""
     ref = formula.parse_known(q.names, q.reference).expr
@@ -52,7 +40,8 @@ def candidates(q: Formula) -> list[tuple[str, sp.Expr, str | None]]:
     for s in sorted(ref.free_symbols, key=lambda x: x.name):
         for how, k in ((f"*{s}", s), (f"/{s}", 1 / s), (f"*{s}/2", s / 2), (f"*2/{s}", 2 / s)):
             out.append((how, ref * k, f"factor of {s}" if k == s else to_text(k)))
-    common, terms = _terms(ref)
+    common, terms = formula.terms_of(ref)
+    terms = terms if len(terms) > 1 else []  # no sum: no term to change alone
     if len(terms) > 1:
         for j, t in enumerate(terms):
             rest = sum(terms[:j] + terms[j + 1:], sp.Integer(0))
