@@ -31,7 +31,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder import fingerprint, kinds
-from autograder.kinds.number import NUMBER_FACTORS, mantissa, pin, simple_mantissas, time_factors
+from autograder.kinds.number import BINARY_SIZES, NUMBER_FACTORS, mantissa, pin, simple_mantissas, time_factors
 from autograder.numbers import Tolerance
 from autograder.questions import Number, Question, chapter_names
 from autograder.verdict import Status, Verdict
@@ -174,16 +174,18 @@ def _reachable() -> tuple[list[float], list[float]]:
 
 
 def _leading(q: Number) -> list[float]:
-    """The guesses some nameable factor, times a power of ten, carries into (or within 1% of) the accepted values."""
+    """The guesses some nameable factor, times a power of ten, carries into (or within 1% of) the accepted values; and,
+    in a question in bytes, every binary size ("1 GiB", typed as a unit)."""
+    sizes = list(BINARY_SIZES) if getattr(q, "unit", "") == "B" else []
     lo, hi = sorted(abs(x) for x in q.tolerance.bounds(float(q.reference)))
     lo, hi = lo / 1.01, hi * 1.01
     mantissas, guesses = _reachable()
     if lo <= 0 or hi / lo >= 10:
-        return UNWORKED
+        return UNWORKED + sizes
     a, b = mantissa(lo), mantissa(lo) * hi / lo
     spans = [(a, b)] if b <= 10 else [(a, 10.0), (1.0, b / 10)]
     return sorted({guesses[i] for s, e in spans
-                   for i in range(bisect.bisect_left(mantissas, s), bisect.bisect_right(mantissas, e))})
+                   for i in range(bisect.bisect_left(mantissas, s), bisect.bisect_right(mantissas, e))} | set(sizes))
 
 
 def _pointed(v: Verdict, value: float) -> float | None:

@@ -99,6 +99,13 @@ def _power_of_ten(k: Fraction) -> bool:
 # a decade away from each, the powers of ten). Where the answer is one of these times a factor the diagnosis names,
 # naming that factor to such a guess ("off by a factor of 1/32" to an answer of 1) gives the answer away for no work.
 UNWORKED = (1.0, 2.0, 3.0) + tuple(2.0**j for j in range(-10, 11))
+# In bytes, the binary sizes are typed with no work too: "1 GiB" is 2**30 B.
+BINARY_SIZES = tuple(1024.0**n for n in range(2, 6))
+
+
+def unworked(unit: str) -> tuple[float, ...]:
+    """``UNWORKED``, and in a question in bytes ``BINARY_SIZES``: only there is a binary size one unit's typing."""
+    return UNWORKED + BINARY_SIZES if unit == "B" else UNWORKED
 # How closely an answer must be a factor times the reference for a factor to be named where the reference is simple:
 # to the rounding of 3, 4 or 5 significant figures, the widest that stays clear of every simple number (``pin``).
 PIN_WINDOWS = (5e-3, 5e-4, 5e-5)
@@ -114,7 +121,7 @@ def simple_mantissas(unit: str) -> tuple[float, ...]:
     """The mantissas of every unworked number times every factor the diagnosis may name for a question in ``unit``,
     sorted, each also ten times over (a mantissa that float rounding left just below 10 is found)."""
     ks = [float(k) for k in (*NUMBER_FACTORS, *time_factors(unit)) if k > 0]
-    ms = {mantissa(g * k) for g in UNWORKED for k in ks}
+    ms = {mantissa(g * k) for g in unworked(unit) for k in ks}
     return tuple(sorted(ms | {10 * m for m in ms}))
 
 

@@ -608,7 +608,8 @@ def test_a_slip_rounded_to_two_figures_is_told_its_hint_but_not_half_way_to_the_
     (7.0e9 * 5, "ratio:5"), (7.0e9 * 3 / 2, "ratio:3/2"), (7.0e9 / 8, "ratio:1/8"),
 ])
 def test_the_factors_a_number_is_said_to_be_off_by(answer, code):
-    q = Number(qid="ch99-n9-bytes", points=1, prompt="p", reference=7.0e9, unit="B",
+    # a count of parameters: in bytes, every value is within 2% of a binary size times a factor (a simple question)
+    q = Number(qid="ch99-n9-params", points=1, prompt="p", reference=7.0e9,
                slips=(Slip(7.0e9 / 2, "ratio:1/2"),))
     for v in both(q, answer):
         assert v.diagnosis == code, v.message
