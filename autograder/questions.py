@@ -309,8 +309,8 @@ class Function(Question):
     draw: Callable[[random.Random, dict[str, Any]], dict[str, Any]] | None = None
     # Numeric inputs the answer may ignore in most drawn cases and still be right, each with why in a sentence: one
     # that counts in one regime alone (a hop latency, in the latency-bound cases), or one the result never depends on
-    # (flash attention's chunk). Every other numeric input is drawn so that an answer that freezes it (at the probes'
-    # commonest value, at 1, at the first probe's) fails most of a student's cases (tests/test_ignored_inputs.py).
+    # (flash attention's chunk). Every other numeric input is drawn so that an answer that freezes it (at any value it
+    # takes in the probes, at their median, at 1) fails most of a student's cases (tests/test_ignored_inputs.py).
     narrow_inputs: tuple[tuple[str, str], ...] = ()
     kind: ClassVar[str] = "function"
 

@@ -244,10 +244,12 @@ def draw_spec(rng: random.Random, probe: dict) -> dict:
 
 
 def draw_decoder(rng: random.Random, probe: dict) -> dict:
-    """CX2's grading-time case: a small GQA layer of fresh dimensions (N a multiple of K)."""
+    """CX2's grading-time case: a small GQA layer of fresh dimensions (N a multiple of K). B, T, D, F and H are none
+    of the two probes' values nor their median: with two cases a student, a layer whose D was written in as a probe's
+    128 kept half the marks of every student who drew one case of that width."""
     K = rng.choice((1, 2, 4))
-    return dict(B=rng.choice((1, 2, 4)), T=rng.choice((32, 64, 128)), D=rng.choice((128, 256, 512)),
-                F=rng.choice((256, 512, 1024)), N=K * rng.choice((1, 2, 4)), K=K, H=rng.choice((16, 32, 64)))
+    return dict(B=rng.choice((3, 4)), T=rng.choice((32, 48, 256)), D=rng.choice((384, 512, 640)),
+                F=rng.choice((256, 384, 1536)), N=K * rng.choice((1, 2, 4)), K=K, H=rng.choice((8, 48, 64)))
 
 
 def draw_flash(rng: random.Random, probe: dict) -> dict:

@@ -18,6 +18,7 @@ import json
 import math
 import random
 import re
+import statistics
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -544,11 +545,16 @@ def _slips_share(q: Function, cases: list[dict[str, Any]]) -> float:
 
 
 def frozen_values(q: Function, name: str) -> list[Any]:
-    """What a student who ignored the input ``name`` would write in its place: its commonest value among the public
-    probes (the first of equals), 1, and the first probe's."""
+    """What a student who ignored the input ``name`` would write in its place, read off the public probes: any value
+    it takes there (the commonest first), their median, or 1. The commonest alone missed an answer that wrote in
+    another probe's width (D = 128 kept every mark of Chapter 4's CX2 at 2 students of 6) or the probes' median
+    (N = 56 kept 0.58 of Chapter 11's serving plan)."""
     values = [p[name] for p in q.probes]
+    median = statistics.median(values)
+    if all(isinstance(v, int) for v in values) and float(median).is_integer():
+        median = int(median)
     one = 1.0 if isinstance(values[0], float) else 1
-    return list(dict.fromkeys([max(values, key=values.count), one, values[0]]))
+    return list(dict.fromkeys([max(values, key=values.count), *values, median, one]))
 
 
 def numeric_inputs(q: Function) -> list[str]:
