@@ -110,6 +110,13 @@ _WRONG = {
     # "close" beyond what a rounding explains (kinds/number.py, ROUNDING): the same diagnosis, other words
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "
                  "accepts {tolerance}): recheck each term, and each value you used.",
+    # "close_far" near a range (kinds/number.py): its reference may lie much further off than 25%
+    "close_range_far": "Within 25% of the expected range, but further outside it than a rounding of its ends "
+                       "explains (the question accepts {tolerance}): recheck each term, and each value you used.",
+    # an exact count answered by a whole number within 25% of it but not one away (kinds/number.py): a rounding or a
+    # wrong term alike, for words of their own would tell the count's digits one by one
+    "close_count": "Within 25% of the expected count, but not it (the question accepts {tolerance}): give every "
+                   "digit, and recheck each term and where the count starts and ends.",
     # an exact count answered by a whole number one away from it (kinds/number.py): the diagnosis stays "close"
     "off_by_one": "Off by one: check where the count starts and ends, and, where a division gives it, floor against "
                   "round (the question accepts {tolerance}).",

@@ -203,6 +203,12 @@ def _reading(given: str, want: str) -> tuple[str, float]:
     return dim, scale
 
 
+def unit_scale(given: str, unit: str) -> float:
+    """How many of the question's ``unit`` one of the ``given`` unit (of the same dimension) is: 2**30 for GiB in
+    B, 1e-3 for ms in s."""
+    return _reading(given, UNITS[unit][0])[1] / UNITS[unit][1]
+
+
 def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     """Read a numeric answer; ``unit`` is the question's unit ("" for a plain number).
 

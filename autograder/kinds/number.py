@@ -32,6 +32,7 @@ from ..numbers import (
     parse_number,
     round_figures,
     unit_examples,
+    unit_scale,
 )
 from ..questions import Accept, Number, Slip
 from ..record import course_object
@@ -318,14 +319,63 @@ def last_figure(v: float) -> float:
     return 10.0 ** Decimal(f"{abs(float(v)):.15g}").normalize().as_tuple().exponent
 
 
-def _a_rounding(oracle: tg.Printed | tg.Exact, v: float) -> bool:
+def typed_step(p: ParsedNumber, unit: str) -> float:
+    """The place value of the last figure the student typed, in the question's ``unit``: a rounding is judged in the
+    unit and prefix typed, so "1.2 GiB" (1288490188.8 B) carries 2 figures and its last is worth 0.1 GiB, and "2.3
+    ms" in a question in s carries 1e-4 s. A bare number is in the question's unit already."""
+    if not p.unit_given or p.value == 0:
+        return last_figure(p.value) if p.value else 0.0
+    scale = unit_scale(p.unit_given, unit)
+    return last_figure(p.value / scale) * scale
+
+
+def _a_rounding(oracle: tg.Printed | tg.Exact, v: float, step: float | None = None) -> bool:
     """Whether a rounding explains v: rounding (or cutting off) the reference to the figures v carries could give
-    it, so v lies within one unit of its last figure of the reference (and within ``ROUNDING``). An 11-digit whole
-    number 2% off is no rounding: more digits cannot fix it."""
-    r = min(ROUNDING, last_figure(v) / abs(v))
+    it, so v lies within one unit of its last figure (``step``: as typed, ``typed_step``) of the reference (and
+    within ``ROUNDING``). An 11-digit whole number 2% off is no rounding: more digits cannot fix it."""
+    if not v:
+        return False
+    return _near_reference(oracle, v, min(ROUNDING, (last_figure(v) if step is None else step) / abs(v)))
+
+
+def _near_reference(oracle: tg.Printed | tg.Exact, v: float, r: float) -> bool:
+    """Whether v lies within ``r`` (at most ``ROUNDING``) of the reference, or of a range's ends."""
     if "rounding" in oracle.entries:  # its buckets are 5 times finer than those of "close"
         return _within(oracle, v, r, "rounding", ROUNDING)
     return _within(oracle, v, r, "close", CLOSE)
+
+
+def _the_slip(oracle: tg.Printed | tg.Exact, j: int, v: float, step: float) -> bool:
+    """Whether v, which a rounding of the reference explains, is declared slip j's value to more figures than it is
+    the reference's: written with one more figure, then another (``step``: the place of its last), v stays within
+    half a unit of the slip's value before it leaves the reference's (13e9, the size in a model's name, is that
+    slip to every figure and 13.0154e9 to 3). Decided only as far as the slip's target resolves (to a sixteenth of
+    the hint's reach, ``hint_reach``, read back from the target's width as both oracles hold it); past that the
+    reference's rounding comes first."""
+    key = f"slip{j}"
+    if not oracle.has(key, 0) or oracle.entries[key][0][1] == "0":
+        return False
+    reach = math.tanh(32 * float(oracle.entries[key][0][0]))  # [s(1 - reach), s(1 + reach)] cut into GRID buckets
+    r = step / abs(v) / 2
+    for _ in range(6):
+        r /= 10
+        if r < reach / 16:
+            return False
+        if r < reach and not _within(oracle, v, r, key, reach):
+            return False
+        if not _near_reference(oracle, v, r):
+            return True
+    return False
+
+
+def _hints(e: Expected, v: float, step: float) -> list[str]:
+    """The hints of the declared slips v lies near. A value a rounding of the reference explains is told none of
+    them (6.2e11 for 6.2398e11 is an honest rounding, though a slip's 6.185e11 lies nearer), unless it is the slip's
+    value to more figures (``_the_slip``): the reference's rounding comes first."""
+    near = [j for j in range(len(e.hints)) if e.oracle.near(f"slip{j}", 0, v) is True]
+    if near and _a_rounding(e.oracle, v, step):
+        near = [j for j in near if _the_slip(e.oracle, j, v, step)]
+    return [e.hints[j] for j in near]
 
 
 def _whole(e: Expected) -> bool:
@@ -333,22 +383,25 @@ def _whole(e: Expected) -> bool:
     return e.tolerance_words == Tolerance.exact_count().describe()
 
 
-def _close(e: Expected, v: float, hints: list[str], ctx: dict[str, Any]) -> Verdict:
-    """A wrong answer within ``CLOSE``: said to be a precision slip ("close") only where a rounding explains it.
-    An exact count answered by a whole number is never that: off by one is named so (where the count starts and
-    ends, floor against round), and further off is "close_far"; a count with a fraction within one of it is a
-    value left unrounded. The diagnosis stays "close" (declared slips name it); only the words differ."""
+def _close(e: Expected, v: float, hints: list[str], ctx: dict[str, Any], step: float) -> Verdict:
+    """A wrong answer within ``CLOSE``: said to be a precision slip ("close") only where a rounding explains it
+    (``step``: the place of its last typed figure). Near a range, the words speak of the range (its reference may
+    lie far off). An exact count answered by a whole number is never that: off by one is named so (where the count
+    starts and ends, floor against round), and any other whole number is "close_count", whether a rounding or a
+    wrong term gave it (words for a rounding of a count would tell its digits one by one); a count with a fraction
+    within one of it is a value left unrounded. The diagnosis stays "close" (declared slips name it); only the words
+    differ."""
     if _ranged(e.oracle):  # near a range's end, as a rounding of it would be; else only within 25% of the range
         if _near_miss(e.oracle, v):
             return wrong("close", hints, **ctx)
-        return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_far", **ctx), hints))
+        return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_range_far", **ctx), hints))
     if _whole(e):
         if float(v).is_integer():
-            key = "off_by_one" if _inside(e.oracle, v - 1) or _inside(e.oracle, v + 1) else "close_far"
+            key = "off_by_one" if _inside(e.oracle, v - 1) or _inside(e.oracle, v + 1) else "close_count"
             return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase(key, **ctx), hints))
         if _inside(e.oracle, math.floor(v)) or _inside(e.oracle, math.ceil(v)):
             return wrong("close", hints, **ctx)
-    elif _a_rounding(e.oracle, v):
+    elif _a_rounding(e.oracle, v, step):
         return wrong("close", hints, **ctx)
     return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_far", **ctx), hints))
 
@@ -392,7 +445,8 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     for j, (credit, message) in enumerate(e.accepts):
         if e.oracle.accepts(f"accept{j}", [v]) is True:
             return partial(credit, message)
-    hints = [h for j, h in enumerate(e.hints) if near(f"slip{j}", 0, v) is True]
+    step = typed_step(p, e.unit)
+    hints = _hints(e, v, step)
     if v != 0:
         k = _factor(e.oracle, v)
         if k is None:  # 24 (hours for days), 1/60 (minutes for seconds): no power of ten
@@ -406,7 +460,7 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         if reading is not None and _inside(e.oracle, v * reading[0]):
             return wrong("unit:binary", hints, **ctx, **reading[1])
         if near("close", 0, v) is True:
-            return _close(e, v, hints, ctx)
+            return _close(e, v, hints, ctx, step)
         if not e.simple:  # on a simple question, a power of ten's edge would bisect the answer (``WITHHELD``)
             for d in MAGNITUDES:
                 if near("decade", 0, v / 10.0**d) is True:

@@ -2,7 +2,8 @@
 
 1. "Close, but the question accepts N significant figures" only where a rounding explains the answer: the
    reference, rounded (or cut off) to the figures the answer carries, could give it. An exact count answered by a
-   whole number is never a precision slip: one away is "off by one", further is "close_far".
+   whole number is never a precision slip: one away is "off by one", further is "close_count". Near a range,
+   the words speak of the range, not of its reference.
 2. A slip's hint keyed on a value that other simple mistakes reach too (twice or half a number of bytes, one more
    or less of an exact count) is told as one possible cause (``Slip.maybe``), and the release names such slips.
 3. A program whose entries are each the max (or min) of the shares has reduced them, with the wrong operation:
@@ -29,6 +30,8 @@ from tests.engine.test_program_diagnoses import CASE3, DP, case3_no_psum, dp_gra
 
 CLOSE = "Close, but the question accepts"
 FAR = "Within 25% of the expected value, but further off than a rounding explains"
+RANGE_FAR = "Within 25% of the expected range, but further outside it than a rounding of its ends explains"
+COUNT = "Within 25% of the expected count, but not it"
 OFF_BY_ONE = "Off by one: check where the count starts and ends, and, where a division gives it, floor against round"
 
 
@@ -75,7 +78,7 @@ def test_a_rounding_of_the_reference_is_told_to_keep_more_figures(reference, ans
 
 @pytest.mark.parametrize(("reference", "answer", "said"), [
     (40, 41, OFF_BY_ONE), (40, 39, OFF_BY_ONE), (7, 6, OFF_BY_ONE),
-    (40, 43, FAR), (40, 37.0, FAR),  # an integer off by 3: not "close" for precision
+    (40, 43, COUNT), (40, 37.0, COUNT),  # an integer off by 3: not "close" for precision
     (40, 40.4, CLOSE), (40, 39.6, CLOSE),  # a count left unrounded: the exact whole number is asked
     (40, 42.5, FAR),
 ])
@@ -88,7 +91,7 @@ def test_an_exact_count_off_by_a_whole_number_is_no_precision_slip(reference, an
 
 @pytest.mark.parametrize(("answer", "said"), [
     (15.3, CLOSE), (13.6, CLOSE),  # just past an end of the range: as near as a rounding of it
-    (17.67, FAR), (11.5, FAR),  # 18% and 18% past an end (a classmate's value): within 25%, and no more
+    (17.67, RANGE_FAR), (11.5, RANGE_FAR),  # 18% past an end (a classmate's value): within 25% of it, no more
 ])
 def test_a_value_far_past_a_range_is_not_called_close(answer, said):
     """A range of 14 to 15 (ch05-e8-gemma-tp, the book's "about 14 or 15"): "Close" only near its ends."""
@@ -108,7 +111,7 @@ def test_the_diagnosis_stays_close_so_declared_slips_keep_it():
 def test_a_function_whose_number_is_off_by_three_is_no_rounding():
     """ch08-cx2-largest-batch: a grid counted past its end returns a whole number 3 steps off."""
     graded = number.check("ch99-t1-fn/0", 48.0, "", Tolerance(rtol=1e-9), 51.0)
-    assert graded.diagnosis == "close" and graded.message.startswith(FAR) and CLOSE not in graded.message
+    assert graded.diagnosis == "close" and graded.message.startswith(COUNT) and CLOSE not in graded.message
     one = number.check("ch99-t1-fn/0", 48.0, "", Tolerance(rtol=1e-9), 47.0)
     assert one.message.startswith(OFF_BY_ONE), one.message
 
