@@ -23,6 +23,7 @@ examples:
   scaling-course grade ch01_rooflines --jobs 2 # grade submitted/*/ch01_rooflines/
   scaling-course grade ch01_rooflines --student jdoe --force   # regrade one student (repeat --student for more)
   scaling-course variant ch01_rooflines --student jdoe   # a student's values and reference answers
+  scaling-course sample ch01_rooflines --student ta-check # submitted/ta-check/: the reference, to grade
   scaling-course gradescope ch01_rooflines     # ch01_rooflines-gradescope.zip: Gradescope's autograder
   scaling-course equiv "B*D*F/(B*D+D*F+B*F)" "1/(1/B+1/D+1/F)" --symbols "B D F"
   scaling-course equiv "N-1" "N" --symbols "N:count" --json
@@ -220,6 +221,30 @@ def cmd_variant(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sample(args: argparse.Namespace) -> int:
+    """A known submission in ``submitted/`` to try a grading setup on before the class's: the reference should
+    score every point, the partly wrong one lose the points of its slips, the untouched one score 0."""
+    from .demo import sample_notebook, submit
+
+    course = Path(args.course_dir).resolve()
+    if args.student in ("", ".", "..") or Path(args.student).name != args.student or "\\" in args.student:
+        print(f"scaling-course sample: {args.student!r} is no student id (one folder name under submitted/)",
+              file=sys.stderr)
+        return 2
+    target = course / "submitted" / args.student / args.assignment / f"{args.assignment}.ipynb"
+    if not (course / "release" / args.assignment / f"{args.assignment}.ipynb").is_file():
+        print(f"scaling-course sample: no release/{args.assignment}/{args.assignment}.ipynb in {course} "
+              "(run `scaling-course release` there first, or pass --course-dir)", file=sys.stderr)
+        return 2
+    if target.exists() and not args.force:
+        print(f"scaling-course sample: {target.relative_to(course)} exists; --force replaces it", file=sys.stderr)
+        return 2
+    submit(course, args.student, args.assignment, sample_notebook(course, args.assignment, args.kind, args.student))
+    print(f"wrote {target.relative_to(course)} ({args.kind}); grade it with: scaling-course grade "
+          f"{args.assignment} --student={args.student} --force")
+    return 0
+
+
 def cmd_equiv(args: argparse.Namespace) -> int:
     from .formula import Invalid, parse_formula
     from .kinds import formula
@@ -329,6 +354,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
     p.add_argument("--json", action="store_true", help="one JSON object: assignment, student, parameters, answers")
     p.set_defaults(func=cmd_variant)
+    p = sub.add_parser("sample", help="write a sample submission (the reference by default) to submitted/ID/")
+    p.add_argument("assignment", metavar="ASSIGNMENT")
+    p.add_argument("--student", required=True, metavar="ID", help="the folder to write, submitted/ID/ASSIGNMENT/ "
+                   "(its values are those dealt to ID). " + DASH_ID)
+    p.add_argument("--kind", choices=("reference", "partly-wrong", "untouched"), default="reference",
+                   help="every answer right (default); every other formula, number and choice answered with a "
+                   "listed slip; or the release copy as handed out")
+    p.add_argument("--force", action="store_true", help="replace a submission already there")
+    p.add_argument("--course-dir", default=".", metavar="DIR", help=COURSE_DIR)
+    p.set_defaults(func=cmd_sample)
     p = sub.add_parser("equiv", help="judge a candidate formula against a reference, as the grader would")
     p.add_argument("reference")
     p.add_argument("candidate")

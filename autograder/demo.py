@@ -96,12 +96,19 @@ def submit(course: Path, student: str, chapter: str, nb: nbformat.NotebookNode |
     return path
 
 
-def make_submissions(course: Path, chapter: str) -> None:
+def sample_notebook(course: Path, chapter: str, kind: str, student: str) -> nbformat.NotebookNode:
+    """One of the demo's ``STUDENTS`` as ``student`` would hand it in: the reference's cells compute with the
+    values dealt at run time, and a partly wrong one's slips are those of the values ``student`` is dealt."""
+    if kind == "untouched":
+        return nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
     reference = reference_notebook(course, chapter)
-    slips = with_slips(reference, chapter, setting=settings_of(chapter, "partly-wrong"))
-    untouched = nbformat.read(course / "release" / chapter / f"{chapter}.ipynb", as_version=4)
-    for student, nb in {"reference": reference, "partly-wrong": slips, "untouched": untouched}.items():
-        submit(course, student, chapter, nb)
+    return reference if kind == "reference" else with_slips(reference, chapter,
+                                                            setting=settings_of(chapter, student))
+
+
+def make_submissions(course: Path, chapter: str) -> None:
+    for student in STUDENTS:
+        submit(course, student, chapter, sample_notebook(course, chapter, student, student))
 
 
 def settings_of(chapter: str, student: str) -> dict[str, dict]:

@@ -97,3 +97,37 @@ def test_progress_on_an_unreadable_file_says_so_and_keeps_it(tmp_path):
     shown = proc.stdout + proc.stderr
     assert proc.returncode != 0 and "cannot be read" in shown and "Traceback" not in shown, shown
     assert store.read_bytes() == before
+
+
+def test_sample_writes_a_known_submission_where_grade_reads_it(tmp_path):
+    """An instructor tries a grading setup on a submission whose score is known before the class's own."""
+    import shutil
+
+    import nbformat
+
+    from autograder.demo import reference_notebook
+
+    chapter = "ch01_rooflines"
+    for folder in ("source", "release"):
+        shutil.copytree(ROOT / folder / chapter, tmp_path / folder / chapter)
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    course = ("--course-dir", str(tmp_path))
+    written = tmp_path / "submitted" / "ta-check" / chapter / f"{chapter}.ipynb"
+
+    proc = run("sample", chapter, "--student", "ta-check", *course)
+    assert proc.returncode == 0, proc.stderr
+    assert f"scaling-course grade {chapter} --student=ta-check --force" in proc.stdout
+    assert nbformat.read(written, as_version=4) == reference_notebook(tmp_path, chapter)
+
+    again = run("sample", chapter, "--student", "ta-check", "--kind", "untouched", *course)
+    assert again.returncode == 2 and "--force replaces it" in again.stderr  # a hand-in is never overwritten unasked
+    assert run("sample", chapter, "--student", "ta-check", "--kind", "untouched", "--force", *course).returncode == 0
+    assert written.read_bytes() == (tmp_path / "release" / chapter / f"{chapter}.ipynb").read_bytes() or \
+        nbformat.read(written, as_version=4) == nbformat.read(tmp_path / "release" / chapter / f"{chapter}.ipynb",
+                                                              as_version=4)
+
+    escaped = run("sample", chapter, "--student=../outside", *course)
+    assert escaped.returncode == 2 and "no student id" in escaped.stderr
+    assert not (tmp_path / "outside").exists()
+    missing = run("sample", "ch99_nothing", "--student", "ta-check", *course)
+    assert missing.returncode == 2 and "release/ch99_nothing" in missing.stderr
