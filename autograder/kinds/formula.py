@@ -152,6 +152,9 @@ class Expected:
     setting: Setting
     oracle: tg.Printed  # tg.Exact in the grader
     uses: Callable[[str], bool]  # does the reference depend on this symbol?
+    # does the exact form, right beside the reference, depend on this symbol where the reference does not (N in
+    # V*(N-1)/(N*W) beside V/W)? An answer that holds it is not wrong for that.
+    uses_exact: Callable[[str], bool] = lambda name: False
 
 
 @lru_cache(maxsize=4096)
@@ -206,17 +209,18 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
             if key == "slip":  # an answer in exact numbers is told a slip's hint only where it is that slip
                 t[f"slipx{j}"] = [tg.around(f(p), EXACT) for p in points]
     uses = eq.used_names(ref)
-    return Expected(setting, tg.Exact(tag, t), uses.__contains__), t
+    beside = eq.used_names(exact) - uses if exact is not None else frozenset()
+    return Expected(setting, tg.Exact(tag, t), uses.__contains__, beside.__contains__), t
 
 
 def diagnose(e: Expected, p: Parsed) -> Verdict:
     """The one diagnosis of a formula answer. Order matters: right (or right in the declared limit),
     an accepted alternative, then a constant factor (most specific), a wrong coefficient (or one within 3
     figures yet not right: a constant slightly off), symbols that should or should not appear, a right
-    leading order with wrong lower terms (lower-order in every direction of growth), partial agreement (where
-    a max or min picks a side), one term of a sum wrong, a ratio to the reference that changes with some of
-    its symbols only; else not equivalent. Each names a cause the answer has; none names the factor or the
-    term that would make it right."""
+    leading order with wrong lower terms (lower-order in every direction of growth), one term of a sum wrong
+    (right at every point once it is fixed: more specific than what follows), partial agreement (where a max or
+    min picks a side), a ratio to the reference that changes with some of its symbols only; else not equivalent.
+    Each names a cause the answer has; none names the factor or the term that would make it right."""
     s, near = e.setting, e.oracle
     ctx = context(s.names)
     at = eq.evaluator(p.expr, s.names)
@@ -239,7 +243,7 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     # A limit record's answer in the exact form's shape (it holds a limit symbol) is also read against that form:
     # its values over the (N-1)/N factors, so that twice the exact form is "twice", with the slip's hint.
     written = eq.free_names(p.expr)
-    mine = written - _cancelled(s, at, values, written)  # B in 2*B*D*F/(4*B*D*F + 4*B*D) is written, not used
+    mine = written - _unused(s, p.expr, at, values, written)  # B in 2*B*D*F/(4*B*D*F + 4*B*D): written, not used
     in_limit = bool(mine & set(s.limit))
     readings = [(values, at)]
     if in_limit:
@@ -260,10 +264,9 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
         code = _constant_factor(e, vs, fn, close)
         if code is not None:
             return wrong(code, hints, **ctx)
-    # The exact form holds the limit symbols: one is extra only where it stays once the (N-1)/N factors are divided
-    # out (V/(N*W), not 4*V*(N-1)/(N*W)).
-    beyond = _beyond_exact_form(s, p.expr) if in_limit else set()
-    extra = sorted(n for n in mine if not e.uses(n) and (n not in s.limit or n in beyond))
+    # A symbol the exact form uses (N, beside the large-N form) is no extra one: an answer that holds it wrongly
+    # (V*(N-1)/W) has a ratio to the expected one that changes with it, which ``_ratio_depends`` says.
+    extra = sorted(n for n in mine if not e.uses(n) and not e.uses_exact(n))
     missing = sorted(n for n in s.names if n not in mine and e.uses(n))
     if extra:
         return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
@@ -271,6 +274,11 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
         return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not written and not hints)
     if (any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True) and _lower_order(s, near, at):
         return wrong("lower_terms", hints, **ctx)
+    # One term of a sum off, the others right, at every point: a cause more specific than agreeing at some points
+    # only, which a term off by 2 does where a max picks the side without it.
+    code = _one_term(e, p, values)
+    if code is not None:
+        return wrong(code, hints, **ctx)
     # Agreement at some points only, where the reference or the answer has a max or min: within 3 figures for the
     # reference's (one side dominates there); for the answer's own, exactly, or a term that is merely small somewhere
     # would read as a branch. Without one, agreeing at some points is a coincidence (N/2 is 1 at N = 2), not a cause.
@@ -278,8 +286,7 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     partly = "ref" if p.approximate or s.branches else "exact"
     if (s.branches or own_branch) and any(near.near(partly, i, v) is True for i, v in enumerate(values)):
         return wrong("partly", hints, **ctx, own_branch=own_branch)
-    code = _one_term(e, p, values) or _ratio_depends(e, p, values, at)
-    return wrong(code or "not_equivalent", hints, **ctx)
+    return wrong(_ratio_depends(e, p, values, at) or "not_equivalent", hints, **ctx)
 
 
 def terms_of(expr: sp.Expr) -> tuple[sp.Expr, list[sp.Expr]]:
@@ -351,11 +358,12 @@ def _answer_terms(expr: sp.Expr) -> list[sp.Expr]:
 
 
 def _ratio_depends(e: Expected, p: Parsed, values: list[Any], at: Callable[[eq.Point], Any]) -> str | None:
-    """"ratio_symbols:N": the answer's ratio to the reference changes with some of the symbols the reference uses, not
-    with the others (V*(N-1)/W beside 2*V*(N-1)/(N*W): a shard size forgotten), decided by moving each symbol alone
-    (``Setting.moved``). Which symbols are said; by what factor is not."""
+    """"ratio_symbols:N": the answer's ratio to the reference changes with some of the symbols the reference (or its
+    exact form) uses, not with the others (V*(N-1)/W beside 2*V*(N-1)/(N*W): a shard size forgotten; beside the
+    large-N V/W, whose exact form holds N), decided by moving each symbol alone (``Setting.moved``). Which symbols
+    are said; by what factor is not."""
     s, near = e.setting, e.oracle
-    used = [n for n in s.names if e.uses(n)]
+    used = [n for n in s.names if e.uses(n) or e.uses_exact(n)]
     depends = []
     with mpmath.workdps(eq.DIGITS):
         for k, name in enumerate(s.names):
@@ -370,23 +378,35 @@ def _ratio_depends(e: Expected, p: Parsed, values: list[Any], at: Callable[[eq.P
     return "ratio_symbols:" + ",".join(depends) if depends and len(depends) < len(used) else None
 
 
-def _cancelled(s: Setting, at: Callable[[eq.Point], Any], values: list[Any], written: frozenset[str]) -> set[str]:
-    """The symbols written in an answer that its value does not depend on: the same values at the first points with
-    each moved alone (by value, not by sympy's cancel, which a student's text could make slow)."""
-    out = set()
-    for name in written:
-        same = 0
-        for pt, v in list(zip(s.points, values, strict=True))[:4]:
+def _unused(s: Setting, expr: sp.Expr, at: Callable[[eq.Point], Any], values: list[Any],
+            written: frozenset[str]) -> set[str]:
+    """The symbols written in an answer that its value does not depend on: the same values with each moved alone
+    (``Setting.moved``'s step) at the public points, then at points at the bottom of the domain (where e**(M2 - M1)
+    does not vanish beside the other terms, as it does where M1 is 500) and, for an answer with a max, min or abs of
+    its own, at points where each of its branches is the active one (a side that never wins at the public points is
+    still the answer's). By value, not by sympy's cancel, which a student's text could make slow and which keeps D in
+    Max(D*F, B*D)/D. Both judges draw the same points: from the answer and the public symbols alone."""
+    domain = eq.Domain(s.names, frozenset(s.counts))
+
+    def groups() -> Any:  # the cheaper first: most answers use every symbol they write, seen at the first points
+        yield zip(s.points, values, strict=True)
+        yield ((pt, at(pt)) for pt in domain.small(eq.N_SMALL, seed("uses/small")))
+        if expr.has(*eq.BRANCHING):
+            yield ((pt, at(pt)) for pt in domain.points(K_DRAWN, seed("uses/branches"), cover=expr,
+                                                         kinds=eq.BRANCHING))
+    unused, compared = set(written), set()
+    for group in groups():
+        for pt, v in group:
+            if not unused:
+                return unused
             if v is None:
                 continue
-            moved = at({**pt, name: pt[name] * 3 + (1 if name in s.counts else Fraction(1, 3))})
-            if moved is None or not mpmath.almosteq(moved, v, rel_eps=mpmath.mpf(10) ** -20):
-                break
-            same += 1
-        else:
-            if same:
-                out.add(name)
-    return out
+            for name in sorted(unused):
+                moved = at({**pt, name: pt[name] * 3 + (1 if name in s.counts else Fraction(1, 3))})
+                if moved is None or not mpmath.almosteq(moved, v, rel_eps=mpmath.mpf(10) ** -20):
+                    unused.discard(name)
+                compared.add(name)
+    return unused & compared
 
 
 def _constant_factor(e: Expected, values: list[Any], at: Callable[[eq.Point], Any], nearly: bool) -> str | None:
@@ -428,14 +448,6 @@ def _over_limit_factors(s: Setting, values: list[Any], at: Callable[[eq.Point], 
         with mpmath.workdps(eq.DIGITS):
             return v / f(pt)
     return [over(v, pt) for v, pt in zip(values, s.points, strict=True)], lambda pt: over(at(pt), pt)
-
-
-def _beyond_exact_form(s: Setting, expr: sp.Expr) -> set[str]:
-    """The symbols of the answer divided by the (N-1)/N factor of each limit symbol, cancelled."""
-    try:
-        return set(eq.free_names(sp.cancel(expr / _large_n_factor(s.limit))))
-    except Exception:  # a form cancel cannot take apart: its symbols as they are
-        return set(eq.free_names(expr))
 
 
 def _right_unrounded(e: Expected, p: Parsed) -> bool:
@@ -568,12 +580,14 @@ def fingerprint(tag: str, names: Sequence[str], counts: Sequence[str], reference
                     exact_form)
     s = e.setting
     ref_names = [n for n in names if e.uses(n)]
+    beside = [n for n in names if e.uses_exact(n)]  # only where the question has an exact form that holds more
     return {"symbols": list(names), "counts": list(counts), "limit": list(limit),
             "at": [{k: str(v) for k, v in p.items()} for p in s.points], "anchor": s.anchor,
             "accept": [list(a) for a in s.accepts], "hints": list(s.hints), "branches": s.branches,
             "small": [{k: str(v) for k, v in p.items()} for p in s.small],
             "uses": sorted(tg.digest(tag, "uses", n) for n in ref_names),
-            "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()}}
+            "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()},
+            **({"exact_uses": sorted(tg.digest(tag, "exact_uses", n) for n in beside)} if beside else {})}
 
 
 def make_print(q: Formula) -> dict:
@@ -589,8 +603,9 @@ def from_print(fp: dict, tag: str) -> Expected:
     setting = Setting(tuple(fp["symbols"]), tuple(fp["counts"]), tuple(fp.get("limit", ())), points,
                       fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"], small,
                       "full" in fp["targets"])
-    uses = frozenset(fp["uses"])
-    return Expected(setting, tg.Printed(tag, fp["targets"]), lambda n: tg.digest(tag, "uses", n) in uses)
+    uses, beside = frozenset(fp["uses"]), frozenset(fp.get("exact_uses", ()))
+    return Expected(setting, tg.Printed(tag, fp["targets"]), lambda n: tg.digest(tag, "uses", n) in uses,
+                    lambda n: tg.digest(tag, "exact_uses", n) in beside)
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:

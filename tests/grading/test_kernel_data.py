@@ -21,7 +21,7 @@ from autograder.verdict import Status
 
 # What judges an answer, by the keys the self-check data holds it under.
 JUDGING = {"targets", "accept", "hints", "hint", "slips", "answer", "traffic", "at", "anchor", "branches", "tolerance",
-           "uses", "small", "limit", "counts", "variants_targets"}
+           "uses", "exact_uses", "small", "limit", "counts", "variants_targets"}
 
 
 def _whole(name: str) -> dict[str, Any]:
