@@ -221,16 +221,26 @@ def cmd_variant(args: argparse.Namespace) -> int:
     return 0
 
 
+def not_a_folder_name(name: str) -> str:
+    """Why ``name`` cannot be one folder under submitted/ (empty where it can): a path would write elsewhere, and
+    a name a shell or nbgrader's exchange mangles (spaces at an end, a line break) would be graded under another."""
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        return "it must be one folder name, with no / or \\"
+    if name != name.strip() or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "no spaces at either end, no line breaks or other control characters"
+    if len(name.encode()) > 255:
+        return "longer than a file system allows (255 bytes)"
+    return ""
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     """A known submission in ``submitted/`` to try a grading setup on before the class's: the reference should
     score every point, the partly wrong one lose the points of its slips, the untouched one score 0."""
-    from .demo import sample_notebook, submit
-
     course = Path(args.course_dir).resolve()
-    if args.student in ("", ".", "..") or Path(args.student).name != args.student or "\\" in args.student:
-        print(f"scaling-course sample: {args.student!r} is no student id (one folder name under submitted/)",
-              file=sys.stderr)
-        return 2
+    for what, name in (("assignment", args.assignment), ("student id", args.student)):
+        if why := not_a_folder_name(name):
+            print(f"scaling-course sample: {name!r} is no {what}: {why}", file=sys.stderr)
+            return 2
     target = course / "submitted" / args.student / args.assignment / f"{args.assignment}.ipynb"
     if not (course / "release" / args.assignment / f"{args.assignment}.ipynb").is_file():
         print(f"scaling-course sample: no release/{args.assignment}/{args.assignment}.ipynb in {course} "
@@ -239,6 +249,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if target.exists() and not args.force:
         print(f"scaling-course sample: {target.relative_to(course)} exists; --force replaces it", file=sys.stderr)
         return 2
+    from .demo import sample_notebook, submit
+
     submit(course, args.student, args.assignment, sample_notebook(course, args.assignment, args.kind, args.student))
     print(f"wrote {target.relative_to(course)} ({args.kind}); grade it with: scaling-course grade "
           f"{args.assignment} --student={args.student} --force")

@@ -126,8 +126,14 @@ def test_sample_writes_a_known_submission_where_grade_reads_it(tmp_path):
         nbformat.read(written, as_version=4) == nbformat.read(tmp_path / "release" / chapter / f"{chapter}.ipynb",
                                                               as_version=4)
 
-    escaped = run("sample", chapter, "--student=../outside", *course)
-    assert escaped.returncode == 2 and "no student id" in escaped.stderr
-    assert not (tmp_path / "outside").exists()
+    elsewhere = tmp_path / "elsewhere" / "x"
+    nbformat.write(nbformat.v4.new_notebook(), elsewhere.parent.mkdir() or elsewhere.with_suffix(".ipynb"))
+    before = elsewhere.with_suffix(".ipynb").read_bytes()
+    for args in ([chapter, "--student=../outside"], [chapter, "--student= "], [chapter, "--student=a\nb"],
+                 [chapter, "--student=" + "x" * 300], [str(elsewhere), "--student=s", "--kind=untouched", "--force"]):
+        bad = run("sample", *args, *course)
+        assert bad.returncode == 2 and " is no " in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+    assert not (tmp_path / "outside").exists() and not (tmp_path / "submitted" / "s").exists()
+    assert elsewhere.with_suffix(".ipynb").read_bytes() == before  # an assignment that is a path writes nothing
     missing = run("sample", "ch99_nothing", "--student", "ta-check", *course)
     assert missing.returncode == 2 and "release/ch99_nothing" in missing.stderr
