@@ -15,6 +15,7 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_DOWN, ROUND_HALF_UP, Decimal
 from typing import Any, ClassVar
 
 import sympy as sp
@@ -134,6 +135,19 @@ class Formula(Question):
         return tuple(self.symbols.split())
 
 
+def _one_rounding(a: float, b: float, figures: int) -> bool:
+    """Whether ``a`` and ``b`` rounded to ``figures`` significant figures can be written alike (either way where
+    what ``a`` drops is exactly a 5): a student who rounds the reference to fewer figures than the question asks
+    then writes the slip's value too (2.8e-4 for 2.8362e-4 and for a slip's 2.7962e-4), so its hint is one possible
+    cause, not theirs."""
+    if not (a and b and math.isfinite(a) and math.isfinite(b)):
+        return False
+    d = Decimal(repr(a))
+    place = Decimal(1).scaleb(d.adjusted() - figures + 1)
+    ways = {d.quantize(place, ROUND_HALF_UP), d.quantize(place, ROUND_HALF_DOWN)}
+    return any(abs(Decimal(repr(b)) - x) <= place / 2 for x in ways)
+
+
 def _float_or_none(x: Any) -> float | None:
     try:
         return float(x)
@@ -212,16 +226,18 @@ class Number(Question):
 
     def told_as_possible(self, reference: float) -> list[Slip]:
         """The slips, each with a hint marked ``maybe`` where other simple mistakes reach its value at this
-        question's values: one more or one less than an exact count, twice or half a value in bytes, and another
-        slip's value to within 1% (a student's 3 figures cannot tell them apart). Computed from the question
-        itself, so that every variant's values are weighed, not the book's alone: with |X| = 2, "B is not split
-        along X" halves a size as bf16's 2 bytes do."""
+        question's values: one more or one less than an exact count, twice or half a value in bytes, the reference
+        rounded to fewer figures than the question asks (``_one_rounding``: 13e9 for a count of 13.0154e9, whose
+        prompt asks for 4), and another slip's value to within 1% (a student's 3 figures cannot tell them apart).
+        Computed from the question itself, so that every variant's values are weighed, not the book's alone: with
+        |X| = 2, "B is not split along X" halves a size as bf16's 2 bytes do."""
         in_bytes = self.unit in self.byte_units or bool(self.byte_words.search(self.prompt))
         values = [_float_or_none(s.answer) for s in self.slips]
         out = []
         for i, (s, v) in enumerate(zip(self.slips, values, strict=True)):
             if s.hint and not s.maybe and v is not None and (
                     (self.exact and abs(v - reference) == 1)
+                    or (not self.exact and any(_one_rounding(reference, v, n) for n in range(2, self.figures)))
                     or (in_bytes and (math.isclose(v, 2 * reference) or math.isclose(2 * v, reference)))
                     or any(j != i and w is not None and math.isclose(v, w, rel_tol=0.01) and t.hint != s.hint
                            for j, (t, w) in enumerate(zip(self.slips, values, strict=True)))):

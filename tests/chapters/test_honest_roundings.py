@@ -2,12 +2,14 @@
 every student's values: the reference rounded to 2, 3 or 4 significant figures (either way where what is dropped is
 exactly a 5), written bare in the question's unit or in the largest prefix of its unit that leaves a number of 1 or more
 ("1.2 GiB" for 1.25 GiB, "6.2e11" for 6.2398e11), is right, an accepted alternative, or "close" in words that say a
-rounding explains it: never a declared slip's hint (a slip that lies nearer does not make it that slip) and never
-"further off than a rounding explains". And where a question accepts a range, a value a fifth outside either end is
+rounding explains it: never a declared slip's hint as its cause (a slip that lies nearer does not make it that slip;
+where the slip is that rounding too, the hint is one possible cause) and never "further off than a rounding
+explains". And where a question accepts a range, a value a fifth outside either end is
 told something true of the range, not of its reference."""
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal
 
 import pytest
@@ -64,15 +66,6 @@ def typed(answer: object, q: Number) -> tuple[float, float, float]:
     return float(d) * scale, float(Decimal(1).scaleb(d.as_tuple().exponent)) * scale, scale
 
 
-def agreement(value: float, step: float, x: float) -> int:
-    """To how many figures past the last typed one ``value`` is ``x`` rounded: -1 where ``x`` lies further than
-    half a unit of that figure from it, 0 where within it, 1 where within half a unit of the next figure, ..."""
-    k = -1
-    while k < 12 and abs(value - x) <= step / 2 * 10.0 ** -(k + 1) * (1 + 1e-9):
-        k += 1
-    return k
-
-
 def told_a_rounding(v, q: Number, answer: object) -> bool:
     """Right, an accepted alternative, at the self-check's edge, "close" in words that a rounding fits, or a prefix
     read as the other kind where the number so read is right ("180 KiB" for 180000 B: 180 KB to every figure)."""
@@ -84,13 +77,12 @@ def told_a_rounding(v, q: Number, answer: object) -> bool:
     return v.diagnosis == "close" and FURTHER not in v.message
 
 
-def slips_told(q: Number, answer: object) -> list[str]:
-    """The hints an honest rounding may be told: of a slip whose value it is to more figures than the reference's
-    (13e9 is the size in a model's name to every figure, and 13.0154e9 to 3): the reference's rounding comes
-    first."""
-    value, step, _ = typed(answer, q)
-    ours = agreement(value, step, float(q.reference))
-    return [s.hint for s in q.slips if s.hint and agreement(value, step, float(s.answer)) > ours]
+def slips_told(q: Number, v) -> list[str]:
+    """The declared slips' hints ``v`` tells as the student's cause, unhedged. A rounding of the reference to fewer
+    figures than the question asks may be a slip's value too (13e9 is the size in a model's name, and 13.0154e9 to
+    2 figures; 2.8e-4 is 2.7962e-4 and 2.8362e-4 to 2): its hint is then one possible cause, never the cause."""
+    return [s.hint for s in q.slips if s.hint and s.hint in v.message
+            and dataclasses.replace(s, maybe=True).told not in v.message]
 
 
 def questions(name: str) -> list[Number]:
@@ -109,11 +101,10 @@ def test_an_honest_rounding_is_told_so(name):
     for q in questions(name):
         if not q.reference:
             continue
-        hints = [s.hint for s in q.slips if s.hint]
         for answer in roundings(q):
             checked += 1
             for judge, v in zip(("grader", "self-check"), both_judges(q, answer), strict=True):
-                said = [h for h in hints if h in v.message and h not in slips_told(q, answer)]
+                said = slips_told(q, v)
                 if said or not told_a_rounding(v, q, answer):
                     bad.append(f"{q.qid} (reference {float(q.reference):.6g} {q.unit}): {answer!r}: {judge} says "
                                f"{v.diagnosis}: {v.message}")
