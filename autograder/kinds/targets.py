@@ -98,6 +98,23 @@ def _bucket(v: Any, g: float) -> tuple[str, int]:
     return _bucket_exact(v, g)
 
 
+def _buckets_around(v: Any, g: float) -> tuple[str, int, int] | None:
+    """Sign and the first and last index of the few log buckets of width ``g`` that may hold ``v``, from the double
+    alone: where the double's index is too large to be trusted (``_LARGEST``: an exact count's buckets are a
+    trillionth wide), the quotient is still within a few of its units in the last place, so the bucket is one of
+    these; a caller that finds them all alike (all outside, as nearly every wrong value is) needs no 30-digit log.
+    None where the double cannot say (not a plain number, zero, infinite, or too many candidates)."""
+    if not ((type(v) is float or type(v) is int and -_EXACT_INT <= v <= _EXACT_INT) and v != 0
+            and math.isfinite(v) and g > 0):
+        return None
+    x = math.log(abs(v)) / math.log1p(g)
+    if abs(x) < _LARGEST:
+        return None  # ``_bucket``'s own double is exact enough here
+    slack = abs(x) * 1e-14  # log, log1p and the division each err by at most an ulp or so: 2e-16 of x apiece
+    lo, hi = math.floor(x - slack), math.floor(x + slack)
+    return (("-" if v < 0 else "+"), lo, hi) if hi - lo <= 8 else None
+
+
 _EXACT_INT = 2**53  # an int that a float holds exactly
 _LARGEST = 2.0**40  # indices up to here: the quotient's error stays under 1e-3 of a bucket
 _SAFE = 1e-3  # keep off a bucket's boundary by this much of a bucket
@@ -179,6 +196,14 @@ class _Oracle:
         g, sign = entry[0], entry[1]
         if sign == "0":  # an exact zero
             return v == 0
+        few = _buckets_around(v, g)
+        if few is not None:  # a narrow bucket, far from zero: the double's few candidates, if they agree
+            got, lo, hi = few
+            if got != sign:
+                return False
+            places = {self._place(key, i, entry, b) for b in range(lo, hi + 1)}
+            if len(places) == 1:
+                return places.pop()
         got, b = _bucket(v, g)
         return self._place(key, i, entry, b) if got == sign else False
 

@@ -43,3 +43,23 @@ def test_values_a_double_cannot_place_go_the_exact_way():
     g = 0.0197
     for v in (0, 0.0, -0.0, float("inf"), -float("inf"), 10**400, mpmath.mpf("1e-500"), True):
         assert tg._bucket(v, g) == tg._bucket_exact(v, g), v
+
+
+@pytest.mark.parametrize("g", (9.8e-13, 3.1e-12, 3.1e-11))
+def test_a_narrow_buckets_candidates_hold_the_exact_one(g):
+    """An exact count's buckets are a trillionth wide, where a double's index is not the exact one: the few it names
+    (``_buckets_around``) must always hold it, at boundaries and elsewhere, or a wrong value could be read as right."""
+    rng = random.Random(int(g * 1e15))
+    values = _boundaries(g, rng, 100)
+    values += [rng.uniform(-1, 1) * 10.0 ** rng.uniform(-30, 30) for _ in range(1500)]
+    values += [rng.randint(-2**53, 2**53) for _ in range(200)] + [211, 13015449600, -7, 2.0**-40]
+    missed, named = [], 0
+    for v in values:
+        few = tg._buckets_around(v, g)
+        if few is None:
+            continue
+        named += 1
+        sign, index = tg._bucket_exact(v, g)
+        if few[0] != sign or not few[1] <= index <= few[2]:
+            missed.append((v, few, (sign, index)))
+    assert named >= 100 and not missed, (named, missed[:5])
