@@ -188,7 +188,7 @@ def course_object(x: Any) -> str | None:
         return None
 
 
-def _describe(x: Any) -> str:
+def _describe(x: Any, depth: int = 0) -> str:
     obj = course_object(x)
     if obj is not None:
         return obj
@@ -214,9 +214,16 @@ def _describe(x: Any) -> str:
         if isinstance(x, sp.Rel):
             return "an equation or a comparison"
         if isinstance(x, sp.Expr):
-            return "a formula" if x.free_symbols else "a number"
+            if x.free_symbols:
+                return "a formula"
+            return "a complex number" if isinstance(expression_value(x), complex) else "a number"
     if plain_number(x) is not None:
         return "a number"
+    if isinstance(x, numbers.Complex):  # numpy's complex64
+        return "a complex number"
+    item = getattr(x, "item", None)  # a numpy scalar or a 0-d array of a flag or a complex number: as its value
+    if callable(item) and getattr(x, "shape", None) == () and not depth:
+        return _describe(item(), depth + 1)
     if isinstance(x, type):
         return "a class"
     if callable(x):
@@ -255,17 +262,17 @@ def expression_value(x: Any) -> float | complex | None:
         return None
 
 
-def encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
-    """JSON for one answer of kind formula / number / choice (text, or an invalid marker). Never raises: an
-    object whose methods raise is recorded as a value of the wrong type. ``whole``: the answer itself, not one
-    value a function returned (whose lists the function kind describes from their type's name)."""
+def encode_scalar(kind: str, answer: Any) -> Any:
+    """JSON for one answer of kind formula / number / choice, or for one value a function returned (text, or an
+    invalid marker whose detail is ``describe``'s words). Never raises: an object whose methods raise is recorded
+    as a value of the wrong type."""
     try:
-        return _encode_scalar(kind, answer, whole)
+        return _encode_scalar(kind, answer)
     except Exception as e:
         return _unreadable(answer, e)
 
 
-def _encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
+def _encode_scalar(kind: str, answer: Any) -> Any:
     if kind == "choice" and issubclass(type(answer), str):
         return str.__str__(answer)
     number = number_of(answer) if kind in ("number", "choice") else None
@@ -280,13 +287,13 @@ def _encode_scalar(kind: str, answer: Any, whole: bool = True) -> Any:
     from .formula import Invalid, answer_to_text  # sympy: in the kernel, not in the grader's workers
 
     # An array of several values, or one value in a list, a tuple or an array: its shape and size, not its class.
-    contained = container_words(answer) if whole else None
+    contained = container_words(answer)
     if contained is not None:
         return {"invalid": "wrong_type", "detail": contained}
     text = answer_to_text(answer)
-    if kind == "choice" and not isinstance(text, Invalid):  # an option is a string or a number
-        text = Invalid("wrong_type", describe(answer) if whole else type_name(answer))
-    elif isinstance(text, Invalid) and text.code == "wrong_type" and whole:  # in words, the same for every kind
+    # an option is a string or a number; and a value of the wrong type is said in words, the same for every kind
+    wrong_type = text.code == "wrong_type" if isinstance(text, Invalid) else kind == "choice"
+    if wrong_type:
         text = Invalid("wrong_type", describe(answer))
     return _invalid(text) if isinstance(text, Invalid) else text
 
@@ -442,7 +449,7 @@ def error_text(e: BaseException) -> str:
 
 
 # How the record says that a function returned another number of values than asked for: what it returned
-# ("3 values", "1 values", "None", "a dict", "an array of shape (3,)"), and how many were asked for.
+# ("3 values", "1 values", "None", "a dict", "a NumPy array of shape (3,)"), and how many were asked for.
 RETURNED = "returned {}, expected {}"
 
 
@@ -471,9 +478,9 @@ def _returned(result: Any) -> str:
             return "a dict"
         if isinstance(result, tuple | list):
             return f"{len(list(result))} values"
-        shape = getattr(result, "shape", None)
-        if isinstance(shape, tuple) and shape and all(type(d) is int for d in shape):
-            return f"an array of shape {tuple.__repr__(shape)}"
+        contained = container_words(result)  # "a NumPy array of shape (3,)"
+        if contained is not None:
+            return contained
     except Exception:  # a hostile object: one value, whatever it is
         pass
     return "1 values"
@@ -507,20 +514,8 @@ def _wrapped(kind: str, result: Any) -> str | None:
 MAX_NESTING = 16
 
 
-def _leaves(x: list | tuple, depth: int = 0) -> list[Any]:
-    """The values of nested lists, in order, as an array's are: a list where one number is asked, which the judge
-    refuses as a list (an array output keeps its nesting: ``_encode_array``)."""
-    out: list[Any] = []
-    for v in x:
-        if isinstance(v, list | tuple) and depth < MAX_NESTING:
-            out += _leaves(v, depth + 1)
-        else:
-            out.append(v)
-    return out
-
-
 # An array whose values cannot all be read as real numbers, in the words of "your function returned ...".
-UNREAD_ARRAY = "array whose entries are not all real numbers (complex, masked, or arrays inside its cells?)"
+UNREAD_ARRAY = "an array whose entries are not all real numbers (complex, masked, or arrays inside its cells?)"
 
 
 def _encode_item(kind: str, x: Any) -> Any:
@@ -528,16 +523,10 @@ def _encode_item(kind: str, x: Any) -> Any:
     try:
         if kind == "array":  # the self-check data names array outputs "array"
             return _encode_array(x)
-        if kind == "number":
-            shape = getattr(x, "shape", None)
-            if not (shape is None or isinstance(shape, tuple) and tuple.__len__(shape) == 0):
-                try:
-                    return [float(v) for v in x.reshape(-1).tolist()]
-                except Exception:
-                    return {"invalid": "wrong_type", "detail": UNREAD_ARRAY}
-            if isinstance(x, list | tuple):
-                return [encode_scalar("number", v, whole=False) for v in _leaves(x)]
-        return encode_scalar(kind, x, whole=False)
+        contained = container_words(x) if kind == "number" else None
+        if contained is not None:  # an array of one value too, which a whole answer is read from: ``x.item()``
+            return {"invalid": "wrong_type", "detail": contained}
+        return encode_scalar(kind, x)
     except Exception as e:
         return _unreadable(x, e)
 
@@ -549,11 +538,11 @@ def _encode_array(x: Any, depth: int = 0) -> Any:
     a number (or the reason it is none), for the judge to refuse."""
     if isinstance(x, list | tuple):
         if depth >= MAX_NESTING:
-            return encode_scalar("number", x, whole=False)
+            return encode_scalar("number", x)
         return [_encode_array(v, depth + 1) for v in x]
     shape = getattr(x, "shape", None)
     if not (isinstance(shape, tuple) and tuple.__len__(shape) > 0):
-        return encode_scalar("number", x, whole=False)
+        return encode_scalar("number", x)
     try:
         return _floats(x.tolist(), depth)
     except Exception:

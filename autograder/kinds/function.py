@@ -26,7 +26,7 @@ from typing import Any
 from .. import probes as builders
 from .. import record
 from ..formula import Invalid
-from ..messages import frame, phrase, with_hints
+from ..messages import frame, in_words, phrase, with_hints
 from ..questions import AuthoringError, Function, Output
 from ..verdict import Status, Verdict
 from . import common, formula, number
@@ -44,6 +44,8 @@ TIMED_OUT = {"timeout:case": re.compile(record.TIMED_OUT.format(r"(\S+)")),
              "timeout:not_called": re.compile(record.NOT_CALLED.format(r"(\S+)"))}
 
 ItemJudge = Callable[[Any], Verdict]
+# How the record writes a number that is not finite (``record.encode_scalar``): text, but a number returned.
+_NOT_FINITE_TEXT = re.compile(r"-?(inf|nan)")
 
 
 def _raised(error: Any, code: str = "raised") -> Verdict:
@@ -74,10 +76,10 @@ def _short(v: Any) -> str:
 
 def _returned(got: Any) -> str:
     """What a function returned where an array was expected and the record holds no list, in words: a number, or
-    the reason it is none (``record.encode_scalar``)."""
-    what = str(got.get("detail") or "value that is not a number") if isinstance(got, dict) and "invalid" in got \
-        else type(got).__name__
-    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+    what ``record.describe`` called it (a record made before it named a type: "a value of type dict")."""
+    if isinstance(got, dict) and "invalid" in got:
+        return in_words(str(got.get("detail") or "")) if got.get("detail") else "a value that is not a number"
+    return "text" if isinstance(got, str) and not _NOT_FINITE_TEXT.fullmatch(got) else "a number"
 
 
 # --- an array's shape ------------------------------------------------------------------------------------------
