@@ -521,8 +521,8 @@ def phrase(code: str, **ctx: object) -> str:
         fields["fix"] = number + _SCALES.get(scale, "")
         # 8K tokens is 8192 as often as 8000
         fields["more"] = f" Where K means 1024 ({number}K tokens), write {number}*1024." if scale in ("k", "K") else ""
-        fields["why"] = "a letter after a number reads as a unit, and B is bytes" if scale in ("B", "b") else \
-            "a letter after a number reads as a unit" if len(scale) == 1 else "a count is written in digits"
+        fields["why"] = _SCALE_WHY.get(scale, "a letter after a number reads as a unit" if len(scale) == 1
+                                       else "a count is written in digits")
     if head == "scientific_notation":  # "1.5 x 10^-3" -> 1.5e-3
         from .numbers import e_notation
 
@@ -691,8 +691,10 @@ def _num(k: Fraction) -> str:
 
 
 # A count's scale as the book writes it (13B parameters) or in words, as a power of ten.
-_SCALES = {"k": "e3", "K": "e3", "thousand": "e3", "M": "e6", "million": "e6", "G": "e9", "B": "e9", "billion": "e9",
-           "T": "e12", "trillion": "e12"}
+# Why a scale letter is not read as its scale, where it names a unit: B, the book's billion, is bytes.
+_SCALE_WHY = {"B": "a letter after a number reads as a unit, and B is bytes, not billions"}
+_SCALES = {"k": "e3", "K": "e3", "thousand": "e3", "M": "e6", "million": "e6", "G": "e9", "B": "e9", "bn": "e9",
+           "billion": "e9", "T": "e12", "trillion": "e12"}
 
 # An answer at the edge that more figures cannot move: it is what it is, so the values it was computed from decide.
 _EDGE_PRECISE = ("More figures would not decide it: recheck the constants you used (a rounded one moves an answer by "

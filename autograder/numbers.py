@@ -248,9 +248,10 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
 
 # Money written as money: a currency's sign or name (an amount is asked as a plain number).
 _CURRENCY = re.compile(r"[$€£¥]|\b(?:USD|EUR|GBP|dollars?|euros?)\b", re.IGNORECASE)
-# A number with a letter of scale glued to it, as the book writes counts (13B parameters, 70M, 4k), or
-# with the word (13 billion).
-_SCALED = re.compile(rf"{_NUM}(?:[kKMGTB]|\s*(?:thousand|million|billion|trillion))")
+# A number with a letter of scale after it, glued or after a space, as the book and the news write counts (13B
+# parameters, 8.03 B, 70M, 3.2 G, 4k, 13bn), or with the word (13 billion). On a plain-number question it is told how
+# to write the number (``messages.phrase``); on a question with a unit, B is bytes and G alone no unit.
+_SCALED = re.compile(rf"{_NUM}\s*(?:[kKMGTB]|bn|thousand|million|billion|trillion)")
 # A name right after an operator, as in 2*B or 4*(N + 1): a formula, where a unit would follow a space.
 # Not after "/", which units hold (GB/s).
 _NAME_AFTER_OPERATOR = re.compile(r"(?:\*\*|[-+*(])\s*([A-Za-z_]\w*)")

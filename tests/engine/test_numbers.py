@@ -625,6 +625,39 @@ def test_a_k_is_told_both_of_its_readings():
     assert "1024" not in judge(q, "13B").message
 
 
+# A count written the book's way, with the letter of its scale after a space or glued to it ("8.03 B" for Llama's 8.03
+# billion parameters, "3.2 G"): on a plain-number question each was told "'B' is not the right kind of unit" or
+# "Unknown unit 'G'", true but no help. Each is now told how to write the number, in every plain-number question of
+# the course, by both judges; the verdict is the same (no mark: the letter is not read as a scale).
+SCALED_FORMS = [("8.03 B", "8.03e9"), ("8.03B", "8.03e9"), ("3.2 G", "3.2e9"), ("3.2G", "3.2e9"), ("70 M", "70e6"),
+                ("4 K", "4e3"), ("4 k", "4e3"), ("1.5 T", "1.5e12"), ("13 bn", "13e9"), ("13bn", "13e9"),
+                ("13 billion", "13e9")]
+
+
+def _plain_numbers() -> list[Number]:
+    from autograder.questions import chapter_names, load_chapter
+
+    return [q for name in chapter_names() for q in load_chapter(name).questions
+            if isinstance(q, Number) and q.unit == ""]
+
+
+@pytest.mark.parametrize("q", _plain_numbers(), ids=lambda q: q.qid)
+def test_a_scale_letter_on_a_plain_number_is_told_how_to_write_the_number(q):
+    for text, fix in SCALED_FORMS:
+        for v in both(q, text):
+            assert v.status is Status.INVALID and v.diagnosis == "scale_suffix", (text, v)
+            assert f"write {fix} " in v.message, (text, v.message)
+            assert ("B is bytes" in v.message) == text.rstrip().endswith("B"), (text, v.message)
+
+
+def test_a_scale_letter_is_no_unit_where_the_question_has_one():
+    """A question in bytes reads "8.03 B" as bytes and "3.2 G" as no unit it knows: only a plain number's count is
+    written the book's way."""
+    q = Number(qid="ch99-n9-bytes", points=1, prompt="p", reference=8.03, unit="B", slips=(Slip(16.06, "ratio:2"),))
+    assert all(v.ok for v in both(q, "8.03 B"))
+    assert all(v.diagnosis == "unknown_unit" for v in both(q, "3.2 G"))
+
+
 # --- a factor that would give a guess the answer is withheld ----------------------------------------------
 
 @pytest.mark.parametrize(("reference", "unit", "guess"), [(1 / 32, "", 1), (0.25, "", 1), (1e-3, "s", 1),
