@@ -168,6 +168,14 @@ def choose_mesh_rounds_down(B, F, N, M_X, M_Y):
     return float(x), float(N // x)
 
 
+def choose_mesh_rounds_linearly(B, F, N, M_X, M_Y):
+    """X_opt rounded to the nearer power of two by difference, not in log scale: 1.45 * 2^k goes down to 2^k."""
+    x_opt = math.sqrt(B * N * M_X / (F * M_Y))
+    low = 2 ** math.floor(math.log2(x_opt))
+    x = min(max(low if x_opt - low < 2 * low - x_opt else 2 * low, 1), N)
+    return float(x), float(2 ** int(math.floor(math.log2(N / x) + 1e-9)))
+
+
 def _probe_time(b, D, F, X, Y, M_X=2, M_Y=1):
     return dict(b=float(b), D=float(D), F=float(F), X=X, Y=Y, C=PEAK, W=ICI, M_X=M_X, M_Y=M_Y)
 
@@ -198,15 +206,29 @@ MESH_PROBES = (
     dict(B=2e6, F=53_248.0, N=SLICE_16, M_X=2, M_Y=1),
     dict(B=1e5, F=8192.0, N=256, M_X=1, M_Y=1),
     dict(B=3e7, F=8192.0, N=256, M_X=2, M_Y=1),  # X_opt > N: pure FSDP
+    dict(B=2.2e6, F=16_384.0, N=2048, M_X=2, M_Y=1),  # X_opt = 742 = 1.45 * 512: in log scale 1024, linearly 512
 )
+# Rounding X_opt to the nearer power of two by difference, not in log scale, parts from the prompt's rule only where
+# X_opt lies between sqrt(2) and 1.5 times a power of two: a case drawn like these probes is put there, so that half
+# the drawn cases fail that slip (a random batch put 1 case in 12 there, and the slip kept every mark).
+LOG_ROUNDING_PROBES = (MESH_PROBES[0], MESH_PROBES[4], MESH_PROBES[5], MESH_PROBES[7])
 
 
 def draw_mesh(rng: random.Random, probe: dict) -> dict:
     """CX4's grading-time cases: the probe's mesh axes, a batch 1/8 to 8 times the probe's, F 1/2 to 2
     times, and a fresh chip count, a power of two from 64 to 16384 as the prompt says (with another N the
-    prompt's "kept between 1 and N" would have several honest readings)."""
-    return dict(probe, B=float(round(probe["B"] * 2 ** rng.uniform(-3, 3))),
+    prompt's "kept between 1 and N" would have several honest readings); like a probe of ``LOG_ROUNDING_PROBES``,
+    the batch that puts X_opt between 1.425 and 1.49 times a power of two below N."""
+    case = dict(probe, B=float(round(probe["B"] * 2 ** rng.uniform(-3, 3))),
                 F=float(round(probe["F"] * 2 ** rng.uniform(-1, 1))), N=2 ** rng.randint(6, 14))
+    if probe not in LOG_ROUNDING_PROBES:
+        return case
+    # X_opt = u * 2^k, u in the window, X = 2^(k+1) <= N, and a batch of a thousand tokens or more
+    N, F, M_X, M_Y = case["N"], case["F"], case["M_X"], case["M_Y"]
+    least = math.ceil(math.log2(math.sqrt(1e3 * N * M_X / (F * M_Y)) / 1.42))
+    k = rng.randint(min(max(least, 0), int(math.log2(N)) - 1), int(math.log2(N)) - 1)
+    x_opt = rng.uniform(1.425, 1.49) * 2**k
+    return case | dict(B=float(round(x_opt**2 * F * M_Y / (N * M_X))))
 
 
 # --- programs (CX1-CX4): models and typical wrong versions ---------------------------------------------
@@ -1047,7 +1069,10 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
              prompt="choose_mesh(B, F, N, M_X, M_Y): (X, Y), powers of two, for FSDP + tensor parallelism.",
              reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,
              output=(Output("number", tolerance=EXACT),) * 2,
-             slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),)),
+             slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),
+                    Slip(choose_mesh_rounds_linearly, "not_equal",
+                         "round in log scale, as the prompt says: between 2^k and 2^(k+1) the midpoint is then "
+                         "sqrt(2) * 2^k, not 1.5 * 2^k."))),
     Program(qid="ch05-cx4-fsdp-tp-step", points=3, section=MIX,
             prompt="A whole training step on the 4 x 2 mesh: (loss, dW_in, dW_out) of mean_b sum(mlp(x)^2) / 2, "
                    "each gradient sharded like its weight.",
