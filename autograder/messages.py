@@ -23,7 +23,9 @@ _INVALID = {
     "caret_power": "Use ** for powers (B**2), not ^.",
     "unicode_operator": "Use the keyboard operators + - * / instead of '{detail}'.",
     "relation": "Give an expression, not an equation or comparison: drop the '=' or '<'.",
-    "unknown_name": "Unknown name '{detail}'. Use only these symbols: {names}.",
+    # A name the notebook may well define (the notation's N) that this question does not take: "unknown" would be
+    # false, and "should not depend on N" falser; say which symbols the question takes.
+    "unknown_name": "'{detail}' is not one of this question's symbols: use only {names}.",
     "unknown_function": "'{detail}' is not a function a formula may use. Allowed: sqrt, log, exp, "
                         "max, min, abs, floor, ceiling.{instead}",
     "function_without_call": "'{detail}' is a function: call it with parentheses, e.g. {detail}(B).",

@@ -306,7 +306,9 @@ def e2(chip: hw.TPU) -> tuple[Number, ...]:
 
 def e4(slice_dst: tuple[int, int], pod_dst: tuple[int, int], cube_dst: tuple[int, int, int]) -> tuple[Number, ...]:
     """E4: hops from the origin on a v5e 4x4 slice (no wraparound), a full v5e pod (wraparound on both
-    axes) and a v4p 4x4x4 cube (wraparound on every axis); each slip is the count with the other rule."""
+    axes) and a v4p 4x4x4 cube (wraparound on every axis). The slips: the count with the other rule, the longest
+    axis alone (a diagonal step taken for one hop) and the torus's farthest chip (the worst case, not this
+    destination), each where it differs from the answer and from the slips before it."""
     cases = (("slice", E4_SLICE, slice_dst, "TPU v5e 4x4 slice",
               "a v5e slice narrower than 16 has no wraparound links."),
              ("pod", E4_POD, pod_dst, "full TPU v5e 16x16 pod", "a full 16-wide axis wraps around."),
@@ -316,10 +318,18 @@ def e4(slice_dst: tuple[int, int], pod_dst: tuple[int, int], cube_dst: tuple[int
         origin = (0,) * len(dst)
         right = torus.hops(origin, dst)
         other = topo.hops(origin, dst, torus.shape, [not w for w in torus.wrap])
+        longest = max(torus.hops(origin, tuple(x if j == i else 0 for j, x in enumerate(dst)))
+                      for i in range(len(dst)))
+        wrong: dict[int, str] = {}
+        for value, why in ((other, hint), (longest, "each hop crosses one link, along one axis only."),
+                           (torus.diameter, "that is the farthest chip of the torus: count the hops to your "
+                                            "destination.")):
+            if value != right:
+                wrong.setdefault(value, why)
         out.append(number(f"ch02-e4-hops-{name}", section=NET, reference=right, exact=True,
                           prompt=f"How many hops from {_at(origin)} to {_at(dst)} on a {where}?",
-                          slips=(Slip(other, slip_code(other, right, Tolerance.exact_count()), hint),)
-                          if other != right else ()))
+                          slips=tuple(Slip(v, slip_code(v, right, Tolerance.exact_count()), why)
+                                      for v, why in wrong.items())))
     return tuple(out)
 
 
@@ -335,7 +345,9 @@ def q1(chip: hw.TPU, n_params: float, n_chips: int) -> tuple[Number, ...]:
                    # the book's 10 ms uses 1.23e12 B/s for the v4p, 4% off the table's
                    tolerance=Tolerance(rtol=0.05) if (chip, n_params, n_chips) == Q1_BOOK else TWO_PERCENT,
                    slips=(Slip(seconds / 2, "ratio:1/2", "bf16 is 2 bytes per parameter."),
-                          Slip(seconds * 1e3, "unit:1000"))),)
+                          Slip(seconds * 1e3, "unit:1000"),
+                          Slip(seconds * n_chips, slip_code(seconds * n_chips, seconds),
+                               "the chips read at the same time, each only its own share of the weights."))),)
 
 
 def q1_valid(chip: hw.TPU, n_params: float, n_chips: int) -> bool:
@@ -377,7 +389,8 @@ def q2(chip_2d: hw.TPU, chip_3d: hw.TPU) -> tuple[Number, ...]:
         _q2("v5e", chip_2d, "hbm", f"Bytes of HBM in a full {chip_2d.name} pod.", (Slip(flat["hbm"] * 2, "ratio:2"),)),
         _q2("v5p", chip_3d, "hosts", f"How many CPU hosts does a full {chip_3d.name} pod "
             f"({'x'.join(map(str, chip_3d.full_pod))}) have?",
-            (Slip(pod_chips(chip_3d) / 2 * 2, "ratio:4", "divide by the 4 chips of a host: 2*2 in parentheses."),)),
+            (Slip(pod_chips(chip_3d) / 2 * 2, "ratio:4",
+                  "that counts chips, not hosts: each host drives a block of several chips."),)),
         _q2("v5p", chip_3d, "cores", f"How many TensorCores does a full {chip_3d.name} pod have?",
             (Slip(pod_chips(chip_3d), "ratio:1/2", f"a {chip_3d.name} chip is a megacore of two TensorCores."),)),
         _q2("v5p", chip_3d, "flops", f"bf16 FLOP/s of a full {chip_3d.name} pod.",

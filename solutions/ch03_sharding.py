@@ -251,7 +251,7 @@ T_S2 = sp.Max(2 * B * D * F / (X * C), 4 * B * F / W)  # partial matmul, AllRedu
 # times, the book writes their large-X forms).
 Q4_EXACT_S1 = sp.Max(2 * B * D * F / C, 2 * D * F / W * (X - 1) / X)
 Q4_EXACT_S2 = sp.Max(2 * B * D * F / (X * C), 4 * B * F / W * (X - 1) / X)
-RING_SHARE = "the ring's (X-1)/X is the share of the array a chip receives: it scales the bytes, not the matmul."
+RING_SHARE = "the ring's factor is the share of the array a chip receives: it scales the bytes, not the matmul."
 Q5_CHIPS = math.prod((4, 4, 4))  # TPU v4p 4x4x4
 Q5_FLOPS = 2 * I * J * K / Q5_CHIPS
 Q5_GATHER = BF16 * I * K / (3 * W)  # AllGather of bf16 C[I_XYZ, K] over 3 axes at once

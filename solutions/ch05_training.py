@@ -649,7 +649,15 @@ PIPE_SPEC = ProgramSpec(mesh=X8, einsum="8 relu layers h -> relu(h @ w[i]) appli
                             "layers are gathered."))
 
 
-FORMULA_SYMBOLS = "B D F X Y N C W M_X M_Y"
+# The symbols each formula takes: those its prompt works in, beside the model's and the chip's (B D F C W). The
+# notation's N = X*Y chips is no symbol of a question over one axis: a student who writes "over X chips" as N is
+# told the question takes X (an unknown symbol's message), not that the answer "should not depend on N".
+DP_SYMBOLS = "B D F X C W"  # data parallelism and FSDP over X chips, one mesh axis
+FSDP_AXES_SYMBOLS = "B D F C W M_X"  # FSDP's bound over M_X axes
+TP_SYMBOLS = "B D F Y C W"  # tensor parallelism over Y chips, one mesh axis
+TP_AXES_SYMBOLS = "B D F Y C W M_Y"  # its largest Y over M_Y axes
+MIX_SYMBOLS = "B D F X Y N C W M_X M_Y"  # both at once, N = X*Y chips
+MIX_BOUND_SYMBOLS = "B D F N C W M_X M_Y"  # at X_opt, per chip of the N
 
 
 # --- the exercises whose numbers each student is dealt (autograder/variants.py); the book's values first -------
@@ -691,7 +699,7 @@ def e1(chip: hw.TPU) -> tuple[Number, ...]:
                           Slip(with_gradients, slip_code(with_gradients, params, tolerance),
                                "the question keeps no gradients: count 2 + 4 + 4 bytes per parameter."),
                           Slip(gib, slip_code(gib, params, tolerance),
-                               "a GB here is 1e9 bytes (hw's hbm_bytes), not 2**30."),
+                               "a GB here is a decimal billion bytes (hw's hbm_bytes), not a binary GiB."),
                           Slip(params / 1e9, "ratio:1/1000000000", "give the number of parameters, not billions."))),)
 
 
@@ -816,7 +824,7 @@ def cx5(S: int, M: int) -> tuple[Number, ...]:
                    prompt=f"That fraction for {S} stages and {M} microbatches.",
                    reference=bubble, tolerance=THREE_FIGURES,
                    slips=(Slip((S - 1) / M, slip_code((S - 1) / M, bubble, THREE_FIGURES),
-                               "divide by the total number of ticks."),)),)
+                               "the bubble is a share of all the ticks a stage spends, idle ones included."),)),)
 
 
 def cx5_valid(S: int, M: int) -> bool:
@@ -947,20 +955,20 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-e2-dp-t-math", points=1, section=DP,
             prompt="Data parallelism over X chips, global batch B tokens: seconds of matmul per chip in the "
                    "backward pass of one MLP block.",
-            reference=DP_T_MATH, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            reference=DP_T_MATH, symbols=DP_SYMBOLS, counts="X",
             slips=(Slip(4 * B * D * F / (X * C), "ratio:1/2",
                         "the backward pass has twice the matmuls of the forward pass."),
                    Slip(8 * B * D * F / C, "missing_symbol:X"))),
     Formula(qid="ch05-e2-dp-t-comms", points=1, section=DP,
             prompt="Seconds per chip for the AllReduces of that backward pass (bf16 gradients of W_in and W_out; "
                    "large X, the exact (X-1)/X form is right too).",
-            reference=DP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N", limit="X",
+            reference=DP_T_COMMS, symbols=DP_SYMBOLS, counts="X", limit="X",
             slips=(Slip(4 * D * F / W, "ratio:1/2", "an AllReduce costs twice an AllGather of the same array."),
                    Slip(8 * B * D * F / (X * W), "extra_symbol:B",
                         "the gradients have the weights' shape, whatever the batch."))),
     Formula(qid="ch05-e2-dp-bound", points=1, section=DP,
             prompt="The per-chip batch B/X above which data parallelism is compute-bound.",
-            reference=DP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            reference=DP_BOUND, symbols=DP_SYMBOLS, counts="X",
             slips=(Slip(X * C / W, "extra_symbol:X", "asked per chip: that is the global batch."),
                    Slip(2 * C / W, "ratio:2"))),
     vary("ch05-e2", e2, chip=chips(V5P, hw.TPU_V4P, hw.TPU7X, hw.TPU_V5E, hw.TPU_V6E)),
@@ -981,13 +989,13 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-e3-fsdp-t-comms", points=1, section=FSDP,
             prompt="FSDP over X chips, one mesh axis: seconds per chip for the collectives of the forward pass "
                    "(large X; the exact (X-1)/X form is right too).",
-            reference=FSDP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N", limit="X",
+            reference=FSDP_T_COMMS, symbols=DP_SYMBOLS, counts="X", limit="X",
             slips=(Slip(8 * D * F / W, "ratio:2", "gathering a weight costs half an AllReduce of it."),
                    Slip(4 * D * F / (X * W), "ratio_symbols:X",
                         "an AllGather's time hardly depends on the ring's length."))),
     Formula(qid="ch05-e3-fsdp-bound", points=1, section=FSDP,
             prompt="The per-chip batch above which FSDP is compute-bound when its collectives run over M_X axes.",
-            reference=FSDP_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            reference=FSDP_BOUND, symbols=FSDP_AXES_SYMBOLS,
             slips=(Slip(C / W, "missing_symbol:M_X"), Slip(M_X * C / W, "ratio_symbols:M_X"))),
     vary("ch05-e4", e4, batch=values(40e6, 20e6, 60e6, 30e6, 50e6)),
     vary("ch05-e5", e5, batch=values(16e6, 8e6, 4e6, 32e6), mfu=values(0.5, 0.4, 0.6)),
@@ -1006,12 +1014,12 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-e6-tp-t-comms", points=1, section=TP,
             prompt="Tensor parallelism over Y chips, one mesh axis: seconds per chip for the collectives of the "
                    "forward pass (bf16 activations; large Y, the exact (Y-1)/Y form is right too).",
-            reference=TP_T_COMMS, symbols=FORMULA_SYMBOLS, counts="X Y N", limit="Y",
+            reference=TP_T_COMMS, symbols=TP_SYMBOLS, counts="Y", limit="Y",
             slips=(Slip(2 * BF16 * D * F / W, "extra_symbol:F", "tensor parallelism moves activations, not weights."),
                    Slip(2 * B * D / W, "ratio:1/2", "the input is gathered and the output reduce-scattered."))),
     Formula(qid="ch05-e6-tp-max-y", points=1, section=TP,
             prompt="The largest Y for which tensor parallelism over M_Y mesh axes is compute-bound.",
-            reference=TP_MAX_Y, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            reference=TP_MAX_Y, symbols=TP_AXES_SYMBOLS, counts="Y",
             slips=(Slip(F * W / C, "missing_symbol:M_Y"),
                    Slip(M_Y * B * W / C, "extra_symbol:B", "the batch cancels: both sides grow with B."))),
     Choice(qid="ch05-e6-int8", points=1, section=TP,
@@ -1036,14 +1044,14 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-e9-x-opt", points=2, section=MIX,
             prompt="N = X*Y chips, FSDP over X (M_X axes), tensor parallelism over Y (M_Y axes): the X at which "
                    "the FSDP and tensor-parallel collectives take equally long.",
-            reference=X_OPT, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            reference=X_OPT, symbols=MIX_SYMBOLS, counts="X Y N",
             slips=(Slip(sp.sqrt(B * N / F), "missing_symbol:M_X,M_Y"),
                    Slip(B * N * M_X / (F * M_Y), "not_equivalent", "balance the two times, then take a root."))),
     vary("ch05-e9", e9, B=values(E9_B, 24 * 1024, 96 * 1024, 40 * 1024, 160 * 1024)),
     Formula(qid="ch05-e10-mix-bound", points=2, section=MIX,
             prompt="At X_opt: the per-chip batch B/N above which FSDP + tensor parallelism is compute-bound "
                    "(collectives overlapped with each other and with compute).",
-            reference=MIX_BOUND, symbols=FORMULA_SYMBOLS, counts="X Y N",
+            reference=MIX_BOUND, symbols=MIX_BOUND_SYMBOLS, counts="N",
             slips=(Slip(4 * MIX_BOUND, "ratio:4", "the two collectives run at the same time, not one after the other."),
                    Slip(C / (M_X * W), "missing_symbol:F,M_Y", "that is FSDP's bound alone."))),
     vary("ch05-e10", e10, F=values(32_768, 28_672, 53_248, 20_480),
@@ -1084,7 +1092,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Formula(qid="ch05-cx5-bubble", points=1, section=PIPE,
             prompt="GPipe with S stages and M microbatches: the fraction of the forward pass's time a stage idles.",
             reference=BUBBLE, symbols="S M", counts="S M",
-            slips=(Slip((S - 1) / M, "not_equivalent", "divide by the total number of ticks, M + S - 1."),
+            slips=(Slip((S - 1) / M, "not_equivalent",
+                        "the bubble is a share of all the ticks a stage spends, idle ones included."),
                    Slip(S / (M + S), "lower_terms"))),
     vary("ch05-cx5", cx5, S=values(4, 2, 8), M=values(8, 16, 32, 64), valid=cx5_valid),
     Program(qid="ch05-cx5-gpipe", points=3, section=PIPE,

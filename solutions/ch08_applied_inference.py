@@ -48,6 +48,7 @@ E1_CHIPS = {"H100": hw.H100, "TPU v5p": hw.TPU_V5P, "TPU v5e": V5E}
 L70 = m.LLAMA3_70B
 P70 = inf.LLAMA3_70B_PARAMS_BOOK
 KV8 = m.kv_bytes_per_token_of(L70, INT8)  # bytes per token, int8
+KEY_AND_VALUE = "each key/value head keeps both a key and a value per token."  # the cache at half its size
 # The public probes of CX1 and CX2 give LLaMA 3-70B 12 key/value heads, so that they do not carry IQ1's answer.
 PROBE_L70 = L70.with_(K=12)
 SLICE_OPTIONS = ("2x2", "4x2", "4x4", "4x8", "8x8")
@@ -456,9 +457,10 @@ def iq1(context: int, sequences: int) -> tuple[Number, ...]:
     return (
         number("ch08-iq1-kv-32k", section=_story, prompt=f"Its int8 cache for one {context:,}-token sequence.",
                reference=seq, unit="B", tolerance=wide,
-               slips=(Slip(seq / L70.L, "magnitude:-2", "every layer keeps its own."),)),
+               slips=(Slip(seq / L70.L, "magnitude:-2", "every layer keeps its own."),
+                      Slip(seq / 2, "ratio:1/2", KEY_AND_VALUE))),
         number("ch08-iq1-kv-240", section=_story, prompt=f"The caches of {sequences} such sequences.",
-               reference=total, unit="B", tolerance=wide, slips=(Slip(total / 2, "ratio:1/2"),)),
+               reference=total, unit="B", tolerance=wide, slips=(Slip(total / 2, "ratio:1/2", KEY_AND_VALUE),)),
         number("ch08-iq1-chips", section=_story,
                prompt="v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights.", reference=chips,
                tolerance=whole,
@@ -600,10 +602,12 @@ def iq9(B: int, Y: int) -> tuple[Question, ...]:
                slips=(Slip(t["ici"] * 2, "ratio:2", "W_ici is the bidirectional bandwidth."),)),
         number("ch08-iq9-t-hbm", section=_story, prompt="Its time to read the chip's share of the bf16 D x F weight.",
                reference=t["hbm"], unit="s", tolerance=t3,
-               slips=(Slip(t["hbm"] * Y, f"ratio:{Y}", f"each of {Y} chips reads 1/{Y}."),)),
+               slips=(Slip(t["hbm"] * Y, f"ratio:{Y}",
+                           "the weight is split over the chips: each reads only its own shard."),)),
         number("ch08-iq9-t-math", section=_story, prompt="Its FLOP time.", reference=t["flops"], unit="s",
                tolerance=math_tol,
-               slips=(Slip(t["flops"] * Y, f"ratio:{Y}", f"each chip does 1/{Y} of the FLOPs."),)),
+               slips=(Slip(t["flops"] * Y, f"ratio:{Y}",
+                           "the matmul is split over the chips: each does only its own share of the FLOPs."),)),
         Choice(qid="ch08-iq9-bound", points=1, section=_story, prompt="Which of the three bounds that matmul?",
                reference=bound, options=("ici", "hbm", "flops"),
                slips=(Slip(next(o for o in ("ici", "flops", "hbm") if o != bound), "wrong_option",
@@ -774,6 +778,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
     number("ch08-iq1-kv-per-token", section=_story, prompt="LLaMA 3-70B: int8 KV cache bytes per token.", reference=KV8,
            unit="B", tolerance=Tolerance(rtol=0.025),
            slips=(Slip(2 * KV8, "ratio:2", "int8: 1 byte per element.", maybe=True),
+                  Slip(KV8 / 2, "ratio:1/2", KEY_AND_VALUE),
                   Slip(KV8 * L70.N // L70.K, "ratio:8", "the cache holds the 8 key/value heads."))),
     vary("ch08-iq1", iq1, context=values(32_768, 16_384, 65_536), sequences=values(240, 100, 64)),
     vary("ch08-iq2", iq2, batch=values(32, 16, 48), context=values(CONTEXT, 2048)),

@@ -141,3 +141,20 @@ def as_formula(fragment: str, names: tuple[str, ...]) -> sp.Expr | None:
     """The fragment over a question's symbols (``in_names``); None where it does not parse over them."""
     parsed = parse_formula(in_names(fragment, names), names)
     return parsed.expr if isinstance(parsed, Parsed) else None
+
+
+def pieces(text: str, names: tuple[str, ...]) -> list[str]:
+    """The runs of ``text`` made only of ``names`` (a question's symbols), numbers, + - * / ** ( ) and spaces, trimmed
+    of the prose's brackets and dangling operators, that are more than one symbol or one number: what a student
+    could type as part of a formula ("M + S - 1", "(X-1)/X", "1/32"). Wider than ``fragments``: a sum counts too."""
+    words = "|".join(re.escape(n) for n in sorted(names, key=lambda n: (-len(n), n)))
+    token = (rf"(?:(?<![\w.])(?:{words})(?![\w])|" if words else "(?:") + \
+        r"(?<![\w.])\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])|\*\*|[-+*/()]| )"
+    out = []
+    for m in re.finditer(rf"(?:{token})+", text.replace("\n", " ")):
+        frag = m.group(0).strip(" +-*/")
+        while frag.count("(") != frag.count(")") and frag:  # a bracket of the prose around it
+            frag = frag[1:].strip(" +-*/") if frag.count("(") > frag.count(")") else frag[:-1].strip(" +-*/")
+        if re.search(r"[-+*/]", frag):
+            out.append(frag)
+    return out

@@ -67,7 +67,7 @@ def test_demo_prints_the_grade_table(tmp_path):
 
 
 @pytest.mark.parametrize(("ref", "cand", "code", "words"), [
-    ("2*D", "2*B", "unknown_name", "Unknown name 'D'"),
+    ("2*D", "2*B", "unknown_name", "'D' is not one of this question's symbols"),
     ("2B", "2*B", "implicit_multiplication", "Write the multiplication out"),
 ])
 def test_equiv_says_what_is_wrong_with_a_reference_in_words(ref, cand, code, words):

@@ -27,15 +27,18 @@ import re
 from collections.abc import Iterator
 from fractions import Fraction
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
+import sympy as sp
 
 from autograder import fingerprint, kinds
+from autograder.kinds import formula
 from autograder.kinds.number import BINARY_SIZES, NUMBER_FACTORS, mantissa, pin, simple_mantissas, time_factors
 from autograder.numbers import Tolerance
-from autograder.questions import Number, Question, chapter_names
+from autograder.questions import Formula, Number, Question, chapter_names
 from autograder.verdict import Status, Verdict
-from tests.leak_checks import Dealt, dealt, in_unit, numbers_in
+from tests.leak_checks import Dealt, as_formula, dealt, in_unit, numbers_in, pieces
 
 # A size in a model's name: "LLaMA 3-70B", "LLaMA-2 13B", "Course-31B", "Megatron-LM's 314B run".
 MODEL_SIZE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)B\b")
@@ -132,6 +135,66 @@ def test_no_message_states_another_questions_answer():
     leaks = message_leaks()
     assert not leaks, (f"{len(leaks)} hint(s) or message(s) state a number another question accepts; "
                        "say it without the number (name the question or the quantity):\n" + "\n".join(leaks))
+
+
+# --- a slip's hint that hands over the rest of the answer ----------------------------------------------------
+
+def _combined(slip: Any, piece: Any) -> tuple[Any, ...]:
+    """What a student who reads ``piece`` in the hint of the ``slip`` they typed can make of the two in one step."""
+    return (piece, slip * piece, slip / piece, piece / slip, slip + piece, slip - piece, piece - slip)
+
+
+def hint_giveaways() -> list[str]:
+    """Each slip's hint that states a piece of formula (``leak_checks.pieces``: over the question's symbols for a
+    formula, numbers alone for a number) which, put together with the slip in one step, is the answer: "divide by the
+    total number of ticks, M + S - 1" beside (S-1)/M (for a formula, the piece over the slip's numerator, or the
+    slip's denominator under the piece, are one step too). Formulas are judged by the formula judge, numbers by their
+    tolerance, at every choice of every setting. A function's or a program's answer is code: no piece of a hint
+    combines with it."""
+    out = []
+    for d in dealt():
+        q = d.question
+        if not isinstance(q, Formula | Number) or (isinstance(q, Formula) and d.choice != "book"):
+            continue
+        names = q.names if isinstance(q, Formula) else ()
+        for slip in q.slips:
+            for piece in pieces(slip.hint, names) if slip.hint else ():
+                if isinstance(q, Formula):
+                    expr = as_formula(piece, names)
+                    if expr is None:
+                        continue
+                    wrong = formula.parse_known(names, slip.answer).expr
+                    top, bottom = sp.fraction(sp.together(wrong))  # "divide by ..." in place of its denominator
+                    told = [c for c in (*_combined(wrong, expr), top / expr, expr / bottom)
+                            if formula.judge(q, c).status is Status.CORRECT]
+                else:
+                    try:
+                        value = float(sp.sympify(piece))
+                    except (sp.SympifyError, TypeError, ValueError, ZeroDivisionError):
+                        continue
+                    told = [c for c in _combined(float(slip.answer), value) if value
+                            and q.tolerance.accepts(q.reference, c)]
+                if told:
+                    out.append(f"{q.qid} [{d.choice}]: the hint {slip.hint!r} of the slip {slip.answer!r} states "
+                               f"{piece!r}, which makes it the answer")
+    return sorted(set(out))
+
+
+@pytest.mark.every_chapter
+def test_no_slips_hint_hands_over_the_rest_of_the_answer():
+    """A hint names the cause of a slip, never the piece that mends it: with the numerator right, "divide by
+    M + S - 1" is the answer."""
+    leaks = hint_giveaways()
+    assert not leaks, (f"{len(leaks)} slip hint(s) state what turns the slip into the answer; say why the slip is "
+                       "wrong without the expression:\n" + "\n".join(leaks))
+
+
+@pytest.mark.parametrize(("text", "names", "found"), [
+    ("divide by the total number of ticks, M + S - 1.", ("S", "M"), ["M + S - 1"]),
+    ("the ring's (X-1)/X is the share (in B/s); each of 32 chips reads 1/32.", ("X", "B"), ["(X-1)/X", "1/32"]),
+    ("LLaMA 3-8B's 2:4-sparse D-sized norm, a multiply-add", ("D",), [])])
+def test_pieces_are_what_a_student_could_type(text, names, found):
+    assert pieces(text, names) == found
 
 
 @pytest.mark.parametrize(("text", "found"), [("compare 1/2 FLOP/byte with the chip's ~240.", [240.0]),

@@ -2,12 +2,15 @@
 as the collective inspector sees them
 (test_every_chapter.py runs the records, the book's answers and the syllabus's)."""
 
+import re
+
 import numpy as np
 import pytest
 import sympy as sp
 
 import solutions.ch05_training as ch05
 from autograder.questions import load_chapter
+from autograder.verdict import Status
 from course import comms
 from tests.chapter_checks import assert_size, both_judges, program_inputs
 
@@ -100,3 +103,26 @@ def test_e1_says_what_counts_and_hints_the_other_readings():
         for answer, words in ((hbm / 12, "gradients"), (hbm / 1e9 * 2**30 / 10, "GB")):
             for v in both_judges(q, answer):
                 assert not v.ok and "Hint:" in v.message and words in v.message.split("Hint:")[1], (combo, v.message)
+
+
+# --- each formula takes the symbols its prompt works in ------------------------------------------------
+
+MESH_SYMBOLS = ("N", "X", "Y", "M_X", "M_Y")  # the notation's N = X*Y chips and the axes they span
+
+
+@pytest.mark.parametrize("q", [q for q in CHAPTER.questions if q.kind == "formula" and q.qid.startswith("ch05-e")],
+                         ids=lambda q: q.qid)
+def test_a_formula_declares_only_the_mesh_symbols_its_prompt_uses(q):
+    """Pure data parallelism over X chips has no N: a student who writes the chip count as the notation's N must be
+    told that this question does not take N, not that the answer "should not depend on N", which is false."""
+    used = {s.name for s in sp.sympify(q.reference).free_symbols}
+    stray = [n for n in MESH_SYMBOLS if n in q.names and n not in used
+             and not re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", q.prompt)]
+    assert not stray, f"{q.qid} declares {stray}, which its prompt never uses"
+
+
+def test_the_chip_count_written_as_n_is_named_an_unknown_symbol():
+    q = CHAPTER["ch05-e2-dp-t-math"]
+    for v in both_judges(q, "8*B*D*F/(C*N)"):
+        assert v.status is Status.INVALID and v.diagnosis == "unknown_name", v
+        assert "'N'" in v.message and "X" in v.message.split("use only")[1], v.message

@@ -183,7 +183,7 @@ def _feedback(path: Path, student: str) -> dict[str, str]:
             for o in c.get("outputs", []):
                 verdict = o.get("text", "").partition("\nYour answer:")[0]
                 said[cell["grade_id"]] += re.sub(r"^\[[\d.]+ / [\d.]+\] \w+: ", "", verdict) + "\n"
-    return {qid: re.sub(r"Use only these symbols: .*", "", text) for qid, text in said.items()}
+    return {qid: re.sub(r"symbols: use only .*", "", text) for qid, text in said.items()}
 
 
 def _standalone(token: str, text: str) -> bool:
