@@ -601,7 +601,8 @@ def e4(node: hw.GPUNode, nodes_per_su: int, sus: int) -> tuple[Number, ...]:
                         slips=(Slip(lv.child_bytes_per_s * (lv.children - 1) / lv.children,
                                     slip_code(lv.child_bytes_per_s * (lv.children - 1) / lv.children,
                                               lv.collective_bytes_per_s, ONE_PERCENT),
-                                    "D * W / (D - 1)."),))
+                                    "the ring's share is inverted: a level's AllGather bandwidth comes out above its "
+                                    "links' bandwidth, not below."),))
                  for lv in pod(node, nodes_per_su, sus).levels)
 
 
