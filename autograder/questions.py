@@ -138,7 +138,7 @@ class Formula(Question):
 def _one_rounding(a: float, b: float, figures: int) -> bool:
     """Whether ``a`` and ``b`` rounded to ``figures`` significant figures can be written alike (either way where
     what ``a`` drops is exactly a 5): a student who rounds the reference to fewer figures than the question asks
-    then writes the slip's value too (2.8e-4 for 2.8362e-4 and for a slip's 2.7962e-4), so its hint is one possible
+    then writes the slip's value too (0.28 ms for 0.2836 ms, and for a slip at 0.2796 ms), so its hint is one possible
     cause, not theirs."""
     if not (a and b and math.isfinite(a) and math.isfinite(b)):
         return False
