@@ -9,14 +9,13 @@ regime alone, or one the result never depends on) is let be.
 """
 
 import json
-import statistics
 from typing import Any
 
 import pytest
 
 from autograder import probes as builders
 from autograder import record
-from autograder.kinds.function import _judges, _kinds, _probe, diagnose, drawn_probes
+from autograder.kinds.function import _judges, _kinds, _probe, diagnose, drawn_probes, frozen_values
 from autograder.kinds.function import numeric_inputs as inputs
 from autograder.questions import Function, chapter_names, load_chapter
 
@@ -68,14 +67,10 @@ _REFERENCE: dict[tuple[int, str], tuple[bool, Any]] = {}  # (question, case as J
 
 def freezes(q: Function, name: str) -> list[Any]:
     """Every value a student who ignored ``name`` might write in its place, read off the public probes: each value it
-    takes there (the commonest first), their median, and 1. The commonest alone missed answers that froze another
-    probe's width (D = 128 kept every mark of ch04-cx2 at 2 of 6 students) or the probes' median (N = 56 in ch11-c1)."""
-    values = [p[name] for p in q.probes]
-    median = statistics.median(values)
-    if all(isinstance(v, int) for v in values) and float(median).is_integer():
-        median = int(median)
-    one = 1.0 if isinstance(values[0], float) else 1
-    return list(dict.fromkeys([max(values, key=values.count), *values, median, one]))
+    takes there (the commonest first), their median, and 1 (the engine's own list, whose sets it draws again). The
+    commonest alone missed answers that froze another probe's width (D = 128 kept every mark of ch04-cx2 at 2 of 6
+    students) or the probes' median (N = 56 in ch11-c1)."""
+    return frozen_values(q, name)
 
 
 def _drawn(q: Function, seed: str) -> tuple:
