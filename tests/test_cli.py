@@ -122,9 +122,8 @@ def test_sample_writes_a_known_submission_where_grade_reads_it(tmp_path):
     again = run("sample", chapter, "--student", "ta-check", "--kind", "untouched", *course)
     assert again.returncode == 2 and "--force replaces it" in again.stderr  # a hand-in is never overwritten unasked
     assert run("sample", chapter, "--student", "ta-check", "--kind", "untouched", "--force", *course).returncode == 0
-    assert written.read_bytes() == (tmp_path / "release" / chapter / f"{chapter}.ipynb").read_bytes() or \
-        nbformat.read(written, as_version=4) == nbformat.read(tmp_path / "release" / chapter / f"{chapter}.ipynb",
-                                                              as_version=4)
+    handed_out = nbformat.read(tmp_path / "release" / chapter / f"{chapter}.ipynb", as_version=4)
+    assert nbformat.read(written, as_version=4) == handed_out
 
     elsewhere = tmp_path / "elsewhere" / "x"
     nbformat.write(nbformat.v4.new_notebook(), elsewhere.parent.mkdir() or elsewhere.with_suffix(".ipynb"))
