@@ -326,12 +326,19 @@ class Function(Question):
     # Numeric inputs the answer may ignore in most drawn cases and still be right, each with why in a sentence: one
     # that counts in one regime alone (a hop latency, in the latency-bound cases), or one the result never depends on
     # (flash attention's chunk). Every other numeric input is drawn so that an answer that freezes it (at any value it
-    # takes in the probes, at their median, at 1) fails most of a student's cases (tests/test_ignored_inputs.py).
+    # takes in the probes or the student's cases, at their median, at 1, at twice or half the median) fails most of a
+    # student's cases (tests/test_ignored_inputs.py).
     narrow_inputs: tuple[tuple[str, str], ...] = ()
+    # How many cases are drawn at grading time, like the probes in turn; 0: one like each probe. More where a few
+    # cases cannot keep each input from being written in (an input picked from 3 values fills 2 of 3 cases at most
+    # draws: drawn again until it fills at most half, ``kinds.function._frozen_share``).
+    cases: int = 0
     kind: ClassVar[str] = "function"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.cases and self.cases < len(self.probes):
+            raise AuthoringError(f"{self.qid}: cases counts the drawn cases, at least one like each probe")
         for name, why in self.narrow_inputs:
             if not why or any(name not in p for p in self.probes):
                 raise AuthoringError(f"{self.qid}: a narrow input names an argument of every probe, and says why: "

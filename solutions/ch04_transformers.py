@@ -246,10 +246,11 @@ def draw_spec(rng: random.Random, probe: dict) -> dict:
 def draw_decoder(rng: random.Random, probe: dict) -> dict:
     """CX2's grading-time case: a small GQA layer of fresh dimensions (N a multiple of K). B, T, D, F and H are none
     of the two probes' values nor their median: with two cases a student, a layer whose D was written in as a probe's
-    128 kept half the marks of every student who drew one case of that width."""
+    128 kept half the marks of every student who drew one case of that width. Six cases (``cases``), each width from
+    four values: with two cases, one value fills both cases at a third of the draws (D = 512 kept every mark)."""
     K = rng.choice((1, 2, 4))
-    return dict(B=rng.choice((3, 4)), T=rng.choice((32, 48, 256)), D=rng.choice((384, 512, 640)),
-                F=rng.choice((256, 384, 1536)), N=K * rng.choice((1, 2, 4)), K=K, H=rng.choice((8, 48, 64)))
+    return dict(B=rng.choice((3, 4, 5, 6)), T=rng.choice((32, 48, 80, 256)), D=rng.choice((384, 512, 640, 768)),
+                F=rng.choice((256, 384, 1536, 2048)), N=K * rng.choice((1, 2, 4)), K=K, H=rng.choice((8, 40, 48, 64)))
 
 
 def draw_flash(rng: random.Random, probe: dict) -> dict:
@@ -377,7 +378,7 @@ def draw_flops(rng: random.Random, probe: dict) -> dict:
 
 def draw_kv(rng: random.Random, probe: dict) -> dict:
     shape = random_shape(rng)
-    return dict(L=shape["L"], K=shape["K"], H=shape["H"], S=rng.randint(1, 2**16), bpe=rng.choice((1, 2)))
+    return dict(L=shape["L"], K=shape["K"], H=shape["H"], S=rng.randint(1, 2**16), bpe=rng.choice(BYTES_PER_ELEMENT))
 # A small model beside the book's: there the norms are 0.03% of the count, past the tolerance, so that a count with
 # them is refused by the self-check as by the grader, whose drawn models are as small (on the LLaMA sizes alone the
 # self-check ticked it, and the grader took points from about one student in twenty).
@@ -896,7 +897,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
     Function(qid="ch04-cx2-decoder-layer", points=3, section=_layer,
              prompt="decoder_layer_costs(B, T, D, F, N, K, H): a GQA layer's parameters, forward and training "
                     "FLOPs measured by XLA.",
-             reference=decoder_prediction, model=decoder_layer_costs, probes=CX2_PROBES, draw=draw_decoder,
+             reference=decoder_prediction, model=decoder_layer_costs, probes=CX2_PROBES, draw=draw_decoder, cases=6,
              output=(Output("number", tolerance=EXACT), Output("number", tolerance=Tolerance(rtol=0.03)),
                      Output("number", tolerance=Tolerance(rtol=0.03))),
              slips=(Slip(cx2_ungated, "not_equal"), Slip(cx2_forward_as_training, "ratio:1/3"))),
@@ -931,7 +932,7 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
              slips=(Slip(cx5_six_times_params, "close"), Slip(cx5_forward_only, "ratio:1/3"))),
     Function(qid="ch04-cx5-kv-cache", points=1, section=f"{SECTION}#key-value-kv-caching",
              prompt="kv_cache_bytes(L, K, H, S, bpe): KV cache bytes of one sequence.",
-             reference=kv_cache_bytes, probes=KV_PROBES, draw=draw_kv,
+             reference=kv_cache_bytes, probes=KV_PROBES, draw=draw_kv, cases=6,
              output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(cx5_keys_only, "ratio:1/2"),)),
     # Programs: the layer's two blocks on 8 devices, checked against their single-device references.

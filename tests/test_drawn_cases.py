@@ -30,7 +30,7 @@ def _public(q: Function) -> list:
 def test_drawn_cases_are_new_and_the_model_answer_passes_them(q):
     for seed in SEEDS:
         drawn = drawn_probes(q, seed)
-        assert len(drawn) == len(q.probes) and drawn == json.loads(json.dumps(drawn))
+        assert len(drawn) == (q.cases or len(q.probes)) and drawn == json.loads(json.dumps(drawn))
         assert drawn == drawn_probes(q, seed), f"{q.qid}: two draws from one seed differ"
         assert not [c for c in drawn if c in _public(q)], f"{q.qid}: a drawn case is a public one"
         v = judge(q, kinds.encode(printed(q), q.solution, drawn), seed)
@@ -57,7 +57,8 @@ def test_a_function_is_graded_on_the_drawn_cases_alone():
     missing = judge(CROSSOVER, public_only, seed)  # a record without the drawn cases earns nothing
     assert (missing.score, missing.diagnosis) == (0, "no_drawn_cases")
     assert set(right) == {"drawn"}  # at grading time the public cases are not called at all
-    table = judge(CROSSOVER, {"drawn": public_only}, seed)  # the public outputs, replayed as drawn ones
+    replayed = [public_only[i % len(public_only)] for i in range(len(drawn_probes(CROSSOVER, seed)))]
+    table = judge(CROSSOVER, {"drawn": replayed}, seed)  # the public outputs, replayed as drawn ones (in turn)
     assert table.score == 0 and "drawn at grading time fail" in table.message
     assert judge(CROSSOVER, right, seed).ok
 

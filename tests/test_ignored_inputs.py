@@ -3,7 +3,8 @@ share of its drawn cases that pass, so were most cases drawn with an input at it
 that value in (``peak / bw`` for a critical batch whose weights are bf16: ``weight_bytes`` = 2) would keep most of
 the marks: CX3's critical batch earned half from both judges, since half its cases were bf16. For every function
 question and every numeric argument of its probes, the reference with that argument frozen (at each value it takes
-in the public probes, at their median, and at 1: ``freezes``) scores at most half at each student's drawn cases, and
+in the public probes, at their median, at 1, at twice and half the median: ``freezes``; and at the value commonest in
+the student's own cases: ``own_freeze``) scores at most half at each student's drawn cases, and
 less than half over the class; an input the record declares narrow (``Function.narrow_inputs``: one that counts in one
 regime alone, or one the result never depends on) is let be.
 """
@@ -67,10 +68,18 @@ _REFERENCE: dict[tuple[int, str], tuple[bool, Any]] = {}  # (question, case as J
 
 def freezes(q: Function, name: str) -> list[Any]:
     """Every value a student who ignored ``name`` might write in its place, read off the public probes: each value it
-    takes there (the commonest first), their median, and 1 (the engine's own list, whose sets it draws again). The
-    commonest alone missed answers that froze another probe's width (D = 128 kept every mark of ch04-cx2 at 2 of 6
-    students) or the probes' median (N = 56 in ch11-c1)."""
+    takes there (the commonest first), their median, 1, and twice and half the median (a regime the probes skip).
+    The commonest alone missed answers that froze another probe's width (D = 128 kept every mark of ch04-cx2 at 2
+    of 6 students) or the probes' median (N = 56 in ch11-c1)."""
     return frozen_values(q, name)
+
+
+def own_freeze(q: Function, seed: str, name: str) -> Any:
+    """The value ``name`` takes most often in ``seed``'s own drawn cases: what a student who wrote in the usual
+    constant of their cases would write (act_bytes = 4 kept every mark of one student's critical batch, whose cases
+    were all float32, though no probe was)."""
+    values = [c[name] for c in _drawn(q, seed)[0] if name in c]
+    return max(values, key=values.count)
 
 
 def _drawn(q: Function, seed: str) -> tuple:
@@ -149,6 +158,14 @@ def test_an_answer_that_ignores_an_input_fails_most_drawn_cases(q, arg):
             if halves[-1]:
                 break
         if True in halves or None not in halves:  # the scores, for the message
-            scores = [score(q, seed, _ignoring(q, arg, value)) for seed in STUDENTS]
-            pytest.fail(f"{q.qid}: {arg} frozen at {value!r} scores {[round(s, 2) for s in scores]}, more than half "
-                        f"at a student's cases or half on average")
+            _fail(q, arg, value, STUDENTS)
+    for seed in STUDENTS:  # each student's own commonest value: at most half at that student
+        value = own_freeze(q, seed, arg)
+        if _more_than_half(q, seed, arg, value):
+            _fail(q, arg, value, (seed,))
+
+
+def _fail(q: Function, arg: str, value: Any, seeds: tuple[str, ...]) -> None:
+    scores = {seed: round(score(q, seed, _ignoring(q, arg, value)), 2) for seed in seeds}
+    pytest.fail(f"{q.qid}: {arg} frozen at {value!r} scores {scores}, more than half at a student's cases or half on "
+                f"average")
