@@ -636,7 +636,8 @@ def _axes(mesh: tuple[int, ...]) -> dict[str, int]:
 
 def e1(mesh: tuple[int, int], dtype: str) -> tuple[Number, ...]:
     """E1: the bytes one device holds of the JAX example's arrays, for a student's mesh and dtype; the
-    two mesh shapes of 8 devices split B's columns differently, the dtype scales both."""
+    two mesh shapes of 8 devices split B's columns differently, the dtype scales both. A's bytes depend on the
+    dtype alone (8 devices either way), so two dtypes besides the book's bf16 keep two choices off its answers."""
     m, bpe = _axes(mesh), hw.BYTES_PER_ELEMENT[dtype]
     a = math.prod(local_shape([8, 2048], ["X", "Y"], m)) * bpe
     b = math.prod(local_shape([2048, 8192], ["", "Y"], m)) * bpe
@@ -645,7 +646,8 @@ def e1(mesh: tuple[int, int], dtype: str) -> tuple[Number, ...]:
                prompt=f"Bytes of A = {dtype}[8, 2048] @ P('X', 'Y') on each device of a {mesh} mesh.",
                reference=a, unit="B", tolerance=THREE_FIGURES,
                slips=(Slip(a * m["Y"], f"ratio:{m['Y']}", "A's columns are split along Y as well.", maybe=True),
-                      Slip(a / bpe, f"ratio:1/{bpe}", f"{dtype} takes {bpe} bytes per element.", maybe=True))),
+                      *((Slip(a / bpe, f"ratio:1/{bpe}", f"{dtype} takes {bpe} bytes per element.", maybe=True),)
+                        if bpe > 1 else ()))),
         Number(qid="ch03-e1-b-bytes", points=1, section=NOTATION,
                prompt=f"Bytes of B = {dtype}[2048, 8192] @ P(None, 'Y') on each device of the same mesh.",
                reference=b, unit="B", tolerance=THREE_FIGURES,
@@ -1011,7 +1013,7 @@ def cx6(I: int, J: int) -> tuple[Program, ...]:
 
 CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
     # 1. Notation and bookkeeping.
-    vary("ch03-e1", e1, mesh=values((4, 2), (2, 4)), dtype=values("bf16", "fp32")),
+    vary("ch03-e1", e1, mesh=values((4, 2), (2, 4)), dtype=values("bf16", "fp32", "int8")),
     vary("ch03-e2", e2, mesh=values((4, 8), (2, 8), (8, 16), (4, 2), (16, 4))),
     vary("ch03-e3", e3, mesh=values((2, 2), (4, 2), (2, 8), (4, 8))),
     Function(qid="ch03-cx1-local-shape", points=2, section=NOTATION,

@@ -860,7 +860,7 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
     vary("ch11-c1-serve", c1_serve, valid=c1_serve_valid, batch=values(64, 48, 80, 128),
          context=values(8192, 4096, 12288, 16384)),
     # C1, GPU variant: LLaMA 3-70B on 4096 H100s (Part 12, Q5.2).
-    vary("ch11-c1-gpu", c1_gpu, valid=c1_gpu_valid, node=chips(hw.DGX_H100, hw.DGX_H200, hw.DGX_B200),
+    vary("ch11-c1-gpu", c1_gpu, valid=c1_gpu_valid, node=chips(hw.DGX_H100, hw.DGX_H200, hw.DGX_B200, hw.DGX_A100),
          model=models(m.LLAMA3_70B, m.LLAMA31_405B), batch=values(4e6, 2e6, 8e6)),
     # C2: collective matmuls.
     Program(qid="ch11-c2-collective-mlp", points=4, section=JAX,

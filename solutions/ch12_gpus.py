@@ -79,17 +79,29 @@ def q11_valid(gpu1: hw.GPU, gpu2: hw.GPU, tpu: hw.TPU) -> bool:
     return gpu1.sms != gpu2.sms
 
 
-def q12(clock: float) -> tuple[Number, ...]:
-    """Q1.2: an H100's fp32 vector FLOP/s at one of its clocks (the book's: the 1.59 GHz base clock), one
+# (GPU, clock): the H100 at its base clock (the book's) and at the clock of Part 12's tensor-core estimate, and the
+# A100 and B200 at theirs (``tensor_clock_hz``: the A100's 1.41 GHz boost from its whitepaper, the book's 1.86 GHz).
+Q12_CLOCKS = ((H100, hw.H100_BASE_CLOCK_HZ), (H100, H100.tensor_clock_hz), (A100, A100.tensor_clock_hz),
+              (B200, B200.tensor_clock_hz))
+
+
+def q12(gpu: hw.GPU, clock: float) -> tuple[Number, ...]:
+    """Q1.2: a GPU's fp32 vector FLOP/s at one of its clocks (the book's: an H100 at its 1.59 GHz base clock), one
     operation per CUDA core per cycle, no FMA doubling."""
-    flops = cuda_cores(H100) * clock
+    flops = cuda_cores(gpu) * clock
     slips = [Slip(2 * flops, "ratio:2", "count one operation per core per cycle, not an FMA.")]
-    if not ONE_PERCENT.accepts(flops, VECTOR_FLOPS_BOOST):  # the boost clock the next question asks about
+    if gpu is H100 and not ONE_PERCENT.accepts(flops, VECTOR_FLOPS_BOOST):  # the boost clock the next question asks
         slips.append(Slip(VECTOR_FLOPS_BOOST, slip_code(VECTOR_FLOPS_BOOST, flops, ONE_PERCENT, "FLOP/s"),
                           f"use the {clock / 1e9:.2f} GHz clock the question gives, not the boost clock."))
     return (number("ch12-q12-vector-flops", section=S["quiz1"],
-                   prompt=f"fp32 vector FLOP/s of an H100 at {clock / 1e9:.2f} GHz (no FMA doubling).", reference=flops,
+                   prompt=f"fp32 vector FLOP/s of an {gpu.name} at {clock / 1e9:.2f} GHz (no FMA doubling).",
+                   reference=flops,
                    unit="FLOP/s", tolerance=ONE_PERCENT, slips=tuple(slips)),)
+
+
+def q12_valid(gpu: hw.GPU, clock: float) -> bool:
+    """One of the GPU's own clocks."""
+    return (gpu, clock) in Q12_CLOCKS
 
 
 def matmul_time(chip: hw.GPU, b: int, d: int, f: int, bytes_per_element: int = 2) -> tuple[float, float]:
@@ -348,8 +360,9 @@ Q52_TP_WAYS, Q52_PP_WAYS = 8, 8
 Q52_MODELS = ((70e9, 28_672), (90e9, 32_768), (110e9, 36_864))
 Q52_PP_THRESHOLD = C_H100 / (Q52_PP_WAYS * W_NODE)  # 8-way pipelining: each DP group spans 8 nodes' egress
 DP_NODE, DP_SCALEOUT = C_H100 / W_GPU, C_H100 / W_NODE
-# (newer node, older node): the book's B200 DGX against an H100 node, and an H100 node against an A100 node.
-Q51_PAIRS = ((DGX_B200, NODE), (NODE, hw.DGX_A100))
+# (newer node, older node): the book's B200 DGX against an H100 node, and an H100 node and an H800 node (Hopper with
+# NVLink cut to 300 GB/s) against an A100 node.
+Q51_PAIRS = ((DGX_B200, NODE), (NODE, hw.DGX_A100), (hw.H800_NODE, hw.DGX_A100))
 
 
 def q51(new: hw.GPUNode, old: hw.GPUNode) -> tuple[Question, ...]:
@@ -359,7 +372,7 @@ def q51(new: hw.GPUNode, old: hw.GPUNode) -> tuple[Question, ...]:
     ratio, tp, dp = c_new / c_old, c_new / new.nvlink_bytes_per_s_per_gpu, c_new / new.egress_bytes_per_s
     tol = Tolerance(rtol=0.035)  # the book's 2.25, 2500 and 5625 use 2.25e15 for the B200
     links = new.nvlink_bytes_per_s_per_gpu / old.nvlink_bytes_per_s_per_gpu
-    old_link = c_new / old.nvlink_bytes_per_s_per_gpu
+    old_link, old_tp = c_new / old.nvlink_bytes_per_s_per_gpu, c_old / new.nvlink_bytes_per_s_per_gpu
     g_new, g_old = new.gpu.name, old.gpu.name
     return (
         number("ch12-q51-flops-ratio", section=S["quiz5"], prompt=f"{g_new} bf16 FLOP/s over {g_old}'s.",
@@ -367,7 +380,9 @@ def q51(new: hw.GPUNode, old: hw.GPUNode) -> tuple[Question, ...]:
                slips=(Slip(links, slip_code(links, ratio, tol), "compare FLOP/s, not NVLink bandwidth."),)),
         number("ch12-q51-tp-intensity", section=S["quiz5"],
                prompt=f"{g_new} tensor-parallel critical intensity, C / W_NVLink.", reference=tp, tolerance=tol,
-               slips=(Slip(old_link, slip_code(old_link, tp, tol), f"use the {g_new}'s own NVLink bandwidth."),)),
+               slips=(Slip(old_link, slip_code(old_link, tp, tol), f"use the {g_new}'s own NVLink bandwidth."),)
+               if not tol.accepts(tp, old_link) else  # an H800's NVLink is an A100's: the slip is the older FLOP/s
+               (Slip(old_tp, slip_code(old_tp, tp, tol), f"use the {g_new}'s own FLOP/s."),)),
         number("ch12-q51-dp-threshold", section=S["quiz5"],
                prompt=f"{new.name} data-parallel per-GPU batch threshold across nodes, C / W_node.", reference=dp,
                tolerance=tol,
@@ -466,14 +481,16 @@ def q53(seq_len: int, node: hw.GPUNode) -> tuple[Number, ...]:
 E6_SHARD_BYTES = BF16 * 8192 * (28_672 // 8)
 E7_SHARP = hw.NVLINK_ALLREDUCE_MEASURED_BYTES_PER_S * (1 + hw.SHARP_MEASURED_GAIN)
 E13_PER_GPU = SPINE_BYTES_PER_S / POD.gpus
-E1_GENERATIONS = ((H100, B200), (A100, H100))  # (a GPU, the next generation's), the book's first
+# Two GPUs of different generations, the book's H100 and B200 first: the consecutive A100 and H100, and the B200
+# beside each older one, so that a student's pair need not hold either of the book's two GPUs in its place.
+E1_PAIRS = ((H100, B200), (A100, H100), (B200, A100), (B200, H100))
 
 
-def e1(older: hw.GPU, newer: hw.GPU) -> tuple[Number, ...]:
+def e1(gpu1: hw.GPU, gpu2: hw.GPU) -> tuple[Number, ...]:
     """E1: bf16 FLOPs per cycle of one tensor core of two generations (the book's H100 and B200), at the clock
     each estimate uses (``tensor_clock_hz``)."""
     out = []
-    for slot, g in (("h100", older), ("b200", newer)):
+    for slot, g in (("h100", gpu1), ("b200", gpu2)):
         per_cycle = g.bf16_flops_per_s / (g.sms * g.tensor_cores_per_sm * g.tensor_clock_hz)
         out.append(number(f"ch12-e1-{slot}-tc-flops", section=S["gpu"],
                           prompt=f"bf16 FLOPs per cycle of one {g.name} tensor core "
@@ -483,9 +500,9 @@ def e1(older: hw.GPU, newer: hw.GPU) -> tuple[Number, ...]:
     return tuple(out)
 
 
-def e1_valid(older: hw.GPU, newer: hw.GPU) -> bool:
-    """Two consecutive generations."""
-    return (older, newer) in E1_GENERATIONS
+def e1_valid(gpu1: hw.GPU, gpu2: hw.GPU) -> bool:
+    """A listed pair of two generations."""
+    return (gpu1, gpu2) in E1_PAIRS
 
 
 def e3(node: hw.GPUNode) -> tuple[Number, ...]:
@@ -918,7 +935,8 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
     vary("ch12-q11", q11, gpu1=chips(H100, A100, B200), gpu2=chips(B200, A100, H100), tpu=chips(V5P, hw.TPU_V5E),
          valid=q11_valid),
     # Q1.2: vector FLOP/s.
-    vary("ch12-q12", q12, clock=values(hw.H100_BASE_CLOCK_HZ, H100.tensor_clock_hz)),
+    vary("ch12-q12", q12, gpu=chips(H100, A100, B200), clock=values(*dict.fromkeys(c for _, c in Q12_CLOCKS)),
+         valid=q12_valid),
     number("ch12-q12-vector-flops-boost", section=S["quiz1"], prompt="The same at the 1.98 GHz boost clock.",
            reference=VECTOR_FLOPS_BOOST, unit="FLOP/s", tolerance=ONE_PERCENT,
            slips=(Slip(2 * VECTOR_FLOPS_BOOST, "ratio:2"),)),
@@ -1019,7 +1037,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
                         "use the current text's spine bandwidth (Q3.1), twice the older one, over 4 SUs."),)),
     vary("ch12-q45", q45, nodes=values(2, 3, 4), valid=q45_valid),
     # Quiz 5: rooflines.
-    vary("ch12-q51", q51, new=chips(DGX_B200, NODE), old=chips(NODE, hw.DGX_A100), valid=q51_valid),
+    vary("ch12-q51", q51, new=chips(DGX_B200, NODE, hw.H800_NODE), old=chips(NODE, hw.DGX_A100), valid=q51_valid),
     vary("ch12-q52", q52, params=values(*(p for p, _ in Q52_MODELS)), F=values(*(f for _, f in Q52_MODELS)),
          batch=values(4e6, 2e6, 6e6), valid=q52_valid),
     number("ch12-q52-pp-threshold", section=S["quiz5"],
@@ -1032,7 +1050,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
                   Slip("tp8-zero3", "wrong_option", "compare the batch per GPU with the DP threshold."))),
     vary("ch12-q53", q53, seq_len=values(SEQ, 2048, 8192), node=chips(NODE, DGX_B200)),
     # E1-E13.
-    vary("ch12-e1", e1, older=chips(H100, A100), newer=chips(B200, H100), valid=e1_valid),
+    vary("ch12-e1", e1, gpu1=chips(H100, A100, B200), gpu2=chips(B200, H100, A100), valid=e1_valid),
     vary("ch12-e2", e2, registers=values(256, 128, 64), valid=e2_valid),
     vary("ch12-e4", e4, node=chips(NODE, DGX_B200), nodes_per_su=values(*(n for n, _ in E4_PODS)),
          sus=values(*(s for _, s in E4_PODS)), valid=e4_valid),

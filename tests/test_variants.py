@@ -74,6 +74,38 @@ def test_no_student_is_dealt_the_book_s_values_where_others_are_allowed(chapter)
         assert len(dealt) == 2, (n, dealt)
 
 
+# Settings that a class is dealt with fewer than two choices away from the book's answers, each with why the exercise
+# has no other sourced value; a new one fails the test below until it has two more choices or is named here.
+FEW_FRESH_CHOICES: dict[str, str] = {
+    "ch12-q31": "a 64-port switch pod at NDR's 400 or XDR's 800 Gb/s: HDR's 200 (or EDR's 100) makes its answers an "
+                "A100 node's egress, an NVLink 4 link and a TPU v3's ICI, numbers the course library states",
+}
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_setting_deals_two_choices_that_are_not_the_book_s(chapter):
+    """The book prints every answer at its own values. ``variants.pick`` keeps a student off the book's choice, and off
+    a choice at which some answer is still the book's (``Setting.book_answers``), only while two such choices are
+    left: with one, the book's choice (or one showing a printed answer) is dealt again, to about half the class. So
+    every setting, as released, has two choices that are neither, and only those are dealt."""
+    data = released(chapter)
+    block = data["variants"]
+    assert block.get("enabled"), "variants are on in the course's plan"
+    short = {}
+    for name in block["order"]:
+        s = block["settings"][name]
+        book = variants.ordered(s, s["book"])
+        fresh = {i for i, c in enumerate(s["combos"])
+                 if variants.ordered(s, c) != book and i not in s.get("book_answers", ())}
+        dealt = {variants.pick(data, name, f"student{k:03d}") for k in range(200)}
+        if len(fresh) < 2 or not dealt <= fresh:
+            short[name] = {"fresh": sorted(fresh), "dealt": sorted(dealt), "combos": s["combos"]}
+    named = {n for n in FEW_FRESH_CHOICES if n.startswith(chapter[:4] + "-")}
+    assert set(short) == named, {"dealt the book's answers": {n: short[n] for n in sorted(set(short) - named)},
+                                 "named but has two fresh choices": sorted(named - set(short))}
+    assert all(len(why) > 20 for why in FEW_FRESH_CHOICES.values())
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_no_student_is_dealt_a_number_question_whose_answer_the_book_prints(chapter):
     """A question that depends on some of a setting's values only (ch05-e7's minimum F on the ways of tensor
