@@ -70,10 +70,13 @@ _WRONG = {
     "missing_symbol": "The answer depends on {detail}; yours does not.",
     # "missing_symbol" of an answer that is a number (``number``): often a formula whose symbols a cell had made
     # numbers (S, M = 4, 8); the symbols it lacks are not named, a number lacks them all.
-    "missing_symbol:number": "This is a number, not a formula: did a cell assign numbers to the symbols (e.g. S = 4)? "
-                          "Re-run the setup cell, or take the symbols from course.symbols, and compute the formula "
-                          "again.",
-    "lower_terms": "The leading term is right, but the lower-order terms differ: count exactly.",
+    "missing_symbol:number": "This is a number, not a formula: the question asks for a formula in its symbols. If "
+                          "you wrote one, a cell may have assigned numbers to its symbols (e.g. S = 4): re-run the "
+                          "setup cell, or take the symbols from course.symbols, and compute it again.",
+    # Said alike of an exact count with a term missing and of a leading-order answer with a term too many: the
+    # student package holds no reference form to tell which, and the prompt says which it asks.
+    "lower_terms": "The leading term is right, but the lower-order terms differ: where the question asks for the "
+                   "leading order, keep that term alone; where it asks for an exact count, count every term.",
     # one term of a sum wrong, the others right (kinds/formula.py, ``_one_term``): which term, and by what factor, are
     # not said (the answer would be one step away)
     "term_factor": "One term of your sum is off by a simple factor; the others agree with the expected formula: "
@@ -108,6 +111,9 @@ _WRONG = {
     # a size written with a decimal prefix that is right with the binary one, or the other way round
     "unit:binary": "{decimal} is 10^{decimal_power} bytes and {binary} is 2^{binary_power} bytes: your number reads "
                    "as the other one. Check which one your calculation gives, and write that unit.",
+    # a size written in bits whose number is right in bytes ("141 Gb" for 141 GB)
+    "unit:bits": "'{unit_given}' counts bits (b is a bit, B a byte of eight bits): your number reads as bytes. Check "
+                 "which one your calculation gives, and write that unit.",
     "close": "Close, but the question accepts {tolerance}.",
     # "close" beyond what a rounding explains (kinds/number.py, ROUNDING): the same diagnosis, other words
     "close_far": "Within 25% of the expected value, but further off than a rounding explains (the question "

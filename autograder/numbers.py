@@ -34,10 +34,11 @@ from .formula import CONSTANTS, FUNCTIONS, Invalid, answer_to_text, parse_formul
 # Units are a grammar: a prefix, a base and, for a rate, a per-second spelling (``_unit_table``). Scale factors
 # are to the SI base of each dimension: seconds, bytes, FLOPs. Case matters where it says something: B is a byte
 # and b a bit ("Gb/s" is 1/8 of "GB/s"), m is milli and M mega, so "mflop" is never a unit.
-_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21}
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18, "Z": 1e21, "Y": 1e24}
 _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 _WORD_PREFIX = {"": 1.0, "kilo": 1e3, "mega": 1e6, "giga": 1e9, "tera": 1e12, "peta": 1e15, "exa": 1e18,
-                "zetta": 1e21, "kibi": 2.0**10, "mebi": 2.0**20, "gibi": 2.0**30, "tebi": 2.0**40, "pebi": 2.0**50}
+                "zetta": 1e21, "yotta": 1e24, "kibi": 2.0**10, "mebi": 2.0**20, "gibi": 2.0**30, "tebi": 2.0**40,
+                "pebi": 2.0**50}
 _PER_SECOND = ("/s", "/sec", " per second")  # and "ps" after a one-letter B or b: "GBps", "Gbps"
 # Bytes and bits: the base and its size in bytes ("Gbit" is 1e9 / 8 B). A lone "b" is no unit: a letter more
 # often than a bit ("3 bits" says it).

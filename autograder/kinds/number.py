@@ -31,6 +31,7 @@ from ..numbers import (
     free_symbols,
     parse_number,
     round_figures,
+    unit_dimension,
     unit_examples,
     unit_scale,
 )
@@ -430,6 +431,17 @@ def binary_reading(unit_given: str | None) -> tuple[float, dict[str, str]] | Non
     return (k if prefix in _DECIMAL_PREFIX else 1 / k), words
 
 
+# A size or bandwidth written in bits ("141 Gb", "1.2 Tbit/s") whose number is right in bytes: a lower-case b.
+_BIT_UNIT = re.compile(r"(?:[kKMGTPEZY]i?|kilo|mega|giga|tera|peta|exa|zetta|yotta|kibi|mebi|gibi|tebi|pebi)?"
+                       r"(?:b|bit|bits)(?:/s|/sec|ps| per second)?")
+
+
+def bits_for_bytes(unit_given: str | None, unit: str) -> bool:
+    """Whether the student wrote bits where the question counts bytes: their number, read as bytes, is then the
+    one to try (8 times what the unit they wrote says)."""
+    return _BIT_UNIT.fullmatch(unit_given or "") is not None and unit_dimension(unit) in ("bytes", "bytes/s")
+
+
 def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     """The one diagnosis of a number. Order: right, an accepted alternative, a simple factor (a unit
     slip where it is a power of 1000 and no unit was given), a time in another time unit (hours for days),
@@ -454,6 +466,8 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         said = {"value": v, "unit_given": p.unit_given or ""}  # whether a factor of 100 may be a percentage
         # Where the question is simple, a factor is said only to an answer that carries the reference's figures: said
         # to an unworked guess, it would be the answer. A factor not said reads as any other wrong value (below).
+        if bits_for_bytes(p.unit_given, e.unit) and _inside(e.oracle, v * 8):
+            return wrong("unit:bits", hints, **ctx, unit_given=p.unit_given)
         if k is not None and (k == -1 or not e.simple or near("pin", 0, v / float(k)) is True):
             return wrong(factor_code(k, e.unit, p.unit_given), hints, **ctx, **said)
         reading = binary_reading(p.unit_given)

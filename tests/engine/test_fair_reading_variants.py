@@ -207,6 +207,33 @@ def test_a_binary_prefix_read_as_decimal_is_named_so(chapter):
         assert seen
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_size_written_in_bits_is_named_so(chapter):
+    """141 GB written "141 Gb" reads as 17.6 GB: ``unit:bits`` in both judges, a sentence with no number of the
+    answer, and the bits read as bits (an answer right in bits is right)."""
+    failures, seen = [], 0
+    for c in cases(chapter, "number"):
+        dim = UNITS[c.q.unit][0]
+        if dim not in ("bytes", "bytes/s") or not float(c.q.reference) > 0:
+            continue
+        suffix = "/s" if dim == "bytes/s" else ""
+        n = max(0, min(8, int(math.log10(float(c.q.reference)) // 3)))
+        prefix = ("", "k", "M", "G", "T", "P", "E", "Z", "Y")[n]
+        number = float(c.q.reference) / 10.0 ** (3 * n)
+        graded, checked = c.both(f"{number!r} {prefix}b{suffix}", book=False)
+        if graded.ok:  # a range wide enough for a factor of 8
+            continue
+        seen += 1
+        said = graded.message.split(" Hint: ")[0]
+        if not (graded.diagnosis == checked.diagnosis == "unit:bits" and graded.message == checked.message
+                and f"'{prefix}b{suffix}'" in said and not re.search(r"[0-9]", said)):
+            failures.append((repr(c), number, graded.diagnosis, checked.diagnosis, graded.message))
+        assert _said(*c.both(f"{number * 8!r} {prefix}b{suffix}", book=False)) == ("correct", "correct"), c
+    assert not failures, failures[:10]
+    if chapter == "ch03_sharding":
+        assert seen
+
+
 def test_the_review_s_prefix_cases():
     c = next(c for c in cases("ch03_sharding", "number") if c.q.qid == "ch03-e1-a-bytes" and c.setting
              and float(c.q.reference) == 4096)

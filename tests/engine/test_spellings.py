@@ -257,7 +257,8 @@ def test_the_review_s_refused_spellings_are_read(chapter, qid, answer):
 
 @pytest.mark.parametrize(("answer", "unit", "value"), [
     ("3.3e24 flop", "FLOP", 3.3e24), ("2 PiB", "B", 2 * 2.0**50), ("6.3 ZFLOPs", "FLOP", 6.3e21),
-    ("6.3 ZFLOP", "FLOP", 6.3e21), ("2 y", "years", 2), ("2 y", "s", 2 * 365.25 * 86400), ("3 gigabytes", "B", 3e9),
+    ("6.3 ZFLOP", "FLOP", 6.3e21), ("3.29 YFLOP", "FLOP", 3.29e24), ("1 yottabyte", "B", 1e24), ("2 y", "years", 2),
+    ("2 y", "s", 2 * 365.25 * 86400), ("3 gigabytes", "B", 3e9),
     ("3 teraflops", "FLOP", 3e12), ("3 teraflops", "FLOP/s", 3e12), ("3 GB per second", "B/s", 3e9),
     ("3 FLOPs per second", "FLOP/s", 3), ("3 ZB", "B", 3e21), ("3 EiB", "B", 3 * 2.0**60),
 ])
