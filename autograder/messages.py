@@ -125,11 +125,13 @@ _WRONG = {
     # wrong term alike, for words of their own would tell the count's digits one by one
     "close_count": "Within 25% of the expected count, but not it (the question accepts {tolerance}): give every "
                    "digit, and recheck each term and where the count starts and ends.",
-    # an exact count answered by a whole number one away from it (kinds/number.py): the diagnosis stays "close"
-    "off_by_one": "Off by one: check where the count starts and ends, and, where a division gives it, floor against "
-                  "round (the question accepts {tolerance}).",
+    # an exact count answered by a whole number one away from it (kinds/number.py): the diagnosis stays "close"; the
+    # rounding is named only where the count is a rounded quotient (``Tolerance.rounded``)
+    "off_by_one": "Off by one: check where the count starts and ends (the question accepts {tolerance}).",
+    "off_by_one:rounded": "Off by one: check where the count starts and ends, and how the division that gives it "
+                          "rounds, floor against round (the question accepts {tolerance}).",
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
-    "magnitude": "Off by about a factor of {factor} (to within a factor of three): check {scale}, and which quantities "
+    "magnitude": "Off by about a factor of {factor} (to within 25%): check {scale}, and which quantities "
                  "you combined.{percent}",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you combined, "
                  "and how.",
@@ -138,6 +140,9 @@ _WRONG = {
     "withheld": "Not the expected value: recheck which quantities you combined, and how, and {scale}.",
     "not_equal:case": "Not the expected value in this case: recheck which terms your function "
                       "counts at these inputs, and how it combines them.",
+    # the wrong elements of a returned array are right values in other places (kinds/function.py, ``_reordered``)
+    "permuted": "The returned array holds the right values, some in the wrong places: check the order the question "
+                "asks for (increasing, or by position).",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
                       "({finding}). Check the rule that computes each element from the inputs.",
     "wrong_option": "Not the right choice: weigh what each option says against what you worked out above.",

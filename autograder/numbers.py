@@ -418,6 +418,8 @@ class Tolerance:
     then only absorbs float noise). Build it with ``Tolerance.exact_count()``.
     ``kept_ends``: a range whose ends were placed with the rounding already allowed for (half way to a mistake that
     must be refused, never nearer the reference than 3-figure rounding): they are not rounded outward.
+    ``rounded``: the count is a quotient rounded to a whole number (a floor or a ceiling: the sequences that fit), so
+    an answer one away is told to check the rounding; a count of things counted (tokens accepted, hops) is not.
     """
 
     rtol: float = 0.02
@@ -425,6 +427,7 @@ class Tolerance:
     high: float | None = None
     whole: bool = False
     kept_ends: bool = False
+    rounded: bool = False
 
     def __post_init__(self) -> None:
         if self.whole and self.is_range:
@@ -436,9 +439,10 @@ class Tolerance:
         return cls(rtol=0.5 * 10.0 ** (1 - n))
 
     @classmethod
-    def exact_count(cls) -> Tolerance:
-        """The exact whole number (up to float noise): for counts such as hops or devices."""
-        return cls(rtol=WHOLE_NOISE, whole=True)
+    def exact_count(cls, rounded: bool = False) -> Tolerance:
+        """The exact whole number (up to float noise): for counts such as hops or devices (``rounded``: a quotient
+        rounded to a whole number)."""
+        return cls(rtol=WHOLE_NOISE, whole=True, rounded=rounded)
 
     @property
     def is_range(self) -> bool:
@@ -465,7 +469,7 @@ class Tolerance:
 
     def relative(self) -> Tolerance:
         """The same relative tolerance without the range: for matching slips and alternatives."""
-        return Tolerance(rtol=self.rtol, whole=self.whole)
+        return Tolerance(rtol=self.rtol, whole=self.whole, rounded=self.rounded)
 
     def accepts(self, reference: float, value: float) -> bool:
         lo, hi = self.bounds(reference)

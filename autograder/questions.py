@@ -204,9 +204,10 @@ class Number(Question):
             if not self.exact_words.search(self.prompt):
                 raise AuthoringError(f"{self.qid}: an exact count must say so in its prompt "
                                      "(\"how many ...\", or \"(exact)\")")
-            if self.tolerance not in (Tolerance(), Tolerance.exact_count()):
-                raise AuthoringError(f"{self.qid}: exact=True sets the tolerance; give no other")
-            object.__setattr__(self, "tolerance", Tolerance.exact_count())  # frozen: set once, here
+            if self.tolerance not in (Tolerance(), Tolerance.exact_count(), Tolerance.exact_count(rounded=True)):
+                raise AuthoringError(f"{self.qid}: exact=True sets the tolerance; give no other (but "
+                                     "Tolerance.exact_count(rounded=True), for a quotient rounded to a count)")
+            object.__setattr__(self, "tolerance", Tolerance.exact_count(self.tolerance.rounded))  # frozen: set once
         elif self.tolerance.whole:
             raise AuthoringError(f"{self.qid}: an exact-count tolerance needs exact=True (and a prompt that says so)")
         elif not self.tolerance.honours_rounding(reference, self.figures):

@@ -50,7 +50,8 @@ __all__ = [
     # settings a variant draws from
     "chips", "models", "values", "vary",
     # the hardware table, tolerances, and shorthands defined here
-    "hw", "EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance", "largest_degree",
+    "hw", "EXACT", "ROUNDED_COUNT", "ROUNDED_EXACT", "THREE_FIGURES", "ONE_PERCENT", "TWO_PERCENT", "rate_tolerance",
+    "largest_degree",
     "refusing", "least_count", "int8_twice_bf16", "X8", "number", "slips", "slip_code", "reshard_spec", "count_of",
     "BOOK_H100_TP_DIVISOR", "like_probes", "with_choices", "BYTES_PER_ELEMENT", "WIDTHS",
     # JAX on first use, and the program models' helpers
@@ -59,6 +60,10 @@ __all__ = [
 
 # --- tolerances ---------------------------------------------------------------------------------------------
 EXACT = Tolerance(rtol=1e-9)  # what a function computes exactly (counts, byte sizes, matrices): float noise only
+# A count that is a quotient rounded to a whole number (the sequences that fit): an answer one away is told to check
+# the rounding, floor against round. ROUNDED_EXACT for a function's output, ROUNDED_COUNT for a number's exact=True.
+ROUNDED_EXACT = Tolerance(rtol=1e-9, rounded=True)
+ROUNDED_COUNT = Tolerance.exact_count(rounded=True)
 THREE_FIGURES = Tolerance.figures()  # the least a number may have: a student may round to 3 figures (±0.5%)
 ONE_PERCENT = Tolerance(rtol=0.01)
 TWO_PERCENT = Tolerance(rtol=0.02)  # Number's default

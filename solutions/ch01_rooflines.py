@@ -321,7 +321,7 @@ def e5(bm: int, bn: int) -> tuple[Number, ...]:
 def e6(sequences: int, seq_len: int, gpus: int) -> tuple[Number, ...]:
     """E6: tokens, not sequences, in a batch and per GPU."""
     tokens = sequences * seq_len
-    tokens_only = f"magnitude:{-round(math.log10(seq_len))}"
+    tokens_only = slip_code(sequences, tokens, THREE_FIGURES)  # about 10^-d only where seq_len is near 10^d
     return (
         Number(qid="ch01-e6-global-tokens", points=1, section=SECTION + "#matrix-multiplication",
                prompt=f"Tokens in a batch of {sequences} sequences of {seq_len} tokens.",

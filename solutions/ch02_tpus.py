@@ -300,7 +300,8 @@ def e2(chip: hw.TPU) -> tuple[Number, ...]:
                    reference=vmem, tolerance=tolerance,
                    slips=(Slip(hbm, slip_code(hbm, vmem, tolerance),
                                "that is the HBM intensity; VMEM is about 22 times faster."),
-                          Slip(hbm * hw.VMEM_OVER_HBM_BANDWIDTH, "magnitude:+3",
+                          Slip(hbm * hw.VMEM_OVER_HBM_BANDWIDTH,
+                               slip_code(hbm * hw.VMEM_OVER_HBM_BANDWIDTH, vmem, tolerance),
                                "faster memory lowers the intensity needed."))),)
 
 
@@ -446,7 +447,7 @@ def q4(chip: hw.TPU) -> tuple[Number, ...]:
                reference=vmem, tolerance=TWO_PERCENT,
                slips=(Slip(hbm / hw.VMEM_OVER_HBM_BANDWIDTH, "close",
                            "the crossover does not scale exactly with bandwidth: solve again."),
-                      Slip(hbm, "magnitude:+1"))))
+                      Slip(hbm, slip_code(hbm, vmem)))))
 
 
 Q5_DESTINATIONS = ((3, 3), (3, 1), (3, 0))  # the book's first

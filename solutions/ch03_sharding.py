@@ -1120,7 +1120,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
              prompt="gather_scatter_matrices(n, p): the AllGather and ReduceScatter matrices for p shards of n.",
              reference=gather_scatter_reference, model=gather_scatter_matrices, probes=E5_PROBES, draw=draw_e5,
              output=(Output("number", tolerance=EXACT), Output("number", tolerance=EXACT)),
-             slips=(Slip(e5_interleaved, "wrong_elements"),)),
+             slips=(Slip(e5_interleaved, "permuted"),)),
     Program(qid="ch03-cx7-grad-transpose", points=3, section=REDUCESCATTER,
             prompt="jax.grad of a loss built on all_gather: x * sum_d y_d, whose backward pass is a ReduceScatter.",
             spec=ProgramSpec(mesh=X8, einsum="ab,kab->ab",

@@ -191,6 +191,11 @@ def cx1_not_rounded(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return (n_chips * hbm_per_chip - weight_bytes) / kv_bytes_per_seq
 
 
+def cx1_rounds_to_nearest(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+    """Rounds the sequences that fit to the nearest whole one: one too many where the last would not fit."""
+    return max(0, round((n_chips * hbm_per_chip - weight_bytes) / kv_bytes_per_seq))
+
+
 def cx1_forgets_weights(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
     return float(math.floor(n_chips * hbm_per_chip / kv_bytes_per_seq))
 
@@ -621,24 +626,50 @@ def cx6_stops_early(draft, target):
     return n
 
 
-def spec_probe(rng: random.Random, k: int, accepted: int, vocab: int = 50) -> dict:
+def cx6_counts_every_match(draft, target):
+    """Counts every proposal that matches the target's token, also after the first disagreement."""
+    return sum(d == t for d, t in zip(draft, target, strict=False)) + 1
+
+
+def cx6_no_disagreement_is_the_first(draft, target):
+    """Finds the first disagreement with np.argmax, which is 0 where there is none."""
+    return int(np.argmax(np.asarray(draft) != np.asarray(target)[:len(draft)])) + 1
+
+
+def spec_probe(rng: random.Random, k: int, accepted: int, vocab: int = 50, late: tuple[int, ...] = ()) -> dict:
     """k draft tokens of which the first ``accepted`` match the target's, then (when accepted < k) one
-    that differs; the rest of the draft is random. The target has k + 1 tokens."""
+    that differs; after it, those at the positions ``late`` match the target's again, the rest are random. The
+    target has k + 1 tokens."""
     target = [rng.randrange(vocab) for _ in range(k + 1)]
     draft = target[:accepted] + [rng.randrange(vocab) for _ in range(k - accepted)]
     if accepted < k:
         draft[accepted] = (target[accepted] + 1 + rng.randrange(vocab - 1)) % vocab
+    for i in late:
+        if accepted < i < k:
+            draft[i] = target[i]
     return dict(draft=draft, target=target)
 
 
-SPEC_PROBES = tuple(spec_probe(random.Random(seed), k, a) for seed, (k, a) in
-                    enumerate(((4, 2), (4, 0), (4, 4), (6, 3), (3, 1))))
+# Two typical mistakes are right but in one kind of case each: counting every match is wrong only where a proposal
+# after the first disagreement matches again, and the argmax of "no disagreement" only where every proposal agrees.
+# No case is both, so half the cases are each (the probes set the share, and each drawn case keeps its probe's kind:
+# counting every match kept every mark at 22 seeds of 30 where random tokens rarely matched again).
+SPEC_PROBES = tuple(spec_probe(random.Random(seed), k, a, late=late) for seed, (k, a, late) in
+                    enumerate(((6, 4, (5,)), (4, 4, ()), (4, 0, (2,)), (3, 3, ()), (6, 1, (3, 5)), (6, 6, ()))))
 
 
-def draw_spec(rng: random.Random, probe: dict) -> dict:
-    """CX6's grading-time cases: a fresh draft length (3 to 12), how many agree (any of 0..k) and fresh tokens."""
+def draw_spec_afresh(rng: random.Random, probe: dict) -> dict:
+    """A fresh draft length (3 to 12), how many agree (any of 0..k), fresh tokens, and after the first disagreement
+    each proposal matching the target's token again at even odds."""
     k = rng.randint(3, 12)
-    return spec_probe(rng, k, rng.randint(0, k))
+    accepted = rng.randint(0, k)
+    return spec_probe(rng, k, accepted, late=tuple(i for i in range(accepted + 1, k) if rng.random() < 0.5))
+
+
+# CX6's grading-time cases: drawn afresh until each is of its probe's kind (a match after the first disagreement,
+# every proposal agreeing).
+draw_spec = like_probes(accepted_tokens, cx6_counts_every_match, cx6_no_disagreement_is_the_first,
+                        draw=draw_spec_afresh)
 
 
 # CX7: the whole greedy speculative loop on 8 devices. A bigram model stands in for the two transformers, so
@@ -848,7 +879,7 @@ def e5(model: m.Config, context: int) -> tuple[Number, ...]:
                reference=kv, tolerance=ONE_PERCENT,
                slips=(Slip(kv / 2, "ratio:1/2", "a key and a value per layer.", maybe=True),
                       *slips(kv, ONE_PERCENT, (kv / model.L, "every layer keeps its own keys and values.")))),
-        number("ch07-e7-sequences", section=_kv, exact=True,
+        number("ch07-e7-sequences", section=_kv, exact=True, tolerance=ROUNDED_COUNT,
                prompt=f"The fewest {context}-token sequences (an exact count) whose bf16 caches outweigh "
                       f"{model.name}'s bf16 weights.",
                reference=caches,
@@ -990,7 +1021,7 @@ def q2(context: int, chips: int) -> tuple[Number, ...]:
         if gib(Q.with_(K=1)) == no_weights else \
         ((no_weights, "the weights take their share of HBM first."), (gib(Q.with_(K=1)), f"{per_chip}."))
     return (
-        number("ch07-q2-max-batch", section=_wp, exact=True, reference=batch,
+        number("ch07-q2-max-batch", section=_wp, exact=True, tolerance=ROUNDED_COUNT, reference=batch,
                prompt=f"Q2: the largest batch (an exact count) of {context:,}-token sequences on a {chips}-chip "
                       "v5e slice, int8 weights and cache.",
                slips=slips(batch, exact, (fit(Q, binary), f"{context // 1000}k here means {context:,} tokens."),
@@ -1120,8 +1151,9 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              slips=(Slip(cx1_memory_only, "close"), Slip(cx1_no_overlap, "close"))),
     Function(qid="ch07-cx1-max-batch", points=2, section=_mem,
              prompt="max_batch(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq): sequences that fit.",
-             reference=max_batch, probes=BATCH_PROBES, draw=draw_fit, output=Output("number", tolerance=EXACT),
+             reference=max_batch, probes=BATCH_PROBES, draw=draw_fit, output=Output("number", tolerance=ROUNDED_EXACT),
              slips=(Slip(cx1_not_rounded, "close"), Slip(cx1_forgets_weights, "close"),
+                    Slip(cx1_rounds_to_nearest, "close"),
                     Slip(cx1_negative_batch, "not_equal", "where the weights alone do not fit, no sequence does: 0, "
                                                       "never a negative count.",
                          narrow="wrong only where the weights alone do not fit, one kind of case of the six: the "
@@ -1221,9 +1253,13 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
              prompt="accepted_tokens(draft, target): tokens one greedy speculative step emits (the matching "
                     "prefix of the draft plus the target's one token).",
              reference=accepted_tokens, probes=SPEC_PROBES, draw=draw_spec, output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx6_bonus_twice, "not_equal", "the target adds exactly one token after the accepted prefix."),
-                    Slip(cx6_stops_early, "not_equal",
-                         "the target's own token at the first disagreement is emitted too."))),
+             slips=(Slip(cx6_bonus_twice, "close", "the target adds exactly one token after the accepted prefix."),
+                    Slip(cx6_stops_early, "close",
+                         "the target's own token at the first disagreement is emitted too."),
+                    Slip(cx6_counts_every_match, "close",
+                         "a proposal after the first disagreement is not accepted, even where it matches."),
+                    Slip(cx6_no_disagreement_is_the_first, "not_equal",
+                         "where every proposal agrees there is no first disagreement: all k are accepted."))),
     Program(qid="ch07-cx7-speculative-decoding", points=4, section=_app,
             prompt="Greedy speculative decoding on 8 devices, the batch split over X: a bigram target, its rounded "
                    "table as the draft, k = 3 proposals a round, 16 new tokens; the tokens and the accepted counts.",

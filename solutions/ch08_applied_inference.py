@@ -802,7 +802,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
              prompt="largest_batch(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm_per_chip): "
                     "the largest batch on the grid that fits.",
              reference=largest_batch, probes=BATCH_PROBES, draw=draw_largest, output=Output("number", tolerance=EXACT),
-             slips=(Slip(cx2_book_bug, "magnitude:-1", "the index found on the step grid reads a grid of step 1 "
+             slips=(Slip(cx2_book_bug, "not_equal", "the index found on the step grid reads a grid of step 1 "
                                                        "(the book's script): take the batch from the grid the index "
                                                        "came from."),
                     Slip(cx2_off_by_one, "close"))),

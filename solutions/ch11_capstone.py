@@ -666,7 +666,7 @@ def c1_train(batch: int, chips: int, tokens: float) -> tuple[Question, ...]:
                slips=(Slip(days * 24, "unit:24"),)),
         number("ch11-c1-train-cost", section=SERVING, prompt="Its cost in US dollars at the v5p on-demand price.",
                reference=cost, tolerance=ONE_PERCENT,
-               slips=(Slip(cost / 24, "magnitude:-1", "prices are per chip-hour."),)),
+               slips=(Slip(cost / 24, slip_code(cost / 24, cost, ONE_PERCENT), "prices are per chip-hour."),)),
         number("ch11-c1-h100-cost", section=GPUS, prompt="The same training on H100s at 45% MFU, in US dollars.",
                reference=h100_cost, tolerance=rate_tolerance(H100),
                slips=(Slip(h100_cost * H100_MFU / 0.4, "close", "H100s here reach 45% MFU."),)),

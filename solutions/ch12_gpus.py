@@ -461,7 +461,7 @@ def q53(seq_len: int, node: hw.GPUNode) -> tuple[Number, ...]:
     """Q5.3: Megatron-LM's three runs: tokens per GPU, and the cross-node DP threshold once model
     parallelism spans mp/8 nodes (their egress adds up)."""
     scaleout = node.gpu.bf16_flops_per_s / node.egress_bytes_per_s
-    sequences_only = f"magnitude:{-round(math.log10(seq_len))}"
+    sequences_only = slip_code(1, seq_len, THREE_FIGURES)  # about 10^-d only where seq_len is near 10^d
     return (
         *[number(f"ch12-q53-tokens-{name}", section=S["quiz5"],
                  prompt=f"Tokens per GPU of Megatron-LM's {name.upper()} run with {seq_len}-token sequences.",
@@ -698,7 +698,7 @@ def e10(sequences: int, gpus: int, ep: int) -> tuple[Number, ...]:
         number("ch12-e10-tokens", section=S["examples"],
                prompt=f"Tokens in a batch of {sequences} sequences of 15,360.", reference=tokens,
                tolerance=THREE_FIGURES,
-               slips=(Slip(sequences, "magnitude:-4", "count tokens, not sequences."),)),
+               slips=(Slip(sequences, slip_code(sequences, tokens, THREE_FIGURES), "count tokens, not sequences."),)),
         number("ch12-e10-per-gpu", section=S["examples"], prompt=f"Tokens per GPU over {gpus} GPUs.",
                reference=tokens / gpus, tolerance=Tolerance(rtol=0.03), slips=(Slip(tokens / (gpus / 2), "ratio:2"),)),
         number("ch12-e10-model-parallel", section=S["examples"],

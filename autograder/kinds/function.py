@@ -200,6 +200,8 @@ def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | 
         bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
         if not bad:
             return correct()
+        if _reordered(elements, values, [i for i, _ in bad]):
+            return Verdict(Status.INCORRECT, 0.0, "permuted", phrase("permuted"))
         codes = {v.diagnosis for _, v in bad}
         if len(bad) == len(verdicts) and len(codes) == 1 and bad[0][1].diagnosis.startswith("ratio:"):
             v = bad[0][1]
@@ -211,6 +213,31 @@ def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | 
                        phrase("wrong_elements", bad=len(bad), length=length, index=_position(i, shape),
                               finding=v.message, finding_code=v.diagnosis))
     return judge
+
+
+# An array whose wrong elements are the right values in other places (device 0's group [0, 4, 2, 6] for [0, 2, 4, 6])
+# is told so, not "element 1 is off by a factor of 2": each wrong element is matched, by the judges themselves (the
+# self-check knows no values), to the place whose judge accepts it. Up to REORDERED_MOST wrong elements are matched.
+REORDERED_MOST = 64
+
+
+def _reordered(elements: Sequence[ItemJudge], values: Sequence[Any], wrong: Sequence[int]) -> bool:
+    """Whether the values at the places ``wrong`` are those places' right values in another order: a matching of
+    values to places, each accepted by its place's judge, that covers them all (found by augmenting paths)."""
+    if len(wrong) < 2 or len(wrong) > REORDERED_MOST:
+        return False
+    fits = {i: [k for k in wrong if k != i and elements[i](values[k]).ok] for i in wrong}
+    placed: dict[int, int] = {}  # value's place -> the place whose judge accepts it
+
+    def place(i: int, seen: set[int]) -> bool:
+        for k in fits[i]:
+            if k not in seen:
+                seen.add(k)
+                if k not in placed or place(placed[k], seen):
+                    placed[k] = i
+                    return True
+        return False
+    return all(place(i, set()) for i in wrong)
 
 
 # --- which slip an answer behaves like ---------------------------------------------------------------

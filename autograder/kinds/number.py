@@ -45,8 +45,9 @@ CLOSE = CLOSE_FACTOR  # a number within 25% but outside tolerance is "close"
 # Of those, the ones within 5% are what a rounding could explain, and are called so; the others are a slip.
 # Asked of the same 25% target, moved (``_near_miss``): the self-check data holds no other.
 ROUNDING = 0.05
-# "Off by about 10^d": the answer is reference * 10^d to the nearest power of ten (within a factor of
-# sqrt(10) of it), for d other than 0.
+# "Off by about 10^d": the answer is reference * 10^d, for d other than 0, to within ``CLOSE`` (found by the target
+# "decade", within a factor of sqrt(10) of it, then asked of "close"): a ratio of 6 or 24 lies a decade away too, but
+# "check the powers of ten" would send the student after a slip they did not make.
 MAGNITUDES = tuple(d for d in range(-30, 31) if d)
 DECADE = 10**0.5
 # The self-check leaves undecided about a 2000th of the accepted interval at each end: an answer with this many
@@ -185,6 +186,7 @@ class Expected:
     hints: tuple[str, ...]
     oracle: tg.Printed  # tg.Exact in the grader
     simple: bool = False  # a typed answer that is simple (``simple``): a factor is said only near "pin"
+    rounded: bool = False  # a count that is a rounded quotient (``Tolerance.rounded``): off by one may be the rounding
 
 
 # A slip's hint reaches 2 significant figures of its value, so a student who rounds the slipped value ("27%" for
@@ -256,7 +258,7 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     if window is not None:
         t["pin"] = [tg.around(reference, window)]
     e = Expected(unit, tolerance_text(tolerance, reference), tuple((a.credit, a.message) for a in accept),
-                 tuple(s.told for s in hinted), tg.Exact(tag, t), plain)
+                 tuple(s.told for s in hinted), tg.Exact(tag, t), plain, tolerance.rounded)
     return e, t
 
 
@@ -390,15 +392,17 @@ def _close(e: Expected, v: float, hints: list[str], ctx: dict[str, Any], step: f
     lie far off). An exact count answered by a whole number is never that: off by one is named so (where the count
     starts and ends, floor against round), and any other whole number is "close_count", whether a rounding or a
     wrong term gave it (words for a rounding of a count would tell its digits one by one); a count with a fraction
-    within one of it is a value left unrounded. The diagnosis stays "close" (declared slips name it); only the words
-    differ."""
+    within one of it is a value left unrounded. Floor against round is named only where the count is a rounded
+    quotient (``Tolerance.rounded``): a count of things counted (tokens accepted) has no rounding to check. The
+    diagnosis stays "close" (declared slips name it); only the words differ."""
     if _ranged(e.oracle):  # near a range's end, as a rounding of it would be; else only within 25% of the range
         if _near_miss(e.oracle, v):
             return wrong("close", hints, **ctx)
         return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase("close_range_far", **ctx), hints))
     if _whole(e):
         if float(v).is_integer():
-            key = "off_by_one" if _inside(e.oracle, v - 1) or _inside(e.oracle, v + 1) else "close_count"
+            key = ("off_by_one:rounded" if e.rounded else "off_by_one") \
+                if _inside(e.oracle, v - 1) or _inside(e.oracle, v + 1) else "close_count"
             return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase(key, **ctx), hints))
         if _inside(e.oracle, math.floor(v)) or _inside(e.oracle, math.ceil(v)):
             return wrong("close", hints, **ctx)
@@ -478,7 +482,9 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
         if not e.simple:  # on a simple question, a power of ten's edge would bisect the answer (``WITHHELD``)
             for d in MAGNITUDES:
                 if near("decade", 0, v / 10.0**d) is True:
-                    return wrong(f"magnitude:{d:+d}", hints, **ctx, **said)
+                    if near("close", 0, v / 10.0**d) is True:  # near 10^d times it: 6 times is no power of ten
+                        return wrong(f"magnitude:{d:+d}", hints, **ctx, **said)
+                    break
     # On a simple question every other wrong value reads alike, in sentence and code: a sentence or code of its own
     # for a factor not said ("withheld") against any other value ("not_equal", "nor a simple multiple of it") would
     # tell in one call whether guess / answer is a named factor, and a few unworked guesses would pin the answer.
@@ -538,7 +544,7 @@ def fingerprint(tag: str, reference: float, unit: str, tolerance: Tolerance, acc
     e, t = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element, typed)
     return {"unit": unit, "tolerance": e.tolerance_words, "accept": [list(a) for a in e.accepts],
             "hints": list(e.hints), "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()},
-            **({"simple": True} if e.simple else {})}
+            **({"simple": True} if e.simple else {}), **({"rounded": True} if e.rounded else {})}
 
 
 def make_print(q: Number) -> dict:
@@ -547,7 +553,7 @@ def make_print(q: Number) -> dict:
 
 def from_print(fp: dict, tag: str) -> Expected:
     return Expected(fp["unit"], fp["tolerance"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]),
-                    tg.Printed(tag, fp["targets"]), bool(fp.get("simple")))
+                    tg.Printed(tag, fp["targets"]), bool(fp.get("simple")), bool(fp.get("rounded")))
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:

@@ -1,6 +1,8 @@
 """Chapter 4 (Transformer math): CX1's FLOP rule against XLA, and what the sharded programs' shapes and
 slips must show (test_every_chapter.py runs the records, the book's answers and the syllabus's)."""
 
+import math
+
 import pytest
 
 import solutions.ch04_transformers as ch04
@@ -81,3 +83,16 @@ def test_cx4_a_gradient_with_respect_to_the_input_too_is_told_so():
     q = load_chapter("ch04_transformers")["ch04-cx4-remat-dots"]
     for v in both_judges(q, ch04.cx4_every_input_gradient):
         assert not v.ok and "weights only" in v.message, v.message
+
+
+def test_cx1_shared_batch_dimensions_counted_twice_are_no_power_of_ten():
+    """Counting the batch dimensions g and h of both operands is 6 times the count at the public probe that has them:
+    it was told "off by about a factor of 10^1 ... check the powers of ten"."""
+    def counts_shared_twice(spec, x_shape, y_shape):
+        ins, out = spec.split("->")[0].split(","), spec.split("->")[1]
+        contracted = (set(ins[0]) & set(ins[1])) - set(out)
+        kept = [n for c, n in zip(ins[1], y_shape, strict=True) if c not in contracted]
+        return 2.0 * math.prod(x_shape) * math.prod(kept)
+
+    for v in both_judges(load_chapter("ch04_transformers")["ch04-cx1-einsum-flops"], counts_shared_twice):
+        assert not v.ok and "10^" not in v.message and "power" not in v.message, v.message

@@ -198,3 +198,48 @@ def test_q5_flops_with_a_two_figure_coefficient_is_told_the_constant_is_off():
         coefficient = float(q.reference.subs(ch07.T, 1))
         for v in both_judges(q, f"{coefficient:.1e}*T"):
             assert v.ok or v.diagnosis in ("constant_close", "ratio:other"), (combo, v.message)
+
+
+def _counts_every_match(draft, target):
+    """Counts every proposal that matches, also after the first disagreement."""
+    return int((np.asarray(draft) == np.asarray(target)[:len(draft)]).sum()) + 1
+
+
+def _argmax_of_no_disagreement(draft, target):
+    """np.argmax finds the first disagreement, and 0 where there is none."""
+    return int(np.argmax(np.asarray(draft) != np.asarray(target)[:len(draft)])) + 1
+
+
+@pytest.mark.parametrize("answer", [_counts_every_match, _argmax_of_no_disagreement])
+def test_cx6_typical_counting_mistakes_keep_at_most_half_the_marks(answer):
+    """Counting every matching position kept every mark at 22 seeds of 30, the argmax of "no disagreement" at 11: few
+    drawn cases had a match after the first disagreement, or every proposal agreeing. Each student's cases hold both
+    kinds, and the self-check's too."""
+    import json
+
+    from autograder import kinds
+    from autograder.checks import judge
+    from autograder.kinds.function import drawn_probes
+    from tests.chapter_checks import printed
+
+    q = CHAPTER["ch07-cx6-accepted-tokens"]
+    fp = printed(q)
+    for seed in range(30):
+        cases = drawn_probes(q, f"seed{seed}")
+        v = judge(q, json.loads(json.dumps(kinds.encode(fp, answer, cases))), f"seed{seed}")
+        assert v.score <= 0.5, (seed, v.message)
+    assert not any(v.ok for v in both_judges(q, answer))
+
+
+def test_cx6_a_count_off_by_one_is_not_told_of_rounding():
+    """Nothing is rounded in a count of accepted tokens: "floor against round" does not apply. A count that is a
+    rounded quotient (CX1's sequences that fit) is still told it."""
+    for v in both_judges(CHAPTER["ch07-cx6-accepted-tokens"], ch07.cx6_stops_early):
+        assert "Off by one: check where the count starts and ends (" in v.message, v.message
+        assert "round" not in v.message, v.message
+
+    def rounds_to_nearest(hbm_per_chip, n_chips, weight_bytes, kv_bytes_per_seq):
+        return max(0, round((n_chips * hbm_per_chip - weight_bytes) / kv_bytes_per_seq))
+
+    for v in both_judges(CHAPTER["ch07-cx1-max-batch"], rounds_to_nearest):
+        assert "Off by one" in v.message and "floor against round" in v.message, v.message

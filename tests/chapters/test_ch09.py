@@ -278,3 +278,15 @@ def test_a_slip_gets_the_hint_of_its_cause(qid, answer, words, maybe):
     for v in both_judges(CHAPTER[qid], answer):
         assert not v.ok and words in v.message, (qid, answer, v.message)
         assert ("one possible cause" in v.message) == maybe, v.message
+
+
+def test_cx2_a_group_in_another_order_is_told_so():
+    """Device 0's group read off "[2,4]<=[2,2,2]T(2,1,0)" in the order of the ids, [0,4,2,6] for [0,2,4,6]: it was told
+    "element 1 ... off by a factor of 2", where only the order (increasing, as the prompt asks) is wrong."""
+    def unsorted(line):
+        size, count, group = ch09.replica_groups(line)
+        return size, count, list(group)[::-1]
+
+    q = load_chapter("ch09_profiling")["ch09-cx2-replica-groups"]
+    for v in both_judges(q, unsorted):
+        assert not v.ok and "order" in v.message and "factor" not in v.message, v.message

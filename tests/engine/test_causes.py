@@ -32,7 +32,8 @@ CLOSE = "Close, but the question accepts"
 FAR = "Within 25% of the expected value, but further off than a rounding explains"
 RANGE_FAR = "Within 25% of the expected range, but further outside it than a rounding of its ends explains"
 COUNT = "Within 25% of the expected count, but not it"
-OFF_BY_ONE = "Off by one: check where the count starts and ends, and, where a division gives it, floor against round"
+OFF_BY_ONE = "Off by one: check where the count starts and ends ("
+ROUNDED = "Off by one: check where the count starts and ends, and how the division that gives it rounds, floor against"
 
 
 def _number(reference: float, *, exact: bool = False, tolerance: Tolerance | None = None, unit: str = "",
@@ -87,6 +88,19 @@ def test_an_exact_count_off_by_a_whole_number_is_no_precision_slip(reference, an
     assert message.startswith(said), message
     if said != CLOSE:
         assert CLOSE not in message
+
+
+@pytest.mark.parametrize("answer", [41, 39])
+def test_floor_against_round_is_said_only_of_a_rounded_count(answer):
+    """A count of things counted (hops, accepted tokens) has no rounding to check; one the record declares a rounded
+    quotient (the sequences that fit) is told to check it, by both judges, a function's output as a number's."""
+    from autograder.kinds import number
+
+    assert "round" not in _said(_number(40, exact=True), answer)
+    assert _said(_number(40, exact=True, tolerance=Tolerance.exact_count(rounded=True)), answer).startswith(ROUNDED)
+    assert "round" not in number.check("ch99-t1-fn/0", 40.0, "", Tolerance(rtol=1e-9), answer).message
+    rounded = number.check("ch99-t1-fn/0", 40.0, "", Tolerance(rtol=1e-9, rounded=True), answer).message
+    assert rounded.startswith(ROUNDED), rounded
 
 
 @pytest.mark.parametrize(("answer", "said"), [
@@ -199,7 +213,7 @@ def test_the_reviews_max_batch_answer_with_bf16_weights():
     """ch07-q2-max-batch: one sequence fewer, from bf16 weights, is not told that 128k means 128,000 tokens."""
     q = load_chapter("ch07_inference")["ch07-q2-max-batch"]
     graded, checked = both_judges(q, float(q.reference) - 1)
-    assert graded.message.startswith(OFF_BY_ONE) and graded.message == checked.message, graded.message
+    assert graded.message.startswith(ROUNDED) and graded.message == checked.message, graded.message
     assert "one possible cause" in graded.message
 
 
