@@ -202,8 +202,14 @@ def cx3_without_output_bytes(act_bytes, weight_bytes, out_bytes, peak, bw):
 
 
 Q3_D_LARGE, Q3_D_SMALL = 4096, 1024
-CROSSOVER_PROBES = tuple(dict(D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s, act_bytes=2, weight_bytes=1,
-                              out_bytes=2) for d in (Q3_D_LARGE, Q3_D_SMALL))
+# CX2's public cases: Q3's two matmuls on the book's v5e, then a v6e with float32 outputs, and a v5p with bf16 weights
+# and float32 activations and outputs, D != F: every chip figure, width and byte count takes two values or more,
+# so an answer that writes one in (the v5e's bandwidth, bf16 activations) fails a public case, as it fails most of
+# the cases drawn at grading.
+CX2_MATMULS = ((V5E, Q3_D_LARGE, Q3_D_LARGE, 2, 1, 2), (V5E, Q3_D_SMALL, Q3_D_SMALL, 2, 1, 2),
+               (V6E, Q3_D_LARGE, Q3_D_LARGE, 2, 1, 4), (hw.TPU_V5P, Q3_D_LARGE, Q3_D_SMALL, 4, 2, 4))
+CROSSOVER_PROBES = tuple(dict(D=d, F=f, peak=chip.bf16_flops_per_s, bw=chip.hbm_bytes_per_s, act_bytes=a,
+                              weight_bytes=w, out_bytes=o) for chip, d, f, a, w, o in CX2_MATMULS)
 
 # The book's printed answers, for the tests that compare them with ours (syllabus, pinned V2).
 BOOK = {
@@ -511,9 +517,8 @@ CHAPTER = Chapter("ch01_rooflines", "Rooflines", (
     Function(qid="ch01-cx2-attainable", points=2, section=SECTION + "#visualizing-rooflines",
              prompt="attainable(B, D, F, peak, bw, act_bytes, weight_bytes, out_bytes): the roofline curve.",
              reference=attainable_reference, model=attainable,
-             probes=tuple(dict(B=random_batches(seed), D=d, F=d, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s,
-                               act_bytes=2, weight_bytes=1, out_bytes=2)
-                          for seed, d in ((1, Q3_D_LARGE), (2, Q3_D_SMALL))), draw=_widths_and_bytes, cases=6,
+             probes=tuple(dict(B=random_batches(seed), **p) for seed, p in enumerate(CROSSOVER_PROBES, start=1)),
+             draw=_widths_and_bytes, cases=6,
              output=Output("number", tolerance=Tolerance(rtol=1e-6)),
              slips=(Slip(cx2_peak_everywhere, "wrong_elements"),)),
     Function(qid="ch01-cx2-crossover", points=1, section=SECTION + "#visualizing-rooflines",

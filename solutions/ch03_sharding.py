@@ -185,25 +185,28 @@ Q3_BYTES = BF16 * 128
 # Latency bounds 9 of the 17 (the book's PQ2(b) and Q3 among them), bandwidth the others: ignoring the latency is
 # wrong in most cases, and each drawn case is in its probe's regime (``like_probes``). Every op, a line and a ring,
 # one axis and several, are checked in each regime; the AllToAll's bandwidth on a ring once, where the ring's (N-1)/N
-# kept (the exact form, right for an AllToAll on an even ring) is right too.
-CX5_PROBES = tuple(dict(op=op, V=float(v), W=w, N=n, axes=k, wrap=wrap, hop_s=HOP_S) for op, v, w, n, k, wrap in (
-    ("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N, 1, True),
-    ("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N, 1, False),
-    ("all-gather", PQ2_B_BYTES, W_V5E, PQ2_N, 1, False),
-    ("all-gather", Q2_FULL / Q2_AXIS, W_V4P, Q2_AXIS, 1, True),
-    ("all-gather", Q2_FULL, W_V4P, Q2_AXIS, 2, True),
-    ("all-reduce", Q2_FULL / Q2_AXIS**2, W_V4P, Q2_AXIS, 1, True),
-    ("all-gather", Q2_FULL, W_V4P, Q2_AXIS, 3, True),
-    ("all-gather", Q3_BYTES, W_V4P, Q2_AXIS, 1, True),
-    ("reduce-scatter", 3e8, V5P.ici_bidirectional_bytes_per_s, 16, 1, True),
-    ("all-reduce", 1e5, W_V5E, 8, 1, False),
-    ("all-reduce", 2e3, W_V5E, 16, 2, True),
-    ("all-to-all", 6.4e8, W_V5E, 16, 1, True),
-    ("all-to-all", 8e5, W_V5E, 16, 1, False),
-    ("all-to-all", 4e4, W_V4P, 8, 3, True),
-    ("reduce-scatter", 2e5, W_V5E, 8, 2, False),
-    ("all-gather", 2e5, V5P.ici_bidirectional_bytes_per_s, 16, 1, True),
-    ("all-reduce", 3e5, W_V4P, Q2_AXIS, 3, True),
+# kept (the exact form, right for an AllToAll on an even ring) is right too. The book's hop of 1 us
+# (hw.ICI_HOP_LATENCY_S) in the book's cases and some others; twice and half of it in 3 latency-bound cases each,
+# as the grading draws rescale it, so that an answer that writes in the book's 1 us fails a public case.
+CX5_PROBES = tuple(dict(op=op, V=float(v), W=w, N=n, axes=k, wrap=wrap, hop_s=HOP_S * hop)
+                   for op, v, w, n, k, wrap, hop in (
+    ("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N, 1, True, 1),
+    ("all-gather", PQ2_A_BYTES, W_V5E, PQ2_N, 1, False, 1),
+    ("all-gather", PQ2_B_BYTES, W_V5E, PQ2_N, 1, False, 1),
+    ("all-gather", Q2_FULL / Q2_AXIS, W_V4P, Q2_AXIS, 1, True, 1),
+    ("all-gather", Q2_FULL, W_V4P, Q2_AXIS, 2, True, 1),
+    ("all-reduce", Q2_FULL / Q2_AXIS**2, W_V4P, Q2_AXIS, 1, True, 1),
+    ("all-gather", Q2_FULL, W_V4P, Q2_AXIS, 3, True, 1),
+    ("all-gather", Q3_BYTES, W_V4P, Q2_AXIS, 1, True, 1),
+    ("reduce-scatter", 3e8, V5P.ici_bidirectional_bytes_per_s, 16, 1, True, 1),
+    ("all-reduce", 1e5, W_V5E, 8, 1, False, 2),
+    ("all-reduce", 2e3, W_V5E, 16, 2, True, 0.5),
+    ("all-to-all", 6.4e8, W_V5E, 16, 1, True, 1),
+    ("all-to-all", 8e5, W_V5E, 16, 1, False, 2),
+    ("all-to-all", 4e4, W_V4P, 8, 3, True, 0.5),
+    ("reduce-scatter", 2e5, W_V5E, 8, 2, False, 1),
+    ("all-gather", 2e5, V5P.ici_bidirectional_bytes_per_s, 16, 1, True, 2),
+    ("all-reduce", 3e5, W_V4P, Q2_AXIS, 3, True, 0.5),
 ))
 
 # The collective cost formulas, each once (W bidirectional per link, N the axis length).

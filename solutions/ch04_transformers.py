@@ -391,13 +391,21 @@ def draw_kv(rng: random.Random, probe: dict) -> dict:
 # A small model beside the book's: there the norms are 0.03% of the count, past the tolerance, so that a count with
 # them is refused by the self-check as by the grader, whose drawn models are as small (on the LLaMA sizes alone the
 # self-check ticked it, and the grader took points from about one student in twenty).
+SMALL_MODEL = dict(L=4, D=512, F=1408, N=8, K=2, H=64, V=8192)
+# Beside the LLaMA 3 family (K = 8, H = 128 each): LLaMA 2-13B (plain multi-head attention, K = 40), the Part 7 model
+# (H = 256, tied, dense and as an MoE) and the small model (K = 2, H = 64), so that an answer that writes in K, H,
+# or the bytes of a bf16 cache fails a public case, as it fails most of the cases drawn at grading.
 PARAM_PROBES = (*(_cfg_probe(c, *SHAPE, "E", "tied") for c in (m.LLAMA3_8B, m.LLAMA3_70B, m.LLAMA31_405B, m.PART7_MOE)),
-                dict(L=4, D=512, F=1408, N=8, K=2, H=64, V=8192, E=1, tied=False))
+                SMALL_MODEL | dict(E=1, tied=False),
+                *(_cfg_probe(c, *SHAPE, "E", "tied") for c in (m.LLAMA2_13B, m.PART7_MODEL)))
 FLOP_PROBES = (_cfg_probe(m.LLAMA3_70B, *SHAPE, "k", T=4096), _cfg_probe(m.LLAMA3_8B, *SHAPE, "k", T=131_072),
-               _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=2048))
+               _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=2048), _cfg_probe(m.LLAMA2_13B, *SHAPE, "k", T=4096),
+               SMALL_MODEL | dict(k=1, T=2048), _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=8192))
 KV_PROBES = (dict(L=64, K=64, H=128, S=8192, bpe=1),  # E5's example as the book gives it
              _cfg_probe(Q1, "L", "K", "H", S=1, bpe=1),
-             _cfg_probe(m.LLAMA3_70B, "L", "K", "H", S=32_768, bpe=1))
+             _cfg_probe(m.LLAMA3_70B, "L", "K", "H", S=32_768, bpe=1),
+             _cfg_probe(m.PART7_MODEL, "L", "K", "H", S=4096, bpe=2),  # a bf16 cache
+             {n: SMALL_MODEL[n] for n in "LKH"} | dict(S=2048, bpe=4))  # a float32 one
 # Two layers, one with grouped and one with plain multi-head attention (K = N): with one, a function that returns
 # that layer's figures whatever it is given passed the self-check.
 CX2_PROBES = (dict(B=2, T=128, D=256, F=1024, N=8, K=2, H=32), dict(B=1, T=64, D=128, F=512, N=4, K=4, H=16))

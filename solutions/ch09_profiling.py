@@ -807,9 +807,21 @@ def cx5_sums_the_times(B, D, F, batch_ways, f_ways, peak, bw):
     return flops, nbytes, flops / peak + nbytes / bw
 
 
-CX5_PROBES = tuple(dict(B=b, D=d, F=f, batch_ways=x, f_ways=y, peak=V5E.bf16_flops_per_s, bw=V5E.hbm_bytes_per_s)
-                   for b, d, f, x, y in ((512, 256, 1024, 4, 2), (64, 512, 2048, 8, 1), (1024, 128, 512, 2, 4),
-                                         (8, 1024, 4096, 1, 8), (4096, 256, 256, 8, 1)))
+# Such small f32 matmuls are memory-bound on any TPU's MXU: the public cases are on three chips' (v5e, v6e, v5p), and
+# three are compute-bound, on units whose FLOP rate is low for their bandwidth (the v5p's vector unit alone, a B200's
+# fp32 vector units), so that an answer that never read the peak, or wrote in one chip's rates, fails a public case
+# as it fails most of the cases drawn at grading.
+CX5_CHIPS = {"v5e": (V5E.bf16_flops_per_s, V5E.hbm_bytes_per_s),
+             "v6e": (hw.TPU_V6E.bf16_flops_per_s, hw.TPU_V6E.hbm_bytes_per_s),
+             "v5p": (hw.TPU_V5P.bf16_flops_per_s, hw.TPU_V5P.hbm_bytes_per_s),
+             "v5p VPU": (hw.TPU_V5P_VPU_FLOPS_PER_S, hw.TPU_V5P.hbm_bytes_per_s),
+             "B200 fp32 vector": (hw.B200_FP32_VECTOR_FLOPS_PER_S_FMA, hw.B200.hbm_bytes_per_s)}
+CX5_PROBES = tuple(dict(B=b, D=d, F=f, batch_ways=x, f_ways=y, peak=CX5_CHIPS[chip][0], bw=CX5_CHIPS[chip][1])
+                   for b, d, f, x, y, chip in ((512, 256, 1024, 4, 2, "v5e"), (64, 512, 2048, 8, 1, "v6e"),
+                                               (1024, 128, 512, 2, 4, "v5p"), (8, 1024, 4096, 1, 8, "v5e"),
+                                               (4096, 256, 256, 8, 1, "v6e"), (256, 512, 1024, 2, 4, "v5p VPU"),
+                                               (2048, 256, 2048, 4, 2, "B200 fp32 vector"),
+                                               (1024, 1024, 1024, 8, 1, "v5p VPU")))
 
 # --- CX6: the profile's feed-forward block, ending in a reduce-scatter --------------------------------------
 # The book's example profile, shrunk onto the mock layer's 4 x 2 mesh: x[B_X, T, D] (4-way data parallel),
