@@ -1098,7 +1098,7 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
                          narrow="wrong only where a ring's bandwidth bounds the time (the latency has no (N-1)/N, "
                                 "and an AllToAll's large-N form is exact on an even ring), where ignoring the latency "
                                 "is right: no case fails both, and the latency-bound cases are most."))),
-    vary("ch03-pq2", pq2, N=values(4, 8), E=values(2048, 1024, 4096), valid=pq2_valid),
+    vary("ch03-pq2", pq2, N=values(4, 8, 16), E=values(2048, 1024, 4096), valid=pq2_valid),
     vary("ch03-q2", q2, B=values(1024, 2048, 512), D=values(4096, 6144), valid=q2_valid),
     vary("ch03-q3", q3, side=values(Q2_AXIS, 8, 16)),
     # CX6: the AllToAll; Q10: what it saves; E5 and CX7: AllGather and ReduceScatter are transposes.

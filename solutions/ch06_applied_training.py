@@ -831,11 +831,10 @@ def w2(pods: int, batch: int, chip: hw.TPU) -> tuple[Number, ...]:
 
 
 def w2_valid(pods: int, batch: int, chip: hw.TPU) -> bool:
-    """Every v5p choice, and another 3D-torus chip at the book's 8 pods, where the batch keeps the pods
+    """Every v5p choice, and another 3D-torus chip at any listed number of pods where the batch keeps the pods
     compute-bound (the days at 40% utilisation assume it); the bytes per chip must fit in its HBM."""
     w = w2_plan(pods, batch, chip)
-    other = pods == W2_PODS and batch >= w["min_batch"]
-    return (chip == V5P or other) and w["per_chip"] <= chip.hbm_bytes
+    return (chip == V5P or batch >= w["min_batch"]) and w["per_chip"] <= chip.hbm_bytes
 
 
 CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
@@ -887,8 +886,8 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     number("ch06-w2-total-flops", section=WORKED,
            prompt="W2: training FLOPs for 15e12 tokens (nominal 405e9 parameters).", reference=W2_FLOPS,
            unit="FLOP", tolerance=ONE_PERCENT, slips=(Slip(W2_FLOPS / 3, "ratio:1/3"),)),
-    vary("ch06-w2", w2, valid=w2_valid, pods=values(W2_PODS, 4, 16, 12), batch=values(W2_BATCH, 8 * 2**20, 32 * 2**20),
-         chip=chips(V5P, hw.TPU_V4P, hw.TPU7X)),
+    vary("ch06-w2", w2, valid=w2_valid, pods=values(W2_PODS, 4, 16, 12, 2),
+         batch=values(W2_BATCH, 8 * 2**20, 32 * 2**20), chip=chips(V5P, hw.TPU_V4P, hw.TPU7X)),
     # Coding exercises.
     Function(qid="ch06-cx1-llama-budget", points=3, section=COUNTING,
              prompt="llama_budget(cfg, tokens, batch, chips, mfu, n_ckpt, hbm, peak): parameters, FLOPs, days, "

@@ -1232,7 +1232,7 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
            reference="heads-then-batch", options=("heads-then-batch", "sequence", "replicated", "fsdp"),
            slips=(Slip("sequence", "wrong_option", "decode reads the whole context for one new token."),
                   Slip("replicated", "wrong_option"))),
-    vary("ch07-q5", q5, E=values(16, 48), k=values(2, 3, 4)),
+    vary("ch07-q5", q5, E=values(16, 48, 32), k=values(2, 3, 4)),
     Formula(qid="ch07-q7-t-math", points=1, section=_app_2d,
             prompt="Q7: FLOP time of the 2D weight-stationary MLP (two D x F matmuls) on X*Y*Z chips.",
             reference=Q7_T_MATH, symbols="B D F X Y Z C W", counts="X Y Z",

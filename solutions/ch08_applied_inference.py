@@ -793,7 +793,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
                      Output("number", tolerance=EXACT), Output("number", unit="s", tolerance=Tolerance(rtol=1e-6)),
                      Output("number", tolerance=Tolerance(rtol=1e-6))),
              slips=(Slip(cx1_ignores_caches_in_step, "not_equal"), Slip(cx1_ignores_slices, "ratio:1/2"))),
-    vary("ch08-iq5", iq5, context=values(CONTEXT, 4096, 16_384), decode=values(DECODE, 300), valid=iq5_valid),
+    vary("ch08-iq5", iq5, context=values(CONTEXT, 4096, 16_384), decode=values(DECODE, 300, 1024), valid=iq5_valid),
     # 3. Sharding and serving.
     vary("ch08-iq9", iq9, B=values(64, 32, 96), Y=values(32, 16, 64)),
     vary("ch08-iq10", iq10, prompt=values(8192, 4096, 16_384), batch=values(32, 20, 48)),

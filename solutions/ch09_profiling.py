@@ -246,7 +246,7 @@ CX4_X, CX4_W1, CX4_W2 = (64, 128), (128, 256), (256, 128)
 Q1_CPU = dict(B=8, D=512, F=2048)
 # Q2's mock layer: B sequences of T tokens, width D, MLP width F, N heads of H; (X=4 data) x (Y=2 model).
 # A student is dealt B, T and F (autograder/variants.py); MOCK holds the book's CPU variant, their first values.
-Q2_B, Q2_T, Q2_F = (16, 24, 40), (128, 64), (1024, 2048)
+Q2_B, Q2_T, Q2_F = (16, 24, 40), (128, 64), (1024, 2048, 4096)
 MOCK = dict(B=Q2_B[0], T=Q2_T[0], D=256, F=Q2_F[0], N=8, H=32)
 MOCK_MESH = (("X", 4), ("Y", 2))
 # The compiled programs the parsing exercises read (and a GPU-style excerpt): a data file, one listing each.

@@ -1162,6 +1162,9 @@ COINCIDENCES: dict[str, tuple[str, frozenset[str]]] = {
     "course.hardware.PRICE_USD_PER_CHIP_HOUR['H100']": ("dollars an hour; these answers are intensities and a "
                                                         "parallelism degree", frozenset(
         {"ch02-e2-vmem-intensity", "ch02-q4-crossover-vmem", "ch07-q4-tp-two-axes"})),
+    "course.hardware.PRICE_USD_PER_CHIP_HOUR['TPU v5p']": ("dollars an hour; W2's tensor-parallel limit on a TPU7x "
+                                                           "axis (4.17 ways) is a degree",
+                                                           frozenset({"ch06-w2-tp-limit"})),
     "course.hardware.NVLINK5_SWITCH_PORTS": ("an NVLink 5 switch's port count; these answers are a crossover batch "
                                              "and a count of chips", frozenset(
         {"ch07-q7-crossover-f4d", "ch08-iq1-chips"})),

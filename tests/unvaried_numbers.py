@@ -53,4 +53,38 @@ UNVARIED: dict[str, str] = {
     "ch12-e6-shard-bytes":
         "LLaMA-70B's 8-way MLP shard: the one message whose measured bandwidth the next question reads",
     "ch12-e7-sharp-bandwidth": "two measurements the book quotes (370 GB/s, +30% with SHARP): no value to deal",
+    # Not yet varied among the choices a class is dealt (the book's choice, and those showing a printed answer, are
+    # not dealt; the choices left agree on these questions).
+    "ch02-q2-v5e-hosts": "not yet varied: v5e and v6e pods are both 256 single-core chips on 32 hosts, so only the "
+                         "v3 pod is dealt; another 2D-torus chip in course/hardware.py would vary it",
+    "ch02-q2-v5e-cores": "not yet varied: the v3 pod (1024 chips of 2 cores) is the one 2D-torus pod dealt, as the "
+                         "v6e's 256 single-core chips repeat the v5e's counts",
+    "ch02-q2-v5e-flops": "not yet varied: the v3 pod is the one 2D-torus pod dealt (v6e repeats the v5e's hosts and "
+                         "cores, so it shows printed answers)",
+    "ch02-q2-v5e-hbm": "not yet varied: the v3 pod is the one 2D-torus pod dealt (v6e repeats the v5e's hosts and "
+                       "cores, so it shows printed answers)",
+    "ch02-cx4-bisection-pod": "not yet varied: the pod's bisection depends on the chip alone, and v3 is the one chip "
+                              "dealt besides the book's v5e",
+    "ch05-q3-mix-bound": "not yet varied: the FSDP + TP bound depends on the chip alone, and v4p is the one 3D-torus "
+                         "chip besides the book's v5p that the setting lists",
+    "ch11-c1-train-y": "not yet varied: Course-31B's FSDP + TP plan on a v5p slice of 1k-8k chips has Y = 4 (the "
+                       "book's) or 8, so every dealt plan has Y = 8",
+    "ch11-c1-memory-chips": "not yet varied: the two dealt batch and context pairs that keep memory and latency apart "
+                            "both fit a 16-chip v5e slice (legal slices go 16, 32, 64)",
+    "ch11-c1-serve-chips": "not yet varied: both dealt serving pairs meet the latency budget on the 32-chip slice, "
+                           "the next legal v5e slice above the 16 that holds them",
+    "ch11-c3-data-ways": "not yet varied: the program runs on the course's 8 CPU devices, whose only meshes with two "
+                         "axes of 2 or more are 4x2 (the book's) and 2x4",
+    "ch11-c3-model-ways": "not yet varied: the program runs on the course's 8 CPU devices, whose only meshes with two "
+                          "axes of 2 or more are 4x2 (the book's) and 2x4",
+    "ch12-q11-v5p-alus": "not yet varied: the TPU slot deals v5e against the book's v5p, so every dealt choice is the "
+                         "v5e's ALU count",
+    "ch12-e3-gpu-egress": "not yet varied: the library gives NVSwitch counts for the H100 node, the B200 node and the "
+                          "NVL72 alone, and the last two share the B200's NVLink 5",
+    "ch12-q51-flops-ratio": "not yet varied: the pairs dealt are an H100 or an H800 node against an A100 node, and the "
+                            "H800 keeps the H100's FLOP/s",
+    "ch12-q51-dp-threshold": "not yet varied: every node in the library newer than the A100 but the B200 (H100, H200, "
+                             "H800) has the H100's FLOP/s and 8 x 400 Gb/s egress: 2475, E8's printed scale-out",
+    "ch12-cx2-node-fraction": "not yet varied: the fraction of a ring's steps inside a node depends on the mesh alone, "
+                              "and 4x2 is the one mesh dealt besides the book's 2x4",
 }
