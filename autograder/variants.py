@@ -231,15 +231,21 @@ def pick(data: Mapping[str, Any], name: str, student: str) -> int:
     allowed: the book prints the answers at its own values (they stay the values of a notebook that has no
     student, for self-study). With one other, both are dealt, so that classmates do not all share one. Nor, while
     two others are left, a choice at which a question's answer is still the book's (``Setting.book_answers``)."""
-    block = data["variants"]
-    s = block["settings"][name]
+    others = dealable(data, name)
+    return others[deal(data["variants"]["course"], data["chapter"], student, name, len(others))]
+
+
+def dealable(data: Mapping[str, Any], name: str) -> list[int]:
+    """The released choices of setting ``name`` that ``pick`` deals to some student, in order: every choice but
+    the book's while two others are allowed, and of those, while two are left, the ones at which no question's
+    answer is still the book's."""
+    s = data["variants"]["settings"][name]
     book = ordered(s, s["book"])
     others = [i for i, c in enumerate(s["combos"]) if ordered(s, c) != book]
     if len(others) < 2:
         others = list(range(len(s["combos"])))
     fresh = [i for i in others if i not in s.get("book_answers", ())]  # no question's answer the book's printed one
-    others = fresh if len(fresh) >= 2 else others
-    return others[deal(block["course"], data["chapter"], student, name, len(others))]
+    return fresh if len(fresh) >= 2 else others
 
 
 def ordered(released: Mapping[str, Any], labels: Mapping[str, Any]) -> Labels:

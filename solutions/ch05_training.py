@@ -684,7 +684,8 @@ def e1(chip: hw.TPU) -> tuple[Number, ...]:
     """E1: data parallelism keeps every weight and both Adam moments on every chip, so the model is
     bounded by one chip's HBM."""
     params = chip.hbm_bytes / STATE_BYTES
-    tolerance = Tolerance(low=params * E1_ROUNDED_DOWN * 0.99, high=params * 1.01)
+    # the book's 9e9 for the v5p's 9.6e9 (a largest model, rounded down) passes on the book's chip alone
+    tolerance = Tolerance(low=params * E1_ROUNDED_DOWN * 0.99, high=params * 1.01) if chip is V5P else TWO_PERCENT
     # The other honest readings, each with its code at this chip: bf16 gradients kept too (12 bytes), and the
     # chip's GB read as GiB (the course's bytes are decimal: hw.TPU_*.hbm_bytes).
     with_gradients = chip.hbm_bytes / (STATE_BYTES + 2)
@@ -857,20 +858,26 @@ def e14(batch: float, F: int) -> tuple[Number, ...]:
     bound = value(MIX_BOUND, F=F, M_X=Q3_MX, M_Y=Q3_MY)
     pods = e14_pods(batch, F)
     per_chip = batch / (pods * POD)
+    # the book's rounded 2400 and 18,000 chips and 111 tokens, wherever the answer is the book's (FSDP's at its
+    # batch, with any F; the tokens per chip wherever a batch over its pods gives the book's)
+    fsdp_tol = Tolerance(rtol=0.03) if batch == 2e6 else TWO_PERCENT
+    wide = Tolerance(rtol=0.03) if (batch, F) == (2e6, LLAMA70_F) else TWO_PERCENT
+    book_per_chip = 2e6 / (e14_pods(2e6, LLAMA70_F) * POD)
+    pods_tol = Tolerance(rtol=0.03) if math.isclose(per_chip, book_per_chip, rel_tol=1e-12) else TWO_PERCENT
     return (
         number("ch05-e14-fsdp-chips", section=TAKEAWAYS,
                prompt=f"E14: chips pure FSDP (three axes) can use with a {batch:.3g}-token batch.",
-               reference=fsdp_chips, tolerance=Tolerance(rtol=0.03), slips=(Slip(batch / ALPHA, "ratio:1/3"),)),
+               reference=fsdp_chips, tolerance=fsdp_tol, slips=(Slip(batch / ALPHA, "ratio:1/3"),)),
         number("ch05-e14-mix-bound", section=TAKEAWAYS,
                prompt=f"E14: the FSDP + tensor-parallel per-chip batch bound for F = {F:,}, M_X * M_Y = 2.",
                reference=bound, tolerance=ONE_PERCENT, slips=(Slip(4 * bound, "ratio:4"),)),
         number("ch05-e14-mix-chips", section=TAKEAWAYS,
                prompt=f"E14: chips FSDP + tensor parallelism can use with that {batch:.3g}-token batch.",
-               reference=batch / bound, tolerance=Tolerance(rtol=0.03), slips=(Slip(batch / bound / 4, "ratio:1/4"),)),
+               reference=batch / bound, tolerance=wide, slips=(Slip(batch / bound / 4, "ratio:1/4"),)),
         number("ch05-e14-two-pods", section=TAKEAWAYS,
                prompt="E14: tokens per chip when that batch is split evenly over as many whole v5p pods as "
-                      "FSDP + tensor parallelism can use.", reference=per_chip, tolerance=Tolerance(rtol=0.03),
-               slips=(Slip(batch / POD, slip_code(batch / POD, per_chip, Tolerance(rtol=0.03)),
+                      "FSDP + tensor parallelism can use.", reference=per_chip, tolerance=pods_tol,
+               slips=(Slip(batch / POD, slip_code(batch / POD, per_chip, pods_tol),
                            "split the batch over the pods."),)))
 
 
@@ -939,7 +946,9 @@ def q3(chip: hw.TPU, batch: float, mfu: float) -> tuple[Number | Choice, ...]:
                slips=(Slip(other, "wrong_option", "round X_opt to the nearest power of two (in log scale)."),)),
         number("ch05-q3-step-time", section=PROBLEMS,
                prompt=f"Q3(3): seconds per training step at {mfu:.0%} utilisation.",
-               reference=step, unit="s", tolerance=Tolerance(rtol=0.05),
+               # the book's 0.3 s for 0.31 at its values; elsewhere 1 / C's rate tolerance
+               reference=step, unit="s",
+               tolerance=Tolerance(rtol=0.05) if (chip, batch, mfu) == (V5P, Q3_BATCH, 0.4) else rate_tolerance(chip),
                slips=(Slip(step / 3, "ratio:1/3", "training costs 6 FLOPs per parameter per token, not 2."),)))
 
 

@@ -424,7 +424,10 @@ def _below(name: str) -> str:
     return SLICE_OPTIONS[SLICE_OPTIONS.index(name) - 1]
 
 
-E1_TOLERANCE = Tolerance(rtol=0.025)  # the book prints 5.8e17 for the v5e's 5.91e17
+# IQ1's bytes per token, the same for every student, accept the book's "160kB" (2.4% below 163,840): a cache size
+# carried from a credited per-token answer passes as far, at every choice.
+PER_TOKEN = Tolerance(rtol=0.025)
+E1_TOLERANCE = Tolerance(rtol=0.025)  # the book prints 5.8e17 for the v5e's 5.91e17: at the book's prices
 
 
 def e1(h100_usd: float, v5p_usd: float, v5e_usd: float) -> tuple[Number, ...]:
@@ -433,14 +436,17 @@ def e1(h100_usd: float, v5p_usd: float, v5e_usd: float) -> tuple[Number, ...]:
     prices = {"H100": h100_usd, "TPU v5p": v5p_usd, "TPU v5e": v5e_usd}
     out = {n: inf.flops_per_dollar(chip.bf16_flops_per_s, prices[n]) for n, chip in E1_CHIPS.items()}
     per_hour = "prices are per hour, FLOP/s per second."
+
+    def tol(name: str) -> Tolerance:  # the book's rounding at its price; elsewhere the chip's peak to 2%
+        return E1_TOLERANCE if prices[name] == PRICE[name] else rate_tolerance(E1_CHIPS[name])
     return (
-        number("ch08-e1-h100", section=_story, unit="FLOP", reference=out["H100"], tolerance=E1_TOLERANCE,
+        number("ch08-e1-h100", section=_story, unit="FLOP", reference=out["H100"], tolerance=tol("H100"),
                prompt=f"FLOPs per dollar of an H100 at its dense bf16 peak (${h100_usd:g} per hour).",
                slips=(Slip(out["H100"] / 3600, "magnitude:-4", per_hour),)),
-        number("ch08-e1-v5p", section=_story, unit="FLOP", reference=out["TPU v5p"], tolerance=E1_TOLERANCE,
+        number("ch08-e1-v5p", section=_story, unit="FLOP", reference=out["TPU v5p"], tolerance=tol("TPU v5p"),
                prompt=f"FLOPs per dollar of a TPU v5p (${v5p_usd:g} per hour).",
                slips=(Slip(out["TPU v5p"] / 3600, "magnitude:-4", per_hour),)),
-        number("ch08-e1-v5e", section=_story, unit="FLOP", reference=out["TPU v5e"], tolerance=E1_TOLERANCE,
+        number("ch08-e1-v5e", section=_story, unit="FLOP", reference=out["TPU v5e"], tolerance=tol("TPU v5e"),
                prompt=f"FLOPs per dollar of a TPU v5e (${v5e_usd:g} per hour).",
                slips=(Slip(out["TPU v5e"] / 3600, "magnitude:-4", per_hour),
                       Slip(out["TPU v5e"] * 2, "ratio:2", "use the bf16 rate."))))
@@ -448,21 +454,23 @@ def e1(h100_usd: float, v5p_usd: float, v5e_usd: float) -> tuple[Number, ...]:
 
 def iq1(context: int, sequences: int) -> tuple[Number, ...]:
     """IQ1: the int8 caches of ``sequences`` sequences of ``context`` tokens, and the v5e chips that hold
-    them beside the int8 weights (the whole number, or one more as the book's rounded bytes give)."""
+    them beside the int8 weights (the fewest whole chips, or at the book's values one more, as its rounded bytes
+    give)."""
     seq = KV8 * context
     total = sequences * seq
     chips = math.ceil(inf.min_chips(INT8 * P70 + total))
-    whole = Tolerance(low=chips, high=chips + 1)
-    wide = Tolerance(rtol=0.025)
+    book = (context, sequences) == (32_768, 240)
+    whole = Tolerance(low=chips, high=chips + 1) if book else Tolerance.exact_count()
     return (
         number("ch08-iq1-kv-32k", section=_story, prompt=f"Its int8 cache for one {context:,}-token sequence.",
-               reference=seq, unit="B", tolerance=wide,
+               reference=seq, unit="B", tolerance=PER_TOKEN,
                slips=(Slip(seq / L70.L, "magnitude:-2", "every layer keeps its own."),
                       Slip(seq / 2, "ratio:1/2", KEY_AND_VALUE))),
         number("ch08-iq1-kv-240", section=_story, prompt=f"The caches of {sequences} such sequences.",
-               reference=total, unit="B", tolerance=wide, slips=(Slip(total / 2, "ratio:1/2", KEY_AND_VALUE),)),
-        number("ch08-iq1-chips", section=_story,
-               prompt="v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights.", reference=chips,
+               reference=total, unit="B", tolerance=PER_TOKEN, slips=(Slip(total / 2, "ratio:1/2", KEY_AND_VALUE),)),
+        number("ch08-iq1-chips", section=_story, exact=not book,
+               prompt="v5e chips (16e9 B each) to hold those caches and 70e9 B of int8 weights"
+                      + ("." if book else " (an exact count)."), reference=chips,
                tolerance=whole,
                slips=slips(chips, whole, (math.ceil(inf.min_chips(total)), "the weights need room too."))))
 
@@ -482,13 +490,12 @@ def iq2(batch: int, context: int) -> tuple[Question, ...]:
     small, large = step(chips), step(2 * chips)
     tokens = inf.tokens_per_s(batch, small)
     per_chip = tokens / chips
-    t3 = Tolerance(rtol=0.03)
     return (
         number("ch08-iq2-kv-bytes", section=_story, prompt=f"int8 caches of {batch} sequences of {context} tokens.",
-               reference=kv, unit="B", tolerance=t3,
+               reference=kv, unit="B", tolerance=PER_TOKEN,
                slips=(Slip(2 * kv, "ratio:2", "int8: 1 byte per element.", maybe=True),)),
         number("ch08-iq2-total-bytes", section=_story, prompt="Those caches plus the int8 weights.", reference=total,
-               unit="B", tolerance=t3, slips=slips(total, t3, (kv, "add the 70e9 B of weights."))),
+               unit="B", slips=slips(total, TWO_PERCENT, (kv, "add the 70e9 B of weights."))),
         Choice(qid="ch08-iq2-slice", points=1, section=_story, prompt="The smallest v5e slice that holds them.",
                reference=name, options=SLICE_OPTIONS,
                slips=(Slip("2x2", "wrong_option", "a 2x2 slice's HBM is less than those bytes."),)),
@@ -587,11 +594,12 @@ def iq9(B: int, Y: int) -> tuple[Question, ...]:
     t = inf.megatron_times_s(B, L70.D, L70.F, Y, C_BF16, W_V5E, V5E.ici_bidirectional_bytes_per_s)
     book = inf.megatron_times_s(64, L70.D, L70.F, 32, C_BF16, W_V5E, V5E.ici_bidirectional_bytes_per_s)
     bound = max(t, key=t.get)
-    t3 = Tolerance(rtol=0.03)
-    # The book's 11 us and 4 us, wherever the time is the book's: the collective at batch 64 (any Y), the FLOPs
-    # at B / Y = 2. Keyed to each time, not to the whole (B, Y).
-    ici_tol = Tolerance(low=11e-6 * 0.99, high=book["ici"] * 1.02) if _same(t["ici"], book["ici"]) else t3
-    math_tol = Tolerance(low=4e-6 * 0.99, high=book["flops"] * 1.03) if _same(t["flops"], book["flops"]) else t3
+    # The book's 11 us, 4 us and 18 us, wherever the time is the book's: the collective at batch 64 (any Y), the
+    # FLOPs at B / Y = 2, the weight read on 32 chips. Keyed to each time, not to the whole (B, Y); elsewhere 2%.
+    t3 = Tolerance(rtol=0.03) if _same(t["hbm"], book["hbm"]) else TWO_PERCENT
+    ici_tol = Tolerance(low=11e-6 * 0.99, high=book["ici"] * 1.02) if _same(t["ici"], book["ici"]) else TWO_PERCENT
+    math_tol = Tolerance(low=4e-6 * 0.99, high=book["flops"] * 1.03) if _same(t["flops"], book["flops"]) \
+        else rate_tolerance(V5E)
     return (
         number("ch08-iq9-tp-memory", section=_story,
                prompt=f"Memory-bound limit F / (8B) at batch {B} (W_hbm / W_ici taken as 8).", reference=limit,
@@ -667,7 +675,7 @@ def iq13(context: int, chips: int) -> tuple[Number, ...]:
     latency = point(1)[0]
     cache = KV8 * context / (chips * W_V5E)  # the one sequence's cache, read every step
     plateau = point(IQ13_PLATEAU_B)[1] / 1e3  # tokens per ms per chip
-    plateau_tol = Tolerance(low=0.85, high=1.05) if book else Tolerance(rtol=0.05)  # the book reads "around 1"
+    plateau_tol = Tolerance(low=0.85, high=1.05) if book else TWO_PERCENT  # the book reads "around 1"
     # The cache is what this point asks about. Elsewhere it is at least IQ13_CACHE_SHARE of the step, so 1%
     # tells leaving it out, or reading it in bf16, from the step. At the book's 2k context it is 0.5%: the range
     # stops halfway to leaving it out, and reaches the book's 5.5 ms read off its plot (which a bf16 cache,
@@ -776,7 +784,7 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
          v5e_usd=values(PRICE["TPU v5e"], 1.0, 1.5)),
     # 2. Memory: what fits where.
     number("ch08-iq1-kv-per-token", section=_story, prompt="LLaMA 3-70B: int8 KV cache bytes per token.", reference=KV8,
-           unit="B", tolerance=Tolerance(rtol=0.025),
+           unit="B", tolerance=PER_TOKEN,
            slips=(Slip(2 * KV8, "ratio:2", "int8: 1 byte per element.", maybe=True),
                   Slip(KV8 / 2, "ratio:1/2", KEY_AND_VALUE),
                   Slip(KV8 * L70.N // L70.K, "ratio:8", "the cache holds the 8 key/value heads."))),
