@@ -439,16 +439,19 @@ def e1(h100_usd: float, v5p_usd: float, v5e_usd: float) -> tuple[Number, ...]:
 
     def tol(name: str) -> Tolerance:  # the book's rounding at its price; elsewhere the chip's peak to 2%
         return E1_TOLERANCE if prices[name] == PRICE[name] else rate_tolerance(E1_CHIPS[name])
+
+    def per_second(name: str) -> Slip:  # a price per hour taken per second: 3600 times too few FLOPs
+        return Slip(out[name] / 3600, slip_code(out[name] / 3600, out[name], tol(name)), per_hour)
     return (
         number("ch08-e1-h100", section=_story, unit="FLOP", reference=out["H100"], tolerance=tol("H100"),
                prompt=f"FLOPs per dollar of an H100 at its dense bf16 peak (${h100_usd:g} per hour).",
-               slips=(Slip(out["H100"] / 3600, "magnitude:-4", per_hour),)),
+               slips=(per_second("H100"),)),
         number("ch08-e1-v5p", section=_story, unit="FLOP", reference=out["TPU v5p"], tolerance=tol("TPU v5p"),
                prompt=f"FLOPs per dollar of a TPU v5p (${v5p_usd:g} per hour).",
-               slips=(Slip(out["TPU v5p"] / 3600, "magnitude:-4", per_hour),)),
+               slips=(per_second("TPU v5p"),)),
         number("ch08-e1-v5e", section=_story, unit="FLOP", reference=out["TPU v5e"], tolerance=tol("TPU v5e"),
                prompt=f"FLOPs per dollar of a TPU v5e (${v5e_usd:g} per hour).",
-               slips=(Slip(out["TPU v5e"] / 3600, "magnitude:-4", per_hour),
+               slips=(per_second("TPU v5e"),
                       Slip(out["TPU v5e"] * 2, "ratio:2", "use the bf16 rate."))))
 
 

@@ -705,7 +705,8 @@ def c1_serve(batch: int, context: int) -> tuple[Number, ...]:
         number("ch11-c1-serve-cost", section=SERVING,
                prompt="US dollars per million generated tokens at the v5e price.",
                reference=usd, tolerance=ONE_PERCENT,
-               slips=(Slip(usd * 3600, "magnitude:+4", "prices are per hour, steps in seconds."),)))
+               slips=(Slip(usd * 3600, slip_code(usd * 3600, usd, ONE_PERCENT),
+                           "prices are per hour, steps in seconds."),)))
 
 
 def c1_serve_valid(batch: int, context: int) -> bool:
@@ -853,7 +854,8 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
          chips=values(V5P_4096, V5P_4096 // 2), tokens=values(6e12, 4e12, 9e12)),
     number("ch11-c1-kv-bytes", section=INFERENCE, prompt="Course-31B's int8 KV cache per token, in bytes.",
            reference=CAP_KV_PER_TOKEN, unit="B", tolerance=THREE_FIGURES,
-           slips=(Slip(CAP_KV_PER_TOKEN * COURSE_31B.N // COURSE_31B.K, "magnitude:+1",
+           slips=(Slip(CAP_KV_PER_TOKEN * COURSE_31B.N // COURSE_31B.K,
+                       slip_code(CAP_KV_PER_TOKEN * COURSE_31B.N // COURSE_31B.K, CAP_KV_PER_TOKEN, THREE_FIGURES, "B"),
                        "GQA caches K = 8 heads, not 48."),
                   Slip(CAP_KV_PER_TOKEN / 2, "ratio:1/2", "the cache holds keys and values: two vectors per head and "
                                                            "layer.", maybe=True))),

@@ -553,8 +553,6 @@ def test_a_reader_that_stops_early_ends_the_variant_command_quietly():
 
 # (question, sibling) pairs where the sibling's printed answer is right for most of a class, each with why.
 SIBLING_PRINTED: dict[tuple[str, str], str] = {
-    ("ch08-iq9-t-ici", "ch08-iq9-t-hbm"): "not yet apart: the ICI time at two of the three dealt slices lies "
-                                          "within 3% of the printed HBM time",
     ("ch08-iq13-plateau", "ch08-iq8-bf16"): "not yet apart: the plateau at three of the five dealt choices lies "
                                             "within its tolerance of IQ8's printed bf16 fraction",
     ("ch08-w3-min-step", "ch08-iq11-finished"): "W3's step is one fixed 405B read (named in unvaried_numbers.py), "
@@ -576,8 +574,6 @@ SIBLING_PRINTED: dict[tuple[str, str], str] = {
                                                               "H100, B200, so a slot often holds the other's GPU",
     ("ch12-q11-v5p-alus", "ch12-q53-tokens-16b"): "not yet varied (see unvaried_numbers.py): the v5e's 4096 ALUs "
                                                   "are Q5.3's printed 4096 tokens",
-    ("ch12-q51-dp-threshold", "ch12-q51-tp-intensity"): "not yet varied (see unvaried_numbers.py): 2475 lies within "
-                                                        "3.5% of the printed B200 NVLink intensity",
     ("ch12-q51-dp-threshold", "ch12-e8-dp-scaleout"): "not yet varied (see unvaried_numbers.py): every non-B200 "
                                                       "node newer than the A100 has the H100's threshold",
     ("ch12-e1-h100-tc-flops", "ch12-e1-b200-tc-flops"): "not yet apart: the slots deal any two of A100, H100, B200, "
@@ -590,8 +586,6 @@ SIBLING_PRINTED: dict[tuple[str, str], str] = {
                                                       "of Q5.3's printed 2048",
     ("ch12-e1-h100-tc-flops", "ch12-q53-tokens-314b"): "the B200's per-SM rate, 2089, lies within the tolerance "
                                                        "of Q5.3's printed 2048",
-    ("ch12-e1-b200-tc-flops", "ch12-e10-model-parallel"): "the H100's per-SM rate, 1065, lies within the tolerance "
-                                                          "of E10's printed 1024",
 }
 
 

@@ -35,6 +35,7 @@ WIDE: dict[str, str] = {
     "ch11-c1-h100-dp-threshold": _RATE,
     "ch11-c1-h100-pp-threshold": _RATE,
     "ch12-q14-large-time": _RATE,
+    "ch12-e1-h100-tc-flops": _RATE,
     "ch12-q52-tp-limit": _TP_DIVISOR,
     "ch12-q53-threshold-70b": _RATE,
     "ch12-q53-threshold-314b": _RATE,
