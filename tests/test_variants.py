@@ -208,13 +208,13 @@ def _varied(ch: Chapter) -> set[str]:
 CLOSE_DEALS: dict[str, str] = {}
 
 
-def _deals(chapter: str, s: variants.Setting, students: int = 300) -> list[dict]:
-    """The choices of ``s`` that a class is dealt under the default plan: the choices ``variants.pick`` gives a few
-    hundred students (never the book's while two others are left, nor a choice that still shows the book's answer),
-    so that the question asked is the one a class is graded on."""
+def _deals(chapter: str, s: variants.Setting) -> list[dict]:
+    """The choices of ``s`` that a class is dealt under the default plan (``variants.dealable``, which
+    ``variants.pick`` deals from: never the book's while two others are left, nor a choice that still shows the
+    book's answer), so that the question asked is the one a class is graded on."""
     data = {"chapter": chapter, "variants": {"course": "c", **variants.settings_block([s], {})}}
     combos = s.combos()
-    return [combos[i] for i in sorted({variants.pick(data, s.name, f"student{k:03d}") for k in range(students)})]
+    return [combos[i] for i in variants.dealable(data, s.name)]
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
