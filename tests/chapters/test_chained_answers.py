@@ -123,22 +123,27 @@ E5 = _combos(CH09, "ch09-e5")
 
 @pytest.mark.parametrize("labels,qs", E5, ids=[_id(c[0]) for c in E5])
 def test_reduce_scatter_time_to_the_books_two_figures_passes(labels, qs):
-    """The book's "roughly 1.1 ms": the time rounded to 2 figures passes at every combo, up or down."""
+    """The book's "roughly 1.1 ms": at the book's values the time rounded to 2 figures passes, up or down; at every
+    other combo the time to 3 figures does (a width for the book's rounding holds at its values only:
+    tests/test_book_widths.py)."""
     q = qs["ch09-e6-time"]
-    for answer in (q.reference, round_figures(q.reference, 3), round_figures(q.reference, 2),
-                   f"{round_figures(q.reference, 2) * 1e3:.2g} ms"):
+    answers = [q.reference, round_figures(q.reference, 3)]
+    if labels == _setting(CH09, "ch09-e5").book:
+        answers += [round_figures(q.reference, 2), f"{round_figures(q.reference, 2) * 1e3:.2g} ms"]
+    for answer in answers:
         ok, why = _passes(q, answer)
         assert ok, (labels, answer, q.reference, why)
     _slips_and_factors_fail(q, labels)
 
 
 @pytest.mark.parametrize("labels,qs", [(dict(B=56, D=8192), "2.0 ms"), (dict(B=56, D=6144), "1.5 ms")])
-def test_reduce_scatter_time_rounded_up_passes(labels, qs):
-    """Two readings that round up: 1.957 ms and 1.468 ms, read to 2 figures as the book reads its own."""
+def test_reduce_scatter_time_rounded_up_at_other_values_is_close(labels, qs):
+    """Two readings that round up, 1.957 ms and 1.468 ms to 2 figures, away from the book's values: held to the
+    course's precision, as a sibling question is, and told they are close, by both judges."""
     s = _setting(CH09, "ch09-e5")
     q = next(q for q in s.questions(s.labels(labels)) if q.qid == "ch09-e6-time")
-    ok, why = _passes(q, qs)
-    assert ok, (labels, why)
+    grader, selfcheck = both_judges(q, qs)
+    assert grader.diagnosis == selfcheck.diagnosis == "close", (labels, grader, selfcheck)
 
 
 A2 = _combos(CH06, "ch06-a2")
@@ -146,11 +151,15 @@ A2 = _combos(CH06, "ch06-a2")
 
 @pytest.mark.parametrize("labels,qs", A2, ids=[_id(c[0]) for c in A2])
 def test_seconds_per_token_to_the_books_one_figure_passes(labels, qs):
-    """The book's "about 1 ms" for the v5p's 0.915 ms: a one-figure reading passes at every chip (2 ms for
-    the v5e's 2.13 ms and the v4p's 1.53 ms, as 0.5 ms for the v6e's 0.456 ms), and the band above it stays."""
+    """The book's "about 1 ms" for the v5p's 0.915 ms: at the book's chip a one-figure reading and the band above
+    it pass; at every chip the time to 3 figures does (a width for the book's rounding holds at its values only:
+    tests/test_book_widths.py)."""
     q = qs["ch06-a2-seconds-per-token"]
-    for answer in (q.reference, round_figures(q.reference, 3), round_figures(q.reference, 1), q.reference * 1.1,
-                   q.reference * 0.98, f"{round_figures(q.reference, 1) * 1e3:.1g} ms"):
+    answers = [q.reference, round_figures(q.reference, 3)]
+    if labels == _setting(CH06, "ch06-a2").book:
+        answers += [round_figures(q.reference, 1), q.reference * 1.1, q.reference * 0.98,
+                    f"{round_figures(q.reference, 1) * 1e3:.1g} ms"]
+    for answer in answers:
         ok, why = _passes(q, answer)
         assert ok, (labels, answer, q.reference, why)
     _slips_and_factors_fail(q, labels, factors=(2, 0.5, 1 / 3, 3))
