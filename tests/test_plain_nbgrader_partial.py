@@ -35,5 +35,5 @@ def test_plain_nbgrader_gives_a_partly_right_answer_its_share(monkeypatch):
     share = both_judges(Q, cx5_untied)[1].score  # the self-check's share: nbgrader's kernel judges as it does
     assert 0 < share < 1
     assert determine_grade(_graded_cell("s.cx5_untied")) == (pytest.approx(POINTS * share), POINTS)
-    assert determine_grade(_graded_cell("s.cx5_mha_params")) == (0, POINTS)  # wrong: still nothing
+    assert determine_grade(_graded_cell("s.cx5_with_norms")) == (0, POINTS)  # wrong at every case: still nothing
     assert determine_grade(_graded_cell("s.param_count")) == (POINTS, POINTS)
