@@ -22,8 +22,8 @@ UNVARIED: dict[str, str] = {
     "ch06-a3-total-flops": "LLaMA 3-70B's training FLOPs over LLaMA 3's own 15e12 tokens: the run the chapter follows",
     "ch06-w2-params": "LLaMA 3.1-405B's parameter count from its public config: the model W2 is about",
     "ch06-w2-flops-per-token": "6 FLOPs times LLaMA 3.1-405B's parameter count: a fact of the model W2 is about",
-    "ch06-w2-tp-limit": "a 3D-torus chip's own figure: besides the book's v5p only the v4p is dealt (on a TPU7x pod the "
-                        "weights are under 0.5% of W2's bytes per chip, where leaving them out could not be refused)",
+    "ch06-w2-tp-limit": "a 3D-torus chip's own figure: besides the book's v5p only the v4p is dealt (on a TPU7x pod "
+                        "the weights are under 0.5% of the bytes per chip, where leaving them out cannot be refused)",
     "ch06-w2-mix-bound": "a 3D-torus chip's own figure: besides the book's v5p only the v4p is dealt (see "
                          "ch06-w2-tp-limit)",
     "ch06-w2-total-flops": "LLaMA 3.1-405B's nominal size times LLaMA 3's 15e12 tokens: the run W2 plans",
