@@ -28,7 +28,7 @@ from .. import record
 from ..formula import Invalid
 from ..messages import frame, in_words, phrase, with_hints
 from ..questions import AuthoringError, Function, Output
-from ..verdict import Status, Verdict
+from ..verdict import REFUSED, Status, Verdict, only_passing, passing_only
 from . import common, formula, number
 from . import targets as tg
 from .common import correct, edge, invalid, not_a_function
@@ -196,6 +196,8 @@ def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | 
             words = f"an array of shape {_shape_words(have)}" if have is not None else "nested lists of unequal lengths"
             return Verdict(Status.INCORRECT, 0.0, "returned:shape",
                            phrase("returned:shape", got=words, want=_shape_words(shape)))
+        if only_passing():  # the first wrong element decides
+            return correct() if all(j(x).ok for j, x in zip(elements, values, strict=True)) else REFUSED
         verdicts = [j(x) for j, x in zip(elements, values, strict=True)]
         bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
         if not bad:
@@ -516,7 +518,8 @@ def drawn_probes(q: Function, seed: str) -> list[dict[str, Any]]:
         return json.loads(held[1])  # a fresh copy: plain JSON data, which no caller may change for another
     if len(_DRAWN) >= DRAWN_KEPT:
         _DRAWN.clear()
-    cases = _draw(q, seed)
+    with passing_only():  # the draw asks only whether slips and frozen answers pass, thousands of times
+        cases = _draw(q, seed)
     _DRAWN[id(q), seed] = (q, json.dumps(cases))
     return cases
 

@@ -37,7 +37,7 @@ from ..numbers import (
 )
 from ..questions import Accept, Number, Slip
 from ..record import course_object
-from ..verdict import Status, Verdict
+from ..verdict import REFUSED, Status, Verdict, only_passing
 from . import targets as tg
 from .common import CLOSE_FACTOR, WITHHELD, correct, edge, invalid, partial, wrong
 
@@ -456,6 +456,8 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
     right = _right(e.oracle, v)
     if right is True:
         return correct()
+    if only_passing():
+        return REFUSED
     if right is None:
         return edge(**ctx, precise=figures(v) >= PRECISE_FIGURES)
     for j, (credit, message) in enumerate(e.accepts):
