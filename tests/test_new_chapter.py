@@ -26,8 +26,9 @@ def _block(page: str, heading: str) -> str:
 
 
 def _run(repo: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """A command of this repository's copy: its packages first on the path, so the new chapter is seen."""
-    env = {**__import__("os").environ, "PYTHONPATH": str(repo)}
+    """A command of this repository's copy: its packages first on the path, so the new chapter is seen (and none
+    of the outer run's pytest options, whose plugins may live on the path it replaces)."""
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTEST_ADDOPTS"} | {"PYTHONPATH": str(repo)}
     proc = subprocess.run([sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
