@@ -5,11 +5,12 @@ Part 8 "Serving LLaMA 3-70B on TPUs", https://jax-ml.github.io/scaling-book/appl
 
 Inputs only, plus plots: the chapters ask students to derive the step-time model (critical batches,
 KV-cache sizes, step times, memory and sharding limits), so no function here returns one of those
-quantities (docs/architecture.md; ``tests/test_library_rule.py``). The plots draw the model for numbers the
-student has already found, and return the Axes. The references' own cost model lives in
+quantities (docs/architecture.md; ``tests/test_library_rule.py``). The plots draw the student's own
+step-time functions, on the helper's own grid of batches, and return the Axes; no coordinate of a picture
+is a number a question asks for (``tests/test_plot_data.py``). The references' own cost model lives in
 ``solutions/_derived/inference.py``.
 
-The model the plots draw (Part 7, "A rough model of latency"): a decode step reads every weight once
+The model the chapters ask for (Part 7, "A rough model of latency"): a decode step reads every weight once
 and each sequence's KV cache once; the weight matmuls take the larger of their FLOP time and the weight
 read, attention is bandwidth-bound, and the step is their sum. Prefill is the larger of its FLOP time
 (at an MFU) and one read of the weights.
@@ -17,11 +18,10 @@ read, attention is bandwidth-bound, and the step is their sum. Prefill is the la
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import hardware as hw
 from .models import BOOK
 
 PART7 = BOOK + "inference/"
@@ -42,58 +42,56 @@ MEDIAN_DECODE_TOKENS = 512  # Part 8: the decode length assumed when turning ste
 
 # --- pictures ------------------------------------------------------------------------------------------
 
-def plot_decode_latency(batches: np.ndarray, kv_bytes_per_seq: float, weight_bytes: float, param_count: float,
-                        n_chips: int, chip: hw.Chip = hw.TPU_V5E, label: str = "", ax=None):
-    """Decode step time against batch with its three rooflines: weight loading (flat), weight
-    matmul FLOPs (rising from zero) and the KV caches (rising from zero); the step is KV + the larger
-    of the other two. The critical batch is marked where FLOPs overtake weight loading."""
+def _batches(largest: float) -> np.ndarray:
+    """The helper's own batch grid, 1 to ``largest``: whole batches, at most 300 of them."""
+    return np.unique(np.linspace(1, max(1.0, float(largest)), 300).round())
+
+
+def _tokens(most: float) -> np.ndarray:
+    """The helper's own token grid, 1 to ``most`` (at least 10), log-spaced whole numbers."""
+    return np.unique(np.logspace(0, np.log10(max(float(most), 10.0)), 200).round())
+
+
+def _curve(step: Callable[[float], float], batches: np.ndarray) -> np.ndarray:
+    return np.array([float(step(b)) for b in batches])
+
+
+def plot_decode_latency(step: Callable[[float], float], largest_batch: float, label: str = "", ax=None):
+    """Decode step time against batch, drawn from the student's own step-time model ``step`` (batch ->
+    seconds) on whole batches from 1 to ``largest_batch``: flat while the weights' read dominates, then
+    rising. The picture computes no step time of its own, and marks no critical batch: those are the
+    chapters' questions (``tests/test_plot_data.py``)."""
     ax = _axes(ax)
-    b = np.asarray(batches, dtype=float)
-    bandwidth = n_chips * chip.hbm_bytes_per_s
-    kv, flops = b * kv_bytes_per_seq / bandwidth, 2 * b * param_count / (n_chips * chip.bf16_flops_per_s)
-    weights = np.full_like(b, weight_bytes / bandwidth)
-    ax.plot(b, 1e3 * (kv + np.maximum(flops, weights)), linewidth=2.5, label=f"decode step {label}".strip())
-    ax.plot(b, 1e3 * weights, "--", label="roof: read the weights")
-    ax.plot(b, 1e3 * flops, "--", label="roof: weight matmul FLOPs")
-    ax.plot(b, 1e3 * kv, ":", label="read the KV caches")
-    crossing = b[np.argmax(flops >= weights)] if (flops >= weights).any() else None
-    if crossing is not None:
-        ax.axvline(crossing, color="gray", linewidth=1, label="FLOPs overtake the weight read")
+    b = _batches(largest_batch)
+    ax.plot(b, 1e3 * _curve(step, b), linewidth=2.5, label=f"decode step {label}".strip())
     ax.set(xlabel="batch B (sequences)", ylabel="ms per step", title="Decode: latency against batch")
     ax.legend(fontsize="small")
     return ax
 
 
-def plot_prefill_latency(tokens: np.ndarray, weight_bytes: float, param_count: float, n_chips: int,
-                         chip: hw.Chip = hw.TPU_V5E, mfu: float = 1.0, ax=None):
-    """Prefill time against the number of tokens processed at once, log-log: the FLOP roof
-    2 P tokens / (n C mfu) and the floor of reading the weights once; prefill is the larger."""
+def plot_prefill_latency(prefill: Callable[[float], float], most_tokens: float = 1e5, ax=None):
+    """Prefill time against the number of tokens processed at once, log-log, drawn from the student's
+    own model ``prefill`` (tokens -> seconds) on the helper's own grid from 1 to ``most_tokens``: flat
+    while reading the weights dominates, proportional to the tokens beyond."""
     ax = _axes(ax)
-    t = np.asarray(tokens, dtype=float)
-    flops = 2 * param_count * t / (n_chips * chip.bf16_flops_per_s * mfu)
-    load = np.full_like(t, weight_bytes / (n_chips * chip.hbm_bytes_per_s))
-    ax.plot(t, 1e3 * np.maximum(flops, load), linewidth=2.5, label="prefill")
-    ax.plot(t, 1e3 * flops, "--", label="roof: FLOPs")
-    ax.plot(t, 1e3 * load, "--", label="floor: read the weights")
+    t = _tokens(most_tokens)
+    ax.plot(t, 1e3 * _curve(prefill, t), linewidth=2.5, label="prefill")
     ax.set(xscale="log", yscale="log", xlabel="tokens processed at once (B x T)", ylabel="ms",
            title="Prefill: latency against tokens")
     ax.legend(fontsize="small")
     return ax
 
 
-def plot_frontier(param_count: float, weight_bytes: float, kv_bytes_per_token: float, contexts: Sequence[int],
-                  batches: np.ndarray, n_chips: int, chip: hw.Chip = hw.TPU_V5E, ax=None):
+def plot_frontier(step: Callable[[float, int], float], contexts: Sequence[int],
+                  largest_batch: Callable[[int], float], n_chips: int, ax=None):
     """Throughput per chip against step latency, one curve per context length (Part 8's Pareto plot),
-    each curve stopping where the caches no longer fit beside the weights."""
+    drawn from the student's own models: ``step(batch, context)`` in seconds, on whole batches up to
+    ``largest_batch(context)``, where the caches stop fitting beside the weights."""
     ax = _axes(ax)
-    b = np.asarray(batches, dtype=float)
-    bandwidth = n_chips * chip.hbm_bytes_per_s
     for s in contexts:
-        kv = s * kv_bytes_per_token
-        step = b * kv / bandwidth + np.maximum(2 * b * param_count / (n_chips * chip.bf16_flops_per_s),
-                                               weight_bytes / bandwidth)
-        fits = b * kv + weight_bytes <= n_chips * chip.hbm_bytes
-        ax.plot(1e3 * step[fits], (b / step / n_chips)[fits] / 1e3, label=f"context {s:,}")
+        b = _batches(largest_batch(s))
+        seconds = _curve(lambda x, s=s: step(x, s), b)
+        ax.plot(1e3 * seconds, b / seconds / n_chips / 1e3, label=f"context {s:,}")
     ax.set(xlabel="ms per decode step", ylabel="tokens / ms / chip", title="Latency against throughput")
     ax.legend(fontsize="small")
     return ax

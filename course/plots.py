@@ -1,8 +1,9 @@
 """Pictures where a picture beats a number: rooflines with the student's own points on them.
 
 A picture states no answer: critical intensities, crossovers and knees are what the chapters ask for,
-so they are drawn (a dotted line, a marker) and never written in a title, a label or a legend
-(``tests/test_library_rule.py`` reads every word each helper draws).
+so they are neither written (``tests/test_library_rule.py`` reads every word each helper draws) nor
+drawn as a coordinate (a line at a knee, a marker at a crossing): a picture shows where things change,
+two curves crossing, and ``tests/test_plot_data.py`` reads every number of every artist.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .hardware import Chip
+
+INTENSITY_AXIS = (0.1, 1e4)  # FLOPs/byte: the roofline's x axis, the same for every call
 
 
 def _axes(ax=None):
@@ -23,22 +26,26 @@ def _axes(ax=None):
 
 
 def roofline(chips: Sequence[Chip], points: Mapping[str, float] | None = None, ax=None):
-    """Attainable FLOP/s against arithmetic intensity for each chip (log-log), with the knee of each
-    roofline marked by a dotted line (its value is a question, so it is not written) and ``points``
-    (label -> intensity in FLOPs/byte) drawn on the first chip's roof."""
+    """Attainable FLOP/s against arithmetic intensity for each chip (log-log): its two roofs, the sloped
+    bandwidth roof and the flat compute roof, each drawn across the whole axis so that the knee shows
+    where they cross, and ``points`` (label -> intensity in FLOPs/byte) as dashed verticals.
+
+    The knee is a question (the critical intensity), so no line, marker or vertex is placed at it and no
+    point is placed on a roof: every coordinate drawn is the axis' own ends, a chip's stated peak or a
+    value the caller gave (``tests/test_plot_data.py`` reads them all)."""
     ax = _axes(ax)
-    intensity = np.logspace(-1, 4, 400)
+    ends = np.array([INTENSITY_AXIS[0], INTENSITY_AXIS[-1]])
     for chip in chips:
-        peak, bw = chip.bf16_flops_per_s, chip.hbm_bytes_per_s
-        line, = ax.plot(intensity, np.minimum(peak, intensity * bw), label=chip.name)
-        ax.axvline(peak / bw, color=line.get_color(), linestyle=":", linewidth=1)
+        line, = ax.plot(ends, ends * chip.hbm_bytes_per_s, label=chip.name)
+        ax.axhline(chip.bf16_flops_per_s, color=line.get_color())
     for label, x in (points or {}).items():
-        chip = chips[0]
-        y = min(chip.bf16_flops_per_s, x * chip.hbm_bytes_per_s)
-        ax.plot([x], [y], "o", markersize=8)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, -14))
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOPs/byte)",
-           ylabel="attainable FLOP/s", title="Roofline (HBM)")
+        ax.axvline(x, color="gray", linestyle="--", linewidth=1)
+        ax.annotate(label, (x, 0.03), xycoords=("data", "axes fraction"), textcoords="offset points",
+                    xytext=(4, 0))
+    peaks = [chip.bf16_flops_per_s for chip in chips]
+    ax.set(xscale="log", yscale="log", xlim=INTENSITY_AXIS, ylim=(min(peaks) / 1e4, 3 * max(peaks)),
+           xlabel="arithmetic intensity (FLOPs/byte)", ylabel="attainable FLOP/s (below both roofs)",
+           title="Roofline (HBM)")
     ax.legend(loc="lower right", fontsize="small")
     return ax
 

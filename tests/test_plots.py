@@ -50,15 +50,19 @@ def test_measured_roofline_without_timings_says_so(plt, monkeypatch):
     assert _png(ax).startswith(b"\x89PNG")  # a log scale of NaNs raised here, inside the notebook's display
 
 
-def test_the_roofline_marks_each_knee_without_writing_it(plt):
+def test_the_roofline_shows_each_knee_without_placing_it(plt):
     """A chip's knee is its critical intensity, the answer of Chapter 1's Q1 and Q5 (and later chapters'):
-    the roofline draws it as a dotted line and names the chip alone (tests/test_library_rule.py reads every
-    word of every picture)."""
+    the roofline draws each chip's two roofs across the whole axis, so that the knee shows where they
+    cross, names the chip alone, and holds no coordinate at the knee (tests/test_plot_data.py)."""
     from course import hardware as hw
     from course import plots
 
     chips = [hw.TPU_V5E, hw.H100]
-    ax = plots.roofline(chips)
+    ax = plots.roofline(chips, points={"B = 64": 60.0})
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["TPU v5e", "H100"]
-    knees = sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":")
-    assert knees == pytest.approx(sorted(c.bf16_flops_per_s / c.hbm_bytes_per_s for c in chips))
+    xs = {float(x) for line in ax.lines for x in line.get_xdata()}
+    assert xs == {*plots.INTENSITY_AXIS, 0.0, 1.0, 60.0}  # the axis' ends, axhline's (0, 1), the point
+    for c in chips:
+        knee = c.bf16_flops_per_s / c.hbm_bytes_per_s
+        assert all(abs(x / knee - 1) > 0.1 for x in xs)
+        assert any(line.get_ydata()[0] == c.bf16_flops_per_s for line in ax.lines)  # the flat roof
