@@ -46,7 +46,7 @@ def roofline(chips: Sequence[Chip], points: Mapping[str, float] | None = None, a
     ax.set(xscale="log", yscale="log", xlim=INTENSITY_AXIS, ylim=(min(peaks) / 1e4, 3 * max(peaks)),
            xlabel="arithmetic intensity (FLOPs/byte)", ylabel="attainable FLOP/s (below both roofs)",
            title="Roofline (HBM)")
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper left", fontsize="small")
     return ax
 
 
