@@ -687,6 +687,8 @@ def number_source(p: inspect.Parameter, fn: Callable, lib: Library, draws: bool 
             return Source(default + (objs,) + tuple((o,) for o in objs))
     if built:  # objects the course has none of at module level: built from the questions' inputs
         return Source(default + tuple(o for name in built for o in CONSTRUCTORS[name][0]()))
+    if draws and "Callable" in ann:  # the student's own model, which a picture draws: any function will do
+        return Source(default or (student_model,))
     if "Mapping" in ann:
         return Source(default or ({"curve": ARRAY},))
     if "ndarray" in ann:
@@ -852,6 +854,11 @@ DTYPE_NAMES = {"fp32": "f32", "int8": "i8"}
 GROUPS = (2, 4, 8, 16)
 ARRAY = np.array([1.0, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024])  # an array argument of a plotting callable
 SAMPLES = (3.0, 1.5e9)  # a number a picture is drawn with where the course states none
+
+
+def student_model(*_: Any) -> float:
+    """A student's function a plotting helper draws (a step time): one the course states nothing for."""
+    return SAMPLES[0]
 
 
 @functools.cache
