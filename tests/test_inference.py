@@ -162,32 +162,35 @@ def test_plots_draw():
     import matplotlib.pyplot as plt
 
     p = m.params_of(m.LLAMA2_13B)
-    ax = course_inference.plot_decode_latency(np.arange(1, 300), 1e9, 2 * p, p, 8)
-    assert len(ax.lines) == 5
-    ax = course_inference.plot_prefill_latency(np.logspace(0, 5, 50), 2 * p, p, 8)
-    assert len(ax.lines) == 3
-    ax = course_inference.plot_frontier(70e9, 70e9, 163_840, [2048, 8192], np.arange(1, 300), 16)
+    ax = course_inference.plot_decode_latency(lambda b: inf.decode_step_s(b, 1e9, 2 * p, p, 8, C16, W5), 300)
+    assert len(ax.lines) == 1
+    ax = course_inference.plot_prefill_latency(lambda t: inf.decode_step_s(t, 0, 2 * p, p, 8, C16, W5), 1e5)
+    assert len(ax.lines) == 1
+    ax = course_inference.plot_frontier(lambda b, s: 1e-3 * b, [2048, 8192], lambda s: 300, 16)
     assert len(ax.lines) == 2
     plt.close("all")
 
 
-def test_plots_draw_the_reference_model():
-    """The course's pictures draw the same curves as the references' model, without exposing it."""
+def test_plots_draw_the_students_model():
+    """The inference pictures draw the student's own step time, on the helper's own grid of whole batches
+    up to the largest the student allows: the course's model is never computed there (tests/test_plot_data.py)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     c = m.LLAMA3_70B
-    contexts, batches = [2048, 8192], np.arange(1, 700)
-    latency, per_chip = inf.frontier(70e9, 70e9, m.kv_bytes_per_token_of(c, 1), contexts, batches, 16)
-    ax = course_inference.plot_frontier(70e9, 70e9, m.kv_bytes_per_token_of(c, 1), contexts, batches, 16)
-    for line, lat, thr in zip(ax.lines, latency, per_chip, strict=True):
-        fits = ~np.isnan(lat)
-        np.testing.assert_allclose(line.get_xdata(), 1e3 * lat[fits])
-        np.testing.assert_allclose(line.get_ydata(), thr[fits] / 1e3)
-    kv = inf.kv_bytes_per_sequence(c, 8192, 1)
-    ax = course_inference.plot_decode_latency(batches, kv, 70e9, 70e9, 16)
-    step = inf.decode_step_s(batches, kv, 70e9, 70e9, 16, C16, W5)
-    np.testing.assert_allclose(ax.lines[0].get_ydata(), 1e3 * step)
+    per_token = m.kv_bytes_per_token_of(c, 1)
+
+    def step(b: float, s: int = 8192) -> float:
+        return float(inf.decode_step_s(b, per_token * s, 70e9, 70e9, 16, C16, W5))
+
+    ax = course_inference.plot_decode_latency(step, 120)
+    b = ax.lines[0].get_xdata()
+    assert b[0] == 1 and b[-1] == 120 and np.all(b == np.round(b))
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [1e3 * step(x) for x in b])
+    ax = course_inference.plot_frontier(step, [2048, 8192], lambda s: 4 * 8192 // s, 16)
+    for line, s in zip(ax.lines, [2048, 8192], strict=True):
+        assert line.get_xdata().size == 4 * 8192 // s
+        np.testing.assert_allclose(line.get_xdata()[0], 1e3 * step(1, s))
     plt.close("all")
