@@ -1,7 +1,7 @@
 """The grader's draw asks only whether answers pass (``verdict.passing_only``): a wrong answer is then refused without
 its diagnosis. That must never change what passes, nor a function's score (its share of passing cases): for every
-function question, the reference, each slip, and the reference with each numeric input written in (at its probes'
-median: wrong arrays, wrong orders, factors) score the same on a student's drawn cases either way."""
+function question, the reference, each slip, and the reference with each numeric input written in (at its commonest
+probe value: wrong arrays, wrong orders, factors) score the same on a student's drawn cases either way."""
 
 import json
 
@@ -38,7 +38,7 @@ def test_passing_only_changes_no_score(q):
     except Exception as e:  # a builder that needs JAX arrays runs in the program tests
         pytest.skip(f"cases not built here: {e}")
     kinds = _kinds(q)
-    judged = 0
+    judged = wrong = 0
     for label, answer in _answers(q).items():
         try:
             outputs = json.loads(json.dumps(record.encode_outputs(answer, calls, kinds)))
@@ -49,7 +49,8 @@ def test_passing_only_changes_no_score(q):
             quick = diagnose(cases, _judges(q, cases), outputs)
         assert (quick.ok, quick.score) == (full.ok, full.score), (label, full.message)
         judged += 1
-    assert judged >= 2  # the reference and at least one wrong answer
+        wrong += not full.ok
+    assert judged >= 2 and wrong >= 1  # the reference and at least one answer that fails a case
 
 
 def test_only_the_draw_is_refused_without_a_reason():
