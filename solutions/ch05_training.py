@@ -176,8 +176,9 @@ def choose_mesh_rounds_linearly(B, F, N, M_X, M_Y):
     return float(x), float(2 ** int(math.floor(math.log2(N / x) + 1e-9)))
 
 
-def _probe_time(b, D, F, X, Y, M_X=2, M_Y=1):
-    return dict(b=float(b), D=float(D), F=float(F), X=X, Y=Y, C=PEAK, W=ICI, M_X=M_X, M_Y=M_Y)
+def _probe_time(b, D, F, X, Y, M_X=2, M_Y=1, chip=V5P):
+    return dict(b=float(b), D=float(D), F=float(F), X=X, Y=Y, C=chip.bf16_flops_per_s,
+                W=chip.ici_bidirectional_bytes_per_s, M_X=M_X, M_Y=M_Y)
 
 
 FORWARD_PROBES = (
@@ -186,18 +187,26 @@ FORWARD_PROBES = (
     _probe_time(850, 8192, 32_768, 4096, 1, M_X=3),  # pure FSDP, at its bound
     _probe_time(300, 8192, 32_768, 4096, 1, M_X=3),  # pure FSDP, comms-bound
     _probe_time(512, 8192, LLAMA70_F, 1, 16),  # pure TP, too many ways
-    _probe_time(64, 8192, LLAMA70_F, 1, 8),  # pure TP: no batch dependence
+    _probe_time(64, 8192, LLAMA70_F, 1, 8, chip=hw.TPU_V5E),  # pure TP: no batch dependence
     _probe_time(117, 8192, 28_672, 896, 10),  # Part 6's four-pod plan
-    _probe_time(48, 8192, 32_768, 512, 8),
-    _probe_time(4096, 4096, 16_384, 64, 1, M_X=1),
+    _probe_time(48, 8192, 32_768, 512, 8, chip=hw.TPU_V4P),
+    _probe_time(4096, 4096, 16_384, 64, 1, M_X=1, chip=hw.TPU_V5E),
     _probe_time(64, 8192, 28_672, 256, 4),  # FSDP's gathers bound it, the tensor-parallel ones beside them
-    _probe_time(128, 8192, 16_384, 128, 16),  # tensor parallelism's collectives bound it, FSDP's beside them
-    _probe_time(96, 12_288, 49_152, 1024, 8, M_X=4),  # compute-bound, yet not beside both collectives in a row
+    # tensor parallelism's collectives bound it, FSDP's beside them
+    _probe_time(128, 8192, 16_384, 128, 16, chip=hw.TPU_V5E),
+    # compute-bound, yet not beside both collectives in a row
+    _probe_time(96, 12_288, 49_152, 1024, 8, M_X=4, chip=hw.TPU_V5E),
+    _probe_time(48, 12_288, 49_152, 256, 4, M_X=3, chip=hw.TPU_V3),  # FSDP's gathers bound it, over three axes
+    _probe_time(2048, 6144, 24_576, 256, 4, M_X=3, chip=hw.TPU_V4P),  # compute-bound
+    _probe_time(48, 8192, 16_384, 16, 16, M_X=1, chip=hw.TPU_V5E),  # FSDP's gathers, on one axis's links
+    # tensor parallelism's collectives bound it, over two axes
+    _probe_time(256, 8192, 16_384, 64, 16, M_X=1, M_Y=2, chip=hw.TPU_V4P),
+    _probe_time(4096, 8192, 28_672, 64, 4, chip=hw.TPU_V6E),  # compute-bound
 )
-# Both collectives run in 7 of the 12, each where their sum outlasts the slowest of the three (summing them is wrong
-# there), a collective bounds 7 (the rings' exact factors are wrong there), and FSDP's, over M_X axes, would bound 7
-# on one axis's links; each drawn case is in its probe's regime (``like_probes``), where rescaling every float left
-# summing them right in 5 or 6 of 9.
+# Summing the two collectives is wrong in 10 of the 17 (where their sum outlasts the slowest of the three), the rings'
+# exact factors in 10 (where a collective bounds), one axis's links in 9; the chips differ (five of them), so that a
+# peak or a bandwidth written in fails a compute-bound or a collective-bound case. Each drawn case is in its probe's
+# regime (``like_probes``), where rescaling every float left summing them right in 5 or 6 of 9.
 MESH_PROBES = (
     dict(B=float(E9_B), F=float(E9_F), N=E9_N, M_X=2, M_Y=1),  # E9 -> (16, 4)
     dict(B=Q3_BATCH, F=float(Q.F), N=SLICE_16, M_X=Q3_MX, M_Y=Q3_MY),  # Q3 -> (1024, 4)

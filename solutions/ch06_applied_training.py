@@ -147,10 +147,14 @@ def _budget(c, tokens, batch, chips, mfu=MFU, n_ckpt=N_CKPT, hbm=V5P.hbm_bytes, 
 BUDGET_PROBES = (
     _budget(M70, TOKENS, MEMORY_BATCH, POD),  # A1-A6
     _budget(M70, TOKENS, BATCH, W1_CHIPS, n_ckpt=12),
-    _budget(m.LLAMA3_8B, TOKENS, BATCH, 256, mfu=0.5, n_ckpt=1, hbm=hw.TPU_V5E.hbm_bytes,
-            peak=hw.TPU_V5E.bf16_flops_per_s),
+    _budget(m.LLAMA3_8B, 2e12, BATCH, 256, mfu=0.5, n_ckpt=1, hbm=hw.TPU_V5E.hbm_bytes,
+            peak=hw.TPU_V5E.bf16_flops_per_s),  # a shorter run, on another chip
     _budget(M405, TOKENS, W2_BATCH, W2_CHIPS),  # W2
 )
+def _alpha(chip: hw.Chip) -> float:
+    return chip.bf16_flops_per_s / chip.ici_bidirectional_bytes_per_s
+
+
 COMM_PROBES = (
     dict(B=float(BATCH), X=2048, Y=4, F=float(M70.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # A9's choice
     dict(B=W1_POD_BATCH, X=W1_MESH[0], Y=W1_MESH[1], F=float(M70.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # W1
@@ -158,7 +162,11 @@ COMM_PROBES = (
     dict(B=float(BATCH), X=POD, Y=1, F=float(M70.F), alpha=ALPHA, M_X=TORUS_AXES, M_Y=1),  # A8: pure FSDP
     dict(B=3e6, X=1024, Y=4, F=13_824.0, alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # Part 5's Q3
     dict(B=float(W2_BATCH) / W2_PODS, X=1024, Y=8, F=float(M405.F), alpha=ALPHA, M_X=M_X, M_Y=M_Y),  # W2
-    dict(B=2e6, X=64, Y=64, F=float(M70.F), alpha=ALPHA, M_X=1, M_Y=1),  # too much tensor parallelism
+    # Other chips' C / W_ici, so that no alpha is the same in every case.
+    dict(B=2e6, X=64, Y=64, F=float(M70.F), alpha=_alpha(hw.TPU_V6E), M_X=1, M_Y=1),  # too much tensor parallelism
+    dict(B=float(2**20), X=1024, Y=8, F=float(M70.F), alpha=_alpha(hw.TPU_V4P), M_X=M_X, M_Y=M_Y),
+    dict(B=8.0 * 2**20, X=1024, Y=8, F=36_864.0, alpha=_alpha(hw.TPU7X), M_X=M_X, M_Y=M_Y),
+    dict(B=float(BATCH), X=512, Y=16, F=20_480.0, alpha=_alpha(hw.TPU_V5E), M_X=M_X, M_Y=M_Y),
 )
 
 

@@ -165,15 +165,20 @@ def cx1_ignores_slices(weight_bytes, kv_bytes_per_token, context, hbm_per_chip, 
 SLICE_CHIPS = sorted(inf.V5E_SLICES.values())
 
 
-def _plan_probe(dtype: str, double: bool = False) -> dict:
-    slices = [n for n in SLICE_CHIPS if n >= chips_for(dtype, double)]
+def _plan_probe(dtype: str, double: bool = False, chip: hw.Chip = V5E) -> dict:
+    """On the v5e, IQ5's slices (IQ8's with ``double``); on another chip, every slice of that shape."""
+    slices = [n for n in SLICE_CHIPS if chip is not V5E or n >= chips_for(dtype, double)]
     return dict(weight_bytes=DTYPES[dtype] * P70, kv_bytes_per_token=m.kv_bytes_per_token_of(PROBE_L70, DTYPES[dtype]),
-                context=CONTEXT, hbm_per_chip=HBM, hbm_bytes_per_s=W_V5E, decode_tokens=DECODE, slices=slices)
+                context=CONTEXT, hbm_per_chip=chip.hbm_bytes, hbm_bytes_per_s=chip.hbm_bytes_per_s,
+                decode_tokens=DECODE, slices=slices)
 
 
+# Other chips beside the v5e, so that no HBM size or bandwidth is the same in every case.
 PLAN_PROBES = (*(_plan_probe(d) for d in ("int4", "int8", "bf16")), *(_plan_probe(d, True) for d in DTYPES),
                dict(weight_bytes=INT8 * m.params_of(L8), kv_bytes_per_token=W2_KV, context=CONTEXT, hbm_per_chip=HBM,
-                    hbm_bytes_per_s=W_V5E, decode_tokens=DECODE, slices=SLICE_CHIPS))
+                    hbm_bytes_per_s=W_V5E, decode_tokens=DECODE, slices=SLICE_CHIPS),
+               _plan_probe("int8", chip=hw.TPU_V6E), _plan_probe("int4", chip=hw.TPU_V6E),
+               _plan_probe("bf16", chip=hw.TPU_V5P))
 
 
 def draw_plan(rng: random.Random, probe: dict) -> dict:
@@ -211,8 +216,10 @@ def cx2_off_by_one(step, context, weight_bytes, kv_bytes_per_token, n_chips, hbm
 
 
 BATCH_PROBES = tuple(dict(step=s, context=c, weight_bytes=INT8 * P70, kv_bytes_per_token=2 * KV8, n_chips=n,
-                          hbm_per_chip=HBM)
-                     for s, c, n in ((4, 8192, 16), (1, 8192, 16), (4, 2048, 16), (8, 8192, 32), (1, 32_768, 16)))
+                          hbm_per_chip=chip.hbm_bytes)
+                     for s, c, n, chip in ((4, 8192, 16, V5E), (1, 8192, 16, V5E), (4, 2048, 16, V5E),
+                                           (8, 8192, 32, V5E), (1, 32_768, 16, V5E), (4, 8192, 8, hw.TPU_V6E),
+                                           (2, 16_384, 4, hw.TPU_V5P)))
 
 
 def draw_largest(rng: random.Random, probe: dict) -> dict:

@@ -98,8 +98,8 @@ TRAIN_PROBES = (
     _train(m.LLAMA2_13B, V5P_4096, V5P, 1e7, LLAMA2_TOKENS),  # Part 5 X1: pure FSDP, 1.037 s
     _train(m.LLAMA2_13B, V5P_4096, V5P, 2**20, LLAMA2_TOKENS),  # Part 5 X1: (1024, 4), 0.109 s
     _train(m.LLAMA2_13B, V5P_4096, V5P, 2**18, LLAMA2_TOKENS),  # 64 tokens per chip: nothing works
-    _train(m.LLAMA3_8B, V5E_POD, V5E, 2**20, 15e12),  # a v5e pod (2-D torus): pure FSDP
-    _train(m.LLAMA3_8B, V5E_POD, V5E, 2**18, 15e12),  # FSDP + TP on the 2-D torus
+    _train(m.LLAMA3_8B, V5E_POD, V5E, 2**20, 15e12, mfu=0.5),  # a v5e pod (2-D torus): pure FSDP
+    _train(m.LLAMA3_8B, V5E_POD, V5E, 2**18, 15e12, mfu=0.3),  # FSDP + TP on the 2-D torus
     _train(COURSE_31B, V5P_4096, V5P, 2 * 2**20, 6e12),  # the capstone's budget
 )
 
@@ -156,9 +156,10 @@ def plan_serving_kv_once(L, D, F, N, K, H, V, weight_bytes, kv_bytes, context, b
     return plan_serving(L, D, F, N, K, H, V, weight_bytes, kv_bytes, context, 1, hbm, hbm_bw, peak, latency, slices)
 
 
-def _serve(cfg, weight_bytes, kv_bytes, context, batch, latency):
+def _serve(cfg, weight_bytes, kv_bytes, context, batch, latency, chip=V5E):
+    """A serving case on ``chip`` (its HBM, bandwidth and peak), over the v5e's slice sizes."""
     return dict(dims(cfg), weight_bytes=weight_bytes, kv_bytes=kv_bytes, context=context, batch=batch,
-                hbm=V5E.hbm_bytes, hbm_bw=V5E.hbm_bytes_per_s, peak=V5E.bf16_flops_per_s, latency=latency,
+                hbm=chip.hbm_bytes, hbm_bw=chip.hbm_bytes_per_s, peak=chip.bf16_flops_per_s, latency=latency,
                 slices=list(V5E_SLICE_CHIPS))
 
 
@@ -171,6 +172,9 @@ SERVE_PROBES = (
     _serve(m.LLAMA3_8B, 1, 1, 256, 2048, 0.05),  # a big batch: the weight matmuls are compute-bound
     _serve(m.LLAMA31_405B, 1, 1, 32768, 16, 0.02),
     _serve(m.LLAMA31_405B, 2, 2, 8192, 8, 0.001),  # no slice is fast enough
+    _serve(m.LLAMA3_70B, 1, 1, 8192, 64, 0.05, chip=hw.TPU_V6E),  # memory decides
+    _serve(COURSE_31B, 2, 2, 4096, 64, 0.012, chip=hw.TPU_V5P),  # the latency decides
+    _serve(m.LLAMA3_8B, 2, 2, 8192, 256, 0.05, chip=hw.TPU_V6E),  # memory decides
 )
 SERVE = SERVE_PROBES[2]
 CAP_KV_PER_TOKEN = m.kv_bytes_per_token(COURSE_31B.L, COURSE_31B.K, COURSE_31B.H, SERVE["kv_bytes"])

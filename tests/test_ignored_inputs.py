@@ -48,7 +48,7 @@ INPUTS_STILL_IGNORABLE: dict[str, str] = {f"{qid}:{arg}": why for qid, args, why
     ("ch08-cx2-largest-batch", "weight_bytes kv_bytes_per_token n_chips", KEPT),
     ("ch08-cx2-largest-batch", "step", "drawn from a few values, and the answer is rounded to whole steps"),
     ("ch09-cx5-matmul-cost", "bw", "counts in the 2 memory-bound cases of 5 alone (peak in the 3 others)"),
-    ("ch11-c1-plan-serving", "N H K V batch context kv_bytes weight_bytes", KEPT),
+    ("ch11-c1-plan-serving", "N H K V context kv_bytes weight_bytes", KEPT),
     ("ch11-c1-plan-serving", "hbm latency peak", "a plan is a choice among a few: a frozen value picks the same one"),
     ("ch11-c1-plan-training", "D F H K L N V chips mesh_axes", KEPT),
     ("ch11-c1-plan-training", "ici_bw", "a plan is a choice among a few: a frozen value picks the same one"),
