@@ -25,13 +25,13 @@ import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
+import stat
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ from ..record import CHAPTER_DATA_ENV, GRADER_ENV, MAX_RECORD_BYTES, MIME
 from . import factory
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
-from .files import NotPlain, read_plain
+from .files import NotPlain, read_plain, remove_tree
 
 # Past the notebook's time limit the running cell is interrupted (an interrupted cell ends in milliseconds); a kernel
 # still busy this much later is killed, whatever it is doing.
@@ -400,7 +400,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     watchdog = threading.Timer(limits.notebook_seconds + KILL_GRACE_SECONDS, lambda: kill(client.time_up()))
     watchdog.daemon = True
     client.on_clock = watchdog.start
-    quota = Quota([workdir, sockets], limits, kill)
+    quota = Quota([workdir, sockets], limits, kill, pids=lambda: fence.pids() or _kernel_pid(manager))
     quota.start()
     ran = True  # False where the kernel failed before the first cell: see ``Execution.started``
     try:
@@ -430,11 +430,11 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         if fence.kill_all():
             problems.append("processes the notebook left running were stopped")
         fence.remove()
-        shutil.rmtree(sockets, ignore_errors=True)
+        remove_tree(sockets)
         keep_log(kernel_log, log)
         if quota.over is not None:
             # What it wrote goes at once, not when the submission is done: other kernels share the disk.
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_tree(workdir)
     # Why the grader stopped the notebook, once: the first kill's reason, else the deadline it stopped at; then the
     # quota, where that was found past only after the run.
     why = killed[0] if killed else client.time_up() if client.late else None
@@ -501,37 +501,75 @@ def keep_log(kernel_log: Path, log: Path) -> None:
         tmp.replace(log)
 
 
-def folder_usage(folders: list[Path], max_entries: int) -> tuple[int, int]:
-    """(bytes, entries) under ``folders``, links not followed (a link counts as an entry of its own size);
-    counting stops past ``max_entries``. A file counts its size or the blocks it holds, whichever is more."""
+def folder_usage(folders: list[Path], max_entries: int) -> tuple[int, int, str | None]:
+    """(bytes, entries, what could not be looked into) under ``folders``, links not followed (a link counts as an
+    entry of its own size); counting stops past ``max_entries``. A file counts its size or the blocks it holds,
+    whichever is more. A folder that is there but cannot be read (made unreadable, or below a path longer than a
+    path may be) is named: what it holds cannot be counted, so the quota cannot hold there."""
     used = entries = 0
+    hidden: str | None = None
     stack = [str(f) for f in folders]
     while stack and entries <= max_entries:
+        path = stack.pop()
         try:
-            with os.scandir(stack.pop()) as it:
+            with os.scandir(path) as it:
                 for entry in it:
                     entries += 1
                     if entries > max_entries:
                         break
                     try:
                         info = entry.stat(follow_symlinks=False)
-                    except OSError:
+                    except FileNotFoundError:
+                        continue
+                    except OSError as e:
+                        hidden = hidden or _reason(e)
                         continue
                     used += max(info.st_size, getattr(info, "st_blocks", 0) * 512)
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed since it was listed
+        except OSError as e:
+            hidden = hidden or _reason(e)
+    return used, entries, hidden
+
+
+def _reason(e: OSError) -> str:
+    return os.strerror(e.errno).lower() if e.errno else type(e).__name__
+
+
+def held_deleted_bytes(pids: Iterable[int]) -> int:
+    """Bytes of the files that ``pids`` hold open after deleting them: no walk of a folder sees them, yet they take
+    the disk until the last of them closes (three such files, each under the file-size limit, held 750 MiB past
+    a 512 MiB quota). Each file counts once, its size or its blocks, whichever is more."""
+    seen: set[tuple[int, int]] = set()
+    used = 0
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:
             continue
-    return used, entries
+        for fd in fds:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if info.st_nlink or not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            used += max(info.st_size, info.st_blocks * 512)
+    return used
 
 
 class Quota(threading.Thread):
-    """Measures a kernel's folders every ``QUOTA_SECONDS`` and calls ``kill`` once they hold more than
-    ``limits.work_bytes`` or ``limits.work_files``; ``over`` then says so, for the student."""
+    """Measures a kernel's folders, and the deleted files its processes (``pids``) hold open, every
+    ``QUOTA_SECONDS``, and calls ``kill`` once they hold more than ``limits.work_bytes`` or ``limits.work_files``,
+    or hold a folder it cannot look into; ``over`` then says so, for the student."""
 
-    def __init__(self, folders: list[Path], limits: Limits, kill: Callable[[str], None]):
+    def __init__(self, folders: list[Path], limits: Limits, kill: Callable[[str], None],
+                 pids: Callable[[], Iterable[int]] = tuple):
         super().__init__(daemon=True)
-        self.folders, self.limits, self.kill = folders, limits, kill
+        self.folders, self.limits, self.kill, self.pids = folders, limits, kill, pids
         self.over: str | None = None
         self.done = threading.Event()
 
@@ -541,10 +579,13 @@ class Quota(threading.Thread):
                 return
 
     def check(self) -> bool:
-        used, entries = folder_usage(self.folders, self.limits.work_files)
-        if used <= self.limits.work_bytes and entries <= self.limits.work_files:
-            return False
-        what = (f"more than {self.limits.work_bytes // 2**20} MiB" if used > self.limits.work_bytes
+        used, entries, hidden = folder_usage(self.folders, self.limits.work_files)
+        if hidden is None and used <= self.limits.work_bytes and entries <= self.limits.work_files:
+            used += held_deleted_bytes(self.pids())
+            if used <= self.limits.work_bytes:
+                return False
+        what = (f"a folder the grader cannot look into ({hidden}), where the limit cannot be kept" if hidden
+                else f"more than {self.limits.work_bytes // 2**20} MiB" if used > self.limits.work_bytes
                 else f"more than {self.limits.work_files} files")
         self.over = f"the notebook wrote {what} into its folders (the limit): its kernel was stopped"
         self.kill(self.over)
@@ -555,6 +596,12 @@ class Quota(threading.Thread):
         self.join()
         if self.over is None:
             self.check()  # what was written since the last look
+
+
+def _kernel_pid(manager: AsyncKernelManager) -> list[int]:
+    """The kernel's own process, where no cgroup lists all of its processes."""
+    process = getattr(manager.provisioner, "process", None)
+    return [process.pid] if process is not None else []
 
 
 def isolation(abi: int, private: bool) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class NotPlain(OSError):
@@ -93,3 +94,74 @@ def files_under(top: Path, limit: int = WALKED_ENTRIES) -> list[Path]:
         if seen > limit:
             break
     return sorted(found)
+
+
+def remove_tree(top: Path) -> None:
+    """``shutil.rmtree(top, ignore_errors=True)`` for a folder a kernel laid out, which it cannot get past: Python
+    3.11's rmtree recurses a level at a time (a folder nested 3,000 deep raised RecursionError, past
+    ``ignore_errors``, and the leftover stopped every later run). Here one folder is open at a time and entered
+    by name relative to it, down a stack of the names still to remove (a path longer than a path may be is no
+    obstacle), back up by its ``..`` (never a link: folders are opened with ``O_NOFOLLOW``); a folder the kernel
+    made unreadable is made readable first. What cannot be removed stays; nothing is raised."""
+    try:
+        if not stat.S_ISDIR(os.lstat(top).st_mode):
+            top.unlink()
+            return
+        fd = _enter(str(top), None)
+    except OSError:
+        return
+    names: list[str] = []  # from ``top`` down to the folder open as ``fd``
+    pending = [_clear(fd)]  # a level each: the folders still to remove in it
+    while True:
+        if pending[-1]:
+            name = pending[-1].pop()
+            try:
+                below = _enter(name, fd)
+            except OSError:
+                continue
+            os.close(fd)
+            fd = below
+            names.append(name)
+            pending.append(_clear(fd))
+            continue
+        pending.pop()
+        if not names:
+            break
+        try:
+            up = os.open("..", _FOLDER, dir_fd=fd)
+        except OSError:
+            break
+        os.close(fd)
+        fd = up
+        with contextlib.suppress(OSError):
+            os.rmdir(names.pop(), dir_fd=fd)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.rmdir(top)
+
+
+def _enter(name: str, parent: int | None) -> int:
+    """The folder ``name`` (relative to ``parent``) opened, after making it the owner's to read where it was not."""
+    try:
+        return os.open(name, _FOLDER, dir_fd=parent)
+    except PermissionError:
+        os.chmod(name, 0o700, dir_fd=parent)
+        return os.open(name, _FOLDER, dir_fd=parent)
+
+
+def _clear(fd: int) -> list[str]:
+    """Removes all but the folders in the folder open as ``fd`` (made writable where it was not); their names."""
+    with contextlib.suppress(OSError):
+        os.fchmod(fd, 0o700)
+    folders = []
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.name)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.name, dir_fd=fd)
+    except OSError:
+        pass
+    return folders

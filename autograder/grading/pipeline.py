@@ -28,7 +28,6 @@ import glob
 import os
 import re
 import shlex
-import shutil
 import signal
 import sys
 import threading
@@ -45,6 +44,7 @@ from ..verdict import Status
 from . import STATE, copies, factory, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
+from .files import remove_tree
 from .gradebook import LatePolicy, hand_grades, roster, said_of
 from .judge import BATCH_SECONDS
 from .runners import run_dask, run_local, run_serial
@@ -215,7 +215,7 @@ def clear_dead_work(work: Path, stale_seconds: float = STALE_WORK_SECONDS) -> No
         except OSError:
             continue
         if entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
+            remove_tree(entry)
         else:
             entry.unlink(missing_ok=True)
 

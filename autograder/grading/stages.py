@@ -35,7 +35,7 @@ from .execute import Execution, Limits
 from .execute import execute as run_notebook
 from .feedback import annotate as annotate_notebook
 from .feedback import render_html, write_atomic
-from .files import read_plain
+from .files import read_plain, remove_tree
 from .inert import inert
 from .jail import isolation_paths
 from .judge import draw_cases, judge_answers
@@ -92,7 +92,7 @@ def sanitize(job: Job) -> None:
     # The student's values come from the submission's folder name, never from the notebook.
     job.setting = dealt(a.variants, job.student) if a.variants else {}
     job.sha = fingerprint(job.folder, a.notebook)  # before reading: a newer upload must not inherit this grade
-    shutil.rmtree(job.work, ignore_errors=True)
+    remove_tree(job.work)
     _copy_supporting_files(a, job.work)
     path, job.problems = locate(a, job.student, job.folder, job.work)
     clean = rebuild(_master(a.master, a.master.stat().st_mtime_ns), a.stubs, path, a.locked)
@@ -197,7 +197,7 @@ def store(job: Job) -> None:
     for name, text in receipts(job.folder).items():
         write_atomic(feedback / name, text)
         write_atomic(autograded / name, text)
-    shutil.rmtree(job.work, ignore_errors=True)
+    remove_tree(job.work)
 
 
 def report(job: Job) -> str | None:

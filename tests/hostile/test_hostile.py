@@ -434,6 +434,36 @@ for k in range(64):
 print("HOSTILE wrote 2 GiB")
 """
 
+# Out of the quota's sight, as a walk of the folders saw it: below a path longer than a path may be, and in files
+# deleted but held open (each 48 MiB, under any file-size limit; 192 MiB in all, three times the quota).
+FILL_OUT_OF_SIGHT = """
+import os, time
+block = bytes(1 << 20)
+for _ in range(20):
+    os.mkdir("d" * 250)
+    os.chdir("d" * 250)
+held = []
+for k in range(4):
+    f = open(f"blob{k}", "wb")
+    if k % 2:
+        os.unlink(f"blob{k}")
+    for _ in range(48):
+        f.write(block)
+    f.flush()
+    held.append(f)
+time.sleep(3)  # many looks of the quota's
+print("HOSTILE wrote 192 MiB out of sight, and held it")
+"""
+# Thousands of folders one inside the other (fewer entries than the quota allows): their removal recursed a level at
+# a time, and the leftover stopped every later run.
+NEST_DEEP = """
+import os
+for _ in range(3000):
+    os.mkdir("n")
+    os.chdir("n")
+print("HOSTILE nested 3000 deep")
+"""
+
 # Renamed where the console would show it: the name erases the line and writes a fake one, then hides the rest.
 SPOOFED_NAME = "\r\x1b[2K  zz-fake-student: 44 of 44, no problems\x1b[8m.ipynb"
 SPOOFING_STUDENT = "esc-\x1b[2K\r-spoof"
@@ -555,6 +585,8 @@ def students() -> dict:
         "complex-waste": (after("ch01-cx4-answer", COMPLEX_WASTE), 3.5),
         "log-to-secret-slow-feedback": (slow_feedback(), 2),
         "fill-the-disk": (after("ch01-e1-v6e-time", FILL_THE_DISK), 2),
+        "fill-out-of-sight": (after("ch01-e1-v6e-time", FILL_OUT_OF_SIGHT), 2),
+        "nest-deep": (after("ch01-e1-v6e-time", NEST_DEEP), 2),
         SPOOFING_STUDENT: (odd_names, 2),
         "zip-link": (zip_link, 0),
     }
@@ -748,13 +780,22 @@ def test_what_the_kernel_leaves_is_read_back_as_plain_files_only(graded):
     assert results["log-to-secret-slow-feedback"]["score"] == 2
 
 
-def test_a_kernel_that_fills_its_folders_is_stopped_at_the_quota(graded):
+@pytest.mark.parametrize("student", ["fill-the-disk", "fill-out-of-sight"])
+def test_a_kernel_that_fills_its_folders_is_stopped_at_the_quota(graded, student):
     course, _, results, _, _ = graded
-    nb = nbformat.read(course / "autograded" / "fill-the-disk" / CHAPTER / NAME, as_version=4)
+    nb = nbformat.read(course / "autograded" / student / CHAPTER / NAME, as_version=4)
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "HOSTILE wrote" not in text
-    assert any(f"{WORK_BYTES >> 20} MiB into its folders" in p for p in results["fill-the-disk"]["problems"])
-    assert not list((course / ".scaling-course" / "work").glob("fill-the-disk-*"))  # and nothing of it is left
+    assert any("into its folders" in p for p in results[student]["problems"]), results[student]["problems"]
+    assert not list((course / ".scaling-course" / "work").glob(f"{student}-*"))  # and nothing of it is left
+
+
+def test_a_folder_nested_thousands_deep_is_graded_and_removed(graded):
+    """The kernel's folder goes when its grading ends (tests/grading/test_walls_disk.py: and a later run starts)."""
+    course, _, results, _, _ = graded
+    said = results["nest-deep"]["problems"]
+    assert results["nest-deep"]["score"] == 2 and not any("grader error" in p for p in said), said
+    assert not list((course / ".scaling-course" / "work").glob("nest-deep-*"))
 
 
 def test_the_feedback_stage_is_bounded(graded):
