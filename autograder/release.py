@@ -135,6 +135,31 @@ def answer_name_problems(nb: Any) -> list[str]:
     return problems
 
 
+def solution_only_problems(nb: Any) -> list[str]:
+    """Every cell that is neither an answer (solution) cell nor a test cell and reads a name that only an answer
+    cell's reference solution binds, and no test cell checks: the student was never asked for it, so a student who
+    answers another way gets a NameError in a cell they cannot change (Chapter 8's frontier plot read the
+    reference's helper ``decode_step``)."""
+    checked = set(_checked_names(nb))
+    code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
+    def answer(c): return bool(c.get("metadata", {}).get("nbgrader", {}).get("solution"))  # noqa: E704
+    given = set().union(*(bound_names(c.source) for c in code_cells if not answer(c)))
+    only = set().union(*(bound_names(c.source) for c in code_cells if answer(c))) - checked - given
+    problems = []
+    for n, cell in enumerate(code_cells, 1):
+        if answer(cell) or _question_of(cell):
+            continue
+        try:
+            read = _names_read(ast.parse(_python_of(cell.source)))
+        except SyntaxError:
+            continue
+        for name in sorted(read & only):
+            problems.append(f"code cell {n} ({_cell_head(cell)!r}) reads {name}, which only the reference's answer "
+                            "sets and no question asks for: a student who answers another way gets a NameError "
+                            "there; ask for it (a question that checks it), or leave it out of the cell")
+    return problems
+
+
 _MESH_CALLS = ("mesh", "make_mesh", "Mesh")
 
 
@@ -356,7 +381,7 @@ def complete_cells(chapter: Chapter, nb: Any, replaced: list[str] | None = None)
     answers, setting cells), and what stands in the way."""
     return (complete_setup_cell(nb) + complete_test_cells(chapter, nb) + complete_solution_cells(chapter, nb, replaced)
             + complete_setting_cells(chapter, nb) + answer_name_problems(nb) + mesh_cell_problems(nb)
-            + direct_mesh_problems(nb))
+            + direct_mesh_problems(nb) + solution_only_problems(nb))
 
 
 # The block between the solution markers of a solution cell.

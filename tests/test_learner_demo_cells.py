@@ -16,6 +16,7 @@ from autograder.release import (
     direct_mesh_calls,
     direct_mesh_problems,
     mesh_cell_problems,
+    solution_only_problems,
     source_chapters,
 )
 from course import devices, progress
@@ -269,6 +270,41 @@ def test_a_demo_cell_may_read_an_answer_and_bind_other_names():
 def test_no_release_notebook_has_a_demo_cell_that_binds_an_answers_name(chapter):
     nb = nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4)
     assert answer_name_problems(nb) == []
+
+
+# --- a demo cell that reads what only the reference's answer sets ---------------------------------------------
+
+def _helped(demo: str) -> nbformat.NotebookNode:
+    """An answer cell whose reference also defines a helper no question checks, then a demo cell."""
+    return new_notebook(cells=[
+        new_code_cell("### BEGIN SOLUTION\ndef step(b):\n    return 2 * b\nshare = {'a': 1}\n"
+                      "intensity = step(3)\n### END SOLUTION",
+                      metadata={"nbgrader": {"solution": True, "grade_id": "ch01-cx1-answer"}}),
+        new_code_cell('check("ch01-cx1-intensity", intensity)'),
+        new_code_cell(demo)])
+
+
+@pytest.mark.parametrize(("demo", "name"), [("plot(lambda b: step(b))", "step"),
+                                            ("total = sum(share.values())", "share")],
+                         ids=["a-helper-function", "a-helper-value"])
+def test_the_release_refuses_a_demo_cell_that_reads_a_name_only_the_reference_sets(demo, name):
+    """The student was never asked for it: a student who answers another way gets a NameError in a locked cell."""
+    problems = solution_only_problems(_helped(demo))
+    assert len(problems) == 1 and f"reads {name}," in problems[0] and "code cell 3" in problems[0], problems
+
+
+@pytest.mark.parametrize("demo", ["plot(intensity)", "step = 3\nprint(step)",
+                                  'your_model = globals().get("step")'],
+                         ids=["an-answer", "its-own-name", "looked-up-if-there"])
+def test_a_demo_cell_may_read_answers_its_own_names_and_look_up_a_helper(demo):
+    nb = _helped(demo)
+    assert solution_only_problems(nb) == []
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_source_notebook_has_a_demo_cell_that_reads_a_name_only_the_reference_sets(chapter):
+    nb = nbformat.read(ROOT / "source" / chapter / f"{chapter}.ipynb", as_version=4)
+    assert solution_only_problems(nb) == []
 
 
 # --- the advice on a kernel with too few devices is a step that works ----------------------------------------
