@@ -153,7 +153,7 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
               f"{', '.join(printable(s) for s in failed[:SHOWN])}{' and more' if len(failed) > SHOWN else ''}. "
               "Their scores are not final (status \"grader error\" in grades.csv, flagged in the gradebook); the "
               "next run grades them again. Each one's problems say what failed.")
-    if summary.copies:  # for the staff: students whose answer cells are the same (grading/copies.py)
+    if summary.copies:  # for the staff: students whose written cells are the same (grading/copies.py)
         print("\n" + "\n".join(summary.copies))
     print(f"\n{len(summary.results) - summary.skipped} graded, {summary.skipped} unchanged and kept, in "
           f"{summary.seconds:.0f} s. Feedback: {course / 'feedback'}; grades: {course / 'grades.csv'}")

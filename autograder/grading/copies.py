@@ -1,32 +1,44 @@
-"""Copies: students of one assignment whose answers are the same, named for the staff. A hint for a person to look
-at, never a verdict: no grade, gradebook entry or feedback changes.
+"""Copies: students of one assignment whose written cells are the same, named for the staff. A hint for a person to
+look at, never a verdict: no grade, gradebook entry or feedback changes.
 
 Variants deal each student their own values, which protects typed numbers only: code that computes from the dealt
 values (``e1.flops / hw.H100.bf16_flops_per_s``) earns a classmate's full marks on anyone's values. So after every
-run, from every stored result of the assignment (students graded by earlier runs too), the answer cells of each
-graded notebook are compared:
+run, from every stored result of the assignment (students graded by earlier runs too), the cells each student wrote
+are compared, wherever they stand:
 
-    read      -> autograded/<student>/<assignment>/<notebook>.ipynb: the master's cells with the student's answer
-                 cells, as graded (a result the grader failed on, with no fingerprint, is left out)
-    normalise -> each answer cell's first CELL_CHARS characters as tokens, without comments, blank lines or
-                 spacing, a string's text kept as written, names as Python reads them (NFKC), and each change of
-                 indentation level a token (``normalised``); outputs, locked cells and the student's
-                 own extra cells are not read. A cell whose tokens are the release's (untouched, or only restyled)
-                 or none is not answered
+    read      -> autograded/<student>/<assignment>/<notebook>.ipynb: the notebook as ``sanitize`` rebuilt it and it
+                 was graded (a result the grader failed on, with no fingerprint, is left out). Its cells are the
+                 master's but for what the student wrote (``sanitize.students``): the answer cells, and the
+                 student's own code cells, where they followed. So work moved out of the answer cells into cells of
+                 one's own, or a notebook whose nbgrader metadata is gone (every cell of it the student's own, every
+                 answer cell restored from the release), is read where it ran, as the grader read it
+    normalise -> each written cell's first CELL_CHARS characters as tokens, without comments, blank lines, spacing
+                 or notebook commands (``%env``, ``!pip``), a string's text kept as written, names as Python reads
+                 them (NFKC), and each change of indentation level a token (``normalised``); outputs and the
+                 student's markdown are not read. A cell is not compared where it is everyone's: its tokens are those
+                 of a cell the assignment gave (an answer cell's placeholder, the setup cell, a setting, a test, a
+                 plot: untouched, or only restyled), or fewer than MIN_CELL_TOKENS (``pass``, ``print(t_h100)``,
+                 ``q4_bound = "never"``). What is left is the student's set of written cells
     compare   -> each pair of students: ``copied`` below
     report    -> lines for the run's summary, and .scaling-course/copies/<assignment>.csv, one row per pair
 
-The rule (``copied``): two students are named when the answered cells they have the same are at least MIN_CELLS,
-at least SHARE of the answered cells of each, and hold at least MIN_TOKENS tokens between them. Untouched notebooks
-answer nothing, so they are never named; a few short lines that everyone right writes alike (a question with no
-variant, ``q4_limit = 2.0``) are under MIN_TOKENS; two whole notebooks of one author are far over it. A copy whose
-code was rewritten (other names, another order) is not found: this catches the copy handed in as it was, or
-restyled.
+The rule (``copied``): two students are named when the written cells they have the same are at least MIN_CELLS, at
+least SHARE of the written cells of one of the two, and hold at least MIN_TOKENS tokens between them. Of one of the
+two, not of each: cells of one's own count now, so a copy padded with a few cells of the copier's (or a notebook that
+copies only some answers, all of them) must not hide behind them, while two whole notebooks that agree on less than
+nine cells in ten are not named. Untouched notebooks write nothing, so they are never named; a few short lines that
+everyone right writes alike (a question with no variant, ``gpu_batch = q5.gpu.bf16_flops_per_s / ...``) are under
+MIN_TOKENS; two whole notebooks of one author are far over it. A copy whose code was rewritten (other names, another
+order, an answer split over cells or joined into one) is not found: this catches the copy handed in as it was,
+restyled, or moved about.
 
-The cost is one read of each graded notebook (JSON, its outputs included) and a comparison of each pair of students
-whose numbers of answered cells are within SHARE of each other: 300 stored results take about a second (0.5 s
-of Chapter 1, 1 s of Chapter 10; 2 s where 225 of them are one notebook, 25,200 pairs). A cell's text is cut at
-CELL_CHARS and a notebook at NOTEBOOK_BYTES, so a hostile one costs at most about its size in JSON parsing.
+The cost is one read of each graded notebook (JSON, its outputs included), its written cells' text tokenized (a cell
+as the assignment gave it, character for character, is known without), and a set intersection for each pair of
+students: 300 stored results take 0.5 s of CPU of Chapter 1, 1.4 s of Chapter 10, and 0.8 s where 225 of them are
+one notebook (25,200 pairs), as when answer cells alone were compared. A cell's text is cut
+at CELL_CHARS and a notebook at NOTEBOOK_BYTES; a notebook that holds more than MAX_CELLS written cells or
+MAX_CODE_CHARS characters of them is not compared but named, so a hostile one costs at most about its size in JSON
+parsing and cannot hide from the check by its bulk.
 """
 
 from __future__ import annotations
@@ -45,14 +57,23 @@ from . import STATE
 from .console import printable
 from .feedback import write_atomic
 from .files import read_plain
+from .sanitize import grade_id, students
 
 if TYPE_CHECKING:
     from .pipeline import Assignment
 
-MIN_CELLS = 3  # answered cells the same, at least: one or two can agree by chance
-SHARE = 0.9  # of each student's answered cells, at least: 12 of 13 is named, 11 of 13 is not
-MIN_TOKENS = 200  # of the cells the same, at least: Chapter 1's reference answers hold 849, its three shortest 68
-CELL_CHARS = 20_000  # of each answer cell compared: the longest reference answer of the course has 2,777
+MIN_CELLS = 3  # written cells the same, at least: one or two can agree by chance
+SHARE = 0.9  # of one of the two students' written cells, at least: 12 of 13 is named, 11 of 13 is not
+MIN_TOKENS = 200  # of the cells the same, at least: Chapter 1's reference answers hold 847, its three shortest 74
+# A written cell with fewer tokens is not compared: what everyone writes alike (``pass``, ``print(t_h100)``,
+# ``import numpy as np``, ``q4_bound = "never"``); the course's shortest reference answers (``e1_choice = "b"``) too.
+MIN_CELL_TOKENS = 8
+CELL_CHARS = 20_000  # of each written cell compared: the longest reference answer of the course has 2,777
+# A graded notebook with more written cells, or more characters in them (each cut at CELL_CHARS), is named, not
+# compared: its cost stays bounded, and bulk put before a copy does not hide it. The course's reference notebooks
+# hold at most 38 code cells of the student's (Chapter 12) and 28,319 characters in them (Chapter 10).
+MAX_CELLS = 1_000
+MAX_CODE_CHARS = 1_000_000
 # An autograded notebook larger than this is not compared (and is named so): a submission of up to 20 MiB
 # (sanitize.MAX_NOTEBOOK_BYTES, pasted images included, which sanitize keeps), its outputs (5 MB) and records (16 MB).
 NOTEBOOK_BYTES = 64 * 2**20
@@ -69,17 +90,20 @@ INDENT, DEDENT = "\n>", "\n<"  # tokens no text makes: a line break is in no oth
 
 
 def tokens(text: str) -> list[str]:
-    """The tokens of ``text`` as Python reads them, but for comments, blank lines and spacing: names NFKC-normalised
-    (``ｅ１`` is ``e1``), and a token for each change of indentation level at the start of a logical line (outside
-    brackets, not after a backslash), as Python's INDENT and DEDENT: how far a block is indented is style, which
-    block a line is in is meaning. One regular expression, not Python's tokenizer: its cost is linear, and text that
-    is no Python (a cell cut mid-string) is read the same way."""
+    """The tokens of ``text`` as Python reads them, but for comments, blank lines, spacing and notebook commands (a
+    line that starts with ``%`` or ``!``, as no Python line does: ``%env ...``, ``!pip install ...``, alike in every
+    notebook run where the course is not installed): names NFKC-normalised (``ｅ１`` is ``e1``), and a token for each
+    change of indentation level at the start of a logical line (outside brackets, not after a backslash), as
+    Python's INDENT and DEDENT: how far a block is indented is style, which block a line is in is meaning. One
+    regular expression, not Python's tokenizer: its cost is linear, and text that is no Python (a cell cut
+    mid-string) is read the same way."""
     out: list[str] = []
-    levels, depth = [0], 0
+    levels, depth, command = [0], 0, False
     text = "\n" + text.replace("\r\n", "\n").replace("\r", "\n")
     for m in _TOKEN.finditer(text):
         if m["line"] is not None:
-            if depth == 0 and text[m.end():m.end() + 1] not in ("", "\n", "#"):  # a logical line with code
+            command = depth == 0 and text[m.end():m.end() + 1] in ("%", "!")  # IPython's, not Python: skipped
+            if depth == 0 and text[m.end():m.end() + 1] not in ("", "\n", "#", "%", "!"):  # a logical line with code
                 width = len(m["line"][1:].replace("\f", "").expandtabs(8))
                 if width > levels[-1]:
                     levels.append(width)
@@ -90,7 +114,7 @@ def tokens(text: str) -> list[str]:
                 if width > levels[-1]:  # back to no level that was opened (an error to Python): a level of its own
                     levels.append(width)
                     out.append(INDENT)
-        elif m["joined"] is None and m["comment"] is None:
+        elif m["joined"] is None and m["comment"] is None and not command:
             t = m.group()
             if m["word"] is not None:
                 t = unicodedata.normalize("NFKC", t)
@@ -123,24 +147,67 @@ def _text(value: Any) -> str:
     return "".join(parts)[:CELL_CHARS]
 
 
-def answers(a: Assignment, student: str, released: dict[str, tuple[str, int]]) -> dict[str, tuple[str, int]] | None:
-    """The answered cells of ``student``'s graded notebook (grade id -> ``normalised``), or None where there is no
-    readable one. ``released``: each answer cell's release text, normalised."""
-    path = a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb"
+Written = dict[str, tuple[int, str]]  # a student's written cells: digest -> (tokens, where the first one stands)
+
+
+def _cells(path: Path) -> list[Any] | None:
+    """The cells of the notebook at ``path``, or None where it cannot be read (or is over NOTEBOOK_BYTES)."""
     try:
         raw, cut = read_plain(path, NOTEBOOK_BYTES)
         cells = None if cut else json.loads(raw).get("cells")
     except (OSError, ValueError, AttributeError, RecursionError):
         return None
-    found: dict[str, tuple[str, int]] = {}
-    for cell in cells if isinstance(cells, list) else []:
-        meta = cell.get("metadata") if isinstance(cell, dict) else None
-        gid = (meta.get("nbgrader") or {}).get("grade_id") if isinstance(meta, dict) else None
-        if not isinstance(gid, str) or gid not in released or gid in found:
+    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else None
+
+
+@dataclass(frozen=True)
+class Given:
+    """The cells the assignment gives each student (``given``), which are everyone's."""
+    texts: frozenset[str]  # as given, character for character: known without tokenizing, as most copies of them are
+    digests: frozenset[str]  # ``normalised``: restyled too
+
+
+def given(a: Assignment) -> Given:
+    """Every cell the assignment gives each student: each answer cell's release text (its placeholder), each locked
+    cell's release text (setup, settings, tests), and each other code cell of the master (plots, helpers: sanitize
+    leaves them to the student's own copies)."""
+    texts = [*a.stubs.values(), *(text for text, _ in a.locked.values())]
+    texts += [_text(c.get("source")) for c in _cells(a.master) or [] if c.get("cell_type") == "code"
+              and grade_id(c) not in a.stubs and not _solution(c)]  # never a reference answer
+    return Given(frozenset(texts), frozenset(normalised(text)[0] for text in texts))
+
+
+def _solution(cell: dict[str, Any]) -> bool:
+    meta = cell.get("metadata")
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("solution"))
+
+
+def written(a: Assignment, student: str, everyones: Given) -> Written | None:
+    """The written cells of ``student``'s graded notebook, or None where there is no readable one (or it is over
+    MAX_CELLS or MAX_CODE_CHARS). A written cell stands at its answer cell's grade id, or ``after <grade id>``, the
+    graded cell above it (as sanitize placed it: after the graded cell it followed). ``everyones``: ``given``."""
+    cells = _cells(a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb")
+    if cells is None:
+        return None
+    found: Written = {}
+    above, chars = "", 0
+    for cell in cells:
+        gid = grade_id(cell)
+        if not students(cell):
+            above = gid or above
             continue
-        digest, tokens = normalised(_text(cell.get("source")))
-        if tokens and digest != released[gid][0]:
-            found[gid] = (digest, tokens)
+        if gid is None and cell.get("cell_type") != "code":
+            continue  # the student's markdown: notes, not work
+        text = _text(cell.get("source"))
+        chars += len(text)
+        digest, n = normalised(text) if text not in everyones.texts else ("", 0)
+        if n >= MIN_CELL_TOKENS and digest not in everyones.digests and digest not in found:
+            found[digest] = (n, gid or (f"after {above}" if above else "at the top"))
+        if gid:
+            above = gid
+        if len(found) > MAX_CELLS or chars > MAX_CODE_CHARS:
+            return None
     return found
 
 
@@ -148,16 +215,17 @@ def answers(a: Assignment, student: str, released: dict[str, tuple[str, int]]) -
 class Pair:
     a: str  # the two students, in order
     b: str
-    same: int  # answered cells the same
-    answered_a: int
-    answered_b: int
+    same: int  # written cells the same
+    written_a: int
+    written_b: int
     tokens: int  # in the cells the same
-    cells: tuple[str, ...]  # their grade ids, in notebook order
+    cells_a: tuple[str, ...]  # where they stand in a's notebook (a grade id, or "after <grade id>"), in its order
+    cells_b: tuple[str, ...]  # where the same cells stand in b's
 
 
-def copied(same: int, answered_a: int, answered_b: int, tokens: int) -> bool:
+def copied(same: int, written_a: int, written_b: int, tokens: int) -> bool:
     """The rule of the module docstring."""
-    return same >= MIN_CELLS and same >= SHARE * max(answered_a, answered_b) and tokens >= MIN_TOKENS
+    return same >= MIN_CELLS and same >= SHARE * min(written_a, written_b) and tokens >= MIN_TOKENS
 
 
 def graded(a: Assignment) -> list[str]:
@@ -179,26 +247,24 @@ def find(a: Assignment) -> list[Pair]:
 
 
 def compare(a: Assignment) -> tuple[list[Pair], list[str]]:
-    """``find``'s pairs, and the graded students whose notebook could not be read: a notebook the check skips in
+    """``find``'s pairs, and the graded students whose notebook could not be compared: a notebook the check skips in
     silence would be a way to hide from it, so the summary names them."""
-    released = {gid: normalised(text) for gid, text in a.stubs.items()}
-    order = {gid: i for i, gid in enumerate(a.stubs)}
-    read = {s: answers(a, s, released) for s in graded(a)}
+    everyones = given(a)
+    read = {s: written(a, s, everyones) for s in graded(a)}
     unread = sorted(s for s, found in read.items() if found is None)
     work = {s: found for s, found in read.items() if found and len(found) >= MIN_CELLS}
-    students = sorted(work, key=lambda s: (len(work[s]), s))  # fewest answered first
+    names = sorted(work)
     pairs = []
-    for i, s in enumerate(students):
-        mine = work[s].items()
-        for t in students[i + 1:]:
-            if len(work[s]) < SHARE * len(work[t]):
-                break  # every later student answered more still: too many for the cells s has
-            same = sorted((gid for gid, _ in mine & work[t].items()), key=order.__getitem__)
-            tokens = sum(work[s][gid][1] for gid in same)
-            if copied(len(same), len(work[s]), len(work[t]), tokens):
-                x, y = sorted((s, t))
-                pairs.append(Pair(x, y, len(same), len(work[x]), len(work[y]), tokens, tuple(same)))
-    return sorted(pairs, key=lambda p: (p.a, p.b)), unread
+    for i, s in enumerate(names):
+        mine = work[s]
+        for t in names[i + 1:]:
+            same = mine.keys() & work[t].keys()
+            tokens = sum(mine[d][0] for d in same)
+            if copied(len(same), len(mine), len(work[t]), tokens):
+                ordered = [d for d in mine if d in same]  # in s's notebook order
+                pairs.append(Pair(s, t, len(same), len(mine), len(work[t]), tokens,
+                                  tuple(mine[d][1] for d in ordered), tuple(work[t][d][1] for d in ordered)))
+    return pairs, unread
 
 
 def path(a: Assignment) -> Path:
@@ -209,9 +275,10 @@ def write(a: Assignment, pairs: list[Pair]) -> Path:
     """The file the staff open: one row per pair (a header alone where none is found), rewritten each run."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["student_a", "student_b", "identical_cells", "answered_a", "answered_b", "identical_tokens", "cells"])
+    w.writerow(["student_a", "student_b", "identical_cells", "written_a", "written_b", "identical_tokens", "cells_a",
+                "cells_b"])
     for p in pairs:
-        w.writerow([p.a, p.b, p.same, p.answered_a, p.answered_b, p.tokens, " ".join(p.cells)])
+        w.writerow([p.a, p.b, p.same, p.written_a, p.written_b, p.tokens, "; ".join(p.cells_a), "; ".join(p.cells_b)])
     write_atomic(path(a), buf.getvalue())
     return path(a)
 
@@ -237,12 +304,14 @@ def groups(pairs: list[Pair]) -> list[list[Pair]]:
 def _line(group: list[Pair]) -> str:
     names = sorted({s for p in group for s in (p.a, p.b)})
     low, high = min(p.same for p in group), max(p.same for p in group)
-    most = max(max(p.answered_a, p.answered_b) for p in group)
+    fewest = min(min(p.written_a, p.written_b) for p in group)
+    most = max(max(p.written_a, p.written_b) for p in group)
     same = f"{low}" if low == high else f"{low} to {high}"
+    of = f"{fewest}" if fewest == most else f"{fewest} to {most}"
     each = "" if len(group) == 1 else ", pair by pair"
     listed = ", ".join(printable(s) for s in names[:SHOWN]) + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN
                                                                   else "")
-    return f"  {listed} ({same} of {most} answered cells identical{each})"
+    return f"  {listed} ({same} of {of} written cells identical{each})"
 
 
 def report(a: Assignment) -> list[str]:
@@ -258,12 +327,14 @@ def report(a: Assignment) -> list[str]:
     if unread:
         listed = ", ".join(printable(s) for s in unread[:SHOWN]) + (f" and {len(unread) - SHOWN} more"
                                                                    if len(unread) > SHOWN else "")
-        lines.append(f"Copies of {a.name}: {listed} not compared (the graded notebook could not be read, or is over "
-                     f"{NOTEBOOK_BYTES // 2**20} MiB: look at it in autograded/)")
+        lines.append(f"Copies of {a.name}: {listed} not compared (the graded notebook could not be read, is over "
+                     f"{NOTEBOOK_BYTES // 2**20} MiB, or holds over {MAX_CELLS:,} written cells or {MAX_CODE_CHARS:,} "
+                     "characters of them: look at it in autograded/)")
     if not pairs:
         return lines
     found = groups(pairs)
     more = f"; {len(found) - SHOWN} more groups there" if len(found) > SHOWN else ""
-    return [*lines, f"Possible copies of {a.name} (answer cells the same but for spacing and comments; a hint to look "
-            f"at, not a verdict: no grade or feedback was changed; each pair in {where}{more}):",
+    return [*lines, f"Possible copies of {a.name} (cells written the same, wherever they stand, but for spacing and "
+            "comments; a hint to look at, not a verdict: no grade or feedback was changed; each pair in "
+            f"{where}{more}):",
             *(_line(g) for g in found[:SHOWN])]

@@ -17,6 +17,8 @@ from typing import Any
 
 from nbformat import NotebookNode, from_dict
 
+from .sanitize import students
+
 BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")  # an image's data: nothing that could leave an attribute or a string
 KEPT_MIME = ("text/plain", "image/png", "image/jpeg")
 # A one-pixel transparent PNG, for an attachment of another type: its name stays, or nbconvert's markdown raises.
@@ -92,13 +94,6 @@ def inert_markdown(text: str) -> str:
     return _LINK.sub("] ", text) if _harmful(text) else text
 
 
-def _students(cell: dict[str, Any]) -> bool:
-    """Whether ``cell`` holds what the student wrote: an answer, or a cell of their own (the assignment's
-    other cells are the master's)."""
-    meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
-    return not isinstance(meta, dict) or not meta.get("grade_id") or bool(meta.get("solution"))
-
-
 def inert(nb: NotebookNode) -> NotebookNode:
     """A copy of the annotated notebook ``nb`` that nbgrader's formgrader and generate_feedback may render: every
     output as ``inert_output`` keeps it (the verdicts and plots, printed text, tracebacks), every markdown cell of
@@ -107,7 +102,7 @@ def inert(nb: NotebookNode) -> NotebookNode:
     for cell in out.cells:
         if cell.get("cell_type") == "code":
             cell["outputs"] = from_dict([o for o in map(inert_output, cell.get("outputs", [])) if o is not None])
-        elif cell.get("cell_type") == "markdown" and _students(cell):
+        elif cell.get("cell_type") == "markdown" and students(cell):
             cell["source"] = inert_markdown(_text(cell.get("source")))
             if isinstance(cell.get("attachments"), dict):
                 cell["attachments"] = {str(name): ({m: image for m in ("image/png", "image/jpeg") if isinstance(

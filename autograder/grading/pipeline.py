@@ -8,7 +8,7 @@
     grade     -> sanitize, execute, collect, judge, annotate, store: in workers   (stages.py)
     write     -> gradebook, stored results and grades.csv, by the parent alone   (results.py)
     warn      -> reports that ``nbgrader release_feedback`` would stop at, named with a way round them
-    copies    -> students whose answer cells are the same, named for the staff, never graded (copies.py)
+    copies    -> students whose written cells are the same, named for the staff, never graded (copies.py)
 
 A thread of the parent warms the cache while workers run the stages of stages.py; the parent alone
 writes the gradebook, so sqlite never sees two writers. A worker's files are written atomically and a

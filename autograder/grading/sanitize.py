@@ -55,7 +55,8 @@ class Sanitized:
     ticked: set[str] = field(default_factory=set)
 
 
-def _grade_id(cell: Any) -> str | None:
+def grade_id(cell: Any) -> str | None:
+    """The cell's nbgrader grade id, where its metadata has one."""
     try:
         gid = cell["metadata"]["nbgrader"]["grade_id"]
     except (KeyError, TypeError):
@@ -65,6 +66,14 @@ def _grade_id(cell: Any) -> str | None:
 
 def _is_solution(cell: NotebookNode) -> bool:
     return bool(cell.metadata.get("nbgrader", {}).get("solution"))
+
+
+def students(cell: dict[str, Any]) -> bool:
+    """Whether ``cell`` of a notebook ``sanitize`` rebuilt holds what the student wrote: an answer cell (the master's
+    metadata, the student's text), or a cell of the student's own (no metadata: it earns nothing). Every other cell
+    is the master's, whatever the submission held in its place."""
+    meta = cell.get("metadata", {}).get("nbgrader", {}) if isinstance(cell.get("metadata"), dict) else {}
+    return not isinstance(meta, dict) or not meta.get("grade_id") or bool(meta.get("solution"))
 
 
 def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]:
@@ -227,17 +236,17 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     each solution cell by grade_id; ``submission``: the student's file; ``locked``: the release text and checksum
     of each other graded cell (its tests), by grade_id, to name the ones a student edited (None: not compared)."""
     cells, problems = read_submission(submission)
-    by_id = {_grade_id(c): c for c in master.cells if _grade_id(c)}
+    by_id = {grade_id(c): c for c in master.cells if grade_id(c)}
     # The last copy of a graded cell is the graded one: run from the top, the student's kernel ends with
     # what it set, and nbgrader keeps the last copy too.
-    last = {gid: i for i, c in enumerate(cells) if (gid := _grade_id(c)) in by_id}
+    last = {gid: i for i, c in enumerate(cells) if (gid := grade_id(c)) in by_id}
     taken: dict[str, dict[str, Any]] = {}
     extra_after: dict[str | None, list[NotebookNode]] = {}
     anchor: str | None = None
     duplicated: list[str] = []
     cut: list[str] = []
     for i, cell in enumerate(cells):
-        gid = _grade_id(cell)
+        gid = grade_id(cell)
         if gid in by_id and last[gid] == i:
             taken[gid] = cell
             anchor = gid
@@ -261,7 +270,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     out = list(extra_after.get(None, []))
     missing, retyped, edited = [], [], []
     for cell in master.cells:
-        gid = _grade_id(cell)
+        gid = grade_id(cell)
         if not gid:
             continue  # the master's ungraded cells: the student's own copies (above) stand for them
         new = nbformat.from_dict(json.loads(json.dumps(cell)))
@@ -297,7 +306,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"locked cells whose text or points the notebook had changed, restored from the assignment: "
                         f"{', '.join(edited)}")
     once = sorted((g for g in taken if g not in duplicated), key=last.__getitem__)  # a duplicate has its own note
-    if moved := _moved(once, [g for c in master.cells if (g := _grade_id(c))]):
+    if moved := _moved(once, [g for c in master.cells if (g := grade_id(c))]):
         problems.append(f"graded cells in another order than the assignment's: {', '.join(moved)} graded in the "
                         "assignment's order (where a cell uses what a later one sets, the result can differ from "
                         "your run)")
@@ -317,7 +326,7 @@ def _edited(theirs: dict[str, Any], cell: NotebookNode, locked: dict[str, tuple[
     points = theirs_nb.get("points")
     if points is not None and points != cell.metadata.get("nbgrader", {}).get("points"):
         return True
-    text, checksum = (locked or {}).get(_grade_id(cell) or "", ("", ""))
+    text, checksum = (locked or {}).get(grade_id(cell) or "", ("", ""))
     return bool(checksum) and theirs_nb.get("checksum") == checksum and _full_source(theirs).strip() != text.strip()
 
 
@@ -335,10 +344,10 @@ def _moved(theirs: list[str], master: list[str]) -> list[str]:
 
 
 def release_stubs(release_nb: NotebookNode) -> dict[str, str]:
-    return {gid: c.source for c in release_nb.cells if (gid := _grade_id(c)) and _is_solution(c)}
+    return {gid: c.source for c in release_nb.cells if (gid := grade_id(c)) and _is_solution(c)}
 
 
 def release_locked(release_nb: NotebookNode) -> dict[str, tuple[str, str]]:
     """The release text and checksum of each graded cell that is not an answer (its tests, as students got them)."""
     return {gid: (c.source, str(c.metadata.get("nbgrader", {}).get("checksum") or ""))
-            for c in release_nb.cells if (gid := _grade_id(c)) and not _is_solution(c)}
+            for c in release_nb.cells if (gid := grade_id(c)) and not _is_solution(c)}

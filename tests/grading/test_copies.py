@@ -1,12 +1,15 @@
-"""The copy report (grading/copies.py): submissions of one assignment whose answer cells are the same, named for the
+"""The copy report (grading/copies.py): submissions of one assignment whose written cells are the same, named for the
 staff after each run, from every stored result; never a grade or a word in a student's feedback.
 
 The notebooks are what the grader leaves in autograded/ (the student's file rebuilt by ``sanitize`` on the master,
-then outputs as a run would add them), so the cells compared are those the grade was given for."""
+then outputs as a run would add them), so the cells compared are those the grade was given for: the answer cells and
+the student's own code cells, wherever the student put the work (moved out of the answer cells, or in a notebook
+whose nbgrader metadata is gone)."""
 
 import contextlib
 import csv
 import json
+import random
 import re
 import time
 from pathlib import Path
@@ -20,7 +23,7 @@ from autograder.grading import copies, factory, pipeline, results
 from autograder.grading.feedback import write_atomic
 from autograder.grading.inert import inert
 from autograder.grading.pipeline import Assignment
-from autograder.grading.sanitize import MAX_CELL_CHARS, release_stubs, sanitize
+from autograder.grading.sanitize import MAX_CELL_CHARS, release_locked, release_stubs, sanitize
 from autograder.grading.warmup import Warming
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +42,7 @@ def _assignment(tmp_path: Path) -> Assignment:
     master = tmp_path / "source" / CH / f"{CH}.ipynb"
     master.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(SOURCE, master)
-    return Assignment(tmp_path, CH, CH, master, STUBS, {})
+    return Assignment(tmp_path, CH, CH, master, STUBS, {}, locked=release_locked(RELEASE))
 
 
 def _full() -> nbformat.NotebookNode:
@@ -79,6 +82,29 @@ def _graded(a: Assignment, student: str, nb: nbformat.NotebookNode | bytes, outp
     write_atomic(a.course_dir / ".scaling-course" / "results" / a.name / f"{student}.json", json.dumps(result))
 
 
+def _moved(nb: nbformat.NotebookNode, holding: str | None = "pass") -> nbformat.NotebookNode:
+    """``nb`` with each answer moved into a code cell of the student's own just above its answer cell, which is left
+    holding ``holding`` (None: the release's placeholder). The kernel runs the moved answer first, so the notebook
+    scores what ``nb`` scores."""
+    out = nbformat.from_dict(json.loads(json.dumps(nb)))
+    cells = []
+    for c in out.cells:
+        if _gid(c) in STUBS:
+            cells.append(nbformat.v4.new_code_cell(c.source))
+            c.source = STUBS[_gid(c)] if holding is None else holding
+        cells.append(c)
+    out.cells = cells
+    return out
+
+
+def _stripped(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``nb`` with every cell's nbgrader metadata removed, as a careless editor (or a student) may leave it."""
+    out = nbformat.from_dict(json.loads(json.dumps(nb)))
+    for c in out.cells:
+        c.metadata.pop("nbgrader", None)
+    return out
+
+
 def _pairs(a: Assignment) -> set[tuple[str, str]]:
     return {(p.a, p.b) for p in copies.find(a)}
 
@@ -104,9 +130,9 @@ def test_two_students_with_the_same_notebook_are_named(tmp_path):
                                     enumerate(ANSWERS)}))
     [pair] = copies.find(a)
     assert (pair.a, pair.b) == ("alice", "bob")
-    assert pair.same == pair.answered_a == pair.answered_b == len(ANSWERS) == 13
+    assert pair.same == pair.written_a == pair.written_b == len(ANSWERS) == 13
     lines = copies.report(a)
-    assert any("alice, bob" in line and "13 of 13 answered cells identical" in line for line in lines), lines
+    assert any("alice, bob" in line and "13 of 13 written cells identical" in line for line in lines), lines
     assert not any("carol" in line for line in lines)
 
 
@@ -126,7 +152,7 @@ def test_nearly_identical_answers_are_named_with_their_count_and_fewer_are_not(t
     _graded(a, "carol", _answered({gid: own[gid] if gid in ANSWERS[:2] else _reference(gid) for gid in ANSWERS}))
     found = {(p.a, p.b): p.same for p in copies.find(a)}
     assert found == {("alice", "bob"): 12, ("bob", "carol"): 12}
-    assert any("12 of 13 answered cells identical" in line for line in copies.report(a))
+    assert any("12 of 13 written cells identical" in line for line in copies.report(a))
 
 
 def test_untouched_notebooks_and_cells_left_as_released_are_never_named(tmp_path):
@@ -139,6 +165,139 @@ def test_untouched_notebooks_and_cells_left_as_released_are_never_named(tmp_path
     _graded(a, "dee", empty)
     assert copies.find(a) == []
     assert copies.report(a) == []
+
+
+def test_answers_moved_out_of_the_answer_cells_are_compared_where_they_stand(tmp_path):
+    """A copy that moves every answer into a cell of its own just above its answer cell (left holding ``pass``, or the
+    release's placeholder) scores what the original scores: the moved cells run first. It is named beside its source,
+    and so is a copy of the copy."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    _graded(a, "bob", _moved(_full()))
+    _graded(a, "carol", _moved(_full(), holding=None))
+    clean = sanitize(SOURCE, STUBS, tmp_path / "submitted" / "bob" / CH / f"{CH}.ipynb").notebook
+    own = [c.source for c in clean.cells if not _gid(c)]  # the moved answers run as bob's own cells
+    assert all(_reference(gid) in own for gid in ANSWERS)
+    assert _pairs(a) == {("alice", "bob"), ("alice", "carol"), ("bob", "carol")}
+    pair = next(p for p in copies.find(a) if p.b == "bob")
+    assert pair.same == 13 and pair.tokens >= 800, pair
+    assert pair.cells_a == tuple(ANSWERS) and all(w.startswith("after ch01-") for w in pair.cells_b), pair
+
+
+def test_a_notebook_without_its_nbgrader_metadata_is_compared(tmp_path):
+    """With every cell's nbgrader metadata removed, sanitize finds no answer cell: it restores each from the release
+    and runs the student's cells as the student's own, so the copy scores what its source scores. Its cells are
+    compared as they stand; the copies of the assignment's own cells among them (setup, settings, tests, plots)
+    are everyone's and count for nothing."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    _graded(a, "bob", _stripped(_full()))
+    _graded(a, "carol", _stripped(_moved(_full())))
+    clean = sanitize(SOURCE, STUBS, tmp_path / "submitted" / "bob" / CH / f"{CH}.ipynb")
+    assert any("none of the assignment's" in p for p in clean.problems), clean.problems
+    assert _pairs(a) == {("alice", "bob"), ("alice", "carol"), ("bob", "carol")}
+    pair = next(p for p in copies.find(a) if (p.a, p.b) == ("alice", "bob"))
+    assert (pair.same, pair.written_a, pair.written_b) == (13, 13, 13), pair
+    assert any("alice, bob, carol (13 of 13 written cells identical, pair by pair)" in line
+               for line in copies.report(a)), copies.report(a)
+
+
+def test_a_copy_padded_with_cells_of_its_own_or_copied_in_part_is_named(tmp_path):
+    """Cells of one's own are compared now, so they must not hide a copy: a pair is named when the cells the same
+    are nearly all of one of the two students' cells, whatever else the other wrote."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    padded = _moved(_full())
+    padded.cells += [nbformat.v4.new_code_cell(f"padding_{i} = [k * {i} for k in range(10)]\nprint(padding_{i})")
+                     for i in range(4)]
+    _graded(a, "bob", padded)
+    largest = sorted(ANSWERS, key=lambda gid: -len(copies.tokens(_reference(gid))))[:5]
+    _graded(a, "carol", _answered({gid: _reference(gid) for gid in largest}))  # five answers, all alice's
+    found = {(p.a, p.b): (p.same, p.written_a, p.written_b) for p in copies.find(a)}
+    assert found == {("alice", "bob"): (13, 13, 17), ("alice", "carol"): (5, 13, 5), ("bob", "carol"): (5, 17, 5)}
+
+
+def _honest(seed: int, gids: list[str]) -> dict[str, str]:
+    """Answers of a student's own: other names, other numbers, another way to write them."""
+    rng = random.Random(seed)
+    out = {}
+    for gid in gids:
+        name = "".join(rng.choice("abcdefghkmnpqrstuvwxyz") for _ in range(6))
+        terms = " + ".join(f"{rng.uniform(0.5, 9):.3f} * {rng.choice('BDFNW')}" for _ in range(rng.randint(3, 6)))
+        out[gid] = f"{name} = {terms}\n{name}_t = {name} / hw.H100.bf16_flops_per_s\nprint({name}_t)"
+    return out
+
+
+NAMES = re.findall(r'^check\("[^"]+", (\w+)\)', "\n".join(c.source for c in RELEASE.cells), re.M)  # 30 answers
+SHORT = {"ch01-q4-answer": "q4_limit = 2.0\nq4_bound = 'never'",
+         "ch01-q5-answer": "gpu_batch = q5.gpu.bf16_flops_per_s / q5.gpu.hbm_bytes_per_s",
+         "ch01-e1-answer": "t_h100 = e1.flops / hw.H100.bf16_flops_per_s\n"
+                           "t_v6e = e1.flops / hw.TPU_V6E.bf16_flops_per_s"}
+# What any student may have as every other does, by kind; each kind alone holds over 200 tokens in 3 cells or more.
+EVERYONES = {
+    "the assignment's cells": [c.source for c in RELEASE.cells if c.cell_type == "code"],  # setup, settings, plots
+    "short lines": ["", "pass", "import numpy as np", "t_h100, t_v6e", *(f"print({n})" for n in NAMES),
+                    *(f'print("{n}:", {n})' for n in NAMES)],
+    "notebook commands": [
+        "%env SCALING_COURSE_PACKAGE=scaling-course @ git+https://github.com/scaling-course/scaling-course@v0.1.0",
+        "!pip install --quiet jax[cpu]==0.4.30 numpy==1.26.4 sympy==1.13.1 matplotlib==3.9.0 nbformat==5.10.4",
+        "!pip install --quiet git+https://github.com/scaling-course/scaling-course@v0.1.0#egg=scaling-course[colab]",
+        "%matplotlib inline\n%load_ext autoreload\n%autoreload 2\n%config InlineBackend.figure_format = 'retina'"],
+}
+
+
+@pytest.mark.parametrize("stripped", [False, True], ids=["as released", "metadata gone"])
+@pytest.mark.parametrize("kind", list(EVERYONES))
+def test_students_with_only_what_everyone_has_in_common_are_not_named(tmp_path, kind, stripped):
+    """Cells every student may have alike make no two the same: the assignment's own cells as released (the setup
+    cell, the settings, the tests, the plots), empty cells, ``pass``, short lines, notebook commands (``%env``,
+    ``!pip``), and short answers that everyone right writes alike; with the metadata gone (every cell the student's
+    own) too. Two students whose work is nothing else are not named."""
+    a = _assignment(tmp_path)
+    for student in ("ada", "bea"):
+        nb = _answered(SHORT)
+        nb.cells += [nbformat.v4.new_code_cell(text) for text in EVERYONES[kind]]
+        _graded(a, student, _stripped(nb) if stripped else nb)
+    assert copies.find(a) == []
+    assert copies.report(a) == []
+
+
+@pytest.mark.parametrize("stripped", [False, True], ids=["as released", "metadata gone"])
+def test_two_honest_students_with_different_work_are_not_named(tmp_path, stripped):
+    """Two whole notebooks of their own, with everything a class has in common besides: not named, either way."""
+    a = _assignment(tmp_path)
+    for student, seed in (("cy", 3), ("dee", 4)):
+        nb = _answered({**_honest(seed, ANSWERS), **SHORT})
+        nb.cells += [nbformat.v4.new_code_cell(text) for kind in EVERYONES.values() for text in kind]
+        _graded(a, student, _stripped(_moved(nb)) if stripped and student == "dee" else nb)
+    assert copies.find(a) == []
+    assert copies.report(a) == []
+
+
+@pytest.mark.every_chapter
+def test_in_every_chapter_the_cells_a_student_wrote_are_the_answers_however_the_notebook_holds_them(tmp_path):
+    """Each chapter's reference notebook writes its non-trivial answer cells and nothing else, with its metadata or
+    without it, its answers in place or moved; the release notebook, with or without metadata, writes nothing: every
+    cell the assignment gives (setup, settings, tests, plots, helpers) is everyone's."""
+    for master in sorted((ROOT / "source").glob("ch*/*.ipynb")):
+        ch = master.parent.name
+        source, release = nbformat.read(master, as_version=4), nbformat.read(ROOT / "release" / ch / master.name, 4)
+        stubs = release_stubs(release)
+        a = Assignment(tmp_path, ch, ch, master, stubs, {}, locked=release_locked(release))
+        full = filled_notebook(release, source)
+        written = {}
+        for form, nb in {"full": full, "stripped": _stripped(full), "moved": _moved(full), "release": release,
+                         "stripped release": _stripped(release)}.items():
+            path = tmp_path / "submitted" / form / ch / master.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, path)
+            write_atomic(tmp_path / "autograded" / form / ch / master.name,
+                         nbformat.v4.writes(inert(sanitize(source, stubs, path).notebook)))
+            written[form] = copies.written(a, form, copies.given(a))
+        answers = {copies.normalised(c.source) for c in full.cells if _gid(c) in stubs}
+        assert {d for d, n in answers if n >= copies.MIN_CELL_TOKENS} == set(written["full"]), ch
+        assert written["full"].keys() == written["stripped"].keys() == written["moved"].keys(), ch
+        assert written["release"] == written["stripped release"] == {}, ch
 
 
 def test_shared_short_numeric_answers_alone_are_not_a_copy(tmp_path):
@@ -174,7 +333,7 @@ def test_a_group_is_one_line_that_names_ten_students_at_most(tmp_path):
         _graded(a, f"s{i:02d}", same)
     assert len(copies.find(a)) == 12 * 11 // 2  # the file has every pair
     header, line = copies.report(a)
-    assert "s00, s01" in line and "s09 and 2 more (13 of 13 answered cells identical, pair by pair)" in line, line
+    assert "s00, s01" in line and "s09 and 2 more (13 of 13 written cells identical, pair by pair)" in line, line
     assert len(list(csv.reader((tmp_path / ".scaling-course" / "copies" / f"{CH}.csv").open()))) == 1 + 66
 
 
@@ -182,12 +341,12 @@ def test_a_group_is_one_line_that_names_ten_students_at_most(tmp_path):
 
 def test_answer_cells_of_huge_text_do_not_slow_the_check(tmp_path):
     """Each answer cell at the grader's own cut (MAX_CELL_CHARS), in text that costs a tokenizer most (quotes and
-    comments), plus ungraded cells: the check reads a bounded prefix of each answer, so it costs little more than
-    reading the notebooks' JSON (a Python tokenizer over the whole text takes seconds a notebook)."""
+    comments), plus cells of the student's own: the check reads a bounded prefix of each, so it costs little more
+    than reading the notebooks' JSON (a Python tokenizer over the whole text takes seconds a notebook)."""
     a = _assignment(tmp_path)
     bulk = ("'#\"' # '\n" * (MAX_CELL_CHARS // 8))[:MAX_CELL_CHARS]
-    hostile = _answered({gid: bulk for gid in ANSWERS})
-    hostile.cells += [nbformat.v4.new_code_cell(bulk) for _ in range(2)]
+    hostile = _answered({gid: f"v{i} = {i}\n{bulk}"[:MAX_CELL_CHARS] for i, gid in enumerate(ANSWERS)})
+    hostile.cells += [nbformat.v4.new_code_cell(f"w{i} = {i}\n{bulk}"[:MAX_CELL_CHARS]) for i in range(2)]
     for i in range(4):
         _graded(a, f"huge-{i}", hostile)
     files = sorted((tmp_path / "autograded").glob(f"*/{CH}/{CH}.ipynb"))
@@ -222,6 +381,24 @@ def test_a_notebook_near_the_size_limit_is_compared_and_one_that_cannot_be_read_
     assert not any("alice" in line and "not compared" in line for line in lines), lines
 
 
+@pytest.mark.parametrize("bulk", [
+    [f"cell_{i} = {i} * e1.flops + {i}" for i in range(copies.MAX_CELLS + 1)],  # many cells of one's own
+    [f"v{i} = 1\n" + "x = 'pad'\n" * (copies.CELL_CHARS // 10) for i in range(copies.MAX_CODE_CHARS
+                                                                         // copies.CELL_CHARS + 1)],  # much text
+], ids=["cells", "characters"])
+def test_bulk_before_a_copy_does_not_hide_it(tmp_path, bulk):
+    """The check reads at most MAX_CELLS written cells and MAX_CODE_CHARS characters of a notebook: a notebook with
+    more, put before its copied cells, is not compared but named, as an unreadable one is."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    nb = _full()
+    nb.cells = [nbformat.v4.new_code_cell(text) for text in bulk] + nb.cells
+    _graded(a, "bob", nb)
+    assert copies.find(a) == []
+    lines = copies.report(a)
+    assert any("bob not compared" in line and "written cells" in line for line in lines), lines
+
+
 # --- what the staff see, and what nobody else does ----------------------------------------------------------
 
 def test_a_run_names_copies_in_its_summary_and_a_file_and_changes_no_grade(tmp_path, monkeypatch, capsys):
@@ -249,7 +426,7 @@ def test_a_run_names_copies_in_its_summary_and_a_file_and_changes_no_grade(tmp_p
     assert any("alice, bob" in line for line in summary.copies), summary.copies
     cli.print_summary(tmp_path, CH, summary)
     out = capsys.readouterr().out
-    assert re.search(r"possible copies.*\n.*alice, bob \(13 of 13 answered cells identical\)", out, re.I), out
+    assert re.search(r"possible copies.*\n.*alice, bob \(13 of 13 written cells identical\)", out, re.I), out
     assert out.rstrip().split("\n")[-1].startswith("3 graded")  # the last line is still the count
     with (tmp_path / ".scaling-course" / "copies" / f"{CH}.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -269,8 +446,10 @@ def test_the_docs_say_what_variants_do_not_stop_and_where_the_copy_report_is():
     ("x = 1\ny = x * 2", "x=1\n\n\ny   =   x*2   # doubled"),
     ("def f(a):\n    return a  # id", "def f(a):\n  return a"),
     ("s = '# not a comment'", "s = '# not a comment'  # but this is"),
+    ("x = 1\nif x:\n    y = 2", "%env SCALING_COURSE_PACKAGE=scaling-course\n!pip install \\\n  jax\nx = 1\n"
+                                  "if x:\n    %time z = 3\n    y = 2"),
 ])
-def test_normalised_text_ignores_spacing_comments_and_blank_lines(text, same_as):
+def test_normalised_text_ignores_spacing_comments_blank_lines_and_notebook_commands(text, same_as):
     assert copies.normalised(text) == copies.normalised(same_as)
 
 
@@ -285,6 +464,7 @@ def test_normalised_text_keeps_what_a_program_says():
     ('s = "a \\" # b"', 's = "a \\" # c"'),  # an escaped quote does not end the string
     ("for i in range(3):\n    x += 1\ny = x", "for i in range(3):\n    x += 1\n    y = x"),  # indentation is meaning
     ("if a:\n  b\n  c", "if a:\n  b\nc"),
+    ("y = (a\n% b)", "y = (a\n)"),  # a line in brackets is no notebook command
 ])
 def test_normalised_text_tells_strings_and_blocks_apart(text, other):
     assert copies.normalised(text) != copies.normalised(other)
