@@ -23,10 +23,11 @@ are compared, wherever they stand:
     report    -> lines for the run's summary, and .scaling-course/copies/<assignment>.csv, one row per pair
 
 The rule (``copied``): two students are named when the written cells they have the same are at least MIN_CELLS, at
-least SHARE of the written cells of one of the two, and hold at least MIN_TOKENS tokens between them. Of one of the
-two, not of each: cells of one's own count now, so a copy padded with a few cells of the copier's (or a notebook that
-copies only some answers, all of them) must not hide behind them, while two whole notebooks that agree on less than
-nine cells in ten are not named. Untouched notebooks write nothing, so they are never named; a few short lines that
+least SHARE of the written cells of one of the two and OF_THE_OTHER of the other's, and hold at least MIN_TOKENS
+tokens between them. SHARE of one, not of each: cells of one's own count, so a copy padded with cells of the
+copier's (or a notebook that copies most of another, and only that) must not hide behind them; half of the other's,
+so that a student who wrote a few answers the way everyone does is not paired with every classmate who wrote those
+and more. Untouched notebooks write nothing, so they are never named; a few short lines that
 everyone right writes alike (a question with no variant, ``gpu_batch = q5.gpu.bf16_flops_per_s / ...``) are under
 MIN_TOKENS; two whole notebooks of one author are far over it. A copy whose code was rewritten (other names, another
 order, an answer split over cells or joined into one) is not found: this catches the copy handed in as it was,
@@ -64,6 +65,9 @@ if TYPE_CHECKING:
 
 MIN_CELLS = 3  # written cells the same, at least: one or two can agree by chance
 SHARE = 0.9  # of one of the two students' written cells, at least: 12 of 13 is named, 11 of 13 is not
+# ... and of the other's, at least: a copy padded with cells of the copier's own is named, while a student who wrote
+# a few answers the way everyone does is not paired with each classmate who wrote those and more.
+OF_THE_OTHER = 0.5
 MIN_TOKENS = 200  # of the cells the same, at least: Chapter 1's reference answers hold 847, its three shortest 74
 # A written cell with fewer tokens is not compared: what everyone writes alike (``pass``, ``print(t_h100)``,
 # ``import numpy as np``, ``q4_bound = "never"``); the course's shortest reference answers (``e1_choice = "b"``) too.
@@ -225,7 +229,8 @@ class Pair:
 
 def copied(same: int, written_a: int, written_b: int, tokens: int) -> bool:
     """The rule of the module docstring."""
-    return same >= MIN_CELLS and same >= SHARE * min(written_a, written_b) and tokens >= MIN_TOKENS
+    return (same >= MIN_CELLS and same >= SHARE * min(written_a, written_b)
+            and same >= OF_THE_OTHER * max(written_a, written_b) and tokens >= MIN_TOKENS)
 
 
 def graded(a: Assignment) -> list[str]:

@@ -204,17 +204,20 @@ def test_a_notebook_without_its_nbgrader_metadata_is_compared(tmp_path):
 
 def test_a_copy_padded_with_cells_of_its_own_or_copied_in_part_is_named(tmp_path):
     """Cells of one's own are compared now, so they must not hide a copy: a pair is named when the cells the same
-    are nearly all of one of the two students' cells, whatever else the other wrote."""
+    are nearly all of one of the two students' cells and at least half of the other's; a student who wrote five
+    answers as the reference does is not paired with every classmate who wrote those and more."""
     a = _assignment(tmp_path)
     _graded(a, "alice", _full())
     padded = _moved(_full())
     padded.cells += [nbformat.v4.new_code_cell(f"padding_{i} = [k * {i} for k in range(10)]\nprint(padding_{i})")
                      for i in range(4)]
     _graded(a, "bob", padded)
-    largest = sorted(ANSWERS, key=lambda gid: -len(copies.tokens(_reference(gid))))[:5]
-    _graded(a, "carol", _answered({gid: _reference(gid) for gid in largest}))  # five answers, all alice's
+    largest = sorted(ANSWERS, key=lambda gid: -len(copies.tokens(_reference(gid))))
+    _graded(a, "carol", _answered({gid: _reference(gid) for gid in largest[:9]}))  # nine answers, all alice's
+    _graded(a, "dave", _answered({gid: _reference(gid) for gid in largest[:5]}))  # five, as many would write them
     found = {(p.a, p.b): (p.same, p.written_a, p.written_b) for p in copies.find(a)}
-    assert found == {("alice", "bob"): (13, 13, 17), ("alice", "carol"): (5, 13, 5), ("bob", "carol"): (5, 17, 5)}
+    assert found == {("alice", "bob"): (13, 13, 17), ("alice", "carol"): (9, 13, 9), ("bob", "carol"): (9, 17, 9),
+                     ("carol", "dave"): (5, 9, 5)}
 
 
 def _honest(seed: int, gids: list[str]) -> dict[str, str]:
