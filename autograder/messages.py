@@ -307,7 +307,9 @@ _FRAMES = {
     "returned_value": "returned value {n} of {count}: {message}",
     "every_case": "In every test case: {message}",
     "every_case:drawn": "In every test case drawn at grading time: {message}",
-    "failing_cases": "{failed} of {cases} test cases fail. First, with {args}: {message}",
+    # the self-check's public cases: the grade is the share passed of other cases, drawn where a mistake shows
+    "failing_cases": "{failed} of {cases} test cases fail (the grade counts other cases, where the same mistake can "
+                     "fail more of them). First, with {args}: {message}",
     "failing_cases:drawn": "{failed} of {cases} test cases drawn at grading time fail. First, with {args}: {message}",
     "hints": "{message} Hint: {hints}",
     # the book's answer (``kinds.at_book``) that is also a slip or a simple factor at the student's own values

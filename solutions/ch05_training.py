@@ -216,6 +216,8 @@ MESH_PROBES = (
     dict(B=1e5, F=8192.0, N=256, M_X=1, M_Y=1),
     dict(B=3e7, F=8192.0, N=256, M_X=2, M_Y=1),  # X_opt > N: pure FSDP
     dict(B=2.2e6, F=16_384.0, N=2048, M_X=2, M_Y=1),  # X_opt = 742 = 1.45 * 512: in log scale 1024, linearly 512
+    dict(B=35_000.0, F=8192.0, N=256, M_X=2, M_Y=1),  # X_opt = 46.8 = 1.46 * 32: 64, linearly 32
+    dict(B=4.9e5, F=28_672.0, N=4096, M_X=2, M_Y=1),  # X_opt = 374 = 1.46 * 256: 512, linearly 256
 )
 # Rounding X_opt to the nearer power of two by difference, not in log scale, parts from the prompt's rule only where
 # X_opt lies between sqrt(2) and 1.5 times a power of two: a case drawn like these probes is put there, so that half
@@ -1096,7 +1098,7 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
              reference=choose_mesh, probes=MESH_PROBES, draw=draw_mesh,
              output=(Output("number", tolerance=EXACT),) * 2,
              slips=(Slip(choose_mesh_rounds_down, "ratio:1/2"),
-                    Slip(choose_mesh_rounds_linearly, "not_equal",
+                    Slip(choose_mesh_rounds_linearly, "ratio:1/2",
                          "round in log scale, as the prompt says: between 2^k and 2^(k+1) the midpoint is then "
                          "sqrt(2) * 2^k, not 1.5 * 2^k."))),
     Program(qid="ch05-cx4-fsdp-tp-step", points=3, section=MIX,

@@ -497,9 +497,11 @@ CX2_PROBES = tuple(dict(line=x) for x in (
     program_line(Q1_HLO, "all-reduce"), Q1_ALLREDUCE, Q1_GROUPS_LISTED,
     "replica_groups=mesh['X'=2,'Y'=4] {'X'}", "replica_groups=mesh['a'=2,'b'=2,'c'=2] {'a','c'}",
     "replica_groups=[2,4]<=[2,2,2]T(2,1,0)",
-    "replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>"))
+    "replica_groups = dense<[[0, 1, 2, 3], [4, 5, 6, 7]]> : tensor<2x4xi64>",
+    "replica_groups=[4,2]<=[2,4]T(1,0)", "replica_groups=[2,4]<=[4,2]T(1,0)"))
 # The CX2 probes whose drawn cases keep their printed form: the first explicit lists, both mesh forms written by
-# hand (one axis of two, two axes of three) and the dense one; the other seven of eleven draw transposed iota.
+# hand (one axis of two, two axes of three) and the dense one; the other nine of thirteen draw transposed iota (four
+# of them are, so that reading an iota list without its transpose fails a quarter of the public cases too).
 CX2_OWN_FORM = {CX2_PROBES[i]["line"] for i in (0, 7, 8, 10)}
 CX3_PROBES = tuple(dict(text=t, kind=k) for t, k in (
     (MATMUL_ROWS_HLO, "all-reduce"), (MATMUL_BLOCKS_HLO, "all-reduce"), (MATMUL_BLOCKS_HLO, "reduce-scatter"),

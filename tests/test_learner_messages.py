@@ -247,7 +247,9 @@ def test_after_a_call_that_does_not_return_no_more_calls_are_made(store, short_b
         check(QID, loops_on_the_second_case)
     assert calls == [49152.0, 3_000_000.0], calls
     text = str(e.value)
-    assert "7 of 8 test cases fail. First, with B=3e+06" in text and "did not return within 0.5 s" in text, text
+    assert f"{len(load_chapter('ch05_training')[QID].probes) - 1} of " in text, text  # all but the first fail
+    assert "test cases fail (" in text and "First, with B=3e+06" in text, text
+    assert "did not return within 0.5 s" in text, text
 
 
 def test_the_calls_of_one_check_share_a_total_bound(store, monkeypatch):
