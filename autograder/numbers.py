@@ -184,7 +184,7 @@ def unit_examples(unit: str) -> str:
     unit to use."""
     dim = unit_dimension(unit)
     if dim == "number":
-        return "a plain number (or a percentage such as 25%)"
+        return "a plain number, in the units the question names (a fraction may be written as a percentage: 25%)"
     prefixes = _COMMON_PREFIX.get(dim, ("", "T", "G", "M", "k"))
     base = next((unit[len(p):] for p in sorted(_PREFIX | _BINARY | _SECOND_PREFIX, key=len, reverse=True)
                  if unit.startswith(p) and UNITS.get(unit[len(p):], ("",))[0] == dim), unit)

@@ -39,13 +39,16 @@ class Slip:
     an author sets it for a collision the question cannot see (a slip of another question).
     ``narrow``: a function's slip that is wrong by its nature in only a few kinds of case (the one case where nothing
     fits), said in a sentence: its drawn cases need fail it only once, where every other slip fails at least half of
-    them (``kinds.function._slips_share``). Keep it rare: a function is scored by the share of cases it passes."""
+    them (``kinds.function._slips_share``). Keep it rare: a function is scored by the share of cases it passes.
+    ``near``: how near a function's results must be to this slip's for its hint (relative; 0: ``SLIP_RTOL``), where
+    the answers are measured (XLA's counts) and the slip is predicted by a formula, as the reference is."""
 
     answer: Any
     diagnosis: str
     hint: str = ""
     maybe: bool = False
     narrow: str = ""
+    near: float = 0.0
 
     @property
     def told(self) -> str:
@@ -274,11 +277,11 @@ class Choice(Question):
 def option_key(text: str) -> str:
     """What two spellings of one option share: "AllReduce", "all reduce" and "all-reduce" are one; so are a
     mesh's "16x4" and "16×4", "memory" and "memory-bound" (the word a bound question leaves implied), and an
-    option with commas or a full stop ("heads, then batch", "no."). The
+    option with commas, pluses or a full stop ("heads, then batch", "tp8 + pp8", "no."). The
     numbers in an option are read by value ("16x4.0" and "16.0x4" are "16x4", "dp4-mp2.0" is "dp4-mp2": what
     ``Y = N / X`` gives in Python 3), before the separators go, so that "4.0-2" stays two numbers."""
     key = _OPTION_NUMBER.sub(_number_key, text.lower().replace("\u00d7", "x"))
-    key = re.sub(r"[\s\-_,]+", "", key).rstrip(".!")  # "heads, then batch" and "no." too
+    key = re.sub(r"[\s\-_,+]+", "", key).rstrip(".!")  # "heads, then batch", "tp8+pp8" and "no." too
     return key.removesuffix("bound") or key
 
 

@@ -857,7 +857,9 @@ def cx2(n: int, mesh: tuple[int, int]) -> tuple[Question, ...]:
                prompt="Bytes each device sends in that ring AllReduce, as a multiple of the array.",
                reference=ring_bytes, tolerance=ONE_PERCENT,
                slips=(Slip(2.0, slip_code(2.0, ring_bytes, ONE_PERCENT),
-                           "a device never sends its own final shard."),)),
+                           "a device never sends its own final shard."),
+                      Slip(ring_bytes / 2, slip_code(ring_bytes / 2, ring_bytes, ONE_PERCENT),
+                           "that is the ReduceScatter alone: the AllGather that follows sends as much again."))),
         number("ch12-cx2-tree-steps", section=S["intra"],
                prompt=f"How many steps does a recursive-doubling AllReduce on {n} devices take?", reference=tree_steps,
                exact=True, slips=(Slip(ring_steps, slip_code(ring_steps, tree_steps, exact),
@@ -866,7 +868,9 @@ def cx2(n: int, mesh: tuple[int, int]) -> tuple[Question, ...]:
                prompt="Bytes each device sends in it, as a multiple of the array.", reference=tree_bytes,
                tolerance=ONE_PERCENT,
                slips=(Slip(ring_bytes, slip_code(ring_bytes, tree_bytes, ONE_PERCENT),
-                           "every step exchanges the whole array."),)),
+                           "every step exchanges the whole array."),
+                      Slip(1.0, slip_code(1.0, tree_bytes, ONE_PERCENT),
+                           "the whole array goes out at every step, not once: count the steps.", maybe=True))),
         number("ch12-cx2-node-fraction", section=S["cross"],
                prompt=f"Bytes crossing nodes in the hierarchical AllReduce over a flat one's ({gpus} GPUs per node).",
                reference=1 / gpus, tolerance=ONE_PERCENT,
@@ -885,7 +889,7 @@ def cx2(n: int, mesh: tuple[int, int]) -> tuple[Question, ...]:
 # --- CX4: critical batches of every GPU ------------------------------------------------------------------------
 CX4_PROBES = tuple([dict(chip=g.name, channel="hbm") for g in (A100, H100, H200, B200)]
                    + [dict(chip=g.name, channel="nvlink") for g in (A100, H100, B200, H800)]
-                   + [dict(chip=g.name, channel="scaleout") for g in (H100, B200)])
+                   + [dict(chip=g.name, channel="scaleout") for g in (H100, B200, A100, H200)])
 
 def gpu_intensity(chip, channel):
     """C / W of a GPU on "hbm", "nvlink" (its own NVLink bandwidth, one direction) or "scaleout"
@@ -1021,8 +1025,9 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
             slips=(Slip(2 * D * F / W, "missing_symbol:Y"),)),
     # Quiz 4: collectives through switches.
     Formula(qid="ch12-q41-node-egress-bytes", points=1, section=S["quiz4"],
-            prompt="Bytes a node-level switch egresses during an AllGather of B bytes (M nodes of N GPUs).",
-            reference=B * N, symbols="B N M", counts="N M",
+            prompt="Bytes a node-level switch egresses during an AllGather of B bytes (M nodes of N GPUs; the book's "
+                   "count for many GPUs, B to each, or the exact one, less what each GPU holds already).",
+            reference=B * N, symbols="B N M", counts="N M", limit="N M", exact_form=B * N - B / M,
             slips=(Slip(B, "missing_symbol:N", "every GPU of the node needs the whole array."),)),
     Formula(qid="ch12-q41-spine-time", points=1, section=S["quiz4"],
             prompt="Time the spine level needs for that AllGather (W: node egress bandwidth).",

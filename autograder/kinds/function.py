@@ -251,13 +251,14 @@ def _reordered(elements: Sequence[ItemJudge], values: Sequence[Any], wrong: Sequ
 SLIP_RTOL = 1e-3
 
 
-def slip_rtol(theirs: Sequence[float | None], reference: Sequence[float | None]) -> float:
-    """How near a slip's results an answer's must be for its hint: SLIP_RTOL, or half the slip's largest distance
-    from the reference where that is less (a count with the norms' few parameters, 2e-4 above a count of
-    billions), so that an answer near the reference, wrong for some other reason, is never told the slip's hint."""
+def slip_rtol(theirs: Sequence[float | None], reference: Sequence[float | None], most: float = 0.0) -> float:
+    """How near a slip's results an answer's must be for its hint: ``most`` (the slip's ``near``, else SLIP_RTOL),
+    or half the slip's largest distance from the reference where that is less (a count with the norms' few
+    parameters, 2e-4 above a count of billions), so that an answer near the reference, wrong for some other reason,
+    is never told the slip's hint."""
     far = max((abs(b - r) / abs(b) for b, r in zip(theirs, reference, strict=False)
                if b not in (None, 0) and r is not None), default=0.0)
-    return min(SLIP_RTOL, far / 2)
+    return min(most or SLIP_RTOL, far / 2)
 
 
 def _summary(tag: str, item: Any) -> float | None:
@@ -296,7 +297,7 @@ def _slip_targets(q: Function) -> tg.Targets:
     for j, slip in enumerate(s for s in q.slips if s.hint):
         outputs = record.encode_outputs(slip.answer, calls, kinds)
         theirs = _summaries(q.qid, outputs)
-        rtol = slip_rtol(theirs, reference)
+        rtol = slip_rtol(theirs, reference, slip.near)
         if rtol == 0 and any(v not in (None, 0) for v in theirs):
             raise AuthoringError(_slip_like_reference(q, slip.answer, outputs))
         t[f"slip{j}"] = [None if v in (None, 0) else tg.around(v, rtol) for v in theirs]
@@ -450,7 +451,7 @@ def _drawn_hints(q: Function, drawn: Sequence[dict[str, Any]], outputs: Any) -> 
             theirs = _summaries(q.qid, record.encode_outputs(slip.answer, calls, kinds))
         except Exception:
             continue
-        rtol = slip_rtol(theirs, reference)
+        rtol = slip_rtol(theirs, reference, slip.near)
         known = [(a, b) for a, b in zip(got, theirs, strict=False) if b not in (None, 0)]
         if len(got) == len(theirs) and known and all(a is not None and abs(a - b) <= rtol * abs(b)
                                                      for a, b in known):

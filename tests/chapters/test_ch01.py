@@ -37,3 +37,15 @@ def test_the_same_quantity_passes_alike_with_the_book_constants():
     e4 = CHAPTER.variant({"ch01-e4": {"chip": "TPU v5e"}})["ch01-e4-d-threshold"]
     for q, answer in ((q5, 1e15 / 3.35e12), (e4, 2 * 2e14 / hw.TPU_V5E.ici_bytes_per_s_per_link)):
         assert all(v.ok for v in both_judges(q, answer)), q.qid
+
+
+def test_every_drawn_crossover_case_has_a_crossover():
+    """As every public case has: a negative B* (the weights' bytes outlasting the math at every batch) is no batch,
+    and a right answer that solved for a positive B, or guarded that case, lost its marks there."""
+    import random
+
+    from solutions.ch01_rooflines import CROSSOVER_PROBES, crossover_reference, draw_crossover
+
+    rng = random.Random(2026)
+    drawn = [crossover_reference(**draw_crossover(rng, p)) for _ in range(100) for p in CROSSOVER_PROBES]
+    assert all(b > 0 for b in drawn) and all(crossover_reference(**p) > 0 for p in CROSSOVER_PROBES)

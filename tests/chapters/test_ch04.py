@@ -96,3 +96,18 @@ def test_cx1_shared_batch_dimensions_counted_twice_are_no_power_of_ten():
 
     for v in both_judges(load_chapter("ch04_transformers")["ch04-cx1-einsum-flops"], counts_shared_twice):
         assert not v.ok and "10^" not in v.message and "power" not in v.message, v.message
+
+
+@pytest.mark.parametrize(("off", "hinted"), [(1.008, True), (0.995, True), (1.06, False)])
+def test_a_gate_product_written_twice_is_told_within_the_measured_tolerance(off, hinted):
+    """XLA's counts differ from the cost model by up to a percent or so: an answer that measured a layer whose SiLU
+    computes h @ W_gate twice is told why, though its counts are not the slip's to the last digit; one further off
+    is not."""
+    q = load_chapter("ch04_transformers")["ch04-cx2-decoder-layer"]
+
+    def measured(B, T, D, F, N, K, H):
+        n_params, fwd, train = ch04.cx2_gate_product_twice(B, T, D, F, N, K, H)
+        return n_params, fwd * 1.004, train * off
+
+    for v in both_judges(q, measured):
+        assert v.score < 1 and ("h @ W_gate" in v.message) == hinted, v.message

@@ -79,6 +79,18 @@ def test_a_slip_hint_is_shown_for_any_spelling_of_it():
     assert graded.message.endswith("Hint: the partial sums must be added.") and checked.message == graded.message
 
 
+PLAN = Choice(qid="ch99-c8-plan", points=1, prompt="p", reference="tp8-pp8-zero",
+              options=("tp8-dp512", "tp8-zero3", "tp8-pp8-zero"), slips=(Slip("tp8-dp512", "wrong_option"),))
+
+
+@pytest.mark.parametrize(("answer", "score"), [("tp8+pp8+zero", 1), ("TP8 + PP8 + ZeRO", 1), ("tp8 / pp8 / zero", 0),
+                                               ("tp8+dp512", 0)])
+def test_an_option_joined_with_pluses_is_that_option(answer, score):
+    """A plan written as its parts added up is read as the option (a slash is not a separator: "1/4" is a value)."""
+    graded, checked = both(PLAN, answer)
+    assert graded.score == checked.score == score, (graded.message, checked.message)
+
+
 def test_options_that_read_the_same_are_an_authoring_error():
     with pytest.raises(AuthoringError, match="read the same"):
         Choice(qid="ch99-c3-twins", points=1, prompt="p", reference="all-reduce", options=("all-reduce", "AllReduce"),

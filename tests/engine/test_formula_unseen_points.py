@@ -206,6 +206,8 @@ LIMIT_WRONG = {  # wrong exact forms, vanishing extra terms, a roofline maximum 
                              "4*D*F*(X+1)/(X*W)"],
     "ch05-e6-tp-t-comms": ["Max(4*B*D/W, 8*B*D*F/(C*Y))", "4*B*D/W + 8*B*D*F/(C*Y)", "4*B*D*Y/((Y-1)*W)",
                            "4*B*D*(Y-2)/(Y*W)"],
+    # the exact count less each GPU's own share; leaving out the node's own or every GPU's own block is not it
+    "ch12-q41-node-egress-bytes": ["N*B*(M-1)/M", "B*(N-1)", "B*N*(N-1)/N", "B*N - B/N"],
 }
 LIMIT_RIGHT = {
     "ch03-cx3-t-allgather": ["V/W", "V*(N-1)/(N*W)", "V/W - V/(N*W)"],
@@ -213,6 +215,7 @@ LIMIT_RIGHT = {
     "ch05-e2-dp-t-comms": ["8*D*F/W", "8*D*F*(X-1)/(X*W)"],
     "ch05-e3-fsdp-t-comms": ["4*D*F/W", "4*D*F*(X-1)/(X*W)"],
     "ch05-e6-tp-t-comms": ["4*B*D/W", "4*B*D*(Y-1)/(Y*W)"],
+    "ch12-q41-node-egress-bytes": ["B*N", "N*B - B/M", "B*N*(N*M-1)/(N*M)"],
 }
 
 
