@@ -243,9 +243,10 @@ def test_no_source_notebook_sets_answer_inputs_in_a_mesh_building_cell(chapter):
 
 # --- a demo cell that binds an answer's name -----------------------------------------------------------------
 
-def _tiny(demo: str) -> nbformat.NotebookNode:
+def _tiny(demo: str, answer: str = "def intensity(B, D, F):\n    return B") -> nbformat.NotebookNode:
+    """An answer cell (``answer``, its reference solution), its test cell, then a demo cell."""
     return new_notebook(cells=[
-        new_code_cell("### BEGIN SOLUTION\ndef intensity(B, D, F):\n    return B\n### END SOLUTION",
+        new_code_cell(f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION",
                       metadata={"nbgrader": {"solution": True, "grade_id": "ch01-cx1-answer"}}),
         new_code_cell('check("ch01-cx1-intensity", intensity)'),
         new_code_cell(demo)])
@@ -275,13 +276,8 @@ def test_no_release_notebook_has_a_demo_cell_that_binds_an_answers_name(chapter)
 # --- a demo cell that reads what only the reference's answer sets ---------------------------------------------
 
 def _helped(demo: str) -> nbformat.NotebookNode:
-    """An answer cell whose reference also defines a helper no question checks, then a demo cell."""
-    return new_notebook(cells=[
-        new_code_cell("### BEGIN SOLUTION\ndef step(b):\n    return 2 * b\nshare = {'a': 1}\n"
-                      "intensity = step(3)\n### END SOLUTION",
-                      metadata={"nbgrader": {"solution": True, "grade_id": "ch01-cx1-answer"}}),
-        new_code_cell('check("ch01-cx1-intensity", intensity)'),
-        new_code_cell(demo)])
+    """An answer cell whose reference also defines helpers no question checks, then a demo cell."""
+    return _tiny(demo, answer="def step(b):\n    return 2 * b\nshare = {'a': 1}\nintensity = step(3)")
 
 
 @pytest.mark.parametrize(("demo", "name"), [("plot(lambda b: step(b))", "step"),

@@ -1,10 +1,10 @@
 """The compiled program's collectives (HLO text, as ``jax.jit(f).lower(...).compile().as_text()`` prints it): what
 the compiler placed in a ``jit`` program, how often each runs, and the collective-permutes a program did not state.
 
-Why a package of its own: Chapter 9 asks students to write readers of this very text (replica groups, a census of a
-compiled program). The grader's readers must not answer those questions, so no grading kernel can read this folder
-(``grading.jail.isolation_paths`` denies it, as it denies the reference programs) and nothing a kernel imports
-imports it: only the program runner, where compiled programs are read, and a student's own self-check
+Why a package of its own: some questions ask students to write readers of this text. The grader's readers must not
+answer those questions, so no grading kernel can read this folder (``grading.jail.isolation_paths`` denies it, as it
+denies the reference programs; a learner's own machine can, a known limit in docs/security.md) and nothing a kernel
+imports imports it: only the program runner, where compiled programs are read, and a student's own self-check
 (``programs.run``) do. The stated reader (``collectives.inspect_text``), which ``course.comms`` shows students,
 stays in ``collectives``.
 """

@@ -6,9 +6,9 @@ gradient) is not one einsum, so the spec names one of the functions here instead
 its ``einsum`` field describes the computation in words for the messages.
 
 Each is the block as the chapter's text defines it, on one device, in float64 numpy, so the judging
-process needs no JAX. A block on one device is also what some function questions ask for (ch07-cx2's decode
-step is ``decode_attention`` with a cache; ch04-cx3's attention is it called per query), so these are answers:
-the package ships them for the self-check of program answers on a learner's machine, and the grader's jail
+process needs no JAX. A block on one device is also what some function questions ask a student to write, so
+these are answers: the package ships them for the self-check of program answers on a learner's machine (a known
+limit, docs/security.md), and the grader's jail
 denies this folder to every process that runs a student's code (``jail.isolation_paths``,
 ``tests/grading/test_grader_only_code.py``), as it denies ``solutions/``. Only the judge calls them in grading.
 """
