@@ -38,6 +38,46 @@ def test_drawn_cases_are_new_and_the_model_answer_passes_them(q):
     assert drawn_probes(q, SEEDS[0]) != drawn_probes(q, SEEDS[1])
 
 
+def _numbers(q: Function, case: dict) -> list[float | None]:
+    """The reference's result on ``case``, one entry per returned number (None where it is no number)."""
+    from autograder import probes
+    from autograder.kinds.function import flat
+
+    args, kwargs = ((), case) if q.builder else probes.build("", case)  # a builder's reference reads the case itself
+    got = q.reference(*args, **kwargs)
+    items = list(got) if isinstance(got, tuple) else [got]
+    out: list[float | None] = []
+    for item in items:
+        for x in flat(item.tolist() if hasattr(item, "tolist") else item):
+            out.append(float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None)
+    return out
+
+
+@pytest.mark.parametrize("q", FUNCTIONS)
+def test_drawn_cases_stay_in_the_range_of_the_public_ones(q):
+    """A drawn case outside what the public cases and the prompt imply grades honest answers on a question nobody
+    was asked: Chapter 1's crossover drew a negative B* (no crossover at all) in a fifth of its cases, where a
+    student who solved for a positive B lost marks the self-check never showed. Wherever every public case's
+    result is finite and positive (or negative), so is every drawn case's."""
+    public = [_numbers(q, p) for p in _public(q)]
+    if len({len(p) for p in public}) != 1 or len(public[0]) > 8 or len(public) < 3:
+        return  # arrays, which follow the inputs' random values, or too few public cases to say what they imply
+    for seed in SEEDS:
+        for case in drawn_probes(q, seed):
+            got = _numbers(q, case)
+            if len(got) != len(public[0]):
+                continue
+            for i, x in enumerate(got):
+                column = [p[i] for p in public]
+                if any(v is None or not math.isfinite(v) for v in column) or x is None:
+                    continue
+                assert math.isfinite(x), f"{q.qid}, seed {seed}: result {i} is {x} at {case}"
+                for sign in (1, -1):
+                    if all(sign * v > 0 for v in column):
+                        assert sign * x > 0, f"{q.qid}, seed {seed}: result {i} is {x} at {case}, unlike every " \
+                                             f"public case's"
+
+
 @pytest.mark.parametrize("q", FUNCTIONS)
 def test_a_table_of_the_public_cases_earns_nearly_nothing(q):
     """The best a table can do on a case it does not know is the answer of a public case like it. Where
