@@ -35,11 +35,10 @@ PUBLIC_MOST = 0.75
 
 # Where the public probes still let an input be written in (strict: one that is mended fails here until it leaves the
 # list). The narrow inputs and the gaps tests/test_ignored_inputs.py lists (INPUTS_STILL_IGNORABLE: there the grader
-# too lets them be), with that list's reason; and, marked LEFT, inputs the grader refuses that every public probe still
-# holds at one value, to be mended as Chapters 1, 3, 4, 7 and 9 were (public cases on other chips and sizes).
+# too lets them be), with that list's reason. An input the grader refuses that every public probe holds at one value
+# is mended as every chapter's were, with public cases on other chips and sizes, never listed here.
 KEPT = "an integer or constant the record's draw keeps as its probe has it (INPUTS_STILL_IGNORABLE)"
 ONE_REGIME = "counts in one regime alone, which few probes are in (INPUTS_STILL_IGNORABLE)"
-LEFT = "LEFT: the grader refuses it, but the public probes hold one value or regime of it; to be mended"
 STILL_TICKED: dict[str, str] = {f"{qid}:{arg}": why for qid, args, why in (
     ("ch04-cx3-flash-attention", "chunk", "narrow: blockwise attention returns what plain attention does, whatever "
                                           "the chunk"),
