@@ -113,6 +113,11 @@ def _checked_names(nb: Any) -> dict[str, str]:
     return found
 
 
+def _answer_cell(cell: Any) -> bool:
+    """Whether ``cell`` is an answer (solution) cell of a source notebook."""
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
+
+
 def _cell_head(cell: Any) -> str:
     first = next((line.strip() for line in cell.source.splitlines() if line.strip()), "")
     return first[:60] + ("..." if len(first) > 60 else "")
@@ -126,7 +131,7 @@ def answer_name_problems(nb: Any) -> list[str]:
     problems = []
     code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
     for n, cell in enumerate(code_cells, 1):
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution") or _question_of(cell):
+        if _answer_cell(cell) or _question_of(cell):
             continue
         for name in sorted(bound_names(cell.source) & set(checked)):
             problems.append(f"code cell {n} ({_cell_head(cell)!r}) binds {name}, the answer that the test cell of "
@@ -142,12 +147,11 @@ def solution_only_problems(nb: Any) -> list[str]:
     reference's helper ``decode_step``)."""
     checked = set(_checked_names(nb))
     code_cells = [c for c in nb.cells if c.get("cell_type") == "code"]
-    def answer(c): return bool(c.get("metadata", {}).get("nbgrader", {}).get("solution"))  # noqa: E704
-    given = set().union(*(bound_names(c.source) for c in code_cells if not answer(c)))
-    only = set().union(*(bound_names(c.source) for c in code_cells if answer(c))) - checked - given
+    given = set().union(*(bound_names(c.source) for c in code_cells if not _answer_cell(c)))
+    only = set().union(*(bound_names(c.source) for c in code_cells if _answer_cell(c))) - checked - given
     problems = []
     for n, cell in enumerate(code_cells, 1):
-        if answer(cell) or _question_of(cell):
+        if _answer_cell(cell) or _question_of(cell):
             continue
         try:
             read = _names_read(ast.parse(_python_of(cell.source)))
@@ -228,7 +232,7 @@ def mesh_cell_problems(nb: Any) -> list[str]:
         except SyntaxError:
             continue
         bound = bound_names(cell.source)
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if _answer_cell(cell):
             grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "?")
             read = sorted(n for n in globals_read(code) if n in free)
             if read:
@@ -277,7 +281,7 @@ def test_cell_metadata(qid: str, points: float) -> dict[str, Any]:
 
 def _question_of(cell: Any) -> tuple[str, str] | None:
     """(question id, answer variable) of a test cell, complete or as the author wrote it; None otherwise."""
-    if cell.get("cell_type") != "code" or cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+    if cell.get("cell_type") != "code" or _answer_cell(cell):
         return None
     m = TEST_CELL.match(cell.source) or CHECK_LINE.match(cell.source.strip())
     return (m["qid"], m["var"]) if m else None
@@ -478,7 +482,7 @@ def complete_solution_cells(chapter: Chapter, nb: Any, replaced: list[str] | Non
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
             continue
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+        if _answer_cell(cell):
             solution_cell = cell
         question = _question_of(cell)
         q = records.get(question[0]) if question else None

@@ -58,7 +58,7 @@ from . import STATE
 from .console import printable
 from .feedback import write_atomic
 from .files import read_plain
-from .sanitize import grade_id, students
+from .sanitize import grade_id, is_solution, students
 
 if TYPE_CHECKING:
     from .pipeline import Assignment
@@ -177,14 +177,8 @@ def given(a: Assignment) -> Given:
     leaves them to the student's own copies)."""
     texts = [*a.stubs.values(), *(text for text, _ in a.locked.values())]
     texts += [_text(c.get("source")) for c in _cells(a.master) or [] if c.get("cell_type") == "code"
-              and grade_id(c) not in a.stubs and not _solution(c)]  # never a reference answer
+              and grade_id(c) not in a.stubs and not is_solution(c)]  # never a reference answer
     return Given(frozenset(texts), frozenset(normalised(text)[0] for text in texts))
-
-
-def _solution(cell: dict[str, Any]) -> bool:
-    meta = cell.get("metadata")
-    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
-    return isinstance(meta, dict) and bool(meta.get("solution"))
 
 
 def written(a: Assignment, student: str, everyones: Given) -> Written | None:

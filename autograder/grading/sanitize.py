@@ -64,8 +64,11 @@ def grade_id(cell: Any) -> str | None:
     return gid if isinstance(gid, str) else None
 
 
-def _is_solution(cell: NotebookNode) -> bool:
-    return bool(cell.metadata.get("nbgrader", {}).get("solution"))
+def is_solution(cell: dict[str, Any]) -> bool:
+    """Whether ``cell`` is an answer (solution) cell, read from a notebook's cells as they come (any JSON)."""
+    meta = cell.get("metadata")
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return isinstance(meta, dict) and bool(meta.get("solution"))
 
 
 def students(cell: dict[str, Any]) -> bool:
@@ -254,7 +257,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         if gid in by_id:
             if gid not in duplicated:
                 duplicated.append(gid)
-            if not _is_solution(by_id[gid]):
+            if not is_solution(by_id[gid]):
                 continue  # an earlier copy of the assignment's own cell: the master's copy stands for it
         if cell.get("cell_type") in ("code", "markdown") and _full_source(cell).strip():
             # Ungraded cells are the student's, as in nbgrader: their own version runs, where they
@@ -277,7 +280,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         new.pop("outputs", None)
         if new.cell_type == "code":
             new.outputs, new.execution_count = [], None
-        if gid and _is_solution(cell):
+        if gid and is_solution(cell):
             theirs = taken.get(gid)
             if theirs is None:
                 missing.append(gid)
@@ -344,10 +347,10 @@ def _moved(theirs: list[str], master: list[str]) -> list[str]:
 
 
 def release_stubs(release_nb: NotebookNode) -> dict[str, str]:
-    return {gid: c.source for c in release_nb.cells if (gid := grade_id(c)) and _is_solution(c)}
+    return {gid: c.source for c in release_nb.cells if (gid := grade_id(c)) and is_solution(c)}
 
 
 def release_locked(release_nb: NotebookNode) -> dict[str, tuple[str, str]]:
     """The release text and checksum of each graded cell that is not an answer (its tests, as students got them)."""
     return {gid: (c.source, str(c.metadata.get("nbgrader", {}).get("checksum") or ""))
-            for c in release_nb.cells if (gid := grade_id(c)) and not _is_solution(c)}
+            for c in release_nb.cells if (gid := grade_id(c)) and not is_solution(c)}
