@@ -122,17 +122,15 @@ def decoder_prediction(B, T, D, F, N, K, H):
 
 @functools.cache  # the same sizes give the same counts: build and compile once
 def decoder_layer_costs(B, T, D, F, N, K, H):
-    """A pre-norm GQA layer with random float32 weights: count its weights, and ask XLA for the FLOPs of
-    its forward pass and of value_and_grad (forward and backward)."""
-    keys = jax.random.split(jax.random.key(0), 8)
+    """A pre-norm GQA layer in float32: count its weights, and ask XLA for the FLOPs of its forward pass and
+    of value_and_grad (forward and backward). XLA counts from shapes alone, so the weights and the input are
+    shapes (``jax.ShapeDtypeStruct``), never arrays: nothing is drawn or held, at any size."""
+    def shaped(*shape):
+        return jax.ShapeDtypeStruct(shape, jnp.float32)
 
-    def init(key, shape, fan_in):
-        return jax.random.normal(key, shape) / np.sqrt(fan_in)
-
-    w = {"norm_attn": jnp.ones(D), "norm_mlp": jnp.ones(D),
-         "wq": init(keys[0], (D, N, H), D), "wk": init(keys[1], (D, K, H), D), "wv": init(keys[2], (D, K, H), D),
-         "wo": init(keys[3], (N, H, D), N * H), "w_in": init(keys[4], (D, F), D),
-         "w_gate": init(keys[5], (D, F), D), "w_out": init(keys[6], (F, D), F)}
+    w = {"norm_attn": shaped(D), "norm_mlp": shaped(D),
+         "wq": shaped(D, N, H), "wk": shaped(D, K, H), "wv": shaped(D, K, H), "wo": shaped(N, H, D),
+         "w_in": shaped(D, F), "w_gate": shaped(D, F), "w_out": shaped(F, D)}
 
     def rms_norm(x, scale):
         return x * jax.lax.rsqrt(jnp.mean(x**2, axis=-1, keepdims=True) + 1e-6) * scale
@@ -155,7 +153,7 @@ def decoder_layer_costs(B, T, D, F, N, K, H):
         cost = jax.jit(f).lower(*args).compile().cost_analysis()
         return (cost[0] if isinstance(cost, list) else cost)["flops"]  # a list of dicts on older jax releases
 
-    x = jax.random.normal(keys[7], (B, T, D))
+    x = shaped(B, T, D)
     n_params = sum(a.size for a in jax.tree.leaves(w))
     forward = xla_flops(layer, w, x)
     training = xla_flops(jax.value_and_grad(lambda w, x: layer(w, x).sum()), w, x)

@@ -228,7 +228,8 @@ def _reordered(elements: Sequence[ItemJudge], values: Sequence[Any], wrong: Sequ
     values to places, each accepted by its place's judge, that covers them all (found by augmenting paths)."""
     if len(wrong) < 2 or len(wrong) > REORDERED_MOST:
         return False
-    fits = {i: [k for k in wrong if k != i and elements[i](values[k]).ok] for i in wrong}
+    with passing_only():  # only whether each place's judge accepts each value is read: no diagnosis of the rest
+        fits = {i: [k for k in wrong if k != i and elements[i](values[k]).ok] for i in wrong}
     placed: dict[int, int] = {}  # value's place -> the place whose judge accepts it
 
     def place(i: int, seen: set[int]) -> bool:
