@@ -63,3 +63,40 @@ def test_a_narrow_buckets_candidates_hold_the_exact_one(g):
         if few[0] != sign or not few[1] <= index <= few[2]:
             missed.append((v, few, (sign, index)))
     assert named >= 100 and not missed, (named, missed[:5])
+
+
+def _located_exactly(iv: tg.Interval) -> tuple[str, int, int, float]:
+    """``_locate`` by 30-digit logs alone, as the self-check data of every release was written."""
+    shortcut, tg._locate_double = tg._locate_double, lambda _iv: None
+    try:
+        return tg._locate(iv)
+    finally:
+        tg._locate_double = shortcut
+
+
+def _on_a_boundary(g: float, k: int) -> tg.Interval:
+    """An interval whose low end lies a hair inside bucket ``k``'s lower edge: where a double's log could round the
+    first inside bucket to its neighbour."""
+    with mpmath.workdps(40):
+        edge = mpmath.power(1 + mpmath.mpf(g), k)
+        return tg.Interval(edge / (1 + tg.MARGIN), edge * (1 + mpmath.mpf(g)) ** 64)
+
+
+def test_an_interval_located_from_doubles_is_located_as_by_30_digits():
+    """Every judge of a number builds its buckets from ``_locate``; the doubles' shortcut must give the 30-digit
+    result wherever it gives one, at tolerances from exact counts (where it must step aside) to 50%, at a bucket's
+    edge, and at a width whose 6-figure rounding is in doubt."""
+    rng = random.Random(7)
+    intervals = [tg.around(rng.choice((1, -1)) * 10 ** rng.uniform(-20, 20), rtol)
+                 for rtol in (1e-12, 1e-9, 1e-6, 1e-4, 1e-3, 0.02, 0.25, 0.5) for _ in range(400)]
+    intervals += [tg.between(a, a * (1 + 10 ** rng.uniform(-6, 1)))
+                  for a in (10 ** rng.uniform(-15, 15) for _ in range(600))]
+    intervals += [e for iv in intervals[:300] for e in tg.ends(iv)]
+    intervals += [_on_a_boundary(1.23e-4, k) for k in range(1, 400)]
+    intervals += [tg.between(1.0, float(mpmath.exp(64 * 0.000123455 * (1 + d)))) for d in (-1e-13, 0, 1e-13)]
+    located = [(iv, tg._locate_double(iv)) for iv in intervals]
+    wrong = [(iv, fast, _located_exactly(iv)) for iv, fast in located
+             if fast is not None and (_located_exactly(iv)[0], *fast) != _located_exactly(iv)]
+    assert not wrong, wrong[:3]
+    assert sum(fast is not None for _, fast in located) > len(located) / 2  # the shortcut is taken, not bypassed
+    assert tg._locate_double(tg.around(13015449600, 1e-12)) is None  # an exact count's buckets need 30 digits
