@@ -275,14 +275,23 @@ def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = NU
     factor = "factor" if _ranged(oracle) else "ref"
     if _ranged(oracle) and _near_miss(oracle, v):
         return None  # within a rounding of a range's end (0.126 past 0.125): close to it, not 3/2 of its reference
-    for k in factors:
-        if oracle.near(factor, 0, v / float(k)) is True:
+    values = _values_of(factors)
+    for k, x in zip(factors, values, strict=True):
+        if oracle.near(factor, 0, v / x) is True:
             return k
     if _ranged(oracle) and oracle.near("close", 0, v) is True:
         return None  # just outside a range of 10 to 20, 9.9 is close: not "half" of 19.8, a value inside it
     if "close" not in oracle.entries:
         return None  # an array's element (no range, no "close"): the roundings of its reference add no factor
-    return next((k for k in factors if _inside(oracle, v / float(k))), None)
+    keys = _answer_keys(oracle)
+    return next((k for k, x in zip(factors, values, strict=True)
+                 if any(oracle.near(key, 0, v / x) is True for key in keys)), None)
+
+
+@lru_cache(maxsize=64)
+def _values_of(factors: Sequence[Any]) -> tuple[float, ...]:
+    """The factors as floats, once: a diagnosis tries every one of them, twice."""
+    return tuple(float(k) for k in factors)
 
 
 def _ranged(oracle: tg.Printed | tg.Exact) -> bool:
@@ -290,11 +299,15 @@ def _ranged(oracle: tg.Printed | tg.Exact) -> bool:
     return "factor" in oracle.entries
 
 
+def _answer_keys(oracle: tg.Printed | tg.Exact) -> list[str]:
+    """The targets a right answer lies in: the reference, the range's points and its ends."""
+    return [key for key in oracle.entries if key == "ref" or key.startswith("at") or key.startswith("end")]
+
+
 def _inside(oracle: tg.Printed | tg.Exact, v: float) -> bool:
     """Right by the buckets alone, as both oracles see them: a message must not depend on the grader's exact
     range where the self-check's hashed one cannot tell (a value within a 2000th of the range's end)."""
-    return any(oracle.near(key, 0, v) is True for key in oracle.entries
-               if key == "ref" or key.startswith("at") or key.startswith("end"))
+    return any(oracle.near(key, 0, v) is True for key in _answer_keys(oracle))
 
 
 def figures(v: float) -> int:
