@@ -1,0 +1,60 @@
+"""What judging a wrong function answer costs the grader, with and without the shortcuts that leave verdicts alone.
+
+A wrong array answer is diagnosed element by element, and where several elements are wrong each is tried at every
+other place (is it a reordering?); every number judge first places its accepted interval in log buckets. Two
+shortcuts keep each verdict as it was (tests/engine/test_bucket_index.py, the suite's verdict tests): the reordering
+search asks only whether a value passes (``verdict.passing_only``), and an interval is placed from doubles where a
+double is sure (``targets._locate_double``). This judges every slip of the chosen chapters' function questions on
+its public cases both ways, checks that the verdicts are the same, and prints the seconds of each and their ratio,
+measured in one run.
+Run: python benchmarks/judge_wrong_answers.py [CHAPTER ... | all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+
+from autograder import fingerprint, kinds
+from autograder.kinds import function
+from autograder.kinds import targets as tg
+from autograder.questions import Function, chapter_names, load_chapter
+
+
+def recorded(q: Function, answer: object) -> object:
+    """What ``grade(qid, answer)`` records for ``answer`` in a student's notebook."""
+    return kinds.encode(fingerprint.make(q), answer)
+
+
+def _judge_all(answers: list) -> tuple[float, list]:
+    start = time.perf_counter()
+    verdicts = [kinds.judge(q, record) for q, record in answers]
+    return time.perf_counter() - start, verdicts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("chapters", nargs="*", default=["ch01_rooflines", "ch04_transformers"],
+                        help="chapters, or all (default: ch01_rooflines ch04_transformers)")
+    args = parser.parse_args()
+    chapters = chapter_names() if args.chapters == ["all"] else args.chapters
+    questions = [q for c in chapters for q in load_chapter(c).questions if isinstance(q, Function)]
+    answers = [(q, recorded(q, s.answer)) for q in questions for s in q.slips]
+    _judge_all(answers)  # imports and caches
+    quick, verdicts = _judge_all(answers)
+    shipped = function.passing_only, tg._locate_double
+    function.passing_only, tg._locate_double = contextlib.nullcontext, lambda _iv: None
+    try:
+        full, same = _judge_all(answers)
+    finally:
+        function.passing_only, tg._locate_double = shipped
+    assert verdicts == same, "the verdicts differ"
+    print(f"{len(answers)} wrong answers (the slips of {len(questions)} function questions: {', '.join(chapters)})")
+    print(f"  without the shortcuts: {full:8.2f} s")
+    print(f"  as shipped:            {quick:8.2f} s")
+    print(f"  ratio:                 {full / quick:8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
