@@ -14,6 +14,8 @@ import argparse
 import contextlib
 import time
 
+from shortcuts import print_ratio, with_and_without  # benchmarks/shortcuts.py
+
 from autograder.kinds import function
 from autograder.questions import Function, chapter_names, load_chapter
 
@@ -33,18 +35,10 @@ def main() -> None:
     chapters = chapter_names() if args.chapters == ["all"] else args.chapters
     questions = [q for c in chapters for q in load_chapter(c).questions if isinstance(q, Function)]
     _draw_all(questions, 1)  # imports, the references' own caches
-    quick, cases = _draw_all(questions, args.students)
-    shipped = function.passing_only
-    function.passing_only = contextlib.nullcontext  # every wrong answer diagnosed, as before
-    try:
-        full, same = _draw_all(questions, args.students)
-    finally:
-        function.passing_only = shipped
-    assert cases == same, "the two draws differ"
-    print(f"{len(questions)} function questions x {args.students} students ({', '.join(chapters)})")
-    print(f"  diagnosing every wrong answer: {full:8.2f} s")
-    print(f"  passing_only:                  {quick:8.2f} s")
-    print(f"  ratio:                         {full / quick:8.1f}x")
+    full, quick = with_and_without(lambda: _draw_all(questions, args.students),
+                                   [(function, "passing_only", contextlib.nullcontext)])  # every wrong answer diagnosed
+    print_ratio(f"{len(questions)} function questions x {args.students} students ({', '.join(chapters)})",
+                "diagnosing every wrong answer", full, quick)
 
 
 if __name__ == "__main__":

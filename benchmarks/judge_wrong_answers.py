@@ -16,6 +16,8 @@ import argparse
 import contextlib
 import time
 
+from shortcuts import print_ratio, with_and_without  # benchmarks/shortcuts.py
+
 from autograder import fingerprint, kinds
 from autograder.kinds import function
 from autograder.kinds import targets as tg
@@ -42,18 +44,10 @@ def main() -> None:
     questions = [q for c in chapters for q in load_chapter(c).questions if isinstance(q, Function)]
     answers = [(q, recorded(q, s.answer)) for q in questions for s in q.slips]
     _judge_all(answers)  # imports and caches
-    quick, verdicts = _judge_all(answers)
-    shipped = function.passing_only, tg._locate_double
-    function.passing_only, tg._locate_double = contextlib.nullcontext, lambda _iv: None
-    try:
-        full, same = _judge_all(answers)
-    finally:
-        function.passing_only, tg._locate_double = shipped
-    assert verdicts == same, "the verdicts differ"
-    print(f"{len(answers)} wrong answers (the slips of {len(questions)} function questions: {', '.join(chapters)})")
-    print(f"  without the shortcuts: {full:8.2f} s")
-    print(f"  as shipped:            {quick:8.2f} s")
-    print(f"  ratio:                 {full / quick:8.1f}x")
+    full, quick = with_and_without(lambda: _judge_all(answers), [(function, "passing_only", contextlib.nullcontext),
+                                                                 (tg, "_locate_double", lambda _iv: None)])
+    print_ratio(f"{len(answers)} wrong answers (the slips of {len(questions)} function questions: "
+                f"{', '.join(chapters)})", "without the shortcuts", full, quick)
 
 
 if __name__ == "__main__":
