@@ -100,7 +100,10 @@ def draw_crossover(rng: random.Random, probe: dict) -> dict:
     public = _public_crossovers()
     while True:
         case = _widths_and_bytes(rng, probe)
-        crossover = crossover_reference(**case)
+        try:
+            crossover = crossover_reference(**case)
+        except ZeroDivisionError:  # the math and the bytes grow alike with B: no crossover at all (a rare draw)
+            continue
         if crossover > 0 and all(abs(crossover / p - 1) > 0.05 for p in public):
             return case
 

@@ -7,6 +7,7 @@ grader on them); and a table of the public cases' expected outputs earns nearly 
 
 import json
 import math
+import random
 
 import pytest
 
@@ -139,6 +140,20 @@ def test_a_table_of_public_outputs_never_passes_a_drawn_crossover():
         for case in drawn_probes(q, f"seed-{seed}"):
             got = q.reference(**case)
             assert all(abs(got / p - 1) > 0.05 for p in public), (seed, case)
+
+
+def test_a_drawn_crossover_with_no_crossover_is_drawn_again(monkeypatch):
+    """Where the math and the bytes grow alike with B (2 D F bw = (act D + out F) peak), B* divides by zero: such a
+    draw is skipped, never a failed draw (which made one hostile-suite student's whole grade a grader error)."""
+    from solutions import ch01_rooflines as ch01
+
+    flat = dict(D=1024.0, F=1024.0, peak=512.0, bw=1.0, act_bytes=2.0, weight_bytes=2.0, out_bytes=2.0)
+    with pytest.raises(ZeroDivisionError):
+        ch01.crossover_reference(**flat)
+    fine = drawn_probes(CROSSOVER, "seed-0")[0]
+    draws = iter([flat, fine])
+    monkeypatch.setattr(ch01, "_widths_and_bytes", lambda rng, probe: dict(next(draws)))
+    assert ch01.draw_crossover(random.Random(0), dict(CROSSOVER.probes[0])) == fine
 
 
 def test_the_default_draw_never_scales_every_float_alike():
