@@ -87,32 +87,32 @@ def _bucket(v: Any, g: float) -> tuple[str, int]:
     """Sign and index of the log bucket of width ``g`` (relative) that holds ``v``.
 
     A diagnosis asks this of hundreds of values; in double precision it costs a thousandth of the
-    30-digit one. The double's index is used only where it lies well inside a bucket, so it is the
-    30-digit index whenever it is used: the quotient's rounding error is under 1e-15 of its size."""
-    if (type(v) is float or type(v) is int and -_EXACT_INT <= v <= _EXACT_INT) and v != 0 \
-            and math.isfinite(v) and g > 0:
-        x = math.log(abs(v)) / math.log1p(g)
-        i = math.floor(x)
-        if _SAFE < x - i < 1 - _SAFE and abs(x) < _LARGEST:
-            return ("-" if v < 0 else "+"), i
+    30-digit one. The double's index is used only where it is certain (``_buckets_around`` names one
+    bucket), so it is the 30-digit index whenever it is used."""
+    few = _buckets_around(v, g)
+    if few is not None and few[1] == few[2]:
+        return few[0], few[1]
     return _bucket_exact(v, g)
 
 
 def _buckets_around(v: Any, g: float) -> tuple[str, int, int] | None:
-    """Sign and the first and last index of the few log buckets of width ``g`` that may hold ``v``, from the double
-    alone: where the double's index is too large to be trusted (``_LARGEST``: an exact count's buckets are a
-    trillionth wide), the quotient is still within a few of its units in the last place, so the bucket is one of
-    these; a caller that finds them all alike (all outside, as nearly every wrong value is) needs no 30-digit log.
-    None where the double cannot say (not a plain number, zero, infinite, or too many candidates)."""
+    """Sign and the first and last index of the log buckets of width ``g`` that may hold ``v``, from the double alone
+    (one log): one bucket where the quotient lies well inside it (its error is under 1e-15 of its size); where the
+    double's index is too large to be trusted (``_LARGEST``: an exact count's buckets are a trillionth wide), the few
+    within a few units in the last place, so the bucket is one of these, and a caller that finds them all alike (all
+    outside, as nearly every wrong value is) needs no 30-digit log. None where the double cannot say (not a plain
+    number, zero, infinite, near a boundary, or too many candidates)."""
     if not ((type(v) is float or type(v) is int and -_EXACT_INT <= v <= _EXACT_INT) and v != 0
             and math.isfinite(v) and g > 0):
         return None
+    sign = "-" if v < 0 else "+"
     x = math.log(abs(v)) / math.log1p(g)
     if abs(x) < _LARGEST:
-        return None  # ``_bucket``'s own double is exact enough here
+        i = math.floor(x)
+        return (sign, i, i) if _SAFE < x - i < 1 - _SAFE else None
     slack = abs(x) * 1e-14  # log, log1p and the division each err by at most an ulp or so: 2e-16 of x apiece
     lo, hi = math.floor(x - slack), math.floor(x + slack)
-    return (("-" if v < 0 else "+"), lo, hi) if hi - lo <= 8 else None
+    return (sign, lo, hi) if hi - lo <= 8 else None
 
 
 _EXACT_INT = 2**53  # an int that a float holds exactly
@@ -233,24 +233,16 @@ class _Oracle:
         g, sign = entry[0], entry[1]
         if sign == "0":  # an exact zero
             return v == 0
-        # ``_bucket`` and ``_buckets_around`` in one: this runs millions of times in a class's diagnoses, one log each.
-        if (type(v) is float or type(v) is int and -_EXACT_INT <= v <= _EXACT_INT) and v != 0 \
-                and math.isfinite(v) and g > 0:
-            got = "-" if v < 0 else "+"
-            x = math.log(abs(v)) / math.log1p(g)
-            if abs(x) < _LARGEST:
-                b = math.floor(x)
-                if _SAFE < x - b < 1 - _SAFE:  # well inside a bucket: the 30-digit index
-                    return self._place(key, i, entry, b) if got == sign else False
-            else:  # a narrow bucket, far from zero: the double's few candidates, if they agree
-                slack = abs(x) * 1e-14
-                lo, hi = math.floor(x - slack), math.floor(x + slack)
-                if hi - lo <= 8:
-                    if got != sign:
-                        return False
-                    places = {self._place(key, i, entry, b) for b in range(lo, hi + 1)}
-                    if len(places) == 1:
-                        return places.pop()
+        few = _buckets_around(v, g)  # one log: this runs millions of times in a class's diagnoses
+        if few is not None:
+            got, lo, hi = few
+            if got != sign:
+                return False
+            if lo == hi:
+                return self._place(key, i, entry, lo)
+            places = {self._place(key, i, entry, b) for b in range(lo, hi + 1)}
+            if len(places) == 1:
+                return places.pop()
         got, b = _bucket_exact(v, g)
         return self._place(key, i, entry, b) if got == sign else False
 
