@@ -13,7 +13,7 @@ import pytest
 
 from autograder import kinds
 from autograder.checks import judge
-from autograder.kinds.function import drawn_probes, vary
+from autograder.kinds.function import _case_like, drawn_probes, vary
 from autograder.questions import Function, chapter_names, load_chapter
 from tests.chapter_checks import printed
 
@@ -153,7 +153,7 @@ def test_a_drawn_crossover_with_no_crossover_is_drawn_again(monkeypatch):
     fine = drawn_probes(CROSSOVER, "seed-0")[0]
     draws = iter([flat, fine])
     monkeypatch.setattr(ch01, "_widths_and_bytes", lambda rng, probe: dict(next(draws)))
-    assert ch01.draw_crossover(random.Random(0), dict(CROSSOVER.probes[0])) == fine
+    assert _case_like(CROSSOVER, CROSSOVER.probes[0], ch01.draw_crossover, random.Random(0)) == fine
 
 
 def test_the_default_draw_never_scales_every_float_alike():
@@ -314,3 +314,67 @@ def test_a_probe_at_the_boundary_of_two_regimes_is_refused():
     assert draw(random.Random(0), {"x": 4.0, "y": 1.0}) != {"x": 4.0, "y": 1.0}
     with pytest.raises(ValueError, match="boundary"):
         draw(random.Random(0), {"x": 1.0, "y": 1.001})
+
+
+# --- a draw, or the reference on a drawn case, that fails --------------------------------------------------------
+# Cases are drawn per submission from a secret seed, so a draw that fails on a rare case strikes a student at random
+# (Chapter 1's crossover divided by zero at one draw in thousands, and made a whole grade a grader error).
+
+def _gap(a: float, b: float) -> float:
+    return a * b / (a - b)  # no answer where a == b
+
+
+def _choose(rng: random.Random, probe: dict) -> dict:
+    return {"a": float(rng.choice((1, 2, 3, 4))), "b": float(rng.choice((1, 2, 3, 4)))}
+
+
+def _fragile(qid: str, reference=_gap, draw=_choose) -> Function:
+    from autograder.questions import Output, Slip
+
+    return Function(qid=qid, points=1, prompt="gap(a, b)", reference=reference, probes=({"a": 6.0, "b": 1.0},),
+                    draw=draw, cases=4, output=Output("number"), slips=(Slip(lambda a, b: a * b, "close"),))
+
+
+def _finite(x: float) -> float:
+    if not math.isfinite(x):
+        raise AssertionError("a drawn case made the reference answer a number that is not finite")
+    return x
+
+
+@pytest.mark.parametrize("fragility", ["reference raises", "reference not finite", "draw raises"])
+def test_a_case_that_cannot_be_answered_is_drawn_again(fragility):
+    reference, draw = _gap, _choose
+    if fragility == "reference not finite":
+        reference = lambda a, b: a * b / (a - b) if a != b else math.inf  # noqa: E731
+    elif fragility == "draw raises":
+        reference, draw = (lambda a, b: a * b / abs(a - b - 0.5)), \
+            (lambda rng, probe: {"a": 1 / rng.choice((0.0, 0.5, 0.25)), "b": float(rng.choice((1, 2)))})
+    q = _fragile("ch13-cx1-fragile-gap", reference, draw)
+    for seed in range(60):  # each set of four cases meets a bad one at most seeds
+        drawn = drawn_probes(q, f"seed-{seed}")
+        assert len(drawn) == 4 and drawn == drawn_probes(q, f"seed-{seed}")
+        for case in drawn:
+            _finite(q.reference(**case))
+        assert judge(q, {"drawn": [q.reference(**c) for c in drawn]}, f"seed-{seed}").ok
+
+
+def test_a_question_that_cannot_be_drawn_costs_only_itself():
+    """A question whose cases cannot be drawn at all (a broken record) is the grader's fault, flagged for a person,
+    never a zero for "no drawn cases"; the chapter's other questions are drawn and graded as ever."""
+    import time
+    from types import SimpleNamespace
+
+    from autograder.grading.judge import _judge_one
+    from autograder.grading.seeds import drawn_cases
+
+    def never(a: float, b: float) -> float:
+        raise ZeroDivisionError("no case answers")
+
+    broken, fine = _fragile("ch13-cx1-broken-gap", never), _fragile("ch13-cx2-fine-gap")
+    cases = drawn_cases(SimpleNamespace(questions=[broken, fine]), "seed-0")
+    assert set(cases) == {"ch13-cx2-fine-gap"} and len(cases["ch13-cx2-fine-gap"]) == 4
+    deadline = time.monotonic() + 60
+    v = _judge_one(lambda q, a: judge(q, a, "seed-0"), broken, {"public": [6.0]}, deadline)
+    assert v.diagnosis == "grader_error" and "staff" in v.message, v
+    with pytest.raises(Exception, match="ch13-cx1-broken-gap"):
+        drawn_probes(broken, "seed-0")

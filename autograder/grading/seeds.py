@@ -61,10 +61,17 @@ def drawn_cases(chapter: Chapter, seed: str) -> dict[str, list[dict[str, Any]]]:
     """The test cases of every function question of ``chapter`` (a student's, variants.py) drawn for
     ``seed``, by question id. Called in the judging process (judge.draw_cases), which loads the references
     the judge uses: the course's own solutions where it has them."""
-    from ..kinds.function import drawn_probes
+    from ..kinds.function import DrawFailed, drawn_probes
     from ..questions import Function
 
-    return {q.qid: drawn_probes(q, seed) for q in chapter.questions if isinstance(q, Function)}
+    cases = {}
+    for q in chapter.questions:
+        if isinstance(q, Function):
+            try:
+                cases[q.qid] = drawn_probes(q, seed)
+            except DrawFailed:  # that question alone is the grader's fault: judging it raises again (judge.fault)
+                continue
+    return cases
 
 
 def write_cases(work: Path, cases: dict[str, list[dict[str, Any]]]) -> Path:

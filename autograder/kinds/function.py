@@ -532,13 +532,7 @@ def _draw(q: Function, seed: str) -> list[dict[str, Any]]:
     draw = q.draw or vary
     best: tuple[tuple[bool, float], list[dict[str, Any]]] | None = None
     for _ in range(SET_RETRIES):
-        out = []
-        for probe in like_which(q):
-            for _ in range(RETRIES):
-                case = _as_json(draw(rng, dict(probe)))
-                if case not in public:
-                    break
-            out.append(case)
+        out = [_case_like(q, probe, draw, rng, public) for probe in like_which(q)]
         held = _held_share(q, out)
         if best is not None and not best[0][0] and held >= best[0][1]:
             continue  # no better than the best set yet, whose slips fail enough: telling the slips costs a judge
@@ -552,6 +546,51 @@ def _draw(q: Function, seed: str) -> list[dict[str, Any]]:
             break
     assert best is not None
     return best[1]
+
+
+class DrawFailed(AuthoringError):
+    """No case could be drawn like a probe: the record's draw, or its reference on what it drew, failed every
+    time. The grader's fault, for that question alone (``seeds.drawn_cases`` leaves it out; judging it raises)."""
+
+
+def _case_like(q: Function, probe: dict[str, Any], draw: Callable[..., dict[str, Any]], rng: random.Random,
+               public: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A case drawn like ``probe``: not one of ``public``, and one the reference answers. Cases are drawn per
+    submission from a secret seed, so a draw, or a reference on a drawn case, that fails on a rare case (divides by
+    zero, answers inf) would strike a student at random: such a case is drawn again, as a public one is."""
+    fault: str = "every case drawn was a public one"
+    for _ in range(RETRIES):
+        try:
+            case = _as_json(draw(rng, dict(probe)))
+            if case in public:
+                continue
+            fault = _unanswered(q, case)
+        except Exception as e:
+            fault = f"{type(e).__name__}: {e}"
+            continue
+        if not fault:
+            return case
+    raise DrawFailed(f"{q.qid}: no case could be drawn like {probe} in {RETRIES} tries ({fault[:200]})")
+
+
+def _unanswered(q: Function, case: dict[str, Any]) -> str:
+    """Why the reference gives no answer to judge by on ``case`` ("": it does): it raised, or a number it returned
+    is not finite (which no tolerance can hold an answer to)."""
+    try:
+        items = _expected_items(q, case)
+    except Exception as e:
+        return f"the reference raised {type(e).__name__}: {e}"
+    for spec, item in zip(q.outputs, items, strict=True):
+        if spec.kind != "formula" and not all(_finite_or_other(x) for x in flat(_as_lists(item))):
+            return "the reference returned a number that is not finite"
+    return ""
+
+
+def _finite_or_other(x: Any) -> bool:
+    try:
+        return math.isfinite(x)
+    except TypeError:  # not a number (a string, a structure): the output's own judge reads it
+        return True
 
 
 def like_which(q: Function) -> list[dict[str, Any]]:
@@ -627,7 +666,7 @@ def _drawn_afresh(q: Function) -> list[str]:
         rng, probe, names = random.Random(f"afresh/{q.qid}"), q.probes[0], numeric_inputs(q)
         seen: set[str] = set()
         for _ in range(TRIES_TO_SEE_AN_INPUT_CHANGE):
-            case = (q.draw or vary)(rng, dict(probe))
+            case = _case_like(q, probe, q.draw or vary, rng)
             seen |= {n for n in names if case.get(n) != probe[n]}
         held = _AFRESH[id(q)] = (q, [n for n in names if n in seen])
     return held[1]
@@ -700,7 +739,7 @@ def _regimes(q: Function) -> list[str]:
         rng, draw, names = random.Random(f"regimes/{q.qid}"), q.draw or vary, _drawn_afresh(q)
         which = like_which(q)
         count = max(CASES_TO_SEE_A_REGIME, len(which))
-        cases = [_as_json(draw(rng, dict(which[i % len(which)]))) for i in range(count)]
+        cases = [_case_like(q, which[i % len(which)], draw, rng) for i in range(count)]
         try:
             calls = [builders.build(q.builder, p) for p in cases]
             kinds, judges = _kinds(q), _judges(q, cases)
@@ -844,9 +883,9 @@ def judge(q: Function, outputs: Any, seed: str | None = None) -> Verdict:
                         lambda got: _slip_hints(oracle, hinted, q.qid, got) if hinted else [])
     if isinstance(outputs, dict) and "error" in outputs:  # not a function: nothing was called
         return diagnose(q.probes, [], outputs)
+    drawn = drawn_probes(q, seed)  # first: cases that cannot be drawn are the grader's fault (DrawFailed), not theirs
     if not (isinstance(outputs, dict) and "drawn" in outputs):
         return Verdict(Status.INCORRECT, 0.0, "no_drawn_cases", phrase("no_drawn_cases"))
-    drawn = drawn_probes(q, seed)
     return diagnose(drawn, _judges(q, drawn), outputs["drawn"], lambda got: _drawn_hints(q, drawn, got),
                     drawn=True)
 
