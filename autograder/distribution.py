@@ -38,10 +38,12 @@ DISTRIBUTION = "scaling-course"
 COURSE_ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("grader", "student")
 EDITION_FILE = "autograder/EDITION"
-# Left out of the student wheel: the reference answers, and the modules that read them or write the
-# course (release, authoring, fingerprints from the records, the batch grader and its reports).
+# Left out of the student wheel: the reference answers (the records, and the single-device references of program
+# questions, whose results at the self-check's seed the wheel keeps as data: reference_results.py), and the modules
+# that read them or write the course (release, authoring, fingerprints from the records, the batch grader).
 GRADER_ONLY = (
     "solutions/",
+    "autograder/program_references/",
     "autograder/grading/",
     "autograder/authoring.py",
     "autograder/checks.py",

@@ -115,6 +115,9 @@ KINK_MARGIN = 2e-5
 KINK_DRAWS = 400
 
 
+SELFCHECK_SEED = 0  # public: the self-check runs offline, on inputs anyone can compute
+
+
 def inputs(q: ProgramSpec, seed: int) -> list[np.ndarray]:
     """Random inputs (never arange or zeros: regular data hides indexing bugs), clear of the reference's
     kinks. Floats are normal; integers are nonzero and small (|v| <= 9), so sums of them stay exact in float64
@@ -461,15 +464,64 @@ def _as_views(q: ProgramSpec, arrays: list[np.ndarray]) -> list[np.ndarray]:
 def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
     """Every result the program must return, in order (one unless the spec names several outputs), in
     float64: from the public einsum (on each operand's view), or from the single-device reference the spec
-    names (``autograder/program_references/``)."""
+    names (``autograder/program_references/``; at the self-check's seed, its results kept as data)."""
     if q.reference:
-        from .program_references import REFERENCES
-
-        result = REFERENCES[q.reference](*_views(q, seed))
-        outs = tuple(result) if q.outputs else (result,)
-        return tuple(np.asarray(o, dtype=np.float64) for o in outs)
+        kept = _kept(q, seed, "kept_outputs")
+        return kept if kept is not None else reference_outputs(q, seed)
     out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
     return (out.reshape(q.out_shape) if q.out_shape else out,)
+
+
+def reference_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
+    """The results of the reference the spec names, computed (the grader's, and the release's)."""
+    result = _references()[q.reference](*_views(q, seed))
+    outs = tuple(result) if q.outputs else (result,)
+    return tuple(np.asarray(o, dtype=np.float64) for o in outs)
+
+
+def reference_shares(q: ProgramSpec, seed: int) -> list[np.ndarray | None]:
+    """Each device's share of a reference program's result, in ``_coordinates`` order: the reference computed on
+    the blocks of the operands that device holds (None where they do not compose: a split the reference cannot
+    take in parts). Only where a psum could be left out (``unsummed_axes``); else none."""
+    if not unsummed_axes(q):
+        return []
+    reference, views, sizes = _references()[q.reference], _views(q, seed), dict(q.mesh)
+    shares: list[np.ndarray | None] = []
+    for at in _coordinates(q.mesh):
+        blocks = [v[np.ix_(*_held(op.shape, op.spec, at, sizes))] if op.view is None else v
+                  for v, op in zip(views, q.operands, strict=True)]
+        try:
+            shares.append(np.asarray(reference(*blocks), dtype=np.float64))
+        except (ValueError, IndexError):
+            shares.append(None)
+    return shares
+
+
+def unsummed_axes(q: ProgramSpec) -> tuple[str, ...]:
+    """The mesh axes that split the operands but not the result: a psum over them is the program's to do."""
+    split = {a for op in q.operands for e in op.spec for a in _entry_axes(e)}
+    kept = {a for e in q.out_spec for a in _entry_axes(e)}
+    return tuple(a for a, _ in q.mesh if a in split and a not in kept)
+
+
+def _kept(q: ProgramSpec, seed: int, what: str) -> Any:
+    """A reference program's results (``kept_outputs``) or device shares (``kept_shares``) at the self-check's
+    seed, as ``scaling-course release`` kept them (``reference_results``): the student's package holds no
+    reference to compute them with. None at any other seed, or for a spec no release wrote."""
+    if seed != SELFCHECK_SEED:
+        return None
+    from . import reference_results
+
+    return getattr(reference_results, what)(q)
+
+
+def _references() -> dict[str, Callable[..., Any]]:
+    try:
+        from .program_references import REFERENCES
+    except ImportError:  # the student's package, asked of a spec the release kept no results for
+        raise LookupError("No self-check data for this program question: run 'scaling-course release' "
+                          "(instructors).") from None
+    return REFERENCES
 
 
 def counts_match(found: dict[str, int], wanted: dict[str, Any]) -> bool:
@@ -832,19 +884,14 @@ def _local_share(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance) -> F
     """For a reference program: whether each device's block of the result is that device's share, the
     reference computed on the blocks of the operands it holds, summed over none of the mesh axes that
     split the operands but not the result (a psum over them left out)."""
-    from .program_references import REFERENCES
-
-    sizes = dict(q.mesh)
-    split = {a for op in q.operands for e in op.spec for a in _entry_axes(e)}
-    kept = {a for e in q.out_spec for a in _entry_axes(e)}
-    missing = tuple(a for a, _ in q.mesh if a in split and a not in kept)
+    missing = unsummed_axes(q)
     if not missing:
         return None
-    views = _views(q, seed)
-    devices = _coordinates(q.mesh)
+    sizes, devices = dict(q.mesh), _coordinates(q.mesh)
+    shares = _kept(q, seed, "kept_shares") or reference_shares(q, seed)
     for pos in itertools.product(*(range(sizes[a]) for a in missing)):
-        if all(_holds_its_share(q, g, views, at, sizes, tol, REFERENCES[q.reference])
-               for at in devices if tuple(at[a] for a in missing) == pos):
+        if all(_holds_its_share(q, g, part, at, sizes, tol)
+               for at, part in zip(devices, shares, strict=True) if tuple(at[a] for a in missing) == pos):
             n = math.prod(sizes[a] for a in missing)
             return Finding(f"partial_sum:{','.join(missing)}", phrase_program("partial_sum:local", einsum=q.einsum,
                                                                               axes=_axes_text(missing), n=n),
@@ -852,14 +899,10 @@ def _local_share(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance) -> F
     return None
 
 
-def _holds_its_share(q: ProgramSpec, g: np.ndarray, views: list[np.ndarray], at: dict[str, int],
-                     sizes: dict[str, int], tol: _Tolerance, reference: Any) -> bool:
-    """Whether the block of ``g`` that the device at ``at`` holds is the reference on its own blocks."""
-    blocks = [v[np.ix_(*_held(op.shape, op.spec, at, sizes))] if op.view is None else v
-              for v, op in zip(views, q.operands, strict=True)]
-    try:
-        part = np.asarray(reference(*blocks), dtype=np.float64)
-    except (ValueError, IndexError):  # the blocks do not compose (a split the reference cannot take in parts)
+def _holds_its_share(q: ProgramSpec, g: np.ndarray, part: np.ndarray | None, at: dict[str, int],
+                     sizes: dict[str, int], tol: _Tolerance) -> bool:
+    """Whether the block of ``g`` that the device at ``at`` holds is ``part``, its share."""
+    if part is None:
         return False
     mine = g[np.ix_(*_held(g.shape, q.out_spec, at, sizes))]
     return part.shape == mine.shape and tol.same(mine, part)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import model_traffic
+from . import model_traffic, reference_results
 from .built_so_far import complete_built_cell
 from .course_config import variant_plan
 from .distribution import BOOTSTRAP_END, DistributionError, bootstrap, colab_prefix
@@ -546,7 +546,20 @@ def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
         if problems:
             raise AuthoringError(f"solutions/{chapter}.py:\n  " + "\n  ".join(problems))
         path.write_text(text)
+    reference_results.write(fingerprint_dir(), chapter, reference_specs(load_chapter(chapter)))
     return path
+
+
+def reference_specs(chapter: Chapter) -> list[ProgramSpec]:
+    """The specs of the chapter's programs judged against a single-device reference, at the book's values and
+    every other choice a setting offers, each at every mesh a student may choose: the self-check reads their
+    results as data (``reference_results``)."""
+    records = list(chapter.questions)
+    for s in chapter.settings:
+        records += [q for combo in s.combos() for q in s.records(combo)]
+    programs = [q.spec for q in records if isinstance(q, Program) and q.spec.reference]
+    specs = [at for spec in programs for at in (spec, *(spec.at(c.mesh) for c in spec.mesh_choices))]
+    return list({reference_results.shares_name(s): s for s in specs}.values())
 
 
 SCALAR_KINDS = ("number", "formula", "choice")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.distribution import EDITION_FILE, GRADER_ONLY, build_wheel, package_files
-from autograder.questions import Formula, Number, chapter_names, load_chapter
+from autograder.questions import Formula, Number, Program, chapter_names, load_chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = chapter_names()
@@ -34,6 +34,8 @@ def test_the_student_wheel_holds_the_self_check_and_nothing_of_the_grader(wheels
     assert not [n for n in names if n.startswith(("solutions/", "source/", "release/", "autograder/grading/"))]
     assert not [n for n in names if any(n == p or n.startswith(p) for p in GRADER_ONLY)]
     assert {f"course/fingerprints/{c}.json" for c in CHAPTERS} <= set(names)
+    kept = {str(p.relative_to(ROOT)) for p in (ROOT / "course" / "fingerprints" / "programs").glob("*/*.npys")}
+    assert len(kept) >= 20 and kept <= set(names)  # what the self-check needs of the references left out
     assert {"course/answers.py", "autograder/cli.py", "autograder/kinds/program.py", EDITION_FILE} <= set(names)
     info = next(n for n in names if n.endswith(".dist-info/entry_points.txt")).rsplit("/", 1)[0]
     with zipfile.ZipFile(wheels["student"]) as z:
@@ -92,6 +94,8 @@ def test_no_reference_answer_is_written_in_the_student_package(wheels):
     assert [q for q, v in numbers if any(abs(t - v) <= 1e-6 * abs(v) for t in tokens)] == []
 
 
+REFERENCE_PROGRAMS = {q.qid for name in CHAPTERS for q in load_chapter(name).questions
+                      if isinstance(q, Program) and q.spec.reference}
 # One wrong answer of each kind per chapter, as a learner might give them.
 WRONG_PROGRAM = "lambda *xs: xs[0] * 3"
 WRONG_FUNCTION = "lambda *args, **kwargs: 1.2345e-7"
@@ -105,13 +109,14 @@ def _wrong_answers() -> list[tuple[str, str]]:
         text = (ROOT / "release" / chapter / f"{chapter}.ipynb").read_text()
         entries = json.loads((ROOT / "course" / "fingerprints" / f"{chapter}.json").read_text())["questions"]
         asked = list(dict.fromkeys(re.findall(r'check\(\\"([\w-]+)\\"', text)))
-        for kind in ("number", "formula", "program", "function"):
-            qid = next((q for q in asked if entries[q]["kind"] == kind), None)
-            if qid is None:
+        for kind in ("number", "formula", "program", "function", "reference"):  # a program judged by a reference's
+            qid = next((q for q in asked if entries[q]["kind"] == kind  # results, which the wheel keeps as data
+                        or kind == "reference" and entries[q].get("program", {}).get("reference")), None)
+            if qid is None or (qid, WRONG_PROGRAM) in answers:
                 continue
             formula = "formula" if kind != "formula" else repr("7*" + "*".join(entries[qid]["symbols"]) + "**3")
             answers.append((qid, {"number": "1.2345e-7", "program": WRONG_PROGRAM, "function": WRONG_FUNCTION,
-                                  "formula": formula}[kind]))
+                                  "formula": formula, "reference": WRONG_PROGRAM}[kind]))
     return answers
 
 
@@ -158,7 +163,9 @@ def test_the_student_wheel_installs_from_the_first_cell_and_checks_every_chapter
     assert not wrong, wrong
     assert len(out["results"]) >= 3 * len(CHAPTERS)
     assert not out["solutions"]
-    assert not [f for f in out["files"] if f.startswith(("solutions/", "source/", "autograder/grading/"))]
+    assert not [f for f in out["files"] if f.startswith(("solutions/", "source/", "autograder/grading/",
+                                                         "autograder/program_references/"))]
+    assert len([q for q, _ in answers if q in REFERENCE_PROGRAMS]) >= 8  # every chapter that has one
     # The command works where it can, and says what it is where it cannot.
     cli = str(bin_dir / "scaling-course")
     progress = subprocess.run([cli, "progress"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -43,8 +43,6 @@ from ..record import describe
 from ..verdict import Status, Verdict
 from .common import NOT_A_FUNCTION, not_a_function
 
-SELFCHECK_SEED = 0  # public: the self-check runs offline, on inputs anyone can compute
-
 
 def input_seed(seed: str | None, qid: str) -> int:
     """The seed of a program's inputs at grading time: one per question, from the submission's grading
@@ -342,7 +340,7 @@ def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, lowering_note: str
     the grader prepares a record, and that artefact run here on the public inputs. ``lowering_note``: what the
     verdict on a function that could not be lowered adds (``course.answers``: the kernel's devices)."""
     from .. import model_traffic
-    from ..programs import judge_report, run_exported
+    from ..programs import SELFCHECK_SEED, judge_report, run_exported
 
     prepared = prepare(ProgramSpec.from_json(fp["program"]), encode(fp, answer), lowering_note)
     if isinstance(prepared, Verdict):
