@@ -134,6 +134,14 @@ _SEPARATOR = re.compile(r"[0-9](?:,\s?|[_'\u00a0\u2009\u202f ])(?=[0-9])")
 # Units that may end an answer, tried longest first, so that "GB/s" wins over "B/s" and "ms" over "s".
 _SUFFIXES = frozenset(u for u in UNITS if u)
 _SUFFIX_LENGTHS = sorted({len(u) for u in _SUFFIXES}, reverse=True)
+# The units spelled as words ("milliseconds", "gigabytes"): read whatever their case ("Milliseconds" opens a
+# sentence), unlike a symbol, whose case is its meaning (MB and mb).
+_WORD_UNITS = frozenset(u for u in _SUFFIXES if u.isalpha() and u.islower() and len(u) >= 5)
+# An approximation mark or word before the number ("~1.01 ms", "≈ 1.01 ms", "about 1 ms"): says nothing of which
+# value, as the figures do. And a full stop that ends a sentence after a unit or a percent ("1.01 ms.").
+_APPROXIMATELY = re.compile(r"^(?:~|≈|∼|≃|approx\.?|approximately|about|around|roughly)\s*(?=[-+.0-9(])",
+                            re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[A-Za-zµμ%)])\.$")
 
 # Scientific notation as it is written by hand: a mantissa, a times sign, 10 and its power, written with
 # ^, ** or superscript digits ("1.5 x 10^-3", "1.5×10⁻³", "1.5 * 10**(-3)"), and an exponent's minus typed
@@ -222,7 +230,7 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     text = answer_to_text(answer if number is None else number)
     if isinstance(text, Invalid):
         return _formula_record(text)
-    text = record.canonical("number", text)
+    text = _SENTENCE_END.sub("", _APPROXIMATELY.sub("", record.canonical("number", text)))
     if len(text) > MAX_CHARS:
         return Invalid("too_long", str(len(text)), text=text[:80])
     currency = _CURRENCY.search(text)
@@ -339,6 +347,8 @@ def _split_unit(text: str) -> tuple[str, str | None]:
     one capital letter, which after an operator is a symbol (2*B is twice the batch: ``_misread``'s formula)."""
     for n in _SUFFIX_LENGTHS:  # the longest unit first: "GB/s" before "B/s" and "s"
         u, head = text[-n:], text[:-n]
+        if u not in _SUFFIXES and u.lower() in _WORD_UNITS:
+            u = u.lower()
         if u not in _SUFFIXES or not head:
             continue
         times = head.rstrip()

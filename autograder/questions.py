@@ -262,12 +262,21 @@ class Choice(Question):
 
     reference: str
     options: tuple[str, ...]
+    # Where the options are amounts of one unit ('450', '370' or '150' GB/s): that unit, so that an answer written
+    # with it, or with another of its kind ("0.15 TB/s"), is the option of that amount.
+    unit: str = ""
     kind: ClassVar[str] = "choice"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.reference not in self.options:
             raise AuthoringError(f"{self.qid}: the reference is not one of the options")
+        if self.unit:
+            from .numbers import UNITS, ParsedNumber, parse_number
+
+            if self.unit not in UNITS or not all(isinstance(parse_number(o, ""), ParsedNumber) for o in self.options):
+                raise AuthoringError(f"{self.qid}: a unit is for options that are amounts, in a unit the course reads "
+                                     f"(such as 'GB/s'): {self.unit!r}")
         spelled = [option_key(o) for o in self.options]
         if len(set(spelled)) < len(spelled):
             raise AuthoringError(f"{self.qid}: two options read the same when case, spaces, hyphens, "

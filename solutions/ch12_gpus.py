@@ -1079,7 +1079,7 @@ CHAPTER = Chapter("ch12_gpus", "GPUs", (
            slips=(Slip(E6_SHARD_BYTES / 2, "ratio:1/2", "bf16 is 2 bytes.", maybe=True),)),
     Choice(qid="ch12-e6-shard-bandwidth", points=1, section=S["intra"],
            prompt="Measured AllReduce bus bandwidth for that shard in one H100 node: '450', '370' or '150' GB/s?",
-           reference="150", options=("450", "370", "150"),
+           reference="150", options=("450", "370", "150"), unit="GB/s",
            slips=(Slip("370", "wrong_option", "that needs messages of about 10 GB."),)),
     number("ch12-e7-sharp-bandwidth", section=S["intra"],
            prompt="Effective AllReduce bandwidth with SHARP's measured 30% gain, B/s.", reference=E7_SHARP, unit="B/s",

@@ -294,6 +294,45 @@ def test_a_wrong_number_option_is_a_wrong_choice_in_any_form(judges):
     assert graded.diagnosis == checked.diagnosis == "wrong_type" and graded.message == checked.message
 
 
+@pytest.mark.parametrize(("qid", "answer", "right"), [
+    # a choice whose options are amounts, written with their unit or another of its kind
+    ("ch12-e6-shard-bandwidth", "150 GB/s", True), ("ch12-e6-shard-bandwidth", "150GB/s", True),
+    ("ch12-e6-shard-bandwidth", "0.15 TB/s", True), ("ch12-e6-shard-bandwidth", "370 GB/s", False),
+    # an option with other separators, in JAX's name, or a parallelism plan's parts in another order
+    ("ch12-e4-bottleneck", "leaf-switch", True), ("ch12-e4-bottleneck", "Leaf_switches", True),
+    ("ch09-e2-collective", "psum_scatter", True), ("ch11-c3-reduction", "psum-scatter", True),
+    ("ch09-q2-strategy", "mp2-dp4", True), ("ch09-q2-strategy", "mp4-dp2", False),
+    ("ch12-q52-config", "zero-pp8-tp8", True),
+    # a number after an approximation mark, before a sentence's full stop, or with a unit word opening a sentence
+    ("ch01-e1-h100-time", "~1.0101 ms", True), ("ch01-e1-h100-time", "≈ 1.0101 ms", True),
+    ("ch01-e1-h100-time", "about 1.0101 ms", True), ("ch01-e1-h100-time", "1.0101 ms.", True),
+    ("ch01-e1-h100-time", "1.0101 Milliseconds", True), ("ch01-e1-h100-time", "~2.0202 ms", False),
+])
+def test_honest_spellings_are_read_alike_by_both_judges(judges, qid, answer, right):
+    graded, checked = judges(qid, answer)
+    assert graded.ok is checked.ok is right, (graded, checked)
+    assert (graded.diagnosis, graded.message) == (checked.diagnosis, checked.message)
+
+
+def test_a_choice_of_amounts_declares_their_unit():
+    """A choice whose options are numbers and whose prompt names their unit ("'450', '370' or '150' GB/s?") says
+    so (``Choice.unit``), so that an answer written with the unit is the option of that amount."""
+    import re
+
+    from autograder.kinds.choice import _as_number
+    from autograder.numbers import UNITS
+    from autograder.questions import Choice
+
+    amounts, undeclared = [], []
+    for name in chapter_names():
+        for q in load_chapter(name).questions:
+            if isinstance(q, Choice) and all(_as_number(o) is not None for o in q.options):
+                amounts.append(q.qid)
+                if not q.unit and any(len(w) > 1 and w in UNITS for w in re.findall(r"[A-Za-z/%]+", q.prompt)):
+                    undeclared.append(q.qid)
+    assert len(amounts) >= 3 and undeclared == []
+
+
 @pytest.mark.parametrize("answer", [Fraction(1, 990), Decimal("0.0010101"), sp.Rational(1, 990), "1/990"])
 def test_a_number_may_be_a_fraction_or_a_decimal(judges, answer):
     graded, checked = judges("ch01-e1-h100-time", answer)

@@ -33,9 +33,10 @@ from . import targets as tg
 from .common import correct, invalid, wrong
 
 
-def _as_number(text: str) -> float | None:
-    """The plain number ``text`` reads as ("150", "1/4", "25%"), or None where it reads as none."""
-    p = parse_number(text, "")
+def _as_number(text: str, unit: str = "") -> float | None:
+    """The plain number ``text`` reads as ("150", "1/4", "25%"), or None where it reads as none; with the ``unit``
+    of a choice whose options are amounts, the amount in that unit ("0.15 TB/s" is 150 in GB/s)."""
+    p = parse_number(text, unit)
     return p.value if isinstance(p, ParsedNumber) else None
 
 
@@ -63,7 +64,7 @@ def _yes_no(options: Sequence[str], answer: Any) -> str | None:
     return next((o for o in options if option_key(o) == word), None)
 
 
-def parse(options: Sequence[str], answer: Any) -> str | Invalid:
+def parse(options: Sequence[str], answer: Any, unit: str = "") -> str | Invalid:
     if (said := _yes_no(options, answer)) is not None:
         return said
     if answer is None or answer is Ellipsis or isinstance(answer, dict):
@@ -90,7 +91,7 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
         return text
     by_spelling = {option_key(o): o for o in options}
     found = by_spelling.get(option_key(text))
-    if found is None and (value := _as_number(text)) is not None:
+    if found is None and (value := _as_number(text, unit)) is not None:
         found = next((o for o in options if _option_value(o) == value), None)
     return found or _in_common_words(options, text) or Invalid("unknown_option", text[:40])
 
@@ -100,9 +101,12 @@ def parse(options: Sequence[str], answer: Any) -> str | Invalid:
 _FILLER = re.compile(r"^(?:the|a|an|by|it)\s+|\s+(?:levels?|switch(?:es)?|tier|layer|an error|an exception)$")
 # Other words for a collective's name and its axis: "psum over Y", "all-reduce on Y" or "all-reduce (Y)" for
 # "all-reduce over Y".
-_REWORDED = ((re.compile(r"\bpsum\b", re.IGNORECASE), "all-reduce"),
+_REWORDED = ((re.compile(r"\bpsum[\s_-]*scatter\b", re.IGNORECASE), "reduce-scatter"),  # JAX's names of collectives
+             (re.compile(r"\bppermute\b", re.IGNORECASE), "collective-permute"),
+             (re.compile(r"\bpsum\b", re.IGNORECASE), "all-reduce"),
              (re.compile(r"\s+(?:on|along|across)\s+", re.IGNORECASE), " over "),
              (re.compile(r"\s*\(\s*(\w+)\s*\)\s*$"), r" over \1"))
+_SEPARATORS = re.compile(r"[\s_-]+")  # between words: one space, before the filler words are read
 _MAKERS = re.compile(r"^(?:tpu|nvidia|google)[\s\-_]*", re.IGNORECASE)
 # Usual other forms of the one-word options, and the options (by key) each may name, one way only: "bandwidth" is
 # the option "memory" beside "compute", but "memory" is not the option "bandwidth" beside "latency".
@@ -133,6 +137,20 @@ _THEN = re.compile(r"\s*(?:\+|/|,|\bthen\b|->|>)\s*", re.IGNORECASE)
 _JOINED = re.compile(r"\s*(?:\+|&|/|,|-|\band\b|\bwith\b)\s*", re.IGNORECASE)
 
 
+# A parallelism plan's part: a strategy with its degree (dp4, tp8, zero3) or alone (zero). A plan is a product of its
+# parts, so "mp2-dp4" is the plan "dp4-mp2"; a sequence ("pcie-ici") is not read in another order.
+_PLAN_PART = re.compile(r"(?:dp|mp|tp|pp|ep|sp|fsdp|zero)[0-9]*", re.IGNORECASE)
+
+
+def _unordered_parts(option: str) -> list[str]:
+    """The parts of an option that names several things in no order: joined by "+" ("fsdp+tp"), or a parallelism
+    plan joined by "-" ("dp4-mp2"); else none."""
+    if "+" in option:
+        return option.split("+")
+    parts = option.split("-")
+    return parts if len(parts) > 1 and all(_PLAN_PART.fullmatch(p.strip()) for p in parts) else []
+
+
 def _in_common_words(options: Sequence[str], text: str) -> str | None:
     """The one option ``text`` names in other common words (None where it names none, or several): a joined pair in
     another order or with another joiner ("tp+fsdp", "fsdp and tp" for "fsdp+tp"), the option with filler words
@@ -141,10 +159,11 @@ def _in_common_words(options: Sequence[str], text: str) -> str | None:
         return found[0] if len(set(found)) == 1 else None
 
     parts = sorted(option_key(p) for p in _JOINED.split(text.strip()) if p)
-    joined = one([o for o in options if "+" in o and sorted(option_key(p) for p in o.split("+")) == parts])
+    joined = one([o for o in options if sorted(option_key(p) for p in _unordered_parts(o)) == parts])
     if joined:
         return joined
-    bare = _MAKERS.sub("", _FILLER.sub("", text.strip().lower()).strip())
+    spaced = _SEPARATORS.sub(" ", text.strip().lower())  # "leaf-switch" and "psum_scatter" as written with spaces
+    bare = _MAKERS.sub("", _FILLER.sub("", spaced).strip())
     reworded = bare
     for pattern, words in _REWORDED:
         reworded = pattern.sub(words, reworded)
@@ -196,9 +215,9 @@ def _numbers_in(option: str) -> set[float]:
     return {float(n) for n in re.findall(r"(?<![\w.])[0-9]+(?:\.[0-9]+)?(?![\w.])", option)}
 
 
-def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any) -> Verdict:
+def diagnose(options: Sequence[str], is_right: Any, hint_of: Any, answer: Any, unit: str = "") -> Verdict:
     ctx = context(options)
-    p = parse(options, answer)
+    p = parse(options, answer, unit)
     if isinstance(p, Invalid):
         return invalid(p, **ctx)
     if is_right(p):
@@ -228,14 +247,15 @@ def hint(q: Choice) -> str:
 
 def judge(q: Choice, answer: Any) -> Verdict:
     hints = {s.answer: s.hint for s in q.slips if s.hint}
-    return diagnose(q.options, q.reference.__eq__, lambda o: hints.get(o, ""), answer)
+    return diagnose(q.options, q.reference.__eq__, lambda o: hints.get(o, ""), answer, q.unit)
 
 
 def make_print(q: Choice) -> dict:
     return {"options": list(q.options), "answer": tg.digest(q.qid, q.reference),
-            "hints": {tg.digest(q.qid, s.answer): s.hint for s in q.slips if s.hint}}
+            "hints": {tg.digest(q.qid, s.answer): s.hint for s in q.slips if s.hint},
+            **({"unit": q.unit} if q.unit else {})}
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:
     return diagnose(fp["options"], lambda o: tg.digest(tag, o) == fp["answer"],
-                    lambda o: fp["hints"].get(tg.digest(tag, o), ""), answer)
+                    lambda o: fp["hints"].get(tg.digest(tag, o), ""), answer, fp.get("unit", ""))
