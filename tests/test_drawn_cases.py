@@ -378,3 +378,23 @@ def test_a_question_that_cannot_be_drawn_costs_only_itself():
     assert v.diagnosis == "grader_error" and "staff" in v.message, v
     with pytest.raises(Exception, match="ch13-cx1-broken-gap"):
         drawn_probes(broken, "seed-0")
+
+
+@pytest.mark.parametrize("q", FUNCTIONS)
+def test_no_drawn_result_reaches_int32s_limit_unless_a_public_one_does(q):
+    """The self-check runs the public cases alone: a function counting in JAX's default int32 was right on all of
+    Chapter 9's CX1 (sizes up to 134 MB) and raised at grading on a drawn 2.7 GB tensor (seed "seed-b")."""
+    from autograder.kinds.function import INT32, _expected_items, _largest
+
+    if max(_largest(q, _expected_items(q, p)) for p in _public(q)) >= INT32:
+        return
+    for seed in SEEDS:
+        for case in drawn_probes(q, seed):
+            assert _largest(q, _expected_items(q, case)) < INT32, f"{q.qid}, seed {seed}: {case}"
+
+
+def test_a_case_past_the_public_range_is_drawn_again():
+    big = _fragile("ch13-cx1-big-gap", reference=lambda a, b: a * b * 1e8,  # the public case's: 6e8
+                   draw=lambda rng, probe: {"a": float(rng.choice((1, 2, 3))), "b": float(rng.choice((1, 8)))})
+    drawn = [c for seed in range(20) for c in drawn_probes(big, f"seed-{seed}")]
+    assert all(c["a"] * c["b"] * 1e8 < 2**31 for c in drawn) and {c["b"] for c in drawn} == {1.0, 8.0}
