@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from . import record
+from . import record, reference_results
 from .collectives import BUSIER, Collective, by_kind, census, inspect_text
 from .collectives import over as traffic_over
 from .collectives import traffic as collective_traffic
@@ -465,8 +465,8 @@ def expected_outputs(q: ProgramSpec, seed: int) -> tuple[np.ndarray, ...]:
     """Every result the program must return, in order (one unless the spec names several outputs), in
     float64: from the public einsum (on each operand's view), or from the single-device reference the spec
     names (``autograder/program_references/``; at the self-check's seed, its results kept as data)."""
-    if q.reference:
-        kept = _kept(q, seed, "kept_outputs")
+    if q.reference:  # at the self-check's seed, as the release kept them: the student's package has no references
+        kept = reference_results.kept_outputs(q) if seed == SELFCHECK_SEED else None
         return kept if kept is not None else reference_outputs(q, seed)
     out = np.einsum(q.einsum, *_views(q, seed), optimize=True)
     return (out.reshape(q.out_shape) if q.out_shape else out,)
@@ -502,17 +502,6 @@ def unsummed_axes(q: ProgramSpec) -> tuple[str, ...]:
     split = {a for op in q.operands for e in op.spec for a in _entry_axes(e)}
     kept = {a for e in q.out_spec for a in _entry_axes(e)}
     return tuple(a for a, _ in q.mesh if a in split and a not in kept)
-
-
-def _kept(q: ProgramSpec, seed: int, what: str) -> Any:
-    """A reference program's results (``kept_outputs``) or device shares (``kept_shares``) at the self-check's
-    seed, as ``scaling-course release`` kept them (``reference_results``): the student's package holds no
-    reference to compute them with. None at any other seed, or for a spec no release wrote."""
-    if seed != SELFCHECK_SEED:
-        return None
-    from . import reference_results
-
-    return getattr(reference_results, what)(q)
 
 
 def _references() -> dict[str, Callable[..., Any]]:
@@ -888,7 +877,8 @@ def _local_share(q: ProgramSpec, g: np.ndarray, seed: int, tol: _Tolerance) -> F
     if not missing:
         return None
     sizes, devices = dict(q.mesh), _coordinates(q.mesh)
-    shares = _kept(q, seed, "kept_shares") or reference_shares(q, seed)
+    kept = reference_results.kept_shares(q) if seed == SELFCHECK_SEED else None
+    shares = kept if kept is not None else reference_shares(q, seed)
     for pos in itertools.product(*(range(sizes[a]) for a in missing)):
         if all(_holds_its_share(q, g, part, at, sizes, tol)
                for at, part in zip(devices, shares, strict=True) if tuple(at[a] for a in missing) == pos):
