@@ -83,10 +83,11 @@ PLAN = Choice(qid="ch99-c8-plan", points=1, prompt="p", reference="tp8-pp8-zero"
               options=("tp8-dp512", "tp8-zero3", "tp8-pp8-zero"), slips=(Slip("tp8-dp512", "wrong_option"),))
 
 
-@pytest.mark.parametrize(("answer", "score"), [("tp8+pp8+zero", 1), ("TP8 + PP8 + ZeRO", 1), ("tp8 / pp8 / zero", 0),
-                                               ("tp8+dp512", 0)])
-def test_an_option_joined_with_pluses_is_that_option(answer, score):
-    """A plan written as its parts added up is read as the option (a slash is not a separator: "1/4" is a value)."""
+@pytest.mark.parametrize(("answer", "score"), [("tp8+pp8+zero", 1), ("TP8 + PP8 + ZeRO", 1), ("tp8 / pp8 / zero", 1),
+                                               ("zero-pp8-tp8", 1), ("tp8+dp512", 0), ("tp8-pp8", 0)])
+def test_a_plan_is_its_parts_in_any_order_and_with_any_joiner(answer, score):
+    """A parallelism plan is the product of its parts: written as them added up, listed, or in another order, it is
+    the option (``choice._unordered_parts``); a sequence ("pcie-ici") keeps its order, and "1/4" stays a value."""
     graded, checked = both(PLAN, answer)
     assert graded.score == checked.score == score, (graded.message, checked.message)
 
