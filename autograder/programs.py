@@ -1084,6 +1084,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     moved = collective_traffic(weighed)
     as_compiled = collective_traffic(compiled + report.permutes) if report.collectives else {}
     read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
+    # the compiler's sums of a loss (over each mesh axis, or first one dimension then the rest): the one sum of it
+    summed = 1 if _bookkeeping(report, traffic) else 0
+    read_as += (_split_all_reduces_as_one({**counts, "all-reduce": counts.get("all-reduce", 0) + summed},
+                                          report.collectives or report.compiled),)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
         if report.over_left_axes and not q.compiler_places and (placed := _compiler_added(report, counts)):
@@ -1118,7 +1122,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else "traffic"
         return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
                        phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
-    if placed := _placed_for_the_student(q, report, counts):
+    if placed := _placed_for_the_student(q, report, counts, traffic):
         return _placed(report, placed, details or counts)
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
@@ -1140,7 +1144,8 @@ def _placed(report: Report, placed: dict[str, int], shown: list[str] | dict[str,
         else phrase_program("placed+none")), {"collectives": shown})
 
 
-def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int]) -> dict[str, int]:
+def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int],
+                            traffic: Mapping[str, float] | None) -> dict[str, int]:
     """The collectives the compiler placed beyond those the program writes, on a question whose counts are the
     student's to write (``ProgramSpec.compiler_places``): a program whose counts match only with them let XLA do
     the communication the exercise is about, as does one whose compiled collectives are named after another
@@ -1152,6 +1157,12 @@ def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, in
     wanted = {k: v for k, v in q.collectives.items() if v}
     if not census(report.collectives):  # as the count read it: on CPU a reduce-scatter compiles to an all-reduce
         counts = _as_reduce_scatters(counts, wanted)
+    bookkeeping = _bookkeeping(report, traffic)  # a loss's sums, not the lesson's communication: not placed for them
+    if bookkeeping:
+        named = (report.by_compiler or {}).get("all-reduce", 0)
+        by_compiler = {**(report.by_compiler or {}), "all-reduce": max(named - bookkeeping, 0)}
+        report = replace(report, by_compiler={k: n for k, n in by_compiler.items() if n})
+        counts = {**counts, "all-reduce": counts.get("all-reduce", 0) - max(bookkeeping - named, 0)}
     placed = _compiler_added(report, counts, lambda c: _as_reduce_scatters(c, wanted))
     return {k: n for k, n in placed.items() if k != "collective-permute"}
 
@@ -1228,6 +1239,59 @@ def _as_reduce_scatters(found: dict[str, int], wanted: dict[str, Any]) -> dict[s
     out = {**found, "reduce-scatter": found.get("reduce-scatter", 0) + moved,
            "all-reduce": found.get("all-reduce", 0) - moved}
     return {k: v for k, v in out.items() if v}
+
+
+# The all-reduces the compiler adds to a program that are bookkeeping, not the lesson's communication: a loss summed
+# outside the shard_map (``jax.value_and_grad`` of a function of its result, JAX's idiom, which XLA splits into a sum
+# over each mesh axis), at most this share of the bytes the model moves.
+BOOKKEEPING_SHARE = 1 / 64
+
+
+def _bookkeeping(report: Report, model: Mapping[str, float] | None) -> int:
+    """How many all-reduces the compiler added that are bookkeeping (``BOOKKEEPING_SHARE``); 0 unless every
+    all-reduce it added is, and without the model's traffic, unless each sums a single element."""
+    stated = Counter()
+    for c in report.collectives:
+        if c.kind == "all-reduce":
+            stated[c.axes, c.dtype, math.prod(c.operand_shape)] += c.count or 1  # a scalar is f32[] or f32[1]
+    added: list[Collective] = []
+    for c in report.compiled:
+        if c.kind != "all-reduce":
+            continue
+        if c.count is None:
+            return 0
+        key = (c.axes, c.dtype, math.prod(c.operand_shape))
+        kept = min(stated[key], c.count)
+        stated[key] -= kept
+        if c.count > kept:
+            added.append(replace(c, count=c.count - kept))
+    if not added:
+        return 0
+    if model:
+        total = sum(v for k, v in by_kind(model).items() if k != BUSIER)
+        small = sum(c.bytes_per_device * (c.count or 0) for c in added) <= BOOKKEEPING_SHARE * total
+    else:
+        small = all(math.prod(c.operand_shape) <= 1 for c in added)
+    return sum(c.count or 0 for c in added) if small else 0
+
+
+def _split_all_reduces_as_one(found: dict[str, int], collectives: Sequence[Collective]) -> dict[str, int]:
+    """The census with each set of all-reduces of one operand over disjoint axes counted as one all-reduce over their
+    union, which it is, done in parts: a sum over Y then over X is the sum over both. XLA splits the all-reduce of a
+    scalar loss summed outside a shard_map over a 4 x 2 mesh into one over each axis, and a student may write
+    psum(psum(loss, 'Y'), 'X'); either is the one all-reduce a training step asks for (their bytes are still weighed
+    against the model's)."""
+    groups: dict[tuple, list[Collective]] = {}
+    for c in collectives:
+        if c.kind == "all-reduce" and c.count is not None:
+            groups.setdefault((c.dtype, math.prod(c.operand_shape), c.count), []).append(c)
+    merged = 0
+    for (_, _, count), members in groups.items():
+        axes = [a for c in members for a in c.axes]
+        if len(members) > 1 and len(axes) == len(set(axes)):
+            merged += (len(members) - 1) * count
+    left = found.get("all-reduce", 0) - merged
+    return {k: v for k, v in {**found, "all-reduce": left}.items() if v > 0}
 
 
 def weighed_collectives(q: ProgramSpec, report: Report) -> tuple[Collective, ...]:

@@ -140,10 +140,13 @@ def test_the_spec_says_so_only_where_the_compiler_places_them():
     assert placing == ["ch09-cx7-attention-constraint"]
 
 
-def test_a_count_that_is_off_names_what_the_compiler_added_though_reduce_scatters_hid_it():
+def test_a_count_that_is_off_names_what_the_compiler_added_though_reduce_scatters_hid_it(monkeypatch):
     """The loss summed outside the shard_map: the compiler places its all-reduce, and the program's own three
     reduce-scatters (which CPU may compile to all-reduces) covered it in the count of what the compiler added, so
-    the message listed no all-reduce at all and read as if the loss were never reduced."""
+    the message listed no all-reduce at all and read as if the loss were never reduced. Such a sum of a loss is
+    bookkeeping, JAX's idiom, and earns full marks (``programs.BOOKKEEPING_SHARE``); the message is read where the
+    compiler's all-reduce is not (here, with no share allowed)."""
+    from autograder import programs
     from course.devices import mesh
 
     q = load_chapter("ch05_training")["ch05-cx4-fsdp-tp-step"]
@@ -162,8 +165,53 @@ def test_a_count_that_is_off_names_what_the_compiler_added_though_reduce_scatter
         return loss, gi, go
 
     for verdict in both_judges(q, step):
+        assert verdict.score == 1.0, verdict.message
+    monkeypatch.setattr(programs, "BOOKKEEPING_SHARE", 0.0)
+    for verdict in both_judges(q, step):
         assert verdict.score == 0.5, verdict.message
         assert "all-reduce that the compiler added outside your shard_map" in verdict.message, verdict.message
+
+
+def _loss_step(q, reduce_loss):
+    """The Chapter 5 CX4 step written as the model's forward block inside a shard_map, with the loss summed as
+    ``reduce_loss`` says: inside the block with one psum per axis, or outside it (left to the compiler)."""
+    from course.devices import mesh
+
+    m42, batch = mesh(X=4, Y=2), 64
+
+    def block(xb, wi, wo):
+        xf = jax.lax.all_gather(xb, "Y", axis=1, tiled=True)
+        h = jax.nn.relu(xf @ jax.lax.all_gather(wi, "X", axis=0, tiled=True))
+        return jax.lax.psum_scatter(h @ jax.lax.all_gather(wo, "X", axis=1, tiled=True), "Y", scatter_dimension=1,
+                                    tiled=True)
+
+    specs = (P("X", "Y"), P("X", "Y"), P("Y", "X"))
+
+    def step(x, w_in, w_out):
+        if reduce_loss == "outside":
+            f = jax.shard_map(block, mesh=m42, in_specs=specs, out_specs=P("X", "Y"))
+            loss = lambda a, b: jax.numpy.sum(f(x, a, b) ** 2) / (2 * batch)  # noqa: E731
+            value, (gi, go) = jax.value_and_grad(loss, argnums=(0, 1))(w_in, w_out)
+            return value, gi, go
+
+        def inside(xb, wi, wo):
+            def loss(a, b):
+                y = block(xb, a, b)
+                return jax.lax.psum(jax.lax.psum(jax.numpy.sum(y * y), "Y"), "X") / (2 * batch)
+            value, (gi, go) = jax.value_and_grad(loss, argnums=(0, 1))(wi, wo)
+            return value, gi, go
+        return jax.shard_map(inside, mesh=m42, in_specs=specs, out_specs=(P(), *specs[1:]))(x, w_in, w_out)
+    return step
+
+
+@pytest.mark.parametrize("reduce_loss", ["outside", "a psum per axis"])
+def test_a_loss_summed_outside_the_block_or_one_axis_at_a_time_is_the_one_all_reduce_asked(reduce_loss):
+    """JAX's idiom sums a training step's loss outside the shard_map, where XLA splits the sum into one all-reduce
+    over each mesh axis (4 bytes each); a student may as well write psum(psum(loss, 'Y'), 'X'). Either is the one
+    sum the step asks for: it earned half marks for "2 all-reduce that the compiler added"."""
+    q = load_chapter("ch05_training")["ch05-cx4-fsdp-tp-step"]
+    for verdict in both_judges(q, _loss_step(q, reduce_loss)):
+        assert (verdict.score, verdict.diagnosis) == (1.0, "correct"), verdict.message
 
 
 def test_the_name_is_read_wherever_it_stands_among_the_metadata():
