@@ -1043,6 +1043,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if len(report.outputs) != len(wanted):
         return Verdict(Status.INCORRECT, 0.0, "wrong_shape",
                        phrase_program("wrong_shape:nothing", want=wanted[0].shape))
+    # a result of one element where a scalar is asked (a loss as loss[None], or summed with keepdims) is that scalar,
+    # as a number answer's is: its value is judged, not a shape that says nothing of it
+    report = replace(report, outputs=tuple(o.reshape(()) if w.shape == () and o.size == 1 else o
+                                           for o, w in zip(report.outputs, wanted, strict=True)))
     finding = _diagnose_outputs(q, report.outputs, wanted, seed)
     if finding is not None:
         return Verdict(Status.INCORRECT, 0.0, finding.code, finding.message, finding.data)

@@ -50,8 +50,8 @@ RESULTS = [
     _case("in another order", _step(lambda loss, gi, go: (gi, loss, go)), "output_order",
           "in the order (dW_in, loss, dW_out); expected (loss, dW_in, dW_out)"),
     _case("a constant loss", _step(lambda loss, gi, go: (1.0, gi, go)), "wrong_values@loss", "loss: "),
-    _case("the loss as a 1-element array", _step(lambda loss, gi, go: (loss.reshape(1), gi, go)), "wrong_shape@loss",
-          "shape (1,)"),
+    _case("the loss twice", _step(lambda loss, gi, go: (jnp.stack([loss, loss]), gi, go)), "wrong_shape@loss",
+          "shape (2,)"),
     _case("a NaN gradient", _step(lambda loss, gi, go: (loss, gi * jnp.nan, go)), "not_finite@dW_in", "NaN"),
     _case("an infinite loss", _step(lambda loss, gi, go: (loss + jnp.inf, gi, go)), "not_finite@loss",
           "NaN or infinite"),
@@ -71,6 +71,16 @@ def test_results_that_are_not_the_named_ones(fn, diagnosis, words):
     v = verdict(STEP, fn)
     assert (v.score, v.diagnosis) == (0, diagnosis), v.message
     assert words in v.message and "ArrayImpl" not in v.message, v.message
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 1)])
+def test_a_scalar_result_of_one_element_in_any_shape_is_that_scalar(shape):
+    """A loss returned as loss[None] or summed with keepdims holds the right value: judged as the scalar, as a number
+    answer's one-element array is (it scored 0 for the shape, beside two right gradients)."""
+    v = verdict(STEP, _step(lambda loss, gi, go: (loss.reshape(shape), gi, go)))
+    assert (v.score, v.diagnosis) == (1.0, "correct"), v.message
+    v = verdict(STEP, _step(lambda loss, gi, go: ((2 * loss).reshape(shape), gi, go)))
+    assert v.diagnosis.endswith("@loss") and v.score == 0, v.message
 
 
 # --- collectives the compiler adds: counted, even beside collectives the program states ---------------------
