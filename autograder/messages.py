@@ -456,6 +456,9 @@ _PROGRAM = {
     "lowering+no_mesh": " The check compiles your function with jax.jit, where a mesh set inside the function cannot "
                         "be used: pass mesh=course.mesh(...) to shard_map, or call jax.set_mesh(...) outside the "
                         "function, in a cell of its own.",
+    "lowering+other_mesh": " The inputs are split as the question says, on the course's mesh; they read as unsplit "
+                           "because the shard_map runs on another mesh. A mesh from jax.make_mesh has Explicit axes in "
+                           "this JAX: use course.mesh(...) (or axis_types=(jax.sharding.AxisType.Auto,) * n).",
     "lowering+axes": " The mesh's axes are {axes}: name one of them.",
     "lowering:axis": "its {op} names the axis {name}, which the mesh does not have: the mesh's axes are {axes}. JAX "
                      "raised an AssertionError without a message{at}.",

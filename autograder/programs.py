@@ -1413,6 +1413,10 @@ _ERROR = re.compile(r"([A-Za-z_][\w.]*): ?(.*)", re.S)  # "Kind: text", as the k
 _HOST_CALLBACK = re.compile(r"host_callback")  # jax.debug.print, jax.debug.callback, io_callback, pure_callback
 _INSIDE_JIT = re.compile(r"`?(\w+)`? can only be used outside of `?jax\.jit")  # jax.set_mesh in the function
 _NO_CONTEXT_MESH = re.compile(r"context mesh cannot be empty")
+# JAX's refusal of in_specs where the inputs, split as the question says on the course's mesh, read as unsplit: the
+# shard_map's mesh is another one (jax.make_mesh's axes are Explicit in this JAX), not the spec, as JAX's words say.
+_OTHER_MESH = re.compile(r"in_specs passed to shard_map: .* does not match the specs of the input: "
+                         r"P\((?:None, )*None\)")
 _TIMED_OUT = re.compile(record.TIMED_OUT.format(r"(\S+)"))  # the self-check stopped the trace (record.bounded_trace)
 _UNBOUND_AXIS = re.compile(r"unbound axis name: ([\w-]+)")
 # A shard_map result claimed the same along axes the function leaves it different on (JAX's "vma" check).
@@ -1482,6 +1486,7 @@ def lowering_verdict(error: str, at: Any, axes: Sequence[str], note: str = "") -
     else:  # JAX's words, and where they send the student astray, a sentence of the course's after them
         unbound = _UNBOUND_AXIS.search(detail)
         more = (phrase_program("lowering+no_mesh") if _NO_CONTEXT_MESH.search(detail)
+                else phrase_program("lowering+other_mesh") if _OTHER_MESH.search(detail)
                 else phrase_program("lowering+axes", **ctx) if unbound and axes and unbound.group(1) not in axes
                 else "")
         sentence = error.rstrip().rstrip(".") + "." + more if more else error

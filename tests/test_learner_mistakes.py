@@ -202,6 +202,19 @@ def test_a_replication_claim_is_said_of_the_spec_without_turning_the_check_off()
     assert "psum over Y" in v.message and "to='invarying'" in v.message
 
 
+def test_a_shard_map_on_a_mesh_of_explicit_axes_is_told_why_the_inputs_read_as_unsplit():
+    """jax.make_mesh's axes are Explicit in this JAX: on such a mesh, the inputs (split as the question says on the
+    course's mesh) read as P(None, None), and JAX's words say the in_specs are wrong, which they are not."""
+    q = _question("ch03-cx2-case1-local")
+
+    def case1(x, y):
+        m = jax.make_mesh((8,), ("X",))
+        return jax.shard_map(lambda a, b: a @ b, mesh=m, in_specs=(P("X", None), P()), out_specs=P("X", None))(x, y)
+
+    v = _both(q, case1)
+    assert v.status is Status.INCORRECT and "Explicit axes" in v.message and "course.mesh(" in v.message, v.message
+
+
 def test_other_lowering_errors_are_still_relayed():
     v = programs.lowering_verdict("ValueError: something else went wrong", None, ["X"])
     assert "ValueError: something else went wrong" in v.message, v.message
