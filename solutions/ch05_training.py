@@ -654,10 +654,11 @@ PIPE_SPEC = ProgramSpec(mesh=X8, einsum="8 relu layers h -> relu(h @ w[i]) appli
                         atol=1e-3 * (PIPE_D / 2) ** (PIPE_L / 2), collectives_note=(
                             f"Each tick of a pipeline shows as collective-permutes: with {PIPE_L} stages and "
                             f"{PIPE_L} microbatches GPipe takes {2 * PIPE_L - 1} ticks, {2 * PIPE_L - 2} hand-offs "
-                            f"up and {PIPE_L - 1} moves down. Many more permutes mean each stage waits for the "
-                            "one before it every microbatch (no overlap: a microbatch crosses every stage before "
-                            "the next starts); fewer, or other collectives, mean a stage is skipped or the "
-                            "layers are gathered."))
+                            f"up and {PIPE_L - 1} moves down. More permutes mean sends that carry nothing (a move "
+                            "down at every tick, where only the ticks that finish a microbatch have one to move), "
+                            "or a stage that waits for the one before it every microbatch (no overlap: a "
+                            "microbatch crosses every stage before the next starts); fewer, or other collectives, "
+                            "mean a stage is skipped or the layers are gathered."))
 
 
 # The symbols each formula takes: those its prompt works in, beside the model's and the chip's (B D F C W). The
