@@ -1089,9 +1089,10 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     as_compiled = collective_traffic(compiled + report.permutes) if report.collectives else {}
     read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
     # the compiler's sums of a loss (over each mesh axis, or first one dimension then the rest): the one sum of it
-    summed = 1 if _bookkeeping(report, traffic) else 0
-    read_as += (_split_all_reduces_as_one({**counts, "all-reduce": counts.get("all-reduce", 0) + summed},
-                                          report.collectives or report.compiled),)
+    sums = _bookkeeping(report, traffic)
+    counted = max(sums - (report.by_compiler or {}).get("all-reduce", 0), 0)  # those the census holds already
+    as_one = counts.get("all-reduce", 0) - counted + (1 if sums else 0)
+    read_as += (_split_all_reduces_as_one({**counts, "all-reduce": as_one}, report.collectives or report.compiled),)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
         if report.over_left_axes and not q.compiler_places and (placed := _compiler_added(report, counts)):

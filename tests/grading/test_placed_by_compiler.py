@@ -204,6 +204,30 @@ def _loss_step(q, reduce_loss):
     return step
 
 
+def test_a_loss_summed_by_the_compiler_counts_once_wherever_the_census_holds_it():
+    """The compiler's sums of a loss are read by the operation XLA names them after (``Report.by_compiler``) or, named
+    as all-reduces, counted in the census with the program's own: either way they are the one sum of the loss, and
+    large all-reduces the compiler adds are not."""
+    import dataclasses
+
+    from autograder import model_traffic
+    from autograder.kinds.program import input_seed
+    from autograder.programs import judge_report, run
+    from course.devices import mesh
+
+    q = load_chapter("ch05_training")["ch05-cx4-fsdp-tp-step"]
+    seed = input_seed("loss", q.qid)
+    report = run(q.spec, _loss_step(q, "outside"), seed, make_mesh=mesh)
+    model = model_traffic.at(model_traffic.expected(q), q.spec)
+    assert report.by_compiler == {"all-reduce": 2} and "all-reduce" not in report.census
+    in_census = dataclasses.replace(report, by_compiler={}, census={**report.census, "all-reduce": 2})
+    for r in (report, in_census):
+        assert judge_report(q.spec, r, seed, model).ok
+    large = [dataclasses.replace(c, operand_shape=(64, 256)) if c.kind == "all-reduce" else c for c in report.compiled]
+    v = judge_report(q.spec, dataclasses.replace(in_census, compiled=tuple(large)), seed, model)
+    assert v.score == 0.5, v.message
+
+
 @pytest.mark.parametrize("reduce_loss", ["outside", "a psum per axis"])
 def test_a_loss_summed_outside_the_block_or_one_axis_at_a_time_is_the_one_all_reduce_asked(reduce_loss):
     """JAX's idiom sums a training step's loss outside the shard_map, where XLA splits the sum into one all-reduce
