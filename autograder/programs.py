@@ -1090,8 +1090,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     read_as = (counts, _as_reduce_scatters(counts, expected_counts)) if not report.collectives else (counts,)
     # the compiler's sums of a loss (over each mesh axis, or first one dimension then the rest): the one sum of it
     sums = _bookkeeping(report, traffic)
-    counted = max(sums - (report.by_compiler or {}).get("all-reduce", 0), 0)  # those the census holds already
-    as_one = counts.get("all-reduce", 0) - counted + (1 if sums else 0)
+    _, without = _without_loss_sums(report, counts, sums)
+    as_one = without.get("all-reduce", 0) + (1 if sums else 0)
     read_as += (_split_all_reduces_as_one({**counts, "all-reduce": as_one}, report.collectives or report.compiled),)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
@@ -1127,7 +1127,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else "traffic"
         return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
                        phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
-    if placed := _placed_for_the_student(q, report, counts, traffic):
+    if placed := _placed_for_the_student(q, report, counts, sums):
         return _placed(report, placed, details or counts)
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
@@ -1149,8 +1149,7 @@ def _placed(report: Report, placed: dict[str, int], shown: list[str] | dict[str,
         else phrase_program("placed+none")), {"collectives": shown})
 
 
-def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int],
-                            traffic: Mapping[str, float] | None) -> dict[str, int]:
+def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, int], sums: int) -> dict[str, int]:
     """The collectives the compiler placed beyond those the program writes, on a question whose counts are the
     student's to write (``ProgramSpec.compiler_places``): a program whose counts match only with them let XLA do
     the communication the exercise is about, as does one whose compiled collectives are named after another
@@ -1162,12 +1161,7 @@ def _placed_for_the_student(q: ProgramSpec, report: Report, counts: dict[str, in
     wanted = {k: v for k, v in q.collectives.items() if v}
     if not census(report.collectives):  # as the count read it: on CPU a reduce-scatter compiles to an all-reduce
         counts = _as_reduce_scatters(counts, wanted)
-    bookkeeping = _bookkeeping(report, traffic)  # a loss's sums, not the lesson's communication: not placed for them
-    if bookkeeping:
-        named = (report.by_compiler or {}).get("all-reduce", 0)
-        by_compiler = {**(report.by_compiler or {}), "all-reduce": max(named - bookkeeping, 0)}
-        report = replace(report, by_compiler={k: n for k, n in by_compiler.items() if n})
-        counts = {**counts, "all-reduce": counts.get("all-reduce", 0) - max(bookkeeping - named, 0)}
+    report, counts = _without_loss_sums(report, counts, sums)  # a loss's sums are not the lesson's communication
     placed = _compiler_added(report, counts, lambda c: _as_reduce_scatters(c, wanted))
     return {k: n for k, n in placed.items() if k != "collective-permute"}
 
@@ -1278,6 +1272,16 @@ def _bookkeeping(report: Report, model: Mapping[str, float] | None) -> int:
     else:
         small = all(math.prod(c.operand_shape) <= 1 for c in added)
     return sum(c.count or 0 for c in added) if small else 0
+
+
+def _without_loss_sums(report: Report, counts: dict[str, int], sums: int) -> tuple[Report, dict[str, int]]:
+    """The report and the census without the compiler's ``sums`` of a loss (``_bookkeeping``): first those it names
+    after another operation (``Report.by_compiler``), the rest from the census, which holds them as all-reduces."""
+    named = (report.by_compiler or {}).get("all-reduce", 0)
+    by_compiler = {**(report.by_compiler or {}), "all-reduce": max(named - sums, 0)}
+    counts = {**counts, "all-reduce": counts.get("all-reduce", 0) - max(sums - named, 0)}
+    return (replace(report, by_compiler={k: n for k, n in by_compiler.items() if n} if report.by_compiler is not None
+                    else None), {k: n for k, n in counts.items() if n > 0})
 
 
 def _split_all_reduces_as_one(found: dict[str, int], collectives: Sequence[Collective]) -> dict[str, int]:
