@@ -554,11 +554,7 @@ def reference_specs(chapter: Chapter) -> list[ProgramSpec]:
     """The specs of the chapter's programs judged against a single-device reference, at the book's values and
     every other choice a setting offers, each at every mesh a student may choose: the self-check reads their
     results as data (``reference_results``)."""
-    records = list(chapter.questions)
-    for s in chapter.settings:
-        records += [q for combo in s.combos() for q in s.records(combo)]
-    programs = [q.spec for q in records if isinstance(q, Program) and q.spec.reference]
-    specs = [at for spec in programs for at in (spec, *(spec.at(c.mesh) for c in spec.mesh_choices))]
+    specs = [s for q in model_traffic.programs_of(chapter) if q.spec.reference for s in model_traffic.judged_specs(q)]
     return list({reference_results.shares_name(s): s for s in specs}.values())
 
 
