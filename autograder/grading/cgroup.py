@@ -7,6 +7,12 @@ worker's kernel factory and everything they start, and lets the worker kill them
 notebook, including children that left the kernel's session. Where cgroups are not writable (no
 root, no delegation) this does nothing and the other limits still apply.
 
+The memory group (a kernel's fence only) bounds what the kernel and all it starts hold together, in RAM and in
+shared memory: ``RLIMIT_AS`` bounds each process's address space, but System V shared memory, which a kernel's own
+IPC namespace still grants, belongs to no process's, and a kernel held 6 GiB of it past a 4 GiB limit; had it taken
+the machine's RAM, the system's OOM killer would have picked the process of the most resident memory, the grader.
+Past its group's limit the kernel is stopped, its own notebook's loss alone.
+
 The CPU group shares the machine's cores equally between the workers' kernels. Without it, the kernel
 scheduler shares CPU per session: a notebook that starts spinning processes in sessions of their own
 (``os.setsid``) took cores from the kernels graded beside it (a bystander's notebook ran 13 times slower
@@ -24,13 +30,16 @@ from pathlib import Path
 ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))  # cgroup v1, then v2
 # cgroup v1's cpu hierarchies, mounted alone or with cpuacct; under v2, the pids fence's own folder.
 CPU_ROOTS = (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct"))
+# cgroup v1's memory hierarchy, where a group is made inside the grader's own (a container's may be all it can write);
+# under v2, the pids fence's own folder.
+MEMORY_ROOT = Path("/sys/fs/cgroup/memory")
 
 
 PREFIX = "scaling-course-"
 
 
 class PidsFence:
-    def __init__(self, name: str, max_pids: int):
+    def __init__(self, name: str, max_pids: int, memory: int | None = None):
         self.path: Path | None = None
         for root in ROOTS:
             _remove_stale(root)
@@ -50,6 +59,10 @@ class PidsFence:
         cpu = _cpu_group(self.path) if self.path else None
         if cpu is not None and cpu != self.path:
             self.groups.append(cpu)
+        # ``memory``: the bytes the fenced processes may hold together (None: no memory group)
+        self.memory = _memory_group(self.path, memory) if self.path and memory else None
+        if self.memory is not None and self.memory not in self.groups:
+            self.groups.append(self.memory)
 
     @property
     def shares_cpu(self) -> bool:
@@ -67,7 +80,7 @@ class PidsFence:
             except OSError:
                 self.path = None
                 return
-            _join_cpu(self.groups[1:], pid)
+            _join(self.groups[1:], pid)
 
     def pids(self) -> list[int]:
         if self.path is None:
@@ -97,12 +110,17 @@ class PidsFence:
 
 
 def enter(fence: str) -> None:
-    """The calling process joins the fence at path ``fence`` and its CPU group (a kernel forked by the
-    factory, before it forks anything): what it starts stays in both."""
-    pid = str(os.getpid())
+    """The calling process joins the fence at path ``fence`` and its CPU and memory groups (a kernel forked by the
+    factory, before it forks anything): what it starts stays in them. Should the machine run out of memory all the
+    same, its OOM killer takes a kernel first (``oom_score_adj``: anyone may raise their own)."""
+    pid, name = str(os.getpid()), Path(fence).name
+    with contextlib.suppress(OSError):
+        Path("/proc/self/oom_score_adj").write_text("1000")
     with contextlib.suppress(OSError):
         Path(fence, "cgroup.procs").write_text(pid)
-        _join_cpu([root / Path(fence).name for root in CPU_ROOTS if (root / Path(fence).name).is_dir()], int(pid))
+        memory = _own_memory_root()
+        groups = [root / name for root in (*CPU_ROOTS, *([memory] if memory else [])) if (root / name).is_dir()]
+        _join(groups, int(pid))
 
 
 def _cpu_group(fence: Path) -> Path | None:
@@ -125,6 +143,46 @@ def _cpu_group(fence: Path) -> Path | None:
     return None
 
 
+def _own_memory_root() -> Path | None:
+    """The grader's own group in cgroup v1's memory hierarchy (None under v2, or where there is none)."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                return MEMORY_ROOT / path.lstrip("/")
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _memory_group(fence: Path, limit: int) -> Path | None:
+    """A memory group named as the fence, holding at most ``limit`` bytes: under cgroup v2 the fence's own folder,
+    once its parent hands the memory controller down; under v1 a folder in the grader's own memory group. None where
+    neither can be made."""
+    if fence.parent.name != "pids":  # cgroup v2: one hierarchy
+        with contextlib.suppress(OSError):
+            if "memory" in (fence.parent / "cgroup.controllers").read_text().split():
+                (fence.parent / "cgroup.subtree_control").write_text("+memory")
+        try:
+            (fence / "memory.max").write_text(str(limit))
+            return fence
+        except OSError:
+            return None
+    root = _own_memory_root()
+    if root is None or not (root / "cgroup.procs").exists():
+        return None
+    _remove_stale(root)
+    group = root / fence.name
+    try:
+        group.mkdir(exist_ok=True)
+        (group / "memory.limit_in_bytes").write_text(str(limit))
+        return group
+    except OSError:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        return None
+
+
 def _v2_cpu(path: Path) -> bool:
     try:
         return (path / "cpu.weight").exists()
@@ -132,7 +190,7 @@ def _v2_cpu(path: Path) -> bool:
         return False
 
 
-def _join_cpu(groups: list[Path], pid: int) -> None:
+def _join(groups: list[Path], pid: int) -> None:
     for group in groups:
         with contextlib.suppress(OSError):
             (group / "cgroup.procs").write_text(str(pid))

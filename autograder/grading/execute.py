@@ -367,7 +367,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
     # Unix socket paths are limited to ~107 bytes, so the sockets live in a short private folder.
     socket_root = _socket_root()
     sockets = Path(tempfile.mkdtemp(dir=socket_root))
-    fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-{sockets.name}", MAX_PIDS)
+    fence = PidsFence(f"{FENCE_PREFIX}{os.getpid()}-{sockets.name}", MAX_PIDS, memory=limits.memory_bytes)
     kernel_log = workdir / "kernel.log"
     manager = ZygoteKernelManager(kernel_name="python3", transport="ipc", ip=str(sockets / "k"))
     manager.provisioner_setup = (fence, {"home": str(workdir.parent),

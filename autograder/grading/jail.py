@@ -340,9 +340,11 @@ def jail_command(deny: list[Path], allow: list[Path], rw: list[Path], memory: in
 
 
 def _limit(kind: int, value: int) -> None:
+    """``value`` as both the soft and the hard limit (or the hard limit there is, if lower): a soft limit alone is
+    one the jailed process may raise again, up to the hard one it inherited."""
     _, hard = resource.getrlimit(kind)
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (value, hard if hard != resource.RLIM_INFINITY else value))
+    resource.setrlimit(kind, (value, value))
 
 
 def apply(deny: list[Path], allow: list[Path], rw: list[Path], memory: int, cpu: int,

@@ -298,7 +298,8 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         out.append(new)
         out.extend(extra_after.get(gid, []))
     if missing and not taken:
-        if cells or not problems:  # unreadable, or no cells: the note that says "graded as empty" says it all
+        # no notebook found, unreadable, or no cells: the note that says "no notebook" or "graded as empty" is enough
+        if submission is not None and (cells or not problems):
             problems.append(f"none of the assignment's {len(missing)} cells were found in the notebook: all restored "
                             "from the assignment (was it made from the released notebook?)")
     elif missing:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import nbformat
 from nbformat import NotebookNode
 
+from ..notebook_json import half_pairs, text_only
 from ..record import DRAWN_ENV, STUDENT_ENV
 from ..variants import dealt
 from ..verdict import Status, Verdict
@@ -123,7 +124,11 @@ def execute(job: Job) -> None:
     else:  # nothing of the student's ran: the grader's failure, flagged for a person and never stored as graded
         raise GraderFailure(job.run.problems[-1])
     job.problems += job.run.problems
-    job.notebook = job.run.notebook
+    # A kernel may send text no file can hold (half of a UTF-16 pair, in a raw message of its own): the notebook
+    # that is judged, stored and shown holds U+FFFD in its place, as a handed-in file does (``sanitize``).
+    ran, halves = text_only(job.run.notebook)
+    job.notebook = nbformat.from_dict(ran) if halves else job.run.notebook
+    job.problems += [f"the kernel's output held {half_pairs(halves)}: replaced by \ufffd"] if halves else []
 
 
 def collect(job: Job) -> None:

@@ -126,9 +126,10 @@ def locate(a: Assignment, student: str, folder: Path, work: Path) -> tuple[Path 
     return find_notebook(folder, a.notebook, work)
 
 
-def notebooks_under(folder: Path) -> list[Path]:
-    """The notebooks handed in under ``folder``, wherever they are, but JupyterLab's checkpoints."""
-    return [p for p in files_under(folder) if p.name.endswith(".ipynb")
+def notebooks_under(folder: Path, suffix: str = ".ipynb") -> list[Path]:
+    """The notebooks (or, with ``suffix``, the zips) handed in under ``folder``, wherever they are, but JupyterLab's
+    checkpoints; by the name's ending in any case, as Windows and an LMS may write it (``HW.IPYNB``, ``Work.ZIP``)."""
+    return [p for p in files_under(folder) if p.name.lower().endswith(suffix)
             and ".ipynb_checkpoints" not in p.relative_to(folder).parts]
 
 
@@ -140,7 +141,7 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     one?"), wherever they are: taking the first would be a guess (a draft.zip sorts before final.zip)."""
     path = folder / f"{notebook}.ipynb"
     found = notebooks_under(folder)
-    archives = sorted(p for p in folder.glob("*.zip") if p.is_file() and not p.is_symlink())
+    archives = notebooks_under(folder, ".zip")  # in a folder of the upload too (``download/hw.zip``)
     if path.is_file() and not path.is_symlink():
         # Graded by its name, never a guess; work handed in beside it (JupyterLab's Duplicate writes
         # ``<name>-Copy1.ipynb``, and ``nbgrader submit`` sends the whole folder) is named, for the staff.
@@ -162,7 +163,9 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     if not candidates:
         linked = " (symbolic links are not followed)" if path.is_symlink() else ""
         also = f"; {_listed(unopened)}" if unopened else ""
-        return None, [f"no {notebook}.ipynb in the submission{linked}{also}"]
+        held = files_under(folder)  # what was handed in instead, named, so a person can see what went wrong
+        held_text = "" if unopened else f"; it holds {_names(held, folder)}" if held else "; the folder is empty"
+        return None, [f"no {notebook}.ipynb in the submission{linked}{also}{held_text}"]
     [chosen] = candidates
     aside = copies + passed_over
     also = f"; also handed in, not graded: {_listed(aside)} (if your work is there, tell the course staff)" if aside \
@@ -227,7 +230,7 @@ def _zipped(archive: Path, notebook: str) -> tuple[list[_Candidate], list[str]]:
             infos = z.infolist()
             if len(infos) > WALKED_ENTRIES:  # as a folder's walk stops: no upload of work holds that many files
                 return [], [f"{printable(archive.name)} (over {WALKED_ENTRIES:,} files: not opened)"]
-            members = [(i, m.filename) for i, m in enumerate(infos) if m.filename.endswith(".ipynb")
+            members = [(i, m.filename) for i, m in enumerate(infos) if m.filename.lower().endswith(".ipynb")
                        and not m.is_dir() and "__MACOSX" not in m.filename and ".ipynb_checkpoints" not in m.filename]
     except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: no notebook
         return [], []

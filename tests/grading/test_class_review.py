@@ -143,6 +143,32 @@ def test_other_notebooks_beside_the_graded_one_are_named(tmp_path):
     assert find_notebook(folder, CHAPTER, tmp_path / "work") == (folder / NAME, [])
 
 
+@pytest.mark.parametrize("where", ["CH01_ROOFLINES.IPYNB", "Work.Ipynb", "download/ch01_rooflines.ipynb",
+                                   "Submission.ZIP", "download/hw.zip"])
+def test_a_notebook_or_zip_named_in_another_case_or_in_a_folder_is_found(tmp_path, where):
+    """Windows and an LMS write names in capitals, and a download may come in a folder of its own: each was "no
+    ch01_rooflines.ipynb in the submission", and 0, with a note about cells that no notebook was read to find."""
+    folder = tmp_path / "s" / CHAPTER
+    (folder / where).parent.mkdir(parents=True)
+    if where.lower().endswith(".zip"):
+        _zip(folder / where, answered())
+    else:
+        nbformat.write(answered(), folder / where)
+    path, notes = find_notebook(folder, CHAPTER, tmp_path / "work")
+    assert path is not None and nbformat.read(path, as_version=4).cells == answered().cells, notes
+    assert len(notes) == 1 and ("graded" in notes[0]), notes
+
+
+def test_a_submission_without_a_notebook_names_what_it_holds(tmp_path):
+    folder = tmp_path / "s" / CHAPTER
+    folder.mkdir(parents=True)
+    assert find_notebook(folder, CHAPTER, tmp_path / "work")[1] == [
+        "no ch01_rooflines.ipynb in the submission; the folder is empty"]
+    (folder / "answers.pdf").write_bytes(b"%PDF")
+    assert find_notebook(folder, CHAPTER, tmp_path / "work")[1] == [
+        "no ch01_rooflines.ipynb in the submission; it holds answers.pdf"]
+
+
 @pytest.mark.slow
 def test_work_in_a_second_notebook_is_flagged_for_the_staff(graded):
     course, results, summary = graded

@@ -195,6 +195,8 @@ def test_a_notebook_without_its_nbgrader_metadata_is_compared(tmp_path):
     _graded(a, "carol", _stripped(_moved(_full())))
     clean = sanitize(SOURCE, STUBS, tmp_path / "submitted" / "bob" / CH / f"{CH}.ipynb")
     assert any("none of the assignment's" in p for p in clean.problems), clean.problems
+    # where no notebook was found, the note that says so is all: no cells were looked for
+    assert sanitize(SOURCE, STUBS, None).problems == []
     assert _pairs(a) == {("alice", "bob"), ("alice", "carol"), ("bob", "carol")}
     pair = next(p for p in copies.find(a) if (p.a, p.b) == ("alice", "bob"))
     assert (pair.same, pair.written_a, pair.written_b) == (13, 13, 13), pair

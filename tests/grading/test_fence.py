@@ -77,3 +77,43 @@ def test_removing_the_fence_removes_its_cpu_group(fence):
     groups = list(fence.groups)
     fence.remove()
     assert not any(g.exists() for g in groups)
+
+
+# System V shared memory, which no process's address space counts (RLIMIT_AS), held and touched after a line on stdin
+# (so that the process is in the fence first); the segment is marked for removal at once, so none outlives the test.
+SHARED_MEMORY = """
+import ctypes, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype, libc.shmat.argtypes = ctypes.c_void_p, [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+size = 256 * 2**20
+sys.stdin.readline()
+segment = libc.shmget(0, ctypes.c_size_t(size), 0o1000 | 0o600)
+address = libc.shmat(segment, None, 0)
+libc.shmctl(segment, 0, None)
+ctypes.memset(address, 1, size)
+print("held", flush=True)
+"""
+
+
+def test_a_kernels_fence_bounds_the_shared_memory_it_holds():
+    """A kernel held 6 GiB of System V shared memory under a 4 GiB address-space limit: its fence's memory group
+    counts it, and stops the process past the group's limit."""
+    made = PidsFence(f"{cgroup.PREFIX}{os.getpid()}-test-memory", 64, memory=64 * 2**20)
+    try:
+        if made.memory is None:
+            pytest.skip("no writable memory cgroup here")
+        proc = subprocess.Popen([sys.executable, "-c", SHARED_MEMORY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
+        made.add(proc.pid)
+        out, _ = proc.communicate("go\n", timeout=60)
+        assert "held" not in out and proc.returncode == -9, (out, proc.returncode)
+    finally:
+        made.remove()
+
+
+def test_a_process_entering_a_fence_is_the_first_the_oom_killer_takes(fence):
+    script = (f"from autograder.grading.cgroup import enter; enter({str(fence.path)!r}); "
+              "print(open('/proc/self/oom_score_adj').read())")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "1000"

@@ -97,6 +97,24 @@ def test_memory_limit_applies_without_landlock_too():
     assert int(out.stdout) == 2 * 2**30
 
 
+LIMITS = """
+import resource
+print([resource.getrlimit(getattr(resource, name)) for name in ("RLIMIT_AS", "RLIMIT_CPU")])
+"""
+
+
+def test_a_jailed_process_cannot_raise_its_limits_again():
+    """Only the soft limits were set: a kernel could raise its memory limit to the hard one it inherited (12 GiB to
+    16 GiB) and its CPU time to a million seconds. Now its hard limits are its limits (raising one again takes a
+    privilege no kernel has in its own user namespace)."""
+    jail = [sys.executable, "-m", "autograder.grading.jail", "--memory", str(2 * 2**30), "--cpu", "300", "--",
+            sys.executable, "-c", LIMITS]
+    inherited = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (16 * 2**30, 16 * 2**30)); "
+                 "resource.setrlimit(resource.RLIMIT_CPU, (10**6, 10**6)); os.execv(sys.executable, sys.argv[1:])")
+    out = subprocess.run([sys.executable, "-c", inherited, *jail], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == str([(2 * 2**30, 2 * 2**30), (300, 300)]), out.stdout + out.stderr
+
+
 def test_dev_is_not_a_readable_root():
     """Block devices, the kernel log and the like are never in what a kernel may read."""
     assert not any(r == Path("/dev") or Path("/dev") in r.parents for r in readable_roots([]))

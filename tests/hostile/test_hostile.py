@@ -74,6 +74,14 @@ def edited(change):
     return nb
 
 
+# A raw output message whose text holds half of a UTF-16 pair, which no file can hold: writing the autograded notebook
+# raised, and the whole submission was a grader error, sent to a person, on every run.
+HALF_PAIR_IN_A_MESSAGE = """
+k = get_ipython().kernel
+k.session.send(k.iopub_socket, "stream", content=b'{"name": "stdout", "text": "half \\\\ud800 a pair"}',
+               parent=k.get_parent(), ident=b"x")
+"""
+
 PATCH_EVERYTHING = """
 import builtins, json
 import course, course.answers, autograder, autograder.checks, autograder.fingerprint, nbgrader, sympy, jax, numpy
@@ -566,6 +574,7 @@ def students() -> dict:
         "stdout-flood": (after("ch01-e1-v6e-time", "import sys\nfor _ in range(50_000):\n    print('y' * 1000)\n"
                                "    sys.stderr.write('z' * 1000 + '\\n')"), 2),
         "display-update-flood": (after("ch01-e1-v6e-time", DISPLAY_UPDATE_FLOOD), 2),
+        "half-pair-in-a-message": (after("ch01-e1-v6e-time", HALF_PAIR_IN_A_MESSAGE), 2),
         "setup-cell-edited": (edited(relink_setup), 2),
         "metadata-edited": (edited(points), 2),
         "other-kernelspec": (edited(kernelspec), 2),
@@ -731,6 +740,7 @@ def test_the_compilation_cache_was_used_and_left_as_the_reference_filled_it(grad
     ("symlinked-folder", "symbolic link"), ("huge-notebook", "limit"),
     ("deeply-nested-json", "cannot be read"), ("os-exit", "kernel died"), ("sleep-forever", "time limit"),
     ("stdout-flood", "output over the limit"), ("metadata-edited", "restored"),
+    ("half-pair-in-a-message", "replaced by \ufffd"),
     ("display-update-flood", "output over the limit"),
 ])
 def test_problems_are_reported(graded, student, note):
