@@ -25,12 +25,16 @@ from typing import Any
 from .questions import Chapter, Program, ProgramSpec
 
 FILE_NAME = "program_traffic.json"
+# The entry of a spec's figures that is no collective: the FLOPs per device of the model's matrix products
+# (``compiled_hlo.matmul_flops``), which a student's are weighed against (``programs.judge_report``).
+MATMUL_FLOPS = "matmul FLOPs"
 
 
 # What ``collectives.traffic`` measures, in which version: a change of the measure is a new key for every spec, so
 # the release measures every model again.
-MEASURE = 4  # 3: a program that states no collective is weighed by those the compiler placed; 4: each kind's
-# bytes by the axes it runs over too (``collectives.over``), which a program of fewer collectives is held to
+MEASURE = 5  # 3: a program that states no collective is weighed by those the compiler placed; 4: each kind's
+# bytes by the axes it runs over too (``collectives.over``), which a program of fewer collectives is held to; 5: the
+# FLOPs of its matrix products (``MATMUL_FLOPS``)
 
 
 def spec_key(spec: ProgramSpec) -> str:

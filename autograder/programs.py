@@ -41,6 +41,7 @@ from .collectives import over as traffic_over
 from .collectives import traffic as collective_traffic
 from .meshes import MeshFactory
 from .messages import phrase, phrase_program
+from .model_traffic import MATMUL_FLOPS
 from .questions import ProgramSpec
 from .verdict import Status, Verdict
 
@@ -98,6 +99,9 @@ class Report:
     # Those of them over a mesh axis a shard_map block leaves to the compiler (``compiled_hlo.over_left_axes``), by
     # kind: the compiler may place them inside the block, so no message says it added them outside it.
     over_left_axes: dict[str, int] | None = None
+    # FLOPs per device of the compiled program's matrix products (``compiled_hlo.matmul_flops``; None where a loop of
+    # unknown length runs one): weighed against the model's (``model_traffic.MATMUL_FLOPS``).
+    flops: float | None = None
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -169,6 +173,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         compiler_placed,
         left_to_compiler,
         masquerades,
+        matmul_flops,
         over_left_axes,
         placed_permutes,
     )
@@ -214,6 +219,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         placed_all = tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
         every_permute = tuple(c for c, _, _ in compiled_permutes(compiled_text, q.mesh, _float_width(q)))
         memory = _memory(compiled) if q.max_bytes else None
+        flops = matmul_flops(compiled_text)
     except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
         return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
     except UnreadableCollective as e:  # the same world's element types, groups and depth
@@ -241,7 +247,8 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     values = tuple(np.asarray(o) for o in outs)
     return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
                   jumps=sum(not ring for _, ring in permutes), compiled=placed_all, permutes=every_permute,
-                  differ=_copies_differ(q, outs, values), by_compiler=by_compiler, over_left_axes=left_over)
+                  differ=_copies_differ(q, outs, values), by_compiler=by_compiler, over_left_axes=left_over,
+                  flops=flops)
 
 
 def _copies_differ(q: ProgramSpec, outs: tuple[Any, ...], values: tuple[np.ndarray, ...]
@@ -423,7 +430,7 @@ def report_to_json(r: Report) -> dict[str, Any]:
             "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
             "compiled": [asdict(c) for c in r.compiled], "permutes": [asdict(c) for c in r.permutes],
             "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])], "by_compiler": r.by_compiler,
-            "over_left_axes": r.over_left_axes}
+            "over_left_axes": r.over_left_axes, "flops": r.flops}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -439,13 +446,14 @@ def report_from_json(d: dict[str, Any]) -> Report:
     def by_kind(key: str) -> dict[str, int] | None:
         counts = d.get(key)
         return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else None
-    memory, differ = d.get("memory"), d.get("differ")
+    memory, differ, flops = d.get("memory"), d.get("differ"), d.get("flops")
     return Report(outs, specs, {str(k): int(v) for k, v in (d.get("census") or {}).items()},
                   collectives("collectives"), str(d.get("error") or ""), str(d.get("error_code") or "raised"),
                   {str(k): int(v) for k, v in memory.items()} if isinstance(memory, dict) else None,
                   collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"), collectives("permutes"),
                   None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])),
-                  by_kind("by_compiler"), by_kind("over_left_axes"))
+                  by_kind("by_compiler"), by_kind("over_left_axes"),
+                  float(flops) if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None)
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -1031,7 +1039,10 @@ SHOWN_COLLECTIVES = 12  # a verdict describes this many of a program's collectiv
 def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str, float] | None = None) -> Verdict:
     """Numerics first (a wrong result is wrong however it communicates), then the output sharding,
     then the collectives (their kinds and counts, then the bytes they move against ``traffic``, the model's,
-    from ``model_traffic``), then the memory it holds: a right but wasteful program earns partial credit."""
+    from ``model_traffic``), then the FLOPs of its matrix products against the model's (``traffic``'s
+    ``MATMUL_FLOPS``), then the memory it holds: a right but wasteful program earns partial credit."""
+    traffic = dict(traffic) if traffic is not None else None
+    model_flops = traffic.pop(MATMUL_FLOPS, None) if traffic is not None else None
     if report.error_code == GRADER_ERROR:
         return Verdict(Status.INVALID, 0.0, GRADER_ERROR, phrase(GRADER_ERROR, error=report.error))
     if report.error_code == UNREADABLE:  # the grader's judge first reads the reference the same way (judge_all)
@@ -1054,6 +1065,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         device, index = report.differ
         return Verdict(Status.INCORRECT, 0.0, "wrong_values",
                        phrase_program("copies_differ", device=device, index=index))
+    report = _repeats_merged(report)
     counts = {k: v for k, v in (report.census or {}).items() if v}
     for name, got, want in zip(q.outputs or ("",), report.out_specs, q.out_specs, strict=True):
         if _normal_spec(got) != _normal_spec(want):
@@ -1127,12 +1139,16 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else "traffic"
         return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
                        phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
+    if (extra := _extra_compute(report.flops, model_flops)) is not None:
+        return Verdict(Status.PARTIAL, 0.5, "compute", phrase_program("compute", **extra),
+                       {"collectives": details or counts, "flops": report.flops, "model_flops": model_flops})
     if placed := _placed_for_the_student(q, report, counts, sums):
         return _placed(report, placed, details or counts)
     if over:
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
-                   {"collectives": details or counts, **({"traffic": moved} if weighed else {})})
+                   {"collectives": details or counts, **({"traffic": moved} if weighed else {}),
+                    **({"flops": report.flops} if report.flops is not None else {})})
 
 
 # Fusing moves the same bytes: a fused kind's bytes over each axis set may fall short of the model's by float
@@ -1284,6 +1300,43 @@ def _without_loss_sums(report: Report, counts: dict[str, int], sums: int) -> tup
                     else None), {k: n for k, n in counts.items() if n > 0})
 
 
+# The kinds whose stated repeats the compiler may merge (``_repeats_merged``): a ring's permutes are its steps, and
+# the compiled program shows them per array (``collectives.RingSteps``), so they are never read so.
+_MERGEABLE = ("all-gather", "reduce-scatter", "all-reduce")
+
+
+def _repeats_merged(report: Report) -> Report:
+    """The program as it runs where the compiler merged its repeats: a stated collective of the same kind, axes,
+    element type and operand as others (a forward pass recomputed in the backward one, ``jax.checkpoint``, gathers
+    each weight again) counts as often as the compiled program runs it, where that is fewer times but once at least.
+    What runs is what is weighed: a repeat XLA:CPU merged moves nothing (on a TPU, it moves the recomputation's
+    bytes, the memory it saves paid for). A collective of a loop of unknown length is left as it is."""
+    if not report.collectives or not report.compiled:
+        return report
+    ran: dict[tuple[Any, ...], int | None] = {}
+    for c in report.compiled:
+        key = (c.kind, c.axes, c.dtype, c.operand_shape)
+        have = ran.get(key, 0)
+        ran[key] = None if c.count is None or have is None else have + c.count
+    left = {k: n for k, n in ran.items() if k[0] in _MERGEABLE and n}  # runs of each stated key still to give out
+    merged, fewer = [], Counter()
+    for c in report.collectives:
+        key = (c.kind, c.axes, c.dtype, c.operand_shape)
+        if key not in left or c.count is None:
+            merged.append(c)
+            continue
+        keep = min(c.count, left[key])
+        left[key] -= keep
+        fewer[c.kind] += c.count - keep
+        if keep:
+            merged.append(replace(c, count=keep))
+    stated = census(report.collectives)
+    if not fewer or any(stated.get(k, 0) - n < 1 for k, n in fewer.items()):
+        return report
+    census_left = {k: v - fewer.get(k, 0) for k, v in (report.census or {}).items()}
+    return replace(report, collectives=tuple(merged), census=census_left)
+
+
 def _split_all_reduces_as_one(found: dict[str, int], collectives: Sequence[Collective]) -> dict[str, int]:
     """The census with each set of all-reduces of one operand over disjoint axes counted as one all-reduce over their
     union, which it is, done in parts: a sum over Y then over X is the sum over both. XLA splits the all-reduce of a
@@ -1349,6 +1402,22 @@ def _wasted(moved: dict[str, float], model: Mapping[str, float] | None, q: Progr
         return None
     k, kind, got, want = max(over)
     return {"kind": kind, "k": f"{k:.1f}", "got": got, "want": want}
+
+
+# A program may do this many times the model's matrix-product FLOPs before it is held to be wasting them: a training
+# step that recomputes its forward pass (``jax.checkpoint``: 4/3 of the model's), or takes a gradient it then drops,
+# stays under it; a product formed before it is needed (``W_in @ W_out``) or a whole product on every device where
+# each keeps an eighth is far over it.
+COMPUTE_SLACK = 2.0
+
+
+def _extra_compute(flops: float | None, model: float | None) -> dict[str, str] | None:
+    """What the compute sentence quotes, where a program's matrix products do more than ``COMPUTE_SLACK`` times the
+    model's FLOPs; None where they do not, or either count is unknown, or the model does no matrix product (a
+    question about moving data: a one-hot product that places a block is no waste of the course's kind)."""
+    if flops is None or not model or flops <= COMPUTE_SLACK * model:
+        return None
+    return {"k": f"{flops / model:.1f}", "got": f"{flops:.3g}", "want": f"{model:.3g}"}
 
 
 def _named(name: str, message: str) -> str:

@@ -760,7 +760,8 @@ def measure_traffic(q: Program, spec: ProgramSpec) -> dict[str, float]:
     report = run_exported(spec, exported_model(q, spec), 0, make_mesh=mesh)
     if report.error:
         raise AuthoringError(f"{q.qid}: the model does not run at {spec.mesh}: {report.error}")
-    return model_traffic.as_json(traffic(weighed_collectives(spec, report)))
+    flops = {} if report.flops is None else {model_traffic.MATMUL_FLOPS: report.flops}
+    return model_traffic.as_json({**traffic(weighed_collectives(spec, report)), **flops})
 
 
 def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[str], None] = print) -> list[Path]:

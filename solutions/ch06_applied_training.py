@@ -534,7 +534,9 @@ BUDGET_SPEC = ProgramSpec(
                                         "of activations over Y is smaller: the exercise asks for the least tensor "
                                         "parallelism that fits.")),
     collectives_note="The step gathers each weight over X only (FSDP) and reduce-scatters its gradient back; "
-                     "gathering a weight over Y too puts it whole on every device.",
+                     "gathering a weight over Y too puts it whole on every device. A loss under jax.checkpoint runs "
+                     "the forward pass's AllReduce of activations again in the backward pass: at the shape chosen "
+                     "the step fits the budget without recomputing it.",
     max_bytes=BUDGET_BYTES,
     over_memory=("Each device holds each weight gathered over X, D x F/Y of it, and that slab is the larger the "
                  "fewer ways of tensor parallelism the mesh has: choose a shape with a larger Y, and gather each "

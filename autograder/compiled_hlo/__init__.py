@@ -291,7 +291,7 @@ def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
     once: nothing the text holds goes unread. Lines come in the text's order."""
     computations, entry, loose = _computations(hlo_text)
     memo: dict[str, dict[str, int | None]] = {}
-    devices = _devices(hlo_text)
+    devices, shapes = _devices(hlo_text), _result_shapes(computations)
 
     def runs_of(name: str, depth: int) -> dict[str, int | None]:
         if name in memo:
@@ -314,7 +314,7 @@ def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
             elif found[1] == "conditional":
                 branches = [runs_of(c, depth + 1) for c in callees]
                 if branches:
-                    _add(out, _costliest_per_kind(branches, devices), 1)
+                    _add(out, _costliest_per_kind(branches, devices, shapes), 1)
             else:
                 for callee in callees:
                     _add(out, runs_of(callee, depth + 1), 1)
@@ -387,16 +387,18 @@ def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int
         into[line] = None if n is None or times is None or have is None else min(have + n * times, MAX_COUNT)
 
 
-def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]], devices: int) -> dict[str, int | None]:
+def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]], devices: int,
+                        shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int | None]:
     """A conditional's branches as they are counted and weighed: nobody can say which one runs (a predicate read from
     the data may be the same every time), so of each kind of collective, the branch whose collectives of that kind
     move the most bytes runs, and the other branches' collectives of that kind run 0 times. By bytes, not by count:
     a branch of several light collectives never stands in for one heavy one that may be the one run. A ring whose
-    step holds the same permute in both branches counts it once."""
+    step holds the same permute in both branches counts it once. Matrix products are a kind too (``DOT``), weighed
+    by their FLOPs (``matmul_flops``): the branch of the most compute runs."""
     merged: dict[str, int | None] = {line: 0 for runs in branches for line in runs}
     kinds = {_line_kind(line) for runs in branches for line in runs} - {None}
     for kind in sorted(kinds):  # type: ignore[type-var]
-        best = max(branches, key=lambda runs: _branch_weight(runs, kind, devices))
+        best = max(branches, key=lambda runs: _branch_weight(runs, kind, devices, shapes))
         merged.update((line, n) for line, n in best.items() if _line_kind(line) == kind)
     return merged
 
@@ -411,21 +413,26 @@ def _permute_bytes(line: str) -> float:
 
 
 def _line_kind(line: str) -> str | None:
+    """The collective a line runs, ``DOT`` for a matrix product, else None: what a conditional's branches are
+    weighed by (``_costliest_per_kind``)."""
     found = _instruction(line)
-    return _placed_kind(found[1]) if found else None
+    return None if found is None else DOT if found[1] in (DOT, _REDUCE) else _placed_kind(found[1])
 
 
-def _branch_weight(runs: Mapping[str, int | None], kind: str, devices: int) -> tuple[float, int]:
+def _branch_weight(runs: Mapping[str, int | None], kind: str, devices: int,
+                   shapes: Mapping[str, tuple[int, ...]]) -> tuple[float, int]:
     """Bytes per device a branch's collectives of ``kind`` move (``Collective.bytes_per_device``: a result's size
-    and its group's), each as often as it runs (one of unknown count as once), then how many run: the yardstick of
-    ``_costliest_per_kind``. ``devices``: the program's, for a collective that names no groups."""
+    and its group's), or the FLOPs of its matrix products, each as often as it runs (one of unknown count as once),
+    then how many run: the yardstick of ``_costliest_per_kind``. ``devices``: the program's, for a collective that
+    names no groups."""
     moved, count = 0.0, 0
     for line, n in runs.items():
         if _line_kind(line) != kind:
             continue
         try:
-            each = sum(c.bytes_per_device for c in _line_collectives(line, 1, (("all", devices),), None)) \
-                if kind != "collective-permute" else _permute_bytes(line)
+            each = _dot_flops(line, shapes) if kind == DOT else _permute_bytes(line) \
+                if kind == "collective-permute" else \
+                sum(c.bytes_per_device for c in _line_collectives(line, 1, (("all", devices),), None))
         except UnreadableCollective:  # read, and refused, where the collective itself is read
             each = 0.0
         moved, count = moved + each * (n or 1), count + (n or 1)
@@ -586,3 +593,64 @@ def _at_width(dtype: str, width: str | None) -> str:
 
 
 _NARROW = {"bf16", "f16"}
+
+
+# The compute a program does, as the course counts it (Chapter 1's 2 * M * K * N of a matrix product): the FLOPs of
+# its ``dot`` instructions, and of its ``reduce`` instructions as a product written as a multiply and a sum (the
+# ``reduce`` of an [M, K, N] array of products: 2 * M * K * N), each as often as it runs. XLA's own ``cost_analysis``
+# counts a loop's body once, whatever its trip count, so a ring written as a ``fori_loop`` would read as a seventh of
+# the same ring unrolled; here loops and branches are read as ``compiled_runs`` reads them for the collectives. Other
+# elementwise work is not counted: it is never what makes a sharded program slow, and an honest ring's masks and
+# adds would be counted against it.
+DOT = "dot"
+_REDUCE = "reduce"
+_DEFINED = re.compile(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*([a-z]+[0-9a-z]*)\[([\d,]*)\]")
+_LHS = re.compile(r"\b(?:dot|reduce)\(\s*(?:([a-z]+[0-9a-z]*)\[([\d,]*)\]\S*\s+)?%?([\w.\-]+)")
+_CONTRACTING = re.compile(r"\blhs_contracting_dims=\{([\d,]*)\}")
+
+
+def _result_shapes(computations: Mapping[str, list[str]]) -> dict[str, tuple[int, ...]]:
+    """Each instruction's result shape by its name (an array's; a tuple's is not kept): a compiled ``dot`` names its
+    operands without their shapes."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for lines in computations.values():
+        for line in lines:
+            m = _DEFINED.match(line)
+            if m:
+                shapes[m.group(1)] = tuple(int(d) for d in m.group(3).split(",") if d)
+    return shapes
+
+
+def _dot_flops(line: str, shapes: Mapping[str, tuple[int, ...]]) -> float:
+    """FLOPs of one run of a ``dot`` line: 2 times its result's elements times the length of what it contracts; of
+    a ``reduce`` line, 2 times its (first) operand's elements; 0 for any other line, or one whose operand cannot be
+    found."""
+    found = _instruction(line)
+    if found is None or found[1] not in (DOT, _REDUCE):
+        return 0.0
+    result, lhs, contracting = _ARRAY.match(found[0]), _LHS.search(line), _CONTRACTING.search(line)
+    dims = None if lhs is None else tuple(int(d) for d in lhs.group(2).split(",") if d) if lhs.group(1) \
+        else shapes.get(lhs.group(3))
+    if dims is None:
+        return 0.0
+    if found[1] == _REDUCE:
+        return 2.0 * math.prod(dims)
+    if result is None:
+        return 0.0
+    axes = [int(a) for a in contracting.group(1).split(",") if a] if contracting else []
+    if any(a >= len(dims) for a in axes):
+        return 0.0
+    return 2.0 * math.prod(int(d) for d in result.group(2).split(",") if d) * math.prod(dims[a] for a in axes)
+
+
+def matmul_flops(hlo_text: str) -> float | None:
+    """FLOPs per device of a compiled program's matrix products over one run (its HLO text is one device's program),
+    or None where one of them runs in a loop of unknown length."""
+    shapes = _result_shapes(_computations(hlo_text)[0])
+    total = 0.0
+    for line, runs in compiled_runs(hlo_text):
+        flops = _dot_flops(line, shapes)
+        if flops and runs is None:
+            return None
+        total += flops * (runs or 0)
+    return total

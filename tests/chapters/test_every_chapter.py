@@ -53,10 +53,12 @@ def test_reference_passes(q):
     answer = recorded(q, reference_answer(q))
     v = judge(q, answer)
     assert v.ok, f"{q.qid}: grader rejects the reference: {v}"
-    if isinstance(q, Program):  # the yardstick of wasteful programs is what the model moves now
+    if isinstance(q, Program):  # the yardstick of wasteful programs is what the model moves and computes now
         spec = q.spec.at(q.spec.mesh) if q.spec.mesh_choices else q.spec
-        stored = model_traffic.at(model_traffic.expected(q), spec)
-        assert v.data.get("traffic", {}) == pytest.approx(stored or {}), f"{q.qid}: run scaling-course release"
+        stored = model_traffic.at(model_traffic.expected(q), spec) or {}
+        flops = stored.pop(model_traffic.MATMUL_FLOPS, None)
+        assert v.data.get("traffic", {}) == pytest.approx(stored), f"{q.qid}: run scaling-course release"
+        assert v.data.get("flops") == pytest.approx(flops), f"{q.qid}: run scaling-course release"
     s = kinds.selfcheck_live(printed(q), q.qid, reference_answer(q), answer)
     assert s.ok, f"{q.qid}: self-check rejects the reference: {s}"
 
