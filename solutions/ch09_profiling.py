@@ -356,7 +356,8 @@ def draw_instruction(rng: random.Random, probe: dict) -> dict:
 # A function is scored by the share of its drawn cases that pass, so what an exercise teaches must occur in most of
 # them (a reading that ignores it is right wherever it does not): CX1's cases lay out most results in tiles in
 # another order than written, and most in bf16; CX2's print most groups as transposed iota; CX3's run the
-# all-reduces a case counts as asynchronous pairs.
+# all-reduces as asynchronous pairs, and combine most collectives of the kind a case counts with a second array into
+# one tuple result, as XLA's combiners do on TPUs and GPUs.
 # CX1: the share of result arrays (of two dimensions or more) tiled in another order, and of lines made bf16.
 LAID_OUT, IN_BF16 = 0.8, 0.5
 
@@ -396,12 +397,28 @@ def draw_read_line(rng: random.Random, probe: dict) -> dict:
     return dict(line=line[:at] + relaid + line[at + len(type_text):])
 
 
+def _combined(rng: random.Random, text: str, kind: str) -> str:
+    """``text`` with each collective of ``kind`` whose result is one array made, with probability 3/4 (and one at
+    least, where there is one), a tuple of that array and a second one of the same type and a fresh size, from two
+    operands: a reading that takes a tuple's first array alone, or skips tuple results, is wrong there."""
+    one = re.compile(rf"^(\s*(?:ROOT\s+)?%[\w.\-]+\s*=\s*)([a-z]+[0-9a-z]*)\[([\d,]*)\](\{{[^}}]*\}})? "
+                     rf"{re.escape(kind)}\((%[\w.\-]+)(.*)$")
+    lines = text.splitlines()
+    found = [i for i, line in enumerate(lines) if one.match(line)]
+    chosen = {i for i in found if rng.random() < 0.75} or ({rng.choice(found)} if found else set())
+    for i in chosen:
+        head, dtype, dims, lay, operand, rest = one.match(lines[i]).groups()
+        size = rng.choice((128, 256, 512, 1024, 4096))
+        lines[i] = (f"{head}({dtype}[{dims}]{lay or ''}, {dtype}[{size}]{{0}}) {kind}({operand}, {operand}{rest}")
+    return "\n".join(lines) + "\n"
+
+
 def draw_census(rng: random.Random, probe: dict) -> dict:
-    """CX3's grading-time cases: the probe's program redrawn (``redrawn_hlo``), its all-reduces run as
-    asynchronous pairs, ``all-reduce-start`` then ``all-reduce-done`` (as XLA:GPU prints them; an
-    all-reduce-start's result is the all-reduce's), each with probability 3/4 and at least one where the case
-    counts all-reduces."""
-    text = redrawn_hlo(rng, probe["text"])
+    """CX3's grading-time cases: the probe's program redrawn (``redrawn_hlo``), most collectives of the kind it
+    counts combined into tuple results (``_combined``), then its all-reduces run as asynchronous pairs,
+    ``all-reduce-start`` then ``all-reduce-done`` (as XLA:GPU prints them; an all-reduce-start's result is the
+    all-reduce's), each with probability 3/4 and at least one where the case counts all-reduces."""
+    text = _combined(rng, redrawn_hlo(rng, probe["text"]), probe["kind"])
     sync = re.compile(r"^(\s*)(ROOT\s+)?%([\w.\-]+)(\s*=\s*)(\S+|\([^=]*?\)) all-reduce\((.*)$")
     lines = text.splitlines()
     found = [i for i, line in enumerate(lines) if sync.match(line)]
