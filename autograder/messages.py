@@ -399,6 +399,11 @@ _PROGRAM = {
     "traffic": "Right numbers, but your {kind}s (the right ones, as many as expected) move {k}x the bytes the "
                "expected program's do ({got:,.0f} bytes per device where {want:,.0f} are enough): is a collective "
                "applied to more than it needs, such as a whole array where one device's block would do?",
+    # the same, where the program sums one array an axis at a time (psum over Y, then over X)
+    "traffic:in_parts": "Right numbers, but your all-reduces move {k}x the bytes the expected program's do "
+                        "({got:,.0f} bytes per device where {want:,.0f} are enough): you sum one array a mesh axis "
+                        "at a time, and each of those rings moves the whole array again (2(n-1)/n of it over n "
+                        "devices), where one psum over both axes at once moves it once. Name every axis in one psum.",
     "traffic:compiled": "Right numbers, but as compiled, your program's {kind}s move {k}x the bytes the expected "
                         "program's do ({got:,.0f} bytes per device where {want:,.0f} are enough). The compiled "
                         "program is weighed: the collectives the compiler places count (to reshard an operand, or "

@@ -1136,7 +1136,8 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     if wasted is not None:
         one_way = wasted["kind"] == BUSIER
         kind = "collective-permute" if one_way else wasted["kind"]
-        sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else "traffic"
+        sentence = "traffic:one_way" if one_way else "traffic:permute" if kind == "collective-permute" else \
+            "traffic:in_parts" if kind == "all-reduce" and _sums_in_parts(weighed) else "traffic"
         return Verdict(Status.PARTIAL, 0.5, f"traffic:{kind}{':one_way' if one_way else ''}",
                        phrase_program(sentence, **wasted), {"collectives": details, "traffic": moved})
     if (extra := _extra_compute(report.flops, model_flops)) is not None:
@@ -1343,17 +1344,20 @@ def _split_all_reduces_as_one(found: dict[str, int], collectives: Sequence[Colle
     scalar loss summed outside a shard_map over a 4 x 2 mesh into one over each axis, and a student may write
     psum(psum(loss, 'Y'), 'X'); either is the one all-reduce a training step asks for (their bytes are still weighed
     against the model's)."""
+    merged = sum((len(members) - 1) * members[0].count for members in _sums_in_parts(collectives))
+    left = found.get("all-reduce", 0) - merged
+    return {k: v for k, v in {**found, "all-reduce": left}.items() if v > 0}
+
+
+def _sums_in_parts(collectives: Sequence[Collective]) -> list[list[Collective]]:
+    """The sets of all-reduces of one operand (element type, size, count) over disjoint axes: one sum done an axis
+    at a time."""
     groups: dict[tuple, list[Collective]] = {}
     for c in collectives:
         if c.kind == "all-reduce" and c.count is not None:
             groups.setdefault((c.dtype, math.prod(c.operand_shape), c.count), []).append(c)
-    merged = 0
-    for (_, _, count), members in groups.items():
-        axes = [a for c in members for a in c.axes]
-        if len(members) > 1 and len(axes) == len(set(axes)):
-            merged += (len(members) - 1) * count
-    left = found.get("all-reduce", 0) - merged
-    return {k: v for k, v in {**found, "all-reduce": left}.items() if v > 0}
+    return [members for members in groups.values()
+            if len(members) > 1 and len(axes := [a for c in members for a in c.axes]) == len(set(axes))]
 
 
 def weighed_collectives(q: ProgramSpec, report: Report) -> tuple[Collective, ...]:

@@ -431,7 +431,9 @@ STACK_SPEC = ProgramSpec(
     over_memory=("That is more than your gradient shard plus 8 whole layers: most likely every layer's gathered "
                  "weights are alive at once, gathered up front or kept by autodiff for the backward pass. Gather "
                  "each layer inside the body of a jax.lax.scan over the layers, and wrap that body in "
-                 "jax.checkpoint so the backward pass gathers the layer again instead of keeping it."),
+                 "jax.checkpoint so the backward pass gathers the layer again instead of keeping it. A Python "
+                 "loop over the layers is no scan, even with each layer under jax.checkpoint: it unrolls into "
+                 "one program, in which XLA may gather every layer before it is needed."),
     rtol=1e-3, atol=1e-3)  # a typical entry of dW is about 0.1 for standard-normal inputs: 1% of it
 # Bytes of bf16 MLP weights one chip holds at the peak of a layer-by-layer FSDP forward pass over X chips: its
 # shard of every layer's three D x F matrices, and one layer gathered whole.

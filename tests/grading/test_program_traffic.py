@@ -244,3 +244,24 @@ def test_the_table_holds_every_models_traffic_and_nothing_else():
     assert not todo, f"{len(todo)} program specs not measured, e.g. {todo[0][0].qid}: run scaling-course release"
     assert entries == model_traffic.table()
     assert all(q.qid in entries for name in chapter_names() for q in model_traffic.programs_of(load_chapter(name)))
+
+
+def weight_stationary_summed_an_axis_at_a_time(x, w_in, w_out):
+    """Chapter 8's weight-stationary MLP with its partial outputs summed over Y, then over X: 1.43x the bytes of
+    one psum over both axes (2 x 3/4 + 2 x 1/2 of the array, where one ring over all 8 moves 2 x 7/8)."""
+    def block(xb, wi, wo):
+        return jax.lax.psum(jax.lax.psum(jnp.maximum(xb @ wi, 0.0) @ wo, "Y"), "X")
+
+    return jax.shard_map(block, mesh=course.mesh(X=2, Y=4), in_specs=(P(), P(None, ("X", "Y")), P(("X", "Y"), None)),
+                         out_specs=P())(x, w_in, w_out)
+
+
+def test_a_sum_done_an_axis_at_a_time_is_told_so():
+    """Half marks for the bytes, as before; but the sentence asked whether a collective was applied to a whole array
+    where a block would do, which sent the student looking for a mistake they had not made."""
+    from tests.chapter_checks import both_judges
+
+    q = load_chapter("ch08_applied_inference")["ch08-cx6-weight-stationary-mlp"]
+    for v in both_judges(q, weight_stationary_summed_an_axis_at_a_time):
+        assert (v.score, v.diagnosis) == (0.5, "traffic:all-reduce"), v.message
+        assert "1.4x" in v.message and "a mesh axis at a time" in v.message and "whole array where" not in v.message
