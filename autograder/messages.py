@@ -419,10 +419,10 @@ _PROGRAM = {
                        "each way round the ring at every step.",
     # a program that computes the right numbers and communicates as it should, with far more matrix-product FLOPs
     "compute": "Right numbers and collectives, but each device's matrix products do {k}x the FLOPs the expected "
-               "program's do ({got} FLOPs per device where {want} are enough; loops counted at every step, a "
-               "conditional as its costliest branch): is a product formed that the result does not need (two "
-               "weight matrices multiplied together before the input meets them), a whole product computed where a "
-               "device keeps only its share of it, or the same product done twice?",
+               "program's do ({got} FLOPs per device where {want} are enough; loops counted at every step, one of "
+               "unknown length once, a conditional as its costliest branch): is a product formed that the result "
+               "does not need (two weight matrices multiplied together before the input meets them), a whole "
+               "product computed where a device keeps only its share of it, or the same product done twice?",
     # a ring question answered with permutes the compiler placed (jnp.roll outside a shard_map) that jump
     "not_ring": "Right numbers, but {n} of the {count} collective-permutes in your compiled program were placed by "
                 "the compiler, not written in your program (an array operation outside a shard_map, such as "

@@ -32,9 +32,9 @@ MATMUL_FLOPS = "matmul FLOPs"
 
 # What ``collectives.traffic`` measures, in which version: a change of the measure is a new key for every spec, so
 # the release measures every model again.
-MEASURE = 5  # 3: a program that states no collective is weighed by those the compiler placed; 4: each kind's
+MEASURE = 6  # 3: a program that states no collective is weighed by those the compiler placed; 4: each kind's
 # bytes by the axes it runs over too (``collectives.over``), which a program of fewer collectives is held to; 5: the
-# FLOPs of its matrix products (``MATMUL_FLOPS``)
+# FLOPs of its matrix products (``MATMUL_FLOPS``); 6: those of floating-point reductions only
 
 
 def spec_key(spec: ProgramSpec) -> str:

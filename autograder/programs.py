@@ -99,9 +99,10 @@ class Report:
     # Those of them over a mesh axis a shard_map block leaves to the compiler (``compiled_hlo.over_left_axes``), by
     # kind: the compiler may place them inside the block, so no message says it added them outside it.
     over_left_axes: dict[str, int] | None = None
-    # FLOPs per device of the compiled program's matrix products (``compiled_hlo.matmul_flops``; None where a loop of
-    # unknown length runs one): weighed against the model's (``model_traffic.MATMUL_FLOPS``).
+    # FLOPs per device of the compiled program's matrix products (``compiled_hlo.matmul_flops``: one in a loop of
+    # unknown length counted once, ``flops_exact`` False): weighed against the model's (``model_traffic.MATMUL_FLOPS``).
     flops: float | None = None
+    flops_exact: bool = True
 
 
 def _shardings(q: ProgramSpec, make_mesh: MeshFactory) -> list[Any]:
@@ -219,7 +220,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
         placed_all = tuple(compiled_collectives(compiled_text, q.mesh, _float_width(q)))
         every_permute = tuple(c for c, _, _ in compiled_permutes(compiled_text, q.mesh, _float_width(q)))
         memory = _memory(compiled) if q.max_bytes else None
-        flops = matmul_flops(compiled_text)
+        flops, flops_exact = matmul_flops(compiled_text)
     except UnknownCollective as e:  # a closed world: a program that communicates in a way nobody weighs is refused
         return Report(error=phrase_program("error:unknown_collective", op=e.op), error_code="bad_program")
     except UnreadableCollective as e:  # the same world's element types, groups and depth
@@ -248,7 +249,7 @@ def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report
     return Report(values, specs, counts, found, memory=memory, placed=tuple(c for c, _ in permutes),
                   jumps=sum(not ring for _, ring in permutes), compiled=placed_all, permutes=every_permute,
                   differ=_copies_differ(q, outs, values), by_compiler=by_compiler, over_left_axes=left_over,
-                  flops=flops)
+                  flops=flops, flops_exact=flops_exact)
 
 
 def _copies_differ(q: ProgramSpec, outs: tuple[Any, ...], values: tuple[np.ndarray, ...]
@@ -430,7 +431,7 @@ def report_to_json(r: Report) -> dict[str, Any]:
             "memory": r.memory, "placed": [asdict(c) for c in r.placed], "jumps": r.jumps,
             "compiled": [asdict(c) for c in r.compiled], "permutes": [asdict(c) for c in r.permutes],
             "differ": None if r.differ is None else [r.differ[0], list(r.differ[1])], "by_compiler": r.by_compiler,
-            "over_left_axes": r.over_left_axes, "flops": r.flops}
+            "over_left_axes": r.over_left_axes, "flops": r.flops, "flops_exact": r.flops_exact}
 
 
 def report_from_json(d: dict[str, Any]) -> Report:
@@ -453,7 +454,8 @@ def report_from_json(d: dict[str, Any]) -> Report:
                   collectives("placed"), int(d.get("jumps") or 0), collectives("compiled"), collectives("permutes"),
                   None if differ is None else (int(differ[0]), tuple(int(i) for i in differ[1])),
                   by_kind("by_compiler"), by_kind("over_left_axes"),
-                  float(flops) if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None)
+                  float(flops) if isinstance(flops, (int, float)) and not isinstance(flops, bool) else None,
+                  d.get("flops_exact") is not False)
 
 
 def _device_count(q: ProgramSpec) -> int:
@@ -1149,7 +1151,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         return Verdict(Status.PARTIAL, 0.5, "memory", phrase_program("memory", **over).strip(), held)
     return Verdict(Status.CORRECT, 1.0, "correct", phrase("correct"),
                    {"collectives": details or counts, **({"traffic": moved} if weighed else {}),
-                    **({"flops": report.flops} if report.flops is not None else {})})
+                    **({"flops": report.flops} if report.flops is not None and report.flops_exact else {})})
 
 
 # Fusing moves the same bytes: a fused kind's bytes over each axis set may fall short of the model's by float
@@ -1417,7 +1419,8 @@ COMPUTE_SLACK = 2.0
 
 def _extra_compute(flops: float | None, model: float | None) -> dict[str, str] | None:
     """What the compute sentence quotes, where a program's matrix products do more than ``COMPUTE_SLACK`` times the
-    model's FLOPs; None where they do not, or either count is unknown, or the model does no matrix product (a
+    model's FLOPs (the program's counted as ``matmul_flops`` counts them: a loop of unknown length once, as few as
+    it may run); None where they do not, or either count is missing, or the model does no matrix product (a
     question about moving data: a one-hot product that places a block is no waste of the course's kind)."""
     if flops is None or not model or flops <= COMPUTE_SLACK * model:
         return None

@@ -760,7 +760,8 @@ def measure_traffic(q: Program, spec: ProgramSpec) -> dict[str, float]:
     report = run_exported(spec, exported_model(q, spec), 0, make_mesh=mesh)
     if report.error:
         raise AuthoringError(f"{q.qid}: the model does not run at {spec.mesh}: {report.error}")
-    flops = {} if report.flops is None else {model_traffic.MATMUL_FLOPS: report.flops}
+    # a model's count with a loop of unknown length in it is as few as it may run: no yardstick
+    flops = {model_traffic.MATMUL_FLOPS: report.flops} if report.flops is not None and report.flops_exact else {}
     return model_traffic.as_json({**traffic(weighed_collectives(spec, report)), **flops})
 
 

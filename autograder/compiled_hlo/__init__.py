@@ -388,7 +388,7 @@ def _add(into: dict[str, int | None], runs: Mapping[str, int | None], times: int
 
 
 def _costliest_per_kind(branches: Sequence[Mapping[str, int | None]], devices: int,
-                        shapes: Mapping[str, tuple[int, ...]]) -> dict[str, int | None]:
+                        shapes: Mapping[str, tuple[str, tuple[int, ...]]]) -> dict[str, int | None]:
     """A conditional's branches as they are counted and weighed: nobody can say which one runs (a predicate read from
     the data may be the same every time), so of each kind of collective, the branch whose collectives of that kind
     move the most bytes runs, and the other branches' collectives of that kind run 0 times. By bytes, not by count:
@@ -420,7 +420,7 @@ def _line_kind(line: str) -> str | None:
 
 
 def _branch_weight(runs: Mapping[str, int | None], kind: str, devices: int,
-                   shapes: Mapping[str, tuple[int, ...]]) -> tuple[float, int]:
+                   shapes: Mapping[str, tuple[str, tuple[int, ...]]]) -> tuple[float, int]:
     """Bytes per device a branch's collectives of ``kind`` move (``Collective.bytes_per_device``: a result's size
     and its group's), or the FLOPs of its matrix products, each as often as it runs (one of unknown count as once),
     then how many run: the yardstick of ``_costliest_per_kind``. ``devices``: the program's, for a collective that
@@ -609,32 +609,34 @@ _LHS = re.compile(r"\b(?:dot|reduce)\(\s*(?:([a-z]+[0-9a-z]*)\[([\d,]*)\]\S*\s+)
 _CONTRACTING = re.compile(r"\blhs_contracting_dims=\{([\d,]*)\}")
 
 
-def _result_shapes(computations: Mapping[str, list[str]]) -> dict[str, tuple[int, ...]]:
-    """Each instruction's result shape by its name (an array's; a tuple's is not kept): a compiled ``dot`` names its
-    operands without their shapes."""
-    shapes: dict[str, tuple[int, ...]] = {}
+def _result_shapes(computations: Mapping[str, list[str]]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Each instruction's result element type and shape by its name (an array's; a tuple's is not kept): a compiled
+    ``dot`` names its operands without their types."""
+    shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
     for lines in computations.values():
         for line in lines:
             m = _DEFINED.match(line)
             if m:
-                shapes[m.group(1)] = tuple(int(d) for d in m.group(3).split(",") if d)
+                shapes[m.group(1)] = (m.group(2), tuple(int(d) for d in m.group(3).split(",") if d))
     return shapes
 
 
-def _dot_flops(line: str, shapes: Mapping[str, tuple[int, ...]]) -> float:
+def _dot_flops(line: str, shapes: Mapping[str, tuple[str, tuple[int, ...]]]) -> float:
     """FLOPs of one run of a ``dot`` line: 2 times its result's elements times the length of what it contracts; of
-    a ``reduce`` line, 2 times its (first) operand's elements; 0 for any other line, or one whose operand cannot be
-    found."""
+    a ``reduce`` line of floating-point numbers, 2 times its (first) operand's elements (a reduction of truth values
+    or integers, such as the bounds checks of an ``.at[...].set`` or an argmax's indices, is no product); 0 for any
+    other line, or one whose operand cannot be found."""
     found = _instruction(line)
     if found is None or found[1] not in (DOT, _REDUCE):
         return 0.0
     result, lhs, contracting = _ARRAY.match(found[0]), _LHS.search(line), _CONTRACTING.search(line)
-    dims = None if lhs is None else tuple(int(d) for d in lhs.group(2).split(",") if d) if lhs.group(1) \
-        else shapes.get(lhs.group(3))
-    if dims is None:
+    typed = None if lhs is None else (lhs.group(1), tuple(int(d) for d in lhs.group(2).split(",") if d)) \
+        if lhs.group(1) else shapes.get(lhs.group(3))
+    if typed is None:
         return 0.0
+    dtype, dims = typed
     if found[1] == _REDUCE:
-        return 2.0 * math.prod(dims)
+        return 2.0 * math.prod(dims) if dtype.startswith(("f", "bf", "c")) else 0.0
     if result is None:
         return 0.0
     axes = [int(a) for a in contracting.group(1).split(",") if a] if contracting else []
@@ -643,14 +645,14 @@ def _dot_flops(line: str, shapes: Mapping[str, tuple[int, ...]]) -> float:
     return 2.0 * math.prod(int(d) for d in result.group(2).split(",") if d) * math.prod(dims[a] for a in axes)
 
 
-def matmul_flops(hlo_text: str) -> float | None:
+def matmul_flops(hlo_text: str) -> tuple[float, bool]:
     """FLOPs per device of a compiled program's matrix products over one run (its HLO text is one device's program),
-    or None where one of them runs in a loop of unknown length."""
+    and whether every count is known: one in a loop of unknown length is counted once, as a collective there is,
+    which is as few as it may run (a student's waste there is still seen; a model's count is no yardstick)."""
     shapes = _result_shapes(_computations(hlo_text)[0])
-    total = 0.0
+    total, known = 0.0, True
     for line, runs in compiled_runs(hlo_text):
         flops = _dot_flops(line, shapes)
-        if flops and runs is None:
-            return None
-        total += flops * (runs or 0)
-    return total
+        known = known and not (flops and runs is None)
+        total += flops * (1 if runs is None else runs)
+    return total, known

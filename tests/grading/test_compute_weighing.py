@@ -17,7 +17,8 @@ from autograder.compiled_hlo import matmul_flops
 from autograder.questions import load_chapter
 from tests.chapter_checks import both_judges
 
-CH05, CH10 = load_chapter("ch05_training"), load_chapter("ch10_jax")
+CH03, CH05, CH10 = load_chapter("ch03_sharding"), load_chapter("ch05_training"), load_chapter("ch10_jax")
+RING = CH03["ch03-cx4-ring-allgather"]  # 7 permutes to the right neighbour: no matrix product at all
 FSDP_FWD = CH05["ch05-cx2-fsdp-forward"]  # In[B_X, D] . W_in[D_X, F] . W_out[F, D_X]: two gathers of weights
 TP_BWD = CH05["ch05-cx3-tp-backward"]  # dW_in[D, F_X] through one psum of the output
 RING_MATMUL = CH10["ch10-cx2-collective-matmul"]  # a ring of Y - 1 products and permutes, in a fori_loop
@@ -59,6 +60,20 @@ def whole_batch_on_every_device(xb, wib, wob):
 
 
 @_fsdp
+def weights_first_in_a_loop_of_unknown_length(xb, wib, wob):
+    """W_in @ W_out formed in a while loop whose length the data decides (it runs once): counted once, 4x."""
+    w_in, w_out = _gathered(wib, wob)
+    start = (0 * xb[0, 0]).astype(jnp.int32)
+
+    def body(carry):
+        return carry[0] + 1, w_in @ w_out
+
+    zeros = jnp.zeros((w_in.shape[0], w_out.shape[1])) + 0 * xb[0, 0]  # varying over X, as the products are
+    _, both = jax.lax.while_loop(lambda c: c[0] < start + 1, body, (start, zeros))
+    return xb @ both
+
+
+@_fsdp
 def tokens_in_two_halves(xb, wib, wob):
     """Honest: the device's tokens in two halves, each through both weights: the model's FLOPs."""
     w_in, w_out = _gathered(wib, wob)
@@ -78,6 +93,21 @@ def tp_backward_recomputing(x, w_in, w_out):
 
     return jax.shard_map(block, mesh=M, in_specs=(P(), P(None, "X"), P("X", None)), out_specs=P(None, "X"))(
         x, w_in, w_out)
+
+
+def ring_put_in_order_by_a_permutation_matrix(x):
+    """Honest: the blocks received round the ring, put in order by a one-hot matrix product. The model's compiled
+    program reduces truth values (the bounds checks of .at[...].set), which once counted as its FLOPs, so this
+    program did 683x "the model's" and earned half."""
+    def block(xb):
+        got, sent = [xb], xb
+        for _ in range(7):
+            sent = jax.lax.ppermute(sent, "X", [(j, (j + 1) % 8) for j in range(8)])
+            got.append(sent)
+        order = jax.nn.one_hot((jax.lax.axis_index("X") - jnp.arange(8)) % 8, 8, dtype=xb.dtype)
+        return jnp.einsum("sd,src->drc", order, jnp.stack(got)).reshape(-1, xb.shape[1])
+
+    return jax.shard_map(block, mesh=M, in_specs=P("X", None), out_specs=P(), check_vma=False)(x)
 
 
 def ring_matmul_unrolled(a, w):
@@ -104,7 +134,11 @@ def ring_matmul_unrolled(a, w):
                  id="weights multiplied first, as a multiply and a sum"),
     pytest.param(FSDP_FWD, whole_batch_on_every_device, 0.5, "compute", "8.0x the FLOPs",
                  id="whole batch on every device"),
+    pytest.param(FSDP_FWD, weights_first_in_a_loop_of_unknown_length, 0.5, "compute", "4.1x the FLOPs",
+                 id="weights multiplied first, in a loop of unknown length"),
     pytest.param(FSDP_FWD, tokens_in_two_halves, 1.0, "correct", "Correct", id="tokens in two halves"),
+    pytest.param(RING, ring_put_in_order_by_a_permutation_matrix, 1.0, "correct", "Correct",
+                 id="ring put in order by a permutation matrix"),
     pytest.param(TP_BWD, tp_backward_recomputing, 1.0, "correct", "Correct", id="forward recomputed"),
     pytest.param(RING_MATMUL, ring_matmul_unrolled, 1.0, "correct", "Correct", id="ring unrolled"),
 ])
@@ -116,7 +150,9 @@ def test_matrix_products_are_weighed_in_both_judges(q, fn, score, diagnosis, wor
 
 def _flops(fn, *shapes):
     args = [jnp.asarray(np.random.default_rng(0).standard_normal(s), jnp.float32) for s in shapes]
-    return matmul_flops(jax.jit(fn).lower(*args).compile().as_text())
+    flops, known = matmul_flops(jax.jit(fn).lower(*args).compile().as_text())
+    assert known
+    return flops
 
 
 def test_flops_count_every_step_of_a_loop_and_the_costliest_branch():
@@ -132,8 +168,15 @@ def test_flops_count_every_step_of_a_loop_and_the_costliest_branch():
     assert _flops(lambda a, b: jnp.sum(a[:, :, None] * b[None], axis=1), (8, 16), (16, 4)) == 2 * 8 * 16 * 4
 
 
-def test_a_product_in_a_loop_of_unknown_length_is_not_weighed():
+def test_a_product_in_a_loop_of_unknown_length_counts_once_and_says_so():
     def unknown(a, b):
         return jax.lax.while_loop(lambda c: c[1] < a[0, 0], lambda c: (c[0] @ b, c[1] + 1.0), (a, 0.0))[0]
 
-    assert _flops(unknown, (16, 16), (16, 16)) is None
+    a, b = (jnp.asarray(np.random.default_rng(1).standard_normal((16, 16)), jnp.float32) for _ in range(2))
+    assert matmul_flops(jax.jit(unknown).lower(a, b).compile().as_text()) == (2 * 16**3, False)
+
+
+def test_reductions_of_truth_values_and_integers_are_no_products():
+    assert _flops(lambda a, b: jnp.any(a > b), (64, 64), (64, 64)) == 0
+    assert _flops(lambda a, b: jnp.sum((a > b).astype(jnp.int32)), (64, 64), (64, 64)) == 0
+    assert _flops(lambda a, b: jnp.sum(a * b), (64, 64), (64, 64)) == 2 * 64 * 64
