@@ -142,11 +142,14 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     path = folder / f"{notebook}.ipynb"
     found = notebooks_under(folder)
     archives = notebooks_under(folder, ".zip")  # in a folder of the upload too (``download/hw.zip``)
+    if not path.is_file():  # the assignment's name in other capitals (``CH01_ROOFLINES.IPYNB``) is its name too
+        named = [p for p in found if p.parent == folder and p.name.lower() == path.name.lower()]
+        path = named[0] if len(named) == 1 else path
     if path.is_file() and not path.is_symlink():
         # Graded by its name, never a guess; work handed in beside it (JupyterLab's Duplicate writes
         # ``<name>-Copy1.ipynb``, and ``nbgrader submit`` sends the whole folder) is named, for the staff.
         others = [p for p in found if p != path] + archives
-        return path, ([f"graded {notebook}.ipynb; also handed in, not graded: {_names(others, folder)} (if your "
+        return path, ([f"graded {printable(path.name)}; also handed in, not graded: {_names(others, folder)} (if your "
                        "work is there, tell the course staff)"] if others else [])
     candidates = [_Candidate(printable(p.relative_to(folder)), p) for p in found]
     passed_over: list[str] = []  # what a zip holds beside its candidate, and zips with no notebook
@@ -163,7 +166,8 @@ def find_notebook(folder: Path, notebook: str, work: Path) -> tuple[Path | None,
     if not candidates:
         linked = " (symbolic links are not followed)" if path.is_symlink() else ""
         also = f"; {_listed(unopened)}" if unopened else ""
-        held = files_under(folder)  # what was handed in instead, named, so a person can see what went wrong
+        # what was handed in instead, named, so a person can see what went wrong (folders too, where it holds no file)
+        held = files_under(folder) or sorted(folder.iterdir())[:WALKED]
         held_text = "" if unopened else f"; it holds {_names(held, folder)}" if held else "; the folder is empty"
         return None, [f"no {notebook}.ipynb in the submission{linked}{also}{held_text}"]
     [chosen] = candidates
@@ -232,13 +236,16 @@ def _zipped(archive: Path, notebook: str) -> tuple[list[_Candidate], list[str]]:
                 return [], [f"{printable(archive.name)} (over {WALKED_ENTRIES:,} files: not opened)"]
             members = [(i, m.filename) for i, m in enumerate(infos) if m.filename.lower().endswith(".ipynb")
                        and not m.is_dir() and "__MACOSX" not in m.filename and ".ipynb_checkpoints" not in m.filename]
+            # a zip in the zip (an LMS's bulk download zipped again) is not opened: named, so a person finds the work
+            zipped = [f"{printable(m.filename)} in {printable(archive.name)} (a zip in a zip: not opened)"
+                      for m in infos if m.filename.lower().endswith(".zip") and not m.is_dir()][:5]
     except Exception:  # whatever a crafted archive makes zipfile or a decompressor raise: no notebook
         return [], []
-    exact = {i for i, name in members if name.rsplit("/", 1)[-1] == f"{notebook}.ipynb"}
+    exact = {i for i, name in members if name.rsplit("/", 1)[-1].lower() == f"{notebook}.ipynb".lower()}
     chosen = exact or {i for i, _ in members}  # a set: a list made this quadratic in the members (100,000: 160 s)
     where = [f"{printable(name)} in {printable(archive.name)}" for _, name in members]
     inside = [_Candidate(w, archive, i) for (i, _), w in zip(members, where, strict=True) if i in chosen]
-    return inside, [w for (i, _), w in zip(members, where, strict=True) if i not in chosen]
+    return inside, [w for (i, _), w in zip(members, where, strict=True) if i not in chosen] + zipped
 
 
 def _listed(names: list[str], shown: int = 5) -> str:

@@ -156,7 +156,25 @@ def test_a_notebook_or_zip_named_in_another_case_or_in_a_folder_is_found(tmp_pat
         nbformat.write(answered(), folder / where)
     path, notes = find_notebook(folder, CHAPTER, tmp_path / "work")
     assert path is not None and nbformat.read(path, as_version=4).cells == answered().cells, notes
-    assert len(notes) == 1 and ("graded" in notes[0]), notes
+    assert len(notes) == (where != "CH01_ROOFLINES.IPYNB") and all("graded" in n for n in notes), notes
+
+
+def test_the_assignments_name_in_capitals_is_its_name_beside_other_work(tmp_path):
+    """Graded by its name, the draft beside it named for the staff: it was "which one?", and 0."""
+    folder = tmp_path / "s" / CHAPTER
+    folder.mkdir(parents=True)
+    nbformat.write(answered(), folder / "CH01_ROOFLINES.IPYNB")
+    nbformat.write(nbformat.v4.new_notebook(), folder / "ch01_rooflines-Copy1.ipynb")
+    path, notes = find_notebook(folder, CHAPTER, tmp_path / "work")
+    assert path == folder / "CH01_ROOFLINES.IPYNB" and "ch01_rooflines-Copy1.ipynb" in notes[0], notes
+    with zipfile.ZipFile(tmp_path / "Sub.ZIP", "w") as z:  # and inside a zip, beside a scratch notebook
+        z.writestr("CH01_ROOFLINES.IPYNB", nbformat.writes(answered()))
+        z.writestr("scratch.ipynb", nbformat.writes(nbformat.v4.new_notebook()))
+    for p in folder.iterdir():
+        p.unlink()
+    (tmp_path / "Sub.ZIP").rename(folder / "Sub.ZIP")
+    path, notes = find_notebook(folder, CHAPTER, tmp_path / "work")
+    assert path is not None and nbformat.read(path, as_version=4).cells == answered().cells, notes
 
 
 def test_a_submission_without_a_notebook_names_what_it_holds(tmp_path):
@@ -164,9 +182,19 @@ def test_a_submission_without_a_notebook_names_what_it_holds(tmp_path):
     folder.mkdir(parents=True)
     assert find_notebook(folder, CHAPTER, tmp_path / "work")[1] == [
         "no ch01_rooflines.ipynb in the submission; the folder is empty"]
+    (folder / "ch01_rooflines.ipynb").mkdir()  # a folder named like the notebook holds no notebook
+    assert find_notebook(folder, CHAPTER, tmp_path / "work")[1] == [
+        "no ch01_rooflines.ipynb in the submission; it holds ch01_rooflines.ipynb/"]
     (folder / "answers.pdf").write_bytes(b"%PDF")
     assert find_notebook(folder, CHAPTER, tmp_path / "work")[1] == [
         "no ch01_rooflines.ipynb in the submission; it holds answers.pdf"]
+    inner = io.BytesIO()
+    with zipfile.ZipFile(inner, "w") as z:
+        z.writestr(NAME, nbformat.writes(answered()))
+    with zipfile.ZipFile(folder / "outer.zip", "w") as z:  # an LMS's download, zipped again
+        z.writestr("inner.zip", inner.getvalue())
+    assert find_notebook(folder, CHAPTER, tmp_path / "work")[1] == [
+        "no ch01_rooflines.ipynb in the submission; inner.zip in outer.zip (a zip in a zip: not opened)"]
 
 
 @pytest.mark.slow
