@@ -291,7 +291,7 @@ def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
     once: nothing the text holds goes unread. Lines come in the text's order."""
     computations, entry, loose = _computations(hlo_text)
     memo: dict[str, dict[str, int | None]] = {}
-    devices, shapes = _devices(hlo_text), _result_shapes(computations)
+    devices, shapes = _devices(hlo_text), _result_shapes(hlo_text)
 
     def runs_of(name: str, depth: int) -> dict[str, int | None]:
         if name in memo:
@@ -327,6 +327,7 @@ def compiled_runs(hlo_text: str) -> tuple[tuple[str, int | None], ...]:
     return tuple((line, reached.get(line, 0 if line in passed else 1)) for line in dict.fromkeys(order))
 
 
+@functools.lru_cache(maxsize=4)  # read by ``compiled_runs`` and ``_result_shapes`` alike: parsed once (never mutated)
 def _computations(hlo_text: str, names: bool = False) -> tuple[dict[str, list[str]], str | None, list[str]]:
     """The computations of HLO text by name (their instruction lines, without the text a program names:
     ``without_named_text``, unless ``names``), the ENTRY computation's name, and the lines outside any computation
@@ -609,11 +610,12 @@ _LHS = re.compile(r"\b(?:dot|reduce)\(\s*(?:([a-z]+[0-9a-z]*)\[([\d,]*)\]\S*\s+)
 _CONTRACTING = re.compile(r"\blhs_contracting_dims=\{([\d,]*)\}")
 
 
-def _result_shapes(computations: Mapping[str, list[str]]) -> dict[str, tuple[str, tuple[int, ...]]]:
+@functools.lru_cache(maxsize=4)  # one compiled program is read several ways (``compiled_runs``, ``matmul_flops``)
+def _result_shapes(hlo_text: str) -> dict[str, tuple[str, tuple[int, ...]]]:
     """Each instruction's result element type and shape by its name (an array's; a tuple's is not kept): a compiled
     ``dot`` names its operands without their types."""
     shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
-    for lines in computations.values():
+    for lines in _computations(hlo_text)[0].values():
         for line in lines:
             m = _DEFINED.match(line)
             if m:
@@ -649,7 +651,7 @@ def matmul_flops(hlo_text: str) -> tuple[float, bool]:
     """FLOPs per device of a compiled program's matrix products over one run (its HLO text is one device's program),
     and whether every count is known: one in a loop of unknown length is counted once, as a collective there is,
     which is as few as it may run (a student's waste there is still seen; a model's count is no yardstick)."""
-    shapes = _result_shapes(_computations(hlo_text)[0])
+    shapes = _result_shapes(hlo_text)
     total, known = 0.0, True
     for line, runs in compiled_runs(hlo_text):
         flops = _dot_flops(line, shapes)
