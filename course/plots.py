@@ -69,7 +69,7 @@ def measured(batches: np.ndarray, flops_per_s: np.ndarray, peak: float, bw: floa
     grader skips timing) the axes say so: a log scale of nothing would fail to draw."""
     ax = _axes(ax)
     if not np.isfinite(np.asarray(flops_per_s, dtype=float)).any():
-        ax.text(0.5, 0.5, "No timings: they are not measured while a notebook is graded.", ha="center",
+        ax.text(0.5, 0.5, "No timings: they are not measured while nbgrader runs a notebook.", ha="center",
                 va="center", transform=ax.transAxes)
         ax.set(xticks=[], yticks=[], title="This machine's matmul roofline")
         return ax

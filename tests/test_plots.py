@@ -39,10 +39,11 @@ def test_measured_roofline_draws_real_timings(plt):
     assert len(ax.lines) == 2 and ax.get_xscale() == "log" and _png(ax).startswith(b"\x89PNG")
 
 
-def test_measured_roofline_without_timings_says_so(plt, monkeypatch):
+@pytest.mark.parametrize("execution", ["autograde", "validate"])
+def test_measured_roofline_without_timings_says_so(plt, monkeypatch, execution):
     from course import measure, plots
 
-    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    monkeypatch.setenv("NBGRADER_EXECUTION", execution)
     rates = measure.matmul_throughput(BATCHES)
     assert np.isnan(rates).all()
     ax = plots.measured(BATCHES, rates, np.nan, np.nan, INTENSITY)
