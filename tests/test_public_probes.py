@@ -22,6 +22,7 @@ probe: the grader too lets them pass most cases.
 """
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -144,3 +145,54 @@ def test_every_slip_fails_a_public_probe_and_a_quarter_unless_narrow(q, slip: Sl
     assert not v.ok, f"{q.qid}: the slip {slip.diagnosis} passes every public probe"
     if not slip.narrow:
         assert v.score <= PUBLIC_MOST, f"{q.qid}: the slip {slip.diagnosis} passes {v.score:.2f} of the probes"
+
+
+# --- the public cases lie where the grader's do -----------------------------------------------------------------
+
+def _power_of_two(v: Any) -> bool:
+    return float(v).is_integer() and v >= 1 and (int(v) & (int(v) - 1)) == 0
+
+
+KINDS_OF_VALUE = {"a power of two": _power_of_two, "a whole number": lambda v: float(v).is_integer(),
+                  "positive": lambda v: v > 0}
+# Inputs whose public values are of a kind the grading-time draws never give them, where no reading of the prompt
+# changes with it: "qid:input" -> why.
+OUTSIDE_THE_DRAWS_ALIKE = {
+    "ch04-cx5-param-count:N": "40 heads, a real config's; a parameter count is the same sum for any head count",
+    "ch04-cx5-param-count:K": "as N",
+    "ch04-cx5-train-flops:N": "as param_count",
+    "ch04-cx5-train-flops:K": "as param_count",
+    "ch06-cx2-comm-ratio:alpha": "the book's critical intensities, fractional; a ratio reads any alpha alike",
+    "ch11-c4-train-losses:seed": "a seed of 0 starts the run as any seed does",
+}
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+@pytest.mark.parametrize("q", QUESTIONS, ids=lambda q: q.qid)
+def test_the_public_cases_hold_no_value_of_a_kind_the_grader_never_draws(q):
+    """The self-check calls an answer on the public cases, the grader on cases drawn like them. Chapter 5's
+    choose_mesh says N is a power of two (every drawn N is one), yet two public cases held the book's 8960-chip
+    pod: an answer that read the prompt as written, Y = N / X, was told "2 of 10 cases fail" (80%) and graded 2 of
+    2. An input that every draw gives values of one kind (powers of two, whole numbers, positive) holds only such
+    values in the public cases too."""
+    from autograder.kinds.function import _as_json, vary
+
+    rng, draw, drawn = random.Random(q.qid), q.draw or vary, {}
+    for probe in q.probes:
+        for _ in range(25):
+            for name, v in draw(rng, dict(_as_json(probe))).items():
+                if _numeric(v):
+                    drawn.setdefault(name, []).append(v)
+    outside = {}
+    for name, values in drawn.items():
+        if f"{q.qid}:{name}" in OUTSIDE_THE_DRAWS_ALIKE:
+            continue
+        for kind, holds in KINDS_OF_VALUE.items():
+            if all(holds(v) for v in values):
+                odd = [p[name] for p in q.probes if _numeric(p.get(name)) and not holds(p[name])]
+                if odd:
+                    outside[f"{name}: always {kind} when drawn"] = odd
+    assert not outside, outside

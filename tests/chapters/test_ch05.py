@@ -126,3 +126,33 @@ def test_the_chip_count_written_as_n_is_named_an_unknown_symbol():
     for v in both_judges(q, "8*B*D*F/(C*N)"):
         assert v.status is Status.INVALID and v.diagnosis == "unknown_name", v
         assert "'N'" in v.message and "X" in v.message.split("use only")[1], v.message
+
+
+# --- a bound derived from the exact ring time is right, as the time it comes from is ------------------------------
+
+B, C, D, F, W, X, Y, M_X, M_Y = ch05.B, ch05.C, ch05.D, ch05.F, ch05.W, ch05.X, ch05.Y, ch05.M_X, ch05.M_Y
+# (time question, its exact ring form, the question derived from it, the derivation as the notebook's cells do it)
+CHAINS = [
+    ("ch05-e2-dp-t-comms", 8 * D * F * (X - 1) / (X * W), "ch05-e2-dp-bound",
+     lambda t: sp.solve(sp.Eq(8 * B * D * F / (X * C), t), B)[0] / X),
+    ("ch05-e3-fsdp-t-comms", 4 * D * F * (X - 1) / (X * W), "ch05-e3-fsdp-bound",
+     lambda t: sp.solve(sp.Eq(4 * B * D * F / (X * C), t.subs(W, M_X * W)), B)[0] / X),
+    ("ch05-e6-tp-t-comms", 4 * B * D * (Y - 1) / (Y * W), "ch05-e6-tp-max-y",
+     lambda t: sp.solve(sp.Eq(4 * B * D * F / (Y * C), t.subs(W, M_Y * W)), Y)[0]),
+]
+
+
+@pytest.mark.parametrize(("time_qid", "exact", "bound_qid", "derive"), CHAINS, ids=[c[2] for c in CHAINS])
+def test_a_bound_derived_from_the_exact_time_is_right(time_qid, exact, bound_qid, derive):
+    """The time questions accept the exact ring's (X-1)/X; a student who kept it and solved for the bound, as the
+    notebook's cells do, scored 0 on the bound ("depends on X, but the answer should not"; for FSDP "'X' is not one
+    of this question's symbols"; for E6 "the lower-order terms differ"). A bound derived from a wrong time still
+    fails: twice the ring's time, or its factor upside down."""
+    assert all(v.ok for v in both_judges(CHAPTER[time_qid], exact))
+    bound = CHAPTER[bound_qid]
+    for v in both_judges(bound, derive(exact)):
+        assert v.ok and v.diagnosis == "correct", (bound_qid, v.message)
+    ring = (X - 1) / X if "X" in str(exact) else (Y - 1) / Y
+    for wrong in (2 * exact, exact / ring**2):
+        for v in both_judges(bound, derive(wrong)):
+            assert not v.ok, (bound_qid, wrong, v.message)
