@@ -142,6 +142,20 @@ _WORD_UNITS = frozenset(u for u in _SUFFIXES if u.isalpha() and u.islower() and 
 _APPROXIMATELY = re.compile(r"^(?:~|≈|∼|≃|approx\.?|approximately|about|around|roughly)\s*(?=[-+.0-9(])",
                             re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[A-Za-zµμ%)])\.$")
+# A plain number as it is said of money and counts: the course's amounts are in US dollars ("$1.08e7", "1.08e7 USD"),
+# and a count may end in the word of its scale ("3.2 billion"), which no unit is. A letter of scale ("13B", "70M") is
+# still told how to write the number: B is bytes as often as billions, and K 1024 as often as 1000.
+_DOLLARS = re.compile(r"^(?:US\s?\$|\$|USD)\s*(?=[-+.0-9(])|(?<=[0-9A-Za-z)])\s*(?:\$|USD|(?:US\s)?dollars?)$",
+                      re.IGNORECASE)
+_SPOKEN_SCALE = re.compile(rf"({_NUM})\s*(thousand|million|billion|trillion)", re.IGNORECASE)
+_SPOKEN_POWERS = {"thousand": "e3", "million": "e6", "billion": "e9", "trillion": "e12"}
+
+
+def _as_said(text: str) -> str:
+    """A plain number's text with a dollar sign or name left out and a scale word written as its power of ten."""
+    text = _DOLLARS.sub("", text.strip())
+    said = _SPOKEN_SCALE.fullmatch(text)
+    return f"({said.group(1)})*1{_SPOKEN_POWERS[said.group(2).lower()]}" if said else text
 
 # Scientific notation as it is written by hand: a mantissa, a times sign, 10 and its power, written with
 # ^, ** or superscript digits ("1.5 x 10^-3", "1.5×10⁻³", "1.5 * 10**(-3)"), and an exponent's minus typed
@@ -231,6 +245,8 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     if isinstance(text, Invalid):
         return _formula_record(text)
     text = _SENTENCE_END.sub("", _APPROXIMATELY.sub("", record.canonical("number", text)))
+    if unit == "":
+        text = _as_said(text)
     if len(text) > MAX_CHARS:
         return Invalid("too_long", str(len(text)), text=text[:80])
     currency = _CURRENCY.search(text)

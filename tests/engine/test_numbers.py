@@ -108,10 +108,11 @@ INVALID = {
     "number_expression": [("8*sqrt(3)", ""), ("76.47*pi", ""), ("log(4096)/log(2)", ""), ("sqrt(2)", ""),
                           ("2 pi", "")],
     "count_word": [("240 tokens", "")],
-    "scale_suffix": [("13B", ""), ("70M", ""), ("13 billion", "")],
-    # an amount of money is a plain number: the sign or the currency's name is left out
-    "currency": [("$1.2M", ""), ("1.2M dollars", ""), ("$3,000", ""), ("USD 5", ""), ("€20", ""), ("20 EUR", ""),
-                 ("1.5e6 $", "")],
+    "scale_suffix": [("13B", ""), ("70M", ""), ("13 bn", ""), ("$1.2M", ""), ("1.2M dollars", "")],
+    # an amount of money is a plain number, in US dollars (their sign or name is read on a plain-number question):
+    # another currency's sign or name is left out, as a dollar sign is on a question with a unit
+    "currency": [("1.2 euros", ""), ("€20", ""), ("20 EUR", ""), ("£5", ""), ("GBP 5", ""), ("$5", "s"),
+                 ("5 USD", "B")],
     "separator": [("1,000", "s"), ("1_000", "s"), ("1,024", ""), ("1 024", ""), ("1'024", ""), ("1,5 ms", "s"),
                   ("1, 2", "")],
     "not_a_number": [("abc", "s"), ("ms", "s"), ("", "s"), ("()", ""),
@@ -144,7 +145,7 @@ def test_invalid(code, answer, unit):
 
 
 def test_a_currency_is_named_with_the_fix_and_no_answer():
-    for answer, named in (("$1.2M", "$"), ("1.2M dollars", "dollars"), ("USD 5", "USD")):
+    for answer, named in (("€1.2M", "€"), ("1.2M euros", "euros"), ("GBP 5", "GBP")):
         got = parse_number(answer, "")
         sentence = phrase_invalid(got)
         assert f"'{named}'" in sentence and "plain number" in sentence and "1.2" not in sentence, sentence
@@ -237,6 +238,20 @@ READINGS = [
     (31372345344.0, "", "3.14e10", True),
     (31372345344.0, "", "31.4e9", True),
     (31372345344.0, "", "3.1e10", False),
+    # Money in the course's US dollars, and a count said with the word of its scale, on a plain-number question.
+    (1.08e7, "", "$1.08e7", True),
+    (1.08e7, "", "$ 1.08e+07", True),
+    (1.08e7, "", "1.08e7 USD", True),
+    (1.08e7, "", "US$10.8e6", True),
+    (1.08e7, "", "$10.8 million", True),
+    (1.08e7, "", "10.8 million dollars", True),
+    (1.08e7, "", "$10.8 billion", False),
+    (3.2e9, "", "3.2 billion", True),
+    (3.2e9, "", "3.2 Billion", True),
+    (6.54e5, "", "0.654 million", True),
+    (1.5e12, "", "1.5 trillion", True),
+    (4e3, "", "4 thousand", True),
+    (3.2e9, "", "3.2 million", False),
 ]
 
 
@@ -631,8 +646,7 @@ def test_a_k_is_told_both_of_its_readings():
 # "Unknown unit 'G'", true but no help. Each is now told how to write the number, in every plain-number question of
 # the course, by both judges; the verdict is the same (no mark: the letter is not read as a scale).
 SCALED_FORMS = [("8.03 B", "8.03e9"), ("8.03B", "8.03e9"), ("3.2 G", "3.2e9"), ("3.2G", "3.2e9"), ("70 M", "70e6"),
-                ("4 K", "4e3"), ("4 k", "4e3"), ("1.5 T", "1.5e12"), ("13 bn", "13e9"), ("13bn", "13e9"),
-                ("13 billion", "13e9")]
+                ("4 K", "4e3"), ("4 k", "4e3"), ("1.5 T", "1.5e12"), ("13 bn", "13e9"), ("13bn", "13e9")]
 
 
 def _plain_numbers() -> list[Number]:
