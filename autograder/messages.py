@@ -444,6 +444,10 @@ _PROGRAM = {
                      "a while_loop that steps one counter by a constant to a constant.",
     # after the costliest of many collectives a program runs, those it does not describe
     # added to the expected collectives where fewer, each carrying several arrays, are right too
+    # added where the counts are those asked for but for all-reduces written as a reduce-scatter and an all-gather
+    "collectives+halves": " A reduce-scatter followed by an all-gather is an all-reduce in two halves (as sequence "
+                          "parallelism writes it), moving the same bytes, but this question asks for the all-reduce "
+                          "itself, one psum.",
     "collectives+fused": " (or fewer of a kind, each carrying several arrays, moving the same bytes)",
     "collectives+more": "and {n} more, each moving fewer bytes",
     # added to the collectives a program states when the compiler added others around them

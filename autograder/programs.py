@@ -1129,6 +1129,7 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
         if model and any(isinstance(n, int) and n > 1 for k, n in expected_counts.items() if k != "collective-permute"):
             expected += phrase_program("collectives+fused")  # ``_fused``: a ring's permutes are its steps
         message = phrase("collectives", found=found, expected=expected)
+        message += phrase_program("collectives+halves") if _all_reduces_in_halves(without, expected_counts) else ""
         message += " " + q.collectives_note if q.collectives_note else ""
         message += " " + phrase_program("memory+", **over) if over else ""  # a gather that costs memory says so
         return Verdict(Status.PARTIAL, 0.5, "collectives:" + (",".join(sorted(counts)) or "none"), message,
@@ -1267,6 +1268,21 @@ def _as_reduce_scatters(found: dict[str, int], wanted: dict[str, Any]) -> dict[s
     out = {**found, "reduce-scatter": found.get("reduce-scatter", 0) + moved,
            "all-reduce": found.get("all-reduce", 0) - moved}
     return {k: v for k, v in out.items() if v}
+
+
+def _all_reduces_in_halves(found: dict[str, int], wanted: dict[str, Any]) -> bool:
+    """Whether the counts are those asked for but for some all-reduces, each written as its two halves: a
+    reduce-scatter and an all-gather (sequence parallelism's way), which the question does not ask for."""
+    def least(kind: str) -> int:
+        w = wanted.get(kind, 0)
+        return w if isinstance(w, int) else w[0]
+    halves = min(found.get("reduce-scatter", 0) - least("reduce-scatter"),
+                 found.get("all-gather", 0) - least("all-gather"))
+    if halves < 1 or not least("all-reduce"):
+        return False
+    as_whole = {**found, "reduce-scatter": found.get("reduce-scatter", 0) - halves,
+                "all-gather": found.get("all-gather", 0) - halves, "all-reduce": found.get("all-reduce", 0) + halves}
+    return counts_match({k: v for k, v in as_whole.items() if v}, wanted)
 
 
 # The all-reduces the compiler adds to a program that are bookkeeping, not the lesson's communication: a loss summed

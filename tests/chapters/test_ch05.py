@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import sympy as sp
 
+import course
 import solutions.ch05_training as ch05
 from autograder.questions import load_chapter
 from autograder.verdict import Status
@@ -156,3 +157,29 @@ def test_a_bound_derived_from_the_exact_time_is_right(time_qid, exact, bound_qid
     for wrong in (2 * exact, exact / ring**2):
         for v in both_judges(bound, derive(wrong)):
             assert not v.ok, (bound_qid, wrong, v.message)
+
+
+def tp_backward_in_halves(x, w_in, w_out):
+    """CX3's backward the way sequence parallelism writes it: the partial outputs reduce-scattered over tokens, each
+    device squaring its own rows, the scalar losses summed; autodiff gathers in the backward pass."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    def block(xf, a, b):
+        def loss(w):
+            mine = jax.lax.psum_scatter(jax.numpy.maximum(xf @ w, 0.0) @ b, "X", scatter_dimension=0, tiled=True)
+            return jax.lax.psum(jax.numpy.sum(mine**2), "X") / (2 * xf.shape[0])
+        return jax.grad(loss)(a)
+    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(), P(None, "X"), P("X", None)),
+                         out_specs=P(None, "X"))(x, w_in, w_out)
+
+
+def test_an_all_reduce_written_in_halves_is_told_so():
+    """The all-reduce CX3's backward asks for, written as a reduce-scatter and an all-gather of the same bytes, keeps
+    half (the question teaches that the forward's one all-reduce is all a tensor-parallel step needs); the message
+    said only "1 x all-gather ...; 1 x reduce-scatter ...; expected 1 all-reduce", as if the program moved more."""
+    for v in both_judges(CHAPTER["ch05-cx3-tp-backward"], tp_backward_in_halves):
+        assert v.score == 0.5 and v.diagnosis.startswith("collectives:"), v
+        assert "all-reduce in two halves" in v.message and "same bytes" in v.message, v.message
+    for v in both_judges(CHAPTER["ch05-cx3-tp-backward"], ch05.tp_backward_gathers_weights):
+        assert "two halves" not in v.message, v.message  # two weights gathered: no all-reduce's halves
