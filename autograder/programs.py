@@ -1119,8 +1119,11 @@ def judge_report(q: ProgramSpec, report: Report, seed: int, traffic: Mapping[str
     read_as += (_split_all_reduces_as_one({**counts, "all-reduce": as_one}, report.collectives or report.compiled),)
     if not any(counts_match(c, expected_counts) or _fused(q, c, expected_counts, weighed, moved, model)
                for c in read_as):
-        if report.over_left_axes and not q.compiler_places and (placed := _compiler_added(report, counts)):
-            return _placed(report, placed, details or counts)  # what a block left to the compiler, not a count
+        # what a block left to the compiler, or a program that writes none of the collectives asked for (jit), not a
+        # count
+        if (report.over_left_axes or not report.collectives and expected_counts) and not q.compiler_places \
+                and (placed := _compiler_added(report, counts)):
+            return _placed(report, placed, details or counts)
         found = "; ".join(details) if details else describe_counts(counts)
         added = _compiler_added(report, counts) if details else {}
         where = "collectives+compiler:left" if report.over_left_axes else "collectives+compiler"

@@ -183,3 +183,29 @@ def test_an_all_reduce_written_in_halves_is_told_so():
         assert "all-reduce in two halves" in v.message and "same bytes" in v.message, v.message
     for v in both_judges(CHAPTER["ch05-cx3-tp-backward"], ch05.tp_backward_gathers_weights):
         assert "two halves" not in v.message, v.message  # two weights gathered: no all-reduce's halves
+
+
+def fsdp_tp_step_by_jit(x, w_in, w_out):
+    """CX4c's step written with jit and sharding constraints alone: XLA places every collective."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = course.mesh(X=4, Y=2)
+
+    @jax.jit
+    def step(x, a, b):
+        loss = lambda a, b: jax.numpy.sum((jax.numpy.maximum(x @ a, 0) @ b) ** 2) / (2 * x.shape[0])  # noqa: E731
+        value, (da, db) = jax.value_and_grad(loss, argnums=(0, 1))(a, b)
+        return (value, jax.lax.with_sharding_constraint(da, NamedSharding(mesh, P("X", "Y"))),
+                jax.lax.with_sharding_constraint(db, NamedSharding(mesh, P("Y", "X"))))
+    return step(x, w_in, w_out)
+
+
+def test_a_step_whose_collectives_the_compiler_placed_is_told_so_whatever_their_count():
+    """A jit step that writes no collective was told so where the compiler's counts matched the question's, and was
+    given the counts alone ("4 all-gather, 2 all-reduce; expected ...") where they did not: both are told that the
+    compiler placed them and that the question asks for them inside shard_map."""
+    for v in both_judges(CHAPTER["ch05-cx4-fsdp-tp-step"], fsdp_tp_step_by_jit):
+        assert (v.score, v.diagnosis) == (0.5, "collectives:placed"), v
+        assert "your program writes no collective" in v.message and "shard_map" in v.message, v.message

@@ -362,7 +362,7 @@ CASES = [
                  id="case 1 with two all-to-alls"),
     # A loop's body is printed once in the compiled program: its collectives are counted once per step.
     pytest.param(MOE_LOCAL, moe_by_jit, 0.5, "collectives:placed", "the compiler placed", id="moe by jit"),
-    pytest.param(MOE_LOCAL, moe_by_jit_eight_times, 0.5, "collectives:all-reduce", "runs 8 all-reduce",
+    pytest.param(MOE_LOCAL, moe_by_jit_eight_times, 0.5, "collectives:placed", "placed 8 all-reduce",
                  id="moe all-reduce in a loop of 8"),
     pytest.param(MOE_LOCAL, moe_by_jit_loop_of_unknown_length, 0.5, "collectives:unknown_count", "unknown length",
                  id="moe all-reduce in a loop of unknown length"),
@@ -373,7 +373,7 @@ CASES = [
     pytest.param(MOE_LOCAL, moe_everything_behind_a_dead_decoy, 0.5, "traffic:all-reduce", "the bytes",
                  id="every expert everywhere behind a dead psum"),
     # A compiled conditional is read, kind by kind, as the branch whose collectives of that kind move the most bytes.
-    pytest.param(FSDP_MLP, mlp_heavy_beside_a_branch_of_more_gathers, 0.5, "collectives:all-gather", "all-gather",
+    pytest.param(FSDP_MLP, mlp_heavy_beside_a_branch_of_more_gathers, 0.5, "collectives:placed", "placed 1 all-gather",
                  id="10x in the branch that runs, two gathers in the other"),
     pytest.param(MOE_LOCAL, moe_heavy_beside_a_branch_of_as_many, 0.5, "traffic:all-reduce", "the bytes",
                  id="every expert in the branch that runs, the model in the other"),
@@ -390,8 +390,8 @@ CASES = [
                  id="a loop's trip count forged in its attributes"),
     pytest.param(CH03["ch03-cx2-case1-local"], case1_gathering_in_a_loop_said_to_run_never, 0.0, "bad_program",
                  "frontend attributes", id="a loop said to run never"),
-    pytest.param(FSDP_MLP, mlp_beside_rolls_in_a_scope_that_names_no_pairs, 0.5, "collectives:all-gather,"
-                 "collective-permute", "collective-permute", id="permutes in a scope named as no pairs"),
+    pytest.param(FSDP_MLP, mlp_beside_rolls_in_a_scope_that_names_no_pairs, 0.5, "collectives:placed",
+                 "7 collective-permute", id="permutes in a scope named as no pairs"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_in_two_branches, 1.0, "correct", "Correct",
                  id="ring step in two branches"),
     pytest.param(CH10["ch10-cx1-ring-all-gather"], ring_gather_unrolled, 1.0, "correct", "Correct",
