@@ -645,6 +645,10 @@ def e5(B: int, D: int) -> tuple[Number | Formula, ...]:
         Formula(qid="ch09-e5-time-formula", points=1, section=EXAMPLE,
                 prompt="Time of X[B, T, D] @ W_in[D, F] on N devices of C FLOP/s each, compute-bound.",
                 reference=T_MATMUL, symbols="B T D F N C", counts="N",
+                # the section's model has F = 4 D, which a student may put in: right for it, not for another F
+                accept=(Accept(T_MATMUL.subs(F, 4 * sym.D), 0.5,
+                               "That is the time with F = 4 D put in, right for this model alone: write it in F, as "
+                               "asked, so that it holds for any width."),),
                 slips=(Slip(2 * sym.B * T * sym.D * F / C, "missing_symbol:N", "N devices share the work."),
                        Slip(sym.B * T * sym.D * F / (N * C), "ratio:1/2"))),
         number("ch09-e5-time", section=EXAMPLE,

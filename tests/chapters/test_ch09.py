@@ -317,3 +317,13 @@ def test_a_census_that_reads_one_array_of_a_tuple_fails_most_drawn_cases():
         drawn = drawn_probes(q, seed)
         assert judge(q, kinds.encode(printed(q), q.solution, drawn), seed).ok
         assert judge(q, kinds.encode(printed(q), _census_of_first_arrays, drawn), seed).score <= 0.5
+
+
+def test_the_time_with_the_sections_f_put_in_earns_half_and_says_why():
+    """E5's section gives its model F = 4 D; a student who put that in (8BTD^2/(NC)) was told "The answer depends on
+    F; yours does not", as if a factor were dropped. Half, with the reason; twice that is still wrong."""
+    q = CHAPTER["ch09-e5-time-formula"]
+    for v in both_judges(q, "8*B*T*D**2/(N*C)"):
+        assert v.score == 0.5 and "F = 4 D put in" in v.message, v
+    for v in both_judges(q, "16*B*T*D**2/(N*C)"):
+        assert v.score == 0 and "F = 4 D" not in v.message, v
