@@ -133,6 +133,8 @@ _WRONG = {
     "edge": "At the very edge of what is accepted ({tolerance}): the self-check cannot tell on which side. {advice}",
     "magnitude": "Off by about a factor of {factor} (to within 25%): check {scale}, and which quantities "
                  "you combined.{percent}",
+    # a number whose reciprocal is right (kinds/number.py)
+    "inverted": "Your answer is the expected value upside down: is the ratio taken the other way round?",
     "not_equal": "Not the expected value, nor a simple multiple of it: recheck which quantities you combined, "
                  "and how.",
     # any wrong value of a simple number question that is not close, nor a factor said (kinds/number.py, ``simple``):
@@ -428,8 +430,10 @@ _PROGRAM = {
     "compute": "Right numbers and collectives, but each device's matrix products do {k}x the FLOPs the expected "
                "program's do ({got} FLOPs per device where {want} are enough; loops counted at every step, one of "
                "unknown length once, a conditional as its costliest branch): is a product formed that the result "
-               "does not need (two weight matrices multiplied together before the input meets them), a whole "
-               "product computed where a device keeps only its share of it, or the same product done twice?",
+               "does not need (two weight matrices multiplied together before the input meets them), a chain of "
+               "products multiplied in a costlier order (A @ B @ C is (A @ B) @ C: at these sizes A @ (B @ C) may "
+               "cost far less), a whole product computed where a device keeps only its share of it, or the same "
+               "product done twice?",
     # a ring question answered with permutes the compiler placed (jnp.roll outside a shard_map) that jump
     "not_ring": "Right numbers, but {n} of the {count} collective-permutes in your compiled program were placed by "
                 "the compiler, not written in your program (an array operation outside a shard_map, such as "

@@ -981,7 +981,7 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
     Number(qid="ch10-e4-speedup", points=1, section=HOW,
            prompt="Speed-up of the collective matmul over the jit version (book timings).",
            reference=T_JIT_S / T_COLLECTIVE_S, tolerance=ONE_PERCENT,
-           slips=(Slip(T_COLLECTIVE_S / T_JIT_S, "not_equal", "a speed-up is old time over new time."),
+           slips=(Slip(T_COLLECTIVE_S / T_JIT_S, "inverted", "a speed-up is old time over new time."),
                   Slip(T_JIT_S / T_COLLECTIVE_S - 1, "magnitude:-1",
                        "a speed-up is old time over new time, a ratio above 1: not how much faster, as a fraction."),
                   Slip(1 - T_COLLECTIVE_S / T_JIT_S, "magnitude:-1",

@@ -26,7 +26,7 @@ def wrong(code: str, hints: Sequence[str] = (), **ctx: Any) -> Verdict:
 # for a code or sentence of its own for a factor not said would tell a guess that it is one (a student reads the
 # verdict's code too). A declared slip's ratio, unit, magnitude or not_equal code is met by it.
 WITHHELD = "withheld"
-_WITHHELD_CODES = ("ratio", "unit", "magnitude", "not_equal")
+_WITHHELD_CODES = ("ratio", "unit", "magnitude", "not_equal", "inverted")
 CLOSE_FACTOR = 0.25  # kinds/number.py's CLOSE (which imports this module)
 
 

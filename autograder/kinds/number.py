@@ -493,6 +493,11 @@ def diagnose(e: Expected, p: ParsedNumber) -> Verdict:
             return wrong("unit:binary", hints, **ctx, **reading[1])
         if near("close", 0, v) is True:
             return _close(e, v, hints, ctx, step)
+        # The ratio taken the other way round (a VPU's FLOPs over the MXU's), where no factor or unit explains the
+        # answer: said, as a factor is, on a simple question only to an answer whose reciprocal carries the
+        # reference's figures.
+        if _right(e.oracle, 1 / v) is True and (not e.simple or near("pin", 0, 1 / v) is True):
+            return wrong("inverted", hints, **ctx)
         if not e.simple:  # on a simple question, a power of ten's edge would bisect the answer (``WITHHELD``)
             for d in MAGNITUDES:
                 if near("decade", 0, v / 10.0**d) is True:

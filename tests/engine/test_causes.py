@@ -279,3 +279,16 @@ def test_numbers_in_these_tests_are_what_they_say():
 def test_a_factor_of_100_is_read_as_a_percentage_only_where_it_can_be_one(reference, answer, told):
     graded = number.check("ch99-t1-pct", reference, "", Tolerance(rtol=0.005), answer)
     assert ("A percentage where a fraction is asked" in graded.message) is told, graded.message
+
+
+# --- 4. a ratio taken the other way round ---------------------------------------------------------------------------
+
+def test_a_ratio_upside_down_is_told_so():
+    """Chapter 2's MXU-over-VPU ratio answered as VPU over MXU was told "Not the expected value ... powers of ten".
+    A number whose reciprocal is right is told it is upside down, by both judges; on a question whose accepted values
+    hold a simple number, only where the reciprocal carries the reference's figures (an unworked 1/32 is not told)."""
+    q = load_chapter("ch02_tpus")["ch02-pq1-ratio"]
+    assert "upside down" in _said(q, 1 / q.reference)
+    assert "upside down" not in _said(q, 1 / 32)
+    assert "upside down" in _said(_number(4230.0, prompt="How many FLOPs per byte?"), 1 / 4230)
+    assert "upside down" not in _said(_number(4230.0, prompt="How many FLOPs per byte?"), 2 / 4230)
