@@ -351,6 +351,11 @@ def cx5_untied(L, D, F, N, K, H, V, E, tied):
     return param_count(L, D, F, N, K, H, V, E, False)
 
 
+def cx5_with_router(L, D, F, N, K, H, V, E, tied):
+    """An MoE's router counted, a D x E matrix a layer, which the prompt leaves out."""
+    return param_count(L, D, F, N, K, H, V, E, tied) + (L * D * E if E > 1 else 0)
+
+
 def cx5_with_norms(L, D, F, N, K, H, V, E, tied):
     return param_count(L, D, F, N, K, H, V, E, tied) + 2 * L * D + D  # two RMSNorm scales a layer, one at the end
 
@@ -374,17 +379,22 @@ def _cfg_probe(c: m.Config, *names: str, **extra) -> dict:
 SHAPE = ("L", "D", "F", "N", "K", "H", "V")
 
 
-def random_shape(rng: random.Random) -> dict:
-    """A fresh model shape for CX5's grading-time cases: L layers, N = G K heads of H, F about 3 D."""
-    K, D = rng.choice((1, 2, 4, 8, 16)), 128 * rng.randint(8, 128)
+def random_shape(rng: random.Random, widest: int = 128) -> dict:
+    """A fresh model shape for CX5's grading-time cases: L layers, N = G K heads of H, F about 3 D, D at most
+    ``widest`` times 128."""
+    K, D = rng.choice((1, 2, 4, 8, 16)), 128 * rng.randint(8, widest)
     return dict(L=rng.randint(8, 128), D=D, F=128 * round(D * rng.uniform(2.5, 4) / 128),
                 N=K * rng.choice((1, 2, 4, 8)), K=K, H=rng.choice((64, 128, 256)), V=rng.randint(32_000, 256_000))
 
 
 def draw_params(rng: random.Random, probe: dict) -> dict:
-    """E as the probe has it; tied embeddings in most cases, as a count that ignores ``tied`` is right wherever they
-    are not (a function is scored by the share of its cases that pass)."""
-    return probe | random_shape(rng) | {"tied": rng.random() < 0.7}
+    """An MoE of 4 to 16 experts in most cases (a dense probe stays dense in a third of them): a count that ignores E,
+    or counts the router the prompt leaves out, is right only where E = 1. An MoE's D is at most 4096: beside the
+    experts of a wider one the norms' 2LD lie within the float32 rounding a count may carry (a millionth), and
+    pass. Tied embeddings in most cases, as a count that ignores ``tied`` is right wherever they are not (a
+    function is scored by the share of its cases that pass)."""
+    experts = probe["E"] if probe["E"] > 1 or rng.random() < 1 / 3 else rng.choice((4, 8, 16))
+    return probe | random_shape(rng, widest=128 if experts == 1 else 32) | {"E": experts, "tied": rng.random() < 0.7}
 
 
 def draw_flops(rng: random.Random, probe: dict) -> dict:
@@ -403,7 +413,8 @@ SMALL_MODEL = dict(L=4, D=512, F=1408, N=8, K=2, H=64, V=8192)
 # or the bytes of a bf16 cache fails a public case, as it fails most of the cases drawn at grading.
 PARAM_PROBES = (*(_cfg_probe(c, *SHAPE, "E", "tied") for c in (m.LLAMA3_8B, m.LLAMA3_70B, m.LLAMA31_405B, m.PART7_MOE)),
                 SMALL_MODEL | dict(E=1, tied=False),
-                *(_cfg_probe(c, *SHAPE, "E", "tied") for c in (m.LLAMA2_13B, m.PART7_MODEL)))
+                *(_cfg_probe(c, *SHAPE, "E", "tied") for c in (m.LLAMA2_13B, m.PART7_MODEL)),
+                SMALL_MODEL | dict(E=8, tied=True))  # a second MoE: E and its router count in a quarter of the cases
 FLOP_PROBES = (_cfg_probe(m.LLAMA3_70B, *SHAPE, "k", T=4096), _cfg_probe(m.LLAMA3_8B, *SHAPE, "k", T=131_072),
                _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=2048), _cfg_probe(m.LLAMA2_13B, *SHAPE, "k", T=4096),
                SMALL_MODEL | dict(k=1, T=2048), _cfg_probe(m.PART7_MOE, *SHAPE, "k", T=8192))
@@ -953,7 +964,8 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
              output=Output("number", tolerance=EXACT),  # a count: the norms' 1e-6 of a large model is wrong too
              slips=(Slip(cx5_mha_params, "close"), Slip(cx5_untied, "close"),
                     Slip(cx5_with_norms, "close", "leave the norms out: 2D a layer and D at the end, a few "
-                                                  "millionths of a large model, but the count is checked exactly."))),
+                                                  "millionths of a large model, but the count is checked exactly."),
+                    Slip(cx5_with_router, "close", "leave the MoE router out, as the prompt says: D x E a layer."))),
     Function(qid="ch04-cx5-train-flops", points=2, section=_attn,
              prompt="train_flops_per_token(L, D, F, N, K, H, V, k, T): training FLOPs per token, attention included.",
              reference=train_flops_per_token, probes=FLOP_PROBES, draw=draw_flops,

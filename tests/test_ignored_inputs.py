@@ -32,7 +32,6 @@ INPUTS_STILL_IGNORABLE: dict[str, str] = {f"{qid}:{arg}": why for qid, args, why
     ("ch03-cx5-collective-time", "N axes", KEPT),
     ("ch03-cx5-collective-time", "V W", "counts in the bandwidth-bound cases alone, and like_probes keeps 9 of 17 "
                                         "cases latency-bound (for the slip that ignores the latency)"),
-    ("ch04-cx5-param-count", "E", KEPT + ": 4 of 5 probes are dense (E = 1)"),
     ("ch04-cx5-train-flops", "k", KEPT),
     ("ch05-cx4-choose-mesh", "M_X M_Y", KEPT),
     ("ch05-cx4-choose-mesh", "B F", "the mesh is rounded to a power of two: a frozen value lands on the same mesh"),

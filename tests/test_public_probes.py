@@ -57,7 +57,6 @@ STILL_TICKED: dict[str, str] = {f"{qid}:{arg}": why for qid, args, why in (
 STILL_MOSTLY_PASSED: dict[str, str] = {k: why for k, why in STILL_TICKED.items() if "flash" not in k} | {
     f"{qid}:{arg}": why for qid, args, why in (
         ("ch03-cx5-collective-time", "W", ONE_REGIME),
-        ("ch04-cx5-param-count", "E", KEPT + ": one MoE among the probes"),
         ("ch05-cx4-forward-time", "X M_Y", KEPT),
         ("ch06-cx2-comm-ratio", "M_X", KEPT),
         ("ch07-cx1-step-time", "weight_bytes", ONE_REGIME + ": the memory-bound cases, nearly all one model's"),
