@@ -4,9 +4,12 @@ as the collective inspector sees them
 
 import re
 
+import jax
 import numpy as np
 import pytest
 import sympy as sp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 import course
 import solutions.ch05_training as ch05
@@ -162,9 +165,6 @@ def test_a_bound_derived_from_the_exact_time_is_right(time_qid, exact, bound_qid
 def tp_backward_in_halves(x, w_in, w_out):
     """CX3's backward the way sequence parallelism writes it: the partial outputs reduce-scattered over tokens, each
     device squaring its own rows, the scalar losses summed; autodiff gathers in the backward pass."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
     def block(xf, a, b):
         def loss(w):
             mine = jax.lax.psum_scatter(jax.numpy.maximum(xf @ w, 0.0) @ b, "X", scatter_dimension=0, tiled=True)
@@ -187,10 +187,6 @@ def test_an_all_reduce_written_in_halves_is_told_so():
 
 def fsdp_tp_step_by_jit(x, w_in, w_out):
     """CX4c's step written with jit and sharding constraints alone: XLA places every collective."""
-    import jax
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
     mesh = course.mesh(X=4, Y=2)
 
     @jax.jit

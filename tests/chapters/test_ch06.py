@@ -4,8 +4,12 @@ inspector sees it (test_every_chapter.py runs the records, the book's answers an
 import math
 from pathlib import Path
 
+import jax
+import nbformat
 import pytest
+from jax.sharding import PartitionSpec as P
 
+import course
 import solutions.ch06_applied_training as ch06
 from autograder.questions import load_chapter
 from course.symbols import D, F, X, Y
@@ -83,7 +87,6 @@ def test_inspector_reads_the_data_parallel_step():
 
 def test_the_layer_stack_reference_is_jax_autodiff():
     """relu_stack_train_step (float64 numpy) agrees with jax.value_and_grad of the same stack on one device."""
-    import jax
     import jax.numpy as jnp
     import numpy as np
 
@@ -191,12 +194,7 @@ def test_w2_a_whole_tensor_parallel_degree_passes_at_every_choice(i):
 def test_a_python_loop_of_checkpointed_layers_is_told_why_it_holds_too_much():
     """Each layer under jax.checkpoint, in a Python loop: the loop unrolls, XLA gathers the layers early, and the
     step holds too much. The message told the student to wrap the body in jax.checkpoint, which they had done."""
-    import jax
     import jax.numpy as jnp
-    from jax.sharding import PartitionSpec as P
-
-    import course
-
     def step(x, w):
         def block(x_block, w_block):
             @jax.checkpoint
@@ -225,11 +223,6 @@ def test_a_python_loop_of_checkpointed_layers_is_told_why_it_holds_too_much():
 def multipod_grad_left_to_right(x, g, w_out):
     """CX4's model with the chain written as it once was printed, In^T . dOut . W_out^T: Python multiplies
     (In^T . dOut) first, a [D, D] product that costs more than the model's order at these sizes."""
-    import jax
-    from jax.sharding import PartitionSpec as P
-
-    import course
-
     def block(x_block, g_block, w_out_block):
         x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
         g_rows = jax.lax.all_gather(g_block, "Y", axis=1, tiled=True)
@@ -253,7 +246,5 @@ def test_a_chain_multiplied_in_the_costlier_order_is_told_so():
 
 def _release_text() -> str:
     """The markdown of the chapter's notebook as students get it."""
-    import nbformat
-
     path = Path(__file__).resolve().parents[2] / "release" / "ch06_applied_training" / "ch06_applied_training.ipynb"
     return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
