@@ -1261,12 +1261,17 @@ def _moves_only(q: ProgramSpec) -> bool:
     return parsed is not None and len(parsed[0]) == 1 and parsed[0][0] == parsed[1]
 
 
+def _least(wanted: dict[str, Any], kind: str) -> int:
+    """The fewest collectives of ``kind`` a question asks for: its count, or its range's low end."""
+    w = wanted.get(kind, 0)
+    return w if isinstance(w, int) else w[0]
+
+
 def _as_reduce_scatters(found: dict[str, int], wanted: dict[str, Any]) -> dict[str, int]:
     """A compiler-placed census (a ``jit`` program states no collective) read with the all-reduces it shows in place
     of the reduce-scatters asked for: XLA on CPU compiles a reduce-scatter to an all-reduce and a slice, which a
     program written with sharding constraints cannot change."""
-    want = wanted.get("reduce-scatter", 0)
-    missing = (want if isinstance(want, int) else want[0]) - found.get("reduce-scatter", 0)
+    missing = _least(wanted, "reduce-scatter") - found.get("reduce-scatter", 0)
     moved = min(max(missing, 0), found.get("all-reduce", 0))
     out = {**found, "reduce-scatter": found.get("reduce-scatter", 0) + moved,
            "all-reduce": found.get("all-reduce", 0) - moved}
@@ -1276,12 +1281,9 @@ def _as_reduce_scatters(found: dict[str, int], wanted: dict[str, Any]) -> dict[s
 def _all_reduces_in_halves(found: dict[str, int], wanted: dict[str, Any]) -> bool:
     """Whether the counts are those asked for but for some all-reduces, each written as its two halves: a
     reduce-scatter and an all-gather (sequence parallelism's way), which the question does not ask for."""
-    def least(kind: str) -> int:
-        w = wanted.get(kind, 0)
-        return w if isinstance(w, int) else w[0]
-    halves = min(found.get("reduce-scatter", 0) - least("reduce-scatter"),
-                 found.get("all-gather", 0) - least("all-gather"))
-    if halves < 1 or not least("all-reduce"):
+    halves = min(found.get("reduce-scatter", 0) - _least(wanted, "reduce-scatter"),
+                 found.get("all-gather", 0) - _least(wanted, "all-gather"))
+    if halves < 1 or not _least(wanted, "all-reduce"):
         return False
     as_whole = {**found, "reduce-scatter": found.get("reduce-scatter", 0) - halves,
                 "all-gather": found.get("all-gather", 0) - halves, "all-reduce": found.get("all-reduce", 0) + halves}
@@ -1406,8 +1408,7 @@ def _standing_in(compiled: tuple[Collective, ...], wanted: dict[str, Any], model
     the compiled program lacks, its all-reduces are weighed as reduce-scatters of their operands (never as
     all-reduce bytes beside a reduce-scatter), and the model's all-reduce and reduce-scatter bytes as one; a real
     all-reduce among them then counts half its bytes, which spares every honest program."""
-    want = wanted.get("reduce-scatter", 0)
-    want = want if isinstance(want, int) else want[0]
+    want = _least(wanted, "reduce-scatter")
     have = sum(c.kind == "reduce-scatter" for c in compiled)
     if not compiled or want <= have or not any(c.kind == "all-reduce" for c in compiled):
         return compiled, model
