@@ -1037,7 +1037,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             slips=(Slip(fsdp_forward_sums_outputs, "wrong_values"),
                    Slip(fsdp_forward_gathers_batch, "collectives:all-gather"))),
     Program(qid="ch05-cx2-fsdp-backward", points=3, section=BACKWARD,
-            prompt="FSDP backward: dW_in[D_X, F] from In[B_X, D], dOut[B_X, D] and W_out[F, D_X].",
+            prompt="FSDP backward: dW_in[D_X, F] = In^T . (dOut . W_out^T) from In[B_X, D], dOut[B_X, D] and "
+                   "W_out[F, D_X], multiplied in that order.",
             spec=FSDP_BWD_SPEC, model=fsdp_backward,
             slips=(Slip(fsdp_backward_own_rows, "partial_sum:X"),
                    Slip(fsdp_backward_allreduce, "collectives:all-gather,all-reduce"))),

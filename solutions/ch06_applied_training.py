@@ -913,7 +913,8 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
              output=tuple(Output("number", tolerance=Tolerance(rtol=1e-4)) for _ in range(6)),
              slips=(Slip(llama_budget_mha, "close"), Slip(llama_budget_no_optimizer, "close"))),
     Program(qid="ch06-cx4-multipod-grad", points=3, section=PART5_PODS,
-            prompt="dW_in[D_X, F_Y] on a (Z=2 pods, X=2, Y=2) mesh: DP across pods, FSDP over X, TP over Y.",
+            prompt="dW_in[D_X, F_Y] = In^T . (dOut . W_out^T), multiplied in that order, on a (Z=2 pods, X=2, Y=2) "
+                   "mesh: DP across pods, FSDP over X, TP over Y.",
             spec=MULTIPOD_SPEC, model=multipod_grad,
             slips=(Slip(multipod_grad_one_pod, "partial_sum:Z"),
                    Slip(multipod_grad_allreduce, "collectives:all-gather,all-reduce"))),

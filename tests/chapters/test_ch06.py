@@ -2,10 +2,8 @@
 inspector sees it (test_every_chapter.py runs the records, the book's answers and the syllabus's)."""
 
 import math
-from pathlib import Path
 
 import jax
-import nbformat
 import pytest
 from jax.sharding import PartitionSpec as P
 
@@ -218,33 +216,3 @@ def test_a_python_loop_of_checkpointed_layers_is_told_why_it_holds_too_much():
         # is held; the message says both
         assert (v.score, v.diagnosis) == (0.5, "collectives:all-gather,all-reduce,reduce-scatter"), v.message
         assert "It also holds" in v.message and "A Python loop over the layers is no scan" in v.message
-
-
-def multipod_grad_left_to_right(x, g, w_out):
-    """CX4's model with the chain written as it once was printed, In^T . dOut . W_out^T: Python multiplies
-    (In^T . dOut) first, a [D, D] product that costs more than the model's order at these sizes."""
-    def block(x_block, g_block, w_out_block):
-        x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
-        g_rows = jax.lax.all_gather(g_block, "Y", axis=1, tiled=True)
-        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        shard = jax.lax.psum_scatter(x_rows.T @ g_rows @ w_out_rows.T, "X", scatter_dimension=0, tiled=True)
-        return jax.lax.psum(shard, "Z")
-    return jax.shard_map(block, mesh=course.mesh(Z=2, X=2, Y=2), in_specs=(P(("Z", "X"), "Y"), P(("Z", "X"), "Y"),
-                                                                              P("Y", "X")), out_specs=P("X", "Y"))(
-        x, g, w_out)
-
-
-def test_a_chain_multiplied_in_the_costlier_order_is_told_so():
-    """The prompt printed dW_in = In^T . dOut . W_out^T; typed as printed, Python's order does 2.2x the model's FLOPs,
-    and the message named three causes the program did not have. The prompt now prints the model's parentheses, and
-    the message names the order of a chain as a cause."""
-    q = CHAPTER["ch06-cx4-multipod-grad"]
-    for v in both_judges(q, multipod_grad_left_to_right):
-        assert v.diagnosis == "compute" and "costlier order" in v.message, v
-    assert "\\text{In}^T \\cdot (d\\text{Out} \\cdot W_\\text{out}^T)" in _release_text()
-
-
-def _release_text() -> str:
-    """The markdown of the chapter's notebook as students get it."""
-    path = Path(__file__).resolve().parents[2] / "release" / "ch06_applied_training" / "ch06_applied_training.ipynb"
-    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
