@@ -6,7 +6,7 @@ on the same synthetic submissions, on this machine, in one run.
 For each class size: the throughput ratio, where our time goes per notebook (kernel start, the
 notebook's own cells, judging, feedback), the per-notebook overhead (everything but executing the
 notebook's cells), and the peak memory of each run. Grading pays a start-up cost once (each
-worker's kernel factory, judging service and program runner; the reference run that fills the
+worker's kernel factory, judging service and program runner; the blank run that fills the
 compilation cache), so small classes show a smaller ratio. Run it on an otherwise idle machine.
 """
 

@@ -360,7 +360,7 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
             log: Path, env: dict[str, str] | None = None, writable: list[Path] | None = None) -> Execution:
     """Run ``nb`` in place (outputs are written into it); the kernel's own stderr ends up in ``log``.
     ``workdir`` must lie inside the worker's work root (its parent). ``writable``: folders the
-    kernel may write besides its own (only the trusted reference run gets one: the compilation cache)."""
+    kernel may write besides its own (only the trusted blank run that fills it gets one: the compilation cache)."""
     from .jail import landlock_abi, readable_roots
 
     workdir.mkdir(parents=True, exist_ok=True)

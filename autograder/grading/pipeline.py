@@ -115,7 +115,7 @@ class Assignment:
     # The released data the students' settings are dealt from (``variants.dealt``): the chapter's name and
     # its variant plan; None for an assignment that is not a chapter.
     variants: dict[str, Any] | None = None
-    jax_cache: Path | None = None  # compiled programs of the reference run, read-only to kernels (warmup.py)
+    jax_cache: Path | None = None  # what a blank notebook compiled, read-only to kernels (warmup.py)
     answers: str = ""  # what the answers are judged against (results.answers_key): a change regrades
     # nbgrader's late-submission policy of the course, applied with the gradebook's hand grades after each result is
     # written (results.store); None in an Assignment made by hand, which writes the gradebook as write_result does.
@@ -200,7 +200,7 @@ def clear_dead_work(work: Path, stale_seconds: float = STALE_WORK_SECONDS) -> No
     and which nothing has changed for ``stale_seconds``), and the logs of kernel factories that died
     (``factory-<pid>.log``): a run interrupted or killed leaves them, and no later run of the same pid would clear
     them. A live worker's folder (of a run of another assignment; the age keeps one on another machine of a Dask
-    cluster too) and the reference run's (``warmup-*``) stay. An interrupted run on this machine alone clears its
+    cluster too) and the cache run's (``warmup-*``) stay. An interrupted run on this machine alone clears its
     own at once (``stale_seconds`` 0): its workers are gone when it says so."""
     try:
         entries = list(work.iterdir())

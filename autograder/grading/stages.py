@@ -69,7 +69,7 @@ class Job:
     seed: str = ""  # the submission's grading seed (seeds.py)
     setting: dict[str, dict[str, Any]] = field(default_factory=dict)  # the student's values, by setting
     ticked: set[str] = field(default_factory=set)  # questions the saved notebook shows a passed self-check for
-    cache: bool = False  # kernels were pointed at the reference run's compilation cache
+    cache: bool = False  # kernels were pointed at the compilation cache a blank notebook filled
     run: Execution | None = None
     recorded: dict[str, Collected] = field(default_factory=dict)
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -110,7 +110,7 @@ def execute(job: Job) -> None:
     job.seed = submission_seed(a.course_dir, a.name, job.student, job.sha)
     cases = draw_cases(a.name, a.course_dir, job.seed, job.setting)
     env = {STUDENT_ENV: job.student} | ({DRAWN_ENV: str(write_cases(job.work, cases))} if cases else {})
-    # Kernels read the compilation cache once the reference run has filled it, and never write it.
+    # Kernels read the compilation cache once a blank notebook has filled it, and never write it.
     cache = ready_cache(a)
     if cache is not None:
         allow = [*allow, cache]

@@ -205,14 +205,14 @@ def test_the_compilation_cache_fills_while_the_class_is_graded(tmp_path, monkeyp
     from autograder.grading import warmup
     from autograder.grading.console import Progress
 
-    monkeypatch.setattr(warmup, "MIN_NOTEBOOKS", 2)  # a real reference run, for a class small enough to test
+    monkeypatch.setattr(warmup, "MIN_NOTEBOOKS", 2)  # a real blank run, for a class small enough to test
     monkeypatch.setattr(warmup, "MIN_PROGRAMS", 0)  # and a chapter with too few programs to repay one
     students = {f"s{i}": (answered(), 2) for i in range(4)}
     course = make_course(tmp_path, students)
     log = io.StringIO()
     first = grade(course, CHAPTER, jobs=2, limits=LIMITS, progress=Progress(stream=log, bar=False))
     assert {r["student"]: r["score"] for r in first.results} == {s: 2 for s in students}
-    assert "fills it while" in log.getvalue() and "filled by the reference notebook" in log.getvalue()
+    assert "fills it while" in log.getvalue() and "filled by a blank notebook" in log.getvalue()
     assert (course / ".scaling-course" / "jax-cache" / CHAPTER / "READY").is_file()
     again = grade(course, CHAPTER, jobs=2, limits=LIMITS, force=True)
     assert all(r["compilation_cache"] for r in again.results)

@@ -1,4 +1,4 @@
-"""The compilation cache the reference notebook fills for a class (autograder/grading/warmup.py)."""
+"""The compilation cache a blank notebook fills for a class (autograder/grading/warmup.py)."""
 
 from pathlib import Path
 
@@ -29,13 +29,13 @@ def runs(monkeypatch) -> list[Path]:
         calls.append(cache)
         (cache / "jit_f-0-cache").write_bytes(b"compiled")
 
-    monkeypatch.setattr(warmup, "_run_reference", fake_reference)
+    monkeypatch.setattr(warmup, "_run_blank", fake_reference)
     monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
     return calls
 
 
 def _warm(a: Assignment, notebooks: int) -> tuple[Assignment, str]:
-    """warm() and its closing line, once the reference run (if any) has finished."""
+    """warm() and its closing line, once the blank run (if any) has finished."""
     a, warming = warmup.warm(a, notebooks)
     return a, warming.finish()
 
@@ -59,7 +59,7 @@ def test_kernels_get_the_cache_only_once_the_reference_run_finished(assignment, 
         (cache / "jit_f-0-cache").write_bytes(b"half written")
         release.wait(10)
 
-    monkeypatch.setattr(warmup, "_run_reference", slow_reference)
+    monkeypatch.setattr(warmup, "_run_blank", slow_reference)
     monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
     a, warming = warmup.warm(assignment, 30)
     assert a.jax_cache is not None and warmup.ready_cache(a) is None  # grading starts meanwhile
@@ -94,8 +94,35 @@ def test_a_failing_reference_means_no_cache_not_a_failed_class(assignment, monke
     def broken(*args):
         raise RuntimeError("kernel died")
 
-    monkeypatch.setattr(warmup, "_run_reference", broken)
+    monkeypatch.setattr(warmup, "_run_blank", broken)
     monkeypatch.setattr(warmup, "landlock_abi", lambda: 6)
     a, note = _warm(assignment, 30)
     assert warmup.ready_cache(a) is None and "did not run" in note
     assert not (assignment.course_dir / ".scaling-course" / "jax-cache" / "ch01_rooflines").exists()
+
+
+def test_the_cache_is_filled_by_a_notebook_that_holds_no_solution(tmp_path, monkeypatch):
+    """Every kernel may read every entry, and an entry can be loaded and printed as HLO, or run: a cache filled by the
+    source notebook held the reference programs compiled (Chapter 3's, read in a student's kernel), and a hit told a
+    student by the time it saved that a program was the reference's to the letter. What fills it is the notebook a
+    blank submission is graded as: the hidden tests run, no solution cell does."""
+    import nbformat
+
+    from autograder.demo import copy_course
+    from autograder.grading import execute
+    from autograder.grading.pipeline import prepare
+    from autograder.grading.sanitize import grade_id, is_solution
+
+    course = copy_course(Path(__file__).resolve().parents[2], tmp_path / "course", ["ch03_sharding"])
+    (course / "submitted").mkdir()
+    a = prepare(course, "ch03_sharding")
+    ran = []
+    monkeypatch.setattr(execute, "execute", lambda nb, *args, **kwargs: ran.append(nb) or execute.Execution(nb))
+    warmup._run_blank(a, tmp_path / "cache", timeout=60)
+    source = nbformat.read(a.master, as_version=4)
+    solutions = {grade_id(c): c.source for c in source.cells if grade_id(c) and is_solution(c)}
+    tests = {grade_id(c): c.source for c in source.cells if grade_id(c) and not is_solution(c)}
+    cells = {grade_id(c): c.source for c in ran[0].cells if grade_id(c)}
+    assert solutions and all(cells[gid] == a.stubs[gid] != text for gid, text in solutions.items())
+    assert all(cells[gid] == text for gid, text in tests.items())  # the hidden tests, as a graded notebook runs them
+    assert not [c.source for c in ran[0].cells if any(text in c.source for text in solutions.values())]
