@@ -349,6 +349,8 @@ _PROGRAM = {
                  "difference taken the wrong way round?",
     "scaled": "Every value is {k} times the expected one: look for a factor of {k} (a count of devices, steps or "
               "copies, or a size such as the batch a mean divides by) in how your program sums or scales.",
+    "scaled:root": "Every value is {k} times the expected one: is a scale such as attention's 1/sqrt(H) applied "
+                   "where the question asks for none, or left out where it asks for one?",
     "scaled:negative": "Every value is {k} times the expected one: the sign is flipped, and the size is off by a "
                        "factor of {size}.",
     "transposed": "The result is the expected one transposed ({how}): check the order of a matmul's operands, a "
@@ -482,6 +484,10 @@ _PROGRAM = {
     "lowering+no_mesh": " The check compiles your function with jax.jit, where a mesh set inside the function cannot "
                         "be used: pass mesh=course.mesh(...) to shard_map, or call jax.set_mesh(...) outside the "
                         "function, in a cell of its own.",
+    "lowering+concrete": " The check traces your function, as jax.jit does, to export it: inside, arrays are "
+                         "abstract, so keep to JAX operations and return JAX arrays (no np.asarray, float(), .item(), "
+                         ".block_until_ready(), or Python if on an array's values: jnp.where or jax.lax.cond). Run "
+                         "eagerly in a cell, such a function works; traced, it cannot.",
     "lowering+other_mesh": " The inputs are split as the question says, on the course's mesh; they read as unsplit "
                            "because the shard_map runs on another mesh. A mesh from jax.make_mesh has Explicit axes in "
                            "this JAX: use course.mesh(...) (or axis_types=(jax.sharding.AxisType.Auto,) * n).",

@@ -637,6 +637,24 @@ def _scale_factor(got: np.ndarray, want: np.ndarray, tol: _Tolerance) -> Fractio
     return f if tol.same(got, want, f) else None
 
 
+def _root_factor(got: np.ndarray, want: np.ndarray, tol: _Tolerance) -> Fraction | None:
+    """q when ``got`` is sqrt(q) times ``want`` everywhere (q a whole number n or 1/n, n no square): attention
+    scaled by 1/sqrt(H) where a question asks for no scale, or the scale left out, is off by such a factor, which
+    no fraction of ``_scale_factor`` names."""
+    ww = float(np.vdot(want, want))
+    if tol.exact or not ww > 0 or got.shape != want.shape:
+        return None
+    k = float(np.vdot(got, want)) / ww
+    if not np.isfinite(k) or not 1 / 64 <= k <= 64:
+        return None
+    q = Fraction(k * k).limit_denominator(4096)
+    n = q.numerator * q.denominator
+    if 1 not in (q.numerator, q.denominator) or n in (0, 1) or n > 4096 or math.isqrt(n) ** 2 == n:
+        return None
+    r = math.sqrt(q)
+    return q if bool(np.isclose(got, r * want, rtol=tol.rtol, atol=tol.atol * max(1.0, r)).all()) else None
+
+
 def _scaled(k: Fraction, mesh: Sequence[tuple[str, int]]) -> Finding:
     """Name the factor, and the mesh axes whose device count it is (a psum too many, or one missing)."""
     groups, text = _axis_groups(mesh), _factor_text(k)
@@ -700,9 +718,12 @@ def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
                        {"index": list(index)})
     if not g.any():
         return Finding("zeros", phrase_program("zeros"))
-    k = _scale_factor(g, want, tol)
-    if k is not None:
+    k, q = _scale_factor(g, want, tol), _root_factor(g, want, tol)
+    if k is not None and (q is None or k.numerator + k.denominator <= q.numerator + q.denominator):
         return _scaled(k, mesh)
+    if q is not None:  # the simpler reading: sqrt(32), not the 181/32 a tolerance of 1e-4 lets pass too
+        text = f"1/sqrt({q.denominator})" if q.numerator == 1 else f"sqrt({_factor_text(q)})"
+        return Finding(f"scaled:{text}", phrase_program("scaled:root", k=text), {"factor": text})
     perm = _transposition(g, want, tol)
     return _transposed(perm) if perm is not None else None
 
@@ -1524,6 +1545,10 @@ _ERROR = re.compile(r"([A-Za-z_][\w.]*): ?(.*)", re.S)  # "Kind: text", as the k
 _HOST_CALLBACK = re.compile(r"host_callback")  # jax.debug.print, jax.debug.callback, io_callback, pure_callback
 _INSIDE_JIT = re.compile(r"`?(\w+)`? can only be used outside of `?jax\.jit")  # jax.set_mesh in the function
 _NO_CONTEXT_MESH = re.compile(r"context mesh cannot be empty")
+# A value of the traced program asked for as a concrete one: np.asarray, float(), .item(), an if on an array, or a
+# method only a concrete array has (.block_until_ready()): right when run eagerly, refused when traced.
+_CONCRETE = re.compile(r"Tracer(Array|Bool|Integer)ConversionError|ConcretizationTypeError|"
+                       r"'\w*Tracer' object has no attribute|method is not available on traced array")
 # JAX's refusal of in_specs where the inputs, split as the question says on the course's mesh, read as unsplit: the
 # shard_map's mesh is another one (jax.make_mesh's axes are Explicit in this JAX), not the spec, as JAX's words say.
 _OTHER_MESH = re.compile(r"in_specs passed to shard_map: .* does not match the specs of the input: "
@@ -1597,6 +1622,7 @@ def lowering_verdict(error: str, at: Any, axes: Sequence[str], note: str = "") -
     else:  # JAX's words, and where they send the student astray, a sentence of the course's after them
         unbound = _UNBOUND_AXIS.search(detail)
         more = (phrase_program("lowering+no_mesh") if _NO_CONTEXT_MESH.search(detail)
+                else phrase_program("lowering+concrete") if _CONCRETE.search(error)
                 else phrase_program("lowering+other_mesh") if _OTHER_MESH.search(detail)
                 else phrase_program("lowering+axes", **ctx) if unbound and axes and unbound.group(1) not in axes
                 else "")

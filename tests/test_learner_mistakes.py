@@ -215,6 +215,25 @@ def test_a_shard_map_on_a_mesh_of_explicit_axes_is_told_why_the_inputs_read_as_u
     assert v.status is Status.INCORRECT and "Explicit axes" in v.message and "course.mesh(" in v.message, v.message
 
 
+def _concrete_ending(end):
+    """Case 1 (a local matmul), right when run eagerly, ended by asking for a concrete value."""
+    def case1(x, y):
+        out = jax.shard_map(lambda a, b: a @ b, mesh=jax.typeof(x).sharding.mesh, in_specs=(P("X", None), P()),
+                            out_specs=P("X", None))(x, y)
+        return end(out)
+    return case1
+
+
+@pytest.mark.parametrize("end", [np.asarray, lambda out: out.block_until_ready(),
+                                 lambda out: out if float(out[0, 0]) > -1e9 else -out],
+                         ids=["np.asarray", "block_until_ready", "float"])
+def test_a_function_that_asks_for_a_concrete_value_is_told_the_check_traces_it(end):
+    """Each works when the student runs it; the check traces it to export it, and JAX's TracerArrayConversionError,
+    AttributeError or ConcretizationTypeError alone did not say why a program that runs scored 0."""
+    v = _both(_question("ch03-cx2-case1-local"), _concrete_ending(end))
+    assert v.status is Status.INCORRECT and "traces your function" in v.message and "np.asarray" in v.message, v.message
+
+
 def test_other_lowering_errors_are_still_relayed():
     v = programs.lowering_verdict("ValueError: something else went wrong", None, ["X"])
     assert "ValueError: something else went wrong" in v.message, v.message

@@ -243,3 +243,27 @@ def test_cx6_a_count_off_by_one_is_not_told_of_rounding():
 
     for v in both_judges(CHAPTER["ch07-cx1-max-batch"], rounds_to_nearest):
         assert "Off by one" in v.message and "floor against round" in v.message, v.message
+
+
+def test_attention_scaled_where_the_question_asks_for_none_is_told_its_factor():
+    """CX3a's attention takes no 1/sqrt(H) (the prompt says so); the scale added out of habit made every value
+    1/sqrt(8) of the expected one, which no fraction names: the message was the generic "got 252.5, expected 714.3"."""
+    from jax.sharding import PartitionSpec as P
+
+    import course
+
+    def decode_heads(x, w_q, k_cache, v_cache, w_o):
+        def block(x, wq, kc, vc, wo):
+            q = jax.numpy.einsum("bd,dnh->bnh", x, wq) / np.sqrt(wq.shape[-1])
+            g = q.shape[1] // kc.shape[2]
+            k, v = jax.numpy.repeat(kc, g, axis=2), jax.numpy.repeat(vc, g, axis=2)
+            o = jax.numpy.einsum("bns,bsnh->bnh", jax.numpy.einsum("bnh,bsnh->bns", q, k), v)
+            return jax.lax.psum(jax.numpy.einsum("bnh,nhd->bd", o, wo), "X")
+
+        heads = P(None, None, "X", None)
+        return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P(), P(None, "X", None), heads, heads,
+                                                                      P("X", None, None)), out_specs=P())(
+            x, w_q, k_cache, v_cache, w_o)
+
+    for v in both_judges(CHAPTER["ch07-cx3-heads"], decode_heads):
+        assert (v.score, v.diagnosis) == (0.0, "scaled:1/sqrt(8)") and "1/sqrt(H)" in v.message, v.message

@@ -176,11 +176,13 @@ WANT = RNG.standard_normal((16, 16))
     (WANT / 2, "scaled:1/2", ["half"]),
     (-8 * WANT, "scaled:-8", ["-8 times", "sign"]),
     (3 * WANT, "scaled:3", ["3 times"]),
+    (WANT / np.sqrt(8), "scaled:1/sqrt(8)", ["1/sqrt(8) times", "1/sqrt(H)"]),
+    (WANT * np.sqrt(32), "scaled:sqrt(32)", ["sqrt(32) times"]),  # not 181/32, a fraction as near as the tolerance
     (WANT.T, "transposed", ["rows and columns swapped"]),
     (np.zeros_like(WANT), "zeros", ["0"]),
     (np.where(np.eye(16, dtype=bool), np.nan, WANT), "not_finite", ["16 of 256", "(0, 0)"]),
     (WANT + np.where(np.eye(16) > 0, 1.0, 0.0), "wrong_values", ["16 of 256", "index (0, 0)"]),
-], ids=["2", "1/2", "-8", "3", "T", "zeros", "nan", "diagonal"])
+], ids=["2", "1/2", "-8", "3", "1/sqrt(8)", "sqrt(32)", "T", "zeros", "nan", "diagonal"])
 def test_array_findings(got, code, words):
     f = diagnose_array(got.astype(np.float32), WANT, 1e-4, 1e-4, (("X", 4), ("Y", 4)))
     assert f is not None and f.code == code, f
@@ -230,7 +232,7 @@ def test_text_or_complex_results_are_the_wrong_type():
 def test_every_code_has_a_sentence():
     """The codes move to messages.py with their sentences: none may lack one."""
     codes = [c for _, _, c, _ in SLIPS] + ["wrong_shape", "wrong_type", "not_finite", "zeros", "transposed",
-                                           "scaled:2", "scaled:1/2", "scaled:3", "scaled:-8"]
+                                           "scaled:2", "scaled:1/2", "scaled:3", "scaled:-8", "scaled:1/sqrt(8)"]
     heads = {k.split(":")[0].split("+")[0] for k in _PROGRAM}
     assert all(c.split(":")[0] in heads and wrong_numbers(c) for c in codes)
     assert not wrong_numbers("wrong_sharding") and not wrong_numbers("collectives:all-gather")
