@@ -73,6 +73,11 @@ _WRONG = {
     "missing_symbol:number": "This is a number, not a formula: the question asks for a formula in its symbols. If "
                           "you wrote one, a cell may have assigned numbers to its symbols (e.g. S = 4): re-run the "
                           "setup cell, or take the symbols from course.symbols, and compute it again.",
+    # After "missing_symbol" in the self-check, where the notebook's names of the symbols it lacks hold numbers
+    # (course.answers._shadowed): {said} "B = 16, D = 64", {names} "B, D".
+    "shadowed_symbols": "\nIn this notebook {said}: a cell gave these names numbers, so a formula typed with them "
+                        "holds the numbers, not the symbols. Bring the symbols back with `from course.symbols import "
+                        "{names}`, and give sizes names of their own (B_size, say).",
     # Said alike of an exact count with a term missing and of a leading-order answer with a term too many: the
     # student package holds no reference form to tell which, and the prompt says which it asks.
     "lower_terms": "The leading term is right, but the lower-order terms differ: where the question asks for the "

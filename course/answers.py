@@ -14,12 +14,16 @@ import difflib
 import json
 import linecache
 import math
+import numbers as numbers_
 import os
 import re
+import sys
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+import sympy
 
 from autograder import kinds, record
 from autograder.messages import MESH_BUILT, phrase
@@ -245,6 +249,7 @@ def _judged_elsewhere() -> bool:
 def check(qid: str, answer: Any) -> None:
     """Self-check one answer: prints a short confirmation, or raises AnswerError saying what to fix."""
     __tracebackhide__ = True  # IPython then shows the message, not the course's internals
+    caller = sys._getframe(1).f_globals  # the notebook's namespace, where a check cell runs
     recent = _graded.pop(qid, None)
     if recent and recent[0] == id(answer):
         if recent[1] is None:
@@ -268,7 +273,23 @@ def check(qid: str, answer: Any) -> None:
         print(record.tick(qid))
         return
     unlocked = entry.get("wrong", 0) > 0 and progress.enabled() and _entry(qid).get("hint")
-    _fail(qid, v, f'\nA hint is unlocked: run course.hint("{qid}")' if unlocked else "")
+    _fail(qid, v, _shadowed(v, caller) + (f'\nA hint is unlocked: run course.hint("{qid}")' if unlocked else ""))
+
+
+def _shadowed(v: Verdict, namespace: dict[str, Any]) -> str:
+    """Where a formula lacks symbols the answer needs because a cell gave their names numbers (a program prompt's
+    "B = 16, D = 64, F = 256" copied into a cell), a sentence saying so: "depends on B, D and F; yours does not"
+    alone sends a student who typed B, D and F looking for a mistake they did not make."""
+    code = v.diagnosis or ""
+    if not code.startswith("missing_symbol:"):
+        return ""
+    numbers = {name: value for name in code.split(":", 1)[1].split(",")
+               if isinstance(value := namespace.get(name), int | float | numbers_.Number)
+               and not isinstance(value, bool | sympy.Symbol)}
+    if not numbers:
+        return ""
+    said = ", ".join(f"{name} = {value!r}" for name, value in numbers.items())
+    return phrase("shadowed_symbols", said=said, names=", ".join(numbers))
 
 
 def hint(qid: str) -> None:

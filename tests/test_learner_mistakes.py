@@ -267,3 +267,22 @@ def test_a_factor_of_two_that_the_int8_peak_gives_too_is_told_as_one_possible_ca
         assert not v.ok and "one possible cause" in v.message, (chip.name, v.message)
         told.add(chip.name)
     assert told
+
+
+def test_symbols_a_cell_made_numbers_are_named_by_the_self_check():
+    """A program prompt states its sizes in the book's letters ("B = 16, D = 64, F = 256"); copied into a cell, they
+    turn the next formula's B, D and F into numbers, and "depends on B and D and F; yours does not" sent a student
+    who typed all three looking for another mistake. The self-check names the numbers and the import that mends it;
+    a formula that lacks a symbol with the name still a symbol is told nothing more."""
+    from course.answers import AnswerError, check
+    from course.symbols import D, F
+
+    namespace = {"check": check, "X": X, "D": D, "F": F}
+    code = "B, D, F = 16, 64, 256\ncheck('ch04-cx6-flops-per-device', 4 * B * D * F / X)"
+    with pytest.raises(AnswerError) as shadowed:
+        exec(code, namespace)
+    assert "B = 16, D = 64, F = 256" in str(shadowed.value) and "from course.symbols import B, D, F" in str(
+        shadowed.value), shadowed.value
+    with pytest.raises(AnswerError) as forgotten:
+        exec("check('ch04-cx6-flops-per-device', 4 * D * F / X)", {"check": check, "X": X, "D": D, "F": F, "B": B})
+    assert "depends on B" in str(forgotten.value) and "In this notebook" not in str(forgotten.value)
