@@ -150,6 +150,11 @@ _WRONG = {
     # the wrong elements of a returned array are right values in other places (kinds/function.py, ``_reordered``)
     "permuted": "The returned array holds the right values, some in the wrong places: check the order the question "
                 "asks for (increasing, or by position).",
+    "shifted:+1": "Each wrong element of the returned sequence holds the value that belongs one place later: is each "
+                  "value recorded a step late (after an update where the question asks for before it), or does a "
+                  "loop start one step on?",
+    "shifted:-1": "Each wrong element of the returned sequence holds the value that belongs one place earlier: is "
+                  "each value recorded a step early, or does a loop start one step before where it should?",
     "wrong_elements": "{bad} of the {length} elements of the returned array are wrong; the first is element {index} "
                       "({finding}). Check the rule that computes each element from the inputs.",
     "wrong_option": "Not the right choice: weigh what each option says against what you worked out above.",

@@ -611,6 +611,11 @@ def c4_sum_loss(steps, lr, seed):
     return [loss * TRAIN_B * TRAIN_D for loss in train_losses(steps, lr, seed)]
 
 
+def c4_loss_after_update(steps, lr, seed):
+    """Records each loss after its step's update, where the prompt asks for before: the run one step on."""
+    return train_losses(steps + 1, lr, seed)[1:]
+
+
 TRAIN_RUN_PROBES = (dict(steps=20, lr=0.5, seed=0), dict(steps=20, lr=0.5, seed=1), dict(steps=10, lr=1.0, seed=2))
 
 
@@ -912,7 +917,8 @@ CHAPTER = Chapter("ch11_capstone", "Capstone", (
              prompt="train(steps, lr, seed): the losses of an FSDP + TP SGD run, equal to one device's.",
              reference=train_losses, model=train, probes=TRAIN_RUN_PROBES, draw=draw_run,
              output=Output("number", tolerance=Tolerance(rtol=1e-3)),
-             slips=(Slip(c4_no_relu_mask, "wrong_elements"), Slip(c4_sum_loss, "wrong_elements"))),
+             slips=(Slip(c4_no_relu_mask, "wrong_elements"), Slip(c4_sum_loss, "wrong_elements"),
+                    Slip(c4_loss_after_update, "shifted:+1"))),
     vary("ch11-c4-scale", c4_scale, valid=c4_scale_valid,
          batch=values(2 * 2**20, 3 * 2**20, 3 * 2**19, 5 * 2**19, 7 * 2**18)),
 ))

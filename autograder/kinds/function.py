@@ -203,6 +203,8 @@ def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | 
         bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
         if not bad:
             return correct()
+        if (shift := _shifted(elements, values, [i for i, _ in bad], shape)) is not None:
+            return Verdict(Status.INCORRECT, 0.0, f"shifted:{shift:+d}", phrase(f"shifted:{shift:+d}"))
         if _reordered(elements, values, [i for i, _ in bad]):
             return Verdict(Status.INCORRECT, 0.0, "permuted", phrase("permuted"))
         codes = {v.diagnosis for _, v in bad}
@@ -216,6 +218,21 @@ def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | 
                        phrase("wrong_elements", bad=len(bad), length=length, index=_position(i, shape),
                               finding=v.message, finding_code=v.diagnosis))
     return judge
+
+
+def _shifted(elements: Sequence[ItemJudge], values: Sequence[Any], wrong: Sequence[int],
+             shape: tuple[int, ...] | None) -> int | None:
+    """+1 where a sequence's wrong elements each hold the right value of the next place (-1: of the one before):
+    losses recorded after each step's update where the prompt asks for before, a loop started a step late. Every
+    wrong element that has such a neighbour must be its value, two at least; the one at the end has none."""
+    if (shape is not None and len(shape) != 1) or len(wrong) < 2:
+        return None
+    with passing_only():
+        for s in (1, -1):
+            inside = [i for i in wrong if 0 <= i + s < len(values)]
+            if len(inside) >= max(2, len(wrong) - 1) and all(elements[i + s](values[i]).ok for i in inside):
+                return s
+    return None
 
 
 # An array whose wrong elements are the right values in other places (device 0's group [0, 4, 2, 6] for [0, 2, 4, 6])

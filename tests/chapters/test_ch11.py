@@ -233,3 +233,20 @@ def test_c1_gpu_tp_limit_accepts_the_books_reading_on_the_h100():
         gpu = combo["node"].gpu
         if (gpu.bf16_flops_per_s, gpu.nvlink_bytes_per_s) == (hw.H100.bf16_flops_per_s, hw.H100.nvlink_bytes_per_s):
             assert all(v.ok for v in both_judges(q, combo["model"].F / 1995)), combo
+
+
+def _one_step_early(steps, lr, seed):
+    """The first loss twice, then each one a step early."""
+    losses = ch11.train_losses(steps, lr, seed)
+    return [losses[0], *losses[:-1]]
+
+
+@pytest.mark.parametrize(("answer", "code", "words"), [
+    (ch11.c4_loss_after_update, "shifted:+1", "one place later"),
+    (_one_step_early, "shifted:-1", "one place earlier"),
+], ids=["late", "early"])
+def test_losses_recorded_a_step_off_are_told_the_shift(answer, code, words):
+    """Losses taken after each update, where the prompt asks for before: "20 of the 20 elements are wrong; neither
+    the expected value nor a simple multiple of it" named no cause, though each is the next one's value."""
+    for v in both_judges(CHAPTER["ch11-c4-train-losses"], answer):
+        assert (v.score, v.diagnosis) == (0.0, code) and words in v.message, v.message
