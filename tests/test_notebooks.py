@@ -244,3 +244,28 @@ def test_source_passes_validate(chapter):
 def test_release_fails_every_test(chapter):
     said = _validated("release", invert=True)[chapter]
     assert "Success! The notebook does not pass any tests." in said, said[-4000:]
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_program_whose_collectives_the_student_writes_is_asked_for_in_shard_map_first(chapter):
+    """A jax.jit program whose collectives the compiler placed earns half where the question asks the student to
+    write them (``ProgramSpec.compiler_places`` False). Chapter 8's notebook never named shard_map, so a right jit
+    program with exactly the asked collective found out at its check: before a chapter's first such question, its
+    markdown names `jax.shard_map`."""
+    from autograder.questions import Program
+
+    own = {q.qid for q in load_chapter(chapter).questions
+           if isinstance(q, Program) and not q.spec.compiler_places and any(q.spec.collectives.values())}
+    if not own:
+        pytest.skip("no program question whose collectives the student writes")
+    said = ""
+    for cell in nbformat.read(ROOT / "release" / chapter / f"{chapter}.ipynb", as_version=4).cells:
+        if _grade_id(cell) in own:
+            assert "shard_map" in said, f"{_grade_id(cell)}: no markdown cell before it names jax.shard_map"
+            return
+        said += cell.source if cell.cell_type == "markdown" else ""
+    pytest.fail(f"no cell of the release notebook is graded as one of {sorted(own)}")
