@@ -563,10 +563,11 @@ class Program(Question):
                 raise AuthoringError(f"{self.qid}: no reference program {self.spec.reference!r}; known: "
                                      f"{', '.join(REFERENCES)}")
         # A program is matched to a slip by its diagnosis (kinds/program.py), so a hint must belong to a
-        # diagnosis no other slip of the question has, and not to one as vague as wrong values.
+        # diagnosis no other slip of the question has; one of wrong values is matched by the values themselves, the
+        # slip's results at the self-check's inputs (``reference_results.slips_name``).
         for s in self.slips:
-            if s.hint and (s.diagnosis.startswith("wrong_values")
-                           or sum(t.diagnosis == s.diagnosis for t in self.slips) > 1):
+            if s.hint and not s.diagnosis.startswith("wrong_values") \
+                    and sum(t.diagnosis == s.diagnosis for t in self.slips) > 1:
                 raise AuthoringError(f"{self.qid}: the hint of the slip {s.diagnosis!r} cannot tell it from other "
                                      "wrong programs; give hints only to a diagnosis one slip has")
 

@@ -54,6 +54,24 @@ def shares_name(spec: ProgramSpec) -> str:
     return "shares-" + _hash(spec.to_json())
 
 
+def slips_name(qid: str, spec: ProgramSpec) -> str:
+    """The results (``sampled``), at the self-check's seed, of a program question's slips told apart by their values
+    alone (``kinds.program.value_slips``), one run after another: what a wrong program's results are compared with."""
+    return "slips-" + _hash([qid, spec.to_json()])
+
+
+# A slip's result is kept as this many of its entries, evenly spaced (all of a smaller one): enough that no other
+# wrong program's results match them by chance, and the course's slips take 0.4 MB, not 10.
+SLIP_ENTRIES = 256
+
+
+def sampled(a: np.ndarray) -> np.ndarray:
+    """The entries of ``a`` a slip's result is kept and compared by (``SLIP_ENTRIES``), flattened."""
+    flat = np.asarray(a).reshape(-1)
+    n = min(flat.size, SLIP_ENTRIES)
+    return flat[np.unique(np.linspace(0, flat.size - 1, n).round().astype(np.int64))] if n else flat
+
+
 def encode(arrays: Arrays) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, np.array([len(arrays)], np.int64), allow_pickle=False)
@@ -106,15 +124,22 @@ def kept_outputs(spec: ProgramSpec) -> tuple[np.ndarray, ...] | None:
     return None if found is None else tuple(a for a in found if a is not None)
 
 
+def kept_slips(qid: str, spec: ProgramSpec) -> Arrays | None:
+    """The results of ``qid``'s value-told slips at ``spec`` and the self-check's seed, or None."""
+    return _kept(slips_name(qid, spec))
+
+
 def kept_shares(spec: ProgramSpec) -> Arrays | None:
     """Each device's share of the result kept for ``spec`` at the self-check's seed, or None."""
     return _kept(shares_name(spec))
 
 
-def write(folder: Path, chapter: str, specs: Iterable[ProgramSpec]) -> list[Path]:
-    """Writes the files of ``chapter``'s reference programs under ``folder`` (course/fingerprints/), and removes
-    the chapter's files no spec names any more; a file whose bytes would not change is left as it is."""
-    wanted: dict[str, bytes] = {}
+def write(folder: Path, chapter: str, specs: Iterable[ProgramSpec],
+          slips: dict[str, bytes] | None = None) -> list[Path]:
+    """Writes the files of ``chapter``'s reference programs under ``folder`` (course/fingerprints/), and those of its
+    value-told slips (``slips``: by name, made by the release), and removes the chapter's files no spec names any
+    more; a file whose bytes would not change is left as it is."""
+    wanted: dict[str, bytes] = dict(slips or {})
     for spec in specs:
         wanted |= computed(spec)
     where = folder / FOLDER / chapter

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import json
 import os
@@ -546,8 +547,36 @@ def write_fingerprints(chapter: str, course_dir: Path = COURSE_ROOT) -> Path:
         if problems:
             raise AuthoringError(f"solutions/{chapter}.py:\n  " + "\n  ".join(problems))
         path.write_text(text)
-    reference_results.write(fingerprint_dir(), chapter, reference_specs(load_chapter(chapter)))
+    reference_results.write(fingerprint_dir(), chapter, reference_specs(load_chapter(chapter)),
+                            slip_results(load_chapter(chapter)))
     return path
+
+
+def slip_results(chapter: Chapter) -> dict[str, bytes]:
+    """The results of each program question's value-told slips (``kinds.program.value_slips``) at the self-check's
+    seed, at every spec it is judged at, by file name: a wrong program whose results are one slip's is told that
+    slip's hint, by the self-check and the grader alike."""
+    from course.devices import simulated_cpus
+
+    from .kinds.program import value_slips
+    from .meshes import mesh
+    from .programs import SELFCHECK_SEED, run
+
+    files = {}
+    for q in model_traffic.programs_of(chapter):
+        slips = value_slips(q)
+        for spec in model_traffic.judged_specs(q) if slips else ():
+            simulated_cpus()
+            arrays = []
+            for s in slips:
+                fn = functools.partial(s.answer, **dict(spec.mesh)) if q.spec.mesh_choices else s.answer
+                report = run(spec, fn, SELFCHECK_SEED, make_mesh=mesh)
+                if report.error or len(report.outputs) != max(1, len(spec.outputs)):
+                    raise AuthoringError(f"{q.qid}: the slip {s.answer.__name__} does not run at {spec.mesh}: "
+                                         f"{report.error or 'another number of results'}")
+                arrays += [reference_results.sampled(o) for o in report.outputs]
+            files[reference_results.slips_name(q.qid, spec)] = reference_results.encode(arrays)
+    return files
 
 
 def reference_specs(chapter: Chapter) -> list[ProgramSpec]:

@@ -983,7 +983,9 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             slips=(Slip(tp_mlp_no_sum, "partial_sum:X"), Slip(tp_mlp_mean, "scaled:1/8",
                                                               "the partial sums over F are added (psum), "
                                                               "not averaged (pmean)."),
-                   Slip(tp_mlp_relu_after_sum, "wrong_values"),
+                   Slip(tp_mlp_relu_after_sum, "wrong_values",
+                        "the relu is not linear: where does it apply, before or after the devices' partial sums are "
+                        "added?"),
                    Slip(tp_mlp_gathers_weights, "collectives:all-gather"))),
     Formula(qid="ch04-cx6-flops-per-device", points=1, section="training/#tensor-parallelism",
             prompt="FLOPs one device does in CX6's MLP (x[B, D] on every device, F split over X devices), "
@@ -997,12 +999,17 @@ CHAPTER = Chapter("ch04_transformers", "Transformer math", (
             slips=(Slip(heads_attention_no_sum, "partial_sum:X"), Slip(heads_attention_mean, "scaled:1/8",
                                                                       "each device's heads add their part of "
                                                                       "the output: psum, not pmean."),
-                   Slip(heads_attention_unscaled, "wrong_values"),
+                   Slip(heads_attention_unscaled, "wrong_values",
+                        "the scores go into the softmax divided by a factor the prompt names."),
                    Slip(heads_attention_gathers, "collectives:all-gather"))),
     Program(qid="ch04-cx8-fsdp-mlp", points=3, section="training/#fully-sharded-data-parallelism-fsdp",
             prompt="The MLP block with the tokens split over the batch and the weights gathered before use (FSDP).",
             spec=FSDP_MLP_SPEC, model=fsdp_mlp,
-            slips=(Slip(fsdp_mlp_local_weights, "wrong_values"), Slip(fsdp_mlp_sums_tokens, "wrong_values"),
+            slips=(Slip(fsdp_mlp_local_weights, "wrong_values",
+                        "each device's tokens need every column of the weights, not only the block it stores."),
+                   Slip(fsdp_mlp_sums_tokens, "wrong_values",
+                        "under FSDP each device's rows are other tokens: adding the devices' results adds different "
+                        "tokens' outputs."),
                    Slip(fsdp_mlp_gathers_tokens, "collectives:all-gather"),
                    Slip(fsdp_mlp_tensor_parallel, "collectives:all-gather,reduce-scatter"))),
 ))

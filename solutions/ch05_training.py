@@ -1034,7 +1034,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
     Program(qid="ch05-cx2-fsdp-forward", points=3, section=FSDP,
             prompt="FSDP forward: In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D] (no nonlinearity).",
             spec=FSDP_FWD_SPEC, model=fsdp_forward,
-            slips=(Slip(fsdp_forward_sums_outputs, "wrong_values"),
+            slips=(Slip(fsdp_forward_sums_outputs, "wrong_values",
+                        "under FSDP each device's rows are other tokens: adding the devices' results adds different "
+                        "tokens' outputs."),
                    Slip(fsdp_forward_gathers_batch, "collectives:all-gather"))),
     Program(qid="ch05-cx2-fsdp-backward", points=3, section=BACKWARD,
             prompt="FSDP backward: dW_in[D_X, F] = In^T . (dOut . W_out^T) from In[B_X, D], dOut[B_X, D] and "
@@ -1071,7 +1073,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             prompt="Tensor-parallel training step: dW_in[D, F_X] of mean_b sum(mlp(x)^2) / 2, x[B, D] replicated, "
                    "W_in[D, F_X], W_out[F_X, D].",
             spec=TP_BWD_SPEC, model=tp_backward,
-            slips=(Slip(tp_backward_no_psum, "wrong_values"),
+            slips=(Slip(tp_backward_no_psum, "wrong_values",
+                        "the loss squares the whole output: a device's partial output is summed with the others' "
+                        "before it is squared."),
                    Slip(tp_backward_gathers_weights, "collectives:all-gather"))),
     # 4. FSDP and tensor parallelism together.
     Formula(qid="ch05-e9-x-opt", points=2, section=MIX,
@@ -1119,7 +1123,9 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
                    "each gradient sharded like its weight.",
             spec=STEP_SPEC, model=fsdp_tp_step,
             slips=(Slip(fsdp_tp_step_local_mean, "scaled:4@dW_in"),
-                   Slip(fsdp_tp_step_squares_partials, "wrong_values@dW_in"),
+                   Slip(fsdp_tp_step_squares_partials, "wrong_values@dW_in",
+                        "the loss squares the whole output: each device's partial output over Y is summed before it "
+                        "is squared."),
                    Slip(fsdp_tp_step_gathers_weights, "collectives:all-gather,all-reduce"))),
     # 5. Pipelining. CX5: the bubble.
     Formula(qid="ch05-cx5-bubble", points=1, section=PIPE,

@@ -888,7 +888,9 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
     Program(qid="ch06-cx3-fsdp-tp-mlp", points=3, section=SHARDING,
             prompt="relu(x @ w_in) @ w_out on a (X=2, Y=4) mesh: batch and weights' D over X (FSDP), F over Y.",
             spec=MLP_SPEC, model=fsdp_tp_mlp,
-            slips=(Slip(fsdp_tp_mlp_no_sum, "wrong_values"),
+            slips=(Slip(fsdp_tp_mlp_no_sum, "wrong_values",
+                        "the second matmul sums over F, which is split over Y: each device holds only part of those "
+                        "terms."),
                    Slip(fsdp_tp_mlp_gathers_all, "collectives:all-gather"))),
     # 5. Worked problem 1: four pods.
     vary("ch06-w1", w1, pods=values(W1_PODS, 2, 3, 6), batch=values(BATCH, 8 * 2**20)),
@@ -960,6 +962,8 @@ CHAPTER = Chapter("ch06_applied_training", "Training LLaMA 3", (
             hint="A device holds each weight gathered over X, D x F/Y of it: evaluate your CX7a formula at each "
                  "allowed shape, and choose the least tensor parallelism that fits.",
             slips=(Slip(budget_step_on_4x2, "memory"), Slip(budget_step_on_1x8, "mesh_choice:earns_half"),
-                   Slip(budget_step_local_grads, "wrong_values@dW_in"),
+                   Slip(budget_step_local_grads, "wrong_values@dW_in",
+                        "each device's gradient covers only its own tokens: the devices that hold other tokens add "
+                        "theirs in."),
                    Slip(budget_step_gathers_weights, "collectives:all-gather,all-reduce"))),
 ))

@@ -1207,7 +1207,9 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     Program(qid="ch07-cx3-heads-batch", points=4, section=_kv_shard,
             prompt="The same with K = 4: cache split over heads (Y) and batch (Z), two AllToAlls.",
             spec=HEADS_BATCH_SPEC, model=decode_heads_batch,
-            slips=(Slip(cx3b_mha_grouping, "wrong_values"),
+            slips=(Slip(cx3b_mha_grouping, "wrong_values",
+                        "with grouped heads, several query heads share one key/value head: which query heads go with "
+                        "which?"),
                    Slip(cx3b_gathers, "collectives:all-gather,all-reduce"))),
     # 5. Serving: caches, prefixes and latency.
     vary("ch07-e10", e10, cached=values(*dict.fromkeys(c for c, _ in E10_PAIRS)),
@@ -1261,10 +1263,11 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
     Program(qid="ch07-cx5-decode-batch", points=2, section=_shard,
             prompt="A GQA decode step with its softmax, the batch and its KV cache split over 8 devices.",
             spec=DECODE_BATCH_SPEC, model=decode_batch,
-            slips=(Slip(cx5a_misses_new_token, "wrong_values"), Slip(cx5a_gathers_cache, "collectives:all-gather",
-                                                                   "a device's sequences need only their own "
-                                                                   "cache rows: split over the batch, the step "
-                                                                   "needs no collective."))),
+            slips=(Slip(cx5a_misses_new_token, "wrong_values",
+                        "the new token attends to its own key and value too, not only to the cache."),
+                   Slip(cx5a_gathers_cache, "collectives:all-gather",
+                        "a device's sequences need only their own cache rows: split over the batch, the step needs no "
+                        "collective."))),
     Program(qid="ch07-cx5-decode-heads", points=3, section=_kv_shard,
             prompt="The same step with the 8 key/value heads split over 8 devices; one AllReduce after W_O.",
             spec=DECODE_HEADS_SPEC, model=decode_heads_softmax,
@@ -1288,9 +1291,14 @@ CHAPTER = Chapter("ch07_inference", "Transformer inference", (
                  "and the target's own token after them, a correction or, when all k agree, a free one. Only those "
                  "n count as accepted. No sequence needs another device: each device's loop can stop when its "
                  "own sequences have their tokens.",
-            slips=(Slip(cx7_trusts_draft, "wrong_values@tokens"),
-                   Slip(cx7_counts_target_token, "wrong_values@accepted"),
-                   Slip(cx7_drops_bonus, "wrong_values@accepted"),
+            slips=(Slip(cx7_trusts_draft, "wrong_values@tokens",
+                        "every proposed token is checked against the target's own choice before it is kept."),
+                   Slip(cx7_counts_target_token, "wrong_values@accepted",
+                        "the count is of the draft's proposals the target agreed with; the target's own token of a "
+                        "round is not one of them."),
+                   Slip(cx7_drops_bonus, "wrong_values@accepted",
+                        "when all the proposals of a round are accepted, the target's run gives one more token for "
+                        "free."),
                    Slip(cx7_waits_for_all, "collectives:all-reduce",
                         "each device can stop when its own sequences are done; agreeing on when to stop (a "
                         "psum each round) makes every device wait for the slowest."))),

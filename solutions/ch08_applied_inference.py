@@ -847,12 +847,18 @@ CHAPTER = Chapter("ch08_applied_inference", "Serving LLaMA 3-70B", (
             prompt="A decode batch's MLP relu(x @ w_in) @ w_out on a (X=2, Y=4) mesh: F split over both axes, the "
                    "weights never move.",
             spec=WS_SPEC, model=weight_stationary_mlp,
-            slips=(Slip(cx6_forgets_sum, "partial_sum:X,Y"), Slip(cx6_sums_over_y, "wrong_values"),
+            slips=(Slip(cx6_forgets_sum, "partial_sum:X,Y"),
+                   Slip(cx6_sums_over_y, "wrong_values",
+                        "the partial sums of F are split over both mesh axes: a sum over one of them adds only part "
+                        "of the terms."),
                    Slip(cx6_gathers_weights, "collectives:all-gather"))),
     Program(qid="ch08-cx7-decode-attention", points=3, section=_story,
             prompt="A decode step's softmax attention (GQA) over a cache split by sequence and key/value head on a "
                    "('batch': 2, 'kv': 4) mesh.",
             spec=DA_SPEC, model=sharded_decode_attention,
-            slips=(Slip(cx7_skips_new_token, "wrong_values"), Slip(cx7_interleaves_heads, "wrong_values"),
+            slips=(Slip(cx7_skips_new_token, "wrong_values",
+                        "the new token attends to its own key and value too, not only to the cached positions."),
+                   Slip(cx7_interleaves_heads, "wrong_values",
+                        "query head n uses key/value head n // G (the prompt's n = kG + g), not n % K."),
                    Slip(cx7_gathers_cache, "collectives:all-gather"))),
 ))

@@ -1225,13 +1225,16 @@ CHAPTER = Chapter("ch09_profiling", "Profiling", (
             prompt="The profile's feed-forward block on a (X=4, Y=2) mesh, its F partial sums reduce-scattered "
                    "over D.",
             spec=FFW_RS_SPEC, model=ffw_reduce_scatter,
-            slips=(Slip(ffw_keeps_its_half, "wrong_values"),
+            slips=(Slip(ffw_keeps_its_half, "wrong_values",
+                        "each device's product is a partial sum over F: the other device's share of it is added in, "
+                        "not dropped."),
                    Slip(ffw_all_reduce_then_slice, "collectives:all-reduce"))),
     Program(qid="ch09-cx7-attention-constraint", points=3, section=PROBLEMS,
             prompt="Q2's attention (batch over X, heads over Y) with constraints that leave one all-reduce.",
             spec=ATTENTION_SPEC, model=attention_fixed,
             slips=(Slip(attention_no_head_sum, "partial_sum:Y"),
-                   Slip(attention_softmax_over_queries, "wrong_values"),
+                   Slip(attention_softmax_over_queries, "wrong_values",
+                        "the softmax normalises each query's scores over the keys it attends to: check its axis."),
                    Slip(attention_gathers_heads, "collectives:all-gather"))),
     # CX8: the student's own compiled programs, read back.
     Function(qid="ch09-cx8-read-compiled", points=3, section=EXAMPLE,

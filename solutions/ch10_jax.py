@@ -931,7 +931,9 @@ def cx2(mesh: tuple[int, int], B: int, F: int) -> tuple[Program, ...]:
                     prompt=f"A[{B}, {DM}] @ W[{DM}, {F}] on a {nx} x {ny} mesh, A[B_X, D_Y] and W[D, F_Y] -> "
                            "Out[B_X, F_Y], with a ppermute ring, no all-gather.",
                     spec=ag_matmul_spec(mesh, B, F), model=collective_matmul,
-                    slips=(Slip(cx2_first_public_text, "wrong_values"),
+                    slips=(Slip(cx2_first_public_text, "wrong_values",
+                                "the slice of W a device multiplies depends on which device's chunk of A it holds at "
+                                "that step."),
                            Slip(cx2_all_gather, "collectives:all-gather"))),)
 
 
@@ -1015,7 +1017,9 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
     Program(qid="ch10-q1-shard-sums", points=2, section=PROBLEMS,
             prompt="sums[X, Y] of the shards of x[S_X, D_Y] with jit, without communication.",
             spec=SUMS_SPEC, model=shard_sums,
-            slips=(Slip(q1_wrong_reshape, "wrong_values"), Slip(q1_gathers_first, "collectives:all-gather"))),
+            slips=(Slip(q1_wrong_reshape, "wrong_values",
+                        "a device's block is a contiguous tile of the array: check the order of the axes the reshape "
+                        "splits."), Slip(q1_gathers_first, "collectives:all-gather"))),
     Function(qid="ch10-q1-roll-in-shard", points=2, section=PROBLEMS,
              prompt="roll(x, shift) - x within each X shard, with shard_map on a 2 x 4 mesh.",
              reference=roll_in_shard_reference, model=roll_in_shard, draw=draw_roll,
@@ -1026,19 +1030,25 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
     Program(qid="ch10-cx1-ring-all-gather", points=2, section=PROBLEMS,
             prompt="all-gather x[S_X, D] over 8 devices with ppermute only.",
             spec=RING_SPEC, model=ring_all_gather,
-            slips=(Slip(cx1_wrong_slot, "wrong_values"), Slip(cx1_builtin, "collectives:all-gather"))),
+            slips=(Slip(cx1_wrong_slot, "wrong_values",
+                        "a block received at step i came from the device i places away: file it in that device's "
+                        "slot."), Slip(cx1_builtin, "collectives:all-gather"))),
     # CX2: the chapter's collective matmul.
     vary("ch10-cx2", cx2, mesh=values(*CX2_MESHES), B=values(*CX2_BATCHES), F=values(*CX2_WIDTHS)),
     Program(qid="ch10-q4-bidirectional-matmul", points=3, section=PROBLEMS,
             prompt="The collective matmul with half of A's rows sent each way around the ring.",
             spec=BIDI_SPEC, model=bidirectional_matmul,
-            slips=(Slip(q4_same_direction, "wrong_values"), Slip(q4_unidirectional, "collectives:collective-permute"))),
+            slips=(Slip(q4_same_direction, "wrong_values",
+                        "the two halves travel opposite ways round the ring, so their chunk indices move opposite "
+                        "ways too."), Slip(q4_unidirectional, "collectives:collective-permute"))),
     # Q3.1: the all-reduce collective matmul.
     Program(qid="ch10-cx6-allreduce-matmul", points=3, section=PROBLEMS,
             prompt=f"A[{S}, {DM}] @ W[{DM}, {FM}] on the 2 x 4 mesh, A[B_X, D_Y] and W[D_Y, F] -> Out[B_X, F], "
                    "the sum over Y done with ppermute rings only.",
             spec=AR_MATMUL_SPEC, model=allreduce_matmul,
-            slips=(Slip(q31_short_ring, "wrong_values"), Slip(q31_psum, "collectives:all-reduce"))),
+            slips=(Slip(q31_short_ring, "wrong_values",
+                        "a chunk's sum needs a share from every device: count the steps of the ring."),
+                   Slip(q31_psum, "collectives:all-reduce"))),
     # Q3: the reduce-scatter collective matmul and the whole block.
     vary("ch10-q3", q3, mesh=values(*Q3_MESHES), B=values(*Q3_BATCHES), F=values(*Q3_WIDTHS)),
     # Q4's other half: the reduce-scatter collective matmul, bidirectional (the book asks both).
@@ -1046,21 +1056,26 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
             prompt=f"Tmp[{S}, {FM}] @ W2[{FM}, {DM}] on the 2 x 4 mesh, Tmp[B_X, F_Y] and W2[F_Y, D] -> Out[B_X, D_Y], "
                    "half of the rows' partial sums passed each way around the ring.",
             spec=RS_BIDI_SPEC, model=bidirectional_rs_matmul,
-            slips=(Slip(q4_rs_mirror_not_flipped, "wrong_values"),
+            slips=(Slip(q4_rs_mirror_not_flipped, "wrong_values",
+                        "the half that goes the other way round starts from the chunk on its own side: mirror its "
+                        "index."),
                    Slip(q4_rs_unidirectional, "collectives:collective-permute"))),
     # Q4 for Q3.1: the all-reduce collective matmul, bidirectional.
     Program(qid="ch10-q4-bidirectional-ar-matmul", points=3, section=PROBLEMS,
             prompt=f"A[{S}, {DM}] @ W[{DM}, {FM}] on the 2 x 4 mesh, A[B_X, D_Y] and W[D_Y, F] -> Out[B_X, F], "
                    "both permute rings (reduce-scatter, then all-gather) sending half of the rows each way.",
             spec=AR_BIDI_SPEC, model=bidirectional_allreduce_matmul,
-            slips=(Slip(q4_ar_gather_not_flipped, "wrong_values"),
+            slips=(Slip(q4_ar_gather_not_flipped, "wrong_values",
+                        "the finished chunks that travel the other way come from the other side: mirror the index "
+                        "they are filed at."),
                    Slip(q4_ar_unidirectional, "collectives:collective-permute"))),
     # Q2 and CX5: mixture of experts.
     Program(qid="ch10-cx7-moe-local", points=2, section=PROBLEMS,
             prompt="Out[S, F] = sum_e gates[s, e] x[s] @ W[e], W[E_X, D, F], tokens and gates on every device, "
                    "without an [S, D, F] array.",
             spec=MOE_LOCAL_SPEC, model=moe_local,
-            slips=(Slip(q21_first_gate_column, "wrong_values"),
+            slips=(Slip(q21_first_gate_column, "wrong_values",
+                        "each device's expert is weighted by its own column of the gate, not the first one."),
                    Slip(q21_gathers_the_experts, "collectives:all-gather"))),
     Choice(qid="ch10-q2-jit-collectives", points=1, section=PROBLEMS,
            prompt="jit of that layer, W P('X', None, None), x and gates replicated, Out replicated: "
@@ -1074,13 +1089,17 @@ CHAPTER = Chapter("ch10_jax", "Programming TPUs in JAX", (
     Program(qid="ch10-q2-moe-all-gather", points=3, section=PROBLEMS,
             prompt="Out[S_X, F] = sum_e gates[s, e] x[s] @ W[e] with experts W[E_X, D, F]: gather, then scatter.",
             spec=MOE_GATHER_SPEC, model=moe_all_gather,
-            slips=(Slip(q2_wrong_gate_columns, "wrong_values"),
+            slips=(Slip(q2_wrong_gate_columns, "wrong_values",
+                        "each device's expert is weighted by its own column of the gate, not the first one."),
                    Slip(q2_gathers_the_experts, "collectives:all-gather"),
                    Slip(q2_psum_then_slice, "collectives:all-gather,all-reduce"))),
     Program(qid="ch10-cx5-moe-all-to-all", points=3, section=PROBLEMS,
             prompt="Expert slots x[G_X, E, C, D] to their experts W[E_X, D, F] and back with all_to_all.",
             spec=MOE_A2A_SPEC, model=moe_all_to_all,
-            slips=(Slip(cx5_reshape_home, "wrong_values"), Slip(cx5_gathers_the_experts, "collectives:all-gather"))),
+            slips=(Slip(cx5_reshape_home, "wrong_values",
+                        "a reshape keeps each device's tokens where they are: getting the experts' outputs back to "
+                        "the tokens' devices takes a collective."),
+                   Slip(cx5_gathers_the_experts, "collectives:all-gather"))),
     Program(qid="ch10-q2-moe-ragged", points=4, section=PROBLEMS,
             prompt=f"Top-1 MoE, x[{RAG_S}, {MOE_D}] and logits[{RAG_S}, {RAG_E}] split over X, experts "
                    f"W[{RAG_E}, {MOE_D}, {MOE_F}] split over X: each token to its expert's device and back with "

@@ -32,7 +32,7 @@ import inspect
 import math
 import numbers
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -244,12 +244,26 @@ def judge_all(chapter: Any, answers: dict[str, Any], seed: str | None, run: Run,
             verdict = programs.judge_report(spec, report, item["seed"], traffic) if unread is None \
                 else Verdict(Status.INVALID, 0.0, "grader_error",  # the reference cannot be read either
                              phrase("grader_error", error=f"{report.error}; the reference: {unread}"))
+            verdict = _told_by_values(chapter[qid], spec, item, verdict, run)
             verdict = at_preferred(chapter[qid].spec, spec, verdict)
         except Exception as e:
             verdicts[qid] = _grader_error(e)
             continue
         verdicts[qid] = with_slip_hint(verdict, slip_hints(chapter[qid]))
     return verdicts
+
+
+def _told_by_values(q: Program, spec: ProgramSpec, item: dict[str, Any], v: Verdict, run: Run) -> Verdict:
+    """A wrong-values verdict with the hint of the slip whose results the program's are: the program run once more,
+    at the self-check's inputs, where the release kept each slip's (only where the question has such slips)."""
+    from ..programs import SELFCHECK_SEED, report_from_json
+
+    hints = [s.hint for s in value_slips(q)]
+    if not hints or v.ok or not _by_values(v.diagnosis):
+        return v
+    again = run([{**item, "seed": SELFCHECK_SEED}])
+    report = report_from_json(again[q.qid]) if isinstance(again, dict) and q.qid in again else None
+    return v if report is None or report.error else with_value_hint(v, q.qid, spec, report.outputs, hints)
 
 
 Reference = Callable[[Program, ProgramSpec], str]  # a question and its spec as judged -> its exported reference
@@ -316,8 +330,42 @@ def judge(q: Program, answer: Any, seed: str | None = None) -> Verdict:
 
 def slip_hints(q: Program) -> dict[str, str]:
     """A program slip's hint, by its diagnosis. No two programs are the same answer, so a program is matched
-    to a slip by what is wrong with it; the record check keeps such a diagnosis to one slip of the question."""
-    return {s.diagnosis: s.hint for s in q.slips if s.hint}
+    to a slip by what is wrong with it; the record check keeps such a diagnosis to one slip of the question. A
+    slip of wrong values is matched by its values instead (``value_slips``)."""
+    return {s.diagnosis: s.hint for s in q.slips if s.hint and not _by_values(s.diagnosis)}
+
+
+def _by_values(diagnosis: str) -> bool:
+    return diagnosis.startswith("wrong_values")
+
+
+def value_slips(q: Program) -> list[Any]:
+    """The slips told apart by their results alone (wrong values, with a hint): the release keeps their results at
+    the self-check's inputs (``reference_results.slips_name``), and a wrong program whose results are one's is told
+    its hint ("differs at index (0, 0)" names no cause)."""
+    return [s for s in q.slips if s.hint and _by_values(s.diagnosis)]
+
+
+def with_value_hint(v: Verdict, qid: str, spec: ProgramSpec, outputs: Any, hints: Sequence[str]) -> Verdict:
+    """``v`` with the hint of the value-told slip whose kept results ``outputs`` (the program's, at the self-check's
+    seed) are, within the question's tolerance; ``v`` as it is where none is, or the verdict is not of wrong
+    values."""
+    import numpy as np
+
+    from .. import reference_results
+    from ..programs import result_tolerance
+
+    kept = reference_results.kept_slips(qid, spec) if hints and not v.ok and _by_values(v.diagnosis) else None
+    outs = [reference_results.sampled(o) for o in outputs or ()]
+    if not kept or not outs or len(kept) != len(hints) * len(outs):
+        return v
+    for i, hint in enumerate(hints):
+        theirs = kept[i * len(outs):(i + 1) * len(outs)]
+        if all(t is not None and o.shape == t.shape and np.isfinite(o).all()
+               and result_tolerance(spec.rtol, spec.atol, t).same(o.astype(np.float64), t)
+               for o, t in zip(outs, theirs, strict=True)):
+            return dataclasses.replace(v, message=with_hints(v.message, [hint]))
+    return v
 
 
 def with_slip_hint(v: Verdict, hints: dict[str, str]) -> Verdict:
@@ -330,8 +378,9 @@ def make_print(q: Program) -> dict[str, Any]:
     yardstick for a wasteful program, so that the self-check holds a program to the same one)."""
     from .. import model_traffic
 
-    hints, traffic = slip_hints(q), model_traffic.expected(q)
+    hints, traffic, by_values = slip_hints(q), model_traffic.expected(q), [s.hint for s in value_slips(q)]
     return {"program": q.spec.to_json(), **({"hints": hints} if hints else {}),
+            **({"value_hints": by_values} if by_values else {}),
             **({"traffic": traffic} if traffic else {})}
 
 
@@ -346,6 +395,7 @@ def selfcheck_live(fp: dict[str, Any], qid: str, answer: Any, lowering_note: str
     if isinstance(prepared, Verdict):
         return prepared
     at, blob = prepared
-    verdict = judge_report(at, run_exported(at, blob, SELFCHECK_SEED, make_mesh=mesh), seed=SELFCHECK_SEED,
-                           traffic=model_traffic.at(fp.get("traffic"), at))
+    report = run_exported(at, blob, SELFCHECK_SEED, make_mesh=mesh)
+    verdict = judge_report(at, report, seed=SELFCHECK_SEED, traffic=model_traffic.at(fp.get("traffic"), at))
+    verdict = with_value_hint(verdict, qid, at, report.outputs, fp.get("value_hints") or [])
     return with_slip_hint(at_preferred(ProgramSpec.from_json(fp["program"]), at, verdict), fp.get("hints", {}))
