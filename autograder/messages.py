@@ -399,13 +399,13 @@ _PROGRAM = {
     # added to "wrong_values" when an integer result is compared with an expected one that is not
     # added to "wrong_values" when every entry is off by little: a precision, not a logic, mistake is likely
     "wrong_values+precision": " Every entry is within {pct}% of the largest expected value, beyond the check's "
-                              "tolerance (rtol {rtol:g}): is something computed in lower precision (bfloat16 or "
+                              "tolerance ({tolerance}): is something computed in lower precision (bfloat16 or "
                               "float16 operands or sums) where float32 is expected, or a small term left out?",
     # ... or when the difference is small as a whole, though some entries are further off (a rounding grown through
     # several matmuls)
     "wrong_values+precision:overall": " Your result is within {pct}% of the expected one as a whole (the size of the "
-                                      "difference over the size of the result), beyond the check's tolerance (rtol "
-                                      "{rtol:g}): is something computed in lower precision (bfloat16 or float16 "
+                                      "difference over the size of the result), beyond the check's tolerance "
+                                      "({tolerance}): is something computed in lower precision (bfloat16 or float16 "
                                       "operands or sums) where float32 is expected? Its rounding grows through each "
                                       "matmul of a step. Or is a small term left out?",
     "wrong_values+dtype": " Your result has dtype {dtype}; the expected one is not whole numbers.",

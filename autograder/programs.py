@@ -705,7 +705,8 @@ def diagnose_array(got: np.ndarray, want: np.ndarray, rtol: float, atol: float,
     if not bad.any():
         return None
     specific = _array_finding(g, want, tol, mesh)
-    return specific or _wrong_values(got, want, bad, what, exact, rtol)
+    tolerance = f"rtol {rtol:g}" + (f", atol {atol:g}" if atol > rtol else "")
+    return specific or _wrong_values(got, want, bad, what, exact, tolerance)
 
 
 def _array_finding(g: np.ndarray, want: np.ndarray, tol: _Tolerance,
@@ -739,7 +740,8 @@ NEAR_MISS_OVERALL = 0.05
 
 
 def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str, exact: bool,
-                  rtol: float) -> Finding:
+                  tolerance: str) -> Finding:
+    """``tolerance``: the check's, as its sentences quote it ("rtol 0.0001", with the atol where it is larger)."""
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     key = "wrong_values:exact" if exact and np.all(want == np.round(want)) else "wrong_values"
     message = phrase_program(key, einsum=what, bad=int(bad.sum()), size=bad.size, index=index,
@@ -752,9 +754,9 @@ def _wrong_values(got: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str,
     size = float(np.linalg.norm(want)) if want.size else 0.0
     overall = float(np.linalg.norm(diff)) / size if size else np.inf
     if not exact and off <= NEAR_MISS:
-        message += phrase_program("wrong_values+precision", pct=f"{100 * off:.2g}", rtol=rtol)
+        message += phrase_program("wrong_values+precision", pct=f"{100 * off:.2g}", tolerance=tolerance)
     elif not exact and overall <= NEAR_MISS_OVERALL:
-        message += phrase_program("wrong_values+precision:overall", pct=f"{100 * overall:.2g}", rtol=rtol)
+        message += phrase_program("wrong_values+precision:overall", pct=f"{100 * overall:.2g}", tolerance=tolerance)
     return Finding("wrong_values", message, {"index": list(index), "bad": int(bad.sum())})
 
 

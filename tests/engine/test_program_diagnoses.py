@@ -211,6 +211,8 @@ def test_a_result_off_by_rounding_alone_asks_about_precision():
     rounded = np.asarray(jnp.asarray(WANT, jnp.bfloat16) @ jnp.asarray(WANT, jnp.bfloat16), np.float32)
     f = diagnose_array(rounded, WANT @ WANT, 1e-5, 1e-5)
     assert f.code == "wrong_values" and "lower precision" in f.message and "rtol 1e-05" in f.message, f.message
+    f = diagnose_array(rounded, WANT @ WANT, 1e-5, 2e-5)
+    assert "(rtol 1e-05, atol 2e-05)" in f.message, f.message  # the tolerance as the question sets it
     wrong = WANT + np.where(np.arange(16)[:, None] == 3, 1.0, 0.0)
     assert "precision" not in diagnose_array(wrong, WANT, 1e-5, 1e-5).message
 
