@@ -10,37 +10,38 @@ from pathlib import Path
 import jax
 import nbformat
 import pytest
-from jax.sharding import PartitionSpec as P
 
-import course
 from autograder.questions import load_chapter
+from solutions._kit import smap
 from tests.chapter_checks import both_judges
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _as_the_question_lays_out(chapter: str, qid: str, block):
+    """``block`` in a shard_map on the question's mesh, with its operands' and result's specs."""
+    spec = load_chapter(chapter)[qid].spec
+    return smap(block, spec.mesh, [op.spec for op in spec.operands], spec.out_spec)
+
+
+def _gathered(block, axis):
+    return jax.lax.all_gather(block, axis, axis=1, tiled=True)
+
+
 def fsdp_backward_left_to_right(x, g, w_out):
     """Chapter 5's CX2 backward as In^T . dOut . W_out^T: (In^T . dOut) is a [D, D] product of 8 tokens."""
     def block(x_block, g_block, w_out_block):
-        w_out_full = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        return jax.lax.psum_scatter(x_block.T @ g_block @ w_out_full.T, "X", scatter_dimension=0, tiled=True)
-
-    return jax.shard_map(block, mesh=course.mesh(X=8), in_specs=(P("X", None), P("X", None), P(None, "X")),
-                         out_specs=P("X", None))(x, g, w_out)
+        return jax.lax.psum_scatter(x_block.T @ g_block @ _gathered(w_out_block, "X").T, "X", scatter_dimension=0,
+                                    tiled=True)
+    return _as_the_question_lays_out("ch05_training", "ch05-cx2-fsdp-backward", block)(x, g, w_out)
 
 
 def multipod_grad_left_to_right(x, g, w_out):
     """Chapter 6's CX4 as In^T . dOut . W_out^T, its collectives as the model's."""
     def block(x_block, g_block, w_out_block):
-        x_rows = jax.lax.all_gather(x_block, "Y", axis=1, tiled=True)
-        g_rows = jax.lax.all_gather(g_block, "Y", axis=1, tiled=True)
-        w_out_rows = jax.lax.all_gather(w_out_block, "X", axis=1, tiled=True)
-        shard = jax.lax.psum_scatter(x_rows.T @ g_rows @ w_out_rows.T, "X", scatter_dimension=0, tiled=True)
-        return jax.lax.psum(shard, "Z")
-
-    return jax.shard_map(block, mesh=course.mesh(Z=2, X=2, Y=2),
-                         in_specs=(P(("Z", "X"), "Y"), P(("Z", "X"), "Y"), P("Y", "X")), out_specs=P("X", "Y"))(
-        x, g, w_out)
+        product = _gathered(x_block, "Y").T @ _gathered(g_block, "Y") @ _gathered(w_out_block, "X").T
+        return jax.lax.psum(jax.lax.psum_scatter(product, "X", scatter_dimension=0, tiled=True), "Z")
+    return _as_the_question_lays_out("ch06_applied_training", "ch06-cx4-multipod-grad", block)(x, g, w_out)
 
 
 # (chapter, question, the program typed without parentheses, the model's order as the notebook prints it)
