@@ -22,8 +22,8 @@ import course
 from autograder.questions import chapter_names, load_chapter
 from autograder.verdict import Status
 from course.symbols import B, D, F, symbol
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "source").glob("ch*/ch*.ipynb"))
 READERS = {"as_expr", "as_number"}
 

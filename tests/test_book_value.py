@@ -6,7 +6,6 @@ the book's are sampled, so the test stays fast; every chapter and every setting 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -19,8 +18,8 @@ from autograder.questions import chapter_names, load_chapter
 from autograder.release import released
 from autograder.verdict import Status
 from tests.chapter_checks import recorded
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SCALAR = kinds.SCALAR if hasattr(kinds, "SCALAR") else ("number", "choice", "formula")
 SETTINGS = [(c, s.name) for c in chapter_names() for s in load_chapter(c).settings]
 

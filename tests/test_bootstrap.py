@@ -17,8 +17,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from autograder import distribution
 from autograder.distribution import bootstrap
 from autograder.release import complete_setup_cell, nbgrader_meta, write_readme_links
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 VERSION, REPOSITORY = PROJECT["version"], PROJECT["urls"]["Repository"]
 NOTEBOOKS = sorted(ROOT.glob("source/*/*.ipynb")) + sorted(ROOT.glob("release/*/*.ipynb"))

@@ -13,9 +13,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell
 from autograder import built_so_far as built
 from autograder import release
 from autograder.questions import Chapter, load_chapter
-
-ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = release.source_chapters(ROOT)
+from tests.paths import CHAPTERS, ROOT
 
 
 def _read(course: Path, folder: str, chapter: str):

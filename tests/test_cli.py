@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def run(*args: str, cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -13,8 +13,8 @@ import pytest
 
 from autograder.distribution import EDITION_FILE, GRADER_ONLY, build_wheel, package_files
 from autograder.questions import Formula, Number, Program, chapter_names, load_chapter
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = chapter_names()
 
 

@@ -1,14 +1,12 @@
 """Documentation that must follow the code: the list of diagnoses and the README's chapter links."""
 
 import re
-from pathlib import Path
 
 import pytest
 
 from autograder import messages
 from autograder.distribution import colab_prefix
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def test_every_diagnosis_is_documented_for_students():

@@ -30,8 +30,8 @@ import pytest
 import autograder
 import autograder.kinds
 from autograder.questions import Number, load_chapter
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # The applications: command-line programs built on the core that may use ``course`` and the grader.
 APPLICATIONS = {"cli", "demo", "release", "authoring", "selfcheck", "variant_report"}
 FORBIDDEN = ("course", "autograder.grading")

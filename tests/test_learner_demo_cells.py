@@ -4,7 +4,6 @@ Each message is one line, never a traceback through the course."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -17,13 +16,10 @@ from autograder.release import (
     direct_mesh_problems,
     mesh_cell_problems,
     solution_only_problems,
-    source_chapters,
 )
 from course import devices, progress
 from course.answers import AnswerError, check
-
-ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = source_chapters(ROOT)
+from tests.paths import CHAPTERS, ROOT
 
 
 def _run(sh, cell: str, session: str | None = None):

@@ -16,8 +16,7 @@ from autograder import record
 from autograder.questions import load_chapter
 from course import devices, errors, progress
 from course.answers import AnswerError, check, hint
-
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
 
 
 def one_line(e: BaseException) -> str:

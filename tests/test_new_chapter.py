@@ -13,8 +13,8 @@ import nbformat
 import pytest
 
 from autograder.kinds import KINDS
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CHAPTER = "ch13_example"
 CLI = "import sys; from autograder.cli import main; sys.exit(main(sys.argv[1:]))"
 

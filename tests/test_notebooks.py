@@ -23,11 +23,8 @@ from autograder.release import (
     complete_test_cells,
     function_lines,
     release,
-    source_chapters,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = source_chapters(ROOT)
+from tests.paths import CHAPTERS, ROOT
 
 
 def _nb(chapter: str, folder: str = "source"):

@@ -12,8 +12,8 @@ import pytest
 from autograder import cli
 from autograder.grading import stages
 from autograder.grading.pipeline import Assignment, release_warning
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 # A space, a comma (nbgrader splits its exclude list at commas), shell syntax, and a variable the shell expands.
 HOSTILE = ("Zoë Q", "a,b", "x;rm -rf ~", "$HOME")
 

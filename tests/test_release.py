@@ -1,16 +1,13 @@
 """release/ and the self-check data are exactly what regeneration produces, and hold no answers."""
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 
 from autograder.demo import copy_course
-from autograder.release import fingerprint_dir, fingerprint_text, release, source_chapters
-
-ROOT = Path(__file__).resolve().parent.parent
-CHAPTERS = source_chapters(ROOT)
+from autograder.release import fingerprint_dir, fingerprint_text, release
+from tests.paths import CHAPTERS, ROOT
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -15,8 +14,8 @@ from autograder.kinds import hint as hint_for
 from autograder.questions import Choice, Formula, Number, Program, load_chapter
 from course import progress
 from course.answers import AnswerError, check, fingerprints, hint
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 QID = "ch01-e1-h100-time"
 
 

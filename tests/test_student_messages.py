@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import builtins
 import re
-from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -29,8 +28,8 @@ from autograder.questions import Function, chapter_names, load_chapter
 from course import progress
 from course.answers import AnswerError, check, grade, hint, verdict
 from tests.chapter_checks import recorded
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = {name: load_chapter(name) for name in chapter_names()}
 FUNCTIONS = [q for c in CHAPTERS.values() for q in c.questions if isinstance(q, Function)]
 

@@ -24,8 +24,8 @@ from autograder.questions import Chapter, Number, Slip, chapter_names, load_chap
 from autograder.release import complete_setting_cells, released
 from course import variant
 from tests.chapter_checks import recorded
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = chapter_names()
 SETTINGS = [(c, s.name) for c in CHAPTERS for s in load_chapter(c).settings]
 SCALAR = ("number", "choice", "formula")

@@ -26,6 +26,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.paths import ROOT
+
 SKIP_VARIABLE = "SCALING_COURSE_SKIP_BROWSER"
 if os.environ.get(SKIP_VARIABLE) == "1":
     pytest.skip(f"{SKIP_VARIABLE}=1: browser tests skipped", allow_module_level=True)
@@ -33,7 +35,6 @@ if os.environ.get(SKIP_VARIABLE) == "1":
 # Imported after the skip so that a machine told to skip the browser tests needs no playwright either.
 from playwright.sync_api import Browser, Error, Locator, Page, expect, sync_playwright  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHAPTER = "ch01_rooflines"  # the fastest chapter to run
 CHROMIUM = Path("/usr/bin/chromium")

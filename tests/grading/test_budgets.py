@@ -26,8 +26,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from autograder.grading import factory
 from autograder.grading.execute import KILL_GRACE_SECONDS, Limits, execute
 from autograder.grading.jail import isolation_paths
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 

@@ -5,7 +5,6 @@ asked for such a chain without parentheses left an honest student who typed it a
 CX4, then Chapter 5's CX2 backward, 4.1x). Every program question whose model multiplies a chain in the other order
 than Python's now prints the model's parentheses, and a program typed without them is told the order is the cause."""
 
-from pathlib import Path
 
 import jax
 import nbformat
@@ -14,8 +13,7 @@ import pytest
 from autograder.questions import load_chapter
 from solutions._kit import smap
 from tests.chapter_checks import both_judges
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 
 def _as_the_question_lays_out(chapter: str, qid: str, block):

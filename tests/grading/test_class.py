@@ -24,8 +24,8 @@ from autograder.demo import copy_course, submit
 from autograder.grading.execute import Limits
 from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import grade
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 NAME = f"{CHAPTER}.ipynb"
 LIMITS = Limits(cell_seconds=20, notebook_seconds=240, output_bytes_per_cell=200_000, output_bytes_total=1_000_000)

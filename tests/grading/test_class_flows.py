@@ -23,8 +23,7 @@ from autograder.grading.pipeline import CourseError, Interrupted
 from autograder.grading.submissions import find_notebook
 from tests.grading.test_class_runs import Run, _result, _stored
 from tests.grading.test_stages import QID, _course
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 
 def _zip(path: Path, members: dict[str, str]) -> None:

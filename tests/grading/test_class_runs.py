@@ -21,8 +21,7 @@ from autograder.grading.feedback import write_atomic
 from autograder.grading.pipeline import Assignment, Summary
 from autograder.grading.warmup import Warming
 from tests.grading.test_stages import QID, _course
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 
 def _result(student: str, assignment: str = "hw", scores: dict[str, float] | None = None,

@@ -25,8 +25,8 @@ from autograder.grading.inert import inert
 from autograder.grading.pipeline import Assignment
 from autograder.grading.sanitize import MAX_CELL_CHARS, release_locked, release_stubs, sanitize
 from autograder.grading.warmup import Warming
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CH = "ch01_rooflines"
 SOURCE = nbformat.read(ROOT / "source" / CH / f"{CH}.ipynb", as_version=4)
 RELEASE = nbformat.read(ROOT / "release" / CH / f"{CH}.ipynb", as_version=4)

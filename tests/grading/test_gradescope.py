@@ -25,8 +25,8 @@ from autograder.grading.gradescope import _student as student_of
 from autograder.grading.pipeline import grade
 from autograder.questions import Number, load_chapter
 from autograder.record import GRADER_ENV, STUDENT_ENV
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 EMAIL = "jdoe@example.edu"
 VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}

@@ -2,7 +2,6 @@
 instructor grades from. The grading kernels and program runners get the grader's own choice (the simulated CPU
 mesh), whatever ``SCALING_COURSE_DEVICES``, ``JAX_*`` or ``XLA_*`` say outside."""
 
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -10,8 +9,8 @@ import pytest
 from autograder.demo import copy_course, filled_notebook, submit
 from autograder.grading.jail import kernel_environment
 from autograder.grading.pipeline import grade
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 OUTSIDE = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "SCALING_COURSE_DEVICES": "real", "JAX_PLATFORMS": "cuda",
            "JAX_ENABLE_X64": "1", "JAX_DEFAULT_MATMUL_PRECISION": "bfloat16",

@@ -22,8 +22,8 @@ from autograder.grading.feedback import render_html
 from autograder.grading.gradebook import write_csv
 from autograder.grading.pipeline import CourseError, grade, hand_grade_warning
 from tests.grading.test_stages import QID, _course
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 DUE = "2024-01-10 12:00:00 UTC"
 ON_TIME, LATE = "2024-01-09 10:00:00.000000 UTC", "2024-01-12 10:00:00.000000 UTC"  # LATE: 46 h after DUE

@@ -20,8 +20,8 @@ from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import CourseError, grade
 from autograder.questions import Formula, Function, load_chapter
 from tests.grading.tamper_cell import PATCH_ONLY, TAMPER
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 pytestmark = pytest.mark.slow
 

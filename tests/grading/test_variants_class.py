@@ -4,7 +4,6 @@ classmate's id, score only where their own values give the same answers; reruns 
 everyone's values."""
 
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -16,8 +15,8 @@ from autograder.questions import load_chapter
 from autograder.release import released
 from autograder.variants import dealt
 from tests.chapter_checks import recorded
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 HONEST = ("ada", "grace")
 pytestmark = pytest.mark.slow

@@ -18,8 +18,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from autograder.grading import execute, results, sanitize
 from autograder.grading.execute import LimitedClient, Limits
 from autograder.record import MIME, make
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 NAME = f"{CHAPTER}.ipynb"
 QID = "ch00-q1-bytes"

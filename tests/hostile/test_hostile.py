@@ -26,8 +26,8 @@ from autograder.grading.execute import Limits
 from autograder.grading.jail import landlock_abi
 from autograder.grading.pipeline import grade, prepare
 from autograder.grading.warmup import warm
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "ch01_rooflines"
 NAME = f"{CHAPTER}.ipynb"
 # The quota on what a kernel writes into its folders is lowered from its default (docs/security.md) so that
