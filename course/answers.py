@@ -273,19 +273,23 @@ def check(qid: str, answer: Any) -> None:
         print(record.tick(qid))
         return
     unlocked = entry.get("wrong", 0) > 0 and progress.enabled() and _entry(qid).get("hint")
-    _fail(qid, v, _shadowed(v, caller) + (f'\nA hint is unlocked: run course.hint("{qid}")' if unlocked else ""))
+    unlocked_text = f'\nA hint is unlocked: run course.hint("{qid}")' if unlocked else ""
+    _fail(qid, v, _shadowed(v, answer, caller) + unlocked_text)
 
 
-def _shadowed(v: Verdict, namespace: dict[str, Any]) -> str:
+def _shadowed(v: Verdict, answer: Any, namespace: dict[str, Any]) -> str:
     """Where a formula lacks symbols the answer needs because a cell gave their names numbers (a program prompt's
     "B = 16, D = 64, F = 256" copied into a cell), a sentence saying so: "depends on B, D and F; yours does not"
-    alone sends a student who typed B, D and F looking for a mistake they did not make."""
+    alone sends a student who typed B, D and F looking for a mistake they did not make. Only where the answer is an
+    expression (text is read with the course's symbols, whatever the notebook's names hold) and each number is a
+    factor of one of its numbers: 8*D*F/(X*C) with B = 16 lacks B, and no cell put it there."""
     code = v.diagnosis or ""
-    if not code.startswith("missing_symbol:"):
+    if not code.startswith("missing_symbol:") or not isinstance(answer, sympy.Expr):
         return ""
+    found = [abs(r) for a in answer.atoms(sympy.Rational) for r in (a.p, a.q) if r]
     numbers = {name: value for name in code.split(":", 1)[1].split(",")
-               if isinstance(value := namespace.get(name), int | float | numbers_.Number)
-               and not isinstance(value, bool | sympy.Symbol)}
+               if isinstance(value := namespace.get(name), int | numbers_.Integral)
+               and not isinstance(value, bool) and value and any(r % int(value) == 0 for r in found)}
     if not numbers:
         return ""
     said = ", ".join(f"{name} = {value!r}" for name, value in numbers.items())

@@ -286,3 +286,16 @@ def test_symbols_a_cell_made_numbers_are_named_by_the_self_check():
     with pytest.raises(AnswerError) as forgotten:
         exec("check('ch04-cx6-flops-per-device', 4 * D * F / X)", {"check": check, "X": X, "D": D, "F": F, "B": B})
     assert "depends on B" in str(forgotten.value) and "In this notebook" not in str(forgotten.value)
+
+
+def test_a_missing_symbol_no_cell_put_a_number_in_is_told_nothing_of_the_notebook():
+    """B = 16 set in a cell, then B left out of a formula for another reason (as text, read with the course's symbols
+    whatever the notebook's names hold, or as an expression whose numbers 16 divides none of): the sentence about
+    names made numbers would send the student after a cause they do not have."""
+    from course.answers import AnswerError, check
+    from course.symbols import C, D, F
+
+    for code in ("check('ch05-e2-dp-t-math', '8*D*F/(X*C)')", "check('ch05-e2-dp-t-math', 8*D*F/(X*C))"):
+        with pytest.raises(AnswerError) as e:
+            exec("B = 16\n" + code, {"check": check, "X": X, "C": C, "D": D, "F": F})
+        assert "depends on B" in str(e.value) and "In this notebook" not in str(e.value), e.value

@@ -29,6 +29,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -125,10 +126,23 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
     (a person looks), never the student's. The time the factory takes to fork a runner is the grader's own: it is
     added to ``seconds`` (``tests/grading/test_runner_start.py``)."""
     from ..kinds.program import judge_all
+
+    return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, program_runs(course_dir, seconds, each),
+                     _reference)
+
+
+def program_runs(course_dir: Path, seconds: float, each: float) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    """What runs a notebook's programs in the runner (``judge_programs``): every call shares the one budget of
+    ``seconds``, so a program run once more (at the self-check's inputs, to tell a slip of wrong values by its
+    results: ``kinds.program``) takes no time of its own beyond the notebook's."""
     from ..programs import GRADER_ERROR
 
+    budget: list[float] = []  # the deadline, set at the first call
+
     def run(todo: list[dict[str, Any]]) -> dict[str, Any]:
-        deadline = time.monotonic() + seconds
+        if not budget:
+            budget.append(time.monotonic() + seconds)
+        deadline = budget[0]
         reports = {}
         works: list[bool] = []  # whether a runner starts and answers, asked once, when a program got no report
         for item in todo:
@@ -142,6 +156,7 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
                 if not runner.ready(RUNNER_START_SECONDS):
                     break  # asked below whether a runner starts at all: the grader's failure, never the student's
                 deadline += time.monotonic() - forking  # the factory's latency in forking it is not the student's
+                budget[0] = deadline
                 left = min(each, deadline - time.monotonic())
                 start = time.monotonic()
                 reply = runner.request({"items": [item]}, left)
@@ -156,7 +171,7 @@ def judge_programs(chapter: Any, items: list[dict[str, Any]], course_dir: Path, 
                 reports[item["qid"]] = {"error": "the program runner did not start", "error_code": GRADER_ERROR}
         return reports
 
-    return judge_all(chapter, {i["qid"]: i["answer"] for i in items}, seed, run, _reference)
+    return run
 
 
 def _reference(q: Any, spec: Any) -> str:

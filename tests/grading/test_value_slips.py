@@ -48,3 +48,34 @@ def test_every_slip_of_wrong_values_carries_a_hint():
     bare = [f"{q.qid}:{s.answer.__name__}" for name in chapter_names() for q in load_chapter(name).questions
             if isinstance(q, Program) for s in q.slips if s.diagnosis.startswith("wrong_values") and not s.hint]
     assert bare == []
+
+
+def test_a_program_run_again_shares_the_notebooks_budget(tmp_path, monkeypatch):
+    """The run at the self-check's inputs that tells a slip by its results got a budget of its own (300 s more per
+    notebook, past the bound tests/grading/test_budgets.py holds the grader to): every run of a notebook's programs
+    now draws on one budget, so a second call after the first spent it runs nothing."""
+    import time
+
+    from autograder.grading import judge
+
+    class Runner:  # answers each program after the time it is given, or 0.2 s
+        served, max_requests = 0, 10
+
+        def alive(self):
+            return True
+
+        def ready(self, seconds):
+            return True
+
+        def request(self, payload, seconds):
+            if not payload["items"]:
+                return {}
+            time.sleep(min(seconds, 0.2))
+            return {item["qid"]: {"outputs": []} for item in payload["items"]} if seconds > 0.2 else None
+
+    monkeypatch.setattr(judge, "_runner", lambda *args, **kwargs: Runner())
+    run = judge.program_runs(tmp_path, seconds=0.5, each=1.0)
+    first = run([{"qid": "a"}, {"qid": "b"}])
+    again = run([{"qid": "c"}, {"qid": "d"}])
+    assert set(first) == {"a"} or set(first) == {"a", "b"}, first
+    assert again == {}, again
