@@ -50,12 +50,17 @@ def with_answers(nb: nbformat.NotebookNode, answers: dict[str, Any], note: str) 
         m = _TEST_LINE.search(c.source) if c.cell_type == "code" else None
         if m and m["qid"] in answers and solution is not None:
             answer = answers[m["qid"]]
-            if isinstance(answer, str | float | int):
-                value = repr(answer)
-            else:  # an expression, as a student would have it: later cells compute with it
-                value = f"__import__('sympy').sympify({str(answer)!r})"
+            # an expression as a student would have it, from its text: later cells compute with it
+            value = repr(answer) if isinstance(answer, str | float | int) else expression_line(answer)
             solution.source += f"\n{m['var']} = {value}  # {note}"
     return nb
+
+
+def expression_line(answer: Any) -> str:
+    """Python that makes ``answer`` in a notebook from its text, with the course's symbols: read with sympy's own
+    names, N, S, E, I and O are a function and constants, and 2*N raised (18 slips of eight chapters never took
+    effect in a sample notebook)."""
+    return f"__import__('sympy').sympify({str(answer)!r}, locals=vars(__import__('course.symbols').symbols))"
 
 
 def with_slips(nb: nbformat.NotebookNode, chapter: str, every: int = 2,

@@ -396,3 +396,27 @@ def test_a_row_for_an_answer_cell_that_does_not_parse_names_its_line_not_a_tempo
     row = unchecked(nb, "ch01-a")
     assert row == "not checked: the answer cell above stopped with SyntaxError: invalid syntax (line 1 of the " \
                   "answer cell)", row
+
+
+def test_every_slip_a_sample_notebook_writes_is_that_slip():
+    """A sample notebook's slips are written as text and read back in the kernel: each reads back as the slip, with
+    the course's symbols (sympy's own N is a function, and 2*N raised in the kernel, so the sample's known grade
+    was not what its slips implied)."""
+    import sympy as sp
+
+    from autograder.demo import expression_line
+    from autograder.questions import Formula, chapter_names, load_chapter
+
+    wrong = []
+    for name in chapter_names():
+        for q in load_chapter(name).questions:
+            for slip in q.slips if isinstance(q, Formula) else ():
+                if isinstance(slip.answer, sp.Expr):
+                    try:
+                        back = eval(expression_line(slip.answer))
+                    except Exception as e:
+                        wrong.append(f"{q.qid}: {type(e).__name__}")
+                        continue
+                    if str(back) != str(slip.answer):  # a symbol of its own in a record reads back by name
+                        wrong.append(f"{q.qid}: {back} for {slip.answer}")
+    assert wrong == []
