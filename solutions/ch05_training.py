@@ -1035,8 +1035,8 @@ CHAPTER = Chapter("ch05_training", "Parallel training", (
             prompt="FSDP forward: In[B_X, D] . W_in[D_X, F] . W_out[F, D_X] -> Out[B_X, D] (no nonlinearity).",
             spec=FSDP_FWD_SPEC, model=fsdp_forward,
             slips=(Slip(fsdp_forward_sums_outputs, "wrong_values",
-                        "under FSDP each device's rows are other tokens: adding the devices' results adds different "
-                        "tokens' outputs."),
+                        "under FSDP each device's rows are other tokens: a sum over the devices, of inputs or of "
+                        "outputs, adds different tokens together."),
                    Slip(fsdp_forward_gathers_batch, "collectives:all-gather"))),
     Program(qid="ch05-cx2-fsdp-backward", points=3, section=BACKWARD,
             prompt="FSDP backward: dW_in[D_X, F] = In^T . (dOut . W_out^T) from In[B_X, D], dOut[B_X, D] and "

@@ -169,7 +169,10 @@ def settle(db_url: str, result: dict[str, Any], late: LatePolicy, before: dict[s
     for review (nbgrader's autograde stops on such a file, for a person to look), on every run until the time can be
     read. Returns the gradebook's part of the grade (results.store keeps it with the result): {"hand": {qid:
     {"score", "review"}}, "late_penalty": points or None, "seconds_late": seconds, where a penalty was set, "time": a
-    note on the submission time or None, "late_unknown": whether the lateness is unknown and flagged}."""
+    note on the submission time or None, "late_unknown": whether the lateness is unknown and flagged, "no_time": whether
+    the hand-in came with no time at all (no ``timestamp.txt``: a copy by hand, ``zip_collect`` without a timestamp
+    group) where a due date and the late policy could take points: counted on time, as nbgrader counts it, and said
+    (``pipeline.late_unknown_warning``)}."""
     from nbgrader.api import Gradebook
 
     a, s = result["assignment"], result["student"]
@@ -178,7 +181,9 @@ def settle(db_url: str, result: dict[str, Any], late: LatePolicy, before: dict[s
         notebook = gb.find_submission_notebook(result["notebook"], a, s)
         submission = gb.find_submission(a, s)
         unknown = unreadable_time(result)
-        flag = unknown and submission.duedate is not None and late.can_penalise()
+        policed = submission.duedate is not None and late.can_penalise()
+        flag = unknown and policed
+        no_time = policed and not unknown and not result.get("timestamp") and submission.timestamp is None
         hand = {}
         for grade in notebook.grades:
             if grade.manual_score is None:
@@ -195,7 +200,7 @@ def settle(db_url: str, result: dict[str, Any], late: LatePolicy, before: dict[s
         time = _time_note(result, submission.timestamp, unknown, flag)
         gb.db.commit()
     return {"hand": hand, "late_penalty": penalty, "seconds_late": seconds if penalty is not None else None,
-            "time": time, "late_unknown": flag}
+            "time": time, "late_unknown": flag, "no_time": no_time}
 
 
 def _time_note(result: dict[str, Any], held: Any, unknown: bool, flagged: bool) -> str | None:

@@ -514,16 +514,28 @@ def hand_grade_warning(a: Assignment, graded_now: list[dict[str, Any]] | None = 
 def late_unknown_warning(graded: list[dict[str, Any]], assignment: str) -> list[str]:
     """The students whose lateness is unknown (a ``timestamp.txt`` the gradebook cannot read, where the late policy
     could take points: ``gradebook.settle``), in one line: never taken for "on time" in silence."""
+    def named(students: list[str]) -> tuple[str, str]:
+        names = ", ".join(printable(s) for s in students[:SHOWN]) + (f" and {len(students) - SHOWN} more"
+                                                                      if len(students) > SHOWN else "")
+        where = f"submitted/{printable(students[0])}/{assignment}/timestamp.txt" if len(students) == 1 \
+            else f"each one's submitted/STUDENT/{assignment}/timestamp.txt"
+        return names, where
+
+    said = []
     unknown = sorted(r["student"] for r in graded if (r.get("gradebook") or {}).get("late_unknown"))
-    if not unknown:
-        return []
-    names = ", ".join(printable(s) for s in unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more"
-                                                                  if len(unknown) > SHOWN else "")
-    where = f"submitted/{printable(unknown[0])}/{assignment}/timestamp.txt" if len(unknown) == 1 \
-        else f"each one's submitted/STUDENT/{assignment}/timestamp.txt"
-    return [f"Lateness unknown for {names}: the timestamp.txt handed in holds no time the gradebook can read, so the "
-            f"gradebook records none and no late penalty was taken. Their grades are flagged for review in "
-            f"formgrader; put the real time in {where} and grade again, or give the scores by hand."]
+    if unknown:
+        names, where = named(unknown)
+        said.append(f"Lateness unknown for {names}: the timestamp.txt handed in holds no time the gradebook can read, "
+                    f"so the gradebook records none and no late penalty was taken. Their grades are flagged for review "
+                    f"in formgrader; put the real time in {where} and grade again, or give the scores by hand.")
+    missing = sorted(r["student"] for r in graded if (r.get("gradebook") or {}).get("no_time"))
+    if missing:
+        names, where = named(missing)
+        said.append(f"No submission time for {names}: no timestamp.txt came with the hand-in, so no late penalty could "
+                    f"be taken though {assignment} has a due date and a late policy (counted on time, as nbgrader "
+                    f"counts it). Put the time in {where} and grade again; `nbgrader zip_collect` writes it where "
+                    "its file-name pattern has a timestamp group (docs/grading.md).")
+    return said
 
 
 def _rewritten_over_hand(a: Assignment, graded_now: list[dict[str, Any]]) -> list[str]:
@@ -589,7 +601,8 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     for why, said in ((results.ANSWERS, "the chapter's answers changed since the last run"),
                       (results.UNRECORDED, "graded before the grader recorded the chapter's answers"),
                       (results.FLAGGED, "the grader failed on part of them last time"),
-                      (results.REWRITTEN, "their autograded notebooks were written since (by nbgrader autograde?)")):
+                      (results.REWRITTEN,
+                       "their autograded notebooks were written or removed since (by nbgrader autograde?)")):
         if regrade.get(why):
             progress.note(f"{said}: regrading {regrade[why]}")
     warming = Warming("")

@@ -76,13 +76,20 @@ def unchanged(a: Assignment, student: str, folder: Path) -> tuple[dict[str, Any]
 
 
 def _rewritten(a: Assignment, student: str) -> bool:
-    """Whether the autograded notebook is newer than the stored result: each run writes the notebook before the
-    result, so another tool wrote it since (a plain ``nbgrader autograde``, whose notebook formgrader,
-    ``generate_feedback`` and the copy check would read beside our grade)."""
+    """Whether the autograded notebook is newer than the stored result, or gone: each run writes the notebook before
+    the result, so another tool wrote it since (a plain ``nbgrader autograde``, whose notebook formgrader,
+    ``generate_feedback`` and the copy check would read beside our grade), or removed it (nbgrader's autograde
+    removes a student's folder before it grades, and leaves none where it fails: formgrader, ``generate_feedback``
+    and the copy check then had nothing, and said so in no words)."""
     try:
-        notebook = (a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb").stat().st_mtime_ns
-        return notebook > (_folder(a) / f"{student}.json").stat().st_mtime_ns
-    except OSError:  # no notebook (removed by hand, or never written): nothing of another tool's to replace
+        result = (_folder(a) / f"{student}.json").stat().st_mtime_ns
+    except OSError:
+        return False
+    try:
+        return (a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb").stat().st_mtime_ns > result
+    except FileNotFoundError:
+        return True
+    except OSError:  # there, but not to be read: nothing this run can mend by grading again
         return False
 
 

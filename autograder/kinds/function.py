@@ -203,14 +203,14 @@ def _array(elements: Sequence[ItemJudge], length: int, shape: tuple[int, ...] | 
         bad = [(i, v) for i, v in enumerate(verdicts) if not v.ok]
         if not bad:
             return correct()
-        if (shift := _shifted(elements, values, [i for i, _ in bad], shape)) is not None:
-            return Verdict(Status.INCORRECT, 0.0, f"shifted:{shift:+d}", phrase(f"shifted:{shift:+d}"))
         if _reordered(elements, values, [i for i, _ in bad]):
             return Verdict(Status.INCORRECT, 0.0, "permuted", phrase("permuted"))
         codes = {v.diagnosis for _, v in bad}
         if len(bad) == len(verdicts) and len(codes) == 1 and bad[0][1].diagnosis.startswith("ratio:"):
-            v = bad[0][1]
+            v = bad[0][1]  # one factor over all: the simpler reading, where a geometric sequence is shifted too
             return Verdict(v.status, 0.0, v.diagnosis, frame("every_element", v.message))
+        if (shift := _shifted(elements, values, [i for i, _ in bad], shape)) is not None:
+            return Verdict(Status.INCORRECT, 0.0, f"shifted:{shift:+d}", phrase(f"shifted:{shift:+d}"))
         i, v = bad[0]
         if v.status is Status.INVALID:
             return Verdict(v.status, 0.0, v.diagnosis, frame("element", v.message, index=_position(i, shape)))

@@ -232,6 +232,8 @@ def test_a_notebook_another_tool_wrote_after_the_grade_is_graded_again(tmp_path,
     assert results.unchanged(A(), "ada", tmp_path) == (kept, "")
     os.utime(notebook, ns=(10**18 + 2, 10**18 + 2))  # nbgrader's, written after the grade
     assert results.unchanged(A(), "ada", tmp_path) == (None, results.REWRITTEN)
+    notebook.unlink()  # nbgrader's autograde removed it, and failed on the submission: nothing for formgrader
+    assert results.unchanged(A(), "ada", tmp_path) == (None, results.REWRITTEN)
 
 
 def test_a_program_that_raises_is_still_its_own_fault():

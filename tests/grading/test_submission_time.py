@@ -189,3 +189,22 @@ def test_the_docs_say_what_an_unreadable_time_does():
     assert "checked in the worker against nbgrader's own parser" not in security
     assert "trusts `timestamp.txt`" in security
     assert DUE  # the course's due date of these tests
+
+
+def test_a_hand_in_with_no_time_under_a_due_date_and_a_penalty_is_named_in_the_run(tmp_path):
+    """A copy by hand, or nbgrader zip_collect without a timestamp group, brings no timestamp.txt: the gradebook holds
+    no time and no penalty is taken (nbgrader counts it on time too), which the run said nothing of while it named a
+    garbled time. It names these hand-ins and how to give them a time; where nothing could be taken, it says
+    nothing."""
+    from autograder.grading.pipeline import late_unknown_warning
+
+    a = _course_with(tmp_path, ZERO)
+    results.store(a, _handed_in(a, "erin", None))
+    results.store(a, _handed_in(a, "ada", ON_TIME.encode()))
+    stored = [results.stored(a, s) for s in ("ada", "erin")]
+    assert _penalty(a, "erin") is None and not _flagged(a, "erin")
+    [line] = late_unknown_warning(stored, "hw")
+    assert line.startswith("No submission time for erin") and "ada" not in line and "zip_collect" in line, line
+    b = _course_with(tmp_path / "other")  # penalty_method "none": lateness takes nothing, nothing to say
+    results.store(b, _handed_in(b, "erin", None))
+    assert late_unknown_warning([results.stored(b, "erin")], "hw") == []
