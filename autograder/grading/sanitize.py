@@ -91,10 +91,11 @@ def read_submission(path: Path | None) -> tuple[list[dict[str, Any]], list[str]]
         raw, cut = read_plain(path, MAX_NOTEBOOK_BYTES)  # a plain file, and no more than that however it grew
         if cut:
             return [], [f"the notebook is over the {MAX_NOTEBOOK_BYTES // 2**20} MiB limit: graded as empty"]
-        data, halves = loads_text(raw.decode("utf-8", errors="replace"))
+        text, decoded = _text(raw)
+        data, halves = loads_text(text)
     except (OSError, ValueError, RecursionError) as e:
         return [], [f"the notebook cannot be read ({type(e).__name__}{_encoding(raw)}): graded as empty"]
-    problems = [f"{half_pairs(halves)} replaced by \ufffd"] if halves else []
+    problems = ([decoded] if decoded else []) + ([f"{half_pairs(halves)} replaced by \ufffd"] if halves else [])
     version = data.get("nbformat") if isinstance(data, dict) else None
     if type(version) is int and version < 4 and not isinstance(data.get("cells"), list):
         data, upgraded = _upgraded(data, version)
@@ -135,6 +136,22 @@ def ticked_questions(cells: list[dict[str, Any]]) -> set[str]:
         if isinstance(text, str):
             ticked.update(TICK.findall(text[:100_000]))
     return ticked
+
+
+def _text(raw: bytes) -> tuple[str, str]:
+    """The file's text, and a note where it is not the UTF-8 Jupyter writes and reads: a byte-order mark, UTF-16, or
+    bytes that are no UTF-8 (replaced by \ufffd). Each is graded with the note, as Jupyter cannot open the file as
+    it is but its cells are all there; a zero for an encoding would be a regrade by hand every time."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return raw[3:].decode("utf-8", errors="replace"), ("the notebook starts with a byte-order mark, which Jupyter "
+                                                          "cannot open: read without it (save it as UTF-8 without one)")
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return raw.decode("utf-16", errors="replace"), ("the notebook is saved as UTF-16, which Jupyter cannot "
+                                                        "open: read as UTF-16 (save it as UTF-8)")
+    text = raw.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") - raw.count("\ufffd".encode())
+    return text, (f"the notebook holds bytes that are not UTF-8 ({bad} place{'s' if bad != 1 else ''}), which Jupyter "
+                  "cannot open: each read as \ufffd (save it as UTF-8)") if bad > 0 else ""
 
 
 def _encoding(raw: bytes) -> str:

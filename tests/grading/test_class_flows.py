@@ -334,9 +334,8 @@ def test_the_same_command_continues_an_interrupted_forced_run(tmp_path, monkeypa
 # --- notes on unreadable notebooks ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("data, encoding", [
-    (b"\xef\xbb\xbf" + json.dumps({"cells": []}).encode(), "byte-order mark"),
-    (json.dumps({"cells": []}).encode("utf-16"), "UTF-16"),
     (b"not json at all", None),
+    (b"\xef\xbb\xbf{not json", "byte-order mark"),
 ])
 def test_an_unreadable_notebook_gets_one_short_note(tmp_path, data, encoding):
     """Not a list of every restored cell after "graded as empty"; a file saved in another encoding than the
@@ -351,6 +350,29 @@ def test_an_unreadable_notebook_gets_one_short_note(tmp_path, data, encoding):
     assert QID not in job.problems[0] and "restored" not in job.problems[0]
     if encoding:
         assert encoding in job.problems[0] and "save it as UTF-8" in job.problems[0], job.problems
+
+
+@pytest.mark.parametrize("encode, said", [
+    (lambda text: b"\xef\xbb\xbf" + text.encode(), "byte-order mark"),
+    (lambda text: text.encode("utf-16"), "UTF-16"),
+    (lambda text: text.replace("ANSWER", "caf\u00e9").encode("utf-8").replace(b"\xc3\xa9", b"\xe9"), "not UTF-8"),
+], ids=["bom", "utf-16", "latin-1 byte"])
+def test_a_notebook_in_another_encoding_is_graded_with_a_note(tmp_path, encode, said):
+    """A byte-order mark or UTF-16 was graded as empty (0 points for a file whose cells are all there) while a byte
+    that is no UTF-8 was graded with no word: Jupyter opens none of them, so each is graded, with a note on how to
+    save it."""
+    import nbformat
+
+    a = _course(tmp_path)
+    folder = a.course_dir / "submitted" / "ada" / "hw"
+    folder.mkdir(parents=True)
+    release = nbformat.read(a.master, as_version=4)
+    release.cells.append(nbformat.v4.new_markdown_cell("ANSWER"))
+    (folder / "hw.ipynb").write_bytes(encode(nbformat.writes(release)))
+    job = stages.Job(a, "ada", folder)
+    stages.sanitize(job)
+    assert not [p for p in job.problems if "graded as empty" in p or "restored" in p], job.problems
+    assert [p for p in job.problems if said in p and "save it as UTF-8" in p], job.problems
 
 
 def test_a_notebook_with_none_of_the_assignments_cells_says_so_in_one_line(tmp_path):
