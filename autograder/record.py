@@ -585,12 +585,20 @@ def read(outputs: list[dict[str, Any]], qid: str) -> dict[str, Any] | None:
     return found
 
 
+# The metadata key of an answer cell the grader put back from the assignment, the notebook having none
+# (``grading.sanitize``).
+RESTORED = "scaling_course_restored"
+
+
 def why_no_record(cell: dict[str, Any], answer: dict[str, Any] | None = None) -> str:
     """Why an executed test cell holds no record, from its own outputs and those of its ``answer`` cell (the
     answer cell before it): the grader's feedback and the learner's ``selfcheck`` table say it alike. A name the
     check cannot find most often follows an answer cell that stopped: its placeholder, or another error."""
     out = cell_error(cell)
     before = cell_error(answer) if out.get("ename") == "NameError" and answer is not None else {}
+    if before.get("ename") == "NotImplementedError" and (answer or {}).get("metadata", {}).get(RESTORED):
+        return ("your notebook had no answer cell here (deleted?): the assignment's, put back with its placeholder, "
+                "stops with NotImplementedError: write the answer in it")
     if before.get("ename") == "NotImplementedError":
         return ("the answer cell above still holds its placeholder (# YOUR ANSWER HERE), which stops with "
                 "NotImplementedError: write the answer there")

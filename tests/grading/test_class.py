@@ -141,6 +141,14 @@ def test_the_summary_says_what_was_wrong(broken, student, reason):
     assert student in summary.problems
 
 
+def test_a_deleted_answer_cell_is_told_as_deleted_not_as_a_placeholder_left(broken):
+    """The answer cell put back from the assignment stops at its placeholder: "still holds its placeholder" told a
+    student who had deleted the cell that they had left it unanswered."""
+    _, _, results, _ = broken
+    told = [q["message"] for qid, q in results["cells-deleted"]["questions"].items() if qid.startswith("ch01-e2")]
+    assert told and all("no answer cell here (deleted?)" in m for m in told), told
+
+
 def test_parallel_sequential_and_dask_agree(tmp_path):
     students = {s: v for s, v in damaged().items() if s in ("intact", "cells-deleted", "missing")}
     course = make_course(tmp_path, students)
