@@ -20,6 +20,9 @@ _INVALID = {
     "syntax": "This is not a formula I can read ({detail}). Write it as in Python: * between factors, ** for "
               "powers, and close every (.",
     "implicit_multiplication": "Write the multiplication out: '{fix}', not '{detail}'.",
+    # letters of the question's symbols written together ("2BDF"): a word reads as one name, or a unit
+    "glued_symbols": "Write each multiplication out, as '{detail}': letters written together read as one name (or a "
+                     "unit), never as a product of symbols.",
     "caret_power": "Use ** for powers (B**2), not ^.",
     "unicode_operator": "Use the keyboard operators + - * / instead of '{detail}'.",
     "relation": "Give an expression, not an equation or comparison: drop the '=' or '<'.",

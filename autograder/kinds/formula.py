@@ -74,13 +74,43 @@ def read(answer: Any, names: Sequence[str]) -> Parsed | Invalid:
     bytes) is a unit, not a product: its sentence says to drop the unit, not to multiply by its first
     letter."""
     p = parse_formula(answer, names)
+    if isinstance(p, Invalid) and p.code == "unknown_name" and p.text and (apart := _apart(p.detail, names)):
+        fix = re.sub(rf"(?<![\w.]){re.escape(p.detail)}(?!\w)", apart, p.text)
+        return Invalid("glued_symbols", fix.strip(), None, p.text)
     if isinstance(p, Invalid) and p.code in ("implicit_multiplication", "syntax") and p.text:
         ends = re.fullmatch(r"(.*?[\w)])\s*([A-Za-z_][\w/]*)\s*", p.text, re.S)  # a formula, then a word
         unit = ends.group(2) if ends else ""
+        if unit and unit not in UNITS and (apart := _apart(unit, names)) \
+                and isinstance(parse_formula(ends.group(1), names), Parsed):  # type: ignore[union-attr]
+            return Invalid("glued_symbols", f"{ends.group(1)}*{apart}", None, p.text)
         if unit and unit not in names and unit not in FUNCTIONS and (unit in UNITS or len(unit) >= 3) \
                 and isinstance(parse_formula(ends.group(1), names), Parsed):  # type: ignore[union-attr]
             return Invalid("unit_in_formula", unit, ends.start(2), p.text)  # type: ignore[union-attr]
     return p
+
+
+def _apart(word: str, names: Sequence[str]) -> str:
+    """``word`` as the product of the question's symbols it is glued from ("BDF" -> "B*D*F", "BDF/NC" ->
+    "B*D*F/(N*C)"), or "" where it is not: "2BDF" is how a product is written on paper, and read as a unit, the
+    sentence said to drop the formula."""
+    def split(part: str) -> list[str] | None:
+        if re.fullmatch(r"\d+", part):  # a number divides too: "2BDF/16"
+            return [part]
+        if not part:
+            return None
+        for name in sorted(names, key=len, reverse=True):
+            if part.startswith(name):
+                rest = part[len(name):]
+                tail = split(rest) if rest else []
+                if tail is not None:
+                    return [name, *tail]
+        return None
+
+    parts = [split(p) for p in word.split("/")]
+    if any(p is None for p in parts) or sum(len(p) for p in parts) < 2:  # type: ignore[arg-type]
+        return ""
+    texts = ["*".join(p) for p in parts]  # type: ignore[arg-type]
+    return "/".join([texts[0], *(t if "*" not in t else f"({t})" for t in texts[1:])])
 
 
 def seed(tag: str) -> int:

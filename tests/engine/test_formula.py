@@ -275,3 +275,25 @@ TRUE_LOWER_TERMS = [
 def test_a_true_lower_order_difference_stays_lower_terms(reference, answer, names, counts):
     for v in _both_judges(reference, answer, names, counts):
         assert v.diagnosis == "lower_terms", v
+
+
+@pytest.mark.parametrize(("answer", "fix"), [
+    ("2BDF", "2*B*D*F"), ("6NPM", "6*N*P*M"), ("6*NPM", "6*N*P*M"), ("BDF", "B*D*F"), ("2BDF/16", "2*B*D*F/16"),
+    ("2BTDF/NC", "2*B*T*D*F/(N*C)"), ("2NP", "2*N*P"), ("2M_XBD", "2*M_X*B*D"),
+])
+def test_symbols_written_together_are_told_to_be_multiplied(answer, fix):
+    """How a product is written on paper: "2BDF" read as 2 and a unit BDF was told "drop 'BDF'", the whole formula
+    but its 2, and "6*NPM" that NPM is no symbol. Letters that are the question's symbols, glued, are a product."""
+    from autograder.kinds.formula import read
+
+    got = read(answer, ["B", "D", "F", "N", "P", "M", "T", "C", "M_X", "G"])
+    assert isinstance(got, Invalid) and got.code == "glued_symbols", got
+    assert f"as '{fix}'" in phrase_invalid(got), phrase_invalid(got)
+
+
+@pytest.mark.parametrize("answer", ["16 GB", "2 B/s", "4 bytes", "2 FLOPs", "8 FLOP"])
+def test_a_unit_after_a_formula_is_still_a_unit(answer):
+    from autograder.kinds.formula import read
+
+    got = read(answer, ["B", "D", "F", "G", "O", "P", "L", "s"])
+    assert isinstance(got, Invalid) and got.code == "unit_in_formula", got
