@@ -190,7 +190,7 @@ def report(executed: nbformat.NotebookNode, run: str, records: dict,
     unchecked_points = sum(sum(pts) for pts in elsewhere.values())
     this_run = (phrase("selfcheck:total_checked", earned=f"{earned:g}", checked=f"{total - unchecked_points:g}",
                        unchecked=f"{unchecked_points:g}") if unchecked_points else f"{earned:g} of {total:g} points")
-    lines.append(f"This run: {this_run}. Solved so far, over all sessions: {solved} of "
+    lines.append(f"This run: {this_run}. Solved at least once, over all sessions: {solved} of "
                  f"{len(qids)} questions. Progress file: {progress.path()}")
     if not any((records.get(q) or {}).get("run") == run for q in qids):
         texts = [text for _, _, text in rows]
