@@ -29,9 +29,10 @@ copier's (or a notebook that copies most of another, and only that) must not hid
 so that a student who wrote a few answers the way everyone does is not paired with every classmate who wrote those
 and more. Untouched notebooks write nothing, so they are never named; a few short lines that
 everyone right writes alike (a question with no variant, ``gpu_batch = q5.gpu.bf16_flops_per_s / ...``) are under
-MIN_TOKENS; two whole notebooks of one author are far over it. A copy whose code was rewritten (other names, another
-order, an answer split over cells or joined into one) is not found: this catches the copy handed in as it was,
-restyled, or moved about.
+MIN_TOKENS; two whole notebooks of one author are far over it. A cell is read as the program it is where it parses
+(``canonical``): a copy put through a formatter, its functions' local names changed or its lines reordered, is the
+same cell. The course's reference answers are compared as one more student (``REFERENCE``). A copy whose code was
+rewritten (expressions rearranged, an answer split over cells or joined into one) is not found.
 
 The cost is one read of each graded notebook (JSON, its outputs included), its written cells' text tokenized (a cell
 as the assignment gave it, character for character, is known without), and a set intersection for each pair of
@@ -44,6 +45,7 @@ parsing and cannot hide from the check by its bulk.
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import io
@@ -129,12 +131,70 @@ def tokens(text: str) -> list[str]:
 
 
 def normalised(text: str) -> tuple[str, int]:
-    """(a digest of the ``tokens`` of ``text``'s first CELL_CHARS characters, how many tokens): comments, blank lines
-    and spacing are not part of it, so ``x=1  # mine`` is ``x = 1``, and a block indented by two spaces is the same
-    block indented by four."""
-    found = tokens(text[:CELL_CHARS])
+    """(a digest of the ``tokens`` of ``text``'s first CELL_CHARS characters, read as ``canonical`` code, how many
+    tokens): comments, blank lines and spacing are not part of it, so ``x=1  # mine`` is ``x = 1``, and a block
+    indented by two spaces is the same block indented by four."""
+    found = tokens(canonical(text[:CELL_CHARS]))
     digest = hashlib.sha256("\0".join(found).encode("utf-8", "surrogatepass")).hexdigest()
     return digest[:32], len(found)
+
+
+# A cell read as Python (``canonical``) is this long at most: a longer one, or one that does not parse, is read as
+# tokens alone. The course's longest reference answer has 2,777 characters; parsing costs more than tokens, and a
+# class of hostile notebooks of huge cells must not slow the check.
+CANONICAL_CHARS = 6_000
+
+
+def canonical(text: str) -> str:
+    """``text`` as the program it is, where it parses: written out by ``ast.unparse`` (so quotes, brackets and line
+    breaks are the parser's), the names a function binds (its arguments, what it assigns, loops over or imports)
+    renamed in the order they first appear, and the cell's statements in sorted order. A copy retyped through a
+    formatter, with its local names changed, or with two independent lines swapped (each a full copy, handed in for
+    full marks) read as a new cell; names the notebook shares (answers, settings, modules) stay as written. Text
+    that does not parse is returned as it is."""
+    if len(text) > CANONICAL_CHARS:
+        return text
+    try:
+        tree = ast.parse(_COMMAND_LINES.sub("", text))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                _Locals(node).rename()
+        return "\n".join(sorted(ast.unparse(s) for s in tree.body))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return text
+
+
+# A notebook command (``%env ...``, ``!pip install \``, ``%time x = 1``) and the lines it continues with a backslash:
+# no Python, and alike in every notebook run where the course is not installed (``tokens`` skips them too).
+_COMMAND_LINES = re.compile(r"^[ \t]*[%!](?:[^\n]*\\\n)*[^\n]*$", re.M)
+
+
+class _Locals(ast.NodeTransformer):
+    """The names a function binds, renamed ``_0``, ``_1``, ... in the order they first appear in it."""
+
+    def __init__(self, fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+        self.fn, self.names = fn, {}
+        args = fn.args
+        bound = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        bound += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+        body = fn.body if isinstance(fn.body, list) else [fn.body]
+        for node in (n for stmt in body for n in ast.walk(stmt)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.append(node.id)
+        for name in bound:
+            self.names.setdefault(name, f"_{len(self.names)}")
+
+    def rename(self) -> None:
+        for a in ast.walk(self.fn.args):
+            if isinstance(a, ast.arg) and a.arg in self.names:
+                a.arg = self.names[a.arg]
+        body = self.fn.body if isinstance(self.fn.body, list) else [self.fn.body]
+        for stmt in body:
+            self.visit(stmt)
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self.names.get(node.id, node.id)
+        return node
 
 
 def _text(value: Any) -> str:
@@ -245,12 +305,33 @@ def find(a: Assignment) -> list[Pair]:
     return compare(a)[0]
 
 
+# The course's own answers, compared as one more student: the source's solution cells are public (the repository
+# and the package hold them), and one student who pasted them had no classmate to be paired with.
+REFERENCE = "(the course's reference answers)"
+_SOLUTION_MARKS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+
+
+def reference(a: Assignment, everyones: Given) -> Written:
+    """The written cells of the source notebook's solutions, as a student who pasted them wrote them."""
+    found: Written = {}
+    for cell in _cells(a.master) or []:
+        gid = grade_id(cell)
+        if gid and is_solution(cell):
+            text = _SOLUTION_MARKS.sub("", _text(cell.get("source")))
+            digest, n = normalised(text)
+            if n >= MIN_CELL_TOKENS and digest not in everyones.digests:
+                found.setdefault(digest, (n, gid))
+    return found
+
+
 def compare(a: Assignment) -> tuple[list[Pair], list[str]]:
     """``find``'s pairs, and the graded students whose notebook could not be compared: a notebook the check skips in
-    silence would be a way to hide from it, so the summary names them."""
+    silence would be a way to hide from it, so the summary names them. The course's reference answers are compared
+    as one more student (``REFERENCE``)."""
     everyones = given(a)
-    read = {s: written(a, s, everyones) for s in graded(a)}
-    unread = sorted(s for s, found in read.items() if found is None)
+    read: dict[str, Written | None] = {s: written(a, s, everyones) for s in graded(a)}
+    read[REFERENCE] = reference(a, everyones)
+    unread = sorted(s for s, found in read.items() if found is None and s != REFERENCE)
     work = {s: found for s, found in read.items() if found and len(found) >= MIN_CELLS}
     names = sorted(work)
     pairs = []

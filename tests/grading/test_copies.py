@@ -6,6 +6,7 @@ then outputs as a run would add them), so the cells compared are those the grade
 the student's own code cells, wherever the student put the work (moved out of the answer cells, or in a notebook
 whose nbgrader metadata is gone)."""
 
+import ast
 import contextlib
 import csv
 import json
@@ -32,6 +33,15 @@ SOURCE = nbformat.read(ROOT / "source" / CH / f"{CH}.ipynb", as_version=4)
 RELEASE = nbformat.read(ROOT / "release" / CH / f"{CH}.ipynb", as_version=4)
 STUBS = release_stubs(RELEASE)
 ANSWERS = [gid for gid in STUBS]  # the chapter's 13 answer cells, in notebook order
+
+
+@pytest.fixture(autouse=True)
+def among_students_alone(request, monkeypatch):
+    """Most tests hand the reference's answers in as students' work, to compare students with each other: the
+    course's reference answers, compared as one more student (``copies.REFERENCE``), are left out of them, and
+    tested on their own (marked ``with_reference``)."""
+    if "with_reference" not in request.keywords:
+        monkeypatch.setattr(copies, "reference", lambda a, everyones: {})
 
 
 def _gid(cell) -> str | None:
@@ -114,7 +124,7 @@ def _restyled(text: str) -> str:
     lines = []
     for line in text.split("\n"):
         if not re.search("[\"'#]", line):  # a string's text is the program's, left as it is
-            line = re.sub(r"\s*([=*/+])\s*", r" \1 ", line).rstrip()
+            line = re.sub(r"\s*(?<![=!<>+\-*/%&|^@:])=(?!=)\s*", " = ", line).rstrip()  # assignments, not ==, +=
         lines += [line + "   # mine", ""] if line.strip() else ["", "# worked this out"]
     return "\n".join(lines)
 
@@ -491,3 +501,50 @@ def test_normalised_text_stays_linear_on_unclosed_strings():
     copies.normalised(("'a" * 5_000 + "\n") * 2)
     copies.normalised('"\\' * 10_000 + "\\")  # every quote opens a string that only a lone backslash ends
     assert time.perf_counter() - start < 1.0
+
+
+
+@pytest.mark.with_reference
+def test_a_student_who_pasted_the_public_reference_answers_is_named_alone(tmp_path):
+    """The source's solution cells are public (the repository, the package): one student who pasted them had no
+    classmate to be paired with and was never named. The reference is compared as one more student; an honest
+    student with work of their own is not paired with it."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    _graded(a, "bob", _answered({gid: f"# bob's own try at {gid}\nvalue_{i} = {i} * 2 + 1" for i, gid in
+                                 enumerate(ANSWERS)}))
+    assert {(p.a, p.b) for p in copies.find(a)} == {(copies.REFERENCE, "alice")}
+    assert any("course's reference answers" in line for line in copies.report(a))
+
+
+def _formatted(text: str) -> str:
+    """A copy put through a formatter: the parser's quotes, brackets and line breaks."""
+    return ast.unparse(ast.parse(text))
+
+
+def _renamed(text: str) -> str:
+    """A copy whose functions' local names are changed."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for arg in node.args.args:
+                arg.arg += "_mine"
+            for name in ast.walk(node):
+                if isinstance(name, ast.Name) and name.id in {a.arg[:-5] for a in node.args.args}:
+                    name.id += "_mine"
+    return ast.unparse(tree)
+
+
+def _lines_swapped(text: str) -> str:
+    """A copy with the first two statements of the cell in the other order (independent ones, or not)."""
+    body = ast.parse(text).body
+    return ast.unparse(ast.Module(body=[*body[1::-1], *body[2:]], type_ignores=[])) if len(body) > 1 else text
+
+
+@pytest.mark.parametrize("change", [_formatted, _renamed, _lines_swapped], ids=lambda f: f.__name__.strip("_"))
+def test_a_copy_retyped_through_a_formatter_renamed_or_reordered_is_named(tmp_path, change):
+    """Each earned the classmate's full marks and went unnamed: cells were compared token for token."""
+    a = _assignment(tmp_path)
+    _graded(a, "alice", _full())
+    _graded(a, "bob", _answered({gid: change(_reference(gid)) for gid in ANSWERS}))
+    assert ("alice", "bob") in _pairs(a)
