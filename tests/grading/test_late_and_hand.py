@@ -47,6 +47,13 @@ def _course_with(tmp_path, config: str = ""):
     return dataclasses.replace(a, late=gradebook.LatePolicy(a.course_dir))
 
 
+def _autograded(a, student: str) -> None:
+    """The graded notebook a run writes before it stores the result (a result without one is graded again)."""
+    path = a.course_dir / "autograded" / student / a.name / f"{a.notebook}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}")
+
+
 def _result(student="ada", score=2.0, sha="a" * 64, answer="16", timestamp=ON_TIME) -> dict:
     return {"student": student, "assignment": "hw", "notebook": "hw", "grader": "2", "sha256": sha,
             "timestamp": timestamp, "score": score, "max_score": 2.0,
@@ -113,6 +120,7 @@ def test_a_kept_result_leaves_an_approved_hand_grade_approved(tmp_path):
     (folder / "hw.ipynb").write_text("{}")
     from autograder.grading.submissions import fingerprint
 
+    _autograded(a, "ada")
     results.store(a, {**_result(score=0.0, sha=fingerprint(folder, "hw")), "answers": a.answers, "setting": {}})
     _hand_grade(a, "ada", 2.0)
     kept, why = results.unchanged(a, "ada", folder)
@@ -223,6 +231,7 @@ def test_a_run_writes_the_gradebook_into_the_report_of_a_kept_result(tmp_path):
     report = a.course_dir / "feedback" / "ada" / "hw" / "hw.html"
     report.parent.mkdir(parents=True)
     report.write_text(_report(result["questions"]))
+    _autograded(a, "ada")
     results.store(a, result)
     assert _h1(report.read_text()).endswith("0 / 2")
     _hand_grade(a, "ada", 2.0)
