@@ -378,7 +378,7 @@ def _corpus() -> tuple[list, list]:
 
     numbers = [a for cases in NUMBER_INVALID.values() for a, _ in cases]
     numbers += ["2 / 1.5 x 10^3", "3 GB", "1 parsec", "13B", "240 tokens", "2*B", 1.0, 5e-3, 7.3e-4, 1e3]
-    formulas = [a for cases in FORMULA_INVALID.values() for a in cases] + ["2*N bytes", "N", "3*N", "N**2"]
+    formulas = [a for cases in FORMULA_INVALID.values() for a in cases] + ["2*N bytes", "N", "3*N", "N**2", "2NN"]
     return numbers, formulas
 
 
