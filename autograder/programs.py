@@ -162,6 +162,16 @@ def export(q: ProgramSpec, fn: Any, *, make_mesh: MeshFactory) -> str:
     return base64.b64encode(exported.serialize()).decode()
 
 
+def results(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> tuple[np.ndarray, ...]:
+    """What a trusted program (a record's slip) computes at ``seed``'s inputs, as ``run`` reads its results, without
+    reading what it compiled to (the release keeps slips' results: ``release.slip_results``)."""
+    import jax
+
+    args = [jax.device_put(x, s) for x, s in zip(inputs(q, seed), _shardings(q, make_mesh), strict=True)]
+    out = jax.jit(fn)(*args)
+    return tuple(np.asarray(o) for o in (out if q.outputs and isinstance(out, tuple | list) else (out,)))
+
+
 def run(q: ProgramSpec, fn: Any, seed: int, *, make_mesh: MeshFactory) -> Report:
     """Run a callable (a live function, or a deserialized program's ``call``) and inspect it."""
     import jax

@@ -560,7 +560,7 @@ def slip_results(chapter: Chapter) -> dict[str, bytes]:
 
     from .kinds.program import value_slips
     from .meshes import mesh
-    from .programs import SELFCHECK_SEED, run
+    from .programs import SELFCHECK_SEED, results
 
     files = {}
     for q in model_traffic.programs_of(chapter):
@@ -570,11 +570,14 @@ def slip_results(chapter: Chapter) -> dict[str, bytes]:
             arrays = []
             for s in slips:
                 fn = functools.partial(s.answer, **dict(spec.mesh)) if q.spec.mesh_choices else s.answer
-                report = run(spec, fn, SELFCHECK_SEED, make_mesh=mesh)
-                if report.error or len(report.outputs) != max(1, len(spec.outputs)):
+                try:
+                    outs = results(spec, fn, SELFCHECK_SEED, make_mesh=mesh)
+                except Exception as e:
                     raise AuthoringError(f"{q.qid}: the slip {s.answer.__name__} does not run at {spec.mesh}: "
-                                         f"{report.error or 'another number of results'}")
-                arrays += [reference_results.sampled(o) for o in report.outputs]
+                                         f"{type(e).__name__}: {e}") from None
+                if len(outs) != max(1, len(spec.outputs)):
+                    raise AuthoringError(f"{q.qid}: the slip {s.answer.__name__} returns {len(outs)} results")
+                arrays += [reference_results.sampled(o) for o in outs]
             files[reference_results.slips_name(q.qid, spec)] = reference_results.encode(arrays)
     return files
 
