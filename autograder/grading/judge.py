@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +338,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     from ..kinds import DRAWN
     from ..kinds.common import too_expensive
     from ..questions import Program
+    from .copied_values import KEY, right_elsewhere
 
     chapter = student_chapter(request["chapter"], request.get("setting") or {})
     book = student_chapter(request["chapter"], {})  # a book's answer at other values is told so (kinds.at_book)
@@ -360,6 +362,9 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
             s = chapter.setting_of(item["qid"])
             at = (book[item["qid"]], s.name) if s is not None else (None, None)
             v = _judge_one(lambda q, a, at=at: judge(q, a, seed, *at), chapter[item["qid"]], item["answer"], deadline)
+            if s is not None and chapter[item["qid"]].kind == "number" and v.status is Status.INCORRECT:
+                elsewhere = right_elsewhere(s, item["qid"], item["answer"], chapter.choice.get(s.name))
+                v = replace(v, data={**v.data, KEY: {"setting": s.name, "values": elsewhere}}) if elsewhere else v
         else:
             v = too_expensive(notebook=True)
         out[item["qid"]] = v.to_json()

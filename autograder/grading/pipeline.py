@@ -41,7 +41,7 @@ from typing import Any
 import nbformat
 
 from ..verdict import Status
-from . import STATE, copies, factory, results, stages
+from . import STATE, copied_values, copies, factory, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
 from .files import remove_tree
@@ -646,7 +646,9 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         forced.done()
     summary.warnings = (identity + release_warning(a) + hand_grade_warning(a, graded_now)
                         + late_unknown_warning(summary.results, a.name))
-    summary.copies = copies.report(a)  # from every stored result of the assignment, this run's or earlier ones
+    # From every stored result of the assignment, this run's or earlier ones: cells written alike, numbers right at
+    # a classmate's values.
+    summary.copies = copies.report(a) + copied_values.report(a)
     if students is None and (missing := table.missing()) is not None:
         summary.not_submitted = [s for s in missing.get(a.name, []) if s not in summary.problems]
     summary.seconds = time.monotonic() - started

@@ -32,6 +32,7 @@ from ..verdict import Status, Verdict
 from . import STATE
 from .collect import NO_ANSWER, Collected, other_settings, worked_with_other_values
 from .collect import collect as read_records
+from .copied_values import KEY as RIGHT_AT
 from .execute import Execution, Limits
 from .execute import execute as run_notebook
 from .feedback import annotate as annotate_notebook
@@ -149,6 +150,8 @@ def judge(job: Job) -> None:
             status, score, diagnosis, message = str(v.status), v.score * points, v.diagnosis, v.message
         job.questions[qid] = {"points": points, "score": round(score, 6), "status": status,
                               "diagnosis": diagnosis, "message": message, "answer_text": _answer_text(c)}
+        if v is not None and RIGHT_AT in v.data:  # for the staff's report of copied values, never the student's
+            job.questions[qid][RIGHT_AT] = v.data[RIGHT_AT]
     job.problems += ticked_then_refused(job.ticked, {q: {**e, "kind": job.recorded[q].kind}
                                                      for q, e in job.questions.items()})
 

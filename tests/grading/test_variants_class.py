@@ -3,6 +3,7 @@ values both score full marks; a student who copies a classmate's numbers, and on
 classmate's id, score only where their own values give the same answers; reruns and ``force`` keep
 everyone's values."""
 
+import csv
 import json
 
 import nbformat
@@ -10,6 +11,9 @@ import pytest
 
 from autograder.checks import judge
 from autograder.demo import copy_course, reference_notebook, submit, with_answers
+from autograder.grading import STATE
+from autograder.grading.copied_values import KEY as RIGHT_AT
+from autograder.grading.copied_values import MIN_ANSWERS
 from autograder.grading.pipeline import grade
 from autograder.questions import load_chapter
 from autograder.release import released
@@ -107,3 +111,20 @@ def test_reruns_and_force_keep_everyones_values(graded):
     for student, r in results.items():
         assert again[student]["setting"] == forced[student]["setting"] == r["setting"]
         assert again[student]["score"] == forced[student]["score"] == r["score"]
+
+
+def test_numbers_typed_from_a_classmate_are_named_for_the_staff(graded):
+    """The copier typed ada's numbers: each is wrong at the copier's values and right at ada's, which the
+    staff's report of copied values says (grading/copied_values.py). Honest students are not named."""
+    path, results = graded
+    rows = {r["student"]: r for r in csv.DictReader((path / STATE / "copies" / f"{CHAPTER}-values.csv").open())}
+    assert "copier" in rows, rows
+    assert "ada" in rows["copier"]["classmates_holding_those_values"].split("; ")
+    assert len(rows["copier"]["answers_right_at_other_values"].split("; ")) >= MIN_ANSWERS
+    assert not set(rows) & set(HONEST)
+    flagged = [qid for qid, e in results["copier"]["questions"].items() if RIGHT_AT in e]
+    assert flagged and all(results["copier"]["questions"][q]["score"] < results["copier"]["questions"][q]["points"]
+                           for q in flagged)
+    assert not any(RIGHT_AT in e for s in HONEST for e in results[s]["questions"].values())
+    html = (path / "feedback" / "copier" / CHAPTER / f"{CHAPTER}.html").read_text()
+    assert "classmate" not in html and RIGHT_AT not in html, "a note for the staff, never the student's feedback"
