@@ -70,6 +70,10 @@ _WRONG = {
     "sign": "The sign is wrong.",
     "not_real": "The answer is not a real number at typical values of {names}.",
     "extra_symbol": "Your answer depends on {detail}, but the answer should not.",
+    # An answer with a count the answer lacks, that tends to the answer as the count grows ((N-1)/N kept): right
+    # for large N only.
+    "large_only": "Your answer depends on {detail}, but the answer should not: yours tends to it as {detail} "
+                  "grows large.",
     "missing_symbol": "The answer depends on {detail}; yours does not.",
     # "missing_symbol" of an answer that is a number (``number``): often a formula whose symbols a cell had made
     # numbers (S, M = 4, 8); the symbols it lacks are not named, a number lacks them all.
@@ -609,7 +613,7 @@ def phrase(code: str, **ctx: object) -> str:
         fields["scale"] = _scale(ctx)
         fields["factor"] = f"10^{arg.lstrip('+')}" if arg else "a power of ten"
         fields["percent"] = _PERCENT if _percentage(arg, ctx) else ""
-    if head == "extra_symbol" or head == "missing_symbol":
+    if head in ("extra_symbol", "large_only", "missing_symbol"):
         fields["detail"] = " and ".join(arg.split(","))
     if head == "ratio_symbols":
         names = arg.split(",")

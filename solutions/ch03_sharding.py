@@ -213,6 +213,10 @@ CX5_PROBES = tuple(dict(op=op, V=float(v), W=w, N=n, axes=k, wrap=wrap, hop_s=HO
 T_ALLGATHER = V / W
 T_ALLREDUCE = 2 * V / W
 T_ALLTOALL = V / (4 * W)
+# Exactly: each of the N devices sends V/N^2 to each other device by the shorter way round, floor(N^2/4) shard-hops
+# of V/N^2 per device, over the N links' 2 directions (W/2 each). V/(4W) on an even ring, V(N^2-1)/(4N^2 W) on an
+# odd one.
+T_ALLTOALL_EXACT = V * sp.floor(N**2 / 4) / (N**2 * W)
 T_LINE = 2 * (N - 1) * V / (N * W)
 
 # --- E5: AllGather and ReduceScatter as matrices --------------------------------------------------------
@@ -1053,8 +1057,9 @@ CHAPTER = Chapter("ch03_sharding", "Sharded matrices and collectives", (
             reference=T_ALLREDUCE, symbols="V W N", counts="N", limit="N",
             slips=(Slip(V / W, "ratio:1/2", "an AllReduce is a ReduceScatter followed by an AllGather."),)),
     Formula(qid="ch03-cx3-t-alltoall", points=1, section=ALLTOALL,
-            prompt="Time of a bandwidth-bound AllToAll of V bytes (whole array) on the same ring (large N).",
-            reference=T_ALLTOALL, symbols="V W N", counts="N",
+            prompt="Time of a bandwidth-bound AllToAll of V bytes (whole array) on the same ring (large N; the exact "
+                   "form, on a ring of any length, is right too).",
+            reference=T_ALLTOALL, symbols="V W N", counts="N", limit="N", exact_form=T_ALLTOALL_EXACT,
             slips=(Slip(V / (2 * W), "ratio:2", "that is the one-direction ring; both directions halve it."),)),
     Formula(qid="ch03-cx3-t-line", points=1, section=ALLGATHER,
             prompt="Time of that AllGather when the axis has no wraparound (a line of N devices).",

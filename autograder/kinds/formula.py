@@ -298,8 +298,10 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     # (V*(N-1)/W) has a ratio to the expected one that changes with it, which ``_ratio_depends`` says.
     extra = sorted(n for n in mine if not e.uses(n) and not e.uses_exact(n))
     missing = sorted(n for n in s.names if n not in mine and e.uses(n))
-    if extra:
-        return wrong("extra_symbol:" + ",".join(extra), hints, **ctx)
+    if extra:  # where it tends to the reference as those counts grow, that says more (a ring's (N-1)/N kept)
+        grows = set(extra) <= set(s.counts) and tg.all_near(
+            near, "ref", [at(pt) for pt in eq.Domain.scaled(list(s.points), extra)]) is True
+        return wrong(("large_only:" if grows else "extra_symbol:") + ",".join(extra), hints, **ctx)
     if missing:  # said otherwise of a number like no slip's: its symbols were numbers when computed (S = 4 in a cell)
         return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not written and not hints)
     if (any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True) and _lower_order(s, near, at):

@@ -186,8 +186,21 @@ def test_a_limit_does_not_excuse_a_wrong_answer(answer, diagnosis):
 
 
 def test_without_a_declared_limit_the_exact_form_is_a_different_formula():
+    """Wrong, and told why: it depends on N, and tends to the answer as N grows (a count kept in a large-N form)."""
     v = formula.check("ch99-t0-limit", LIMIT_REF, ("V", "W", "N"), ("N",), "(N-1)*V/(N*W)")
-    assert v.diagnosis == "extra_symbol:N"
+    assert v.diagnosis == "large_only:N" and "tends to it as N grows large" in v.message, v
+
+
+@pytest.mark.parametrize("answer", ["V*N/W", "V/W + N", "V*(N-1)/W", "V*(N-1)/(N*W*X)"])
+def test_a_count_that_does_not_vanish_as_it_grows_is_an_extra_symbol(answer):
+    v = formula.check("ch99-t0-limit", LIMIT_REF, ("V", "W", "N", "X"), ("N", "X"), answer)
+    assert v.diagnosis.startswith("extra_symbol:"), v
+
+
+def test_a_symbol_that_is_no_count_is_never_said_to_grow_large():
+    """(D-1)/D tends to 1 as D grows, but D is a width, not a count the question takes large."""
+    v = formula.check("ch99-t0-limit", LIMIT_REF, ("V", "W", "N", "D"), ("N",), "(D-1)*V/(D*W)")
+    assert v.diagnosis == "extra_symbol:D", v
 
 
 def test_a_limit_symbol_must_be_a_count():

@@ -200,6 +200,7 @@ def test_a_step_that_changes_nothing_is_still_right_for_the_grader(qid, answer):
 LIMIT_WRONG = {  # wrong exact forms, vanishing extra terms, a roofline maximum for a time
     "ch03-cx3-t-allgather": ["V*(N-2)/(N*W)", "V*(N+1)/(N*W)", "V*N/((N-1)*W)", "V/W + 1000*V/(N*W)"],
     "ch03-cx3-t-allreduce": ["2*V*(N-2)/(N*W)", "2*V*N/((N-1)*W)", "2*V/W + V/(N*W)", "2*V*(N+1)/(N*W)"],
+    "ch03-cx3-t-alltoall": ["V*(N-1)/(4*N*W)", "V*(N**2-1)/(4*N**2*W)", "V*ceiling(N**2/4)/(N**2*W)"],
     "ch05-e2-dp-t-comms": ["8*D*F*(X-4)/(X*W)", "Max(8*D*F/W, 8*B*D*F/(C*X))", "8*D*F/W + 8*B*D*F/(C*X)",
                            "8*D*F/W + 1000*D/X"],
     "ch05-e3-fsdp-t-comms": ["Max(4*D*F/W, 8*B*D*F/(C*X))", "4*D*F/W + 8*B*D*F/(C*X)", "4*D*F*(X-4)/(X*W)",
@@ -212,6 +213,7 @@ LIMIT_WRONG = {  # wrong exact forms, vanishing extra terms, a roofline maximum 
 LIMIT_RIGHT = {
     "ch03-cx3-t-allgather": ["V/W", "V*(N-1)/(N*W)", "V/W - V/(N*W)"],
     "ch03-cx3-t-allreduce": ["2*V/W", "2*V*(N-1)/(N*W)"],
+    "ch03-cx3-t-alltoall": ["V/(4*W)", "V*floor(N**2/4)/(N**2*W)", "V*floor(N*N/4)/(W*N**2)"],
     "ch05-e2-dp-t-comms": ["8*D*F/W", "8*D*F*(X-1)/(X*W)"],
     "ch05-e3-fsdp-t-comms": ["4*D*F/W", "4*D*F*(X-1)/(X*W)"],
     "ch05-e6-tp-t-comms": ["4*B*D/W", "4*B*D*(Y-1)/(Y*W)"],

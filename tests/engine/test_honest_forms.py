@@ -113,8 +113,9 @@ def test_a_rounding_wrapper_around_a_wrong_formula_is_not_told_so():
 
 
 def test_a_floor_inside_a_formula_is_not_told_to_drop_it():
-    """The exact odd-N AllToAll, V*floor(N**2/4)/(N**2*W): the floor is part of the formula, not around it."""
-    v = _both("ch03-cx3-t-alltoall", "V*floor(N**2/4)/(N**2*W)")
+    """V*floor(N**2/2)/(N**2*W), the exact AllToAll (with N**2/4, right) with a slip: the floor is part of the
+    formula, not around it."""
+    v = _both("ch03-cx3-t-alltoall", "V*floor(N**2/2)/(N**2*W)")
     assert v.status is Status.INCORRECT and v.diagnosis != "whole_number", v
 
 
@@ -136,3 +137,15 @@ def test_which_whole_numbers_read_as_a_rounding(number, reads_as_rounded):
 
     assert rounded(number) is reads_as_rounded
     assert rounded(float(number)) is True or not reads_as_rounded  # the decimal of a rounding reads as one too
+
+
+@pytest.mark.parametrize(("answer", "diagnosis"), [
+    ("V*floor(N**2/4)/(N**2*W)", "correct"),  # exact on a ring of any length: the prompt says the exact form is right
+    ("V*(N-1)/(4*N*W)", "limit_only"),  # a ring's (N-1)/N carried over from the AllGather: right for large N only
+    ("V*(N**2-1)/(4*N**2*W)", "limit_only"),  # exact on an odd ring only
+])
+def test_the_alltoall_is_told_as_the_other_ring_collectives_are(answer, diagnosis):
+    """Its large-N form was asked with no exact form declared: the AllGather's exact form was ticked beside it, and
+    the same correction here was told "should not depend on N"."""
+    v = _both("ch03-cx3-t-alltoall", answer)
+    assert v.diagnosis == diagnosis and "should not" not in v.message, v
