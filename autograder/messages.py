@@ -85,10 +85,14 @@ _WRONG = {
     "shadowed_symbols": "\nIn this notebook {said}: a cell gave these names numbers, so a formula typed with them "
                         "holds the numbers, not the symbols. Bring the symbols back with `from course.symbols import "
                         "{names}`, and give sizes names of their own (B_size, say).",
-    # Said alike of an exact count with a term missing and of a leading-order answer with a term too many: the
-    # student package holds no reference form to tell which, and the prompt says which it asks.
-    "lower_terms": "The leading term is right, but the lower-order terms differ: where the question asks for the "
-                   "leading order, keep that term alone; where it asks for an exact count, count every term.",
+    # The answer's leading term is right, and what differs grows more slowly: where the expected formula is its own
+    # leading term (2*B*D*F), the answer has terms too many; where it has lower-order terms of its own (an exact
+    # count, (S-1)/(M+S-1)), they are counted otherwise ("lower_terms:counted", ``counted`` in the verdict's
+    # context: the self-check data says which, one bit per question, nothing of the terms).
+    "lower_terms": "The leading term is right, but yours has lower-order terms the expected formula leaves out: "
+                   "keep the leading term alone.",
+    "lower_terms:counted": "The leading term is right, but the lower-order terms differ: the expected formula counts "
+                           "every term exactly, so recount the smaller ones (a count off by one, say).",
     # one term of a sum wrong, the others right (kinds/formula.py, ``_one_term``): which term, and by what factor, are
     # not said (the answer would be one step away)
     "term_factor": "One term of your sum is off by a simple factor; the others agree with the expected formula: "
@@ -572,7 +576,9 @@ def phrase(code: str, **ctx: object) -> str:
         return _NOTEBOOK_SPENT.format(seconds=bounds.NOTEBOOK_SECONDS)
     fields = {"detail": arg or ctx.get("detail", ""), **ctx}
     said_of_a_number = _WRONG.get(f"{head}:number") if ctx.get("number") else None  # e.g. "missing_symbol:number"
-    template = _VERDICTS.get(code) or _INVALID.get(head) or said_of_a_number or _WRONG.get(code) or _WRONG.get(head)
+    said_of_a_count = _WRONG.get(f"{head}:counted") if ctx.get("counted") else None  # "lower_terms:counted"
+    template = _VERDICTS.get(code) or _INVALID.get(head) or said_of_a_number or said_of_a_count or _WRONG.get(code) \
+        or _WRONG.get(head)
     if template is None:
         return "Not the expected answer."
     if head == "wrong_type" and _CONTAINER.match(str(fields["detail"])):  # record.container_words

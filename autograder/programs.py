@@ -1020,11 +1020,32 @@ def _block_of_wrong_shape(q: ProgramSpec, got: np.ndarray, want: np.ndarray, tol
     return ""
 
 
+_EINSUM = re.compile(r"[a-z]+(,[a-z]+)*->[a-z]*")
+
+
+def expected_words(einsum: str) -> str:
+    """The expected result as a sentence names it: a question's own words, or its einsum, said to be one. An einsum
+    of one operand is no formula a student wrote ("ab->ab" for a gathered array): the result is named as the input,
+    whole or summed."""
+    if not _EINSUM.fullmatch(einsum):
+        return einsum
+    if "," in einsum:
+        return f"the expected result (the einsum {einsum})"
+    given, _, out = einsum.partition("->")
+    if given == out:
+        return "the expected result (the whole input array)"
+    summed = [repr(c) for c in given if c not in out]
+    if set(out) <= set(given) and len(set(given)) == len(given):
+        return f"the expected result (the input summed over its {', '.join(summed)} dimension" \
+               f"{'s' if len(summed) > 1 else ''})"
+    return f"the expected result ({einsum} of the input)"
+
+
 def diagnose(q: ProgramSpec, got: np.ndarray, want: np.ndarray, seed: int) -> Finding | None:
     """What is wrong with a program's result (None when it is right): first what the arrays alone
     show (NaN, zeros, a constant factor, a transposition), then what the problem's shardings explain
     (partial sums, blocks in the wrong place), else where the first wrong entry is."""
-    first = diagnose_array(got, want, q.rtol, q.atol, q.mesh, q.einsum)
+    first = diagnose_array(got, want, q.rtol, q.atol, q.mesh, expected_words(q.einsum))
     if first is None or first.code not in ("wrong_shape", "wrong_values"):
         return first
     tol = result_tolerance(q.rtol, q.atol, want, got.dtype.kind in "biu")
@@ -1638,7 +1659,8 @@ def lowering_verdict(error: str, at: Any, axes: Sequence[str], note: str = "") -
                 else phrase_program("lowering+other_mesh") if _OTHER_MESH.search(detail)
                 else phrase_program("lowering+axes", **ctx) if unbound and axes and unbound.group(1) not in axes
                 else "")
-        sentence = error.rstrip().rstrip(".") + "." + more if more else error
+        said = error.rstrip().rstrip(".") + ctx["at"] + "." if at else error  # the student's line that raised
+        sentence = said.rstrip().rstrip(".") + "." + more if more else said
     message = phrase("raised:lowering", error=sentence)
     message = message.rstrip().rstrip(".") + "." + note if note else message
     return Verdict(Status.INVALID if invalid else Status.INCORRECT, 0.0, "raised", message)

@@ -150,6 +150,9 @@ class Setting:
     # rounded decimal must agree there too (``eq.Domain.small``).
     small: tuple[eq.Point, ...] = ()
     exact: bool = False  # the reference is the book's large-N form of an exact one, which is right too
+    # The reference has terms of lower order than its leading one (an exact count, (S-1)/(M+S-1)), rather than being
+    # its own leading term (2*B*D*F): an answer wrong in its lower-order terms recounts them, or drops them.
+    counted: bool = False
 
     @property
     def large(self) -> list[eq.Point]:
@@ -187,6 +190,13 @@ class Expected:
     uses_exact: Callable[[str], bool] = lambda name: False
 
 
+def has_lower_terms(ref: sp.Expr) -> bool:
+    """Whether the reference, as one fraction, has a sum in its numerator or denominator: terms of different orders
+    (or several of one order, whose count is as exact), rather than a single term."""
+    numerator, denominator = sp.fraction(sp.together(ref))
+    return any(isinstance(sp.expand(part), sp.Add) for part in (numerator, denominator))
+
+
 @lru_cache(maxsize=4096)
 def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], reference: Any,
              limit: tuple[str, ...] = (), accept: tuple[Accept, ...] = (),
@@ -203,7 +213,7 @@ def expected(tag: str, names: tuple[str, ...], counts: tuple[str, ...], referenc
     exact = exact_of(names, ref, limit, exact_form)
     setting = Setting(names, counts, limit, tuple(points), anchor,
                       tuple((a.credit, a.message) for a in accept), tuple(s.hint for s in hinted),
-                      ref.has(sp.Max, sp.Min), tuple(small), exact is not None)
+                      ref.has(sp.Max, sp.Min), tuple(small), exact is not None, has_lower_terms(ref))
     t: tg.Targets = {"ref": [tg.around(v, RTOL) for v in values], "exact": [tg.around(v, EXACT) for v in values],
                      "small": [tg.around(at(p), RTOL) for p in small]}
     if not setting.branches:  # where a max picks a side, "the leading term" means nothing
@@ -305,7 +315,7 @@ def diagnose(e: Expected, p: Parsed) -> Verdict:
     if missing:  # said otherwise of a number like no slip's: its symbols were numbers when computed (S = 4 in a cell)
         return wrong("missing_symbol:" + ",".join(missing), hints, **ctx, number=not written and not hints)
     if (any(nearly) or tg.all_near(near, "lead", [at(pt) for pt in s.large]) is True) and _lower_order(s, near, at):
-        return wrong("lower_terms", hints, **ctx)
+        return wrong("lower_terms", hints, **ctx, counted=s.counted)
     # One term of a sum off, the others right, at every point: a cause more specific than agreeing at some points
     # only, which a term off by 2 does where a max picks the side without it.
     code = _one_term(e, p, values)
@@ -619,7 +629,8 @@ def fingerprint(tag: str, names: Sequence[str], counts: Sequence[str], reference
             "small": [{k: str(v) for k, v in p.items()} for p in s.small],
             "uses": sorted(tg.digest(tag, "uses", n) for n in ref_names),
             "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()},
-            **({"exact_uses": sorted(tg.digest(tag, "exact_uses", n) for n in beside)} if beside else {})}
+            **({"exact_uses": sorted(tg.digest(tag, "exact_uses", n) for n in beside)} if beside else {}),
+            **({"counted": True} if s.counted else {})}
 
 
 def make_print(q: Formula) -> dict:
@@ -634,7 +645,7 @@ def from_print(fp: dict, tag: str) -> Expected:
     small = tuple({k: Fraction(v) for k, v in pt.items()} for pt in fp.get("small", ()))
     setting = Setting(tuple(fp["symbols"]), tuple(fp["counts"]), tuple(fp.get("limit", ())), points,
                       fp["anchor"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]), fp["branches"], small,
-                      "full" in fp["targets"])
+                      "full" in fp["targets"], bool(fp.get("counted")))
     uses, beside = frozenset(fp["uses"]), frozenset(fp.get("exact_uses", ()))
     return Expected(setting, tg.Printed(tag, fp["targets"]), lambda n: tg.digest(tag, "uses", n) in uses,
                     lambda n: tg.digest(tag, "exact_uses", n) in beside)

@@ -298,3 +298,22 @@ def test_a_symbol_the_answer_writes_but_cancels_is_not_called_a_dependence(answe
     in it: it was told "depends on B, but the answer should not", which sent the student after the wrong thing."""
     v = formula.check("ch99-t0-cancel", "D*F/(D*F + D + F)", ("B", "D", "F"), (), answer)
     assert not v.ok and "B" not in v.message, v.message
+
+
+@pytest.mark.parametrize(("reference", "answer", "said"), [
+    ("(S-1)/(M+S-1)", "S/(M+S-1)", "recount the smaller ones"),  # the pipeline bubble with one stage too many
+    ("(S-1)/(M+S-1)", "(S-1)/(M+S)", "recount the smaller ones"),
+    ("2*(N-1)*V/(N*W)", "2*N*V/((N+1)*W)", "recount the smaller ones"),
+    ("2*B*D*F", "2*B*D*F + B*D", "keep the leading term alone"),  # a leading-order answer with a term too many
+    ("4*B*D*F/X", "4*B*D*F/X + B*F/X", "keep the leading term alone"),
+])
+def test_wrong_lower_order_terms_are_told_as_the_question_counts_them(reference, answer, said):
+    """"where the question asks for the leading order, keep that term alone; where it asks for an exact count,
+    count every term" was said of an exact fraction, the bubble: a tired student could not tell which half was
+    theirs. The sentence is the half that applies, in both judges."""
+    names = ("B", "D", "F", "M", "N", "S", "V", "W", "X")
+    graded = formula.check("ch99-t0-lower", reference, names, ("M", "N", "S", "X"), answer)
+    fp = formula.fingerprint("ch99-t0-lower", names, ("M", "N", "S", "X"), reference)
+    checked = formula.selfcheck(fp, "ch99-t0-lower", answer)
+    assert graded.diagnosis == checked.diagnosis == "lower_terms" and said in graded.message, graded
+    assert checked.message == graded.message

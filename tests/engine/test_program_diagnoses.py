@@ -238,3 +238,29 @@ def test_every_code_has_a_sentence():
     heads = {k.split(":")[0].split("+")[0] for k in _PROGRAM}
     assert all(c.split(":")[0] in heads and wrong_numbers(c) for c in codes)
     assert not wrong_numbers("wrong_sharding") and not wrong_numbers("collectives:all-gather")
+
+
+@pytest.mark.parametrize(("einsum", "said"), [
+    ("ab->ab", "the expected result (the whole input array)"),
+    ("kab->ab", "the expected result (the input summed over its 'k' dimension)"),
+    ("xyab->ab", "the expected result (the input summed over its 'x', 'y' dimensions)"),
+    ("bd,df->bf", "the expected result (the einsum bd,df->bf)"),
+    ("the MLP block relu(x @ w_in) @ w_out", "the MLP block relu(x @ w_in) @ w_out"),
+])
+def test_a_wrong_result_names_what_was_expected_in_words(einsum, said):
+    """A ring AllGather read "the result differs from ab->ab": an einsum of one operand is no formula the student
+    wrote (review of ch03 CX4)."""
+    from autograder.programs import expected_words
+
+    assert expected_words(einsum) == said
+
+
+def test_a_python_error_in_a_program_names_the_students_line():
+    """"could not be lowered: ValueError: axis 1 is out of bounds" gave no line: in a ring of fifteen lines a tired
+    student could not tell which call failed. The line the kernel recorded is quoted."""
+    from autograder.programs import not_a_program
+
+    v = not_a_program({"error": "ValueError: axis 1 is out of bounds for array of dimension 1",
+                       "at": "out = jnp.concatenate(cur, 1)"}, ["X"])
+    assert v.message == ("Your function could not be lowered: ValueError: axis 1 is out of bounds for array of "
+                         "dimension 1 (at `out = jnp.concatenate(cur, 1)`)."), v.message
