@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import threading
 from pathlib import Path
@@ -128,6 +129,8 @@ def print_summary(course: Path, assignment: str, summary: Summary) -> None:
         print(f"No submissions found under {course / 'submitted'}/<student>/{assignment}/.")
         if summary.not_submitted:
             print(f"not submitted: {', '.join(printable(s) for s in summary.not_submitted)}")
+        for warning in summary.warnings:  # results kept for folders since removed, say
+            print(f"\nWarning: {warning}")
         return
     if len(summary.results) > TABLE_STUDENTS:
         print_questions(summary.results)
@@ -253,7 +256,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     submit(course, args.student, args.assignment, sample_notebook(course, args.assignment, args.kind, args.student))
     print(f"wrote {target.relative_to(course)} ({args.kind}); grade it with: scaling-course grade "
-          f"{args.assignment} --student={args.student} --force")
+          f"{args.assignment} {shlex.quote('--student=' + args.student)} --force")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,8 @@ def test_sample_writes_a_known_submission_where_grade_reads_it(tmp_path):
     assert elsewhere.with_suffix(".ipynb").read_bytes() == before  # an assignment that is a path writes nothing
     missing = run("sample", "ch99_nothing", "--student", "ta-check", *course)
     assert missing.returncode == 2 and "release/ch99_nothing" in missing.stderr
+    # The command it prints is pasted into a shell: an id with a space or a quote stays one argument.
+    for student in ("Dana Lee", "O'Brien"):
+        said = run("sample", chapter, "--student", student, "--kind", "untouched", *course).stdout
+        pasted = shlex.split(said.partition("grade it with: ")[2])
+        assert pasted == ["scaling-course", "grade", chapter, f"--student={student}", "--force"], said

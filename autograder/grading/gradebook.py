@@ -9,6 +9,7 @@ import csv
 import io
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -267,6 +268,7 @@ def roster(db_path: Path) -> list[str] | None:
 
 
 GRADED, NOT_SUBMITTED, GRADER_ERROR = "graded", "not submitted", "grader error"  # grades.csv's status column
+STALE = "stale"  # graded against the answers before an erratum; the next run regrades it
 
 
 def grader_failed(result: dict[str, Any]) -> bool:
@@ -276,19 +278,22 @@ def grader_failed(result: dict[str, Any]) -> bool:
 
 
 def write_csv(path: Path, qids: list[str], results: list[dict[str, Any]],
-              missing: list[dict[str, Any]] | None = None) -> None:
+              missing: list[dict[str, Any]] | None = None,
+              stale: Callable[[dict[str, Any]], bool] | None = None) -> None:
     """One row per result (student and assignment), one column per question of ``qids``. A question that is not
     in the row's assignment is an empty cell: a 0 is always a score, so a column's mean is that question's.
     ``missing`` (where the gradebook's roster is known): a row for each roster student with no result of an
     assignment (``student``, ``assignment``, ``max_score``), its question cells empty, its score 0. The last
     column, ``status``, says which a row is ("graded", "grader error": its scores are not final, or "not
-    submitted"), after the columns readers know. Where any row's submission has nbgrader's late penalty, a last
-    column ``late_penalty`` gives it, and ``score`` is the score after it, as in ``nbgrader export``."""
+    submitted", or "stale": graded against answers since changed, an erratum the run regrading it had not reached
+    when it stopped, per ``stale``), after the columns readers know. Where any row's submission has nbgrader's late
+    penalty, a last column ``late_penalty`` gives it, and ``score`` is the score after it, as in ``nbgrader
+    export``."""
     buf = io.StringIO()
     w = csv.writer(buf)
     late = any(late_penalty(r) is not None for r in results)
     w.writerow(["student", "assignment", *qids, "score", "max_score", "status", *(["late_penalty"] if late else [])])
-    rows = [(r, GRADER_ERROR if grader_failed(r) else GRADED) for r in results]
+    rows = [(r, GRADER_ERROR if grader_failed(r) else STALE if stale and stale(r) else GRADED) for r in results]
     rows += [(r, NOT_SUBMITTED) for r in missing or []]
     for r, state in sorted(rows, key=lambda row: (row[0]["assignment"], row[0]["student"])):
         questions = r.get("questions") or {}

@@ -41,7 +41,7 @@ from typing import Any
 import nbformat
 
 from ..verdict import Status
-from . import STATE, copied_values, copies, factory, results, stages
+from . import STATE, copied_values, copies, factory, release_check, results, stages
 from .console import Progress, printable
 from .execute import KILL_GRACE_SECONDS, Limits
 from .files import remove_tree
@@ -195,13 +195,14 @@ def _alive(pid: int) -> bool:
 STALE_WORK_SECONDS = 3600  # longer than one submission may take with the default limits (``_deadline``)
 
 
-def clear_dead_work(work: Path, stale_seconds: float = STALE_WORK_SECONDS) -> None:
+def clear_dead_work(work: Path, stale_seconds: float = STALE_WORK_SECONDS, interrupted: bool = False) -> None:
     """Remove the work folders of grading workers that died (``<student>-<pid>``, whose pid is gone from this machine
     and which nothing has changed for ``stale_seconds``), and the logs of kernel factories that died
     (``factory-<pid>.log``): a run interrupted or killed leaves them, and no later run of the same pid would clear
     them. A live worker's folder (of a run of another assignment; the age keeps one on another machine of a Dask
     cluster too) and the cache run's (``warmup-*``) stay. An interrupted run on this machine alone clears its
-    own at once (``stale_seconds`` 0): its workers are gone when it says so."""
+    own at once (``interrupted``, ``stale_seconds`` 0): its workers are gone when it says so, and a notebook this
+    process ran itself (a ``--jobs 1`` run's) has stopped too."""
     try:
         entries = list(work.iterdir())
     except OSError:
@@ -210,7 +211,8 @@ def clear_dead_work(work: Path, stale_seconds: float = STALE_WORK_SECONDS) -> No
         m = re.fullmatch(r"factory-(\d+)\.log|(?!warmup-).+-(\d+)", entry.name)
         try:
             if not m or entry.is_symlink() or entry.is_dir() != (m.group(2) is not None) \
-                    or time.time() - entry.stat().st_mtime < stale_seconds or _alive(int(m.group(1) or m.group(2))):
+                    or time.time() - entry.stat().st_mtime < stale_seconds \
+                    or (_alive(pid := int(m.group(1) or m.group(2))) and not (interrupted and pid == os.getpid())):
                 continue
         except OSError:
             continue
@@ -257,9 +259,13 @@ def prepare(course_dir: Path, name: str, late: LatePolicy | None = None) -> Assi
         if meta.get("grade") and not meta.get("solution") and cell.cell_type == "code":
             points[meta["grade_id"]] = float(meta.get("points", 0))
     _agree_with_records(name, points)
-    return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points,
-                      _released_plan(course_dir, name), answers=results.answers_key(course_dir, name, notebooks[0]),
-                      late=late or LatePolicy(course_dir), locked=release_locked(release_nb))
+    plan, answers = _released_plan(course_dir, name), results.answers_key(course_dir, name, notebooks[0])
+    try:
+        release_check.check(course_dir, name, answers)
+    except release_check.ReleaseDiffers as e:
+        raise CourseError(str(e)) from None
+    return Assignment(course_dir, name, notebooks[0].stem, notebooks[0], release_stubs(release_nb), points, plan,
+                      answers=answers, late=late or LatePolicy(course_dir), locked=release_locked(release_nb))
 
 
 def _released_plan(course_dir: Path, name: str) -> dict[str, Any] | None:
@@ -297,12 +303,13 @@ def _agree_with_records(name: str, points: dict[str, float]) -> None:
     if released is None:
         return
     records = {q: float(e["points"]) for q, e in released.items()}
-    differ = [f"{q}: {points.get(q, 'no test cell')} points in the notebook, {records.get(q, 'no record')} in its "
-              f"record" for q in sorted(set(points) | set(records)) if points.get(q) != records.get(q)]
+    differ = [f"{q}: {points.get(q, 'no test cell')} points in the notebook, {records.get(q, 'no record')} in the "
+              "released self-check data" for q in sorted(set(points) | set(records)) if points.get(q) != records.get(q)]
     if differ:
-        raise CourseError(f"source/{name} disagrees with the chapter's records, so it is not graded:\n  "
-                          + "\n  ".join(differ)
-                          + "\nFix the notebook or the record, then run `scaling-course release`.")
+        raise CourseError(f"source/{name} disagrees with the released self-check data (course/fingerprints/"
+                          f"{name}.json, which `scaling-course release` writes from solutions/{name}.py), so it is not "
+                          "graded:\n  " + "\n  ".join(differ) + "\nPoints are set in the records: fix the record "
+                          "(or undo the notebook's edit), then run `scaling-course release`.")
 
 
 def grade_submission(a: Assignment, student: str, folder: Path, limits: Limits) -> dict[str, Any]:
@@ -511,6 +518,20 @@ def hand_grade_warning(a: Assignment, graded_now: list[dict[str, Any]] | None = 
             "for it changed (or its automatic score)."] + rewritten
 
 
+def gone_warning(gone: dict[str, list[str]]) -> list[str]:
+    """A line per assignment whose stored results have no submission folder now, left out of grades.csv: a trial
+    or a dropped student no longer has a row, and a folder removed by mistake is never a silent zero."""
+    said = []
+    for name, students in sorted(gone.items()):
+        listed = ", ".join(printable(s) for s in sorted(students)[:SHOWN]) + (
+            f" and {len(students) - SHOWN} more" if len(students) > SHOWN else "")
+        said.append(f"{name}: {listed} graded before, with no submitted/STUDENT/{name}/ now: left out of grades.csv "
+                    "(on the roster, a student is \"not submitted\" there). Their results are kept: put the folder "
+                    f"back and they count again, or delete .scaling-course/results/{name}/STUDENT.json to forget "
+                    "them.")
+    return said
+
+
 def late_unknown_warning(graded: list[dict[str, Any]], assignment: str) -> list[str]:
     """The students whose lateness is unknown (a ``timestamp.txt`` the gradebook cannot read, where the late policy
     could take points: ``gradebook.settle``), in one line: never taken for "on time" in silence."""
@@ -636,7 +657,7 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
         if (close := getattr(graded, "close", None)) is not None:
             close()
         if not scheduler:
-            clear_dead_work(a.course_dir / STATE / "work", stale_seconds=0)
+            clear_dead_work(a.course_dir / STATE / "work", stale_seconds=0, interrupted=True)
         table.write(final=True)
         raise Interrupted(sum(1 for r in graded_now if r.get("sha256"))) from None
     if warming.thread is not None:
@@ -645,7 +666,7 @@ def _grade(course_dir: Path, name: str, jobs: int | None, force: bool, limits: L
     if forced is not None:
         forced.done()
     summary.warnings = (identity + release_warning(a) + hand_grade_warning(a, graded_now)
-                        + late_unknown_warning(summary.results, a.name))
+                        + late_unknown_warning(summary.results, a.name) + gone_warning(table.gone))
     # From every stored result of the assignment, this run's or earlier ones: cells written alike, numbers right at
     # a classmate's values.
     summary.copies = copies.report(a) + copied_values.report(a)

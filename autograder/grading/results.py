@@ -230,6 +230,7 @@ class Grades:
         self._seen: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
         self._roster: list[str] | None = None
         self._read_roster = False
+        self.gone: dict[str, list[str]] = {}  # by assignment, students whose stored result has no submission now
 
     @property
     def roster(self) -> list[str] | None:
@@ -252,7 +253,22 @@ class Grades:
             elif (r := _load(path)) is not None:
                 seen[path] = (key, r)
         self._seen = seen
-        return [r for _, r in seen.values()]
+        return self._handed_in([r for _, r in seen.values()])
+
+    def _handed_in(self, stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The results whose submission folder is still there: a folder removed (a trial run's, a dropped student's,
+        one graded under a misspelt id) takes its row out of the table; its result stays stored, and counts again
+        once the folder is back. ``gone`` names those left out, for the run's summary."""
+        kept, self.gone = [], {}
+        for r in stored:
+            student, name = r.get("student"), r.get("assignment")
+            if not isinstance(student, str) or not isinstance(name, str):
+                continue
+            if (self.a.course_dir / "submitted" / student / name).is_dir():
+                kept.append(r)
+            else:
+                self.gone.setdefault(name, []).append(student)
+        return kept
 
     def missing(self, everything: list[dict[str, Any]] | None = None) -> dict[str, list[str]] | None:
         """By assignment in the table (this one always), the roster's students with no result of it; None where
@@ -285,7 +301,9 @@ class Grades:
                 out_of.setdefault(r["assignment"], r.get("max_score", 0))
             rows = [{"student": s, "assignment": name, "questions": {}, "score": 0, "max_score": out_of[name]}
                     for name, students in missing.items() for s in students]
-        write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything, rows)
+        write_csv(self.a.course_dir / "grades.csv", _ordered_qids(everything, self.a), everything, rows,
+                  stale=lambda r: bool(r["assignment"] == self.a.name and r.get("answers") and self.a.answers
+                                       and r["answers"] != self.a.answers))
         end = time.monotonic()
         self._due = end + WRITE_SPACING * (end - start)
 

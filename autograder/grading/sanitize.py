@@ -288,7 +288,7 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
         problems.append(f"duplicated graded cells: {', '.join(duplicated)} (the last copy of each is graded, as when "
                         "the notebook runs from the top; an earlier copy of an answer runs before it as your own cell)")
     out = list(extra_after.get(None, []))
-    missing, retyped, edited = [], [], []
+    missing, retyped, edited, earlier = [], [], [], []
     for cell in master.cells:
         gid = grade_id(cell)
         if not gid:
@@ -311,8 +311,8 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
                     new["attachments"] = attached
         elif gid and gid not in taken:
             missing.append(gid)
-        elif _edited(taken[gid], cell, locked):
-            edited.append(gid)
+        elif how := _edited(taken[gid], cell, locked):
+            (edited if how == EDITED else earlier).append(gid)
         out.append(new)
         out.extend(extra_after.get(gid, []))
     if missing and not taken:
@@ -327,6 +327,9 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     if edited:
         problems.append(f"locked cells whose text or points the notebook had changed, restored from the assignment: "
                         f"{', '.join(edited)}")
+    if earlier:
+        problems.append(f"test cells that changed since this notebook was made (the assignment was released again, "
+                        f"with a correction), graded as the new release has them: {', '.join(earlier)}")
     once = sorted((g for g in taken if g not in duplicated), key=last.__getitem__)  # a duplicate has its own note
     if moved := _moved(once, [g for c in master.cells if (g := grade_id(c))]):
         problems.append(f"graded cells in another order than the assignment's: {', '.join(moved)} graded in the "
@@ -339,17 +342,23 @@ def sanitize(master: NotebookNode, stubs: dict[str, str], submission: Path | Non
     return Sanitized(nb, problems, shown_settings(cells), ticked_questions(cells))
 
 
-def _edited(theirs: dict[str, Any], cell: NotebookNode, locked: dict[str, tuple[str, str]] | None) -> bool:
-    """Whether a student's copy of a locked graded cell differs from the assignment's: its points, or its text
-    where it still carries the release's checksum (a notebook from an earlier release has other tests, and is no
-    edit). Either way the assignment's copy is what runs; this only names it for the staff."""
+EDITED, EARLIER = "edited", "earlier"
+
+
+def _edited(theirs: dict[str, Any], cell: NotebookNode, locked: dict[str, tuple[str, str]] | None) -> str:
+    """How a student's copy of a locked graded cell differs from the assignment's, its points or its text: EDITED
+    where it carries the release's checksum (or none), EARLIER where it carries another (nbgrader's checksum covers
+    the text and points, so that is the cell of an earlier release: an erratum since, no edit of the student's);
+    "" where it does not differ. Either way the assignment's copy is what runs; this only names it."""
     meta = theirs.get("metadata") if isinstance(theirs.get("metadata"), dict) else {}
     theirs_nb = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
     points = theirs_nb.get("points")
-    if points is not None and points != cell.metadata.get("nbgrader", {}).get("points"):
-        return True
     text, checksum = (locked or {}).get(grade_id(cell) or "", ("", ""))
-    return bool(checksum) and theirs_nb.get("checksum") == checksum and _full_source(theirs).strip() != text.strip()
+    other_points = points is not None and points != cell.metadata.get("nbgrader", {}).get("points")
+    other_text = bool(checksum) and _full_source(theirs).strip() != text.strip()
+    if checksum and theirs_nb.get("checksum") not in (None, checksum):
+        return EARLIER if other_points or other_text else ""
+    return EDITED if other_points or (other_text and theirs_nb.get("checksum") == checksum) else ""
 
 
 def _moved(theirs: list[str], master: list[str]) -> list[str]:

@@ -377,10 +377,14 @@ def test_work_copied_in_by_hand_is_named_before_release_feedback_fails_for_every
 # --- a reference fixed after grading (mutates the class: after the tests that read it) --------------------
 
 @pytest.mark.slow
-def test_a_fixed_reference_regrades_and_says_why(graded):
+def test_a_fixed_reference_regrades_and_says_why(graded, monkeypatch):
+    """A reference fixed in the course's records is refused until it is released (the students' self-check and the
+    points come from the release: grading/release_check.py); once released, the class is graded again."""
     import io
     import shutil
 
+    from autograder.grading import release_check
+    from autograder.grading.pipeline import CourseError
 
     course, results, _ = graded
     again = grade(course, CHAPTER, jobs=2, limits=LIMITS)
@@ -391,6 +395,10 @@ def test_a_fixed_reference_regrades_and_says_why(graded):
     text = (own / f"{CHAPTER}.py").read_text()
     assert record in text
     (own / f"{CHAPTER}.py").write_text(text.replace(record, "reference=2 * h100, unit=\"s\""))
+    with pytest.raises(CourseError, match="ch01-e1-h100-time: its reference or checks changed"):
+        grade(course, CHAPTER, jobs=2, limits=LIMITS)
+    # Released (which would write the installed package's self-check data, shared with the checkout: not here).
+    monkeypatch.setattr(release_check, "check", lambda course_dir, chapter, answers: None)
     log = io.StringIO()
     fixed = grade(course, CHAPTER, jobs=2, limits=LIMITS, progress=Progress(stream=log, bar=False))
     assert fixed.skipped == 0
@@ -496,6 +504,10 @@ def test_ctrl_c_at_a_terminal_while_notebooks_run_stores_none_of_them(tmp_path, 
     assert "interrupted: 0 graded and kept, rerun the same command to continue" in stderr, (stdout, stderr)
     assert "Traceback" not in stdout + stderr, stderr[-3000:]
     assert not list((course / ".scaling-course" / "results" / CHAPTER).glob("*.json"))
+    # The stopped notebook's folder goes with it, where it ran in the grader's own process (--jobs 1).
+    if jobs == 1:
+        assert not [p.name for p in work.iterdir() if p.is_dir() and re.fullmatch(r"s\d-\d+", p.name)], \
+            list(work.iterdir())
 
 
 # --- a locked test cell edited ------------------------------------------------------------------------------------
@@ -523,3 +535,29 @@ def test_a_test_cell_whose_text_or_points_were_changed_is_restored_and_named():
     restored = {_gid(c): c for c in clean.notebook.cells}
     assert restored[_gid(tests[0])].source != "pass  # edited test"
     assert restored[_gid(tests[1])].metadata["nbgrader"]["points"] != 50
+
+
+def test_a_test_cell_of_an_earlier_release_is_named_as_the_assignments_change():
+    """After an erratum (a question's points or test changed, and released again) every notebook handed out before
+    holds the earlier cell, with that release's checksum: the note says the assignment changed, never that the
+    student edited a locked cell."""
+    from autograder.grading.sanitize import release_locked
+
+    master = nbformat.read(ROOT / "source" / CHAPTER / NAME, as_version=4)
+    release = nbformat.read(ROOT / "release" / CHAPTER / NAME, as_version=4)
+    tests = [c for c in release.cells if _gid(c) and c.metadata["nbgrader"].get("grade")
+             and not c.metadata["nbgrader"].get("solution")]
+    tests[0].metadata["nbgrader"]["points"] = 2  # as the earlier release gave it
+    tests[0].metadata["nbgrader"]["checksum"] = "0" * 32  # that release's checksum
+    tests[1].source += "\n# a line the earlier release had"
+    tests[1].metadata["nbgrader"]["checksum"] = "1" * 32
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"earlier-{os.getpid()}.ipynb"
+    nbformat.write(release, path)
+    try:
+        clean = sanitize(master, {}, path, release_locked(nbformat.read(ROOT / "release" / CHAPTER / NAME,
+                                                                        as_version=4)))
+    finally:
+        path.unlink()
+    assert not [p for p in clean.problems if p.startswith("locked cells whose text or points")], clean.problems
+    named = [p for p in clean.problems if p.startswith("test cells that changed since this notebook was made")]
+    assert named and named[0].endswith(f"{_gid(tests[0])}, {_gid(tests[1])}"), clean.problems

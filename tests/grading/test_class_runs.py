@@ -48,6 +48,8 @@ def test_grades_csv_leaves_a_question_outside_the_rows_assignment_empty(tmp_path
                    {"ch13-x1": 1.0, "ch13-x2": 1.0})
     _stored(a, _result("refstu", "ch13_example", {"ch13-x1": 1.0, "ch13-x2": 0.0}))
     _stored(a, _result("refstu", "ch01_rooflines", {"ch01-e1": 0.0, "ch01-e2": 2.0}))
+    for name in ("ch13_example", "ch01_rooflines"):
+        (tmp_path / "submitted" / "refstu" / name).mkdir(parents=True)
     results.Grades(a).write()
     with (tmp_path / "grades.csv").open() as f:
         header = next(csv.reader(f))
@@ -279,7 +281,7 @@ def test_keeping_grades_csv_current_costs_a_bounded_share_of_a_run(tmp_path, mon
     _stored(a, _result("ada"))
     clock, written = [0.0], []
 
-    def write_csv(path, qids, rows, missing=None):
+    def write_csv(path, qids, rows, missing=None, stale=None):
         written.append(clock[0])
         clock[0] += cost_of_a_write[0]
 
@@ -319,6 +321,8 @@ def test_a_run_the_grader_failed_on_says_so_in_its_status_its_last_lines_and_gra
     a = Assignment(tmp_path, "hw", "hw", tmp_path / "m.ipynb", {}, {QID: 2.0})
     _stored(a, _result("ada"))
     _stored(a, _flagged("bob"))
+    for student in ("ada", "bob"):
+        (tmp_path / "submitted" / student / "hw").mkdir(parents=True)
     results.Grades(a).write(final=True)
     with (tmp_path / "grades.csv").open() as f:
         assert {row["student"]: row["status"] for row in csv.DictReader(f)} == {"ada": "graded",

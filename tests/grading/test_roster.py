@@ -5,6 +5,7 @@ A run here is ``pipeline.grade`` with the stages replaced by a stub (``Run`` of 
 nbgrader's gradebook, as ``nbgrader db student add`` leaves it."""
 
 import csv
+import json
 import unicodedata
 from pathlib import Path
 
@@ -188,3 +189,48 @@ def test_the_answer_key_reads_the_installed_packages():
 
     assert results._package_dir("course") == Path(course.__file__).resolve().parent
     assert results._package_dir("autograder") == Path(autograder.__file__).resolve().parent
+
+
+def test_a_result_whose_submission_folder_is_gone_leaves_the_table_and_is_named(tmp_path, monkeypatch, capsys):
+    """A trial graded as "ta-check" and its folder removed, as docs/grading.md says to do, kept a "graded" row in
+    grades.csv (the file uploaded where grades go), and a dropped student's row stayed. A stored result counts
+    while its submitted/ folder is there; one without is named in the summary and comes back with its folder."""
+    import shutil
+
+    run = Run(tmp_path, monkeypatch)
+    _roster(run.a, "ada")
+    for student in ("ada", "ta-check"):
+        run.submit(student)
+    run.grade()
+    assert set(_rows(run.a)) == {"ada", "ta-check"}
+    for student in ("ada", "ta-check"):
+        shutil.rmtree(run.a.course_dir / "submitted" / student)
+    summary = run.grade()
+    rows = _rows(run.a)
+    assert set(rows) == {"ada"} and rows["ada"]["status"] == "not submitted", rows  # on the roster: a row still
+    said = " ".join(summary.warnings)
+    assert "ada, ta-check graded before, with no submitted/STUDENT/hw/ now: left out of grades.csv" in said, said
+    cli.print_summary(tmp_path, "hw", summary)
+    assert "left out of grades.csv" in capsys.readouterr().out
+    assert results.stored(run.a, "ta-check") is not None, "the result is kept"
+    run.submit("ada")
+    assert "ta-check graded before" in " ".join(run.grade().warnings)
+    assert _rows(run.a)["ada"]["status"] == "graded"
+
+
+def test_a_result_graded_against_answers_since_changed_is_stale_in_the_table(tmp_path, monkeypatch):
+    """A regrade after an erratum, interrupted: the rows it had not reached were marked "graded" beside new ones,
+    with the old references and maximum. They say "stale" until the run that regrades them."""
+    import dataclasses
+
+    run = Run(tmp_path, monkeypatch)
+    run.a = dataclasses.replace(run.a, answers="before")
+    run.submit("ada")
+    run.grade()
+    stored = results.stored(run.a, "ada")
+    stored["answers"] = "before"
+    (run.a.course_dir / ".scaling-course" / "results" / "hw" / "ada.json").write_text(json.dumps(stored))
+    results.Grades(run.a).write(final=True)
+    assert _rows(run.a)["ada"]["status"] == "graded"
+    results.Grades(dataclasses.replace(run.a, answers="after")).write(final=True)
+    assert _rows(run.a)["ada"]["status"] == "stale"
