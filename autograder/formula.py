@@ -164,7 +164,7 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
         return text
     allowed = frozenset(names)
     if len(text) > MAX_CHARS:
-        return Invalid("too_long", str(len(text)), text=text[:80])
+        return Invalid("too_long", f"{len(text):,} characters, where {MAX_CHARS:,} at most are read", text=text[:80])
     stripped = text.strip()
     if not stripped:
         return Invalid("empty", text=text)

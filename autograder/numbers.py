@@ -248,7 +248,7 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     if unit == "":
         text = _as_said(text)
     if len(text) > MAX_CHARS:
-        return Invalid("too_long", str(len(text)), text=text[:80])
+        return Invalid("too_long", f"{len(text):,} characters, where {MAX_CHARS:,} at most are read", text=text[:80])
     currency = _CURRENCY.search(text)
     if currency:  # before the separator: "$3,000" is told both in one sentence
         return Invalid("currency", currency.group(), text=text)

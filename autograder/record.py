@@ -588,12 +588,19 @@ def read(outputs: list[dict[str, Any]], qid: str) -> dict[str, Any] | None:
 # The metadata key of an answer cell the grader put back from the assignment, the notebook having none
 # (``grading.sanitize``).
 RESTORED = "scaling_course_restored"
+# The metadata key of a test cell whose answer record the grader dropped: the notebook's output, or its answers'
+# room, was spent (``grading.execute``).
+RECORD_DROPPED = "scaling_course_record_dropped"
 
 
 def why_no_record(cell: dict[str, Any], answer: dict[str, Any] | None = None) -> str:
     """Why an executed test cell holds no record, from its own outputs and those of its ``answer`` cell (the
     answer cell before it): the grader's feedback and the learner's ``selfcheck`` table say it alike. A name the
     check cannot find most often follows an answer cell that stopped: its placeholder, or another error."""
+    if cell.get("metadata", {}).get(RECORD_DROPPED):
+        return ("the test cell recorded an answer, but the grader dropped it: the notebook's output, or the room it "
+                "keeps for answers, was spent by then (an answer or a print far too large, here or in a cell "
+                "above: the grader's notes name them)")
     out = cell_error(cell)
     before = cell_error(answer) if out.get("ename") == "NameError" and answer is not None else {}
     if before.get("ename") == "NotImplementedError" and (answer or {}).get("metadata", {}).get(RESTORED):

@@ -45,7 +45,7 @@ from nbformat import NotebookNode
 from traitlets import Type
 
 from ..kernel_data import write_public
-from ..record import CHAPTER_DATA_ENV, GRADER_ENV, MAX_RECORD_BYTES, MIME
+from ..record import CHAPTER_DATA_ENV, GRADER_ENV, MAX_RECORD_BYTES, MIME, RECORD_DROPPED
 from . import factory
 from .cgroup import PREFIX as FENCE_PREFIX
 from .cgroup import PidsFence
@@ -447,6 +447,8 @@ def execute(nb: NotebookNode, workdir: Path, deny: list[Path], allow: list[Path]
         problems.append(f"time limit: cell {cells} ran past the limit and was interrupted (TimeoutError)")
     if client.truncated:
         problems.append(dropped_note(client))
+    for i in client.records_dropped:  # its question says why it has no answer (``record.why_no_record``)
+        nb.cells[i].metadata[RECORD_DROPPED] = True
     private = getattr(manager.provisioner, "private", False)
     run = Execution(nb, problems, time.monotonic() - started, isolation(landlock_abi(), private))
     run.started = ran

@@ -297,3 +297,13 @@ def test_a_unit_after_a_formula_is_still_a_unit(answer):
 
     got = read(answer, ["B", "D", "F", "G", "O", "P", "L", "s"])
     assert isinstance(got, Invalid) and got.code == "unit_in_formula", got
+
+
+def test_an_answer_too_long_says_its_length_and_the_limit():
+    """"too long to check (1900003)" was a bare number."""
+    from autograder.messages import phrase
+    from autograder.numbers import parse_number
+
+    for got, limit in ((parse_formula("B+" * 1500 + "B", NAMES), "2,000"), (parse_number("1" * 300, "s"), "200")):
+        assert isinstance(got, Invalid) and got.code == "too_long", got
+        assert f"characters, where {limit} at most are read" in phrase("too_long", detail=got.detail), got.detail

@@ -329,3 +329,25 @@ def test_a_rerun_reads_a_huge_submitted_file_to_the_cap_only(tmp_path, monkeypat
     assert submissions.fingerprint(folder, "ch01_rooflines.ipynb") == first
     (folder / "ch01_rooflines.ipynb").write_text('{"cells": []}')
     assert submissions.fingerprint(folder, "ch01_rooflines.ipynb") != first
+
+
+@pytest.mark.slow
+def test_an_answer_dropped_over_the_budget_is_told_as_dropped(tmp_path):
+    """A notebook whose answers spend the room kept for them: the later answers were recorded, then dropped. Each
+    such question said "the test cell ran but recorded nothing", which is false; it says the answer was dropped."""
+    from autograder.demo import copy_course, reference_notebook, submit
+    from autograder.grading.console import Progress
+    from autograder.grading.pipeline import grade
+    from autograder.release import generate
+
+    course = copy_course(ROOT, tmp_path / "course", [CHAPTER])
+    generate(course, CHAPTER)
+    submit(course, "big", CHAPTER, reference_notebook(course, CHAPTER))
+    tight = Limits(cell_seconds=60, notebook_seconds=300, output_bytes_per_cell=100_000, output_bytes_total=4_000,
+                   record_bytes_total=4_000)
+    summary = grade(course, CHAPTER, jobs=1, limits=tight, progress=Progress(stream=io.StringIO(), bar=False))
+    (r,) = summary.results
+    dropped = [q for q, v in r["questions"].items() if "recorded an answer, but the grader dropped it" in v["message"]]
+    assert dropped, r["questions"]
+    assert not [q for q, v in r["questions"].items() if "ran but recorded nothing" in v["message"]]
+    assert any("was dropped with it" in p for p in r["problems"]), r["problems"]
