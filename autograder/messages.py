@@ -92,7 +92,7 @@ _WRONG = {
     "lower_terms": "The leading term is right, but yours has lower-order terms the expected formula leaves out: "
                    "keep the leading term alone.",
     "lower_terms:counted": "The leading term is right, but the lower-order terms differ: the expected formula counts "
-                           "every term exactly, so recount the smaller ones (a count off by one, say).",
+                           "every term exactly, so recount the smaller ones (a term left out, or a count off by one).",
     # one term of a sum wrong, the others right (kinds/formula.py, ``_one_term``): which term, and by what factor, are
     # not said (the answer would be one step away)
     "term_factor": "One term of your sum is off by a simple factor; the others agree with the expected formula: "

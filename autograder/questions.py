@@ -26,6 +26,9 @@ QID = re.compile(r"^ch(\d\d)-[a-z0-9]+-[a-z0-9][a-z0-9_-]*$")
 BOOK = "https://jax-ml.github.io/scaling-book/"
 
 
+BYTE_SLIPS = (2, 0.5, 8, 0.125)  # factors of a value in bytes that slips of any question reach (``told_as_possible``)
+
+
 class AuthoringError(ValueError):
     """A question record is malformed: a course bug, never a student's."""
 
@@ -53,9 +56,15 @@ class Slip:
     @property
     def told(self) -> str:
         """The hint as the student reads it after "Hint: "."""
-        if self.maybe and self.hint:
-            return f"one possible cause (other mistakes give this value too): {self.hint}"
-        return self.hint
+        return hedged(self.hint) if self.maybe and self.hint else self.hint
+
+
+MAYBE = "one possible cause (other mistakes give this value too): "
+
+
+def hedged(hint: str) -> str:
+    """A hint told as one possible cause (said once, where it is hedged already)."""
+    return hint if hint.startswith(MAYBE) else MAYBE + hint
 
 
 @dataclass(frozen=True)
@@ -223,16 +232,18 @@ class Number(Question):
         object.__setattr__(self, "slips", tuple(self.told_as_possible(reference)))  # frozen: set once, here
 
     # A question whose value is bytes, bytes over a link, or the time they take: forgetting bf16's 2 bytes (or
-    # counting f32's 4), or one direction of a link for both, gives twice or half its value, whatever the slip.
+    # counting f32's 4), or one direction of a link for both, gives twice or half its value, and bits counted as
+    # bytes (or bytes as bits) 8 times or an eighth, whatever the slip.
     byte_units: ClassVar[tuple[str, ...]] = ("B", "B/s")
     byte_words: ClassVar[re.Pattern[str]] = re.compile(r"\b(bytes?|bandwidth|links?|comms|communication)\b",
                                                        re.IGNORECASE)
 
     def told_as_possible(self, reference: float) -> list[Slip]:
         """The slips, each with a hint marked ``maybe`` where other simple mistakes reach its value at this
-        question's values: one more or one less than an exact count, twice or half a value in bytes, the reference
-        rounded to fewer figures than the question asks (``_one_rounding``: 13e9 for a count of 13.0154e9, whose
-        prompt asks for 4), and another slip's value to within 1% (a student's 3 figures cannot tell them apart).
+        question's values: one more or one less than an exact count, 2, 8, 1/2 or 1/8 times a value in bytes
+        (``BYTE_SLIPS``), the reference rounded to fewer figures than the question asks (``_one_rounding``: 13e9 for
+        a count of 13.0154e9, whose prompt asks for 4), and another slip's value to within 1% (a student's 3
+        figures cannot tell them apart).
         Computed from the question itself, so that every variant's values are weighed, not the book's alone: with
         |X| = 2, "B is not split along X" halves a size as bf16's 2 bytes do."""
         in_bytes = self.unit in self.byte_units or bool(self.byte_words.search(self.prompt))
@@ -242,7 +253,7 @@ class Number(Question):
             if s.hint and not s.maybe and v is not None and (
                     (self.exact and abs(v - reference) == 1)
                     or (not self.exact and any(_one_rounding(reference, v, n) for n in range(2, self.figures)))
-                    or (in_bytes and (math.isclose(v, 2 * reference) or math.isclose(2 * v, reference)))
+                    or (in_bytes and any(math.isclose(v, k * reference) for k in BYTE_SLIPS))
                     or any(j != i and w is not None and math.isclose(v, w, rel_tol=0.01) and t.hint != s.hint
                            for j, (t, w) in enumerate(zip(self.slips, values, strict=True)))):
                 s = dataclasses.replace(s, maybe=True)

@@ -14,8 +14,10 @@ finds cells written alike; a number copied by hand, or read off a classmate's sc
                values differ from the student's own (``report``)
 
 One answer right at other values happens by chance: a slip of a factor of 2 at a batch of 40M is the answer at a
-batch of 20M, and in a class of hundreds some classmate holds those values. Two or more, at the values one classmate
-holds, are rarer; and a notebook whose wrong answers follow a classmate's values across settings is worth a look.
+batch of 20M, and in a class of hundreds some classmate holds those values. So do the answers of one setting
+together: they share its inputs, and one input misread (the book's sequence length for the dealt one) makes each of
+them right at another choice. Answers of two settings or more, at the values one classmate holds, are rarer; a
+notebook whose wrong answers follow a classmate's values across settings is worth a look.
 Like ``copies``, a hint for a person, never a verdict: no grade, gradebook entry or feedback changes, and the
 classmates named are those who hold the values (the one copied from is among them, or the values came from
 elsewhere).
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from . import STATE
 from .console import printable
 from .feedback import write_atomic
+from .submissions import handed_in
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,6 +47,9 @@ if TYPE_CHECKING:
 
 KEY = "right_at"  # in a verdict's data, and a stored question's entry: {"setting": name, "values": [labels, ...]}
 MIN_ANSWERS = 2  # wrong answers right at one classmate's values, at least: one is often chance
+# ... of this many settings at least: a setting's answers share its inputs, so one misread input (the book's
+# sequence length for the dealt one, a chip's row for another's) makes each of them right at another choice.
+MIN_SETTINGS = 2
 SHOWN = 10  # students named in the summary, and classmates in a line; the file has every one
 ANSWERS_SHOWN = 4  # answers named in a line
 KEPT = 8  # choices kept per answer: a number right at more is one that says little (a ratio the values leave alone)
@@ -81,8 +87,8 @@ def right_elsewhere(s: Setting, qid: str, answer: Any, own: dict[str, Any] | Non
 
 
 def _results(a: Assignment) -> list[dict[str, Any]]:
-    """Every stored result of ``a`` with a student and a setting (a result the grader failed on counts: its
-    numbers were judged)."""
+    """Every stored result of ``a`` with a student and a setting whose submission is still handed in, as
+    grades.csv counts them (a result the grader failed on counts: its numbers were judged)."""
     out = []
     for path in sorted((a.course_dir / STATE / "results" / a.name).glob("*.json")):
         try:
@@ -90,7 +96,8 @@ def _results(a: Assignment) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         if isinstance(result, dict) and isinstance(result.get("student"), str) \
-                and isinstance(result.get("setting"), dict) and isinstance(result.get("questions"), dict):
+                and isinstance(result.get("setting"), dict) and isinstance(result.get("questions"), dict) \
+                and handed_in(a.course_dir, result["student"], a.name):
             out.append(result)
     return out
 
@@ -125,11 +132,10 @@ def find(a: Assignment) -> list[Found]:
             continue
         by: dict[tuple[str, ...], list[str]] = {}
         for other, values in held.items():
-            matched = tuple(qid for qid, setting, right in answers
-                            if setting in values and values[setting] in right
-                            and values[setting] != held[me].get(setting))
-            if other != me and len(matched) >= MIN_ANSWERS:
-                by.setdefault(matched, []).append(other)
+            matched = [(qid, setting) for qid, setting, right in answers
+                       if setting in values and values[setting] in right and values[setting] != held[me].get(setting)]
+            if other != me and len(matched) >= MIN_ANSWERS and len({s for _, s in matched}) >= MIN_SETTINGS:
+                by.setdefault(tuple(qid for qid, _ in matched), []).append(other)
         if by:  # the classmates whose values make the most of the answers right (the fewest such, of equals)
             matched, classmates = max(by.items(), key=lambda kv: (len(kv[0]), -len(kv[1])))
             found.append((me, matched, tuple(sorted(classmates))))

@@ -525,10 +525,11 @@ def gone_warning(gone: dict[str, list[str]]) -> list[str]:
     for name, students in sorted(gone.items()):
         listed = ", ".join(printable(s) for s in sorted(students)[:SHOWN]) + (
             f" and {len(students) - SHOWN} more" if len(students) > SHOWN else "")
-        said.append(f"{name}: {listed} graded before, with no submitted/STUDENT/{name}/ now: left out of grades.csv "
-                    "(on the roster, a student is \"not submitted\" there). Their results are kept: put the folder "
-                    f"back and they count again, or delete .scaling-course/results/{name}/STUDENT.json to forget "
-                    "them.")
+        who = printable(students[0]) if len(students) == 1 else "ID"
+        said.append(f"{name}: {listed} graded before, with no submitted/{who}/{name}/ now: left out of grades.csv "
+                    "and the copy reports (on the roster, a student is \"not submitted\" there). The results are "
+                    "kept: put the folder back and it counts again, or delete "
+                    f".scaling-course/results/{name}/{who}.json to forget it.")
     return said
 
 

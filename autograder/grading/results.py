@@ -25,7 +25,7 @@ from ..variants import dealt
 from . import STATE
 from .feedback import report_path, rewrite_summary, write_atomic
 from .gradebook import grader_failed, roster, settle, write_csv, write_result
-from .submissions import fingerprint
+from .submissions import fingerprint, handed_in
 
 if TYPE_CHECKING:
     from .pipeline import Assignment
@@ -264,7 +264,7 @@ class Grades:
             student, name = r.get("student"), r.get("assignment")
             if not isinstance(student, str) or not isinstance(name, str):
                 continue
-            if (self.a.course_dir / "submitted" / student / name).is_dir():
+            if handed_in(self.a.course_dir, student, name):
                 kept.append(r)
             else:
                 self.gone.setdefault(name, []).append(student)

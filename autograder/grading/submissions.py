@@ -45,6 +45,12 @@ def submissions(a: Assignment) -> list[tuple[str, Path]]:
     return out
 
 
+def handed_in(course_dir: Path, student: str, assignment: str) -> bool:
+    """Whether a stored result's submission is still there: grades.csv and the copy reports count a result only
+    while it is, so a trial, a dropped student or an id graded under a misspelling leaves them with its folder."""
+    return (course_dir / "submitted" / student / assignment).is_dir()
+
+
 def fingerprint(folder: Path, notebook: str) -> str:
     """Hash of everything submitted (a renamed notebook or a zip counts too) and the grader version. The
     parent computes it (has this submission changed?): a file it cannot read counts as its error."""

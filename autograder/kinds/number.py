@@ -35,7 +35,7 @@ from ..numbers import (
     unit_examples,
     unit_scale,
 )
-from ..questions import Accept, Number, Slip
+from ..questions import Accept, Number, Slip, hedged
 from ..record import course_object
 from ..verdict import REFUSED, Status, Verdict, only_passing
 from . import targets as tg
@@ -187,12 +187,15 @@ class Expected:
     oracle: tg.Printed  # tg.Exact in the grader
     simple: bool = False  # a typed answer that is simple (``simple``): a factor is said only near "pin"
     rounded: bool = False  # a count that is a rounded quotient (``Tolerance.rounded``): off by one may be the rounding
+    counts: bool = False  # a range of a few whole numbers ("85 or 86": ``Tolerance.of_counts``)
 
 
 # A slip's hint reaches 2 significant figures of its value, so a student who rounds the slipped value ("27%" for
 # 0.2746) is told it too; never more than half way to the accepted range or to another answer with words of its own,
 # nor less than the question's own tolerance.
 SLIP_REACH = 0.05
+# ... and is told as the cause only within 3 significant figures of it; farther, as one possible cause.
+SLIP_CERTAIN = Tolerance.figures(3).rtol
 
 
 def hint_reach(value: float, lo: float, hi: float, others: list[float], rtol: float) -> float:
@@ -250,6 +253,7 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     worded = [float(x) for x in [a.answer for a in accept] + [s.answer for s in hinted]]
     for j, s in enumerate(hinted):
         t[f"slip{j}"] = [tg.around(float(s.answer), hint_reach(float(s.answer), lo, hi, worded, tolerance.rtol))]
+        t[f"slipc{j}"] = [tg.around(float(s.answer), SLIP_CERTAIN)]
     # A range's factors are of its reference (the target "factor"), within the question's relative tolerance.
     span = (min(lo, reference * (1 - tolerance.rtol)), max(hi, reference * (1 + tolerance.rtol))) \
         if tolerance.is_range else (lo, hi)
@@ -258,7 +262,7 @@ def expected(tag: str, reference: float, unit: str, tolerance: Tolerance, accept
     if window is not None:
         t["pin"] = [tg.around(reference, window)]
     e = Expected(unit, tolerance_text(tolerance, reference), tuple((a.credit, a.message) for a in accept),
-                 tuple(s.told for s in hinted), tg.Exact(tag, t), plain, tolerance.rounded)
+                 tuple(s.told for s in hinted), tg.Exact(tag, t), plain, tolerance.rounded, tolerance.of_counts)
     return e, t
 
 
@@ -386,11 +390,13 @@ def _the_slip(oracle: tg.Printed | tg.Exact, j: int, v: float, step: float) -> b
 def _hints(e: Expected, v: float, step: float) -> list[str]:
     """The hints of the declared slips v lies near. A value a rounding of the reference explains is told none of
     them (6.2e11 for 6.2398e11 is an honest rounding, though a slip's 6.185e11 lies nearer), unless it is the slip's
-    value to more figures (``_the_slip``): the reference's rounding comes first."""
+    value to more figures (``_the_slip``): the reference's rounding comes first. A value near a slip's but not its
+    3 significant figures is told the hint as one possible cause: 1.174 ms, a wrong bandwidth, lay within 2% of
+    the slip that drops the ring's (N-1)/N, and was told to keep that factor, which it had."""
     near = [j for j in range(len(e.hints)) if e.oracle.near(f"slip{j}", 0, v) is True]
     if near and _a_rounding(e.oracle, v, step):
         near = [j for j in near if _the_slip(e.oracle, j, v, step)]
-    return [e.hints[j] for j in near]
+    return [e.hints[j] if e.oracle.near(f"slipc{j}", 0, v) is True else hedged(e.hints[j]) for j in near]
 
 
 def _whole(e: Expected) -> bool:
@@ -407,6 +413,9 @@ def _close(e: Expected, v: float, hints: list[str], ctx: dict[str, Any], step: f
     within one of it is a value left unrounded. Floor against round is named only where the count is a rounded
     quotient (``Tolerance.rounded``): a count of things counted (tokens accepted) has no rounding to check. The
     diagnosis stays "close" (declared slips name it); only the words differ."""
+    if e.counts and float(v).is_integer() and (_inside(e.oracle, v - 1) or _inside(e.oracle, v + 1)):
+        key = "off_by_one:rounded" if e.rounded else "off_by_one"  # "85 or 86": counts, as an exact count's
+        return Verdict(Status.INCORRECT, 0.0, "close", with_hints(phrase(key, **ctx), hints))
     if _ranged(e.oracle):  # near a range's end, as a rounding of it would be; else only within 25% of the range
         if _near_miss(e.oracle, v):
             return wrong("close", hints, **ctx)
@@ -563,7 +572,8 @@ def fingerprint(tag: str, reference: float, unit: str, tolerance: Tolerance, acc
     e, t = expected(tag, float(reference), unit, tolerance, tuple(accept), tuple(slips), element, typed)
     return {"unit": unit, "tolerance": e.tolerance_words, "accept": [list(a) for a in e.accepts],
             "hints": list(e.hints), "targets": {key: tg.printed(tag, key, ivs) for key, ivs in t.items()},
-            **({"simple": True} if e.simple else {}), **({"rounded": True} if e.rounded else {})}
+            **({"simple": True} if e.simple else {}), **({"rounded": True} if e.rounded else {}),
+            **({"counts": True} if e.counts else {})}
 
 
 def make_print(q: Number) -> dict:
@@ -572,7 +582,8 @@ def make_print(q: Number) -> dict:
 
 def from_print(fp: dict, tag: str) -> Expected:
     return Expected(fp["unit"], fp["tolerance"], tuple((c, m) for c, m in fp["accept"]), tuple(fp["hints"]),
-                    tg.Printed(tag, fp["targets"]), bool(fp.get("simple")), bool(fp.get("rounded")))
+                    tg.Printed(tag, fp["targets"]), bool(fp.get("simple")), bool(fp.get("rounded")),
+                    bool(fp.get("counts")))
 
 
 def selfcheck(fp: dict, tag: str, answer: Any) -> Verdict:

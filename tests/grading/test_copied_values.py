@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from autograder.grading import STATE
-from autograder.grading.copied_values import KEY, MIN_ANSWERS, find, report, right_elsewhere
+from autograder.grading.copied_values import KEY, MIN_ANSWERS, MIN_SETTINGS, find, report, right_elsewhere
 from autograder.questions import load_chapter
 
 CHAPTER = "ch01_rooflines"
@@ -41,11 +41,14 @@ def _result(student, chip, model="a", right=()):
     return {"student": student, "setting": {"s1": {"chip": chip}, "s2": {"model": model}}, "questions": questions}
 
 
-def _class(tmp_path, *results):
+def _class(tmp_path, *results, gone=()):
+    """The stored results, each with its submission folder but the students in ``gone``."""
     folder = tmp_path / STATE / "results" / CHAPTER
     folder.mkdir(parents=True)
     for r in results:
         (folder / f"{r['student']}.json").write_text(json.dumps(r))
+        if r["student"] not in gone:
+            (tmp_path / "submitted" / r["student"] / CHAPTER).mkdir(parents=True)
     return SimpleNamespace(course_dir=tmp_path, name=CHAPTER)
 
 
@@ -78,3 +81,25 @@ def test_unreadable_results_are_passed_over(tmp_path):
     (tmp_path / STATE / "results" / CHAPTER / "broken.json").write_text("{")
     (tmp_path / STATE / "results" / CHAPTER / "odd.json").write_text(json.dumps({"student": "odd", "setting": 3}))
     assert [f[0] for f in find(a)] == ["copier"]
+
+
+def test_answers_of_one_setting_are_one_piece_of_evidence(tmp_path):
+    """A setting's answers share its inputs: one misread (the book's sequence length for the dealt one) makes two
+    of them right at another choice. An honest student with that one slip was named in review."""
+    slip = _result("slip", "x", "a", [("s1", [{"chip": "y"}]), ("s1", [{"chip": "y"}])])
+    assert MIN_SETTINGS == 2 and find(_class(tmp_path, slip, _result("yuki", "y", "b"))) == []
+
+
+def test_a_result_whose_submission_is_gone_is_neither_named_nor_a_source(tmp_path):
+    """grades.csv leaves out a result whose submitted/ folder was removed (a trial, a dropped student, an id
+    misspelt); the copy reports named it still, as a copier or as the classmate copied from."""
+    from autograder.grading.copies import graded
+
+    copier = _result("copier", "x", "a", [("s1", [{"chip": "y"}]), ("s2", [{"model": "b"}])])
+    trial = _result("ta-check", "x", "a", [("s1", [{"chip": "y"}]), ("s2", [{"model": "b"}])])
+    a = _class(tmp_path, copier, trial, _result("yuki", "y", "b"), _result("zoe", "y", "b"), gone=("ta-check", "zoe"))
+    assert find(a) == [("copier", ("q0", "q1"), ("yuki",))]
+    for r in (copier, trial):
+        r["sha256"] = "x"
+    a2 = _class(tmp_path / "cells", copier, trial, gone=("ta-check",))
+    assert graded(a2) == ["copier"]

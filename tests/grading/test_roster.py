@@ -209,7 +209,7 @@ def test_a_result_whose_submission_folder_is_gone_leaves_the_table_and_is_named(
     rows = _rows(run.a)
     assert set(rows) == {"ada"} and rows["ada"]["status"] == "not submitted", rows  # on the roster: a row still
     said = " ".join(summary.warnings)
-    assert "ada, ta-check graded before, with no submitted/STUDENT/hw/ now: left out of grades.csv" in said, said
+    assert "ada, ta-check graded before, with no submitted/ID/hw/ now: left out of grades.csv" in said, said
     cli.print_summary(tmp_path, "hw", summary)
     assert "left out of grades.csv" in capsys.readouterr().out
     assert results.stored(run.a, "ta-check") is not None, "the result is kept"
