@@ -192,6 +192,9 @@ _VERDICTS = {
                    "only the grader tests it. Is that part meant to be there?",
     "raised": "Your function raised an error: {error}",
     "raised:case": "your function raised an error: {error}",  # inside a test case's frame
+    # after either, where the function takes other parameter names than the prompt's
+    "raised+keyword": " The check calls your function by the prompt's parameter names ('{name}' is one): name your "
+                      "parameters as the prompt writes them.",
     # The self-check's bounds on calling a function (record.bounded_calls), inside a test case's frame.
     "timeout:case": "your function did not return within {seconds} s, where the self-check stops it: an endless "
                     "loop, or far more work than the question needs?",

@@ -49,9 +49,18 @@ ItemJudge = Callable[[Any], Verdict]
 _NOT_FINITE_TEXT = re.compile(r"-?(inf|nan)")
 
 
+# A function whose parameters are named otherwise than the prompt's: the check calls it by keyword.
+_KEYWORD = re.compile(r"TypeError: \S+\(\) got an unexpected keyword argument '(\w+)'")
+
+
 def _raised(error: Any, code: str = "raised") -> Verdict:
-    """``code``: "raised" for the function as a whole, "raised:case" inside one test case."""
-    return Verdict(Status.INCORRECT, 0.0, "raised", phrase(code, error=error))
+    """``code``: "raised" for the function as a whole, "raised:case" inside one test case. A function that takes
+    other parameter names than the prompt's fails every case with a TypeError, which reads like wrong arithmetic
+    ("23 of 23 test cases fail"): the sentence after it says the names matter."""
+    said = phrase(code, error=error)
+    if keyword := _KEYWORD.search(str(error)):
+        said = said.rstrip().rstrip(".") + "." + phrase("raised+keyword", name=keyword.group(1))
+    return Verdict(Status.INCORRECT, 0.0, "raised", said)
 
 
 SHOWN_CHARS = 120  # of a text argument (a compiled program is thousands): its first line and its length

@@ -44,3 +44,14 @@ def test_a_whole_number_one_past_a_range_of_counts_is_off_by_one(answer):
     q = CH08["ch08-iq1-chips"]
     assert q.tolerance.of_counts
     assert _both(q, answer).message.startswith("Off by one: check where the count starts and ends")
+
+
+def test_a_function_with_other_parameter_names_is_told_the_names_matter():
+    """Right arithmetic under parameter names of one's own scored 0 with "23 of 23 test cases fail", which reads as
+    wrong maths; the TypeError is quoted, and the sentence after it says the check calls by the prompt's names."""
+    q = load_chapter("ch07_inference")["ch07-cx1-step-time"]
+
+    def step_time(batch, kv_seq, w_bytes, params, n, flops, bw):
+        return 1.0, 2.0
+    v = _both(q, step_time)
+    assert "unexpected keyword argument" in v.message and "by the prompt's parameter names" in v.message, v.message
