@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from . import STATE
 from .console import printable
 from .feedback import write_atomic
-from .submissions import handed_in
+from .results import handed_in_results
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -87,19 +87,10 @@ def right_elsewhere(s: Setting, qid: str, answer: Any, own: dict[str, Any] | Non
 
 
 def _results(a: Assignment) -> list[dict[str, Any]]:
-    """Every stored result of ``a`` with a student and a setting whose submission is still handed in, as
-    grades.csv counts them (a result the grader failed on counts: its numbers were judged)."""
-    out = []
-    for path in sorted((a.course_dir / STATE / "results" / a.name).glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(result, dict) and isinstance(result.get("student"), str) \
-                and isinstance(result.get("setting"), dict) and isinstance(result.get("questions"), dict) \
-                and handed_in(a.course_dir, result["student"], a.name):
-            out.append(result)
-    return out
+    """Every stored result of ``a`` with a setting, of a submission still handed in, as grades.csv counts them (a
+    result the grader failed on counts: its numbers were judged)."""
+    return [r for r in handed_in_results(a) if isinstance(r.get("setting"), dict)
+            and isinstance(r.get("questions"), dict)]
 
 
 def _right_at(result: dict[str, Any]) -> list[tuple[str, str, list[Any]]]:

@@ -61,8 +61,8 @@ from . import STATE
 from .console import printable
 from .feedback import write_atomic
 from .files import read_plain
+from .results import handed_in_results
 from .sanitize import grade_id, is_solution, students
-from .submissions import handed_in
 
 if TYPE_CHECKING:
     from .pipeline import Assignment
@@ -291,17 +291,8 @@ def copied(same: int, written_a: int, written_b: int, tokens: int) -> bool:
 
 def graded(a: Assignment) -> list[str]:
     """The students with a stored result of ``a`` the grader did not fail on (it has a fingerprint), whose
-    submission is still there (``submissions.handed_in``: as grades.csv counts them)."""
-    out = []
-    for path in sorted((a.course_dir / STATE / "results" / a.name).glob("*.json")):
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(result, dict) and result.get("sha256") and isinstance(result.get("student"), str) \
-                and handed_in(a.course_dir, result["student"], a.name):
-            out.append(result["student"])
-    return out
+    submission is still there (``results.handed_in_results``: as grades.csv counts them)."""
+    return [r["student"] for r in handed_in_results(a) if r.get("sha256")]
 
 
 def find(a: Assignment) -> list[Pair]:

@@ -42,6 +42,18 @@ def _load(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def handed_in_results(a: Assignment) -> list[dict[str, Any]]:
+    """Every readable stored result of ``a`` with a student whose submission is still there
+    (``submissions.handed_in``): what grades.csv and the copy reports count."""
+    out = []
+    for path in sorted(_folder(a).glob("*.json")):
+        result = _load(path)
+        if isinstance(result, dict) and isinstance(result.get("student"), str) \
+                and handed_in(a.course_dir, result["student"], a.name):
+            out.append(result)
+    return out
+
+
 def stored(a: Assignment, student: str) -> dict[str, Any] | None:
     """The result stored for ``student``, if any and readable."""
     return _load(_folder(a) / f"{student}.json")

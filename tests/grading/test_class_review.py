@@ -512,24 +512,32 @@ def test_ctrl_c_at_a_terminal_while_notebooks_run_stores_none_of_them(tmp_path, 
 
 # --- a locked test cell edited ------------------------------------------------------------------------------------
 
-def test_a_test_cell_whose_text_or_points_were_changed_is_restored_and_named():
-    """A student who rewrites a test cell (``pass``, 50 points) gets the assignment's back, as before; now the staff
-    are told which cells were edited. A test cell as released is never named."""
+def _with_test_cells(edit):
+    """The release notebook with ``edit`` applied to its test cells (a list), sanitized as the grader does: the
+    test cells, and what sanitize made of the notebook."""
     from autograder.grading.sanitize import release_locked
 
     master = nbformat.read(ROOT / "source" / CHAPTER / NAME, as_version=4)
     release = nbformat.read(ROOT / "release" / CHAPTER / NAME, as_version=4)
     tests = [c for c in release.cells if _gid(c) and c.metadata["nbgrader"].get("grade")
              and not c.metadata["nbgrader"].get("solution")]
-    tests[0].source = "pass  # edited test"
-    tests[1].metadata["nbgrader"]["points"] = 50
+    edit(tests)
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"edited-{os.getpid()}.ipynb"
     nbformat.write(release, path)
     try:
-        clean = sanitize(master, {}, path, release_locked(nbformat.read(ROOT / "release" / CHAPTER / NAME,
-                                                                        as_version=4)))
+        return tests, sanitize(master, {}, path, release_locked(nbformat.read(ROOT / "release" / CHAPTER / NAME,
+                                                                               as_version=4)))
     finally:
         path.unlink()
+
+
+def test_a_test_cell_whose_text_or_points_were_changed_is_restored_and_named():
+    """A student who rewrites a test cell (``pass``, 50 points) gets the assignment's back, as before; now the staff
+    are told which cells were edited. A test cell as released is never named."""
+    def edit(tests):
+        tests[0].source = "pass  # edited test"
+        tests[1].metadata["nbgrader"]["points"] = 50
+    tests, clean = _with_test_cells(edit)
     named = [p for p in clean.problems if p.startswith("locked cells whose text or points")]
     assert named and named[0].endswith(f"{_gid(tests[0])}, {_gid(tests[1])}"), clean.problems
     restored = {_gid(c): c for c in clean.notebook.cells}
@@ -541,23 +549,12 @@ def test_a_test_cell_of_an_earlier_release_is_named_as_the_assignments_change():
     """After an erratum (a question's points or test changed, and released again) every notebook handed out before
     holds the earlier cell, with that release's checksum: the note says the assignment changed, never that the
     student edited a locked cell."""
-    from autograder.grading.sanitize import release_locked
-
-    master = nbformat.read(ROOT / "source" / CHAPTER / NAME, as_version=4)
-    release = nbformat.read(ROOT / "release" / CHAPTER / NAME, as_version=4)
-    tests = [c for c in release.cells if _gid(c) and c.metadata["nbgrader"].get("grade")
-             and not c.metadata["nbgrader"].get("solution")]
-    tests[0].metadata["nbgrader"]["points"] = 2  # as the earlier release gave it
-    tests[0].metadata["nbgrader"]["checksum"] = "0" * 32  # that release's checksum
-    tests[1].source += "\n# a line the earlier release had"
-    tests[1].metadata["nbgrader"]["checksum"] = "1" * 32
-    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"earlier-{os.getpid()}.ipynb"
-    nbformat.write(release, path)
-    try:
-        clean = sanitize(master, {}, path, release_locked(nbformat.read(ROOT / "release" / CHAPTER / NAME,
-                                                                        as_version=4)))
-    finally:
-        path.unlink()
+    def edit(tests):
+        tests[0].metadata["nbgrader"]["points"] = 2  # as the earlier release gave it
+        tests[0].metadata["nbgrader"]["checksum"] = "0" * 32  # that release's checksum
+        tests[1].source += "\n# a line the earlier release had"
+        tests[1].metadata["nbgrader"]["checksum"] = "1" * 32
+    tests, clean = _with_test_cells(edit)
     assert not [p for p in clean.problems if p.startswith("locked cells whose text or points")], clean.problems
     named = [p for p in clean.problems if p.startswith("test cells that changed since this notebook was made")]
     assert named and named[0].endswith(f"{_gid(tests[0])}, {_gid(tests[1])}"), clean.problems
