@@ -48,7 +48,8 @@ _INVALID = {
     "unknown_unit": "Unknown unit '{detail}'. For this question use {unit_examples}.",
     "unit_dimension": "'{detail}' is not the right kind of unit: the question asks for {dimension}.{rate}",
     "formula_for_number": "This question asks for a number, and your answer is a formula in {detail}: put in the "
-                          "values (e.g. with .subs(...)) or compute it with numbers.",
+                          "values (e.g. with .subs(...)) or compute it with numbers; where the question asks what a "
+                          "quantity tends to (a long context, a large batch), give that limit.",
     "number_expression": "This question asks for a number, and your answer is a calculation with {detail} in it: "
                          "compute its value and give the number (float(...) computes a sympy expression).",
     "unit_arithmetic": "Give one number, with at most one unit after it: '{detail}' is a calculation with units in "

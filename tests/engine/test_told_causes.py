@@ -55,3 +55,10 @@ def test_a_function_with_other_parameter_names_is_told_the_names_matter():
         return 1.0, 2.0
     v = _both(q, step_time)
     assert "unexpected keyword argument" in v.message and "by the prompt's parameter names" in v.message, v.message
+
+
+def test_a_limit_answered_as_a_formula_is_told_to_take_the_limit():
+    """"S/(S+1)" where the question asks what the intensity tends to in a long context: "put in the values" alone
+    sent the student after values there are none of."""
+    q = load_chapter("ch07_inference")["ch07-e4-decode-limit"]
+    assert "give that limit" in _both(q, "S/(S+1)").message
