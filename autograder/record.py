@@ -281,7 +281,10 @@ def _encode_scalar(kind: str, answer: Any) -> Any:
     elif number is not None:
         try:
             value = float(number)  # rounded once, correctly (int / int is)
-        except (OverflowError, TypeError, ValueError):  # a number beyond any float
+        except OverflowError:  # a whole number beyond any float (10**5000): finite, and said so
+            digits = int(abs(int(number)).bit_length() * math.log10(2)) + 1  # str() of it may be refused
+            return {"invalid": "too_large", "detail": f"a whole number of about {digits:,} digits"}
+        except (TypeError, ValueError):  # a number beyond any float
             return {"invalid": "not_finite", "detail": ""}
         return value if math.isfinite(value) else float.__repr__(value)
     from .formula import Invalid, answer_to_text  # sympy: in the kernel, not in the grader's workers

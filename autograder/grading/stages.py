@@ -301,7 +301,11 @@ def _answer_text(c: Collected) -> str:
         return "(your compiled program)" if isinstance(c.answer, str) else json.dumps(c.answer)[:200]
     if c.kind == "function":  # its results on the cases: the verdict says which fail
         return "(your function, called on the test cases)"
-    text = c.answer if isinstance(c.answer, str) else json.dumps(c.answer)
+    if isinstance(c.answer, dict) and isinstance(c.answer.get("invalid"), str):  # what the kernel could not record
+        said = c.answer.get("detail") or c.answer["invalid"].replace("_", " ")
+        text = f"(not read: {said})"
+    else:
+        text = c.answer if isinstance(c.answer, str) else json.dumps(c.answer)
     return text if len(text) <= 200 else text[:200] + "…"
 
 

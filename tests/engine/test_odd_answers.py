@@ -258,3 +258,18 @@ def test_encoding_an_odd_object_never_raises(kind, odd):
     json.dumps(encoded)
     scalar = record.encode_scalar("number" if kind == "array" else kind, odd)
     assert isinstance(scalar, dict) and scalar["invalid"] == "wrong_type", scalar
+
+
+def test_a_whole_number_beyond_any_float_is_too_large_not_infinite():
+    """10**5000 was "infinite or undefined: check for a division by zero", while 10**50 read as a number, and the
+    grader's report showed the record's JSON as the student's answer."""
+    from autograder.grading.collect import Collected
+    from autograder.grading.stages import _answer_text
+    from autograder.messages import phrase
+    from autograder.record import encode_scalar
+
+    for n in (10**5000, -(10**400)):
+        rec = encode_scalar("number", n)
+        assert rec["invalid"] == "too_large" and "digits" in rec["detail"], rec
+        assert "infinite" not in phrase("too_large", detail=rec["detail"])
+        assert _answer_text(Collected(rec, kind="number")).startswith("(not read: a whole number of about ")
