@@ -9,8 +9,9 @@ finds cells written alike; a number copied by hand, or read off a classmate's sc
                the student's own left out (the book's is public and said to the student: ``kinds.at_book``);
                the choices it is right at are kept with the verdict (``right_elsewhere``) and stored with the
                result, never shown to the student
-    report  -> after every run, from every stored result of the assignment: a student is named beside the
-               classmates whose values make at least MIN_ANSWERS of the student's wrong answers right, where those
+    report  -> after every run, from every stored result of the assignment whose submission is still there (as
+               grades.csv counts them): a student is named beside the classmates whose values make at least
+               MIN_ANSWERS of the student's wrong answers right, of MIN_SETTINGS settings or more, where those
                values differ from the student's own (``report``)
 
 One answer right at other values happens by chance: a slip of a factor of 2 at a batch of 40M is the answer at a
@@ -112,8 +113,9 @@ Found = tuple[str, tuple[str, ...], tuple[str, ...]]  # (student, their answers 
 
 
 def find(a: Assignment) -> list[Found]:
-    """Each student whose wrong answers are right at a classmate's values (MIN_ANSWERS or more, none of them the
-    student's own values), with those answers and the classmates who hold the values of the most of them."""
+    """Each student whose wrong answers are right at a classmate's values (MIN_ANSWERS or more, of MIN_SETTINGS
+    settings or more, none of them the student's own values), with those answers and the classmates who hold the
+    values of the most of them."""
     results = _results(a)
     held = {r["student"]: {name: _same(v) for name, v in r["setting"].items()} for r in results}
     found = []
