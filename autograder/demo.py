@@ -19,12 +19,11 @@ from typing import Any
 import nbformat
 
 from .grading.pipeline import grade
-from .questions import Choice, Formula, Number, load_chapter
+from .questions import CHECK_LINE, Choice, Formula, Number, load_chapter
 from .release import release, released, source_chapters
 from .variants import dealt, describe
 
 STUDENTS = ("reference", "partly-wrong", "untouched")
-_TEST_LINE = re.compile(r'^check\("(?P<qid>[^"]+)",\s*(?P<var>\w+)\)\s*$', re.M)
 
 
 def filled_notebook(release_nb: nbformat.NotebookNode, source_nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -47,7 +46,7 @@ def with_answers(nb: nbformat.NotebookNode, answers: dict[str, Any], note: str) 
     for c in nb.cells:
         if c.get("metadata", {}).get("nbgrader", {}).get("solution"):
             solution = c
-        m = _TEST_LINE.search(c.source) if c.cell_type == "code" else None
+        m = CHECK_LINE.search(c.source) if c.cell_type == "code" else None
         if m and m["qid"] in answers and solution is not None:
             answer = answers[m["qid"]]
             # an expression as a student would have it, from its text: later cells compute with it

@@ -23,6 +23,9 @@ import sympy as sp
 from .numbers import FIGURES, Tolerance, unit_dimension
 
 QID = re.compile(r"^ch(\d\d)-[a-z0-9]+-[a-z0-9][a-z0-9_-]*$")
+# A question's check as a test cell writes it, a line of its own (spaces inside the call as a student's editor
+# leaves them): the release, the demo and the self-check read test cells by it.
+CHECK_LINE = re.compile(r'^check\(\s*"(?P<qid>[^"]+)"\s*,\s*(?P<var>[A-Za-z_]\w*)\s*\)[ \t]*$', re.M)
 BOOK = "https://jax-ml.github.io/scaling-book/"
 
 

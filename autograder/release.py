@@ -30,6 +30,7 @@ from .fingerprint import make_chapter
 from .grading import STATE
 from .kinds.common import diagnosed_as
 from .questions import (
+    CHECK_LINE,
     AuthoringError,
     Chapter,
     Function,
@@ -44,7 +45,6 @@ COURSE_ROOT = Path(__file__).resolve().parents[1]  # this repository: the course
 CHAPTER_DIR = re.compile(r"^ch\d\d_[a-z0-9_]+$")
 # A question's test cell as the author writes it (one line), and as the release completes it: the hidden
 # line records the answer for the grader, the visible one self-checks it.
-CHECK_LINE = re.compile(r'^check\("(?P<qid>[^"]+)", (?P<var>[A-Za-z_]\w*)\)$')
 TEST_CELL = re.compile(r'^### BEGIN HIDDEN TESTS\ngrade\("(?P<qid>[^"]+)", (?P<var>\w+)\)\n### END HIDDEN TESTS\n'
                        r'check\("(?P=qid)", (?P=var)\)$')
 
@@ -285,7 +285,7 @@ def _question_of(cell: Any) -> tuple[str, str] | None:
     """(question id, answer variable) of a test cell, complete or as the author wrote it; None otherwise."""
     if cell.get("cell_type") != "code" or _answer_cell(cell):
         return None
-    m = TEST_CELL.match(cell.source) or CHECK_LINE.match(cell.source.strip())
+    m = TEST_CELL.match(cell.source) or CHECK_LINE.fullmatch(cell.source.strip())
     return (m["qid"], m["var"]) if m else None
 
 
@@ -833,6 +833,10 @@ def release(course_dir: Path, chapters: list[str] | None = None, say: Callable[[
         if replaced:
             say(f"source/{name}: wrote the model answers of solutions/{name}.py over other versions in the "
                 f"notebook: {', '.join(replaced)} (edit models in the records)")
+        readme = course_dir / "README.md"
+        if readme.is_file() and f"| `{name}` |" not in readme.read_text():
+            say(f"README.md has no row for {name} in its table of chapters: add one (questions and points, as "
+                "docs/authoring.md says; the tests check it)")
         note = _plan_note(name, before, released(name), course_dir)
         if note:
             say(note)

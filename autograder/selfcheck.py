@@ -25,10 +25,9 @@ from course import progress
 from .kernel import run_notebook
 from .messages import phrase
 from .notebook_json import half_pairs, text_only
-from .questions import QID
+from .questions import CHECK_LINE, QID
 from .record import cell_error, why_no_record
 
-_CHECK = re.compile(r'^check\("(?P<qid>[^"]+)"', re.M)
 _UNDEFINED = re.compile(r"name '(?P<name>[^']+)' is not defined")
 WIDTH = 110  # of a row of the table: what goes further is cut
 
@@ -39,7 +38,7 @@ def questions_in(nb: nbformat.NotebookNode) -> list[str]:
     found: list[str] = []
     for cell in nb.cells:
         if cell.cell_type == "code":
-            found += [m["qid"] for m in _CHECK.finditer(cell.source) if QID.match(m["qid"])]
+            found += [m["qid"] for m in CHECK_LINE.finditer(cell.source) if QID.match(m["qid"])]
     return list(dict.fromkeys(found))
 
 
@@ -67,7 +66,7 @@ def unchecked(nb: nbformat.NotebookNode, qid: str) -> str:
         return phrase("selfcheck:cannot_check")
     if error.get("ename") != "NameError":
         return f"not checked: {why_no_record(cells[at])}"
-    answer = next((c for c in reversed(cells[:at]) if not _CHECK.search(c.source)), None)
+    answer = next((c for c in reversed(cells[:at]) if not CHECK_LINE.search(c.source)), None)
     before = cell_error(answer) if answer is not None else {}
     undefined = _UNDEFINED.search(str(error.get("evalue", "")))
     if not before and answer is not None and answer.get("execution_count") is not None and undefined:

@@ -266,3 +266,14 @@ def test_a_program_whose_collectives_the_student_writes_is_asked_for_in_shard_ma
             return
         said += cell.source if cell.cell_type == "markdown" else ""
     pytest.fail(f"no cell of the release notebook is graded as one of {sorted(own)}")
+
+
+@pytest.mark.parametrize("line", ['check("ch13-q3-routing", q3_routing)', 'check("ch13-q3-routing",q3_routing)',
+                                  'check( "ch13-q3-routing" , q3_routing )  '])
+def test_a_check_line_is_read_alike_whatever_its_spacing(line):
+    """One pattern for the release, the demo and the self-check: a missing space after the comma gave the release
+    three messages, two of them false ("no test cell"), while the demo read the line."""
+    from autograder.questions import CHECK_LINE
+
+    m = CHECK_LINE.fullmatch(line.strip())
+    assert m and (m["qid"], m["var"]) == ("ch13-q3-routing", "q3_routing")

@@ -76,3 +76,17 @@ def test_a_release_that_changes_the_shared_plan_from_another_folder_says_so(tmp_
     assert "course/fingerprints/ch01_rooflines.json" in note and "release again" in note, note
     assert _plan_note("ch01_rooflines", on, on, tmp_path) == ""  # the same plan: nothing to say
     assert _plan_note("ch01_rooflines", on, off, COURSE_ROOT) == ""  # the package's own checkout: its own plan
+
+
+@pytest.mark.slow
+def test_a_release_says_where_the_readme_has_no_row_for_the_chapter(tmp_path):
+    """A maintainer adding a chapter heard of the README's table only from a five-minute test run."""
+    course = copy_course(ROOT, tmp_path, ["ch01_rooflines"])
+    (course / "README.md").write_text("| chapter | book part |\n|---|---|\n")
+    said: list[str] = []
+    release(course, ["ch01_rooflines"], say=said.append)
+    assert any("README.md has no row for ch01_rooflines" in s for s in said), said
+    (course / "README.md").write_text("| `ch01_rooflines` | Rooflines |\n")
+    said.clear()
+    release(course, ["ch01_rooflines"], say=said.append)
+    assert not any("README.md has no row" in s for s in said), said

@@ -24,7 +24,7 @@ import sympy as sp
 from autograder import probes
 from autograder.checks import judge
 from autograder.kinds import function as fn_kind
-from autograder.questions import Function, chapter_names, load_chapter
+from autograder.questions import CHECK_LINE, Function, chapter_names, load_chapter
 from course import progress
 from course.answers import AnswerError, check, grade, hint, verdict
 from tests.chapter_checks import recorded
@@ -40,7 +40,6 @@ def _release(chapter: str):
 
 # --- F1: the arguments arrive as the prose says ---------------------------------------------------------
 
-CHECK_LINE = re.compile(r'check\("([\w-]+)",\s*(\w+)\)')
 TYPE_WORD = re.compile(r"\b(arrays?|lists?|tuples?)\b", re.I)
 
 
