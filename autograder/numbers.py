@@ -241,6 +241,8 @@ def parse_number(answer: object, unit: str) -> ParsedNumber | Invalid:
     in ms).
     """
     number = None if isinstance(answer, str) else record.number_of(answer)
+    if type(number) is float and math.isfinite(number):
+        return ParsedNumber(number, None)  # a computed value: its shortest text reads back as itself, in no unit
     text = answer_to_text(answer if number is None else number)
     if isinstance(text, Invalid):
         return _formula_record(text)

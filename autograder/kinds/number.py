@@ -278,23 +278,28 @@ def _factor(oracle: tg.Printed | tg.Exact, v: float, factors: Sequence[Any] = NU
     factor = "factor" if _ranged(oracle) else "ref"
     if _ranged(oracle) and _near_miss(oracle, v):
         return None  # within a rounding of a range's end (0.126 past 0.125): close to it, not 3/2 of its reference
-    values = _values_of(factors)
-    for k, x in zip(factors, values, strict=True):
-        if oracle.near(factor, 0, v / x) is True:
-            return k
+    quotients = [v / x for x in _values_of(factors)]
+    j = oracle.first_near(factor, 0, quotients)
+    if j is not None:
+        return factors[j]
     if _ranged(oracle) and oracle.near("close", 0, v) is True:
         return None  # just outside a range of 10 to 20, 9.9 is close: not "half" of 19.8, a value inside it
     if "close" not in oracle.entries:
         return None  # an array's element (no range, no "close"): the roundings of its reference add no factor
-    keys = _answer_keys(oracle)
-    return next((k for k, x in zip(factors, values, strict=True)
-                 if any(oracle.near(key, 0, v / x) is True for key in keys)), None)
+    found = [j for j in (oracle.first_near(key, 0, quotients) for key in _answer_keys(oracle)) if j is not None]
+    return factors[min(found)] if found else None
 
 
-@lru_cache(maxsize=64)
 def _values_of(factors: Sequence[Any]) -> tuple[float, ...]:
-    """The factors as floats, once: a diagnosis tries every one of them, twice."""
-    return tuple(float(k) for k in factors)
+    """The factors as floats, once per tuple of them (``NUMBER_FACTORS``, a unit's ``time_factors``): a diagnosis
+    tries every one of them, and hashing a tuple of fractions to look it up would cost as much as the floats."""
+    kept = _FLOATS.get(id(factors))
+    if kept is None or kept[0] is not factors:
+        kept = _FLOATS[id(factors)] = (factors, tuple(float(k) for k in factors))
+    return kept[1]
+
+
+_FLOATS: dict[int, tuple[Sequence[Any], tuple[float, ...]]] = {}
 
 
 def _ranged(oracle: tg.Printed | tg.Exact) -> bool:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
 
 import mpmath
@@ -38,6 +40,19 @@ def digest(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, (SALT, *parts))).encode()).hexdigest()[:12]
 
 
+@lru_cache(maxsize=4096)
+def _target_hash(tag: str, key: str, i: int, sign: str) -> Any:
+    return hashlib.sha256("|".join(map(str, (SALT, tag, key, i, sign, ""))).encode())
+
+
+def _block_digest(tag: str, key: str, i: int, sign: str, block: int) -> str:
+    """``digest(tag, key, i, sign, block)``, from the hash of all but the block, kept per target: the self-check
+    hashes one block for each value it places, often thousands for one answer."""
+    h = _target_hash(tag, key, i, sign).copy()
+    h.update(str(block).encode())
+    return h.hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class Interval:
     """The accepted values, inclusive. An exact zero is ``Interval(0, 0)``."""
@@ -45,7 +60,19 @@ class Interval:
     lo: mpmath.mpf
     hi: mpmath.mpf
 
+    @cached_property
+    def doubles(self) -> tuple[float, float]:
+        """The ends rounded to doubles. A double strictly inside these (or strictly outside) is so of the interval
+        too, since rounding keeps order: only a double equal to one of them needs the 30-digit comparison."""
+        return float(self.lo), float(self.hi)
+
     def __contains__(self, v: Any) -> bool:
+        if type(v) is float:
+            lo, hi = self.doubles
+            if lo < v < hi:
+                return True
+            if v < lo or v > hi:
+                return False
         return v is not None and self.lo <= v <= self.hi
 
 
@@ -132,9 +159,12 @@ def _bucket_exact(v: Any, g: float) -> tuple[str, int]:
 
 def _locate(iv: Interval) -> tuple[str, int, int, float]:
     """(sign, first inside bucket, number of inside buckets, width) of a non-zero interval."""
-    if iv.lo < 0 < iv.hi or (iv.lo == 0) != (iv.hi == 0):
-        raise ValueError(f"an accepted interval must not contain zero: [{iv.lo}, {iv.hi}]")
-    sign = "-" if iv.hi < 0 else "+"
+    lo, hi = iv.doubles
+    if not (lo and hi and (lo < 0) == (hi < 0)):  # doubles that are not zero have the signs of the ends
+        if iv.lo < 0 < iv.hi or (iv.lo == 0) != (iv.hi == 0):
+            raise ValueError(f"an accepted interval must not contain zero: [{iv.lo}, {iv.hi}]")
+        hi = -1.0 if iv.hi < 0 else 1.0
+    sign = "-" if hi < 0 else "+"
     fast = _locate_double(iv)
     if fast is not None:
         return sign, *fast
@@ -160,7 +190,7 @@ def _locate_double(iv: Interval) -> tuple[int, int, float] | None:
     number judge and every element of an array builds its buckets here, and the 30-digit logs cost a thousand times
     as much. Each result is kept only where the double lies well clear of the boundary that would change it (a
     rounding of the width to 6 figures, a bucket's edge), so it is then the 30-digit result exactly."""
-    lo, hi = sorted((abs(float(iv.lo)), abs(float(iv.hi))))
+    lo, hi = sorted(abs(x) for x in iv.doubles)
     if not (0 < lo < hi and math.isfinite(hi)):
         return None
     span = math.log(hi / lo)
@@ -191,7 +221,7 @@ def _spans(tag: str, key: str, i: int, sign: str, start: int, stop: int) -> list
     while start < stop:
         block, offset = divmod(start, GRID)
         end = min(stop - block * GRID, GRID)
-        out.append([digest(tag, key, i, sign, block), offset, end])
+        out.append([_block_digest(tag, key, i, sign, block), offset, end])
         start = block * GRID + end
     return out
 
@@ -227,9 +257,10 @@ class _Oracle:
         return i < len(entries) and entries[i] is not None
 
     def near(self, key: str, i: int, v: Any) -> bool | None:
-        if not self.has(key, i) or v is None:
+        entries = self.entries.get(key)
+        entry = entries[i] if entries is not None and i < len(entries) else None
+        if entry is None or v is None:
             return False
-        entry = self.entries[key][i]
         g, sign = entry[0], entry[1]
         if sign == "0":  # an exact zero
             return v == 0
@@ -246,8 +277,34 @@ class _Oracle:
         got, b = _bucket_exact(v, g)
         return self._place(key, i, entry, b) if got == sign else False
 
+    def first_near(self, key: str, i: int, values: Sequence[Any]) -> int | None:
+        """The index of the first of ``values`` that ``near`` calls True, or None. A diagnosis asks this of the
+        answer over each of some fifty factors, for every wrong answer of a class: only True counts here, so a value
+        that lies in one certain bucket is placed without the test for an edge."""
+        entries = self.entries.get(key)
+        entry = entries[i] if entries is not None and i < len(entries) else None
+        if entry is None:
+            return None
+        g, sign = entry[0], entry[1]
+        step = math.log1p(g) if g > 0 else 0.0
+        for j, v in enumerate(values):
+            # ``_buckets_around``'s one certain bucket, inline: the same double, from the same expression
+            if sign != "0" and step and type(v) is float and v and math.isfinite(v):
+                x = math.log(abs(v)) / step
+                b = math.floor(x)
+                if abs(x) < _LARGEST and _SAFE < x - b < 1 - _SAFE:
+                    if (v < 0) == (sign == "-") and self._inside(key, i, entry, b):
+                        return j
+                    continue
+            if self.near(key, i, v) is True:
+                return j
+        return None
+
     def _place(self, key: str, i: int, entry: list[Any], b: int) -> bool | None:
         raise NotImplementedError
+
+    def _inside(self, key: str, i: int, entry: list[Any], b: int) -> bool:
+        return self._place(key, i, entry, b) is True
 
 
 class Printed(_Oracle):
@@ -256,10 +313,14 @@ class Printed(_Oracle):
     def _place(self, key: str, i: int, entry: list[Any], b: int) -> bool | None:
         _, sign, inside, edges = entry
         block, offset = divmod(b, GRID)
-        h = digest(self.tag, key, i, sign, block)
+        h = _block_digest(self.tag, key, i, sign, block)
         if _in(inside, h, offset):
             return True
         return None if _in(edges, h, offset) else False  # an edge bucket: partly inside, partly outside
+
+    def _inside(self, key: str, i: int, entry: list[Any], b: int) -> bool:
+        block, offset = divmod(b, GRID)
+        return _in(entry[2], _block_digest(self.tag, key, i, entry[1], block), offset)
 
     def accepts(self, key: str, values: list[Any]) -> bool | None:
         """Does every value lie in its interval? (None: only the edges are in doubt.)"""
@@ -295,6 +356,9 @@ class Exact(_Oracle):
         if first <= b < first + n:
             return True
         return None if b in (first - 1, first + n) else False
+
+    def _inside(self, key: str, i: int, entry: list[Any], b: int) -> bool:
+        return entry[2] <= b < entry[2] + entry[3]
 
     def accepts(self, key: str, values: list[Any]) -> bool | None:
         ivs = self.targets.get(key)

@@ -100,3 +100,44 @@ def test_an_interval_located_from_doubles_is_located_as_by_30_digits():
     assert not wrong, wrong[:3]
     assert sum(fast is not None for _, fast in located) > len(located) / 2  # the shortcut is taken, not bypassed
     assert tg._locate_double(tg.around(13015449600, 1e-12)) is None  # an exact count's buckets need 30 digits
+
+
+def _rng_values(rng: random.Random, near: float, n: int) -> list:
+    """Values around ``near``: a factor away, on its interval's ends, far off, of both signs, and not floats."""
+    out = [near * rng.choice((1, -1, 2, 0.5, 1 + 1e-12, 1 - 1e-12, 3, 1e3)) * (1 + rng.uniform(-0.05, 0.05))
+           for _ in range(n)]
+    return out + [0.0, -0.0, 1e-320, float("inf"), float("nan"), 7, None, near, -near]
+
+
+@pytest.mark.parametrize("rtol", (1e-12, 1e-9, 1e-4, 0.02, 0.25))
+def test_first_near_is_near_asked_in_turn(rtol):
+    """A diagnosis asks ``first_near`` of an answer over each factor; it must name the value ``near`` would, one by
+    one, in both oracles: the self-check's hashes and the grader's exact buckets."""
+    rng = random.Random(int(rtol * 1e12) + 3)
+    for _ in range(40):
+        reference = rng.choice((1, -1)) * 10 ** rng.uniform(-12, 15)
+        targets = {"ref": [tg.around(reference, rtol)], "zero": [tg.between(0, 0)], "none": [None]}
+        printed = tg.Printed("q", {key: tg.printed("q", key, ivs) for key, ivs in targets.items()})
+        for oracle in (tg.Exact("q", targets), printed):
+            for key in ("ref", "zero", "none", "missing"):
+                for _ in range(5):
+                    values = _rng_values(rng, reference, 30)
+                    rng.shuffle(values)
+                    one_by_one = next((j for j, v in enumerate(values) if oracle.near(key, 0, v) is True), None)
+                    assert oracle.first_near(key, 0, values) == one_by_one, (key, reference, rtol, values)
+
+
+def test_membership_of_a_double_is_decided_as_in_30_digits():
+    """``Interval.__contains__`` decides credit: its shortcut through the ends rounded to doubles must agree with the
+    30-digit comparison, above all for doubles next to an end."""
+    rng = random.Random(11)
+    intervals = [tg.around(rng.choice((1, -1)) * 10 ** rng.uniform(-300, 300), rtol)
+                 for rtol in (1e-15, 1e-9, 0.02) for _ in range(300)]
+    intervals += [tg.between(1e-320, 3e-320), tg.Interval(mpmath.mpf("1e-400"), mpmath.mpf("1e400"))]
+    wrong = []
+    for iv in intervals:
+        lo, hi = float(iv.lo), float(iv.hi)
+        values = [x * (1 + k * 2.0**-52) for x in (lo, hi) for k in range(-3, 4)] + [lo / 2, hi * 2, (lo + hi) / 2]
+        values += [0.0, float("nan"), float("inf"), -float("inf")]
+        wrong += [(iv, v) for v in values if (v in iv) != bool(iv.lo <= v <= iv.hi)]
+    assert not wrong, wrong[:3]

@@ -9,6 +9,7 @@ misses that must not.
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
@@ -710,3 +711,15 @@ def test_a_power_of_ten_is_said_only_near_one(ratio, code):
     one, by both judges."""
     for v in both(number(1.12), 1.12 * ratio):  # 1.12 within 2% holds no simple number: every factor is said
         assert v.diagnosis == code, (ratio, v.message)
+
+
+def test_a_computed_float_is_read_as_its_text_is():
+    """A function's outputs are floats, read without their text; the value and unit must be those of the text."""
+    rng = random.Random(5)
+    values = [rng.choice((1, -1)) * rng.random() * 10 ** rng.uniform(-300, 300) for _ in range(3000)]
+    values += [0.0, -0.0, 5e-324, 1.7976931348623157e308, 1e22, 0.1, 1 / 3]
+    for unit in ("", "%", "s", "B", "B/s"):
+        for v in values:
+            fast, text = parse_number(v, unit), parse_number(repr(v), unit)
+            assert (fast.value, fast.unit_given) == (text.value, text.unit_given), (v, unit)
+    assert parse_number(float("inf"), "").code == "not_finite" and parse_number(float("nan"), "s").code == "not_finite"
