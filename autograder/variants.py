@@ -99,6 +99,7 @@ class Setting:
     params: Mapping[str, Param]
     valid: Callable[..., bool] | None = None
     _book: tuple[Question, ...] = field(init=False, repr=False, compare=False)
+    _built: dict[tuple, tuple[Question, ...]] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.params:
@@ -168,6 +169,9 @@ class Setting:
             return self._book
         if set(labels) != set(self.params):
             raise KeyError(f"setting {self.name}: values for {sorted(labels)}, parameters {sorted(self.params)}")
+        key = tuple(_key(labels[n]) for n in self.params)
+        if key in self._built:  # records are immutable: a class's notebooks, judged one by one, share them
+            return self._built[key]
         chosen = {n: p.value_of(labels[n]) for n, p in self.params.items()}
         if self.valid is not None and not self.valid(**chosen):
             raise KeyError(f"setting {self.name}: {labels} is not a valid choice")
@@ -176,6 +180,7 @@ class Setting:
         if shape != [(q.qid, q.kind, q.points) for q in self._book]:
             raise AuthoringError(f"setting {self.name}: the values {labels} build other questions "
                                  f"({shape}) than the book's")
+        self._built[key] = built
         return built
 
 
