@@ -12,16 +12,15 @@ Run: python benchmarks/judge_wrong_answers.py [CHAPTER ... | all]
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import time
 
-from shortcuts import print_ratio, with_and_without  # benchmarks/shortcuts.py
+from shortcuts import chosen_chapters, print_ratio, with_and_without  # benchmarks/shortcuts.py
 
 from autograder import fingerprint, kinds
 from autograder.kinds import function
 from autograder.kinds import targets as tg
-from autograder.questions import Function, chapter_names, load_chapter
+from autograder.questions import Function, load_chapter
 
 
 def recorded(q: Function, answer: object) -> object:
@@ -36,11 +35,7 @@ def _judge_all(answers: list) -> tuple[float, list]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("chapters", nargs="*", default=["ch01_rooflines", "ch04_transformers"],
-                        help="chapters, or all (default: ch01_rooflines ch04_transformers)")
-    args = parser.parse_args()
-    chapters = chapter_names() if args.chapters == ["all"] else args.chapters
+    chapters = chosen_chapters(__doc__, ["ch01_rooflines", "ch04_transformers"])
     questions = [q for c in chapters for q in load_chapter(c).questions if isinstance(q, Function)]
     answers = [(q, recorded(q, s.answer)) for q in questions for s in q.slips]
     _judge_all(answers)  # imports and caches

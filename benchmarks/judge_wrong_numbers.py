@@ -13,15 +13,14 @@ Run: python benchmarks/judge_wrong_numbers.py [CHAPTER ... | all]
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
-from shortcuts import print_ratio, with_and_without  # benchmarks/shortcuts.py
+from shortcuts import chosen_chapters, print_ratio, with_and_without  # benchmarks/shortcuts.py
 
 from autograder import fingerprint, kinds
 from autograder.kinds import targets as tg
-from autograder.questions import Number, chapter_names, load_chapter
+from autograder.questions import Number, load_chapter
 
 OFF = (2, 0.5, 8, 1 / 3, 1000, 1.3, 0.9, 0.07, 37, -1)
 
@@ -45,11 +44,7 @@ def _judge_all(answers: list) -> tuple[float, list]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("chapters", nargs="*", default=["ch01_rooflines", "ch05_training"],
-                        help="chapters, or all (default: ch01_rooflines ch05_training)")
-    args = parser.parse_args()
-    chapters = chapter_names() if args.chapters == ["all"] else args.chapters
+    chapters = chosen_chapters(__doc__, ["ch01_rooflines", "ch05_training"])
     questions = [q for c in chapters for q in load_chapter(c).questions if isinstance(q, Number)]
     answers = [(q, fingerprint.make(q), float(q.reference) * k) for q in questions for k in OFF]
     _judge_all(answers[:50])  # imports and caches

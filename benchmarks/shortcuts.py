@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from typing import Any
+
+from autograder.questions import chapter_names
 
 
 def with_and_without(run: Callable[[], tuple[float, Any]],
@@ -29,3 +32,12 @@ def print_ratio(headline: str, without: str, full: float, quick: float) -> None:
     print(f"  {without + ':':<{width}} {full:8.2f} s")
     print(f"  {'as shipped:':<{width}} {quick:8.2f} s")
     print(f"  {'ratio:':<{width}} {full / quick:8.1f}x")
+
+
+def chosen_chapters(doc: str, default: list[str]) -> list[str]:
+    """The chapters named on the command line (``all``: every chapter; none: ``default``)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("chapters", nargs="*", default=default,
+                        help=f"chapters, or all (default: {' '.join(default)})")
+    chapters = parser.parse_args().chapters
+    return chapter_names() if chapters == ["all"] else chapters
