@@ -40,7 +40,7 @@ def digest(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, (SALT, *parts))).encode()).hexdigest()[:12]
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096, typed=True)  # typed: index True is no 1, as str() tells them apart
 def _target_hash(tag: str, key: str, i: int, sign: str) -> Any:
     return hashlib.sha256("|".join(map(str, (SALT, tag, key, i, sign, ""))).encode())
 
@@ -286,14 +286,14 @@ class _Oracle:
         if entry is None:
             return None
         g, sign = entry[0], entry[1]
-        step = math.log1p(g) if g > 0 else 0.0
+        step = 0.0 if sign == "0" else math.log1p(g) if g > 0 else 0.0  # 0.0: each value asks ``near``
         for j, v in enumerate(values):
             # ``_buckets_around``'s one certain bucket, inline: the same double, from the same expression
-            if sign != "0" and step and type(v) is float and v and math.isfinite(v):
+            if step and type(v) is float and v and math.isfinite(v):
                 x = math.log(abs(v)) / step
                 b = math.floor(x)
                 if abs(x) < _LARGEST and _SAFE < x - b < 1 - _SAFE:
-                    if (v < 0) == (sign == "-") and self._inside(key, i, entry, b):
+                    if ("-" if v < 0 else "+") == sign and self._inside(key, i, entry, b):
                         return j
                     continue
             if self.near(key, i, v) is True:
