@@ -11,7 +11,7 @@ demo: $(STAMP)  ## build the release, grade three sample students, print the gra
 	$(BIN)/scaling-course demo
 
 test: $(STAMP)  ## the whole test suite, one test file at a time on each core
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

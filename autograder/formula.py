@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import lru_cache
 
 import sympy as sp
 from sympy.printing.str import StrPrinter
@@ -162,7 +163,14 @@ def parse_formula(answer: object, names: Iterable[str]) -> Parsed | Invalid:
     text = answer_to_text(answer)
     if isinstance(text, Invalid):
         return text
-    allowed = frozenset(names)
+    return _parse_text(text, frozenset(names))
+
+
+@lru_cache(maxsize=2048)
+def _parse_text(text: str, allowed: frozenset[str]) -> Parsed | Invalid:
+    """``parse_formula`` of a plain str (``answer_to_text`` gives no other), kept: each judge reads the answer, and
+    the references and slips it is held against, again, and sympy's building of a formula (a Max above all) is
+    most of a verdict's cost. Both results are frozen."""
     if len(text) > MAX_CHARS:
         return Invalid("too_long", f"{len(text):,} characters, where {MAX_CHARS:,} at most are read", text=text[:80])
     stripped = text.strip()
