@@ -97,10 +97,13 @@ def store(tmp_path, monkeypatch):
 
 @pytest.fixture
 def runner_request(monkeypatch):
-    """Program runners a test starts are closed after it; what the test puts in the dict this yields is set in the
-    fork request of each runner started from then on (``{"cpu": 4}``: a runner with a lower CPU limit)."""
+    """The test starts with no program runner (one that an earlier test of the process left would be counted as
+    the test's own), and those it starts are closed after it; what the test puts in the dict this yields is set in
+    the fork request of each runner started from then on (``{"cpu": 4}``: a runner with a lower CPU limit)."""
     from autograder.grading import judge
 
+    for key in list(judge._runners):
+        judge._runners.pop(key).close()
     before, forked = set(judge._runners), judge._forked
     changes: dict = {}
 
