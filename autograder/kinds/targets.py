@@ -253,12 +253,14 @@ class _Oracle:
         self.tag, self.entries = tag, entries
 
     def has(self, key: str, i: int) -> bool:
-        entries = self.entries.get(key, [])
-        return i < len(entries) and entries[i] is not None
+        return self._entry(key, i) is not None
+
+    def _entry(self, key: str, i: int) -> list[Any] | None:
+        entries = self.entries.get(key)
+        return entries[i] if entries is not None and i < len(entries) else None
 
     def near(self, key: str, i: int, v: Any) -> bool | None:
-        entries = self.entries.get(key)
-        entry = entries[i] if entries is not None and i < len(entries) else None
+        entry = self._entry(key, i)
         if entry is None or v is None:
             return False
         g, sign = entry[0], entry[1]
@@ -281,8 +283,7 @@ class _Oracle:
         """The index of the first of ``values`` that ``near`` calls True, or None. A diagnosis asks this of the
         answer over each of some fifty factors, for every wrong answer of a class: only True counts here, so a value
         that lies in one certain bucket is placed without the test for an edge."""
-        entries = self.entries.get(key)
-        entry = entries[i] if entries is not None and i < len(entries) else None
+        entry = self._entry(key, i)
         if entry is None:
             return None
         g, sign = entry[0], entry[1]
@@ -304,7 +305,8 @@ class _Oracle:
         raise NotImplementedError
 
     def _inside(self, key: str, i: int, entry: list[Any], b: int) -> bool:
-        return self._place(key, i, entry, b) is True
+        """``_place(...) is True``, without the test for an edge."""
+        raise NotImplementedError
 
 
 class Printed(_Oracle):
